@@ -1,0 +1,17 @@
+//! `caldera`: one binary for the control plane, the node agent, the embedded
+//! default (`up`), the CLI clients and the trace simulator. This file only parses
+//! the command line; each command lives in `src/cli/`.
+mod cli;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let args = cli::Cli::parse();
+    match cli::dispatch(args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::from(e.exit_code())
+        }
+    }
+}

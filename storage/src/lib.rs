@@ -1,0 +1,1 @@
+//! caldera-storage
