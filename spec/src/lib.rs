@@ -1,1 +1,25 @@
-//! caldera-spec
+//! caldera-spec: the shared language of Caldera.
+//!
+//! Every other crate speaks in these types: what a user asks for ([`TaskSpec`]),
+//! what a node offers ([`NodeInventory`]), what the control plane and the agents
+//! say to each other ([`wire`]), and the records the control plane keeps
+//! ([`TaskRecord`], [`Allocation`], [`Event`]). No I/O lives here.
+pub mod api;
+pub mod error;
+pub mod event;
+pub mod node;
+pub mod record;
+pub mod resources;
+pub mod task;
+pub mod time;
+pub mod validate;
+pub mod wire;
+
+pub use api::{Envelope, ErrorBody};
+pub use error::{SpecError, SpecErrorKind};
+pub use event::{Event, EventKind};
+pub use node::{DiskInfo, GpuInfo, NodeInventory, NodeMetrics};
+pub use record::{Allocation, GpuGrant, TaskRecord, TaskState, Transition};
+pub use resources::{CpuRequest, GpuRequest, ResourceRequest, SizeRequest};
+pub use task::{Priority, TaskSpec, TaskType};
+pub use validate::{parse_task_spec, MAX_BODY_BYTES};

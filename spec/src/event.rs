@@ -1,0 +1,65 @@
+//! The append-only event log: the allocation history and audit trail.
+use serde::{Deserialize, Serialize};
+
+/// What happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    TaskSubmitted,
+    TaskTransition,
+    AllocationGranted,
+    AllocationReleased,
+    NodeJoined,
+    NodeLost,
+    NodeFenced,
+    TenantCreated,
+    QuotaChanged,
+    WorkloadExited,
+    CheckpointRequested,
+    CheckpointSaved,
+    Preempted,
+    IdleWarning,
+    ServerStarted,
+}
+
+/// One entry of the event log. `seq` is assigned by storage, strictly increasing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub seq: u64,
+    pub at_ms: u64,
+    pub kind: EventKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub message: String,
+}
+
+impl Event {
+    /// An event not yet numbered by storage.
+    pub fn new(at_ms: u64, kind: EventKind, message: impl Into<String>) -> Self {
+        Event {
+            seq: 0,
+            at_ms,
+            kind,
+            task: None,
+            tenant: None,
+            node: None,
+            message: message.into(),
+        }
+    }
+    pub fn task(mut self, t: &str) -> Self {
+        self.task = Some(t.to_string());
+        self
+    }
+    pub fn tenant(mut self, t: &str) -> Self {
+        self.tenant = Some(t.to_string());
+        self
+    }
+    pub fn node(mut self, n: &str) -> Self {
+        self.node = Some(n.to_string());
+        self
+    }
+}

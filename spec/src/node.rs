@@ -1,0 +1,71 @@
+//! What a node offers and how busy it is, as its agent reports it.
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One GPU of a node. `simulated` GPUs exist because the machine has none; they
+/// are labelled as such in every view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuInfo {
+    pub index: u32,
+    pub uuid: String,
+    pub model: String,
+    pub memory_total_mb: u64,
+    pub memory_used_mb: u64,
+    pub utilization_pct: u32,
+    pub simulated: bool,
+}
+
+/// One mounted disk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiskInfo {
+    pub mount: String,
+    pub total_mb: u64,
+    pub free_mb: u64,
+}
+
+/// Everything a node offers, sent in its hello.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeInventory {
+    pub hostname: String,
+    pub gpus: Vec<GpuInfo>,
+    /// Logical CPU cores offered to workloads.
+    pub cpu_cores: u32,
+    pub memory_total_mb: u64,
+    pub disks: Vec<DiskInfo>,
+    /// Disk offered to workloads (the data dir's filesystem), MiB.
+    pub disk_offered_mb: u64,
+    pub labels: BTreeMap<String, String>,
+    /// True when CPU, memory or disk figures are declared rather than probed.
+    pub simulated_host: bool,
+    /// What isolation the runtime applies: "cgroup-v2", "cgroup-v1" or "none (...)".
+    pub isolation: String,
+    /// How GPUs were found: "nvml", "simulated", or "none (reason)".
+    pub gpu_source: String,
+}
+
+impl NodeInventory {
+    /// True when any part of this node is simulated.
+    pub fn any_simulated(&self) -> bool {
+        self.simulated_host || self.gpus.iter().any(|g| g.simulated)
+    }
+}
+
+/// Live metrics in each heartbeat.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeMetrics {
+    /// Per GPU, same order as the inventory.
+    pub gpus: Vec<GpuLive>,
+    pub cpu_used_pct: f32,
+    pub memory_used_mb: u64,
+    pub disk_free_mb: u64,
+    pub disk_read_bytes_per_s: u64,
+    pub disk_write_bytes_per_s: u64,
+}
+
+/// Live figures of one GPU.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuLive {
+    pub index: u32,
+    pub memory_used_mb: u64,
+    pub utilization_pct: u32,
+}

@@ -1,0 +1,168 @@
+//! Records the control plane keeps: tasks, their states and allocations.
+use crate::task::TaskSpec;
+use serde::{Deserialize, Serialize};
+
+/// The task lifecycle of DESIGN.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    Queued,
+    Scheduled,
+    Preparing,
+    Warming,
+    Ready,
+    Running,
+    Finished,
+    Failed,
+    Preempted,
+    Cancelled,
+    Released,
+}
+
+impl TaskState {
+    /// No further transition happens from a terminal state.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Finished | TaskState::Failed | TaskState::Cancelled | TaskState::Released
+        )
+    }
+
+    /// States in which the task holds an allocation.
+    pub fn holds_allocation(self) -> bool {
+        matches!(
+            self,
+            TaskState::Scheduled
+                | TaskState::Preparing
+                | TaskState::Warming
+                | TaskState::Ready
+                | TaskState::Running
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Queued => "queued",
+            TaskState::Scheduled => "scheduled",
+            TaskState::Preparing => "preparing",
+            TaskState::Warming => "warming",
+            TaskState::Ready => "ready",
+            TaskState::Running => "running",
+            TaskState::Finished => "finished",
+            TaskState::Failed => "failed",
+            TaskState::Preempted => "preempted",
+            TaskState::Cancelled => "cancelled",
+            TaskState::Released => "released",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TaskState> {
+        serde_json::from_value(serde_json::Value::String(s.to_ascii_lowercase())).ok()
+    }
+}
+
+/// One entry of a task's state history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transition {
+    pub state: TaskState,
+    pub at_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A slice of one GPU granted to an allocation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuGrant {
+    pub index: u32,
+    pub uuid: String,
+    pub model: String,
+    pub memory_mb: u64,
+    pub simulated: bool,
+}
+
+/// What the scheduler granted a task on one node. The ledger of these is
+/// written by the Scheduler alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Allocation {
+    pub allocation_id: String,
+    pub task_id: String,
+    pub tenant: String,
+    pub node: String,
+    pub gpus: Vec<GpuGrant>,
+    pub cpu_milli: u64,
+    pub memory_mb: u64,
+    pub disk_mb: u64,
+    pub exclusive: bool,
+    /// The node's lease epoch when this allocation was dispatched.
+    pub epoch: u64,
+    pub created_ms: u64,
+}
+
+/// A task and everything known about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub spec: TaskSpec,
+    pub tenant: String,
+    pub state: TaskState,
+    pub history: Vec<Transition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation: Option<Allocation>,
+    /// Why the task is not placed yet ("3 nodes: 2 no single GPU with 20 GB free, ...").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Why the task failed or was stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Times it was started (1 on a first run; each requeue adds one).
+    pub attempts: u32,
+    /// Requeues caused by lost nodes.
+    pub node_losses: u32,
+    pub created_ms: u64,
+    /// Submission order, for FIFO within a priority.
+    pub seq: u64,
+    /// Latest checkpoint reported by the workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
+}
+
+impl TaskRecord {
+    /// A freshly submitted task.
+    pub fn new(spec: TaskSpec, tenant: String, now_ms: u64, seq: u64) -> Self {
+        TaskRecord {
+            spec,
+            tenant,
+            state: TaskState::Queued,
+            history: vec![Transition {
+                state: TaskState::Queued,
+                at_ms: now_ms,
+                reason: None,
+            }],
+            allocation: None,
+            pending_reason: None,
+            exit_code: None,
+            failure: None,
+            attempts: 0,
+            node_losses: 0,
+            created_ms: now_ms,
+            seq,
+            checkpoint: None,
+        }
+    }
+
+    /// Moves to `state`, appending to the history.
+    pub fn transition(&mut self, state: TaskState, at_ms: u64, reason: Option<String>) {
+        self.state = state;
+        self.history.push(Transition {
+            state,
+            at_ms,
+            reason,
+        });
+    }
+
+    /// When the task entered its current state.
+    pub fn since_ms(&self) -> u64 {
+        self.history.last().map_or(self.created_ms, |t| t.at_ms)
+    }
+}

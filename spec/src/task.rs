@@ -1,0 +1,136 @@
+//! The task spec: the seed's JSON, accepted as written, plus what running it needs.
+use crate::resources::ResourceRequest;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::BTreeMap;
+
+/// Training runs to completion; inference is a service of replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskType {
+    Training,
+    Inference,
+}
+
+impl TaskType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskType::Training => "training",
+            TaskType::Inference => "inference",
+        }
+    }
+}
+
+/// Priority 0..=1000; `high` = 900, `medium` = 500, `low` = 100. Written as a
+/// word or a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Priority(pub u16);
+
+impl Priority {
+    pub const HIGH: Priority = Priority(900);
+    pub const MEDIUM: Priority = Priority(500);
+    pub const LOW: Priority = Priority(100);
+    pub const MAX: u16 = 1000;
+
+    /// The word for the standard levels, else the number.
+    pub fn label(self) -> String {
+        match self.0 {
+            900 => "high".into(),
+            500 => "medium".into(),
+            100 => "low".into(),
+            n => n.to_string(),
+        }
+    }
+}
+
+impl Default for Priority {
+    fn default() -> Self {
+        Priority::MEDIUM
+    }
+}
+
+impl Serialize for Priority {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            900 | 500 | 100 => s.serialize_str(&self.label()),
+            n => s.serialize_u16(n),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Priority {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Word(String),
+            Number(i64),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Word(w) => match w.to_ascii_lowercase().as_str() {
+                "high" => Ok(Priority::HIGH),
+                "medium" => Ok(Priority::MEDIUM),
+                "low" => Ok(Priority::LOW),
+                other => Err(serde::de::Error::custom(format!(
+                    "priority must be high, medium, low or a number 0..=1000, not {other:?}"
+                ))),
+            },
+            Raw::Number(n) if (0..=Priority::MAX as i64).contains(&n) => Ok(Priority(n as u16)),
+            Raw::Number(n) => Err(serde::de::Error::custom(format!(
+                "priority must be between 0 and 1000, not {n}"
+            ))),
+        }
+    }
+}
+
+/// A task as submitted. Unknown fields are refused so typos never pass silently.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    /// Caller-chosen id; also the idempotency key of the submission.
+    pub task_id: String,
+    pub task_type: TaskType,
+    #[serde(default)]
+    pub priority: Priority,
+    pub resources: ResourceRequest,
+    /// Declared run time "HH:MM:SS"; used for start-time estimates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+    /// Container image. Recorded; the process runtime runs `command` on the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// argv of the workload. Absent: a pure reservation that holds its
+    /// resources until released (what the data platform's adapter asks for).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Node labels the task requires (all must match).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Directory for checkpoints (passed as CALDERA_CHECKPOINT_DIR); default: per task under the node's data dir.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_dir: Option<String>,
+    /// Model version the service serves (inference).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Inference replicas (each is an allocation). Training: always 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
+    /// How many times a lost node may requeue this task before it fails (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+}
+
+impl TaskSpec {
+    /// Declared duration in seconds, if any and well-formed.
+    pub fn duration_secs(&self) -> Option<u64> {
+        self.duration
+            .as_deref()
+            .and_then(|d| crate::validate::parse_duration(d).ok())
+    }
+
+    /// Retry budget for node loss.
+    pub fn retry_budget(&self) -> u32 {
+        self.max_retries.unwrap_or(3)
+    }
+}

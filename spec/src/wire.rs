@@ -1,0 +1,210 @@
+//! The node <-> control plane protocol, carried as JSON text frames over one
+//! WebSocket per node (`GET /v1/nodes/connect`, bearer = cluster join token).
+//!
+//! Session: the agent sends [`NodeMessage::Hello`] (identity, inventory, the
+//! workloads it still runs); the control plane answers [`ServerMessage::Welcome`]
+//! with a new lease epoch and which of those workloads the agent keeps (adopted)
+//! or must kill (no longer its own: the node was declared lost meanwhile). Then
+//! heartbeats flow one way and commands the other. Every command carries the
+//! epoch it was issued under; an agent ignores commands of any other epoch, so
+//! a command delayed across a reconnect can never act twice.
+use crate::node::{NodeInventory, NodeMetrics};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Bumped on any incompatible change; a mismatching hello is refused.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Agent -> control plane.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum NodeMessage {
+    Hello(Hello),
+    Heartbeat(Heartbeat),
+    Event(WorkloadEvent),
+    /// Answer to [`ServerMessage::FetchLogs`].
+    Logs {
+        request_id: u64,
+        allocation_id: String,
+        content: String,
+        truncated: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    pub protocol: u32,
+    pub node_name: String,
+    pub agent_version: String,
+    pub inventory: NodeInventory,
+    /// Workloads still alive on the node (or exited since the last session, not yet reported).
+    pub workloads: Vec<WorkloadReport>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub epoch: u64,
+    pub metrics: NodeMetrics,
+    pub workloads: Vec<WorkloadReport>,
+}
+
+/// A workload as the agent sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadReport {
+    pub allocation_id: String,
+    pub task_id: String,
+    /// Epoch it was started under.
+    pub epoch: u64,
+    pub pid: Option<u32>,
+    /// None while running.
+    pub exit: Option<ExitStatus>,
+    /// Measured use of this allocation (see [`AllocationUse`]).
+    #[serde(default)]
+    pub usage: AllocationUse,
+}
+
+/// Measured use of one allocation. On simulated GPUs the CPU use of the
+/// workload's process tree stands in for GPU utilisation (`gpu_source` says so).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AllocationUse {
+    pub cpu_pct: f32,
+    pub memory_mb: u64,
+    pub gpu_utilization_pct: f32,
+    pub gpu_memory_used_mb: u64,
+    /// "nvml" or "simulated: process-tree CPU".
+    pub gpu_source: String,
+}
+
+/// How a workload ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitStatus {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// True when it ended because the control plane stopped it.
+    pub stopped: bool,
+}
+
+/// Something that happened to a workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadEvent {
+    pub allocation_id: String,
+    pub task_id: String,
+    pub epoch: u64,
+    pub at_ms: u64,
+    pub kind: WorkloadEventKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WorkloadEventKind {
+    /// The agent began preparing the environment (dirs, log file, cgroup).
+    Preparing,
+    /// The environment is ready; the process is about to start.
+    Ready {
+        isolation: String,
+    },
+    /// The process runs (or, for a reservation without command, the slot is held).
+    Started {
+        pid: Option<u32>,
+    },
+    Exited(ExitStatus),
+    /// Preparing or starting failed; the message says why.
+    StartFailed {
+        reason: String,
+    },
+    /// The workload wrote a checkpoint (a file appeared in its checkpoint dir).
+    CheckpointSaved {
+        path: String,
+    },
+}
+
+/// Control plane -> agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerMessage {
+    Welcome(Welcome),
+    Start(StartCommand),
+    Stop(StopCommand),
+    FetchLogs {
+        request_id: u64,
+        epoch: u64,
+        allocation_id: String,
+        tail_bytes: u64,
+    },
+    /// The hello was refused (bad protocol, duplicate live session); the agent retries later.
+    Refused {
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Welcome {
+    pub node_name: String,
+    pub epoch: u64,
+    pub heartbeat_interval_ms: u64,
+    /// Reported workloads the node still owns: adopt them under the new epoch.
+    pub keep: Vec<String>,
+    /// Reported workloads it no longer owns: kill them now.
+    pub kill: Vec<String>,
+}
+
+/// Prepare and start one allocation's workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StartCommand {
+    pub allocation_id: String,
+    pub task_id: String,
+    pub epoch: u64,
+    /// Empty: a reservation; nothing runs, the slot is held until stopped.
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub gpu_indices: Vec<u32>,
+    pub gpu_uuids: Vec<String>,
+    /// The per-GPU memory slice, MiB (CALDERA_GPU_MEMORY_MB).
+    pub gpu_memory_mb: u64,
+    pub cpu_milli: u64,
+    pub memory_mb: u64,
+    pub checkpoint_dir: Option<String>,
+    /// Latest checkpoint to resume from (CALDERA_RESUME_FROM).
+    pub resume_from: Option<String>,
+}
+
+/// Stop one allocation's workload: SIGTERM to its process group, `grace_ms`, then SIGKILL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StopCommand {
+    pub allocation_id: String,
+    pub epoch: u64,
+    pub grace_ms: u64,
+    pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_with_type_tags() {
+        let m = ServerMessage::Stop(StopCommand {
+            allocation_id: "a1".into(),
+            epoch: 3,
+            grace_ms: 5000,
+            reason: "released".into(),
+        });
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(text.starts_with(r#"{"type":"stop""#), "{text}");
+        let back: ServerMessage = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, m);
+        let e = NodeMessage::Event(WorkloadEvent {
+            allocation_id: "a1".into(),
+            task_id: "t".into(),
+            epoch: 3,
+            at_ms: 1,
+            kind: WorkloadEventKind::Exited(ExitStatus {
+                code: Some(0),
+                signal: None,
+                stopped: false,
+            }),
+        });
+        let text = serde_json::to_string(&e).unwrap();
+        assert_eq!(serde_json::from_str::<NodeMessage>(&text).unwrap(), e);
+    }
+}
