@@ -69,3 +69,24 @@ pub struct GpuLive {
     pub memory_used_mb: u64,
     pub utilization_pct: u32,
 }
+
+/// A node as the control plane records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    pub name: String,
+    pub inventory: NodeInventory,
+    /// Lease epoch of the current (or last) session; bumped on every hello.
+    pub epoch: u64,
+    pub state: NodeState,
+    pub joined_ms: u64,
+    pub last_seen_ms: u64,
+}
+
+/// Whether the node is in the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeState {
+    Ready,
+    /// Silent past the heartbeat timeout; its tasks were requeued and its epoch fenced.
+    Lost,
+}

@@ -1,0 +1,98 @@
+//! Tenants and their quotas.
+use serde::{Deserialize, Serialize};
+
+/// Limits per dimension; an absent dimension is unlimited.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quota {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_gb: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_cores: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_gb: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_gb: Option<f64>,
+}
+
+/// A tenant as stored. The token itself is never stored, only its SHA-256.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TenantRecord {
+    pub name: String,
+    pub token_sha256: String,
+    pub quota: Quota,
+    pub created_ms: u64,
+}
+
+/// Resources held, in the same dimensions as [`Quota`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// GPUs touched (a share counts as its fraction).
+    pub gpus: f64,
+    pub gpu_memory_gb: f64,
+    pub cpu_cores: f64,
+    pub memory_gb: f64,
+    pub disk_gb: f64,
+}
+
+impl Quota {
+    /// The first dimension in which `usage` would pass this quota, with the
+    /// figures, e.g. `("gpus", 4.0, 8.0)` = would use 8, may use 4.
+    pub fn exceeded_by(&self, usage: &Usage) -> Option<(&'static str, f64, f64)> {
+        let dims = [
+            ("gpus", self.gpus, usage.gpus),
+            ("gpu_memory_gb", self.gpu_memory_gb, usage.gpu_memory_gb),
+            ("cpu_cores", self.cpu_cores, usage.cpu_cores),
+            ("memory_gb", self.memory_gb, usage.memory_gb),
+            ("disk_gb", self.disk_gb, usage.disk_gb),
+        ];
+        dims.into_iter().find_map(|(name, limit, used)| {
+            limit.filter(|l| used > *l + 1e-9).map(|l| (name, l, used))
+        })
+    }
+
+    /// Range check of an operator's quota document.
+    pub fn validate(&self) -> Result<(), crate::SpecError> {
+        let dims = [
+            ("gpus", self.gpus),
+            ("gpu_memory_gb", self.gpu_memory_gb),
+            ("cpu_cores", self.cpu_cores),
+            ("memory_gb", self.memory_gb),
+            ("disk_gb", self.disk_gb),
+        ];
+        for (name, v) in dims {
+            if let Some(v) = v {
+                if !v.is_finite() || v < 0.0 || v > 1e9 {
+                    return Err(crate::SpecError::new(
+                        crate::SpecErrorKind::OutOfRange,
+                        name,
+                        format!("{name} must be between 0 and 1e9, not {v}"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, o: Usage) {
+        self.gpus += o.gpus;
+        self.gpu_memory_gb += o.gpu_memory_gb;
+        self.cpu_cores += o.cpu_cores;
+        self.memory_gb += o.memory_gb;
+        self.disk_gb += o.disk_gb;
+    }
+}
+
+impl std::ops::SubAssign for Usage {
+    fn sub_assign(&mut self, o: Usage) {
+        self.gpus = (self.gpus - o.gpus).max(0.0);
+        self.gpu_memory_gb = (self.gpu_memory_gb - o.gpu_memory_gb).max(0.0);
+        self.cpu_cores = (self.cpu_cores - o.cpu_cores).max(0.0);
+        self.memory_gb = (self.memory_gb - o.memory_gb).max(0.0);
+        self.disk_gb = (self.disk_gb - o.disk_gb).max(0.0);
+    }
+}
