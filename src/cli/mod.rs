@@ -1,4 +1,5 @@
 //! Command-line surface of the `caldera` binary.
+pub mod node;
 pub mod sim;
 
 use clap::{Parser, Subcommand};
@@ -35,10 +36,13 @@ pub struct Cli {
 pub enum Command {
     /// Replay a trace through the placement engine and print quality metrics.
     Sim(sim::SimArgs),
+    /// Run a node agent: probe this machine, join the cluster, run workloads.
+    Node(node::NodeArgs),
 }
 
 pub fn dispatch(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Sim(args) => sim::run(args),
+        Command::Node(args) => node::run(args),
     }
 }
