@@ -1,1 +1,2 @@
 //! caldera-actors
+pub mod config;

@@ -1,0 +1,113 @@
+//! Control-plane configuration. Loaded by the binary from a TOML file plus
+//! `CALDERA_*` environment overrides (the `config` crate); keys are kebab-case.
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Everything `caldera server` can be told. Every field's default is in its doc.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address of the HTTP gateway. Default `127.0.0.1:7070`.
+    pub listen: String,
+    /// Where sled keeps its files. Default `./caldera-data`.
+    pub data_dir: PathBuf,
+    /// Operator bearer token. Default: none; one is generated on first start,
+    /// printed once, and only its hash is kept.
+    pub operator_token: Option<String>,
+    /// Token node agents join with. Default: generated on first start like the operator token.
+    pub join_token: Option<String>,
+    /// Heartbeat period asked of node agents, ms. Default 1000.
+    pub heartbeat_interval_ms: u64,
+    /// A node silent this long is lost, ms. Default 4000 (detection within 5 s).
+    pub node_timeout_ms: u64,
+    /// A task stuck in Preparing this long fails, ms. Default 120000.
+    pub preparing_timeout_ms: u64,
+    /// Grace between SIGTERM and SIGKILL when stopping a workload, ms. Default 10000.
+    pub stop_grace_ms: u64,
+    /// Placement policy of the live scheduler. Default `caldera`.
+    pub placement_policy: String,
+    /// Seed of the placement tie-break. Default 42.
+    pub placement_seed: u64,
+    /// sled page cache, MiB. Default 64 (sled's own default of 1 GiB would
+    /// blow the 1 GB control-plane memory target by itself).
+    pub cache_mb: u64,
+    /// Largest accepted request body, bytes. Default 65536.
+    pub max_body_bytes: usize,
+    /// HTTP worker threads. Default 2.
+    pub http_workers: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "127.0.0.1:7070".into(),
+            data_dir: PathBuf::from("./caldera-data"),
+            operator_token: None,
+            join_token: None,
+            heartbeat_interval_ms: 1000,
+            node_timeout_ms: 4000,
+            preparing_timeout_ms: 120_000,
+            stop_grace_ms: 10_000,
+            placement_policy: "caldera".into(),
+            placement_seed: 42,
+            cache_mb: 64,
+            max_body_bytes: 64 * 1024,
+            http_workers: 2,
+        }
+    }
+}
+
+/// A configuration value that cannot work.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("config {key}: {message}")]
+pub struct ConfigError {
+    pub key: &'static str,
+    pub message: String,
+}
+
+impl ServerConfig {
+    /// Checks values that would make the server misbehave.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |key, message: &str| Err(ConfigError { key, message: message.to_string() });
+        if self.heartbeat_interval_ms == 0 {
+            return err("heartbeat-interval-ms", "must be greater than 0");
+        }
+        if self.node_timeout_ms < 2 * self.heartbeat_interval_ms {
+            return err("node-timeout-ms", "must be at least twice heartbeat-interval-ms");
+        }
+        if self.preparing_timeout_ms == 0 {
+            return err("preparing-timeout-ms", "must be greater than 0");
+        }
+        if self.cache_mb == 0 {
+            return err("cache-mb", "must be greater than 0");
+        }
+        if self.max_body_bytes < 1024 {
+            return err("max-body-bytes", "must be at least 1024");
+        }
+        if self.http_workers == 0 {
+            return err("http-workers", "must be greater than 0");
+        }
+        for t in [&self.operator_token, &self.join_token].into_iter().flatten() {
+            if t.len() < 16 {
+                return err("operator-token/join-token", "tokens must be at least 16 characters");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate() {
+        assert_eq!(ServerConfig::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_node_timeout_shorter_than_two_heartbeats_is_refused() {
+        let c = ServerConfig { node_timeout_ms: 1500, ..Default::default() };
+        assert_eq!(c.validate().unwrap_err().key, "node-timeout-ms");
+    }
+}
