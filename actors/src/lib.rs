@@ -1,2 +1,3 @@
 //! caldera-actors
 pub mod config;
+pub mod placement;

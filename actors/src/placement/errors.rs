@@ -1,0 +1,31 @@
+//! Errors of the placement engine, each with a stable code for APIs and logs.
+use super::types::NodeId;
+
+/// Why a placement could not be committed to (or read from) the pool.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    /// The placement names a node the pool does not know.
+    #[error("node {0:?} is not in the pool")]
+    UnknownNode(NodeId),
+    /// The placement names a GPU index the node does not have.
+    #[error("node {node:?} has no GPU with index {gpu}")]
+    UnknownGpu { node: NodeId, gpu: u32 },
+    /// The node no longer has room for the demand (stale decision or a race).
+    #[error("node {node:?} has no room: {reason}")]
+    NoRoom { node: NodeId, reason: String },
+    /// The placement does not match its demand (wrong GPU count or amounts).
+    #[error("placement does not match the demand: {0}")]
+    Mismatch(String),
+}
+
+impl PlacementError {
+    /// Stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            PlacementError::UnknownNode(_) => "placement_unknown_node",
+            PlacementError::UnknownGpu { .. } => "placement_unknown_gpu",
+            PlacementError::NoRoom { .. } => "placement_no_room",
+            PlacementError::Mismatch(_) => "placement_mismatch",
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Per-GPU fit: which GPUs of a node can take a demand. The check is per GPU,
+//! never on node totals: two GPUs with 10 GB free each cannot host a 20 GB task.
+use super::errors::PlacementError;
+use super::rejections::{GPU_MODEL, GPU_ROOM, WHOLE_GPUS};
+use super::state::{GpuState, NodeState};
+use super::types::{Demand, NodeView, Placement};
+
+/// Whether GPU `g` can take one GPU's share of `demand`, and how many units.
+pub fn gpu_take(g: &GpuState, demand: &Demand) -> Option<u64> {
+    if !demand.allows_model(&g.model) {
+        return None;
+    }
+    let (need, whole) = demand.gpu.per_gpu_need(g.capacity)?;
+    let fits = if whole { g.is_idle() } else { g.free >= need };
+    fits.then_some(need)
+}
+
+/// Canonical positions of the GPUs that can take `demand` (empty for CPU-only).
+pub fn usable_positions(state: &NodeState, demand: &Demand) -> Vec<usize> {
+    state
+        .gpus
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| gpu_take(g, demand).is_some())
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// The GPU part of the filter: `Err(reason)` when the node cannot host the
+/// demand's GPUs. Reasons: wrong model (or no GPU), too few GPUs with room.
+pub fn check_gpus(state: &NodeState, demand: &Demand) -> Result<(), &'static str> {
+    let want = demand.gpu.count() as usize;
+    if want == 0 {
+        return Ok(());
+    }
+    if !state.gpus.iter().any(|g| demand.allows_model(&g.model)) {
+        return Err(GPU_MODEL);
+    }
+    let usable = state
+        .gpus
+        .iter()
+        .filter(|g| gpu_take(g, demand).is_some())
+        .count();
+    if usable >= want {
+        Ok(())
+    } else if matches!(demand.gpu, super::types::GpuDemand::Whole { .. }) {
+        Err(WHOLE_GPUS)
+    } else {
+        Err(GPU_ROOM)
+    }
+}
+
+/// Pick GPUs best-fit: the usable GPUs with the least free room first (ties by
+/// position). Returns `(position, units)` or `None` when too few fit.
+pub fn best_fit_gpus(state: &NodeState, demand: &Demand) -> Option<Vec<(usize, u64)>> {
+    let want = demand.gpu.count() as usize;
+    let mut usable: Vec<(usize, u64, u64)> = state
+        .gpus
+        .iter()
+        .enumerate()
+        .filter_map(|(p, g)| gpu_take(g, demand).map(|u| (p, u, g.free_milli())))
+        .collect();
+    if usable.len() < want {
+        return None;
+    }
+    usable.sort_by_key(|&(p, _, free)| (free, p));
+    Some(
+        usable
+            .into_iter()
+            .take(want)
+            .map(|(p, u, _)| (p, u))
+            .collect(),
+    )
+}
+
+/// Check that `placement` is a valid way to host `demand` on `view` right now.
+pub fn validate(
+    view: &NodeView,
+    demand: &Demand,
+    placement: &Placement,
+) -> Result<(), PlacementError> {
+    let node = placement.node;
+    let no_room = |reason: String| PlacementError::NoRoom { node, reason };
+    if !view.healthy {
+        return Err(no_room("node is unhealthy".into()));
+    }
+    if view.exclusive_held || (demand.exclusive && view.allocations > 0) {
+        return Err(no_room("node is held exclusively or in use".into()));
+    }
+    if view.cpu_free_milli < demand.cpu_milli {
+        return Err(no_room(format!(
+            "cpu {} < {}",
+            view.cpu_free_milli, demand.cpu_milli
+        )));
+    }
+    if view.memory_free_mib < demand.memory_mib {
+        return Err(no_room(format!(
+            "memory {} < {}",
+            view.memory_free_mib, demand.memory_mib
+        )));
+    }
+    if view.disk_free_mib < demand.disk_mib {
+        return Err(no_room(format!(
+            "disk {} < {}",
+            view.disk_free_mib, demand.disk_mib
+        )));
+    }
+    if let Some((k, _)) = demand
+        .labels
+        .iter()
+        .find(|(k, v)| view.labels.get(*k) != Some(*v))
+    {
+        return Err(no_room(format!("label {k} missing")));
+    }
+    let want = demand.gpu.count() as usize;
+    if placement.gpus.len() != want {
+        return Err(PlacementError::Mismatch(format!(
+            "{} GPUs placed, {want} asked",
+            placement.gpus.len()
+        )));
+    }
+    for (i, &(index, units)) in placement.gpus.iter().enumerate() {
+        if placement.gpus[..i].iter().any(|&(other, _)| other == index) {
+            return Err(PlacementError::Mismatch(format!(
+                "GPU {index} placed twice"
+            )));
+        }
+        let g = view
+            .gpus
+            .iter()
+            .find(|g| g.index == index)
+            .ok_or(PlacementError::UnknownGpu { node, gpu: index })?;
+        let state = GpuState {
+            model: g.model.clone(),
+            capacity: g.capacity,
+            free: g.free.min(g.capacity),
+        };
+        match gpu_take(&state, demand) {
+            Some(need) if need == units => {}
+            Some(need) => {
+                return Err(PlacementError::Mismatch(format!(
+                    "GPU {index}: {units} units placed, {need} needed"
+                )))
+            }
+            None => {
+                return Err(no_room(format!(
+                    "GPU {index} ({}) has {} free",
+                    g.model, g.free
+                )))
+            }
+        }
+    }
+    Ok(())
+}

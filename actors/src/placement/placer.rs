@@ -1,0 +1,240 @@
+//! The placement pipeline: filter -> score -> select (Nomad's stack, kube-scheduler's
+//! framework). Pure and deterministic given its seed: no clock, no I/O.
+//!
+//! Work is done per node class (nodes in identical states), and each class's score
+//! for a demand is cached: a class's state never changes (a changed node moves to
+//! another class), so the cache only misses on states created since the demand's
+//! shape was last placed. Ties are broken uniformly over nodes with the seeded RNG.
+use std::collections::HashMap;
+
+use super::filter;
+use super::fit;
+use super::frag::{free_vector, FragTable};
+use super::mix::WorkloadMix;
+use super::policy::PolicyName;
+use super::pool::{Class, Pool};
+use super::rejections::Rejections;
+use super::rng::SplitMix64;
+use super::score::{self, ClassFrag, Norm, ScoreCtx, Scored};
+use super::types::{Demand, Placement};
+
+/// Default bound on classes scored per decision (Nomad's limit iterator). Pools
+/// with fewer distinct node states are searched exhaustively.
+pub const DEFAULT_SEARCH_LIMIT: usize = 2048;
+
+/// Cache entries after which caches are dropped (bounds memory in long runs).
+const CACHE_CAP: usize = 1 << 21;
+
+/// Chooses nodes for demands; see the module comment.
+#[derive(Debug)]
+pub struct Placer {
+    policy: PolicyName,
+    mix: WorkloadMix,
+    rng: SplitMix64,
+    search_limit: usize,
+    cache_for: (u64, u64, (u64, u64)),
+    frags: HashMap<u64, ClassFrag>,
+    scores: HashMap<(u64, u32), Option<Scored>>,
+    demand_ids: HashMap<Demand, u32>,
+}
+
+impl Placer {
+    /// A placer running `policy` against the typical `mix`, tie-breaking with `seed`.
+    pub fn new(policy: PolicyName, mix: WorkloadMix, seed: u64) -> Self {
+        Placer {
+            policy,
+            mix,
+            rng: SplitMix64::new(seed),
+            search_limit: DEFAULT_SEARCH_LIMIT,
+            cache_for: (0, 0, (0, 0)),
+            frags: HashMap::new(),
+            scores: HashMap::new(),
+            demand_ids: HashMap::new(),
+        }
+    }
+
+    /// Score at most `limit` feasible classes per decision (at least 1).
+    pub fn with_search_limit(mut self, limit: usize) -> Self {
+        self.search_limit = limit.max(1);
+        self
+    }
+
+    /// The policy this placer runs.
+    pub fn policy(&self) -> PolicyName {
+        self.policy
+    }
+
+    /// The typical mix fragmentation is measured against.
+    pub fn mix(&self) -> &WorkloadMix {
+        &self.mix
+    }
+
+    /// Learn from a demand the scheduler saw (online typical mix).
+    pub fn observe(&mut self, demand: &Demand) {
+        self.mix.observe(demand);
+    }
+
+    /// Choose a node and GPUs for `demand`. Does not change the pool: the caller
+    /// commits the placement (and may be refused if the pool moved meanwhile).
+    /// When no node fits, says why, counted by reason.
+    pub fn place(&mut self, pool: &Pool, demand: &Demand) -> Result<Placement, Rejections> {
+        self.sync(pool);
+        let did = self.intern(demand);
+        let (max_cpu, max_gpu) = pool.max_sizes();
+        let norm = Norm {
+            max_cpu: max_cpu as f64,
+            max_gpu: max_gpu as f64,
+        };
+        let mut rejections = Rejections::new(pool.unit());
+        let slots = pool.class_slots();
+        let bounded = pool.class_count() > self.search_limit;
+        let start = if bounded {
+            self.rng.below(slots as u64) as usize
+        } else {
+            0
+        };
+        let mut best: Option<(f64, usize)> = None;
+        let mut tied_nodes = 0u64;
+        let mut scored = 0usize;
+        for i in 0..slots {
+            let slot = (start + i) % slots;
+            let Some(class) = pool.class_at(slot) else {
+                continue;
+            };
+            let members = class.members.len() as u32;
+            rejections.nodes += members;
+            if let Err(reason) = filter::feasible(&class.state, demand) {
+                rejections.add(reason, members);
+                continue;
+            }
+            let Some(score) = self.score_class(class, demand, did, norm) else {
+                continue;
+            };
+            match best {
+                Some((b, _)) if score < b => {}
+                Some((b, _)) if score == b => {
+                    // Weighted reservoir: uniform over the tied nodes.
+                    tied_nodes += members as u64;
+                    if self.rng.below(tied_nodes) < members as u64 {
+                        best = Some((score, slot));
+                    }
+                }
+                _ => {
+                    best = Some((score, slot));
+                    tied_nodes = members as u64;
+                }
+            }
+            scored += 1;
+            if bounded && scored >= self.search_limit {
+                break;
+            }
+        }
+        let Some((_, slot)) = best else {
+            return Err(rejections);
+        };
+        let Some(class) = pool.class_at(slot) else {
+            return Err(rejections);
+        };
+        let mut gpus = match self.scores.get(&(class.handle.key(), did)) {
+            Some(Some(s)) => s.gpus.clone(),
+            _ => return Err(rejections),
+        };
+        let node = class.members[self.rng.below(class.members.len() as u64) as usize];
+        if self.policy == PolicyName::Random && demand.gpu.is_sharing() {
+            let usable = fit::usable_positions(&class.state, demand);
+            if let Some(&p) = usable.get(self.rng.below(usable.len() as u64) as usize) {
+                if let Some(units) = fit::gpu_take(&class.state.gpus[p], demand) {
+                    gpus = vec![(p, units)];
+                }
+            }
+        }
+        Ok(pool.placement_from_positions(node, &gpus))
+    }
+
+    /// Score of `class` for the demand (cached); `None` when it cannot host it.
+    fn score_class(&mut self, class: &Class, demand: &Demand, did: u32, norm: Norm) -> Option<f64> {
+        let key = (class.handle.key(), did);
+        if let Some(s) = self.scores.get(&key) {
+            return s.as_ref().map(|s| s.score);
+        }
+        let policy = self.policy;
+        let frag = if policy.uses_fragmentation() {
+            let mix = &self.mix;
+            Some(
+                &*self
+                    .frags
+                    .entry(class.handle.key())
+                    .or_insert_with(|| class_frag(policy, mix, class)),
+            )
+        } else {
+            None
+        };
+        let ctx = ScoreCtx {
+            state: &class.state,
+            demand,
+            norm,
+            frag,
+        };
+        let s = match policy {
+            PolicyName::Random => score::random::score(&ctx),
+            PolicyName::DotProd => score::dotprod::score(&ctx),
+            PolicyName::BestFit => score::bestfit::score(&ctx),
+            PolicyName::GpuPacking => score::gpupacking::score(&ctx),
+            PolicyName::GpuClustering => score::gpuclustering::score(&ctx),
+            PolicyName::Fgd => score::fgd::score(&ctx),
+            PolicyName::Caldera => score::caldera::score(&ctx),
+        };
+        let out = s.as_ref().map(|s| s.score);
+        self.scores.insert(key, s);
+        out
+    }
+
+    fn intern(&mut self, demand: &Demand) -> u32 {
+        if let Some(&id) = self.demand_ids.get(demand) {
+            return id;
+        }
+        let id = self.demand_ids.len() as u32;
+        self.demand_ids.insert(demand.clone(), id);
+        id
+    }
+
+    /// Drop caches that no longer apply (other pool, new mix, new largest node)
+    /// or that grew too big.
+    fn sync(&mut self, pool: &Pool) {
+        let key = (pool.instance_id(), self.mix.version(), pool.max_sizes());
+        if key != self.cache_for || self.scores.len() > CACHE_CAP || self.frags.len() > CACHE_CAP {
+            self.cache_for = key;
+            self.frags.clear();
+            self.scores.clear();
+            self.demand_ids.clear();
+        }
+    }
+}
+
+/// Fragmentation data of a class under `policy`.
+fn class_frag(policy: PolicyName, mix: &WorkloadMix, class: &Class) -> ClassFrag {
+    let table = build_table(policy, mix, &class.state);
+    let free = free_vector(&class.state);
+    let before = table.frag(&free, class.state.cpu_free, class.state.memory_free);
+    ClassFrag {
+        table,
+        free,
+        before,
+    }
+}
+
+/// The fragmentation table a policy measures with.
+fn build_table(
+    policy: PolicyName,
+    mix: &WorkloadMix,
+    state: &super::state::NodeState,
+) -> FragTable {
+    match policy {
+        PolicyName::Caldera => score::caldera::table(mix, state),
+        _ => FragTable::build(
+            state,
+            mix.shapes().iter().map(|s| (&s.demand, s.freq)),
+            false,
+        ),
+    }
+}

@@ -1,0 +1,159 @@
+//! Why nodes were turned down, counted by named reason (Nomad's "constraint
+//! filtered" counters), so "why is my task pending" is answered from data.
+use super::types::{Demand, GpuDemand, GpuUnit};
+
+/// Node is not healthy.
+pub const UNHEALTHY: &str = "unhealthy";
+/// Node's GPUs are not of an allowed model (or it has none).
+pub const GPU_MODEL: &str = "gpu_model";
+/// No (or too few) single GPUs with enough free room.
+pub const GPU_ROOM: &str = "gpu_room";
+/// Too few entirely free GPUs.
+pub const WHOLE_GPUS: &str = "whole_gpus";
+/// Not enough free CPU.
+pub const CPU: &str = "cpu";
+/// Not enough free memory.
+pub const MEMORY: &str = "memory";
+/// Not enough free disk.
+pub const DISK: &str = "disk";
+/// Node lacks a required label.
+pub const LABELS: &str = "labels";
+/// Node is held exclusively, or the request is exclusive and the node is in use.
+pub const EXCLUSIVE: &str = "exclusive";
+
+/// Every reason code, in the order filters run.
+pub const ALL_REASONS: [&str; 9] = [
+    UNHEALTHY, EXCLUSIVE, LABELS, GPU_MODEL, GPU_ROOM, WHOLE_GPUS, CPU, MEMORY, DISK,
+];
+
+/// Count of rejected nodes per reason (each node counted once, under the first
+/// filter that turned it down).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rejections {
+    counts: [u32; ALL_REASONS.len()],
+    unit: GpuUnit,
+    /// Nodes considered in all.
+    pub nodes: u32,
+}
+
+impl Rejections {
+    /// Empty counters; `unit` decides how GPU amounts are worded.
+    pub fn new(unit: GpuUnit) -> Self {
+        Rejections {
+            counts: [0; ALL_REASONS.len()],
+            unit,
+            nodes: 0,
+        }
+    }
+
+    /// Count `n` nodes rejected for `reason` (one of the constants above).
+    pub fn add(&mut self, reason: &'static str, n: u32) {
+        if let Some(i) = ALL_REASONS.iter().position(|r| *r == reason) {
+            self.counts[i] += n;
+        }
+    }
+
+    /// `(reason code, count)` for every reason with a non-zero count, largest first.
+    pub fn counts(&self) -> Vec<(&'static str, u32)> {
+        let mut out: Vec<(&'static str, u32)> = ALL_REASONS
+            .iter()
+            .zip(self.counts.iter())
+            .filter(|(_, c)| **c > 0)
+            .map(|(r, c)| (*r, *c))
+            .collect();
+        out.sort_by_key(|e| std::cmp::Reverse(e.1));
+        out
+    }
+
+    /// Number of rejected nodes for one reason.
+    pub fn count(&self, reason: &str) -> u32 {
+        ALL_REASONS
+            .iter()
+            .position(|r| *r == reason)
+            .map(|i| self.counts[i])
+            .unwrap_or(0)
+    }
+
+    /// A sentence for a person, e.g. `3 nodes: 2 no single GPU with 20 GB free, 1
+    /// GPU model is not A100`.
+    pub fn summary(&self, demand: &Demand) -> String {
+        let parts: Vec<String> = self
+            .counts()
+            .into_iter()
+            .map(|(reason, n)| format!("{n} {}", self.explain(reason, demand)))
+            .collect();
+        if parts.is_empty() {
+            return format!("{} nodes: none rejected", self.nodes);
+        }
+        let noun = if self.nodes == 1 { "node" } else { "nodes" };
+        format!("{} {noun}: {}", self.nodes, parts.join(", "))
+    }
+
+    fn explain(&self, reason: &str, d: &Demand) -> String {
+        match reason {
+            UNHEALTHY => "unhealthy".into(),
+            EXCLUSIVE => "held exclusively or in use".into(),
+            LABELS => format!("missing labels {}", fmt_labels(d)),
+            GPU_MODEL if d.gpu_models.is_empty() => "no GPU".into(),
+            GPU_MODEL => format!("GPU model is not {}", d.gpu_models.join(" or ")),
+            GPU_ROOM => self.explain_room(d),
+            WHOLE_GPUS => format!("fewer than {} idle GPUs", d.gpu.count()),
+            CPU => format!("less than {} cores free", d.cpu_milli as f64 / 1000.0),
+            MEMORY => format!(
+                "less than {} free memory",
+                GpuUnit::MiB.describe(d.memory_mib)
+            ),
+            DISK => format!("less than {} free disk", GpuUnit::MiB.describe(d.disk_mib)),
+            other => other.to_string(),
+        }
+    }
+
+    fn explain_room(&self, d: &Demand) -> String {
+        let amount = match (&d.gpu, self.unit) {
+            (GpuDemand::Share { milli }, GpuUnit::Milli) => self.unit.describe(*milli as u64),
+            (GpuDemand::Share { milli }, GpuUnit::MiB) => {
+                format!("{} of a GPU", *milli as f64 / 1000.0)
+            }
+            (GpuDemand::Memory { per_gpu, .. }, unit) => unit.describe(*per_gpu),
+            _ => "enough room".into(),
+        };
+        match d.gpu.count() {
+            0 | 1 => format!("no single GPU with {amount} free"),
+            n => format!("fewer than {n} GPUs with {amount} free"),
+        }
+    }
+}
+
+fn fmt_labels(d: &Demand) -> String {
+    d.labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_reads_like_a_sentence() {
+        let d = Demand {
+            gpu: GpuDemand::Memory {
+                count: 1,
+                per_gpu: 20 * 1024,
+            },
+            gpu_models: vec!["A100".into()],
+            ..Demand::default()
+        };
+        let mut r = Rejections::new(GpuUnit::MiB);
+        r.nodes = 3;
+        r.add(GPU_ROOM, 2);
+        r.add(GPU_MODEL, 1);
+        assert_eq!(
+            r.summary(&d),
+            "3 nodes: 2 no single GPU with 20 GB free, 1 GPU model is not A100"
+        );
+        assert_eq!(r.counts(), vec![(GPU_ROOM, 2), (GPU_MODEL, 1)]);
+    }
+}

@@ -1,0 +1,67 @@
+//! Score plugins (kube-scheduler "Score" extension point). Each policy scores a
+//! feasible node state for a demand (higher is better) and says which GPUs it
+//! would take, by canonical position. Scores are pure functions of (state, demand,
+//! mix), which is what lets the placer cache them per node class.
+pub mod bestfit;
+pub mod caldera;
+pub mod dotprod;
+pub mod fgd;
+pub mod gpuclustering;
+pub mod gpupacking;
+pub mod random;
+
+use super::frag::FragTable;
+use super::state::NodeState;
+use super::types::Demand;
+
+/// A node state's score for a demand and the GPUs it would use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scored {
+    /// Higher is better.
+    pub score: f64,
+    /// `(canonical GPU position, units taken)`.
+    pub gpus: Vec<(usize, u64)>,
+}
+
+/// Sizes scores are normalised by: the largest node of the pool.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Norm {
+    /// Largest node CPU capacity, milli-cores (the paper: 128 cores).
+    pub max_cpu: f64,
+    /// Largest node GPU capacity, milli-GPUs (the paper: 8 GPUs).
+    pub max_gpu: f64,
+}
+
+/// Fragmentation data cached per node class.
+#[derive(Debug, Clone)]
+pub struct ClassFrag {
+    /// The mix resolved against the class's state.
+    pub table: FragTable,
+    /// Free room per canonical position, milli-GPUs.
+    pub free: Vec<u16>,
+    /// Fragmentation of the state as it is.
+    pub before: f64,
+}
+
+/// Everything a score plugin may look at.
+pub struct ScoreCtx<'a> {
+    /// The node state being scored (already known feasible).
+    pub state: &'a NodeState,
+    /// The request.
+    pub demand: &'a Demand,
+    /// Normalisation sizes.
+    pub norm: Norm,
+    /// Fragmentation data (present for the policies that use it).
+    pub frag: Option<&'a ClassFrag>,
+}
+
+/// Total GPU request of a demand on this node, milli-GPUs.
+pub fn request_milli(ctx: &ScoreCtx) -> u64 {
+    let cap = ctx.state.gpus.first().map(|g| g.capacity).unwrap_or(1000);
+    ctx.demand.gpu.total_milli(cap)
+}
+
+/// Logistic function, as FGD squashes fragmentation deltas.
+pub fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
