@@ -1,1 +1,32 @@
-//! caldera-storage
+//! caldera-storage: the control plane's state in sled, behind a small typed API.
+//!
+//! One sled tree holds every record under a key prefix (see `keys.rs`), so
+//! that a [`WriteBatch`] — task, allocation and event together — is one
+//! atomic `sled::Batch`: a crash never leaves half of it. Commits are cheap
+//! and not durable; [`Store::flush_async`] is the durability point, called
+//! once for a group of commits.
+//!
+//! ```no_run
+//! # fn demo(task: &caldera_spec::TaskRecord) -> caldera_storage::Result<()> {
+//! use caldera_spec::{Event, EventKind};
+//! use caldera_storage::{Store, StoreConfig};
+//! let store = Store::open(std::path::Path::new("data/db"), &StoreConfig::default())?;
+//! let mut batch = store.batch();
+//! batch.put_task(task);
+//! batch.append_event(Event::new(0, EventKind::TaskSubmitted, "submitted").task(&task.spec.task_id));
+//! let info = store.commit(batch)?; // atomic, visible to readers
+//! store.flush()?; // durable: now acknowledge
+//! # let _ = info; Ok(()) }
+//! ```
+mod batch;
+mod config;
+mod errors;
+mod events;
+mod keys;
+mod store;
+
+pub use batch::WriteBatch;
+pub use config::{StoreConfig, DEFAULT_CACHE_CAPACITY_BYTES};
+pub use errors::{Result, StorageError};
+pub use events::EventFilter;
+pub use store::{CommitInfo, Store, FORMAT_VERSION};

@@ -1,0 +1,119 @@
+//! Key layout of the one sled tree.
+//!
+//! Every record lives in the default tree under a one-letter prefix, so that a
+//! [`WriteBatch`](crate::WriteBatch) is one atomic `sled::Batch`:
+//!
+//! | key | value |
+//! |---|---|
+//! | `t/<task_id>` | `TaskRecord` JSON |
+//! | `a/<allocation_id>` | `Allocation` JSON |
+//! | `u/<tenant>` | `TenantRecord` JSON |
+//! | `n/<node>` | `NodeRecord` JSON |
+//! | `m/<key>` | raw bytes (operator settings, counters) |
+//! | `e/<seq: u64 BE>` | `Event` JSON |
+//! | `x/<dim><len: u32 BE><name><seq: u64 BE>` | empty: event index per task (`t`), tenant (`u`), node (`n`), kind (`k`) |
+//! | `s/<name>` | storage's own bookkeeping (format version, last event seq) |
+//!
+//! Index names are length-prefixed so that the index of task `a` never
+//! matches the entries of task `a/b` or `ab`.
+
+pub(crate) const TASK: &[u8] = b"t/";
+pub(crate) const ALLOCATION: &[u8] = b"a/";
+pub(crate) const TENANT: &[u8] = b"u/";
+pub(crate) const NODE: &[u8] = b"n/";
+pub(crate) const META: &[u8] = b"m/";
+pub(crate) const EVENT: &[u8] = b"e/";
+pub(crate) const FORMAT: &[u8] = b"s/format";
+pub(crate) const LAST_EVENT_SEQ: &[u8] = b"s/last_event_seq";
+
+/// Which dimension an event index covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IndexDim {
+    Task,
+    Tenant,
+    Node,
+    Kind,
+}
+
+impl IndexDim {
+    fn tag(self) -> u8 {
+        match self {
+            IndexDim::Task => b't',
+            IndexDim::Tenant => b'u',
+            IndexDim::Node => b'n',
+            IndexDim::Kind => b'k',
+        }
+    }
+}
+
+/// `prefix` followed by `name`.
+pub(crate) fn record(prefix: &[u8], name: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(prefix.len() + name.len());
+    k.extend_from_slice(prefix);
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+/// `e/<seq>`.
+pub(crate) fn event(seq: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(EVENT.len() + 8);
+    k.extend_from_slice(EVENT);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// The prefix shared by every index entry of `name` in `dim`.
+pub(crate) fn index_prefix(dim: IndexDim, name: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(7 + name.len() + 8);
+    k.extend_from_slice(b"x/");
+    k.push(dim.tag());
+    // Names longer than 4 GiB cannot reach here: records are far smaller.
+    k.extend_from_slice(&(name.len() as u32).to_be_bytes());
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+/// One index entry: `index_prefix(dim, name)` followed by the event's seq.
+pub(crate) fn index_entry(dim: IndexDim, name: &str, seq: u64) -> Vec<u8> {
+    let mut k = index_prefix(dim, name);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// The seq at the end of an `e/` or index key.
+pub(crate) fn seq_suffix(key: &[u8]) -> Option<u64> {
+    let tail = key.len().checked_sub(8).map(|at| &key[at..])?;
+    tail.try_into().ok().map(u64::from_be_bytes)
+}
+
+/// A key as a person reads it: `e/42` rather than eight raw bytes.
+pub(crate) fn display(key: &[u8]) -> String {
+    if key.starts_with(EVENT) && key.len() == EVENT.len() + 8 {
+        if let Some(seq) = seq_suffix(key) {
+            return format!("e/{seq}");
+        }
+    }
+    String::from_utf8_lossy(key).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_keys_sort_by_seq() {
+        assert!(event(255) < event(256));
+        assert!(event(1) < event(u64::MAX));
+        assert_eq!(seq_suffix(&event(77)), Some(77));
+        assert_eq!(display(&event(42)), "e/42");
+    }
+
+    #[test]
+    fn index_of_one_name_never_matches_another() {
+        let a = index_prefix(IndexDim::Task, "a");
+        assert!(!index_entry(IndexDim::Task, "a/b", 1).starts_with(&a));
+        assert!(!index_entry(IndexDim::Task, "ab", 1).starts_with(&a));
+        assert!(index_entry(IndexDim::Task, "a", 1).starts_with(&a));
+        assert!(!index_entry(IndexDim::Node, "a", 1).starts_with(&a));
+    }
+}

@@ -1,0 +1,242 @@
+//! [`Store`]: sled behind a typed API.
+use crate::batch::WriteBatch;
+use crate::config::StoreConfig;
+use crate::errors::{Result, StorageError};
+use crate::events::{self, EventFilter};
+use crate::keys;
+use caldera_spec::{Allocation, Event, NodeRecord, TaskRecord, TenantRecord};
+use serde::de::DeserializeOwned;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Storage format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What a commit did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// The seqs given to the batch's events, in the order they were appended.
+    pub event_seqs: Vec<u64>,
+}
+
+/// The control plane's persistent state: tasks, the allocation ledger,
+/// tenants, nodes, settings and the event log, in one sled database.
+///
+/// Cheap to clone (sled handles are reference counted); every clone is the
+/// same store. Writes go through [`Store::commit`] (atomic, not yet durable);
+/// [`Store::flush`]/[`Store::flush_async`] make everything committed so far
+/// durable — call it once for a group of commits.
+#[derive(Clone)]
+pub struct Store {
+    db: sled::Db,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// Held while event seqs are assigned and the batch applied, so that seq
+    /// order is log order: a reader paging by seq never skips an event that
+    /// lands later with a smaller seq.
+    commit_lock: Mutex<()>,
+    last_event_seq: AtomicU64,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("last_event_seq", &self.last_event_seq())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Decodes a JSON value, naming the key when it is not what it should be.
+pub(crate) fn decode<T: DeserializeOwned>(key: &[u8], value: &[u8]) -> Result<T> {
+    serde_json::from_slice(value).map_err(|source| StorageError::Corrupt {
+        key: keys::display(key),
+        source,
+    })
+}
+
+impl Store {
+    /// Opens (or creates) the store in `dir`. Fails if another process holds it.
+    pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<Store> {
+        cfg.validate().map_err(StorageError::Config)?;
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(cfg.cache_capacity_bytes)
+            .flush_every_ms(cfg.flush_every_ms)
+            .open()?;
+        match db.get(keys::FORMAT)? {
+            None => {
+                db.insert(keys::FORMAT, FORMAT_VERSION.to_string().as_bytes())?;
+            }
+            Some(v) if v.as_ref() == FORMAT_VERSION.to_string().as_bytes() => {}
+            Some(v) => {
+                return Err(StorageError::UnsupportedFormat {
+                    found: String::from_utf8_lossy(&v).into_owned(),
+                    expected: FORMAT_VERSION,
+                })
+            }
+        }
+        let last_event_seq = recover_last_event_seq(&db)?;
+        tracing::debug!(dir = %dir.display(), last_event_seq, "storage opened");
+        Ok(Store {
+            db,
+            shared: Arc::new(Shared {
+                commit_lock: Mutex::new(()),
+                last_event_seq: AtomicU64::new(last_event_seq),
+            }),
+        })
+    }
+
+    /// One task by id.
+    pub fn task(&self, task_id: &str) -> Result<Option<TaskRecord>> {
+        self.get(&keys::record(keys::TASK, task_id))
+    }
+
+    /// Every task, ordered by task id (for the rebuild on boot). A corrupt
+    /// record yields an `Err` item naming its key; iteration goes on after it.
+    pub fn tasks(&self) -> impl Iterator<Item = Result<TaskRecord>> {
+        self.scan(keys::TASK)
+    }
+
+    /// The live allocation ledger, ordered by allocation id.
+    pub fn allocations(&self) -> impl Iterator<Item = Result<Allocation>> {
+        self.scan(keys::ALLOCATION)
+    }
+
+    /// One allocation by id.
+    pub fn allocation(&self, allocation_id: &str) -> Result<Option<Allocation>> {
+        self.get(&keys::record(keys::ALLOCATION, allocation_id))
+    }
+
+    /// One tenant by name.
+    pub fn tenant(&self, name: &str) -> Result<Option<TenantRecord>> {
+        self.get(&keys::record(keys::TENANT, name))
+    }
+
+    /// Every tenant, ordered by name.
+    pub fn tenants(&self) -> Result<Vec<TenantRecord>> {
+        self.scan(keys::TENANT).collect()
+    }
+
+    /// Every node, ordered by name.
+    pub fn nodes(&self) -> Result<Vec<NodeRecord>> {
+        self.scan(keys::NODE).collect()
+    }
+
+    /// One node by name.
+    pub fn node(&self, name: &str) -> Result<Option<NodeRecord>> {
+        self.get(&keys::record(keys::NODE, name))
+    }
+
+    /// Events matching `filter` with seq > `after_seq`, ascending, at most
+    /// `limit`. Pass the last seq returned as the next `after_seq` to page.
+    /// A filter on task, node, tenant or kind walks that dimension's index,
+    /// not the whole log.
+    pub fn events(&self, filter: &EventFilter, after_seq: u64, limit: usize) -> Result<Vec<Event>> {
+        events::read(&self.db, filter, after_seq, limit)
+    }
+
+    /// A small setting written with [`WriteBatch::meta_put`].
+    pub fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .db
+            .get(keys::record(keys::META, key))?
+            .map(|v| v.to_vec()))
+    }
+
+    /// The seq of the newest committed event (0: none yet).
+    pub fn last_event_seq(&self) -> u64 {
+        self.shared.last_event_seq.load(Ordering::Acquire)
+    }
+
+    /// A new, empty batch.
+    pub fn batch(&self) -> WriteBatch {
+        WriteBatch::new()
+    }
+
+    /// Applies `batch` atomically: all of it is visible, or (after an error or
+    /// a crash) none of it. Not durable until the next flush. Safe to call
+    /// from several threads at once.
+    pub fn commit(&self, batch: WriteBatch) -> Result<CommitInfo> {
+        let WriteBatch {
+            mut ops,
+            events,
+            error,
+            ..
+        } = batch;
+        if let Some(e) = error {
+            return Err(e);
+        }
+        if events.is_empty() {
+            // No seq to assign: sled orders concurrent batches by itself.
+            self.db.apply_batch(ops)?;
+            return Ok(CommitInfo::default());
+        }
+        // A panic cannot happen while the lock is held (no unwrap below), so a
+        // poisoned lock only means another thread died elsewhere: carry on.
+        let _guard = self
+            .shared
+            .commit_lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut seq = self.shared.last_event_seq.load(Ordering::Acquire);
+        let mut event_seqs = Vec::with_capacity(events.len());
+        for mut event in events {
+            seq += 1;
+            event.seq = seq;
+            events::stage(&mut ops, &event)?;
+            event_seqs.push(seq);
+        }
+        // Kept apart from the log so that seqs stay unique even if old events
+        // are ever trimmed.
+        ops.insert(keys::LAST_EVENT_SEQ, &seq.to_be_bytes());
+        self.db.apply_batch(ops)?;
+        self.shared.last_event_seq.store(seq, Ordering::Release);
+        Ok(CommitInfo { event_seqs })
+    }
+
+    /// Makes everything committed so far durable; returns the bytes written.
+    pub fn flush(&self) -> Result<usize> {
+        Ok(self.db.flush()?)
+    }
+
+    /// [`Store::flush`] without blocking the executor: the durability point
+    /// of a group commit.
+    pub async fn flush_async(&self) -> Result<usize> {
+        Ok(self.db.flush_async().await?)
+    }
+
+    /// Bytes the store occupies on disk.
+    pub fn size_on_disk(&self) -> Result<u64> {
+        Ok(self.db.size_on_disk()?)
+    }
+
+    fn get<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>> {
+        match self.db.get(key)? {
+            Some(v) => decode(key, &v).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn scan<T: DeserializeOwned>(&self, prefix: &[u8]) -> impl Iterator<Item = Result<T>> {
+        self.db.scan_prefix(prefix).map(|kv| {
+            let (k, v) = kv?;
+            decode(&k, &v)
+        })
+    }
+}
+
+/// The larger of the stored counter and the newest `e/` key.
+fn recover_last_event_seq(db: &sled::Db) -> Result<u64> {
+    let counter = match db.get(keys::LAST_EVENT_SEQ)? {
+        Some(v) => keys::seq_suffix(&v).unwrap_or(0),
+        None => 0,
+    };
+    let newest = match db.scan_prefix(keys::EVENT).next_back() {
+        Some(kv) => keys::seq_suffix(&kv?.0).unwrap_or(0),
+        None => 0,
+    };
+    Ok(counter.max(newest))
+}
