@@ -1,0 +1,209 @@
+//! Configuration of one node agent, as the `caldera node` flags fill it.
+use crate::error::AgentError;
+use crate::sim_gpus::{self, SimGpuGroup};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything the agent needs to join a cluster and run workloads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    /// Base URL of the control plane, `http://host:port` (or `ws://`). Default `http://127.0.0.1:7070`.
+    pub join_url: String,
+    /// The cluster join token (sent as `Authorization: Bearer`). No default.
+    pub token: String,
+    /// Node name, unique in the cluster. Default: the hostname.
+    pub node_name: String,
+    /// Where logs, checkpoints and `workloads.json` live. Default `./caldera-node-data/<name>`.
+    pub data_dir: PathBuf,
+    /// `--simulate-gpus`, e.g. `8xA100-80GB,2xT4-16GB`. Default: none (probe with NVML).
+    pub simulate_gpus: Option<String>,
+    /// Declared CPU cores instead of the probed ones. Default: probed.
+    pub simulate_cpu_cores: Option<u32>,
+    /// Declared memory, GB, instead of the probed amount. Default: probed.
+    pub simulate_memory_gb: Option<u64>,
+    /// Declared disk for workloads, GB, instead of the data dir's filesystem. Default: probed.
+    pub simulate_disk_gb: Option<u64>,
+    /// Node labels offered to placement (`--label k=v`). Default: none.
+    pub labels: BTreeMap<String, String>,
+    /// Heartbeat period until the control plane's welcome sets its own; also the
+    /// WebSocket ping period. Default 1000 ms.
+    pub heartbeat_ms: u64,
+    /// Grace between SIGTERM and SIGKILL when the agent itself shuts down. Default 2000 ms.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        let node_name = default_node_name();
+        AgentConfig {
+            join_url: "http://127.0.0.1:7070".to_string(),
+            token: String::new(),
+            data_dir: default_data_dir(&node_name),
+            node_name,
+            simulate_gpus: None,
+            simulate_cpu_cores: None,
+            simulate_memory_gb: None,
+            simulate_disk_gb: None,
+            labels: BTreeMap::new(),
+            heartbeat_ms: 1000,
+            shutdown_grace_ms: 2000,
+        }
+    }
+}
+
+/// The hostname, or `node` when it cannot be read.
+pub fn default_node_name() -> String {
+    sysinfo::System::host_name()
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".to_string())
+}
+
+/// `./caldera-node-data/<name>`.
+pub fn default_data_dir(node_name: &str) -> PathBuf {
+    PathBuf::from("caldera-node-data").join(node_name)
+}
+
+impl AgentConfig {
+    /// Checks every field; the error names the one that is wrong.
+    pub fn validate(&self) -> Result<(), AgentError> {
+        let url = self.join_url.trim_end_matches('/');
+        if !(url.starts_with("http://") || url.starts_with("ws://")) {
+            return Err(AgentError::Config(format!(
+                "join URL {:?} must start with http:// or ws:// (TLS is not built into the agent)",
+                self.join_url
+            )));
+        }
+        if self.token.is_empty() {
+            return Err(AgentError::Config(
+                "join token is empty (--token or CALDERA_JOIN_TOKEN)".into(),
+            ));
+        }
+        if self.node_name.is_empty()
+            || self.node_name.len() > 128
+            || !self
+                .node_name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
+            return Err(AgentError::Config(format!(
+                "node name {:?} must be 1-128 characters of [A-Za-z0-9._-]",
+                self.node_name
+            )));
+        }
+        if !(50..=60_000).contains(&self.heartbeat_ms) {
+            return Err(AgentError::Config(format!(
+                "heartbeat {} ms is outside 50..=60000",
+                self.heartbeat_ms
+            )));
+        }
+        if self.simulate_cpu_cores == Some(0)
+            || self.simulate_memory_gb == Some(0)
+            || self.simulate_disk_gb == Some(0)
+        {
+            return Err(AgentError::Config(
+                "simulated CPU cores, memory and disk must be > 0".into(),
+            ));
+        }
+        for key in self.labels.keys() {
+            if key.is_empty() {
+                return Err(AgentError::Config("a label has an empty key".into()));
+            }
+        }
+        self.simulated_gpu_groups()?;
+        Ok(())
+    }
+
+    /// The parsed `--simulate-gpus` groups (empty when not given).
+    pub fn simulated_gpu_groups(&self) -> Result<Vec<SimGpuGroup>, AgentError> {
+        match &self.simulate_gpus {
+            Some(spec) => Ok(sim_gpus::parse(spec)?),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The WebSocket endpoint: `<join URL>/v1/nodes/connect`.
+    pub fn connect_url(&self) -> String {
+        format!("{}/v1/nodes/connect", self.join_url.trim_end_matches('/'))
+    }
+
+    /// Heartbeat period before a welcome says otherwise.
+    pub fn heartbeat(&self) -> Duration {
+        Duration::from_millis(self.heartbeat_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn valid() -> AgentConfig {
+        AgentConfig {
+            token: "t".into(),
+            node_name: "n1".into(),
+            ..AgentConfig::default()
+        }
+    }
+
+    #[test]
+    fn defaults_with_a_token_validate() {
+        valid().validate().unwrap();
+        assert_eq!(
+            valid().connect_url(),
+            "http://127.0.0.1:7070/v1/nodes/connect"
+        );
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let cases: Vec<(AgentConfig, &str)> = vec![
+            (
+                AgentConfig {
+                    token: String::new(),
+                    ..valid()
+                },
+                "token",
+            ),
+            (
+                AgentConfig {
+                    join_url: "ftp://x".into(),
+                    ..valid()
+                },
+                "join URL",
+            ),
+            (
+                AgentConfig {
+                    node_name: "a/b".into(),
+                    ..valid()
+                },
+                "node name",
+            ),
+            (
+                AgentConfig {
+                    heartbeat_ms: 1,
+                    ..valid()
+                },
+                "heartbeat",
+            ),
+            (
+                AgentConfig {
+                    simulate_cpu_cores: Some(0),
+                    ..valid()
+                },
+                "simulated",
+            ),
+            (
+                AgentConfig {
+                    simulate_gpus: Some("8xA100".into()),
+                    ..valid()
+                },
+                "8xA100",
+            ),
+        ];
+        for (config, needle) in cases {
+            let err = config.validate().expect_err(needle);
+            assert!(err.to_string().contains(needle), "{err}");
+        }
+    }
+}
