@@ -1,0 +1,283 @@
+//! Cluster: the root of the control plane. It opens sled, rebuilds every actor
+//! from what was recorded (tenants, nodes, the ledger, live tasks), and owns
+//! the operations that create actors: submitting a task, creating a tenant,
+//! opening a node session.
+use crate::clock::now_ms;
+use crate::config::ServerConfig;
+use crate::durability::FlushGate;
+use crate::errors::{ActorError, Result};
+use crate::node::{AgentHello, NodeActor};
+use crate::registry::Registry;
+use crate::scheduler::{Scheduler, SetQuota};
+use crate::shared::Shared;
+use crate::task::TaskActor;
+use crate::tenant::TenantActor;
+use crate::tokens::{self, Principal, TokenBook};
+use actix::prelude::*;
+use caldera_spec::wire::{Hello, ServerMessage, PROTOCOL_VERSION};
+use caldera_spec::{Event, EventKind, NodeRecord, NodeState, Quota, TaskRecord, TaskSpec, TenantRecord};
+use caldera_storage::{Store, StoreConfig};
+use std::sync::Arc;
+use tokio::sync::mpsc::UnboundedSender;
+
+const META_OPERATOR: &str = "operator_token_sha256";
+const META_JOIN: &str = "join_token_sha256";
+
+/// What booting produced, for the gateway and the startup banner.
+pub struct Booted {
+    pub cluster: Addr<Cluster>,
+    pub shared: Arc<Shared>,
+    pub generated_operator_token: Option<String>,
+    pub generated_join_token: Option<String>,
+    pub tasks_loaded: usize,
+}
+
+pub struct Cluster {
+    sh: Arc<Shared>,
+    next_seq: u64,
+}
+
+impl Actor for Cluster {
+    type Context = Context<Self>;
+}
+
+/// Opens the store and brings every actor back. Must run inside an actix System.
+pub fn boot(config: ServerConfig) -> Result<Booted> {
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|e| ActorError::Unavailable(format!("cannot create data dir {}: {e}", config.data_dir.display())))?;
+    let store = Store::open(&config.data_dir.join("sled"), &StoreConfig { cache_capacity_bytes: config.cache_mb * 1024 * 1024, ..Default::default() })?;
+    let book = Arc::new(TokenBook::default());
+    let (gen_op, gen_join) = setup_tokens(&store, &config, &book)?;
+    let gate = FlushGate::start(store.clone());
+    let registry = Arc::new(Registry::default());
+    let scheduler = {
+        let (g, r, c) = (gate.clone(), registry.clone(), config.clone());
+        let s = Scheduler::load(g, r, &c)?;
+        let arbiter = actix::Arbiter::new();
+        Scheduler::start_in_arbiter(&arbiter.handle(), move |_| s)
+    };
+    let sh = Arc::new(Shared { gate, registry, scheduler, config, tokens: book });
+    for t in store.tenants()? {
+        sh.tokens.insert_hash(t.token_sha256.clone(), Principal::Tenant(t.name.clone()));
+        let name = t.name.clone();
+        sh.registry.add_tenant(&name, TenantActor::new(t, sh.clone()).start());
+    }
+    for n in store.nodes()? {
+        let name = n.name.clone();
+        sh.registry.add_node(&name, NodeActor::new(n, sh.clone()).start());
+    }
+    let mut next_seq = 0;
+    let mut live = 0;
+    for t in store.tasks() {
+        let t = t?;
+        next_seq = next_seq.max(t.seq + 1);
+        if !t.state.is_terminal() {
+            live += 1;
+            let id = t.spec.task_id.clone();
+            sh.registry.add_task(&id, TaskActor::new(t, sh.clone(), None).start());
+        }
+    }
+    sh.record(Event::new(now_ms(), EventKind::ServerStarted, format!("control plane started; {live} live tasks rebuilt from storage")));
+    let cluster = Cluster { sh: sh.clone(), next_seq }.start();
+    Ok(Booted { cluster, shared: sh, generated_operator_token: gen_op, generated_join_token: gen_join, tasks_loaded: live })
+}
+
+/// Configured tokens replace stored hashes; missing ones are generated once.
+fn setup_tokens(store: &Store, config: &ServerConfig, book: &TokenBook) -> Result<(Option<String>, Option<String>)> {
+    let mut generated = (None, None);
+    let mut b = store.batch();
+    for (key, configured, principal, slot) in [
+        (META_OPERATOR, &config.operator_token, Principal::Operator, 0),
+        (META_JOIN, &config.join_token, Principal::NodeJoin, 1),
+    ] {
+        let hash = match (configured, store.meta_get(key)?) {
+            (Some(t), _) => tokens::hash(t),
+            (None, Some(h)) => String::from_utf8_lossy(&h).to_string(),
+            (None, None) => {
+                let t = tokens::generate().map_err(|e| ActorError::Unavailable(format!("no randomness for a token: {e}")))?;
+                let h = tokens::hash(&t);
+                if slot == 0 {
+                    generated.0 = Some(t);
+                } else {
+                    generated.1 = Some(t);
+                }
+                h
+            }
+        };
+        b.meta_put(key, hash.as_bytes());
+        book.insert_hash(hash, principal);
+    }
+    store.commit(b)?;
+    store.flush()?;
+    Ok(generated)
+}
+
+/// Submit a task for `tenant`. Answers once the record is durable; `true` when
+/// newly created, `false` when the same spec was already submitted.
+#[derive(Message)]
+#[rtype(result = "Result<(TaskRecord, bool)>")]
+pub struct Submit {
+    pub tenant: String,
+    pub spec: TaskSpec,
+}
+
+impl Handler<Submit> for Cluster {
+    type Result = ResponseFuture<Result<(TaskRecord, bool)>>;
+    fn handle(&mut self, m: Submit, _: &mut Context<Self>) -> Self::Result {
+        let res = self.submit(m);
+        let gate = self.sh.gate.clone();
+        Box::pin(async move {
+            let (rec, ticket) = res?;
+            if let Some(t) = ticket {
+                gate.durable(t).await;
+                return Ok((rec, true));
+            }
+            Ok((rec, false))
+        })
+    }
+}
+
+impl Cluster {
+    fn submit(&mut self, m: Submit) -> Result<(TaskRecord, Option<crate::durability::Ticket>)> {
+        let id = m.spec.task_id.clone();
+        if self.sh.registry.tenant(&m.tenant).is_none() {
+            return Err(ActorError::not_found("tenant", &m.tenant));
+        }
+        if let Some(existing) = self.sh.gate.store().task(&id)? {
+            if existing.tenant == m.tenant && existing.spec == m.spec {
+                let current = match self.sh.registry.task(&id) {
+                    Some(_) => existing, // the live actor's view is fetched by the caller if needed
+                    None => existing,
+                };
+                return Ok((current, None));
+            }
+            return Err(ActorError::Conflict(format!(
+                "task_id {id:?} is already used by a different task; choose another id or resubmit the identical spec"
+            )));
+        }
+        let now = now_ms();
+        let rec = TaskRecord::new(m.spec, m.tenant.clone(), now, self.next_seq);
+        self.next_seq += 1;
+        let mut b = self.sh.batch();
+        b.put_task(&rec);
+        b.append_event(Event::new(now, EventKind::TaskSubmitted, describe(&rec.spec)).task(&id).tenant(&m.tenant));
+        let ticket = self.sh.gate.commit(b)?;
+        let actor = TaskActor::new(rec.clone(), self.sh.clone(), Some(ticket)).start();
+        self.sh.registry.add_task(&id, actor);
+        Ok((rec, Some(ticket)))
+    }
+}
+
+fn describe(spec: &TaskSpec) -> String {
+    let r = &spec.resources;
+    let gpu = match &r.gpu {
+        None => "no GPU".to_string(),
+        Some(g) => {
+            let each = match (g.share, g.memory_gb) {
+                (Some(s), _) => format!("{s} of a GPU"),
+                (None, Some(m)) => format!("{m} GB each"),
+                (None, None) => "whole".to_string(),
+            };
+            format!("{} x {} GPU ({each})", g.count, g.model.as_deref().unwrap_or("any"))
+        }
+    };
+    format!(
+        "{} task submitted, priority {}: {gpu}, {} cores, {} GB memory, {} GB disk",
+        spec.task_type.as_str(),
+        spec.priority.label(),
+        r.cpu.as_ref().map_or(0.0, |c| c.cores),
+        r.memory.as_ref().map_or(0.0, |m| m.size_gb),
+        r.disk.as_ref().map_or(0.0, |d| d.size_gb),
+    )
+}
+
+/// Create a tenant; returns its record and its token (shown once).
+#[derive(Message)]
+#[rtype(result = "Result<(TenantRecord, String)>")]
+pub struct CreateTenant {
+    pub name: String,
+    pub quota: Quota,
+}
+
+impl Handler<CreateTenant> for Cluster {
+    type Result = ResponseFuture<Result<(TenantRecord, String)>>;
+    fn handle(&mut self, m: CreateTenant, _: &mut Context<Self>) -> Self::Result {
+        let res = self.create_tenant(m);
+        let gate = self.sh.gate.clone();
+        Box::pin(async move {
+            let (rec, token, ticket) = res?;
+            gate.durable(ticket).await;
+            Ok((rec, token))
+        })
+    }
+}
+
+impl Cluster {
+    fn create_tenant(&mut self, m: CreateTenant) -> Result<(TenantRecord, String, crate::durability::Ticket)> {
+        validate_name(&m.name)?;
+        m.quota.validate()?;
+        if self.sh.registry.tenant(&m.name).is_some() {
+            return Err(ActorError::Conflict(format!("tenant {:?} already exists", m.name)));
+        }
+        let token = tokens::generate().map_err(|e| ActorError::Unavailable(format!("no randomness for a token: {e}")))?;
+        let rec = TenantRecord { name: m.name.clone(), token_sha256: tokens::hash(&token), quota: m.quota, created_ms: now_ms() };
+        let mut b = self.sh.batch();
+        b.put_tenant(&rec);
+        b.append_event(Event::new(now_ms(), EventKind::TenantCreated, format!("tenant {} created", rec.name)).tenant(&rec.name));
+        let ticket = self.sh.gate.commit(b)?;
+        self.sh.tokens.insert_hash(rec.token_sha256.clone(), Principal::Tenant(rec.name.clone()));
+        self.sh.registry.add_tenant(&rec.name, TenantActor::new(rec.clone(), self.sh.clone()).start());
+        self.sh.scheduler.do_send(SetQuota { tenant: rec.name.clone(), quota: rec.quota.clone() });
+        Ok((rec, token, ticket))
+    }
+}
+
+fn validate_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty() && name.len() <= 63 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(ActorError::Invalid(caldera_spec::SpecError::new(
+            caldera_spec::SpecErrorKind::BadFormat,
+            "name",
+            "a name is 1 to 63 letters, digits, '-' or '_'",
+        )))
+    }
+}
+
+/// A node agent's first frame: find or create its NodeActor and hand it the session.
+#[derive(Message)]
+#[rtype(result = "Result<Addr<NodeActor>>")]
+pub struct NodeSession {
+    pub hello: Hello,
+    pub session_id: u64,
+    pub tx: UnboundedSender<ServerMessage>,
+}
+
+impl Handler<NodeSession> for Cluster {
+    type Result = Result<Addr<NodeActor>>;
+    fn handle(&mut self, m: NodeSession, _: &mut Context<Self>) -> Self::Result {
+        if m.hello.protocol != PROTOCOL_VERSION {
+            return Err(ActorError::Conflict(format!("protocol {} is not supported (this server speaks {PROTOCOL_VERSION})", m.hello.protocol)));
+        }
+        validate_name(&m.hello.node_name).map_err(|_| ActorError::Conflict(format!("node name {:?} is not valid", m.hello.node_name)))?;
+        let name = m.hello.node_name.clone();
+        let addr = match self.sh.registry.node(&name) {
+            Some(a) => a,
+            None => {
+                let now = now_ms();
+                let rec = NodeRecord { name: name.clone(), inventory: m.hello.inventory.clone(), epoch: 0, state: NodeState::Ready, joined_ms: now, last_seen_ms: now };
+                let a = NodeActor::new(rec, self.sh.clone()).start();
+                self.sh.registry.add_node(&name, a.clone());
+                a
+            }
+        };
+        addr.do_send(AgentHello { hello: m.hello, session_id: m.session_id, tx: m.tx });
+        Ok(addr)
+    }
+}
+
+/// Reads that need no actor: they go straight to sled.
+pub fn store(sh: &Shared) -> &Store {
+    sh.gate.store()
+}

@@ -1,0 +1,77 @@
+//! Group commit: many writers apply their atomic batches to sled, one flush
+//! makes all of them durable, and each writer waits only for the flush that
+//! covers its own batch. This is what lets the gateway acknowledge thousands of
+//! submissions a second while still answering 201 only after the record is on disk.
+use caldera_storage::{Store, StorageError, WriteBatch};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::{watch, Notify};
+
+/// A committed batch's place in the flush order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ticket(u64);
+
+/// Commits batches and tells when they are durable.
+pub struct FlushGate {
+    store: Store,
+    committed: AtomicU64,
+    flushed: watch::Sender<u64>,
+    kick: Notify,
+}
+
+impl FlushGate {
+    /// Creates the gate and starts its flusher on the current runtime.
+    pub fn start(store: Store) -> Arc<FlushGate> {
+        let (flushed, _) = watch::channel(0);
+        let gate = Arc::new(FlushGate { store, committed: AtomicU64::new(0), flushed, kick: Notify::new() });
+        let flusher = gate.clone();
+        actix::spawn(async move { flusher.run().await });
+        gate
+    }
+
+    /// The store behind the gate, for reads.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Applies `batch` atomically (visible to reads at once) and schedules a flush.
+    pub fn commit(&self, batch: WriteBatch) -> Result<Ticket, StorageError> {
+        self.store.commit(batch)?;
+        let t = self.committed.fetch_add(1, Ordering::SeqCst) + 1;
+        self.kick.notify_one();
+        Ok(Ticket(t))
+    }
+
+    /// Resolves once the batch behind `ticket` has been flushed to disk.
+    pub async fn durable(&self, ticket: Ticket) {
+        let mut rx = self.flushed.subscribe();
+        // `wait_for` only fails if the sender is gone, i.e. the gate itself: nothing left to wait for.
+        let _ = rx.wait_for(|f| *f >= ticket.0).await;
+    }
+
+    /// Commits and waits for durability: the acknowledgement path.
+    pub async fn commit_durable(&self, batch: WriteBatch) -> Result<(), StorageError> {
+        let t = self.commit(batch)?;
+        self.durable(t).await;
+        Ok(())
+    }
+
+    async fn run(self: Arc<Self>) {
+        loop {
+            let target = self.committed.load(Ordering::SeqCst);
+            if target <= *self.flushed.borrow() {
+                self.kick.notified().await;
+                continue;
+            }
+            match self.store.flush_async().await {
+                Ok(_) => {
+                    self.flushed.send_replace(target);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "flush failed; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! NodeActor: one per node. It is the session with the node's agent: inventory,
+//! lease epoch, heartbeats and liveness, commands out, events in. A node silent
+//! past the timeout is declared lost: its epoch is bumped (fencing whatever the
+//! old session still runs) and its tasks are requeued.
+use crate::clock::now_ms;
+use crate::errors::{ActorError, Result};
+use crate::scheduler::{AllocationsOn, NodeDown, NodeMetricsUpdate, NodeUp};
+use crate::shared::Shared;
+use crate::task::{NodeLost, Workload, WorkloadMissing};
+use actix::prelude::*;
+use caldera_spec::wire::{Hello, NodeMessage, ServerMessage, StartCommand, StopCommand, Welcome, WorkloadEventKind, WorkloadReport};
+use caldera_spec::{Event, EventKind, NodeMetrics, NodeRecord, NodeState};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc::UnboundedSender, oneshot};
+
+/// How long an API call waits for a node to send a log tail.
+const LOG_TIMEOUT: Duration = Duration::from_secs(5);
+
+struct Session {
+    id: u64,
+    tx: UnboundedSender<ServerMessage>,
+}
+
+pub struct NodeActor {
+    rec: NodeRecord,
+    sh: Arc<Shared>,
+    session: Option<Session>,
+    last_seen: Instant,
+    metrics: NodeMetrics,
+    log_waiters: HashMap<u64, oneshot::Sender<(String, bool)>>,
+    next_request: u64,
+    /// Exits already forwarded, so a heartbeat repeating one does not double it.
+    exits_forwarded: HashSet<String>,
+}
+
+impl NodeActor {
+    /// A node actor rebuilt from its record; it gets a full timeout from now to reconnect.
+    pub fn new(rec: NodeRecord, sh: Arc<Shared>) -> Self {
+        NodeActor {
+            rec,
+            sh,
+            session: None,
+            last_seen: Instant::now(),
+            metrics: NodeMetrics::default(),
+            log_waiters: HashMap::new(),
+            next_request: 1,
+            exits_forwarded: HashSet::new(),
+        }
+    }
+
+    fn send(&self, m: ServerMessage) -> bool {
+        self.session.as_ref().is_some_and(|s| s.tx.send(m).is_ok())
+    }
+
+    fn persist(&self, kind: EventKind, msg: String) -> Option<crate::durability::Ticket> {
+        let mut b = self.sh.batch();
+        b.put_node(&self.rec);
+        b.append_event(Event::new(now_ms(), kind, msg).node(&self.rec.name));
+        self.sh.commit(b)
+    }
+
+    fn forward(&mut self, task_id: &str, allocation_id: &str, kind: WorkloadEventKind) {
+        if let WorkloadEventKind::Exited(_) = &kind {
+            if !self.exits_forwarded.insert(allocation_id.to_string()) {
+                return;
+            }
+        }
+        if let Some(t) = self.sh.registry.task(task_id) {
+            t.do_send(Workload { allocation_id: allocation_id.to_string(), kind });
+        }
+    }
+
+    fn forward_exits(&mut self, reports: &[WorkloadReport]) {
+        for w in reports {
+            if let Some(x) = &w.exit {
+                self.forward(&w.task_id, &w.allocation_id, WorkloadEventKind::Exited(x.clone()));
+            }
+        }
+    }
+
+    fn check_liveness(&mut self, ctx: &mut Context<Self>) {
+        let timeout = Duration::from_millis(self.sh.config.node_timeout_ms);
+        if self.rec.state == NodeState::Ready && self.last_seen.elapsed() > timeout {
+            self.lose(ctx);
+        }
+    }
+
+    /// Declares the node lost: fence its epoch, drop the session, requeue its tasks.
+    fn lose(&mut self, ctx: &mut Context<Self>) {
+        let silent = self.last_seen.elapsed();
+        self.rec.state = NodeState::Lost;
+        self.rec.epoch += 1;
+        self.session = None;
+        self.persist(
+            EventKind::NodeLost,
+            format!("node {} silent for {:.1}s: lost; epoch fenced to {}; its tasks are requeued", self.rec.name, silent.as_secs_f64(), self.rec.epoch),
+        );
+        let name = self.rec.name.clone();
+        self.sh.scheduler.do_send(NodeDown { name: name.clone() });
+        let sh = self.sh.clone();
+        ctx.spawn(
+            async move {
+                let allocs = sh.scheduler.send(AllocationsOn { node: name.clone() }).await.unwrap_or_default();
+                for a in allocs {
+                    if let Some(t) = sh.registry.task(&a.task_id) {
+                        t.do_send(NodeLost { node: name.clone() });
+                    }
+                }
+            }
+            .into_actor(self),
+        );
+    }
+}
+
+impl Actor for NodeActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let every = Duration::from_millis((self.sh.config.heartbeat_interval_ms / 2).max(50));
+        ctx.run_interval(every, |act, ctx| act.check_liveness(ctx));
+    }
+}
+
+/// An agent opened a session and said hello.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AgentHello {
+    pub hello: Hello,
+    pub session_id: u64,
+    pub tx: UnboundedSender<ServerMessage>,
+}
+
+impl Handler<AgentHello> for NodeActor {
+    type Result = ();
+    fn handle(&mut self, m: AgentHello, ctx: &mut Context<Self>) {
+        let was = self.rec.state;
+        self.rec.epoch += 1;
+        self.rec.state = NodeState::Ready;
+        self.rec.inventory = m.hello.inventory.clone();
+        self.rec.last_seen_ms = now_ms();
+        self.last_seen = Instant::now();
+        self.session = Some(Session { id: m.session_id, tx: m.tx });
+        self.exits_forwarded.clear();
+        let inv = &self.rec.inventory;
+        let sim = if inv.any_simulated() { " (simulated)" } else { "" };
+        let ticket = self.persist(
+            EventKind::NodeJoined,
+            format!(
+                "node {} joined with epoch {} ({}): {} GPUs{sim}, {} cores, {} MiB memory, isolation {}",
+                self.rec.name,
+                self.rec.epoch,
+                if was == NodeState::Lost { "returned after loss" } else { "session" },
+                inv.gpus.len(),
+                inv.cpu_cores,
+                inv.memory_total_mb,
+                inv.isolation
+            ),
+        );
+        let sh = self.sh.clone();
+        let name = self.rec.name.clone();
+        ctx.wait(
+            async move {
+                if let Some(t) = ticket {
+                    sh.gate.durable(t).await;
+                }
+                sh.scheduler.send(AllocationsOn { node: name }).await.unwrap_or_default()
+            }
+            .into_actor(self)
+            .map(move |owned, act, _| {
+                let reported: HashMap<&str, &WorkloadReport> = m.hello.workloads.iter().map(|w| (w.allocation_id.as_str(), w)).collect();
+                let owned_ids: HashSet<&str> = owned.iter().map(|a| a.allocation_id.as_str()).collect();
+                let keep: Vec<String> = reported.keys().filter(|id| owned_ids.contains(*id)).map(|s| s.to_string()).collect();
+                let kill: Vec<String> = reported.keys().filter(|id| !owned_ids.contains(*id)).map(|s| s.to_string()).collect();
+                if !kill.is_empty() {
+                    act.sh.record(
+                        Event::new(now_ms(), EventKind::NodeFenced, format!("node {} told to kill workloads it no longer owns: {}", act.rec.name, kill.join(", ")))
+                            .node(&act.rec.name),
+                    );
+                }
+                act.send(ServerMessage::Welcome(Welcome {
+                    node_name: act.rec.name.clone(),
+                    epoch: act.rec.epoch,
+                    heartbeat_interval_ms: act.sh.config.heartbeat_interval_ms,
+                    keep,
+                    kill,
+                }));
+                act.sh.scheduler.do_send(NodeUp { name: act.rec.name.clone(), inventory: act.rec.inventory.clone() });
+                let kept: Vec<WorkloadReport> = m.hello.workloads.iter().filter(|w| owned_ids.contains(w.allocation_id.as_str())).cloned().collect();
+                act.forward_exits(&kept);
+                for a in owned.iter().filter(|a| !reported.contains_key(a.allocation_id.as_str())) {
+                    if let Some(t) = act.sh.registry.task(&a.task_id) {
+                        t.do_send(WorkloadMissing { node: act.rec.name.clone() });
+                    }
+                }
+            }),
+        );
+    }
+}
+
+/// A frame from the agent after the hello.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AgentMessage {
+    pub session_id: u64,
+    pub msg: NodeMessage,
+}
+
+impl Handler<AgentMessage> for NodeActor {
+    type Result = ();
+    fn handle(&mut self, m: AgentMessage, _: &mut Context<Self>) {
+        if self.session.as_ref().map(|s| s.id) != Some(m.session_id) {
+            return; // a superseded or fenced session
+        }
+        self.last_seen = Instant::now();
+        match m.msg {
+            NodeMessage::Heartbeat(hb) => {
+                if hb.epoch != self.rec.epoch {
+                    self.send(ServerMessage::Refused { reason: format!("stale epoch {} (current {}): reconnect", hb.epoch, self.rec.epoch) });
+                    self.session = None;
+                    return;
+                }
+                self.rec.last_seen_ms = now_ms();
+                self.metrics = hb.metrics.clone();
+                self.forward_exits(&hb.workloads);
+                let usage = hb.workloads.iter().map(|w| (w.allocation_id.clone(), w.usage.clone())).collect();
+                self.sh.scheduler.do_send(NodeMetricsUpdate { name: self.rec.name.clone(), metrics: hb.metrics, usage });
+            }
+            NodeMessage::Event(ev) => self.forward(&ev.task_id, &ev.allocation_id, ev.kind),
+            NodeMessage::Logs { request_id, content, truncated, .. } => {
+                if let Some(w) = self.log_waiters.remove(&request_id) {
+                    let _ = w.send((content, truncated));
+                }
+            }
+            NodeMessage::Hello(_) => {
+                self.send(ServerMessage::Refused { reason: "hello sent twice in one session".into() });
+            }
+        }
+    }
+}
+
+/// The agent's socket closed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AgentGone {
+    pub session_id: u64,
+}
+
+impl Handler<AgentGone> for NodeActor {
+    type Result = ();
+    fn handle(&mut self, m: AgentGone, _: &mut Context<Self>) {
+        if self.session.as_ref().map(|s| s.id) == Some(m.session_id) {
+            self.session = None;
+        }
+    }
+}
+
+/// Start a workload (from its TaskActor). Fails when the node has no session.
+#[derive(Message)]
+#[rtype(result = "std::result::Result<(), String>")]
+pub struct Dispatch(pub StartCommand);
+
+impl Handler<Dispatch> for NodeActor {
+    type Result = std::result::Result<(), String>;
+    fn handle(&mut self, mut m: Dispatch, _: &mut Context<Self>) -> Self::Result {
+        if self.rec.state != NodeState::Ready {
+            return Err("node is lost".into());
+        }
+        m.0.epoch = self.rec.epoch;
+        if self.send(ServerMessage::Start(m.0)) {
+            Ok(())
+        } else {
+            Err("node has no live session".into())
+        }
+    }
+}
+
+/// Stop a workload: SIGTERM, grace, SIGKILL on the node.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct StopWorkload {
+    pub allocation_id: String,
+    pub grace_ms: u64,
+    pub reason: String,
+}
+
+impl Handler<StopWorkload> for NodeActor {
+    type Result = bool;
+    fn handle(&mut self, m: StopWorkload, _: &mut Context<Self>) -> bool {
+        self.send(ServerMessage::Stop(StopCommand { allocation_id: m.allocation_id, epoch: self.rec.epoch, grace_ms: m.grace_ms, reason: m.reason }))
+    }
+}
+
+/// The tail of an allocation's log, fetched from the node.
+#[derive(Message)]
+#[rtype(result = "Result<(String, bool)>")]
+pub struct FetchLogs {
+    pub allocation_id: String,
+    pub tail_bytes: u64,
+}
+
+impl Handler<FetchLogs> for NodeActor {
+    type Result = ResponseFuture<Result<(String, bool)>>;
+    fn handle(&mut self, m: FetchLogs, _: &mut Context<Self>) -> Self::Result {
+        let id = self.next_request;
+        self.next_request += 1;
+        let (tx, rx) = oneshot::channel();
+        let sent = self.send(ServerMessage::FetchLogs { request_id: id, epoch: self.rec.epoch, allocation_id: m.allocation_id, tail_bytes: m.tail_bytes });
+        if sent {
+            self.log_waiters.insert(id, tx);
+        }
+        let node = self.rec.name.clone();
+        Box::pin(async move {
+            if !sent {
+                return Err(ActorError::Unavailable(format!("node {node} is not connected; its logs cannot be read now")));
+            }
+            match tokio::time::timeout(LOG_TIMEOUT, rx).await {
+                Ok(Ok(v)) => Ok(v),
+                _ => Err(ActorError::Unavailable(format!("node {node} did not send the logs in time"))),
+            }
+        })
+    }
+}
+
+/// Record, connection state and latest metrics.
+#[derive(Message)]
+#[rtype(result = "(NodeRecord, bool, NodeMetrics)")]
+pub struct NodeSnapshot;
+
+impl Handler<NodeSnapshot> for NodeActor {
+    type Result = MessageResult<NodeSnapshot>;
+    fn handle(&mut self, _: NodeSnapshot, _: &mut Context<Self>) -> Self::Result {
+        MessageResult((self.rec.clone(), self.session.is_some(), self.metrics.clone()))
+    }
+}

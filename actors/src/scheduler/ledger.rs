@@ -1,0 +1,112 @@
+//! The allocation ledger: every live allocation, by id and by node. Only the
+//! Scheduler holds one, so no two tasks are ever granted the same GPU memory.
+use crate::placement::{Demand, GpuDemand, GpuSlot, NodeView as PoolNode, Placement};
+use crate::views::NodeAllocated;
+use caldera_spec::{Allocation, NodeInventory, Usage};
+use std::collections::{BTreeSet, HashMap};
+
+/// One granted allocation and the placement facts behind it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub allocation: Allocation,
+    pub demand: Demand,
+    pub placement: Option<Placement>,
+}
+
+#[derive(Default)]
+pub struct Ledger {
+    by_id: HashMap<String, Entry>,
+    by_node: HashMap<String, BTreeSet<String>>,
+}
+
+impl Ledger {
+    pub fn insert(&mut self, e: Entry) {
+        self.by_node.entry(e.allocation.node.clone()).or_default().insert(e.allocation.allocation_id.clone());
+        self.by_id.insert(e.allocation.allocation_id.clone(), e);
+    }
+
+    pub fn remove(&mut self, allocation_id: &str) -> Option<Entry> {
+        let e = self.by_id.remove(allocation_id)?;
+        if let Some(s) = self.by_node.get_mut(&e.allocation.node) {
+            s.remove(allocation_id);
+        }
+        Some(e)
+    }
+
+    pub fn get(&self, allocation_id: &str) -> Option<&Entry> {
+        self.by_id.get(allocation_id)
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Entry> {
+        self.by_id.values()
+    }
+
+    /// Allocations on `node`.
+    pub fn on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Entry> + 'a {
+        self.by_node.get(node).into_iter().flatten().filter_map(|id| self.by_id.get(id))
+    }
+
+    /// Allocated totals on `node`.
+    pub fn node_totals(&self, node: &str) -> NodeAllocated {
+        let mut t = NodeAllocated::default();
+        for e in self.on_node(node) {
+            t.add(&e.allocation);
+        }
+        t
+    }
+
+    /// What `tenant` holds.
+    pub fn tenant_usage(&self, tenant: &str) -> Usage {
+        let mut u = Usage::default();
+        for e in self.by_id.values().filter(|e| e.allocation.tenant == tenant) {
+            u += allocation_usage(e);
+        }
+        u
+    }
+
+    /// The pool's view of `node`: its inventory minus what the ledger holds there.
+    pub fn pool_view(&self, name: &str, inv: &NodeInventory, healthy: bool) -> PoolNode {
+        let t = self.node_totals(name);
+        let exclusive = self.on_node(name).any(|e| e.allocation.exclusive);
+        PoolNode {
+            name: name.to_string(),
+            healthy,
+            gpus: inv
+                .gpus
+                .iter()
+                .map(|g| GpuSlot {
+                    index: g.index,
+                    model: g.model.clone(),
+                    capacity: g.memory_total_mb,
+                    free: g.memory_total_mb.saturating_sub(t.gpu_memory_mb.get(&g.index).copied().unwrap_or(0)),
+                })
+                .collect(),
+            cpu_capacity_milli: inv.cpu_cores as u64 * 1000,
+            cpu_free_milli: (inv.cpu_cores as u64 * 1000).saturating_sub(t.cpu_milli),
+            memory_capacity_mib: inv.memory_total_mb,
+            memory_free_mib: inv.memory_total_mb.saturating_sub(t.memory_mb),
+            disk_capacity_mib: inv.disk_offered_mb,
+            disk_free_mib: inv.disk_offered_mb.saturating_sub(t.disk_mb),
+            labels: inv.labels.clone(),
+            exclusive_held: exclusive,
+            allocations: t.count as u32,
+        }
+    }
+}
+
+/// What one allocation counts against its tenant's quota: a shared GPU counts
+/// as its fraction, whole GPUs as one each.
+pub fn allocation_usage(e: &Entry) -> Usage {
+    let a = &e.allocation;
+    let gpus = match e.demand.gpu {
+        GpuDemand::Share { milli } => milli as f64 / 1000.0,
+        _ => a.gpus.len() as f64,
+    };
+    Usage {
+        gpus,
+        gpu_memory_gb: a.gpus.iter().map(|g| g.memory_mb as f64 / 1024.0).sum(),
+        cpu_cores: a.cpu_milli as f64 / 1000.0,
+        memory_gb: a.memory_mb as f64 / 1024.0,
+        disk_gb: a.disk_mb as f64 / 1024.0,
+    }
+}

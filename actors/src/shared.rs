@@ -1,0 +1,45 @@
+//! What every control-plane actor is handed at birth: the durable store behind
+//! its flush gate, the actor directory, the scheduler's address and the config.
+use crate::config::ServerConfig;
+use crate::durability::{FlushGate, Ticket};
+use crate::registry::Registry;
+use crate::scheduler::Scheduler;
+use crate::tokens::TokenBook;
+use actix::Addr;
+use caldera_spec::Event;
+use caldera_storage::WriteBatch;
+use std::sync::Arc;
+
+pub struct Shared {
+    pub gate: Arc<FlushGate>,
+    pub registry: Arc<Registry>,
+    pub scheduler: Addr<Scheduler>,
+    pub config: ServerConfig,
+    pub tokens: Arc<TokenBook>,
+}
+
+impl Shared {
+    /// A new write batch.
+    pub fn batch(&self) -> WriteBatch {
+        self.gate.store().batch()
+    }
+
+    /// Commits `b`; a storage failure is logged and reported as `None` (the
+    /// caller does not act on a transition that was not recorded).
+    pub fn commit(&self, b: WriteBatch) -> Option<Ticket> {
+        match self.gate.commit(b) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::error!(error = %e, "could not record a change");
+                None
+            }
+        }
+    }
+
+    /// Records one event on its own.
+    pub fn record(&self, e: Event) {
+        let mut b = self.batch();
+        b.append_event(e);
+        self.commit(b);
+    }
+}

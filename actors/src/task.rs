@@ -1,0 +1,401 @@
+//! TaskActor: one per live task. It owns the task's lifecycle state machine —
+//! Queued -> Scheduled -> Preparing -> Ready -> Running -> Finished, with Failed,
+//! Cancelled, Released and requeue on node loss — persists every transition
+//! before acting on it, and stops itself once the task is terminal (the record
+//! stays in sled).
+use crate::clock::now_ms;
+use crate::durability::Ticket;
+use crate::errors::{ActorError, Result};
+use crate::node::{Dispatch, StopWorkload};
+use crate::scheduler::{Dequeue, Enqueue, Free};
+use crate::shared::Shared;
+use actix::prelude::*;
+use caldera_spec::wire::{ExitStatus, StartCommand, WorkloadEventKind};
+use caldera_spec::{Allocation, Event, EventKind, TaskRecord, TaskState};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Extra time past the stop grace before a release frees the room anyway.
+const STOP_SLACK: Duration = Duration::from_secs(5);
+
+pub struct TaskActor {
+    rec: TaskRecord,
+    sh: Arc<Shared>,
+    /// The submission's ticket: the task is enqueued only once it is durable.
+    boot: Option<Ticket>,
+}
+
+impl TaskActor {
+    pub fn new(rec: TaskRecord, sh: Arc<Shared>, boot: Option<Ticket>) -> Self {
+        TaskActor { rec, sh, boot }
+    }
+
+    fn id(&self) -> &str {
+        &self.rec.spec.task_id
+    }
+
+    fn event(&self, kind: EventKind, msg: String) -> Event {
+        let mut e = Event::new(now_ms(), kind, msg).task(self.id()).tenant(&self.rec.tenant);
+        if let Some(a) = &self.rec.allocation {
+            e = e.node(&a.node);
+        }
+        e
+    }
+
+    /// Records the task and an event atomically.
+    fn persist(&mut self, kind: EventKind, msg: String) -> Option<Ticket> {
+        let mut b = self.sh.batch();
+        b.put_task(&self.rec);
+        b.append_event(self.event(kind, msg));
+        self.sh.commit(b)
+    }
+
+    fn transition(&mut self, state: TaskState, reason: Option<String>) -> Option<Ticket> {
+        let from = self.rec.state;
+        self.rec.transition(state, now_ms(), reason.clone());
+        let msg = match &reason {
+            Some(r) => format!("{} -> {}: {r}", from.as_str(), state.as_str()),
+            None => format!("{} -> {}", from.as_str(), state.as_str()),
+        };
+        self.persist(EventKind::TaskTransition, msg)
+    }
+
+    fn enqueue(&self) {
+        self.sh.scheduler.do_send(Enqueue {
+            task_id: self.id().to_string(),
+            tenant: self.rec.tenant.clone(),
+            spec: self.rec.spec.clone(),
+            seq: self.rec.seq,
+            attempt: self.rec.attempts + 1,
+        });
+    }
+
+    fn free(&mut self, reason: &str) {
+        if let Some(a) = &self.rec.allocation {
+            self.sh.scheduler.do_send(Free { allocation_id: a.allocation_id.clone(), reason: reason.to_string() });
+        }
+    }
+
+    /// Terminal: free the room, leave the directory, stop.
+    fn finish(&mut self, ctx: &mut Context<Self>, reason: &str) {
+        self.free(reason);
+        self.sh.registry.remove_task(self.id());
+        ctx.stop();
+    }
+
+    fn start_command(&self, a: &Allocation) -> StartCommand {
+        StartCommand {
+            allocation_id: a.allocation_id.clone(),
+            task_id: a.task_id.clone(),
+            epoch: a.epoch,
+            command: self.rec.spec.command.clone(),
+            env: self.rec.spec.env.clone(),
+            gpu_indices: a.gpus.iter().map(|g| g.index).collect(),
+            gpu_uuids: a.gpus.iter().map(|g| g.uuid.clone()).collect(),
+            gpu_memory_mb: a.gpus.iter().map(|g| g.memory_mb).max().unwrap_or(0),
+            cpu_milli: a.cpu_milli,
+            memory_mb: a.memory_mb,
+            checkpoint_dir: self.rec.spec.checkpoint_dir.clone(),
+            resume_from: self.rec.checkpoint.clone(),
+        }
+    }
+
+    /// Sends the start command to the allocation's node once the Scheduled
+    /// transition is durable; arms the preparing timeout.
+    fn dispatch(&mut self, ctx: &mut Context<Self>, ticket: Option<Ticket>) {
+        let Some(a) = self.rec.allocation.clone() else { return };
+        let cmd = self.start_command(&a);
+        let sh = self.sh.clone();
+        let attempt = self.rec.attempts;
+        let node = a.node.clone();
+        ctx.wait(
+            async move {
+                if let Some(t) = ticket {
+                    sh.gate.durable(t).await;
+                }
+                match sh.registry.node(&a.node) {
+                    Some(n) => n.send(Dispatch(cmd)).await.unwrap_or_else(|e| Err(e.to_string())),
+                    None => Err(format!("node {} is not known", a.node)),
+                }
+            }
+            .into_actor(self)
+            .map(move |res, act, ctx| {
+                if let Err(why) = res {
+                    act.requeue(ctx, format!("could not dispatch to {node}: {why}"), false);
+                }
+            }),
+        );
+        let timeout = Duration::from_millis(self.sh.config.preparing_timeout_ms);
+        ctx.run_later(timeout, move |act, ctx| act.preparing_timeout(ctx, attempt, timeout));
+    }
+
+    fn preparing_timeout(&mut self, ctx: &mut Context<Self>, attempt: u32, after: Duration) {
+        let stage = self.rec.state;
+        if attempt != self.rec.attempts || !matches!(stage, TaskState::Scheduled | TaskState::Preparing) {
+            return;
+        }
+        let node = self.rec.allocation.as_ref().map(|a| a.node.clone()).unwrap_or_default();
+        let why = format!("stuck in {} for {}s on node {node} (preparing timeout)", stage.as_str(), after.as_secs());
+        self.stop_workload(&why);
+        self.rec.failure = Some(why.clone());
+        self.transition(TaskState::Failed, Some(why.clone()));
+        self.finish(ctx, &why);
+    }
+
+    fn stop_workload(&self, reason: &str) {
+        if let Some(a) = &self.rec.allocation {
+            if let Some(n) = self.sh.registry.node(&a.node) {
+                n.do_send(StopWorkload {
+                    allocation_id: a.allocation_id.clone(),
+                    grace_ms: self.sh.config.stop_grace_ms,
+                    reason: reason.to_string(),
+                });
+            }
+        }
+    }
+
+    /// Back to the queue (node lost, workload vanished, dispatch failed), or
+    /// Failed once the retry budget is spent.
+    fn requeue(&mut self, ctx: &mut Context<Self>, why: String, counts_as_loss: bool) {
+        self.free(&why);
+        if counts_as_loss {
+            self.rec.node_losses += 1;
+        }
+        let budget = self.rec.spec.retry_budget();
+        if self.rec.node_losses > budget {
+            let why = format!("{why}; retry budget of {budget} spent");
+            self.rec.failure = Some(why.clone());
+            self.transition(TaskState::Failed, Some(why));
+            self.sh.registry.remove_task(self.id());
+            ctx.stop();
+            return;
+        }
+        self.rec.allocation = None;
+        self.transition(TaskState::Queued, Some(format!("{why}; requeued")));
+        self.enqueue();
+    }
+
+    fn on_exit(&mut self, ctx: &mut Context<Self>, st: ExitStatus) {
+        if self.rec.state == TaskState::Released {
+            self.finish(ctx, "released");
+            return;
+        }
+        self.rec.exit_code = st.code;
+        let (state, why) = match (st.code, st.signal) {
+            (Some(0), _) => (TaskState::Finished, "exited with code 0".to_string()),
+            (Some(c), _) => (TaskState::Failed, format!("exited with code {c}")),
+            (None, Some(s)) => (TaskState::Failed, format!("killed by signal {s}")),
+            (None, None) => (TaskState::Failed, "ended without an exit status".to_string()),
+        };
+        if state == TaskState::Failed {
+            self.rec.failure = Some(why.clone());
+        }
+        self.transition(state, Some(why.clone()));
+        self.finish(ctx, &why);
+    }
+}
+
+impl Actor for TaskActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        if matches!(self.rec.state, TaskState::Queued | TaskState::Preempted) {
+            match self.boot.take() {
+                Some(t) => {
+                    let gate = self.sh.gate.clone();
+                    ctx.wait(async move { gate.durable(t).await }.into_actor(self).map(|_, act, _| act.enqueue()));
+                }
+                None => self.enqueue(),
+            }
+        }
+    }
+}
+
+/// The scheduler granted an allocation.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Placed {
+    pub allocation: Allocation,
+    pub ticket: Ticket,
+}
+
+impl Handler<Placed> for TaskActor {
+    type Result = ();
+    fn handle(&mut self, m: Placed, ctx: &mut Context<Self>) {
+        if !matches!(self.rec.state, TaskState::Queued | TaskState::Preempted) {
+            self.sh.scheduler.do_send(Free { allocation_id: m.allocation.allocation_id, reason: "task no longer waiting".into() });
+            return;
+        }
+        let node = m.allocation.node.clone();
+        self.rec.allocation = Some(m.allocation);
+        self.rec.attempts += 1;
+        self.rec.pending_reason = None;
+        // Tickets are ordered: waiting for the Scheduled record covers the allocation record too.
+        let t = self.transition(TaskState::Scheduled, Some(format!("placed on {node}")));
+        self.dispatch(ctx, t.or(Some(m.ticket)));
+    }
+}
+
+/// Why the task is still waiting (placement rejections or quota).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Pending {
+    pub reason: String,
+}
+
+impl Handler<Pending> for TaskActor {
+    type Result = ();
+    fn handle(&mut self, m: Pending, _: &mut Context<Self>) {
+        self.rec.pending_reason = Some(m.reason);
+    }
+}
+
+/// Something the node agent reported about this task's workload.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Workload {
+    pub allocation_id: String,
+    pub kind: WorkloadEventKind,
+}
+
+impl Handler<Workload> for TaskActor {
+    type Result = ();
+    fn handle(&mut self, m: Workload, ctx: &mut Context<Self>) {
+        if self.rec.allocation.as_ref().map(|a| a.allocation_id.as_str()) != Some(m.allocation_id.as_str()) {
+            return; // an older attempt's news
+        }
+        let releasing = self.rec.state == TaskState::Released;
+        match m.kind {
+            WorkloadEventKind::Preparing if !releasing && self.rec.state == TaskState::Scheduled => {
+                self.transition(TaskState::Preparing, None);
+            }
+            WorkloadEventKind::Ready { isolation } if !releasing && matches!(self.rec.state, TaskState::Scheduled | TaskState::Preparing) => {
+                self.transition(TaskState::Ready, Some(format!("isolation: {isolation}")));
+            }
+            WorkloadEventKind::Started { pid } if !releasing && self.rec.state != TaskState::Running => {
+                let how = pid.map_or("reservation held (no command)".to_string(), |p| format!("pid {p}"));
+                self.transition(TaskState::Running, Some(how));
+            }
+            WorkloadEventKind::Exited(st) => self.on_exit(ctx, st),
+            WorkloadEventKind::StartFailed { reason } => {
+                if releasing {
+                    self.finish(ctx, "released");
+                } else {
+                    self.rec.failure = Some(reason.clone());
+                    self.transition(TaskState::Failed, Some(reason.clone()));
+                    self.finish(ctx, &reason);
+                }
+            }
+            WorkloadEventKind::CheckpointSaved { path } => {
+                self.rec.checkpoint = Some(path.clone());
+                self.persist(EventKind::CheckpointSaved, format!("checkpoint saved: {path}"));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Release resources (the data platform's "release"): stop the workload if it
+/// runs, free everything, state Released; a queued task is cancelled.
+#[derive(Message)]
+#[rtype(result = "Result<TaskRecord>")]
+pub struct Release {
+    pub by: String,
+}
+
+impl Handler<Release> for TaskActor {
+    type Result = ResponseActFuture<Self, Result<TaskRecord>>;
+    fn handle(&mut self, m: Release, ctx: &mut Context<Self>) -> Self::Result {
+        let ticket = match self.rec.state {
+            TaskState::Queued | TaskState::Preempted => {
+                self.sh.scheduler.do_send(Dequeue { task_id: self.id().to_string() });
+                let t = self.transition(TaskState::Cancelled, Some(format!("released by {} before it was placed", m.by)));
+                self.sh.registry.remove_task(self.id());
+                ctx.stop();
+                t
+            }
+            s if s.holds_allocation() => {
+                let t = self.transition(TaskState::Released, Some(format!("released by {}", m.by)));
+                let reservation = self.rec.spec.command.is_empty();
+                let connected_node = self.rec.allocation.as_ref().and_then(|a| self.sh.registry.node(&a.node));
+                if reservation || connected_node.is_none() || s == TaskState::Scheduled {
+                    self.stop_workload("released");
+                    self.finish(ctx, "released");
+                } else {
+                    self.stop_workload("released");
+                    let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
+                    ctx.run_later(wait, |act, ctx| act.finish(ctx, "released; stop not confirmed in time"));
+                }
+                t
+            }
+            _ => None,
+        };
+        let gate = self.sh.gate.clone();
+        Box::pin(
+            async move {
+                if let Some(t) = ticket {
+                    gate.durable(t).await;
+                }
+            }
+            .into_actor(self)
+            .map(|_, act, _| Ok(act.rec.clone())),
+        )
+    }
+}
+
+/// The task's node was declared lost.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct NodeLost {
+    pub node: String,
+}
+
+impl Handler<NodeLost> for TaskActor {
+    type Result = ();
+    fn handle(&mut self, m: NodeLost, ctx: &mut Context<Self>) {
+        if self.rec.allocation.as_ref().map(|a| a.node.as_str()) != Some(m.node.as_str()) {
+            return;
+        }
+        if self.rec.state == TaskState::Released {
+            self.finish(ctx, "released; node lost");
+            return;
+        }
+        self.requeue(ctx, format!("node {} lost", m.node), true);
+    }
+}
+
+/// The node said hello again but no longer runs this task's workload.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WorkloadMissing {
+    pub node: String,
+}
+
+impl Handler<WorkloadMissing> for TaskActor {
+    type Result = ();
+    fn handle(&mut self, m: WorkloadMissing, ctx: &mut Context<Self>) {
+        match self.rec.state {
+            TaskState::Scheduled => self.dispatch(ctx, None),
+            TaskState::Released => self.finish(ctx, "released"),
+            s if s.holds_allocation() => self.requeue(ctx, format!("workload vanished from node {}", m.node), true),
+            _ => {}
+        }
+    }
+}
+
+/// A copy of the record, for the API.
+#[derive(Message)]
+#[rtype(result = "TaskRecord")]
+pub struct TaskSnapshot;
+
+impl Handler<TaskSnapshot> for TaskActor {
+    type Result = MessageResult<TaskSnapshot>;
+    fn handle(&mut self, _: TaskSnapshot, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.rec.clone())
+    }
+}
+
+/// Convenience for callers that only have a directory entry.
+pub async fn snapshot(addr: &Addr<TaskActor>) -> Result<TaskRecord> {
+    addr.send(TaskSnapshot).await.map_err(ActorError::from)
+}

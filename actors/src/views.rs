@@ -1,0 +1,204 @@
+//! What the API shows: read-only snapshots of tasks, nodes and the pool.
+use caldera_spec::node::GpuLive;
+use caldera_spec::time::rfc3339;
+use caldera_spec::{Allocation, NodeMetrics, NodeRecord, NodeState, TaskRecord, TaskSpec};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TransitionView {
+    pub state: &'static str,
+    pub at: String,
+    pub at_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskView {
+    pub task_id: String,
+    pub tenant: String,
+    pub task_type: &'static str,
+    pub priority: String,
+    pub state: &'static str,
+    pub history: Vec<TransitionView>,
+    pub allocation: Option<Allocation>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    pub attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
+    pub created_at: String,
+    pub spec: TaskSpec,
+}
+
+impl From<&TaskRecord> for TaskView {
+    fn from(r: &TaskRecord) -> Self {
+        TaskView {
+            task_id: r.spec.task_id.clone(),
+            tenant: r.tenant.clone(),
+            task_type: r.spec.task_type.as_str(),
+            priority: r.spec.priority.label(),
+            state: r.state.as_str(),
+            history: r
+                .history
+                .iter()
+                .map(|t| TransitionView { state: t.state.as_str(), at: rfc3339(t.at_ms), at_ms: t.at_ms, reason: t.reason.clone() })
+                .collect(),
+            allocation: r.allocation.clone(),
+            pending_reason: r.pending_reason.clone(),
+            exit_code: r.exit_code,
+            failure: r.failure.clone(),
+            attempts: r.attempts,
+            checkpoint: r.checkpoint.clone(),
+            created_at: rfc3339(r.created_ms),
+            spec: r.spec.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuView {
+    pub index: u32,
+    pub uuid: String,
+    pub model: String,
+    pub memory_total_mb: u64,
+    /// Not allocated to any task.
+    pub memory_free_mb: u64,
+    /// Measured by the agent (NVML, or the simulation).
+    pub memory_used_mb: u64,
+    pub utilization_pct: u32,
+    pub simulated: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeView {
+    pub name: String,
+    pub state: &'static str,
+    pub connected: bool,
+    pub epoch: u64,
+    pub simulated: bool,
+    pub gpu_source: String,
+    pub isolation: String,
+    pub gpus: Vec<GpuView>,
+    pub cpu_cores: u32,
+    pub cpu_free_milli: u64,
+    pub cpu_used_pct: f32,
+    pub memory_total_mb: u64,
+    pub memory_free_mb: u64,
+    pub memory_used_mb: u64,
+    pub disk_offered_mb: u64,
+    pub disk_free_mb: u64,
+    pub labels: BTreeMap<String, String>,
+    pub last_seen: String,
+    pub allocations: usize,
+}
+
+/// Allocated totals of one node, computed from the ledger.
+#[derive(Debug, Clone, Default)]
+pub struct NodeAllocated {
+    pub gpu_memory_mb: BTreeMap<u32, u64>,
+    pub cpu_milli: u64,
+    pub memory_mb: u64,
+    pub disk_mb: u64,
+    pub count: usize,
+}
+
+impl NodeAllocated {
+    pub fn add(&mut self, a: &Allocation) {
+        for g in &a.gpus {
+            *self.gpu_memory_mb.entry(g.index).or_default() += g.memory_mb;
+        }
+        self.cpu_milli += a.cpu_milli;
+        self.memory_mb += a.memory_mb;
+        self.disk_mb += a.disk_mb;
+        self.count += 1;
+    }
+}
+
+impl NodeView {
+    /// Joins the stored record, live metrics and the ledger's allocated totals.
+    pub fn build(rec: &NodeRecord, connected: bool, metrics: &NodeMetrics, alloc: &NodeAllocated) -> NodeView {
+        let inv = &rec.inventory;
+        let live = |i: u32| metrics.gpus.iter().find(|g| g.index == i).cloned().unwrap_or(GpuLive { index: i, ..Default::default() });
+        NodeView {
+            name: rec.name.clone(),
+            state: match rec.state {
+                NodeState::Ready => "ready",
+                NodeState::Lost => "lost",
+            },
+            connected,
+            epoch: rec.epoch,
+            simulated: inv.any_simulated(),
+            gpu_source: inv.gpu_source.clone(),
+            isolation: inv.isolation.clone(),
+            gpus: inv
+                .gpus
+                .iter()
+                .map(|g| {
+                    let l = live(g.index);
+                    GpuView {
+                        index: g.index,
+                        uuid: g.uuid.clone(),
+                        model: g.model.clone(),
+                        memory_total_mb: g.memory_total_mb,
+                        memory_free_mb: g.memory_total_mb.saturating_sub(alloc.gpu_memory_mb.get(&g.index).copied().unwrap_or(0)),
+                        memory_used_mb: l.memory_used_mb,
+                        utilization_pct: l.utilization_pct,
+                        simulated: g.simulated,
+                    }
+                })
+                .collect(),
+            cpu_cores: inv.cpu_cores,
+            cpu_free_milli: (inv.cpu_cores as u64 * 1000).saturating_sub(alloc.cpu_milli),
+            cpu_used_pct: metrics.cpu_used_pct,
+            memory_total_mb: inv.memory_total_mb,
+            memory_free_mb: inv.memory_total_mb.saturating_sub(alloc.memory_mb),
+            memory_used_mb: metrics.memory_used_mb,
+            disk_offered_mb: inv.disk_offered_mb,
+            disk_free_mb: inv.disk_offered_mb.saturating_sub(alloc.disk_mb),
+            labels: inv.labels.clone(),
+            last_seen: rfc3339(rec.last_seen_ms),
+            allocations: alloc.count,
+        }
+    }
+}
+
+/// Capacity, allocation and measured use of one dimension.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Dim {
+    pub capacity: f64,
+    pub allocated: f64,
+    pub used: f64,
+}
+
+/// The five dimensions of the pool.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Dims {
+    pub gpus: Dim,
+    pub gpu_memory_mb: Dim,
+    pub cpu_cores: Dim,
+    pub memory_mb: Dim,
+    pub disk_mb: Dim,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Keyed<T: Serialize> {
+    pub key: String,
+    #[serde(flatten)]
+    pub dims: T,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Utilization {
+    pub total: Dims,
+    pub by_node: Vec<Keyed<Dims>>,
+    pub by_tenant: Vec<Keyed<Dims>>,
+    pub by_gpu_model: Vec<Keyed<Dims>>,
+    /// True when any GPU in the pool is simulated.
+    pub simulated_gpus: bool,
+}
