@@ -8,3 +8,5 @@ pub mod sim_gpus;
 
 pub use config::AgentConfig;
 pub use error::{AgentError, StartError};
+pub mod cgroup;
+pub mod runtime;

@@ -1,0 +1,287 @@
+//! Per-workload CPU and memory limits through cgroups, where the host lets the
+//! agent create them. Detected once at startup; the result is reported in the
+//! inventory (`isolation`) and in every `Ready` event, so nobody assumes limits
+//! that are not there.
+//!
+//! Layout: under the agent's own cgroup (read from /proc/self/cgroup), one
+//! `caldera-<node>` directory, and in it one directory per allocation. A child
+//! joins its cgroup from `pre_exec` by writing "0" to a `cgroup.procs` file the
+//! parent opened beforehand, so it is limited before its first instruction.
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
+
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+/// CFS period used for CPU quotas (100 ms, the kernel default).
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// What isolation the runtime can apply on this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Isolation {
+    /// Unified hierarchy; `base` is this agent's `caldera-<node>` directory.
+    V2 { base: PathBuf },
+    /// Legacy hierarchy; one base per controller.
+    V1 { cpu: PathBuf, memory: PathBuf },
+    /// No limits; the string says why.
+    None(String),
+}
+
+impl Isolation {
+    /// Finds a usable hierarchy and creates this node's base directory in it.
+    pub fn detect(node_name: &str) -> Isolation {
+        Self::detect_at(Path::new(CGROUP_ROOT), node_name)
+    }
+
+    fn detect_at(root: &Path, node_name: &str) -> Isolation {
+        let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let leaf = format!("caldera-{node_name}");
+        if let Ok(controllers) = fs::read_to_string(root.join("cgroup.controllers")) {
+            let has = |c: &str| controllers.split_whitespace().any(|x| x == c);
+            if !(has("cpu") && has("memory")) {
+                return Isolation::None(format!(
+                    "cgroup v2 without cpu+memory controllers ({})",
+                    controllers.trim()
+                ));
+            }
+            let parent = root.join(own_path(&own, "").trim_start_matches('/'));
+            let base = parent.join(&leaf);
+            return match setup_v2(&parent, &base) {
+                Ok(()) => Isolation::V2 { base },
+                Err(e) => Isolation::None(format!(
+                    "cgroup v2 at {} is not delegated to the agent: {e}",
+                    parent.display()
+                )),
+            };
+        }
+        let cpu_root = root.join("cpu");
+        let mem_root = root.join("memory");
+        if cpu_root.join("cpu.cfs_quota_us").exists()
+            && mem_root.join("memory.limit_in_bytes").exists()
+        {
+            let cpu = cpu_root
+                .join(own_path(&own, "cpu").trim_start_matches('/'))
+                .join(&leaf);
+            let memory = mem_root
+                .join(own_path(&own, "memory").trim_start_matches('/'))
+                .join(&leaf);
+            return match fs::create_dir_all(&cpu).and_then(|_| fs::create_dir_all(&memory)) {
+                Ok(()) => {
+                    remove_stale_children(&cpu);
+                    remove_stale_children(&memory);
+                    Isolation::V1 { cpu, memory }
+                }
+                Err(e) => Isolation::None(format!("cgroup v1 is not writable: {e}")),
+            };
+        }
+        Isolation::None(format!(
+            "no cgroup hierarchy with cpu and memory under {}",
+            root.display()
+        ))
+    }
+
+    /// "cgroup-v2", "cgroup-v1" or "none (why)".
+    pub fn label(&self) -> String {
+        match self {
+            Isolation::V2 { .. } => "cgroup-v2".to_string(),
+            Isolation::V1 { .. } => "cgroup-v1".to_string(),
+            Isolation::None(why) => format!("none ({why})"),
+        }
+    }
+
+    /// Creates the allocation's cgroup with its limits. `cpu_milli` 0 or
+    /// `memory_mb` 0 leave that dimension unlimited.
+    pub fn create(
+        &self,
+        allocation_id: &str,
+        cpu_milli: u64,
+        memory_mb: u64,
+    ) -> io::Result<Option<WorkloadCgroup>> {
+        let name = crate::runtime::safe_file_name(allocation_id);
+        match self {
+            Isolation::None(_) => Ok(None),
+            Isolation::V2 { base } => {
+                let dir = base.join(&name);
+                fs::create_dir_all(&dir)?;
+                let cpu = if cpu_milli == 0 {
+                    "max".to_string()
+                } else {
+                    format!("{} {CPU_PERIOD_US}", quota_us(cpu_milli))
+                };
+                write_file(&dir.join("cpu.max"), &cpu)?;
+                let mem = if memory_mb == 0 {
+                    "max".to_string()
+                } else {
+                    (memory_mb * 1024 * 1024).to_string()
+                };
+                write_file(&dir.join("memory.max"), &mem)?;
+                let procs = open_procs(&dir)?;
+                Ok(Some(WorkloadCgroup {
+                    dirs: vec![dir],
+                    procs: vec![procs],
+                    v2: true,
+                }))
+            }
+            Isolation::V1 { cpu, memory } => {
+                let cpu_dir = cpu.join(&name);
+                let mem_dir = memory.join(&name);
+                fs::create_dir_all(&cpu_dir)?;
+                fs::create_dir_all(&mem_dir)?;
+                write_file(
+                    &cpu_dir.join("cpu.cfs_period_us"),
+                    &CPU_PERIOD_US.to_string(),
+                )?;
+                let quota = if cpu_milli == 0 {
+                    -1
+                } else {
+                    quota_us(cpu_milli) as i64
+                };
+                write_file(&cpu_dir.join("cpu.cfs_quota_us"), &quota.to_string())?;
+                let limit = if memory_mb == 0 {
+                    "-1".to_string()
+                } else {
+                    (memory_mb * 1024 * 1024).to_string()
+                };
+                write_file(&mem_dir.join("memory.limit_in_bytes"), &limit)?;
+                let procs = vec![open_procs(&cpu_dir)?, open_procs(&mem_dir)?];
+                Ok(Some(WorkloadCgroup {
+                    dirs: vec![cpu_dir, mem_dir],
+                    procs,
+                    v2: false,
+                }))
+            }
+        }
+    }
+}
+
+/// CPU quota per period for `cpu_milli` thousandths of a core, at least 1 ms.
+/// Example: 1500 milli-cores -> 150000 us per 100000 us period.
+fn quota_us(cpu_milli: u64) -> u64 {
+    (cpu_milli * CPU_PERIOD_US / 1000).max(1000)
+}
+
+/// The cgroup path of this process for `controller` ("" = the v2 line "0::").
+fn own_path(proc_self_cgroup: &str, controller: &str) -> String {
+    for line in proc_self_cgroup.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, ctrls, path) = (parts.next(), parts.next(), parts.next());
+        let (Some(ctrls), Some(path)) = (ctrls, path) else {
+            continue;
+        };
+        let matches = if controller.is_empty() {
+            ctrls.is_empty()
+        } else {
+            ctrls.split(',').any(|c| c == controller)
+        };
+        if matches {
+            return path.to_string();
+        }
+    }
+    "/".to_string()
+}
+
+/// Enables cpu+memory for children of `parent` and creates `base` with them enabled too.
+fn setup_v2(parent: &Path, base: &Path) -> io::Result<()> {
+    write_file(&parent.join("cgroup.subtree_control"), "+cpu +memory")?;
+    fs::create_dir_all(base)?;
+    write_file(&base.join("cgroup.subtree_control"), "+cpu +memory")?;
+    remove_stale_children(base);
+    Ok(())
+}
+
+/// Removes empty per-allocation cgroups a previous agent run left behind.
+fn remove_stale_children(base: &Path) {
+    if let Ok(entries) = fs::read_dir(base) {
+        for e in entries.flatten() {
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                let _ = fs::remove_dir(e.path());
+            }
+        }
+    }
+}
+
+fn write_file(path: &Path, content: &str) -> io::Result<()> {
+    let mut f = OpenOptions::new().write(true).open(path)?;
+    f.write_all(content.as_bytes())
+        .map_err(|e| io::Error::new(e.kind(), format!("writing {}: {e}", path.display())))
+}
+
+fn open_procs(dir: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.procs"))
+}
+
+/// The cgroup(s) of one workload.
+#[derive(Debug)]
+pub struct WorkloadCgroup {
+    dirs: Vec<PathBuf>,
+    /// `cgroup.procs` of each directory, opened for the child's pre_exec join.
+    procs: Vec<File>,
+    v2: bool,
+}
+
+impl WorkloadCgroup {
+    /// File descriptors the child writes "0" to (async-signal-safe join).
+    pub fn join_fds(&self) -> Vec<RawFd> {
+        self.procs.iter().map(|f| f.as_raw_fd()).collect()
+    }
+
+    /// SIGKILLs every process in the cgroup, including ones that left the process group.
+    pub fn kill_all(&self) {
+        if self.v2 {
+            if let Some(dir) = self.dirs.first() {
+                if write_file(&dir.join("cgroup.kill"), "1").is_ok() {
+                    return;
+                }
+            }
+        }
+        for dir in &self.dirs {
+            let Ok(pids) = fs::read_to_string(dir.join("cgroup.procs")) else {
+                continue;
+            };
+            for pid in pids.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                // SAFETY: kill(2) with a pid read from the cgroup; no memory is touched.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+
+    /// Removes the directories (they must be empty of processes by now).
+    pub fn remove(&self) {
+        for dir in &self.dirs {
+            if let Err(e) = fs::remove_dir(dir) {
+                tracing::debug!("cgroup {} not removed: {e}", dir.display());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_path_reads_v1_and_v2_lines() {
+        let text = "4:memory:/a/b\n2:cpu,cpuacct:/c\n0::/d\n";
+        assert_eq!(own_path(text, "memory"), "/a/b");
+        assert_eq!(own_path(text, "cpu"), "/c");
+        assert_eq!(own_path(text, ""), "/d");
+        assert_eq!(own_path("", "cpu"), "/");
+    }
+
+    #[test]
+    fn quota_is_proportional_with_a_floor() {
+        assert_eq!(quota_us(1500), 150_000);
+        assert_eq!(quota_us(1), 1000);
+    }
+
+    #[test]
+    fn a_root_without_cgroups_is_reported_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let iso = Isolation::detect_at(dir.path(), "n");
+        assert!(iso.label().starts_with("none ("), "{}", iso.label());
+    }
+}

@@ -1,0 +1,62 @@
+//! Per-task log files: `<data-dir>/logs/<task_id>.log`, appended by every run
+//! of the task so a requeued run continues the same file.
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// Most bytes one `Logs` answer carries, whatever was asked: a WebSocket frame
+/// must stay well under the control plane's frame limit.
+pub const MAX_TAIL_BYTES: u64 = 256 * 1024;
+
+/// Where the task's log lives.
+pub fn log_path(data_dir: &Path, task_id: &str) -> PathBuf {
+    data_dir
+        .join("logs")
+        .join(format!("{}.log", super::safe_file_name(task_id)))
+}
+
+/// Opens (creating) the log for appending.
+pub fn open_for_append(path: &Path) -> io::Result<File> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
+/// The last `tail_bytes` (capped at [`MAX_TAIL_BYTES`]) of the file, and whether
+/// anything before them was left out. A missing file is an empty log.
+pub fn tail(path: &Path, tail_bytes: u64) -> io::Result<(String, bool)> {
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((String::new(), false)),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    let want = tail_bytes.min(MAX_TAIL_BYTES);
+    let start = len.saturating_sub(want);
+    f.seek(SeekFrom::Start(start))?;
+    let mut buf = Vec::with_capacity((len - start) as usize);
+    f.take(want).read_to_end(&mut buf)?;
+    Ok((String::from_utf8_lossy(&buf).into_owned(), start > 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn tail_returns_the_end_and_says_when_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = log_path(dir.path(), "t/1");
+        assert!(path.ends_with("logs/t_1.log"));
+        let mut f = open_for_append(&path).unwrap();
+        f.write_all(b"0123456789").unwrap();
+        assert_eq!(tail(&path, 4).unwrap(), ("6789".to_string(), true));
+        assert_eq!(tail(&path, 100).unwrap(), ("0123456789".to_string(), false));
+        assert_eq!(
+            tail(&dir.path().join("none"), 4).unwrap(),
+            (String::new(), false)
+        );
+    }
+}

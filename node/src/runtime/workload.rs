@@ -1,0 +1,54 @@
+//! One allocation's workload as the runtime tracks it.
+use super::checkpoint::CheckpointWatch;
+use crate::cgroup::WorkloadCgroup;
+use caldera_spec::wire::{AllocationUse, ExitStatus, WorkloadReport};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// A workload: running, held (a reservation), or exited and not yet reported.
+#[derive(Debug)]
+pub struct Workload {
+    pub allocation_id: String,
+    pub task_id: String,
+    /// Epoch it runs under (bumped when a welcome adopts it).
+    pub epoch: u64,
+    /// Leader pid = process group id; None for a reservation.
+    pub pid: Option<u32>,
+    /// Leader's start time (ticks after boot), for the ledger.
+    pub start_ticks: u64,
+    pub gpu_indices: Vec<u32>,
+    pub gpu_memory_mb: u64,
+    /// Set once it has ended.
+    pub exit: Option<ExitStatus>,
+    /// A stop (from the control plane or shutdown) was requested.
+    pub stop_requested: bool,
+    /// Its `Exited` event went out on a live session.
+    pub exit_sent: bool,
+    /// Distinguishes this run's notes from an older run's.
+    pub run: u64,
+    pub cgroup: Option<WorkloadCgroup>,
+    pub checkpoint: CheckpointWatch,
+    pub log_path: PathBuf,
+    pub usage: AllocationUse,
+    /// CPU ticks of the tree at the last sample, and when.
+    pub last_cpu: Option<(u64, Instant)>,
+}
+
+impl Workload {
+    /// True while its process runs or its reservation is held.
+    pub fn is_alive(&self) -> bool {
+        self.exit.is_none()
+    }
+
+    /// How the agent reports it in a hello or heartbeat.
+    pub fn report(&self) -> WorkloadReport {
+        WorkloadReport {
+            allocation_id: self.allocation_id.clone(),
+            task_id: self.task_id.clone(),
+            epoch: self.epoch,
+            pid: self.pid,
+            exit: self.exit.clone(),
+            usage: self.usage.clone(),
+        }
+    }
+}
