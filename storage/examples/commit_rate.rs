@@ -52,10 +52,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{:>12} {:>12} {:>12} {:>12} {:>12}",
         "flush every", "commits", "commits/s", "flush p50", "flush p99"
     );
-    let groups = [1u64, 10, 50, 200];
+    // BENCH_GROUPS="1,10,50,200": commits per flush for each run.
+    let groups: Vec<u64> = std::env::var("BENCH_GROUPS")
+        .unwrap_or_else(|_| "1,10,50,200".to_string())
+        .split(',')
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
     let per_setting = total / groups.len() as u64;
     let mut n = 0u64;
-    for every in groups {
+    for &every in &groups {
         let mut flushes = Vec::new();
         let start = Instant::now();
         for i in 0..per_setting {

@@ -26,26 +26,14 @@ impl EventFilter {
     }
 
     /// The index to walk: the most selective dimension set (a task has few
-    /// events, a kind has many); the other fields are checked per event.
+    /// events, a tenant many); the other fields are checked per event. A
+    /// filter on kind alone walks the log itself: kinds are few and common,
+    /// so an index per kind would cost every commit a key for little gain.
     pub(crate) fn primary_index(&self) -> Option<(IndexDim, String)> {
-        if let Some(t) = &self.task {
-            Some((IndexDim::Task, t.clone()))
-        } else if let Some(n) = &self.node {
-            Some((IndexDim::Node, n.clone()))
-        } else if let Some(t) = &self.tenant {
-            Some((IndexDim::Tenant, t.clone()))
-        } else {
-            self.kind.map(|k| (IndexDim::Kind, kind_name(k)))
-        }
-    }
-}
-
-/// The wire name of a kind (`task_submitted`), used in index keys.
-pub(crate) fn kind_name(kind: EventKind) -> String {
-    match serde_json::to_value(kind) {
-        Ok(serde_json::Value::String(s)) => s,
-        // Unit variants always serialize as strings; keep a stable fallback anyway.
-        _ => format!("{kind:?}"),
+        let by = |dim, name: &Option<String>| name.as_ref().map(|n| (dim, n.clone()));
+        by(IndexDim::Task, &self.task)
+            .or_else(|| by(IndexDim::Node, &self.node))
+            .or_else(|| by(IndexDim::Tenant, &self.tenant))
     }
 }
 
@@ -67,10 +55,6 @@ pub(crate) fn stage(ops: &mut sled::Batch, event: &Event) -> Result<()> {
             ops.insert(keys::index_entry(dim, name, event.seq), &[]);
         }
     }
-    ops.insert(
-        keys::index_entry(IndexDim::Kind, &kind_name(event.kind), event.seq),
-        &[],
-    );
     Ok(())
 }
 

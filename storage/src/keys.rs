@@ -11,8 +11,8 @@
 //! | `n/<node>` | `NodeRecord` JSON |
 //! | `m/<key>` | raw bytes (operator settings, counters) |
 //! | `e/<seq: u64 BE>` | `Event` JSON |
-//! | `x/<dim><len: u32 BE><name><seq: u64 BE>` | empty: event index per task (`t`), tenant (`u`), node (`n`), kind (`k`) |
-//! | `s/<name>` | storage's own bookkeeping (format version, last event seq) |
+//! | `x/<dim><len: u32 BE><name><seq: u64 BE>` | empty: event index per task (`t`), tenant (`u`), node (`n`) |
+//! | `s/<name>` | storage's own bookkeeping (format version) |
 //!
 //! Index names are length-prefixed so that the index of task `a` never
 //! matches the entries of task `a/b` or `ab`.
@@ -24,7 +24,6 @@ pub(crate) const NODE: &[u8] = b"n/";
 pub(crate) const META: &[u8] = b"m/";
 pub(crate) const EVENT: &[u8] = b"e/";
 pub(crate) const FORMAT: &[u8] = b"s/format";
-pub(crate) const LAST_EVENT_SEQ: &[u8] = b"s/last_event_seq";
 
 /// Which dimension an event index covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +31,6 @@ pub(crate) enum IndexDim {
     Task,
     Tenant,
     Node,
-    Kind,
 }
 
 impl IndexDim {
@@ -41,7 +39,6 @@ impl IndexDim {
             IndexDim::Task => b't',
             IndexDim::Tenant => b'u',
             IndexDim::Node => b'n',
-            IndexDim::Kind => b'k',
         }
     }
 }

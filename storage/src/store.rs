@@ -189,9 +189,6 @@ impl Store {
             events::stage(&mut ops, &event)?;
             event_seqs.push(seq);
         }
-        // Kept apart from the log so that seqs stay unique even if old events
-        // are ever trimmed.
-        ops.insert(keys::LAST_EVENT_SEQ, &seq.to_be_bytes());
         self.db.apply_batch(ops)?;
         self.shared.last_event_seq.store(seq, Ordering::Release);
         Ok(CommitInfo { event_seqs })
@@ -228,15 +225,11 @@ impl Store {
     }
 }
 
-/// The larger of the stored counter and the newest `e/` key.
+/// The seq of the newest `e/` key. Events are never deleted, so this is the
+/// highest seq ever handed out (a trim of the log must keep the newest event).
 fn recover_last_event_seq(db: &sled::Db) -> Result<u64> {
-    let counter = match db.get(keys::LAST_EVENT_SEQ)? {
-        Some(v) => keys::seq_suffix(&v).unwrap_or(0),
-        None => 0,
-    };
-    let newest = match db.scan_prefix(keys::EVENT).next_back() {
-        Some(kv) => keys::seq_suffix(&kv?.0).unwrap_or(0),
-        None => 0,
-    };
-    Ok(counter.max(newest))
+    match db.scan_prefix(keys::EVENT).next_back() {
+        Some(kv) => Ok(keys::seq_suffix(&kv?.0).unwrap_or(0)),
+        None => Ok(0),
+    }
 }
