@@ -1,6 +1,9 @@
 //! Starting and stopping the control plane process.
+use crate::state::AppState;
+use actix_web::{web, App, HttpServer};
 use caldera_actors::config::ServerConfig;
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
 
 /// What a started server tells its caller (printed by `caldera server` / `up`).
 #[derive(Debug, Clone)]
@@ -18,7 +21,10 @@ pub enum GatewayError {
     #[error("invalid configuration: {0}")]
     Config(String),
     #[error("cannot bind {addr}: {source}")]
-    Bind { addr: String, source: std::io::Error },
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
     #[error("storage: {0}")]
     Storage(String),
     #[error("server error: {0}")]
@@ -39,8 +45,56 @@ impl GatewayError {
 
 /// Runs the control plane until SIGINT/SIGTERM. Blocks; builds its own actix System.
 /// `on_started` is called once the HTTP listener is bound.
-pub fn run(config: ServerConfig, on_started: impl FnOnce(&Started) + Send + 'static) -> Result<(), GatewayError> {
-    config.validate().map_err(|e| GatewayError::Config(e.to_string()))?;
-    let _ = on_started;
-    Err(GatewayError::Config("the gateway is being built".into()))
+pub fn run(
+    config: ServerConfig,
+    on_started: impl FnOnce(&Started) + Send + 'static,
+) -> Result<(), GatewayError> {
+    config
+        .validate()
+        .map_err(|e| GatewayError::Config(e.to_string()))?;
+    let system = actix_web::rt::System::new();
+    system.block_on(serve(config, on_started))
+}
+
+async fn serve(
+    config: ServerConfig,
+    on_started: impl FnOnce(&Started),
+) -> Result<(), GatewayError> {
+    let booted = caldera_actors::cluster::boot(config.clone())
+        .map_err(|e| GatewayError::Storage(e.to_string()))?;
+    tracing::info!(live_tasks = booted.tasks_loaded, data_dir = %config.data_dir.display(), "control plane booted");
+    let state = web::Data::new(AppState {
+        cluster: booted.cluster.clone(),
+        shared: booted.shared.clone(),
+        next_session: AtomicU64::new(1),
+        max_body_bytes: config.max_body_bytes,
+    });
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .configure(crate::routes::configure)
+    })
+    .workers(config.http_workers)
+    .shutdown_timeout(5)
+    .bind(&config.listen)
+    .map_err(|source| GatewayError::Bind {
+        addr: config.listen.clone(),
+        source,
+    })?;
+    let addr = server
+        .addrs()
+        .first()
+        .copied()
+        .ok_or_else(|| GatewayError::Config(format!("{} bound no address", config.listen)))?;
+    on_started(&Started {
+        addr,
+        generated_operator_token: booted.generated_operator_token,
+        generated_join_token: booted.generated_join_token,
+    });
+    server.run().await?;
+    tracing::info!("control plane stopping; flushing storage");
+    caldera_actors::cluster::store(&booted.shared)
+        .flush()
+        .map_err(|e| GatewayError::Storage(e.to_string()))?;
+    Ok(())
 }

@@ -1,0 +1,32 @@
+//! Reading request bodies with a size limit that answers in the envelope.
+use crate::envelope;
+use actix_web::{web, HttpResponse};
+use caldera_spec::SpecErrorKind;
+use futures_util::StreamExt;
+
+/// The whole body, or a 413 envelope once it passes `limit`.
+pub async fn read(mut payload: web::Payload, limit: usize) -> Result<web::BytesMut, HttpResponse> {
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| {
+            envelope::fail(
+                400,
+                SpecErrorKind::MalformedJson.code(),
+                "bad_body",
+                &format!("could not read the body: {e}"),
+                None,
+            )
+        })?;
+        if body.len() + chunk.len() > limit {
+            return Err(envelope::fail(
+                413,
+                SpecErrorKind::TooLarge.code(),
+                SpecErrorKind::TooLarge.name(),
+                &format!("the body is larger than {limit} bytes"),
+                Some("."),
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}

@@ -1,0 +1,29 @@
+//! Liveness and Prometheus metrics.
+use crate::state::AppState;
+use actix_web::{web, HttpResponse};
+use caldera_actors::scheduler::Stats;
+
+pub async fn healthz() -> HttpResponse {
+    crate::envelope::ok(200, serde_json::json!({"status": "ok"}))
+}
+
+/// Prometheus text exposition of the scheduler's counters.
+pub async fn metrics(st: web::Data<AppState>) -> HttpResponse {
+    let s = match st.shared.scheduler.send(Stats).await {
+        Ok(s) => s,
+        Err(e) => return crate::envelope::err(&e.into()),
+    };
+    let body = format!(
+        "# HELP caldera_queued_tasks Tasks waiting for room.\n# TYPE caldera_queued_tasks gauge\ncaldera_queued_tasks {}\n\
+         # HELP caldera_allocations Live allocations in the ledger.\n# TYPE caldera_allocations gauge\ncaldera_allocations {}\n\
+         # HELP caldera_healthy_nodes Nodes with a live agent session.\n# TYPE caldera_healthy_nodes gauge\ncaldera_healthy_nodes {}\n\
+         # HELP caldera_live_tasks Tasks with a live TaskActor.\n# TYPE caldera_live_tasks gauge\ncaldera_live_tasks {}\n",
+        s.queued,
+        s.allocations,
+        s.healthy_nodes,
+        st.shared.registry.live_tasks()
+    );
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(body)
+}

@@ -1,0 +1,59 @@
+//! REST routes under /v1, the node WebSocket and health.
+pub mod events;
+pub mod health;
+pub mod nodes;
+pub mod tasks;
+pub mod tenants;
+pub mod utilization;
+
+use actix_web::web;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/healthz", web::get().to(health::healthz))
+        .route("/metrics", web::get().to(health::metrics))
+        .route("/v1/tasks", web::post().to(tasks::submit))
+        .route("/v1/tasks", web::get().to(tasks::list))
+        .route("/v1/tasks/{id}", web::get().to(tasks::get))
+        .route("/v1/tasks/{id}/release", web::post().to(tasks::release))
+        .route("/v1/tasks/{id}/logs", web::get().to(tasks::logs))
+        .route("/v1/nodes/connect", web::get().to(crate::ws::connect))
+        .route("/v1/nodes", web::get().to(nodes::list))
+        .route("/v1/nodes/{name}", web::get().to(nodes::get))
+        .route("/v1/utilization", web::get().to(utilization::get))
+        .route("/v1/tenants", web::post().to(tenants::create))
+        .route("/v1/tenants", web::get().to(tenants::list))
+        .route("/v1/tenants/{name}", web::get().to(tenants::get))
+        .route(
+            "/v1/tenants/{name}/quota",
+            web::put().to(tenants::set_quota),
+        )
+        .route("/v1/events", web::get().to(events::list))
+        .default_service(web::to(|| async {
+            crate::envelope::fail(
+                404,
+                crate::envelope::codes::NOT_FOUND,
+                "not_found",
+                "no such path; see the API table in the README",
+                None,
+            )
+        }));
+}
+
+/// Parses an optional numeric query parameter, naming it when it is bad.
+pub fn query_num(
+    q: &std::collections::HashMap<String, String>,
+    key: &str,
+    default: u64,
+    max: u64,
+) -> Result<u64, actix_web::HttpResponse> {
+    match q.get(key) {
+        None => Ok(default),
+        Some(v) => match v.parse::<u64>() {
+            Ok(n) if n >= 1 && n <= max => Ok(n),
+            _ => Err(crate::envelope::bad_query(
+                key,
+                &format!("{key} must be a number from 1 to {max}, not {v:?}"),
+            )),
+        },
+    }
+}

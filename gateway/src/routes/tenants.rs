@@ -1,0 +1,132 @@
+//! Tenants: create (operator; the token is shown once), quota change, listing.
+use crate::auth;
+use crate::envelope;
+use crate::state::AppState;
+use actix_web::{web, HttpRequest, HttpResponse};
+use caldera_actors::cluster::CreateTenant;
+use caldera_actors::errors::ActorError;
+use caldera_actors::tenant::{ChangeQuota, TenantSnapshot};
+use caldera_actors::tokens::Principal;
+use caldera_spec::{Quota, TenantRecord};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewTenant {
+    name: String,
+    #[serde(default)]
+    quota: Quota,
+}
+
+fn view(t: &TenantRecord) -> serde_json::Value {
+    serde_json::json!({"name": t.name, "quota": t.quota, "created_at": caldera_spec::time::rfc3339(t.created_ms)})
+}
+
+/// POST /v1/tenants {name, quota?}
+pub async fn create(
+    req: HttpRequest,
+    st: web::Data<AppState>,
+    payload: web::Payload,
+) -> HttpResponse {
+    if let Err(r) = auth::operator(&req, &st) {
+        return r;
+    }
+    let body = match crate::body::read(payload, st.max_body_bytes).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let nt: NewTenant = match caldera_spec::validate::parse_json(&body) {
+        Ok(n) => n,
+        Err(e) => return envelope::err(&ActorError::Invalid(e)),
+    };
+    match st
+        .cluster
+        .send(CreateTenant {
+            name: nt.name,
+            quota: nt.quota,
+        })
+        .await
+        .map_err(ActorError::from)
+        .and_then(|r| r)
+    {
+        Ok((rec, token)) => {
+            let mut v = view(&rec);
+            v["token"] = serde_json::Value::String(token);
+            envelope::ok(201, v)
+        }
+        Err(e) => envelope::err(&e),
+    }
+}
+
+/// PUT /v1/tenants/{name}/quota (operator)
+pub async fn set_quota(
+    req: HttpRequest,
+    st: web::Data<AppState>,
+    name: web::Path<String>,
+    payload: web::Payload,
+) -> HttpResponse {
+    if let Err(r) = auth::operator(&req, &st) {
+        return r;
+    }
+    let body = match crate::body::read(payload, st.max_body_bytes).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let quota: Quota = match caldera_spec::validate::parse_json(&body) {
+        Ok(q) => q,
+        Err(e) => return envelope::err(&ActorError::Invalid(e)),
+    };
+    if let Err(e) = quota.validate() {
+        return envelope::err(&ActorError::Invalid(e));
+    }
+    let Some(t) = st.shared.registry.tenant(&name) else {
+        return envelope::not_found("tenant", &name);
+    };
+    match t
+        .send(ChangeQuota { quota })
+        .await
+        .map_err(ActorError::from)
+        .and_then(|r| r)
+    {
+        Ok(rec) => envelope::ok(200, view(&rec)),
+        Err(e) => envelope::err(&e),
+    }
+}
+
+/// GET /v1/tenants (operator)
+pub async fn list(req: HttpRequest, st: web::Data<AppState>) -> HttpResponse {
+    if let Err(r) = auth::operator(&req, &st) {
+        return r;
+    }
+    let mut out = Vec::new();
+    for (_, a) in st.shared.registry.tenants() {
+        match a.send(TenantSnapshot).await {
+            Ok(t) => out.push(view(&t)),
+            Err(e) => return envelope::err(&e.into()),
+        }
+    }
+    out.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    envelope::ok(200, serde_json::json!({"tenants": out}))
+}
+
+/// GET /v1/tenants/{name} (operator, or the tenant itself)
+pub async fn get(
+    req: HttpRequest,
+    st: web::Data<AppState>,
+    name: web::Path<String>,
+) -> HttpResponse {
+    let p = match auth::user(&req, &st) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    if matches!(&p, Principal::Tenant(t) if t != name.as_str()) {
+        return envelope::not_found("tenant", &name);
+    }
+    let Some(t) = st.shared.registry.tenant(&name) else {
+        return envelope::not_found("tenant", &name);
+    };
+    match t.send(TenantSnapshot).await {
+        Ok(rec) => envelope::ok(200, view(&rec)),
+        Err(e) => envelope::err(&e.into()),
+    }
+}

@@ -1,0 +1,137 @@
+//! The node agents' WebSocket: `GET /v1/nodes/connect` with the join token.
+//! The first frame must be a hello; after it, frames go to the node's actor and
+//! commands come back through a channel the actor holds.
+use crate::auth;
+use crate::envelope;
+use crate::state::AppState;
+use actix::Addr;
+use actix_web::{web, HttpRequest, HttpResponse};
+use actix_ws::{AggregatedMessage, Session};
+use caldera_actors::cluster::NodeSession;
+use caldera_actors::node::{AgentGone, AgentMessage, NodeActor};
+use caldera_actors::tokens::Principal;
+use caldera_spec::wire::{NodeMessage, ServerMessage};
+use futures_util::StreamExt;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// A hello must arrive this soon after the upgrade.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest frame accepted from an agent (a hello with many workloads).
+const MAX_FRAME: usize = 4 * 1024 * 1024;
+
+pub async fn connect(
+    req: HttpRequest,
+    st: web::Data<AppState>,
+    body: web::Payload,
+) -> HttpResponse {
+    match auth::principal(&req, &st) {
+        Ok(Principal::NodeJoin) => {}
+        Ok(_) => return envelope::forbidden("nodes join with the cluster join token"),
+        Err(r) => return r,
+    }
+    let (resp, session, stream) = match actix_ws::handle(&req, body) {
+        Ok(x) => x,
+        Err(e) => {
+            return envelope::fail(
+                400,
+                40009,
+                "not_websocket",
+                &format!("expected a WebSocket upgrade: {e}"),
+                None,
+            )
+        }
+    };
+    let stream = stream
+        .max_frame_size(MAX_FRAME)
+        .aggregate_continuations()
+        .max_continuation_size(MAX_FRAME);
+    let session_id = st.next_session.fetch_add(1, Ordering::Relaxed);
+    let st = st.into_inner();
+    actix_web::rt::spawn(async move {
+        if let Err(why) = run_session(st, session, stream, session_id).await {
+            tracing::info!(session_id, %why, "node session ended");
+        }
+    });
+    resp
+}
+
+async fn run_session(
+    st: std::sync::Arc<AppState>,
+    mut session: Session,
+    mut stream: actix_ws::AggregatedMessageStream,
+    session_id: u64,
+) -> Result<(), String> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<ServerMessage>();
+    // 1. hello
+    let first = tokio::time::timeout(HELLO_TIMEOUT, stream.next())
+        .await
+        .map_err(|_| "no hello in time".to_string())?;
+    let hello = match first {
+        Some(Ok(AggregatedMessage::Text(t))) => match serde_json::from_str::<NodeMessage>(&t) {
+            Ok(NodeMessage::Hello(h)) => h,
+            Ok(_) => return refuse(session, "the first frame must be a hello").await,
+            Err(e) => return refuse(session, &format!("bad hello: {e}")).await,
+        },
+        _ => return refuse(session, "the first frame must be a text hello").await,
+    };
+    let node_name = hello.node_name.clone();
+    let node: Addr<NodeActor> = match st
+        .cluster
+        .send(NodeSession {
+            hello,
+            session_id,
+            tx,
+        })
+        .await
+    {
+        Ok(Ok(a)) => a,
+        Ok(Err(e)) => return refuse(session, &e.to_string()).await,
+        Err(e) => return refuse(session, &format!("control plane unavailable: {e}")).await,
+    };
+    tracing::info!(node = %node_name, session_id, "node session open");
+    // 2. frames both ways until either side ends
+    let result = loop {
+        tokio::select! {
+            out = rx.recv() => match out {
+                Some(m) => {
+                    let text = serde_json::to_string(&m).map_err(|e| e.to_string())?;
+                    if session.text(text).await.is_err() {
+                        break Err("agent socket closed".to_string());
+                    }
+                }
+                // The actor dropped the sender: session superseded or node fenced.
+                None => break Err("session closed by the control plane".to_string()),
+            },
+            inp = stream.next() => match inp {
+                Some(Ok(AggregatedMessage::Text(t))) => match serde_json::from_str::<NodeMessage>(&t) {
+                    Ok(msg) => node.do_send(AgentMessage { session_id, msg }),
+                    Err(e) => tracing::warn!(node = %node_name, error = %e, "unreadable frame from agent ignored"),
+                },
+                Some(Ok(AggregatedMessage::Ping(p))) => {
+                    if session.pong(&p).await.is_err() {
+                        break Err("agent socket closed".to_string());
+                    }
+                }
+                Some(Ok(AggregatedMessage::Close(_))) | None => break Ok(()),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => break Err(format!("protocol error: {e}")),
+            },
+        }
+    };
+    node.do_send(AgentGone { session_id });
+    let _ = session.close(None).await;
+    result
+}
+
+async fn refuse(mut session: Session, reason: &str) -> Result<(), String> {
+    let m = ServerMessage::Refused {
+        reason: reason.to_string(),
+    };
+    if let Ok(t) = serde_json::to_string(&m) {
+        let _ = session.text(t).await;
+    }
+    let _ = session.close(None).await;
+    Err(reason.to_string())
+}
