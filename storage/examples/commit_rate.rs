@@ -52,9 +52,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{:>12} {:>12} {:>12} {:>12} {:>12}",
         "flush every", "commits", "commits/s", "flush p50", "flush p99"
     );
-    // BENCH_GROUPS="1,10,50,200": commits per flush for each run.
+    // BENCH_GROUPS="1,10,100,1000": commits per flush for each run.
     let groups: Vec<u64> = std::env::var("BENCH_GROUPS")
-        .unwrap_or_else(|_| "1,10,50,200".to_string())
+        .unwrap_or_else(|_| "1,10,100,1000".to_string())
         .split(',')
         .map(str::parse)
         .collect::<Result<_, _>>()?;

@@ -4,7 +4,14 @@
 //! that a [`WriteBatch`] — task, allocation and event together — is one
 //! atomic `sled::Batch`: a crash never leaves half of it. Commits are cheap
 //! and not durable; [`Store::flush_async`] is the durability point, called
-//! once for a group of commits.
+//! once for a group of commits. Dropping the last handle also flushes.
+//!
+//! Cost (`cargo run --release -p caldera-storage --example commit_rate`, this
+//! 2-core machine while other builds ran, load average ~13): a submission
+//! (task record + one event = 4 sled keys) commits in ~200 µs, most of it
+//! sled's own log writes; with one flush per 10-100 commits that is ~4,400
+//! durable submissions/s (1,765/s with a flush after every commit). Reopening
+//! 100,000 tasks and decoding them all takes ~1.2 s.
 //!
 //! ```no_run
 //! # fn demo(task: &caldera_spec::TaskRecord) -> caldera_storage::Result<()> {

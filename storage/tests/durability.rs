@@ -228,3 +228,41 @@ fn block_on<F: std::future::Future>(fut: F) -> F::Output {
         std::thread::park();
     }
 }
+
+#[test]
+fn dropping_the_last_handle_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path());
+        let clone = store.clone();
+        let mut b = clone.batch();
+        b.put_task(&task("t-unflushed", "acme", 1));
+        b.append_event(event(
+            EventKind::TaskSubmitted,
+            Some("t-unflushed"),
+            None,
+            None,
+        ));
+        clone.commit(b).unwrap();
+        drop(clone);
+        // No flush: a clean close (the last handle dropped) writes it out.
+    }
+    let store = open(dir.path());
+    assert!(store.task("t-unflushed").unwrap().is_some());
+    assert_eq!(store.last_event_seq(), 1);
+}
+
+#[test]
+fn store_and_flush_future_can_cross_threads() {
+    fn send_sync_static<T: Send + Sync + 'static>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    send_sync_static(&store);
+    let tasks = store.tasks();
+    send(&tasks);
+    drop(tasks);
+    let fut = store.flush_async();
+    send(&fut);
+    block_on(fut).unwrap();
+}
