@@ -15,7 +15,9 @@ use crate::tenant::TenantActor;
 use crate::tokens::{self, Principal, TokenBook};
 use actix::prelude::*;
 use caldera_spec::wire::{Hello, ServerMessage, PROTOCOL_VERSION};
-use caldera_spec::{Event, EventKind, NodeRecord, NodeState, Quota, TaskRecord, TaskSpec, TenantRecord};
+use caldera_spec::{
+    Event, EventKind, NodeRecord, NodeState, Quota, TaskRecord, TaskSpec, TenantRecord,
+};
 use caldera_storage::{Store, StoreConfig};
 use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedSender;
@@ -43,9 +45,19 @@ impl Actor for Cluster {
 
 /// Opens the store and brings every actor back. Must run inside an actix System.
 pub fn boot(config: ServerConfig) -> Result<Booted> {
-    std::fs::create_dir_all(&config.data_dir)
-        .map_err(|e| ActorError::Unavailable(format!("cannot create data dir {}: {e}", config.data_dir.display())))?;
-    let store = Store::open(&config.data_dir.join("sled"), &StoreConfig { cache_capacity_bytes: config.cache_mb * 1024 * 1024, ..Default::default() })?;
+    std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+        ActorError::Unavailable(format!(
+            "cannot create data dir {}: {e}",
+            config.data_dir.display()
+        ))
+    })?;
+    let store = Store::open(
+        &config.data_dir.join("sled"),
+        &StoreConfig {
+            cache_capacity_bytes: config.cache_mb * 1024 * 1024,
+            ..Default::default()
+        },
+    )?;
     let book = Arc::new(TokenBook::default());
     let (gen_op, gen_join) = setup_tokens(&store, &config, &book)?;
     let gate = FlushGate::start(store.clone());
@@ -56,15 +68,24 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
         let arbiter = actix::Arbiter::new();
         Scheduler::start_in_arbiter(&arbiter.handle(), move |_| s)
     };
-    let sh = Arc::new(Shared { gate, registry, scheduler, config, tokens: book });
+    let sh = Arc::new(Shared {
+        gate,
+        registry,
+        scheduler,
+        config,
+        tokens: book,
+    });
     for t in store.tenants()? {
-        sh.tokens.insert_hash(t.token_sha256.clone(), Principal::Tenant(t.name.clone()));
+        sh.tokens
+            .insert_hash(t.token_sha256.clone(), Principal::Tenant(t.name.clone()));
         let name = t.name.clone();
-        sh.registry.add_tenant(&name, TenantActor::new(t, sh.clone()).start());
+        sh.registry
+            .add_tenant(&name, TenantActor::new(t, sh.clone()).start());
     }
     for n in store.nodes()? {
         let name = n.name.clone();
-        sh.registry.add_node(&name, NodeActor::new(n, sh.clone()).start());
+        sh.registry
+            .add_node(&name, NodeActor::new(n, sh.clone()).start());
     }
     let mut next_seq = 0;
     let mut live = 0;
@@ -74,27 +95,53 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
         if !t.state.is_terminal() {
             live += 1;
             let id = t.spec.task_id.clone();
-            sh.registry.add_task(&id, TaskActor::new(t, sh.clone(), None).start());
+            sh.registry
+                .add_task(&id, TaskActor::new(t, sh.clone(), None).start());
         }
     }
-    sh.record(Event::new(now_ms(), EventKind::ServerStarted, format!("control plane started; {live} live tasks rebuilt from storage")));
-    let cluster = Cluster { sh: sh.clone(), next_seq }.start();
-    Ok(Booted { cluster, shared: sh, generated_operator_token: gen_op, generated_join_token: gen_join, tasks_loaded: live })
+    sh.record(Event::new(
+        now_ms(),
+        EventKind::ServerStarted,
+        format!("control plane started; {live} live tasks rebuilt from storage"),
+    ));
+    let cluster = Cluster {
+        sh: sh.clone(),
+        next_seq,
+    }
+    .start();
+    Ok(Booted {
+        cluster,
+        shared: sh,
+        generated_operator_token: gen_op,
+        generated_join_token: gen_join,
+        tasks_loaded: live,
+    })
 }
 
 /// Configured tokens replace stored hashes; missing ones are generated once.
-fn setup_tokens(store: &Store, config: &ServerConfig, book: &TokenBook) -> Result<(Option<String>, Option<String>)> {
+fn setup_tokens(
+    store: &Store,
+    config: &ServerConfig,
+    book: &TokenBook,
+) -> Result<(Option<String>, Option<String>)> {
     let mut generated = (None, None);
     let mut b = store.batch();
     for (key, configured, principal, slot) in [
-        (META_OPERATOR, &config.operator_token, Principal::Operator, 0),
+        (
+            META_OPERATOR,
+            &config.operator_token,
+            Principal::Operator,
+            0,
+        ),
         (META_JOIN, &config.join_token, Principal::NodeJoin, 1),
     ] {
         let hash = match (configured, store.meta_get(key)?) {
             (Some(t), _) => tokens::hash(t),
             (None, Some(h)) => String::from_utf8_lossy(&h).to_string(),
             (None, None) => {
-                let t = tokens::generate().map_err(|e| ActorError::Unavailable(format!("no randomness for a token: {e}")))?;
+                let t = tokens::generate().map_err(|e| {
+                    ActorError::Unavailable(format!("no randomness for a token: {e}"))
+                })?;
                 let h = tokens::hash(&t);
                 if slot == 0 {
                     generated.0 = Some(t);
@@ -160,7 +207,11 @@ impl Cluster {
         self.next_seq += 1;
         let mut b = self.sh.batch();
         b.put_task(&rec);
-        b.append_event(Event::new(now, EventKind::TaskSubmitted, describe(&rec.spec)).task(&id).tenant(&m.tenant));
+        b.append_event(
+            Event::new(now, EventKind::TaskSubmitted, describe(&rec.spec))
+                .task(&id)
+                .tenant(&m.tenant),
+        );
         let ticket = self.sh.gate.commit(b)?;
         let actor = TaskActor::new(rec.clone(), self.sh.clone(), Some(ticket)).start();
         self.sh.registry.add_task(&id, actor);
@@ -178,7 +229,11 @@ fn describe(spec: &TaskSpec) -> String {
                 (None, Some(m)) => format!("{m} GB each"),
                 (None, None) => "whole".to_string(),
             };
-            format!("{} x {} GPU ({each})", g.count, g.model.as_deref().unwrap_or("any"))
+            format!(
+                "{} x {} GPU ({each})",
+                g.count,
+                g.model.as_deref().unwrap_or("any")
+            )
         }
     };
     format!(
@@ -213,27 +268,59 @@ impl Handler<CreateTenant> for Cluster {
 }
 
 impl Cluster {
-    fn create_tenant(&mut self, m: CreateTenant) -> Result<(TenantRecord, String, crate::durability::Ticket)> {
+    fn create_tenant(
+        &mut self,
+        m: CreateTenant,
+    ) -> Result<(TenantRecord, String, crate::durability::Ticket)> {
         validate_name(&m.name)?;
         m.quota.validate()?;
         if self.sh.registry.tenant(&m.name).is_some() {
-            return Err(ActorError::Conflict(format!("tenant {:?} already exists", m.name)));
+            return Err(ActorError::Conflict(format!(
+                "tenant {:?} already exists",
+                m.name
+            )));
         }
-        let token = tokens::generate().map_err(|e| ActorError::Unavailable(format!("no randomness for a token: {e}")))?;
-        let rec = TenantRecord { name: m.name.clone(), token_sha256: tokens::hash(&token), quota: m.quota, created_ms: now_ms() };
+        let token = tokens::generate()
+            .map_err(|e| ActorError::Unavailable(format!("no randomness for a token: {e}")))?;
+        let rec = TenantRecord {
+            name: m.name.clone(),
+            token_sha256: tokens::hash(&token),
+            quota: m.quota,
+            created_ms: now_ms(),
+        };
         let mut b = self.sh.batch();
         b.put_tenant(&rec);
-        b.append_event(Event::new(now_ms(), EventKind::TenantCreated, format!("tenant {} created", rec.name)).tenant(&rec.name));
+        b.append_event(
+            Event::new(
+                now_ms(),
+                EventKind::TenantCreated,
+                format!("tenant {} created", rec.name),
+            )
+            .tenant(&rec.name),
+        );
         let ticket = self.sh.gate.commit(b)?;
-        self.sh.tokens.insert_hash(rec.token_sha256.clone(), Principal::Tenant(rec.name.clone()));
-        self.sh.registry.add_tenant(&rec.name, TenantActor::new(rec.clone(), self.sh.clone()).start());
-        self.sh.scheduler.do_send(SetQuota { tenant: rec.name.clone(), quota: rec.quota.clone() });
+        self.sh.tokens.insert_hash(
+            rec.token_sha256.clone(),
+            Principal::Tenant(rec.name.clone()),
+        );
+        self.sh.registry.add_tenant(
+            &rec.name,
+            TenantActor::new(rec.clone(), self.sh.clone()).start(),
+        );
+        self.sh.scheduler.do_send(SetQuota {
+            tenant: rec.name.clone(),
+            quota: rec.quota.clone(),
+        });
         Ok((rec, token, ticket))
     }
 }
 
 fn validate_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty() && name.len() <= 63 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if ok {
         Ok(())
     } else {
@@ -258,21 +345,37 @@ impl Handler<NodeSession> for Cluster {
     type Result = Result<Addr<NodeActor>>;
     fn handle(&mut self, m: NodeSession, _: &mut Context<Self>) -> Self::Result {
         if m.hello.protocol != PROTOCOL_VERSION {
-            return Err(ActorError::Conflict(format!("protocol {} is not supported (this server speaks {PROTOCOL_VERSION})", m.hello.protocol)));
+            return Err(ActorError::Conflict(format!(
+                "protocol {} is not supported (this server speaks {PROTOCOL_VERSION})",
+                m.hello.protocol
+            )));
         }
-        validate_name(&m.hello.node_name).map_err(|_| ActorError::Conflict(format!("node name {:?} is not valid", m.hello.node_name)))?;
+        validate_name(&m.hello.node_name).map_err(|_| {
+            ActorError::Conflict(format!("node name {:?} is not valid", m.hello.node_name))
+        })?;
         let name = m.hello.node_name.clone();
         let addr = match self.sh.registry.node(&name) {
             Some(a) => a,
             None => {
                 let now = now_ms();
-                let rec = NodeRecord { name: name.clone(), inventory: m.hello.inventory.clone(), epoch: 0, state: NodeState::Ready, joined_ms: now, last_seen_ms: now };
+                let rec = NodeRecord {
+                    name: name.clone(),
+                    inventory: m.hello.inventory.clone(),
+                    epoch: 0,
+                    state: NodeState::Ready,
+                    joined_ms: now,
+                    last_seen_ms: now,
+                };
                 let a = NodeActor::new(rec, self.sh.clone()).start();
                 self.sh.registry.add_node(&name, a.clone());
                 a
             }
         };
-        addr.do_send(AgentHello { hello: m.hello, session_id: m.session_id, tx: m.tx });
+        addr.do_send(AgentHello {
+            hello: m.hello,
+            session_id: m.session_id,
+            tx: m.tx,
+        });
         Ok(addr)
     }
 }

@@ -68,12 +68,20 @@ pub struct ConfigError {
 impl ServerConfig {
     /// Checks values that would make the server misbehave.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let err = |key, message: &str| Err(ConfigError { key, message: message.to_string() });
+        let err = |key, message: &str| {
+            Err(ConfigError {
+                key,
+                message: message.to_string(),
+            })
+        };
         if self.heartbeat_interval_ms == 0 {
             return err("heartbeat-interval-ms", "must be greater than 0");
         }
         if self.node_timeout_ms < 2 * self.heartbeat_interval_ms {
-            return err("node-timeout-ms", "must be at least twice heartbeat-interval-ms");
+            return err(
+                "node-timeout-ms",
+                "must be at least twice heartbeat-interval-ms",
+            );
         }
         if self.preparing_timeout_ms == 0 {
             return err("preparing-timeout-ms", "must be greater than 0");
@@ -87,9 +95,15 @@ impl ServerConfig {
         if self.http_workers == 0 {
             return err("http-workers", "must be greater than 0");
         }
-        for t in [&self.operator_token, &self.join_token].into_iter().flatten() {
+        for t in [&self.operator_token, &self.join_token]
+            .into_iter()
+            .flatten()
+        {
             if t.len() < 16 {
-                return err("operator-token/join-token", "tokens must be at least 16 characters");
+                return err(
+                    "operator-token/join-token",
+                    "tokens must be at least 16 characters",
+                );
             }
         }
         Ok(())
@@ -107,7 +121,10 @@ mod tests {
 
     #[test]
     fn a_node_timeout_shorter_than_two_heartbeats_is_refused() {
-        let c = ServerConfig { node_timeout_ms: 1500, ..Default::default() };
+        let c = ServerConfig {
+            node_timeout_ms: 1500,
+            ..Default::default()
+        };
         assert_eq!(c.validate().unwrap_err().key, "node-timeout-ms");
     }
 }

@@ -2,7 +2,7 @@
 //! makes all of them durable, and each writer waits only for the flush that
 //! covers its own batch. This is what lets the gateway acknowledge thousands of
 //! submissions a second while still answering 201 only after the record is on disk.
-use caldera_storage::{Store, StorageError, WriteBatch};
+use caldera_storage::{StorageError, Store, WriteBatch};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::{watch, Notify};
@@ -23,7 +23,12 @@ impl FlushGate {
     /// Creates the gate and starts its flusher on the current runtime.
     pub fn start(store: Store) -> Arc<FlushGate> {
         let (flushed, _) = watch::channel(0);
-        let gate = Arc::new(FlushGate { store, committed: AtomicU64::new(0), flushed, kick: Notify::new() });
+        let gate = Arc::new(FlushGate {
+            store,
+            committed: AtomicU64::new(0),
+            flushed,
+            kick: Notify::new(),
+        });
         let flusher = gate.clone();
         actix::spawn(async move { flusher.run().await });
         gate

@@ -66,7 +66,10 @@ impl ActorError {
     }
 
     pub fn not_found(what: &'static str, id: &str) -> Self {
-        ActorError::NotFound { what, id: id.to_string() }
+        ActorError::NotFound {
+            what,
+            id: id.to_string(),
+        }
     }
 }
 

@@ -8,7 +8,10 @@ use crate::scheduler::{AllocationsOn, NodeDown, NodeMetricsUpdate, NodeUp};
 use crate::shared::Shared;
 use crate::task::{NodeLost, Workload, WorkloadMissing};
 use actix::prelude::*;
-use caldera_spec::wire::{Hello, NodeMessage, ServerMessage, StartCommand, StopCommand, Welcome, WorkloadEventKind, WorkloadReport};
+use caldera_spec::wire::{
+    Hello, NodeMessage, ServerMessage, StartCommand, StopCommand, Welcome, WorkloadEventKind,
+    WorkloadReport,
+};
 use caldera_spec::{Event, EventKind, NodeMetrics, NodeRecord, NodeState};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -68,14 +71,21 @@ impl NodeActor {
             }
         }
         if let Some(t) = self.sh.registry.task(task_id) {
-            t.do_send(Workload { allocation_id: allocation_id.to_string(), kind });
+            t.do_send(Workload {
+                allocation_id: allocation_id.to_string(),
+                kind,
+            });
         }
     }
 
     fn forward_exits(&mut self, reports: &[WorkloadReport]) {
         for w in reports {
             if let Some(x) = &w.exit {
-                self.forward(&w.task_id, &w.allocation_id, WorkloadEventKind::Exited(x.clone()));
+                self.forward(
+                    &w.task_id,
+                    &w.allocation_id,
+                    WorkloadEventKind::Exited(x.clone()),
+                );
             }
         }
     }
@@ -95,14 +105,23 @@ impl NodeActor {
         self.session = None;
         self.persist(
             EventKind::NodeLost,
-            format!("node {} silent for {:.1}s: lost; epoch fenced to {}; its tasks are requeued", self.rec.name, silent.as_secs_f64(), self.rec.epoch),
+            format!(
+                "node {} silent for {:.1}s: lost; epoch fenced to {}; its tasks are requeued",
+                self.rec.name,
+                silent.as_secs_f64(),
+                self.rec.epoch
+            ),
         );
         let name = self.rec.name.clone();
         self.sh.scheduler.do_send(NodeDown { name: name.clone() });
         let sh = self.sh.clone();
         ctx.spawn(
             async move {
-                let allocs = sh.scheduler.send(AllocationsOn { node: name.clone() }).await.unwrap_or_default();
+                let allocs = sh
+                    .scheduler
+                    .send(AllocationsOn { node: name.clone() })
+                    .await
+                    .unwrap_or_default();
                 for a in allocs {
                     if let Some(t) = sh.registry.task(&a.task_id) {
                         t.do_send(NodeLost { node: name.clone() });
@@ -141,10 +160,17 @@ impl Handler<AgentHello> for NodeActor {
         self.rec.inventory = m.hello.inventory.clone();
         self.rec.last_seen_ms = now_ms();
         self.last_seen = Instant::now();
-        self.session = Some(Session { id: m.session_id, tx: m.tx });
+        self.session = Some(Session {
+            id: m.session_id,
+            tx: m.tx,
+        });
         self.exits_forwarded.clear();
         let inv = &self.rec.inventory;
-        let sim = if inv.any_simulated() { " (simulated)" } else { "" };
+        let sim = if inv.any_simulated() {
+            " (simulated)"
+        } else {
+            ""
+        };
         let ticket = self.persist(
             EventKind::NodeJoined,
             format!(
@@ -165,18 +191,43 @@ impl Handler<AgentHello> for NodeActor {
                 if let Some(t) = ticket {
                     sh.gate.durable(t).await;
                 }
-                sh.scheduler.send(AllocationsOn { node: name }).await.unwrap_or_default()
+                sh.scheduler
+                    .send(AllocationsOn { node: name })
+                    .await
+                    .unwrap_or_default()
             }
             .into_actor(self)
             .map(move |owned, act, _| {
-                let reported: HashMap<&str, &WorkloadReport> = m.hello.workloads.iter().map(|w| (w.allocation_id.as_str(), w)).collect();
-                let owned_ids: HashSet<&str> = owned.iter().map(|a| a.allocation_id.as_str()).collect();
-                let keep: Vec<String> = reported.keys().filter(|id| owned_ids.contains(*id)).map(|s| s.to_string()).collect();
-                let kill: Vec<String> = reported.keys().filter(|id| !owned_ids.contains(*id)).map(|s| s.to_string()).collect();
+                let reported: HashMap<&str, &WorkloadReport> = m
+                    .hello
+                    .workloads
+                    .iter()
+                    .map(|w| (w.allocation_id.as_str(), w))
+                    .collect();
+                let owned_ids: HashSet<&str> =
+                    owned.iter().map(|a| a.allocation_id.as_str()).collect();
+                let keep: Vec<String> = reported
+                    .keys()
+                    .filter(|id| owned_ids.contains(*id))
+                    .map(|s| s.to_string())
+                    .collect();
+                let kill: Vec<String> = reported
+                    .keys()
+                    .filter(|id| !owned_ids.contains(*id))
+                    .map(|s| s.to_string())
+                    .collect();
                 if !kill.is_empty() {
                     act.sh.record(
-                        Event::new(now_ms(), EventKind::NodeFenced, format!("node {} told to kill workloads it no longer owns: {}", act.rec.name, kill.join(", ")))
-                            .node(&act.rec.name),
+                        Event::new(
+                            now_ms(),
+                            EventKind::NodeFenced,
+                            format!(
+                                "node {} told to kill workloads it no longer owns: {}",
+                                act.rec.name,
+                                kill.join(", ")
+                            ),
+                        )
+                        .node(&act.rec.name),
                     );
                 }
                 act.send(ServerMessage::Welcome(Welcome {
@@ -186,12 +237,26 @@ impl Handler<AgentHello> for NodeActor {
                     keep,
                     kill,
                 }));
-                act.sh.scheduler.do_send(NodeUp { name: act.rec.name.clone(), inventory: act.rec.inventory.clone() });
-                let kept: Vec<WorkloadReport> = m.hello.workloads.iter().filter(|w| owned_ids.contains(w.allocation_id.as_str())).cloned().collect();
+                act.sh.scheduler.do_send(NodeUp {
+                    name: act.rec.name.clone(),
+                    inventory: act.rec.inventory.clone(),
+                });
+                let kept: Vec<WorkloadReport> = m
+                    .hello
+                    .workloads
+                    .iter()
+                    .filter(|w| owned_ids.contains(w.allocation_id.as_str()))
+                    .cloned()
+                    .collect();
                 act.forward_exits(&kept);
-                for a in owned.iter().filter(|a| !reported.contains_key(a.allocation_id.as_str())) {
+                for a in owned
+                    .iter()
+                    .filter(|a| !reported.contains_key(a.allocation_id.as_str()))
+                {
                     if let Some(t) = act.sh.registry.task(&a.task_id) {
-                        t.do_send(WorkloadMissing { node: act.rec.name.clone() });
+                        t.do_send(WorkloadMissing {
+                            node: act.rec.name.clone(),
+                        });
                     }
                 }
             }),
@@ -217,24 +282,44 @@ impl Handler<AgentMessage> for NodeActor {
         match m.msg {
             NodeMessage::Heartbeat(hb) => {
                 if hb.epoch != self.rec.epoch {
-                    self.send(ServerMessage::Refused { reason: format!("stale epoch {} (current {}): reconnect", hb.epoch, self.rec.epoch) });
+                    self.send(ServerMessage::Refused {
+                        reason: format!(
+                            "stale epoch {} (current {}): reconnect",
+                            hb.epoch, self.rec.epoch
+                        ),
+                    });
                     self.session = None;
                     return;
                 }
                 self.rec.last_seen_ms = now_ms();
                 self.metrics = hb.metrics.clone();
                 self.forward_exits(&hb.workloads);
-                let usage = hb.workloads.iter().map(|w| (w.allocation_id.clone(), w.usage.clone())).collect();
-                self.sh.scheduler.do_send(NodeMetricsUpdate { name: self.rec.name.clone(), metrics: hb.metrics, usage });
+                let usage = hb
+                    .workloads
+                    .iter()
+                    .map(|w| (w.allocation_id.clone(), w.usage.clone()))
+                    .collect();
+                self.sh.scheduler.do_send(NodeMetricsUpdate {
+                    name: self.rec.name.clone(),
+                    metrics: hb.metrics,
+                    usage,
+                });
             }
             NodeMessage::Event(ev) => self.forward(&ev.task_id, &ev.allocation_id, ev.kind),
-            NodeMessage::Logs { request_id, content, truncated, .. } => {
+            NodeMessage::Logs {
+                request_id,
+                content,
+                truncated,
+                ..
+            } => {
                 if let Some(w) = self.log_waiters.remove(&request_id) {
                     let _ = w.send((content, truncated));
                 }
             }
             NodeMessage::Hello(_) => {
-                self.send(ServerMessage::Refused { reason: "hello sent twice in one session".into() });
+                self.send(ServerMessage::Refused {
+                    reason: "hello sent twice in one session".into(),
+                });
             }
         }
     }
@@ -288,7 +373,12 @@ pub struct StopWorkload {
 impl Handler<StopWorkload> for NodeActor {
     type Result = bool;
     fn handle(&mut self, m: StopWorkload, _: &mut Context<Self>) -> bool {
-        self.send(ServerMessage::Stop(StopCommand { allocation_id: m.allocation_id, epoch: self.rec.epoch, grace_ms: m.grace_ms, reason: m.reason }))
+        self.send(ServerMessage::Stop(StopCommand {
+            allocation_id: m.allocation_id,
+            epoch: self.rec.epoch,
+            grace_ms: m.grace_ms,
+            reason: m.reason,
+        }))
     }
 }
 
@@ -306,18 +396,27 @@ impl Handler<FetchLogs> for NodeActor {
         let id = self.next_request;
         self.next_request += 1;
         let (tx, rx) = oneshot::channel();
-        let sent = self.send(ServerMessage::FetchLogs { request_id: id, epoch: self.rec.epoch, allocation_id: m.allocation_id, tail_bytes: m.tail_bytes });
+        let sent = self.send(ServerMessage::FetchLogs {
+            request_id: id,
+            epoch: self.rec.epoch,
+            allocation_id: m.allocation_id,
+            tail_bytes: m.tail_bytes,
+        });
         if sent {
             self.log_waiters.insert(id, tx);
         }
         let node = self.rec.name.clone();
         Box::pin(async move {
             if !sent {
-                return Err(ActorError::Unavailable(format!("node {node} is not connected; its logs cannot be read now")));
+                return Err(ActorError::Unavailable(format!(
+                    "node {node} is not connected; its logs cannot be read now"
+                )));
             }
             match tokio::time::timeout(LOG_TIMEOUT, rx).await {
                 Ok(Ok(v)) => Ok(v),
-                _ => Err(ActorError::Unavailable(format!("node {node} did not send the logs in time"))),
+                _ => Err(ActorError::Unavailable(format!(
+                    "node {node} did not send the logs in time"
+                ))),
             }
         })
     }
@@ -331,6 +430,10 @@ pub struct NodeSnapshot;
 impl Handler<NodeSnapshot> for NodeActor {
     type Result = MessageResult<NodeSnapshot>;
     fn handle(&mut self, _: NodeSnapshot, _: &mut Context<Self>) -> Self::Result {
-        MessageResult((self.rec.clone(), self.session.is_some(), self.metrics.clone()))
+        MessageResult((
+            self.rec.clone(),
+            self.session.is_some(),
+            self.metrics.clone(),
+        ))
     }
 }

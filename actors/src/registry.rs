@@ -50,7 +50,10 @@ impl Registry {
         put(&self.nodes, name, a)
     }
     pub fn nodes(&self) -> Vec<(String, Addr<NodeActor>)> {
-        self.nodes.read().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()
+        self.nodes
+            .read()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default()
     }
     pub fn tenant(&self, name: &str) -> Option<Addr<TenantActor>> {
         get(&self.tenants, name)
@@ -59,6 +62,9 @@ impl Registry {
         put(&self.tenants, name, a)
     }
     pub fn tenants(&self) -> Vec<(String, Addr<TenantActor>)> {
-        self.tenants.read().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()
+        self.tenants
+            .read()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default()
     }
 }

@@ -35,7 +35,9 @@ impl TaskActor {
     }
 
     fn event(&self, kind: EventKind, msg: String) -> Event {
-        let mut e = Event::new(now_ms(), kind, msg).task(self.id()).tenant(&self.rec.tenant);
+        let mut e = Event::new(now_ms(), kind, msg)
+            .task(self.id())
+            .tenant(&self.rec.tenant);
         if let Some(a) = &self.rec.allocation {
             e = e.node(&a.node);
         }
@@ -72,7 +74,10 @@ impl TaskActor {
 
     fn free(&mut self, reason: &str) {
         if let Some(a) = &self.rec.allocation {
-            self.sh.scheduler.do_send(Free { allocation_id: a.allocation_id.clone(), reason: reason.to_string() });
+            self.sh.scheduler.do_send(Free {
+                allocation_id: a.allocation_id.clone(),
+                reason: reason.to_string(),
+            });
         }
     }
 
@@ -103,7 +108,9 @@ impl TaskActor {
     /// Sends the start command to the allocation's node once the Scheduled
     /// transition is durable; arms the preparing timeout.
     fn dispatch(&mut self, ctx: &mut Context<Self>, ticket: Option<Ticket>) {
-        let Some(a) = self.rec.allocation.clone() else { return };
+        let Some(a) = self.rec.allocation.clone() else {
+            return;
+        };
         let cmd = self.start_command(&a);
         let sh = self.sh.clone();
         let attempt = self.rec.attempts;
@@ -114,7 +121,10 @@ impl TaskActor {
                     sh.gate.durable(t).await;
                 }
                 match sh.registry.node(&a.node) {
-                    Some(n) => n.send(Dispatch(cmd)).await.unwrap_or_else(|e| Err(e.to_string())),
+                    Some(n) => n
+                        .send(Dispatch(cmd))
+                        .await
+                        .unwrap_or_else(|e| Err(e.to_string())),
                     None => Err(format!("node {} is not known", a.node)),
                 }
             }
@@ -126,16 +136,29 @@ impl TaskActor {
             }),
         );
         let timeout = Duration::from_millis(self.sh.config.preparing_timeout_ms);
-        ctx.run_later(timeout, move |act, ctx| act.preparing_timeout(ctx, attempt, timeout));
+        ctx.run_later(timeout, move |act, ctx| {
+            act.preparing_timeout(ctx, attempt, timeout)
+        });
     }
 
     fn preparing_timeout(&mut self, ctx: &mut Context<Self>, attempt: u32, after: Duration) {
         let stage = self.rec.state;
-        if attempt != self.rec.attempts || !matches!(stage, TaskState::Scheduled | TaskState::Preparing) {
+        if attempt != self.rec.attempts
+            || !matches!(stage, TaskState::Scheduled | TaskState::Preparing)
+        {
             return;
         }
-        let node = self.rec.allocation.as_ref().map(|a| a.node.clone()).unwrap_or_default();
-        let why = format!("stuck in {} for {}s on node {node} (preparing timeout)", stage.as_str(), after.as_secs());
+        let node = self
+            .rec
+            .allocation
+            .as_ref()
+            .map(|a| a.node.clone())
+            .unwrap_or_default();
+        let why = format!(
+            "stuck in {} for {}s on node {node} (preparing timeout)",
+            stage.as_str(),
+            after.as_secs()
+        );
         self.stop_workload(&why);
         self.rec.failure = Some(why.clone());
         self.transition(TaskState::Failed, Some(why.clone()));
@@ -185,7 +208,10 @@ impl TaskActor {
             (Some(0), _) => (TaskState::Finished, "exited with code 0".to_string()),
             (Some(c), _) => (TaskState::Failed, format!("exited with code {c}")),
             (None, Some(s)) => (TaskState::Failed, format!("killed by signal {s}")),
-            (None, None) => (TaskState::Failed, "ended without an exit status".to_string()),
+            (None, None) => (
+                TaskState::Failed,
+                "ended without an exit status".to_string(),
+            ),
         };
         if state == TaskState::Failed {
             self.rec.failure = Some(why.clone());
@@ -203,7 +229,11 @@ impl Actor for TaskActor {
             match self.boot.take() {
                 Some(t) => {
                     let gate = self.sh.gate.clone();
-                    ctx.wait(async move { gate.durable(t).await }.into_actor(self).map(|_, act, _| act.enqueue()));
+                    ctx.wait(
+                        async move { gate.durable(t).await }
+                            .into_actor(self)
+                            .map(|_, act, _| act.enqueue()),
+                    );
                 }
                 None => self.enqueue(),
             }
@@ -223,7 +253,10 @@ impl Handler<Placed> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Placed, ctx: &mut Context<Self>) {
         if !matches!(self.rec.state, TaskState::Queued | TaskState::Preempted) {
-            self.sh.scheduler.do_send(Free { allocation_id: m.allocation.allocation_id, reason: "task no longer waiting".into() });
+            self.sh.scheduler.do_send(Free {
+                allocation_id: m.allocation.allocation_id,
+                reason: "task no longer waiting".into(),
+            });
             return;
         }
         let node = m.allocation.node.clone();
@@ -261,19 +294,34 @@ pub struct Workload {
 impl Handler<Workload> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Workload, ctx: &mut Context<Self>) {
-        if self.rec.allocation.as_ref().map(|a| a.allocation_id.as_str()) != Some(m.allocation_id.as_str()) {
+        if self
+            .rec
+            .allocation
+            .as_ref()
+            .map(|a| a.allocation_id.as_str())
+            != Some(m.allocation_id.as_str())
+        {
             return; // an older attempt's news
         }
         let releasing = self.rec.state == TaskState::Released;
         match m.kind {
-            WorkloadEventKind::Preparing if !releasing && self.rec.state == TaskState::Scheduled => {
+            WorkloadEventKind::Preparing
+                if !releasing && self.rec.state == TaskState::Scheduled =>
+            {
                 self.transition(TaskState::Preparing, None);
             }
-            WorkloadEventKind::Ready { isolation } if !releasing && matches!(self.rec.state, TaskState::Scheduled | TaskState::Preparing) => {
+            WorkloadEventKind::Ready { isolation }
+                if !releasing
+                    && matches!(self.rec.state, TaskState::Scheduled | TaskState::Preparing) =>
+            {
                 self.transition(TaskState::Ready, Some(format!("isolation: {isolation}")));
             }
-            WorkloadEventKind::Started { pid } if !releasing && self.rec.state != TaskState::Running => {
-                let how = pid.map_or("reservation held (no command)".to_string(), |p| format!("pid {p}"));
+            WorkloadEventKind::Started { pid }
+                if !releasing && self.rec.state != TaskState::Running =>
+            {
+                let how = pid.map_or("reservation held (no command)".to_string(), |p| {
+                    format!("pid {p}")
+                });
                 self.transition(TaskState::Running, Some(how));
             }
             WorkloadEventKind::Exited(st) => self.on_exit(ctx, st),
@@ -288,7 +336,10 @@ impl Handler<Workload> for TaskActor {
             }
             WorkloadEventKind::CheckpointSaved { path } => {
                 self.rec.checkpoint = Some(path.clone());
-                self.persist(EventKind::CheckpointSaved, format!("checkpoint saved: {path}"));
+                self.persist(
+                    EventKind::CheckpointSaved,
+                    format!("checkpoint saved: {path}"),
+                );
             }
             _ => {}
         }
@@ -308,8 +359,13 @@ impl Handler<Release> for TaskActor {
     fn handle(&mut self, m: Release, ctx: &mut Context<Self>) -> Self::Result {
         let ticket = match self.rec.state {
             TaskState::Queued | TaskState::Preempted => {
-                self.sh.scheduler.do_send(Dequeue { task_id: self.id().to_string() });
-                let t = self.transition(TaskState::Cancelled, Some(format!("released by {} before it was placed", m.by)));
+                self.sh.scheduler.do_send(Dequeue {
+                    task_id: self.id().to_string(),
+                });
+                let t = self.transition(
+                    TaskState::Cancelled,
+                    Some(format!("released by {} before it was placed", m.by)),
+                );
                 self.sh.registry.remove_task(self.id());
                 ctx.stop();
                 t
@@ -317,14 +373,20 @@ impl Handler<Release> for TaskActor {
             s if s.holds_allocation() => {
                 let t = self.transition(TaskState::Released, Some(format!("released by {}", m.by)));
                 let reservation = self.rec.spec.command.is_empty();
-                let connected_node = self.rec.allocation.as_ref().and_then(|a| self.sh.registry.node(&a.node));
+                let connected_node = self
+                    .rec
+                    .allocation
+                    .as_ref()
+                    .and_then(|a| self.sh.registry.node(&a.node));
                 if reservation || connected_node.is_none() || s == TaskState::Scheduled {
                     self.stop_workload("released");
                     self.finish(ctx, "released");
                 } else {
                     self.stop_workload("released");
                     let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
-                    ctx.run_later(wait, |act, ctx| act.finish(ctx, "released; stop not confirmed in time"));
+                    ctx.run_later(wait, |act, ctx| {
+                        act.finish(ctx, "released; stop not confirmed in time")
+                    });
                 }
                 t
             }
@@ -377,7 +439,9 @@ impl Handler<WorkloadMissing> for TaskActor {
         match self.rec.state {
             TaskState::Scheduled => self.dispatch(ctx, None),
             TaskState::Released => self.finish(ctx, "released"),
-            s if s.holds_allocation() => self.requeue(ctx, format!("workload vanished from node {}", m.node), true),
+            s if s.holds_allocation() => {
+                self.requeue(ctx, format!("workload vanished from node {}", m.node), true)
+            }
             _ => {}
         }
     }

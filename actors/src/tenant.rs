@@ -50,12 +50,25 @@ impl Handler<ChangeQuota> for TenantActor {
         let after = serde_json::to_string(&self.rec.quota).unwrap_or_default();
         let mut b = self.sh.batch();
         b.put_tenant(&self.rec);
-        b.append_event(Event::new(now_ms(), EventKind::QuotaChanged, format!("quota of {} changed from {before} to {after}", self.rec.name)).tenant(&self.rec.name));
+        b.append_event(
+            Event::new(
+                now_ms(),
+                EventKind::QuotaChanged,
+                format!(
+                    "quota of {} changed from {before} to {after}",
+                    self.rec.name
+                ),
+            )
+            .tenant(&self.rec.name),
+        );
         let rec = self.rec.clone();
         let sh = self.sh.clone();
         Box::pin(async move {
             sh.gate.commit_durable(b).await?;
-            sh.scheduler.do_send(SetQuota { tenant: rec.name.clone(), quota: rec.quota.clone() });
+            sh.scheduler.do_send(SetQuota {
+                tenant: rec.name.clone(),
+                quota: rec.quota.clone(),
+            });
             Ok(rec)
         })
     }

@@ -47,7 +47,12 @@ impl From<&TaskRecord> for TaskView {
             history: r
                 .history
                 .iter()
-                .map(|t| TransitionView { state: t.state.as_str(), at: rfc3339(t.at_ms), at_ms: t.at_ms, reason: t.reason.clone() })
+                .map(|t| TransitionView {
+                    state: t.state.as_str(),
+                    at: rfc3339(t.at_ms),
+                    at_ms: t.at_ms,
+                    reason: t.reason.clone(),
+                })
                 .collect(),
             allocation: r.allocation.clone(),
             pending_reason: r.pending_reason.clone(),
@@ -122,9 +127,24 @@ impl NodeAllocated {
 
 impl NodeView {
     /// Joins the stored record, live metrics and the ledger's allocated totals.
-    pub fn build(rec: &NodeRecord, connected: bool, metrics: &NodeMetrics, alloc: &NodeAllocated) -> NodeView {
+    pub fn build(
+        rec: &NodeRecord,
+        connected: bool,
+        metrics: &NodeMetrics,
+        alloc: &NodeAllocated,
+    ) -> NodeView {
         let inv = &rec.inventory;
-        let live = |i: u32| metrics.gpus.iter().find(|g| g.index == i).cloned().unwrap_or(GpuLive { index: i, ..Default::default() });
+        let live = |i: u32| {
+            metrics
+                .gpus
+                .iter()
+                .find(|g| g.index == i)
+                .cloned()
+                .unwrap_or(GpuLive {
+                    index: i,
+                    ..Default::default()
+                })
+        };
         NodeView {
             name: rec.name.clone(),
             state: match rec.state {
@@ -146,7 +166,9 @@ impl NodeView {
                         uuid: g.uuid.clone(),
                         model: g.model.clone(),
                         memory_total_mb: g.memory_total_mb,
-                        memory_free_mb: g.memory_total_mb.saturating_sub(alloc.gpu_memory_mb.get(&g.index).copied().unwrap_or(0)),
+                        memory_free_mb: g.memory_total_mb.saturating_sub(
+                            alloc.gpu_memory_mb.get(&g.index).copied().unwrap_or(0),
+                        ),
                         memory_used_mb: l.memory_used_mb,
                         utilization_pct: l.utilization_pct,
                         simulated: g.simulated,

@@ -7,15 +7,23 @@ use caldera_spec::{TaskSpec, Usage};
 /// The placement demand of one allocation of `spec`. `known_models` are the GPU
 /// models present in the pool; a requested model matches every known model that
 /// contains it, case-insensitively ("A100" matches "NVIDIA A100-SXM4-80GB").
-pub fn demand_for<'a>(spec: &TaskSpec, known_models: impl Iterator<Item = &'a str> + Clone) -> Demand {
+pub fn demand_for<'a>(
+    spec: &TaskSpec,
+    known_models: impl Iterator<Item = &'a str> + Clone,
+) -> Demand {
     let r = &spec.resources;
     let (gpu, gpu_models) = match &r.gpu {
         None => (GpuDemand::None, Vec::new()),
         Some(g) => {
             let demand = match (g.share, g.memory_gb) {
                 (Some(s), _) if s >= 1.0 => GpuDemand::Whole { count: 1 },
-                (Some(s), _) => GpuDemand::Share { milli: ((s * 1000.0).round() as u32).clamp(1, 999) },
-                (None, Some(m)) => GpuDemand::Memory { count: g.count, per_gpu: gb_to_mib(m) },
+                (Some(s), _) => GpuDemand::Share {
+                    milli: ((s * 1000.0).round() as u32).clamp(1, 999),
+                },
+                (None, Some(m)) => GpuDemand::Memory {
+                    count: g.count,
+                    per_gpu: gb_to_mib(m),
+                },
                 (None, None) => GpuDemand::Whole { count: g.count },
             };
             (demand, resolve_models(g.model.as_deref(), known_models))
@@ -32,8 +40,13 @@ pub fn demand_for<'a>(spec: &TaskSpec, known_models: impl Iterator<Item = &'a st
     }
 }
 
-fn resolve_models<'a>(wanted: Option<&str>, known: impl Iterator<Item = &'a str> + Clone) -> Vec<String> {
-    let Some(wanted) = wanted else { return Vec::new() };
+fn resolve_models<'a>(
+    wanted: Option<&str>,
+    known: impl Iterator<Item = &'a str> + Clone,
+) -> Vec<String> {
+    let Some(wanted) = wanted else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     for alt in wanted.split('|').map(str::trim) {
         let needle = alt.to_ascii_lowercase();
@@ -75,20 +88,34 @@ mod tests {
     use super::*;
 
     fn spec(gpu: &str) -> TaskSpec {
-        let body = format!(r#"{{"task_id":"t","task_type":"training","resources":{{"gpu":{gpu},"cpu":{{"cores":2}}}}}}"#);
+        let body = format!(
+            r#"{{"task_id":"t","task_type":"training","resources":{{"gpu":{gpu},"cpu":{{"cores":2}}}}}}"#
+        );
         caldera_spec::parse_task_spec(body.as_bytes()).unwrap()
     }
 
     #[test]
     fn user_units_become_placement_units() {
         let models = ["NVIDIA A100-SXM4-80GB", "T4"];
-        let d = demand_for(&spec(r#"{"count":2,"memory_gb":20,"model":"a100"}"#), models.iter().copied());
-        assert!(matches!(d.gpu, GpuDemand::Memory { count: 2, per_gpu: 20480 }));
+        let d = demand_for(
+            &spec(r#"{"count":2,"memory_gb":20,"model":"a100"}"#),
+            models.iter().copied(),
+        );
+        assert!(matches!(
+            d.gpu,
+            GpuDemand::Memory {
+                count: 2,
+                per_gpu: 20480
+            }
+        ));
         assert_eq!(d.gpu_models, vec!["NVIDIA A100-SXM4-80GB".to_string()]);
         assert_eq!(d.cpu_milli, 2000);
         let d = demand_for(&spec(r#"{"share":0.25}"#), models.iter().copied());
         assert!(matches!(d.gpu, GpuDemand::Share { milli: 250 }));
-        let d = demand_for(&spec(r#"{"count":4,"model":"H100"}"#), models.iter().copied());
+        let d = demand_for(
+            &spec(r#"{"count":4,"model":"H100"}"#),
+            models.iter().copied(),
+        );
         assert!(matches!(d.gpu, GpuDemand::Whole { count: 4 }));
         assert_eq!(d.gpu_models, vec!["H100".to_string()]);
     }

@@ -21,7 +21,10 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn insert(&mut self, e: Entry) {
-        self.by_node.entry(e.allocation.node.clone()).or_default().insert(e.allocation.allocation_id.clone());
+        self.by_node
+            .entry(e.allocation.node.clone())
+            .or_default()
+            .insert(e.allocation.allocation_id.clone());
         self.by_id.insert(e.allocation.allocation_id.clone(), e);
     }
 
@@ -43,7 +46,11 @@ impl Ledger {
 
     /// Allocations on `node`.
     pub fn on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Entry> + 'a {
-        self.by_node.get(node).into_iter().flatten().filter_map(|id| self.by_id.get(id))
+        self.by_node
+            .get(node)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.by_id.get(id))
     }
 
     /// Allocated totals on `node`.
@@ -58,7 +65,11 @@ impl Ledger {
     /// What `tenant` holds.
     pub fn tenant_usage(&self, tenant: &str) -> Usage {
         let mut u = Usage::default();
-        for e in self.by_id.values().filter(|e| e.allocation.tenant == tenant) {
+        for e in self
+            .by_id
+            .values()
+            .filter(|e| e.allocation.tenant == tenant)
+        {
             u += allocation_usage(e);
         }
         u
@@ -78,7 +89,9 @@ impl Ledger {
                     index: g.index,
                     model: g.model.clone(),
                     capacity: g.memory_total_mb,
-                    free: g.memory_total_mb.saturating_sub(t.gpu_memory_mb.get(&g.index).copied().unwrap_or(0)),
+                    free: g
+                        .memory_total_mb
+                        .saturating_sub(t.gpu_memory_mb.get(&g.index).copied().unwrap_or(0)),
                 })
                 .collect(),
             cpu_capacity_milli: inv.cpu_cores as u64 * 1000,

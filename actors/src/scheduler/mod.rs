@@ -14,7 +14,9 @@ use crate::registry::Registry;
 use crate::task::{Pending, Placed};
 use actix::prelude::*;
 use caldera_spec::wire::AllocationUse;
-use caldera_spec::{Allocation, Event, EventKind, GpuGrant, NodeInventory, NodeMetrics, Quota, TaskSpec};
+use caldera_spec::{
+    Allocation, Event, EventKind, GpuGrant, NodeInventory, NodeMetrics, Quota, TaskSpec,
+};
 use ledger::{Entry, Ledger};
 use queue::{Queue, QueueKey, Waiting};
 use std::collections::{HashMap, HashSet};
@@ -42,11 +44,18 @@ pub struct Scheduler {
 impl Scheduler {
     /// Rebuilds the scheduler from sled: the ledger, node inventories and quotas.
     /// Nodes count as unhealthy until their agents say hello again.
-    pub fn load(gate: Arc<FlushGate>, registry: Arc<Registry>, config: &ServerConfig) -> Result<Scheduler, crate::errors::ActorError> {
-        let policy: PolicyName = config
-            .placement_policy
-            .parse()
-            .map_err(|e: crate::placement::UnknownPolicy| crate::errors::ActorError::Conflict(e.to_string()))?;
+    pub fn load(
+        gate: Arc<FlushGate>,
+        registry: Arc<Registry>,
+        config: &ServerConfig,
+    ) -> Result<Scheduler, crate::errors::ActorError> {
+        let policy: PolicyName =
+            config
+                .placement_policy
+                .parse()
+                .map_err(|e: crate::placement::UnknownPolicy| {
+                    crate::errors::ActorError::Conflict(e.to_string())
+                })?;
         let store = gate.store().clone();
         let mut s = Scheduler {
             placer: Placer::new(policy, WorkloadMix::default(), config.placement_seed),
@@ -74,14 +83,27 @@ impl Scheduler {
                 tracing::warn!(allocation = %a.allocation_id, "allocation without task record; dropped from the ledger");
                 continue;
             };
-            let demand = demand::demand_for(&task.spec, s.inventories.values().flat_map(|i| i.gpus.iter().map(|g| g.model.as_str())));
-            s.ledger.insert(Entry { allocation: a, demand, placement: None });
+            let demand = demand::demand_for(
+                &task.spec,
+                s.inventories
+                    .values()
+                    .flat_map(|i| i.gpus.iter().map(|g| g.model.as_str())),
+            );
+            s.ledger.insert(Entry {
+                allocation: a,
+                demand,
+                placement: None,
+            });
         }
         Ok(s)
     }
 
     fn known_models(&self) -> Vec<String> {
-        let mut m: Vec<String> = self.inventories.values().flat_map(|i| i.gpus.iter().map(|g| g.model.clone())).collect();
+        let mut m: Vec<String> = self
+            .inventories
+            .values()
+            .flat_map(|i| i.gpus.iter().map(|g| g.model.clone()))
+            .collect();
         m.sort();
         m.dedup();
         m
@@ -89,7 +111,9 @@ impl Scheduler {
 
     fn refresh_node(&mut self, name: &str) {
         if let Some(inv) = self.inventories.get(name) {
-            let view = self.ledger.pool_view(name, inv, self.healthy.contains(name));
+            let view = self
+                .ledger
+                .pool_view(name, inv, self.healthy.contains(name));
             self.pool.upsert_node(view);
         }
     }
@@ -107,7 +131,9 @@ impl Scheduler {
         self.cycle_pending = false;
         let mut no_room: HashMap<String, String> = HashMap::new();
         for key in self.queue.keys() {
-            let Some(w) = self.queue.get_mut(&key) else { continue };
+            let Some(w) = self.queue.get_mut(&key) else {
+                continue;
+            };
             let usage = self.ledger.tenant_usage(&w.tenant);
             let reason = match self.quotas.get(&w.tenant) {
                 Some(q) => {
@@ -141,7 +167,9 @@ impl Scheduler {
     }
 
     fn tell_pending(&mut self, key: &QueueKey, reason: String) {
-        let Some(w) = self.queue.get_mut(key) else { return };
+        let Some(w) = self.queue.get_mut(key) else {
+            return;
+        };
         if w.told_reason.as_deref() == Some(reason.as_str()) {
             return;
         }
@@ -153,10 +181,18 @@ impl Scheduler {
 
     /// Binds a placement: ledger + pool + durable record, then tells the task.
     fn grant(&mut self, key: QueueKey, p: crate::placement::Placement) {
-        let Some(w) = self.queue.take(&key) else { return };
-        let Some(task) = self.registry.task(&w.task_id) else { return };
-        let Some(node_name) = self.pool.node(p.node).map(|n| n.name.clone()) else { return };
-        let Some(inv) = self.inventories.get(&node_name) else { return };
+        let Some(w) = self.queue.take(&key) else {
+            return;
+        };
+        let Some(task) = self.registry.task(&w.task_id) else {
+            return;
+        };
+        let Some(node_name) = self.pool.node(p.node).map(|n| n.name.clone()) else {
+            return;
+        };
+        let Some(inv) = self.inventories.get(&node_name) else {
+            return;
+        };
         let gpus = p
             .gpus
             .iter()
@@ -192,10 +228,14 @@ impl Scheduler {
         let mut b = self.gate.store().batch();
         b.put_allocation(&allocation);
         b.append_event(
-            Event::new(now, EventKind::AllocationGranted, grant_message(&allocation))
-                .task(&w.task_id)
-                .tenant(&w.tenant)
-                .node(&node_name),
+            Event::new(
+                now,
+                EventKind::AllocationGranted,
+                grant_message(&allocation),
+            )
+            .task(&w.task_id)
+            .tenant(&w.tenant)
+            .node(&node_name),
         );
         let ticket = match self.gate.commit(b) {
             Ok(t) => t,
@@ -207,14 +247,30 @@ impl Scheduler {
             }
         };
         self.placer.observe(&w.demand);
-        self.ledger.insert(Entry { allocation: allocation.clone(), demand: w.demand, placement: Some(p) });
+        self.ledger.insert(Entry {
+            allocation: allocation.clone(),
+            demand: w.demand,
+            placement: Some(p),
+        });
         self.refresh_node(&node_name);
         task.do_send(Placed { allocation, ticket });
     }
 }
 
 fn grant_message(a: &Allocation) -> String {
-    let gpus: Vec<String> = a.gpus.iter().map(|g| format!("{}#{} {} MiB{}", g.model, g.index, g.memory_mb, if g.simulated { " (simulated)" } else { "" })).collect();
+    let gpus: Vec<String> = a
+        .gpus
+        .iter()
+        .map(|g| {
+            format!(
+                "{}#{} {} MiB{}",
+                g.model,
+                g.index,
+                g.memory_mb,
+                if g.simulated { " (simulated)" } else { "" }
+            )
+        })
+        .collect();
     format!(
         "allocation {} on {}: gpus [{}], cpu {} m, memory {} MiB, disk {} MiB",
         a.allocation_id,
@@ -249,7 +305,15 @@ impl Handler<Enqueue> for Scheduler {
         let usage = demand::requested_usage(&m.spec, &demand);
         self.queue.push(
             m.seq,
-            Waiting { task_id: m.task_id, tenant: m.tenant, spec: m.spec, demand, usage, attempt: m.attempt, told_reason: None },
+            Waiting {
+                task_id: m.task_id,
+                tenant: m.tenant,
+                spec: m.spec,
+                demand,
+                usage,
+                attempt: m.attempt,
+                told_reason: None,
+            },
         );
         self.request_cycle(ctx);
     }
@@ -280,16 +344,25 @@ pub struct Free {
 impl Handler<Free> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: Free, ctx: &mut Context<Self>) {
-        let Some(e) = self.ledger.remove(&m.allocation_id) else { return };
+        let Some(e) = self.ledger.remove(&m.allocation_id) else {
+            return;
+        };
         self.usage.remove(&m.allocation_id);
         let a = &e.allocation;
         let mut b = self.gate.store().batch();
         b.remove_allocation(&a.allocation_id);
         b.append_event(
-            Event::new(now_ms(), EventKind::AllocationReleased, format!("allocation {} on {} released: {}", a.allocation_id, a.node, m.reason))
-                .task(&a.task_id)
-                .tenant(&a.tenant)
-                .node(&a.node),
+            Event::new(
+                now_ms(),
+                EventKind::AllocationReleased,
+                format!(
+                    "allocation {} on {} released: {}",
+                    a.allocation_id, a.node, m.reason
+                ),
+            )
+            .task(&a.task_id)
+            .tenant(&a.tenant)
+            .node(&a.node),
         );
         if let Err(err) = self.gate.commit(b) {
             tracing::error!(allocation = %a.allocation_id, error = %err, "could not record release");
@@ -344,7 +417,12 @@ pub struct AllocationsOn {
 impl Handler<AllocationsOn> for Scheduler {
     type Result = MessageResult<AllocationsOn>;
     fn handle(&mut self, m: AllocationsOn, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.ledger.on_node(&m.node).map(|e| e.allocation.clone()).collect())
+        MessageResult(
+            self.ledger
+                .on_node(&m.node)
+                .map(|e| e.allocation.clone())
+                .collect(),
+        )
     }
 }
 
@@ -395,7 +473,9 @@ impl Handler<AllocatedByNode> for Scheduler {
     fn handle(&mut self, _: AllocatedByNode, _: &mut Context<Self>) -> Self::Result {
         let mut out = HashMap::new();
         for e in self.ledger.all() {
-            out.entry(e.allocation.node.clone()).or_insert_with(crate::views::NodeAllocated::default).add(&e.allocation);
+            out.entry(e.allocation.node.clone())
+                .or_insert_with(crate::views::NodeAllocated::default)
+                .add(&e.allocation);
         }
         MessageResult(out)
     }
@@ -416,6 +496,10 @@ pub struct Stats;
 impl Handler<Stats> for Scheduler {
     type Result = MessageResult<Stats>;
     fn handle(&mut self, _: Stats, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(SchedulerStats { queued: self.queue.len(), allocations: self.ledger.all().count(), healthy_nodes: self.healthy.len() })
+        MessageResult(SchedulerStats {
+            queued: self.queue.len(),
+            allocations: self.ledger.all().count(),
+            healthy_nodes: self.healthy.len(),
+        })
     }
 }

@@ -25,7 +25,9 @@ impl Scheduler {
         let mut by_tenant: BTreeMap<String, Dims> = BTreeMap::new();
         let mut simulated = false;
         for name in &self.healthy {
-            let Some(inv) = self.inventories.get(name) else { continue };
+            let Some(inv) = self.inventories.get(name) else {
+                continue;
+            };
             let m = self.metrics.get(name).cloned().unwrap_or_default();
             let totals = self.ledger.node_totals(name);
             let mut d = Dims::default();
@@ -71,7 +73,11 @@ impl Scheduler {
                 d.memory_mb.used += m.memory_mb as f64;
             }
         }
-        let keyed = |m: BTreeMap<String, Dims>| m.into_iter().map(|(key, dims)| Keyed { key, dims }).collect();
+        let keyed = |m: BTreeMap<String, Dims>| {
+            m.into_iter()
+                .map(|(key, dims)| Keyed { key, dims })
+                .collect()
+        };
         Utilization {
             total,
             by_node: keyed(by_node),
