@@ -1,1 +1,13 @@
-//! caldera-chaos-tests
+//! Harness for tests that run Caldera as real processes: a control plane and
+//! node agents as separate OS processes, talking over real sockets, with real
+//! sled files. Faults are real too: SIGKILL, SIGSTOP/SIGCONT, restarts.
+pub mod http;
+pub mod process;
+
+pub use http::Api;
+pub use process::{free_port, wait_until, Agent, ControlPlane};
+
+/// Operator token the harness configures (tests only).
+pub const OPERATOR_TOKEN: &str = "test-operator-token-0123456789";
+/// Join token the harness configures (tests only).
+pub const JOIN_TOKEN: &str = "test-join-token-0123456789abcdef";

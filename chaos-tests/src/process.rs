@@ -1,0 +1,223 @@
+//! Starting, stopping, killing and pausing real caldera processes.
+use crate::http::Api;
+use crate::{JOIN_TOKEN, OPERATOR_TOKEN};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
+}
+
+/// Polls `f` every 50 ms until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on a pid we spawned; no memory is touched.
+    unsafe {
+        libc::kill(child.id() as i32, sig);
+    }
+}
+
+/// A running `caldera server`. Killed with SIGKILL when dropped.
+pub struct ControlPlane {
+    bin: PathBuf,
+    pub data_dir: PathBuf,
+    pub addr: String,
+    env: Vec<(String, String)>,
+    child: Option<Child>,
+    pub log: PathBuf,
+}
+
+impl ControlPlane {
+    /// Starts a server on a fresh port with fast failure detection (heartbeat
+    /// 250 ms, node timeout 1.5 s) unless `env` overrides it.
+    pub fn start(bin: &Path, data_dir: &Path, env: &[(&str, &str)]) -> ControlPlane {
+        let mut all: Vec<(String, String)> = vec![
+            ("CALDERA_OPERATOR_TOKEN".into(), OPERATOR_TOKEN.into()),
+            ("CALDERA_JOIN_TOKEN".into(), JOIN_TOKEN.into()),
+            ("CALDERA_HEARTBEAT_INTERVAL_MS".into(), "250".into()),
+            ("CALDERA_NODE_TIMEOUT_MS".into(), "1500".into()),
+            ("CALDERA_STOP_GRACE_MS".into(), "2000".into()),
+        ];
+        for (k, v) in env {
+            all.retain(|(key, _)| key != k);
+            all.push((k.to_string(), v.to_string()));
+        }
+        let mut cp = ControlPlane {
+            bin: bin.to_path_buf(),
+            data_dir: data_dir.to_path_buf(),
+            addr: format!("127.0.0.1:{}", free_port()),
+            env: all,
+            child: None,
+            log: data_dir.join("server.log"),
+        };
+        cp.spawn();
+        cp
+    }
+
+    fn spawn(&mut self) {
+        std::fs::create_dir_all(&self.data_dir).ok();
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).ok();
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(["server", "--data-dir"]).arg(&self.data_dir).args(["--listen", &self.addr]);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd.stdout(Stdio::piped()).stderr(log.map(Stdio::from).unwrap_or(Stdio::null()));
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
+        // Drain stdout so the server never blocks on a full pipe.
+        if let Some(out) = child.stdout.take() {
+            std::thread::spawn(move || for _ in BufReader::new(out).lines() {});
+        }
+        self.child = Some(child);
+        let api = self.operator();
+        let up = wait_until(Duration::from_secs(20), || api.get("/healthz").status == 200);
+        assert!(up, "control plane did not answer /healthz; log: {}", std::fs::read_to_string(&self.log).unwrap_or_default());
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn operator(&self) -> Api {
+        Api::new(&self.addr, Some(OPERATOR_TOKEN))
+    }
+
+    pub fn api(&self, token: &str) -> Api {
+        Api::new(&self.addr, Some(token))
+    }
+
+    /// Creates a tenant and returns its token.
+    pub fn tenant(&self, name: &str) -> String {
+        let r = self.operator().post("/v1/tenants", &format!(r#"{{"name":"{name}"}}"#));
+        assert_eq!(r.status, 201, "{:?}", r.body);
+        r.data()["token"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// SIGKILL: no chance to flush or say goodbye.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            signal(&c, libc::SIGKILL);
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the server again on the same address and data.
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A running `caldera node`. Killed with SIGKILL (and its workloads with it) when dropped.
+pub struct Agent {
+    pub name: String,
+    pub data_dir: PathBuf,
+    child: Option<Child>,
+    args: Vec<String>,
+    bin: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Agent {
+    /// Starts an agent with simulated GPUs (`gpus` like "2xA100-80GB") and
+    /// declared host size, joining `cp`.
+    pub fn start(bin: &Path, cp: &ControlPlane, name: &str, gpus: &str, dir: &Path) -> Agent {
+        let data_dir = dir.join(name);
+        std::fs::create_dir_all(&data_dir).ok();
+        let args = vec![
+            "node".to_string(),
+            "--join".into(),
+            cp.url(),
+            "--token".into(),
+            JOIN_TOKEN.into(),
+            "--name".into(),
+            name.into(),
+            "--data-dir".into(),
+            data_dir.display().to_string(),
+            "--simulate-gpus".into(),
+            gpus.into(),
+            "--simulate-cpu-cores".into(),
+            "16".into(),
+            "--simulate-memory-gb".into(),
+            "64".into(),
+            "--simulate-disk-gb".into(),
+            "100".into(),
+        ];
+        let mut a = Agent { name: name.into(), log: data_dir.join("agent.log"), data_dir, child: None, args, bin: bin.to_path_buf() };
+        a.spawn();
+        a
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).ok();
+        let err = log.as_ref().and_then(|f| f.try_clone().ok());
+        let child = Command::new(&self.bin)
+            .args(&self.args)
+            .stdout(log.map(Stdio::from).unwrap_or(Stdio::null()))
+            .stderr(err.map(Stdio::from).unwrap_or(Stdio::null()))
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start agent: {e}"));
+        self.child = Some(child);
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            signal(&c, libc::SIGKILL);
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGSTOP: the agent freezes (a network partition seen from the server).
+    pub fn pause(&self) {
+        if let Some(c) = &self.child {
+            signal(c, libc::SIGSTOP);
+        }
+    }
+
+    pub fn resume(&self) {
+        if let Some(c) = &self.child {
+            signal(c, libc::SIGCONT);
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(c) = &self.child {
+            signal(c, libc::SIGCONT);
+        }
+        self.kill9();
+    }
+}
