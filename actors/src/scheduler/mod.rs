@@ -39,6 +39,11 @@ pub struct Scheduler {
     metrics: HashMap<String, NodeMetrics>,
     usage: HashMap<String, AllocationUse>,
     cycle_pending: bool,
+    /// Room was freed (or a node joined, or a quota rose) since the last pass:
+    /// every waiting task gets another try. Otherwise only new arrivals do,
+    /// since the tasks that found no room before still find none.
+    room_grew: bool,
+    arrivals: Vec<QueueKey>,
 }
 
 impl Scheduler {
@@ -70,6 +75,8 @@ impl Scheduler {
             metrics: HashMap::new(),
             usage: HashMap::new(),
             cycle_pending: false,
+            room_grew: true,
+            arrivals: Vec::new(),
         };
         for n in store.nodes()? {
             s.inventories.insert(n.name.clone(), n.inventory);
@@ -129,8 +136,16 @@ impl Scheduler {
     /// not tried again in the same pass (the pool only shrinks during a pass).
     fn cycle(&mut self) {
         self.cycle_pending = false;
+        let keys = if std::mem::take(&mut self.room_grew) {
+            self.arrivals.clear();
+            self.queue.keys()
+        } else {
+            let mut k = std::mem::take(&mut self.arrivals);
+            k.sort();
+            k
+        };
         let mut no_room: HashMap<String, String> = HashMap::new();
-        for key in self.queue.keys() {
+        for key in keys {
             let Some(w) = self.queue.get_mut(&key) else {
                 continue;
             };
@@ -149,7 +164,7 @@ impl Scheduler {
                 self.tell_pending(&key, r);
                 continue;
             }
-            let shape = format!("{:?}", w.demand);
+            let shape = w.shape.clone();
             if let Some(r) = no_room.get(&shape) {
                 let r = r.clone();
                 self.tell_pending(&key, r);
@@ -177,6 +192,12 @@ impl Scheduler {
         if let Some(t) = self.registry.task(&w.task_id) {
             t.do_send(Pending { reason });
         }
+    }
+
+    /// Puts a task back where it was after a bind failed.
+    fn requeue_front(&mut self, key: QueueKey, w: Waiting) {
+        let k = self.queue.push(key.1, w);
+        self.arrivals.push(k);
     }
 
     /// Binds a placement: ledger + pool + durable record, then tells the task.
@@ -222,7 +243,7 @@ impl Scheduler {
         };
         if let Err(e) = self.pool.commit(&w.demand, &p) {
             tracing::error!(task = %w.task_id, error = %e, "placement did not fit at bind; requeued");
-            self.queue.push(now, w);
+            self.requeue_front(key, w);
             return;
         }
         let mut b = self.gate.store().batch();
@@ -242,7 +263,7 @@ impl Scheduler {
             Err(e) => {
                 tracing::error!(task = %w.task_id, error = %e, "could not record allocation; requeued");
                 self.refresh_node(&node_name);
-                self.queue.push(now, w);
+                self.requeue_front(key, w);
                 return;
             }
         };
@@ -303,7 +324,8 @@ impl Handler<Enqueue> for Scheduler {
         let models = self.known_models();
         let demand = demand::demand_for(&m.spec, models.iter().map(String::as_str));
         let usage = demand::requested_usage(&m.spec, &demand);
-        self.queue.push(
+        let shape = format!("{demand:?}");
+        let key = self.queue.push(
             m.seq,
             Waiting {
                 task_id: m.task_id,
@@ -313,8 +335,10 @@ impl Handler<Enqueue> for Scheduler {
                 usage,
                 attempt: m.attempt,
                 told_reason: None,
+                shape,
             },
         );
+        self.arrivals.push(key);
         self.request_cycle(ctx);
     }
 }
@@ -369,6 +393,7 @@ impl Handler<Free> for Scheduler {
         }
         let node = a.node.clone();
         self.refresh_node(&node);
+        self.room_grew = true;
         self.request_cycle(ctx);
     }
 }
@@ -387,6 +412,7 @@ impl Handler<NodeUp> for Scheduler {
         self.inventories.insert(m.name.clone(), m.inventory);
         self.healthy.insert(m.name.clone());
         self.refresh_node(&m.name);
+        self.room_grew = true;
         self.request_cycle(ctx);
     }
 }
@@ -459,6 +485,7 @@ impl Handler<SetQuota> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: SetQuota, ctx: &mut Context<Self>) {
         self.quotas.insert(m.tenant, m.quota);
+        self.room_grew = true;
         self.request_cycle(ctx);
     }
 }

@@ -19,6 +19,9 @@ pub struct Waiting {
     pub attempt: u32,
     /// Last reason told to the task, so it is told only on change.
     pub told_reason: Option<String>,
+    /// The demand's identity: tasks of one shape that found no room in a pass
+    /// are not tried again in that pass.
+    pub shape: String,
 }
 
 #[derive(Default)]
@@ -29,11 +32,12 @@ pub struct Queue {
 
 impl Queue {
     /// Adds (or replaces) a waiting task.
-    pub fn push(&mut self, seq: u64, w: Waiting) {
+    pub fn push(&mut self, seq: u64, w: Waiting) -> QueueKey {
         self.remove(&w.task_id);
         let key = (Reverse(w.spec.priority), seq);
         self.keys.insert(w.task_id.clone(), key);
         self.order.insert(key, w);
+        key
     }
 
     pub fn remove(&mut self, task_id: &str) -> Option<Waiting> {
