@@ -145,11 +145,15 @@ impl Scheduler {
             k
         };
         let mut no_room: HashMap<String, String> = HashMap::new();
+        // Tenant usage is summed once per pass, and kept current as the pass grants.
+        let mut usage_of: HashMap<String, Usage> = HashMap::new();
         for key in keys {
             let Some(w) = self.queue.get_mut(&key) else {
                 continue;
             };
-            let usage = self.ledger.tenant_usage(&w.tenant);
+            let usage = *usage_of
+                .entry(w.tenant.clone())
+                .or_insert_with(|| self.ledger.tenant_usage(&w.tenant));
             let reason = match self.quotas.get(&w.tenant) {
                 Some(q) => {
                     let mut after = usage;
@@ -171,7 +175,12 @@ impl Scheduler {
                 continue;
             }
             match self.placer.place(&self.pool, &w.demand) {
-                Ok(p) => self.grant(key, p),
+                Ok(p) => {
+                    let tenant = w.tenant.clone();
+                    if let Some(u) = self.grant(key, p) {
+                        *usage_of.entry(tenant).or_default() += u;
+                    }
+                }
                 Err(rej) => {
                     let r = rej.summary(&w.demand);
                     no_room.insert(shape, r.clone());
@@ -201,18 +210,18 @@ impl Scheduler {
     }
 
     /// Binds a placement: ledger + pool + durable record, then tells the task.
-    fn grant(&mut self, key: QueueKey, p: crate::placement::Placement) {
+    fn grant(&mut self, key: QueueKey, p: crate::placement::Placement) -> Option<Usage> {
         let Some(w) = self.queue.take(&key) else {
-            return;
+            return None;
         };
         let Some(task) = self.registry.task(&w.task_id) else {
-            return;
+            return None;
         };
         let Some(node_name) = self.pool.node(p.node).map(|n| n.name.clone()) else {
-            return;
+            return None;
         };
         let Some(inv) = self.inventories.get(&node_name) else {
-            return;
+            return None;
         };
         let gpus = p
             .gpus
@@ -244,7 +253,7 @@ impl Scheduler {
         if let Err(e) = self.pool.commit(&w.demand, &p) {
             tracing::error!(task = %w.task_id, error = %e, "placement did not fit at bind; requeued");
             self.requeue_front(key, w);
-            return;
+            return None;
         }
         let mut b = self.gate.store().batch();
         b.put_allocation(&allocation);
@@ -264,17 +273,20 @@ impl Scheduler {
                 tracing::error!(task = %w.task_id, error = %e, "could not record allocation; requeued");
                 self.refresh_node(&node_name);
                 self.requeue_front(key, w);
-                return;
+                return None;
             }
         };
         self.placer.observe(&w.demand);
-        self.ledger.insert(Entry {
+        let entry = Entry {
             allocation: allocation.clone(),
             demand: w.demand,
             placement: Some(p),
-        });
+        };
+        let usage = ledger::allocation_usage(&entry);
+        self.ledger.insert(entry);
         self.refresh_node(&node_name);
         task.do_send(Placed { allocation, ticket });
+        Some(usage)
     }
 }
 
