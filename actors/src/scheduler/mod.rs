@@ -14,6 +14,7 @@ use crate::registry::Registry;
 use crate::task::{Pending, Placed};
 use actix::prelude::*;
 use caldera_spec::wire::AllocationUse;
+use caldera_spec::Usage;
 use caldera_spec::{
     Allocation, Event, EventKind, GpuGrant, NodeInventory, NodeMetrics, Quota, TaskSpec,
 };
