@@ -27,11 +27,17 @@ impl Reply {
 
 impl Api {
     pub fn new(addr: &str, token: Option<&str>) -> Api {
-        Api { addr: addr.to_string(), token: token.map(str::to_string) }
+        Api {
+            addr: addr.to_string(),
+            token: token.map(str::to_string),
+        }
     }
 
     pub fn with_token(&self, token: &str) -> Api {
-        Api { addr: self.addr.clone(), token: Some(token.to_string()) }
+        Api {
+            addr: self.addr.clone(),
+            token: Some(token.to_string()),
+        }
     }
 
     pub fn get(&self, path: &str) -> Reply {
@@ -50,7 +56,10 @@ impl Api {
     pub fn request(&self, method: &str, path: &str, body: Option<&str>) -> Reply {
         match self.try_request(method, path, body) {
             Ok(r) => r,
-            Err(e) => Reply { status: 0, body: serde_json::json!({"transport_error": e.to_string()}) },
+            Err(e) => Reply {
+                status: 0,
+                body: serde_json::json!({"transport_error": e.to_string()}),
+            },
         }
     }
 
@@ -58,7 +67,11 @@ impl Api {
         let mut s = TcpStream::connect(&self.addr)?;
         s.set_read_timeout(Some(Duration::from_secs(30)))?;
         let body = body.unwrap_or("");
-        let auth = self.token.as_ref().map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+        let auth = self
+            .token
+            .as_ref()
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
         write!(
             s,
             "{method} {path} HTTP/1.1\r\nHost: {}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -69,10 +82,23 @@ impl Api {
         s.read_to_end(&mut raw)?;
         let text = String::from_utf8_lossy(&raw);
         let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-        let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
-        let payload = if chunked { dechunk(rest) } else { rest.to_string() };
-        Ok(Reply { status, body: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null) })
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let chunked = head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked");
+        let payload = if chunked {
+            dechunk(rest)
+        } else {
+            rest.to_string()
+        };
+        Ok(Reply {
+            status,
+            body: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
+        })
     }
 }
 

@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 
 /// A port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
 }
 
 /// Polls `f` every 50 ms until it holds or `timeout` passes.
@@ -69,22 +72,37 @@ impl ControlPlane {
 
     fn spawn(&mut self) {
         std::fs::create_dir_all(&self.data_dir).ok();
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).ok();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .ok();
         let mut cmd = Command::new(&self.bin);
-        cmd.args(["server", "--data-dir"]).arg(&self.data_dir).args(["--listen", &self.addr]);
+        cmd.args(["server", "--data-dir"])
+            .arg(&self.data_dir)
+            .args(["--listen", &self.addr]);
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
-        cmd.stdout(Stdio::piped()).stderr(log.map(Stdio::from).unwrap_or(Stdio::null()));
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
+        cmd.stdout(Stdio::piped())
+            .stderr(log.map(Stdio::from).unwrap_or(Stdio::null()));
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
         // Drain stdout so the server never blocks on a full pipe.
         if let Some(out) = child.stdout.take() {
             std::thread::spawn(move || for _ in BufReader::new(out).lines() {});
         }
         self.child = Some(child);
         let api = self.operator();
-        let up = wait_until(Duration::from_secs(20), || api.get("/healthz").status == 200);
-        assert!(up, "control plane did not answer /healthz; log: {}", std::fs::read_to_string(&self.log).unwrap_or_default());
+        let up = wait_until(Duration::from_secs(20), || {
+            api.get("/healthz").status == 200
+        });
+        assert!(
+            up,
+            "control plane did not answer /healthz; log: {}",
+            std::fs::read_to_string(&self.log).unwrap_or_default()
+        );
     }
 
     pub fn url(&self) -> String {
@@ -101,7 +119,9 @@ impl ControlPlane {
 
     /// Creates a tenant and returns its token.
     pub fn tenant(&self, name: &str) -> String {
-        let r = self.operator().post("/v1/tenants", &format!(r#"{{"name":"{name}"}}"#));
+        let r = self
+            .operator()
+            .post("/v1/tenants", &format!(r#"{{"name":"{name}"}}"#));
         assert_eq!(r.status, 201, "{:?}", r.body);
         r.data()["token"].as_str().unwrap_or_default().to_string()
     }
@@ -166,13 +186,24 @@ impl Agent {
             "--simulate-disk-gb".into(),
             "100".into(),
         ];
-        let mut a = Agent { name: name.into(), log: data_dir.join("agent.log"), data_dir, child: None, args, bin: bin.to_path_buf() };
+        let mut a = Agent {
+            name: name.into(),
+            log: data_dir.join("agent.log"),
+            data_dir,
+            child: None,
+            args,
+            bin: bin.to_path_buf(),
+        };
         a.spawn();
         a
     }
 
     fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).ok();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .ok();
         let err = log.as_ref().and_then(|f| f.try_clone().ok());
         let child = Command::new(&self.bin)
             .args(&self.args)

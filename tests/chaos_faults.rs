@@ -1,0 +1,234 @@
+//! Faults against real processes: kill -9 a node agent, kill -9 the control
+//! plane, pause an agent past its lease. Every acknowledged task survives, and
+//! no task ever runs twice.
+use caldera_chaos_tests::{wait_until, Agent, Api, ControlPlane};
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_caldera");
+
+/// A workload that appends one line per start to a file outside any node's
+/// data dir, then sleeps: the file counts how often the task really started.
+fn counted(id: &str, starts: &Path, secs: u32) -> String {
+    serde_json::json!({
+        "task_id": id, "task_type": "training",
+        "resources": {"gpu": {"count": 1, "memory_gb": 10}, "cpu": {"cores": 1}},
+        "command": ["sh", "-c", format!(
+            "echo $CALDERA_ALLOCATION_ID >> {0}; echo $$ > {0}.pid.$CALDERA_ALLOCATION_ID; exec sleep {secs}",
+            starts.display()
+        )]
+    })
+    .to_string()
+}
+
+fn view(api: &Api, id: &str) -> Value {
+    api.get(&format!("/v1/tasks/{id}")).data().clone()
+}
+
+fn wait_running(api: &Api, id: &str, secs: u64) -> Value {
+    let mut v = Value::Null;
+    let ok = wait_until(Duration::from_secs(secs), || {
+        v = view(api, id);
+        v["state"] == "running"
+    });
+    assert!(ok, "{id} not running: {v:#}");
+    v
+}
+
+/// Whether the workload of `allocation` (its pid recorded by [`counted`]) still runs.
+fn alive(starts: &Path, allocation: &str) -> bool {
+    let pid: i32 = std::fs::read_to_string(format!("{}.pid.{allocation}", starts.display()))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Gone, or a zombie waiting to be reaped: not running.
+    pid > 0 && !stat.is_empty() && !stat.contains(") Z ")
+}
+
+fn lines(p: &Path) -> Vec<String> {
+    std::fs::read_to_string(p)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn start_cluster(dir: &Path) -> (ControlPlane, Agent, Agent) {
+    let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), &[]);
+    let a = Agent::start(Path::new(BIN), &cp, "node-a", "2xA100-80GB", dir);
+    let b = Agent::start(Path::new(BIN), &cp, "node-b", "2xA100-80GB", dir);
+    let op = cp.operator();
+    assert!(wait_until(Duration::from_secs(20), || {
+        op.get("/v1/nodes").data()["nodes"]
+            .as_array()
+            .is_some_and(|n| n.iter().filter(|n| n["connected"] == true).count() == 2)
+    }));
+    (cp, a, b)
+}
+
+#[test]
+fn killing_an_agent_requeues_its_task_onto_the_other_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, mut a, mut b) = start_cluster(dir.path());
+    let api = cp.api(&cp.tenant("team-a"));
+    let starts = dir.path().join("starts");
+    assert_eq!(
+        api.post("/v1/tasks", &counted("long-1", &starts, 120))
+            .status,
+        201
+    );
+    let first = wait_running(&api, "long-1", 20);
+    let node = first["allocation"]["node"].as_str().unwrap().to_string();
+    if node == "node-a" {
+        a.kill9()
+    } else {
+        b.kill9()
+    }
+
+    let mut v = Value::Null;
+    let moved = wait_until(Duration::from_secs(20), || {
+        v = view(&api, "long-1");
+        v["state"] == "running" && v["allocation"]["node"].as_str() != Some(node.as_str())
+    });
+    assert!(moved, "task did not move off {node}: {v:#}");
+    assert_eq!(v["attempts"], 2);
+    let history: Vec<&str> = v["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["state"].as_str().unwrap_or(""))
+        .collect();
+    assert!(
+        history.windows(2).any(|w| w == ["running", "queued"]),
+        "{history:?}"
+    );
+    let lost = cp.operator().get(&format!("/v1/events?node={node}")).data()["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(lost.iter().any(|e| e["kind"] == "node_lost"), "{lost:#?}");
+    // The killed agent's workload died with it (PDEATHSIG): two starts, never two at once.
+    assert!(
+        wait_until(Duration::from_secs(5), || lines(&starts).len() == 2),
+        "{:?}",
+        lines(&starts)
+    );
+    let old = first["allocation"]["allocation_id"].as_str().unwrap_or("");
+    assert!(
+        wait_until(Duration::from_secs(5), || !alive(&starts, old)),
+        "the dead agent's workload {old} survived it"
+    );
+    let nodes = cp.operator().get(&format!("/v1/nodes/{node}"));
+    assert_eq!(nodes.data()["state"], "lost");
+}
+
+#[test]
+fn restarting_the_control_plane_loses_nothing_and_starts_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut cp, _a, _b) = start_cluster(dir.path());
+    let token = cp.tenant("team-a");
+    let api = cp.api(&token);
+    let starts = dir.path().join("starts");
+    assert_eq!(
+        api.post("/v1/tasks", &counted("keep-running", &starts, 120))
+            .status,
+        201
+    );
+    let before = wait_running(&api, "keep-running", 20);
+    // One more that waits forever (8 GPUs on one node do not exist) and one that finished.
+    let queued = r#"{"task_id":"waits","task_type":"training","resources":{"gpu":{"count":8}}}"#;
+    assert_eq!(api.post("/v1/tasks", queued).status, 201);
+    let done = r#"{"task_id":"done","task_type":"training","resources":{"cpu":{"cores":1}},"command":["true"]}"#;
+    assert_eq!(api.post("/v1/tasks", done).status, 201);
+    assert!(wait_until(Duration::from_secs(20), || view(&api, "done")
+        ["state"]
+        == "finished"));
+
+    cp.restart();
+    let api = cp.api(&token);
+    // Every acknowledged task is still there, in the same state.
+    assert_eq!(view(&api, "waits")["state"], "queued");
+    assert_eq!(view(&api, "done")["state"], "finished");
+    // The agents reconnect and the running workload is adopted, not restarted.
+    let op = cp.operator();
+    assert!(wait_until(Duration::from_secs(20), || {
+        op.get("/v1/nodes").data()["nodes"]
+            .as_array()
+            .is_some_and(|n| n.iter().filter(|n| n["connected"] == true).count() == 2)
+    }));
+    std::thread::sleep(Duration::from_secs(3)); // past the node timeout: nothing may be declared lost
+    let after = view(&api, "keep-running");
+    assert_eq!(after["state"], "running", "{after:#}");
+    assert_eq!(
+        after["allocation"]["allocation_id"],
+        before["allocation"]["allocation_id"]
+    );
+    assert_eq!(after["attempts"], 1);
+    assert_eq!(
+        lines(&starts).len(),
+        1,
+        "started twice: {:?}",
+        lines(&starts)
+    );
+    // The adopted workload is still controlled: release stops it.
+    let r = api.post("/v1/tasks/keep-running/release", "");
+    assert_eq!(r.data()["state"], "released", "{:#}", r.body);
+}
+
+#[test]
+fn a_paused_agent_is_fenced_and_kills_what_it_no_longer_owns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, a, b) = start_cluster(dir.path());
+    let api = cp.api(&cp.tenant("team-a"));
+    let starts = dir.path().join("starts");
+    assert_eq!(
+        api.post("/v1/tasks", &counted("fenced", &starts, 120))
+            .status,
+        201
+    );
+    let first = wait_running(&api, "fenced", 20);
+    let node = first["allocation"]["node"].as_str().unwrap().to_string();
+    let victim = if node == "node-a" { &a } else { &b };
+    victim.pause();
+    let mut v = Value::Null;
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            v = view(&api, "fenced");
+            v["state"] == "running" && v["allocation"]["node"].as_str() != Some(node.as_str())
+        }),
+        "{v:#}"
+    );
+    victim.resume();
+    // The returning agent learns its epoch is stale and kills the old workload:
+    // the first allocation's process must be gone.
+    let old_alloc = first["allocation"]["allocation_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let fenced = wait_until(Duration::from_secs(20), || {
+        cp.operator().get(&format!("/v1/events?node={node}")).data()["events"]
+            .as_array()
+            .is_some_and(|e| {
+                e.iter().any(|e| {
+                    e["kind"] == "node_fenced"
+                        && e["message"].as_str().unwrap_or("").contains(&old_alloc)
+                })
+            })
+    });
+    assert!(fenced, "no fencing event for {old_alloc}");
+    assert!(
+        wait_until(Duration::from_secs(10), || !alive(&starts, &old_alloc)),
+        "old workload {old_alloc} still runs"
+    );
+    let new_alloc = view(&api, "fenced")["allocation"]["allocation_id"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        alive(&starts, &new_alloc),
+        "new workload {new_alloc} is not running"
+    );
+    assert_eq!(lines(&starts).len(), 2);
+}
