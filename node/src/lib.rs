@@ -1,12 +1,42 @@
 //! caldera-node: the node agent. It probes the machine ([`probe`]), keeps one
 //! WebSocket session with the control plane ([`session`]), and runs each
-//! allocation's workload as a supervised process group ([`runtime`]).
+//! allocation's workload as a supervised process group ([`runtime`]), all from
+//! one event loop ([`agent`]).
+pub mod agent;
+pub mod cgroup;
 pub mod config;
 pub mod error;
 pub mod probe;
+pub mod runtime;
+pub mod session;
 pub mod sim_gpus;
 
+pub use agent::run_until;
 pub use config::AgentConfig;
 pub use error::{AgentError, StartError};
-pub mod cgroup;
-pub mod runtime;
+
+/// Runs the agent on the calling thread until SIGINT or SIGTERM, then stops its
+/// workloads and returns. Blocks: it creates its own actix System. Call it from
+/// a thread that lives as long as the agent — workloads are forked from it and
+/// die with it (PR_SET_PDEATHSIG).
+pub fn run(config: AgentConfig) -> Result<(), AgentError> {
+    config.validate()?;
+    let system = actix_rt::System::new();
+    system.block_on(async move {
+        let shutdown = shutdown_signal().map_err(AgentError::Runtime)?;
+        run_until(config, shutdown).await
+    })
+}
+
+/// Completes on the first SIGINT or SIGTERM.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+            _ = int.recv() => tracing::info!("SIGINT received"),
+        }
+    })
+}

@@ -1,9 +1,105 @@
-//! `caldera node`: owned by the node agent work.
+//! `caldera node --join URL --token T`: run a node agent on this machine.
 use super::CliError;
+use caldera_node::{AgentConfig, AgentError};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
+/// Flags of `caldera node`.
 #[derive(clap::Args, Debug)]
-pub struct NodeArgs {}
+pub struct NodeArgs {
+    /// Control plane URL, e.g. http://10.0.0.5:7070.
+    #[arg(long, value_name = "URL")]
+    pub join: String,
+    /// Cluster join token.
+    #[arg(long, env = "CALDERA_JOIN_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// Node name, unique in the cluster [default: the hostname].
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Logs, checkpoints and workloads.json [default: ./caldera-node-data/<name>].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Declare GPUs this machine does not have, e.g. "8xA100-80GB,2xT4-16GB".
+    #[arg(long, value_name = "SPEC")]
+    pub simulate_gpus: Option<String>,
+    /// Declare the CPU cores offered instead of probing them.
+    #[arg(long, value_name = "N")]
+    pub simulate_cpu_cores: Option<u32>,
+    /// Declare the memory offered, GB, instead of probing it.
+    #[arg(long, value_name = "GB")]
+    pub simulate_memory_gb: Option<u64>,
+    /// Declare the disk offered, GB, instead of probing the data dir's filesystem.
+    #[arg(long, value_name = "GB")]
+    pub simulate_disk_gb: Option<u64>,
+    /// A node label for placement, key=value (repeatable).
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<String>,
+    /// Heartbeat period until the control plane sets one, ms.
+    #[arg(long, default_value_t = 1000)]
+    pub heartbeat_ms: u64,
+    /// On SIGINT/SIGTERM: grace between SIGTERM and SIGKILL for workloads, ms.
+    #[arg(long, default_value_t = 2000)]
+    pub shutdown_grace_ms: u64,
+}
 
-pub fn run(_args: NodeArgs) -> Result<(), CliError> {
-    Err(CliError::Failed("node agent is being built".into()))
+impl NodeArgs {
+    /// The agent configuration these flags describe (validated).
+    pub fn into_config(self) -> Result<AgentConfig, CliError> {
+        let mut labels = BTreeMap::new();
+        for label in &self.labels {
+            let (k, v) = label
+                .split_once('=')
+                .ok_or_else(|| CliError::Usage(format!("--label {label:?}: expected KEY=VALUE")))?;
+            labels.insert(k.trim().to_string(), v.trim().to_string());
+        }
+        let node_name = self
+            .name
+            .unwrap_or_else(caldera_node::config::default_node_name);
+        let config = AgentConfig {
+            join_url: self.join,
+            token: self.token,
+            data_dir: self
+                .data_dir
+                .unwrap_or_else(|| caldera_node::config::default_data_dir(&node_name)),
+            node_name,
+            simulate_gpus: self.simulate_gpus,
+            simulate_cpu_cores: self.simulate_cpu_cores,
+            simulate_memory_gb: self.simulate_memory_gb,
+            simulate_disk_gb: self.simulate_disk_gb,
+            labels,
+            heartbeat_ms: self.heartbeat_ms,
+            shutdown_grace_ms: self.shutdown_grace_ms,
+        };
+        config.validate().map_err(agent_error)?;
+        Ok(config)
+    }
+}
+
+fn agent_error(e: AgentError) -> CliError {
+    match e {
+        AgentError::Config(_) | AgentError::SimulatedGpus(_) => CliError::Usage(e.to_string()),
+        _ => CliError::Failed(format!("{e} [{}]", e.code())),
+    }
+}
+
+/// Runs the agent until SIGINT/SIGTERM.
+pub fn run(args: NodeArgs) -> Result<(), CliError> {
+    init_logs();
+    let config = args.into_config()?;
+    caldera_node::run(config).map_err(agent_error)
+}
+
+/// Logs to stderr; filter from CALDERA_LOG, else RUST_LOG, else `info`.
+fn init_logs() {
+    use tracing_subscriber::EnvFilter;
+    let filter = std::env::var("CALDERA_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .ok()
+        .and_then(|f| EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| EnvFilter::new("info"));
+    // A subscriber installed earlier (e.g. by `caldera up`) stays.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }

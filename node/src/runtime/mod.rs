@@ -54,7 +54,8 @@ pub struct Runtime {
     outbox: VecDeque<WorkloadEvent>,
     notes: UnboundedSender<Note>,
     next_run: u64,
-    finished: VecDeque<String>,
+    /// (allocation id, task id) of workloads that are gone, newest last.
+    finished: VecDeque<(String, String)>,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -172,7 +173,7 @@ impl Runtime {
     /// this node already has (or recently had) is ignored: nothing runs twice.
     pub fn start(&mut self, cmd: &StartCommand) {
         let id = &cmd.allocation_id;
-        if self.workloads.contains_key(id) || self.finished.contains(id) {
+        if self.workloads.contains_key(id) || self.finished.iter().any(|(a, _)| a == id) {
             // A redelivered command: its first delivery already produced events,
             // and a second StartFailed would misreport the first run.
             tracing::warn!(
@@ -199,7 +200,7 @@ impl Runtime {
             }
             Err(e) => {
                 tracing::warn!("allocation {id} failed to start [{}]: {e}", e.code());
-                self.remember_finished(id);
+                self.remember_finished(id, &cmd.task_id);
                 let reason = e.to_string();
                 self.event(
                     id,
@@ -323,7 +324,7 @@ impl Runtime {
                 stopped: true,
             };
             w.exit = Some(status.clone());
-            self.remember_finished(allocation_id);
+            self.remember_finished(allocation_id, &task);
             self.event(
                 allocation_id,
                 &task,
@@ -419,7 +420,7 @@ impl Runtime {
                 WorkloadEventKind::CheckpointSaved { path },
             );
         }
-        self.remember_finished(allocation_id);
+        self.remember_finished(allocation_id, &task);
         self.event(
             allocation_id,
             &task,
@@ -429,11 +430,12 @@ impl Runtime {
         self.write_ledger();
     }
 
-    fn remember_finished(&mut self, allocation_id: &str) {
+    fn remember_finished(&mut self, allocation_id: &str, task_id: &str) {
         if self.finished.len() >= FINISHED_MEMORY {
             self.finished.pop_front();
         }
-        self.finished.push_back(allocation_id.to_string());
+        self.finished
+            .push_back((allocation_id.to_string(), task_id.to_string()));
     }
 
     /// True when nothing runs or is held.
@@ -544,20 +546,20 @@ impl Runtime {
         usage::simulated_gpu_use(self.workloads.values())
     }
 
-    /// The tail of an allocation's log (of its task's file), and whether it was cut.
+    /// The tail of an allocation's log (its task's file, also after the workload
+    /// is gone), and whether it was cut.
     pub fn tail_log(&self, allocation_id: &str, tail_bytes: u64) -> (String, bool) {
-        let Some(w) = self.workloads.get(allocation_id) else {
-            return (String::new(), false);
+        let path = match self.workloads.get(allocation_id) {
+            Some(w) => w.log_path.clone(),
+            None => match self.finished.iter().rev().find(|(a, _)| a == allocation_id) {
+                Some((_, task)) => logs::log_path(&self.data_dir, task),
+                None => return (String::new(), false),
+            },
         };
-        logs::tail(&w.log_path, tail_bytes).unwrap_or_else(|e| {
-            tracing::warn!("reading log {}: {e}", w.log_path.display());
+        logs::tail(&path, tail_bytes).unwrap_or_else(|e| {
+            tracing::warn!("reading log {}: {e}", path.display());
             (String::new(), false)
         })
-    }
-
-    /// The task log path for a task id (even when its workload is gone).
-    pub fn log_path(&self, task_id: &str) -> PathBuf {
-        logs::log_path(&self.data_dir, task_id)
     }
 
     fn write_ledger(&self) {

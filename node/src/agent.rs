@@ -1,0 +1,315 @@
+//! The agent's event loop: the one place that owns the probe, the runtime and
+//! the current session, so no state is shared or locked. It turns session
+//! events into hellos, heartbeats and command handling, and runtime notes into
+//! workload events. It runs on the thread that called [`crate::run`], which is
+//! also the thread every workload is forked from (see `runtime::spawn`).
+use crate::cgroup::Isolation;
+use crate::config::AgentConfig;
+use crate::error::AgentError;
+use crate::probe::Probe;
+use crate::runtime::{Note, Runtime};
+use crate::session::{self, SessionConfig, SessionEvent};
+use caldera_spec::wire::{Heartbeat, Hello, NodeMessage, ServerMessage, Welcome, PROTOCOL_VERSION};
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::watch;
+use tokio::time::{interval, Interval, MissedTickBehavior};
+
+/// How often checkpoint dirs are looked at.
+const CHECKPOINT_POLL: Duration = Duration::from_secs(1);
+/// Extra time after the shutdown grace for the last exits to be reaped.
+const SHUTDOWN_SLACK: Duration = Duration::from_secs(2);
+
+/// The session as the loop knows it.
+struct Connection {
+    generation: u64,
+    outbound: UnboundedSender<NodeMessage>,
+    /// Set by the welcome; commands of any other epoch are ignored.
+    epoch: Option<u64>,
+    /// Allocation ids the hello reported (the welcome's keep/kill refer to them).
+    reported: Vec<String>,
+}
+
+struct Agent {
+    config: AgentConfig,
+    probe: Probe,
+    runtime: Runtime,
+    connection: Option<Connection>,
+    /// A new heartbeat period from a welcome, for the loop to apply.
+    new_heartbeat: Option<Duration>,
+}
+
+/// Runs the agent until `shutdown` completes, then stops every workload (SIGTERM,
+/// the configured grace, SIGKILL) and returns. Must be called inside an actix
+/// System (or a tokio current-thread runtime with a `LocalSet`).
+pub async fn run_until(
+    config: AgentConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), AgentError> {
+    config.validate()?;
+    let mut config = config;
+    config.data_dir = prepare_data_dir(&config.data_dir)?;
+    let isolation = Isolation::detect(&config.node_name);
+    let probe = Probe::new(&config)?;
+    tracing::info!(
+        node = %config.node_name,
+        isolation = %isolation.label(),
+        gpus = %probe.gpus.source(),
+        "node agent starting; data in {}",
+        config.data_dir.display()
+    );
+    let (mut runtime, mut notes) = Runtime::new(
+        config.data_dir.clone(),
+        isolation,
+        probe.gpus.is_simulated(),
+    );
+    runtime.recover_leftovers();
+
+    let (events_tx, mut events) = unbounded_channel();
+    let (stop_session, session_stopped) = watch::channel(false);
+    let session_config = SessionConfig {
+        url: config.connect_url(),
+        token: config.token.clone(),
+        ping_interval: config.heartbeat(),
+        welcome_timeout: Duration::from_secs(10),
+        connect_timeout: Duration::from_secs(5),
+    };
+    let session = actix_rt::spawn(session::run(session_config, events_tx, session_stopped));
+
+    let mut heartbeat = new_interval(config.heartbeat());
+    let mut checkpoints = new_interval(CHECKPOINT_POLL);
+    let mut agent = Agent {
+        config,
+        probe,
+        runtime,
+        connection: None,
+        new_heartbeat: None,
+    };
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            Some(event) = events.recv() => agent.on_session(event),
+            Some(note) = notes.recv() => {
+                agent.runtime.handle(note);
+                agent.flush();
+            }
+            _ = checkpoints.tick() => {
+                agent.runtime.poll_checkpoints();
+                agent.flush();
+            }
+            _ = heartbeat.tick() => agent.heartbeat(),
+        }
+        if let Some(period) = agent.new_heartbeat.take() {
+            heartbeat = new_interval(period);
+        }
+    }
+    agent.shut_down(&mut notes).await;
+    let _ = stop_session.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(2), session).await;
+    Ok(())
+}
+
+fn new_interval(period: Duration) -> Interval {
+    let mut i = interval(period);
+    i.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    i
+}
+
+/// Creates the data dir and makes it absolute (workloads get paths inside it).
+fn prepare_data_dir(dir: &std::path::Path) -> Result<PathBuf, AgentError> {
+    let err = |source| AgentError::DataDir {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(err)?;
+    dir.canonicalize().map_err(err)
+}
+
+impl Agent {
+    fn on_session(&mut self, event: SessionEvent) {
+        match event {
+            SessionEvent::Connected {
+                generation,
+                outbound,
+            } => self.hello(generation, outbound),
+            SessionEvent::Message {
+                generation,
+                message,
+            } => {
+                if self.connection.as_ref().map(|c| c.generation) == Some(generation) {
+                    self.on_message(message);
+                }
+            }
+            SessionEvent::Disconnected { generation, reason } => {
+                if self.connection.as_ref().map(|c| c.generation) == Some(generation) {
+                    tracing::info!(
+                        "disconnected ({reason}); {} workload(s) keep running, {} event(s) queued",
+                        self.runtime.reports().len(),
+                        self.runtime.pending_events()
+                    );
+                    self.connection = None;
+                }
+            }
+        }
+    }
+
+    /// Says hello on a new connection: identity, inventory, and every workload
+    /// still alive or exited-but-unreported.
+    fn hello(&mut self, generation: u64, outbound: UnboundedSender<NodeMessage>) {
+        let workloads = self.runtime.reports();
+        let reported = workloads.iter().map(|w| w.allocation_id.clone()).collect();
+        let hello = Hello {
+            protocol: PROTOCOL_VERSION,
+            node_name: self.config.node_name.clone(),
+            agent_version: env!("CARGO_PKG_VERSION").to_string(),
+            inventory: self
+                .probe
+                .inventory(&self.config.labels, &self.runtime.isolation().label()),
+            workloads,
+        };
+        let _ = outbound.send(NodeMessage::Hello(hello));
+        self.connection = Some(Connection {
+            generation,
+            outbound,
+            epoch: None,
+            reported,
+        });
+    }
+
+    fn on_message(&mut self, message: ServerMessage) {
+        match message {
+            ServerMessage::Welcome(welcome) => self.welcome(welcome),
+            ServerMessage::Refused { reason } => {
+                tracing::warn!("control plane refused this node: {reason}; will retry");
+            }
+            ServerMessage::Start(cmd) => {
+                if self.current_epoch(cmd.epoch, "start", &cmd.allocation_id) {
+                    self.runtime.start(&cmd);
+                    self.flush();
+                }
+            }
+            ServerMessage::Stop(cmd) => {
+                if self.current_epoch(cmd.epoch, "stop", &cmd.allocation_id) {
+                    tracing::info!("stopping allocation {}: {}", cmd.allocation_id, cmd.reason);
+                    self.runtime
+                        .stop(&cmd.allocation_id, Duration::from_millis(cmd.grace_ms));
+                    self.flush();
+                }
+            }
+            ServerMessage::FetchLogs {
+                request_id,
+                epoch,
+                allocation_id,
+                tail_bytes,
+            } => {
+                if self.current_epoch(epoch, "fetch_logs", &allocation_id) {
+                    let (content, truncated) = self.runtime.tail_log(&allocation_id, tail_bytes);
+                    self.send(NodeMessage::Logs {
+                        request_id,
+                        allocation_id,
+                        content,
+                        truncated,
+                    });
+                }
+            }
+        }
+    }
+
+    /// True when `epoch` is this session's; otherwise logs and says no.
+    fn current_epoch(&self, epoch: u64, what: &str, allocation_id: &str) -> bool {
+        let current = self.connection.as_ref().and_then(|c| c.epoch);
+        if current == Some(epoch) {
+            return true;
+        }
+        tracing::warn!(
+            "ignoring {what} for allocation {allocation_id}: epoch {epoch}, current {current:?}"
+        );
+        false
+    }
+
+    fn welcome(&mut self, welcome: Welcome) {
+        let Some(conn) = self.connection.as_mut() else {
+            return;
+        };
+        conn.epoch = Some(welcome.epoch);
+        let reported = std::mem::take(&mut conn.reported);
+        tracing::info!(
+            "welcomed as {} with epoch {}: adopting {}, killing {}",
+            welcome.node_name,
+            welcome.epoch,
+            welcome.keep.len(),
+            reported.len() - reported.iter().filter(|r| welcome.keep.contains(r)).count()
+        );
+        self.runtime
+            .apply_welcome(welcome.epoch, &welcome.keep, &reported);
+        let period = if welcome.heartbeat_interval_ms >= 50 {
+            Duration::from_millis(welcome.heartbeat_interval_ms)
+        } else {
+            self.config.heartbeat()
+        };
+        self.new_heartbeat = Some(period);
+        self.heartbeat();
+    }
+
+    fn send(&self, message: NodeMessage) {
+        if let Some(conn) = &self.connection {
+            let _ = conn.outbound.send(message);
+        }
+    }
+
+    /// The epoch of a welcomed, still-open session.
+    fn live_epoch(&self) -> Option<u64> {
+        self.connection
+            .as_ref()
+            .filter(|c| !c.outbound.is_closed())
+            .and_then(|c| c.epoch)
+    }
+
+    /// Sends queued workload events, but only on a welcomed session: before the
+    /// welcome they wait (the hello's reports cover exits meanwhile).
+    fn flush(&mut self) {
+        if self.live_epoch().is_none() {
+            return;
+        }
+        for event in self.runtime.take_events() {
+            self.send(NodeMessage::Event(event));
+        }
+    }
+
+    /// Measures and sends one heartbeat (welcomed sessions only: an idle,
+    /// disconnected agent does no sampling work at all).
+    fn heartbeat(&mut self) {
+        let Some(epoch) = self.live_epoch() else {
+            return;
+        };
+        self.flush();
+        let gpu_by_pid = self.probe.gpus.per_process();
+        self.runtime.sample_usage(&gpu_by_pid);
+        let metrics = self.probe.metrics(&self.runtime.simulated_gpu_use());
+        self.send(NodeMessage::Heartbeat(Heartbeat {
+            epoch,
+            metrics,
+            workloads: self.runtime.reports(),
+        }));
+        self.runtime.purge_reported();
+    }
+
+    /// Stops every workload and waits (bounded) for them to be reaped, so their
+    /// exits are reported before the agent goes.
+    async fn shut_down(&mut self, notes: &mut UnboundedReceiver<Note>) {
+        let grace = Duration::from_millis(self.config.shutdown_grace_ms);
+        tracing::info!("shutting down: stopping workloads (grace {grace:?})");
+        self.runtime.stop_all(grace);
+        let deadline = tokio::time::Instant::now() + grace + SHUTDOWN_SLACK;
+        while !self.runtime.all_exited() {
+            match tokio::time::timeout_at(deadline, notes.recv()).await {
+                Ok(Some(note)) => self.runtime.handle(note),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        self.flush();
+    }
+}
