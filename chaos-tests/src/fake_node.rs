@@ -1,0 +1,97 @@
+//! A fake node agent speaking the real wire protocol over a hand-rolled
+//! WebSocket client: enough to hold a session open and heartbeat, so that a
+//! benchmark can put a thousand nodes in front of one control plane.
+//! It runs no workloads; its hello says every GPU is simulated.
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// Opens a session as `name` with `gpus` simulated 80 GB GPUs; returns the socket and the epoch.
+pub fn join(addr: &str, token: &str, name: &str, gpus: u32) -> std::io::Result<(TcpStream, u64)> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_nodelay(true)?;
+    write!(
+        s,
+        "GET /v1/nodes/connect HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )?;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte)?;
+        head.push(byte[0]);
+    }
+    if !head.starts_with(b"HTTP/1.1 101") {
+        return Err(std::io::Error::other(String::from_utf8_lossy(&head).to_string()));
+    }
+    let gpu_list: Vec<serde_json::Value> = (0..gpus)
+        .map(|i| {
+            serde_json::json!({"index": i, "uuid": format!("GPU-SIM-{name}-{i}"), "model": "A100", "memory_total_mb": 81920,
+                "memory_used_mb": 0, "utilization_pct": 0, "simulated": true})
+        })
+        .collect();
+    let hello = serde_json::json!({"type": "hello", "protocol": 1, "node_name": name, "agent_version": "fake-node",
+        "inventory": {"hostname": name, "gpus": gpu_list, "cpu_cores": 96, "memory_total_mb": 1048576, "disks": [],
+            "disk_offered_mb": 4194304, "labels": {}, "simulated_host": true, "isolation": "none (fake node)", "gpu_source": "simulated"},
+        "workloads": []});
+    send_text(&mut s, &hello.to_string())?;
+    let welcome = read_text(&mut s)?;
+    let v: serde_json::Value = serde_json::from_str(&welcome).map_err(std::io::Error::other)?;
+    let epoch = v["epoch"].as_u64().ok_or_else(|| std::io::Error::other(format!("no welcome: {welcome}")))?;
+    Ok((s, epoch))
+}
+
+/// Sends one heartbeat with empty metrics.
+pub fn heartbeat(s: &mut TcpStream, epoch: u64) -> std::io::Result<()> {
+    let hb = format!(r#"{{"type":"heartbeat","epoch":{epoch},"metrics":{{"gpus":[],"cpu_used_pct":0.0,"memory_used_mb":0,"disk_free_mb":0,"disk_read_bytes_per_s":0,"disk_write_bytes_per_s":0}},"workloads":[]}}"#);
+    send_text(s, &hb)
+}
+
+/// Reads and drops whatever the control plane sent, without blocking long.
+pub fn drain(s: &mut TcpStream) {
+    let _ = s.set_read_timeout(Some(Duration::from_millis(1)));
+    let mut buf = [0u8; 65536];
+    while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+    let _ = s.set_read_timeout(None);
+}
+
+fn send_text(s: &mut TcpStream, text: &str) -> std::io::Result<()> {
+    let p = text.as_bytes();
+    let mut frame = vec![0x81u8];
+    match p.len() {
+        n if n < 126 => frame.push(0x80 | n as u8),
+        n if n < 65536 => {
+            frame.push(0x80 | 126);
+            frame.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            frame.push(0x80 | 127);
+            frame.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    let mask = [0x12u8, 0x34, 0x56, 0x78];
+    frame.extend_from_slice(&mask);
+    frame.extend(p.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    s.write_all(&frame)
+}
+
+fn read_text(s: &mut TcpStream) -> std::io::Result<String> {
+    let mut h = [0u8; 2];
+    s.read_exact(&mut h)?;
+    let len = match h[1] & 0x7f {
+        126 => {
+            let mut b = [0u8; 2];
+            s.read_exact(&mut b)?;
+            u16::from_be_bytes(b) as usize
+        }
+        127 => {
+            let mut b = [0u8; 8];
+            s.read_exact(&mut b)?;
+            u64::from_be_bytes(b) as usize
+        }
+        n => n as usize,
+    };
+    let mut buf = vec![0u8; len];
+    s.read_exact(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).to_string())
+}
