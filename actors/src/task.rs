@@ -357,6 +357,8 @@ pub struct Release {
 impl Handler<Release> for TaskActor {
     type Result = ResponseActFuture<Self, Result<TaskRecord>>;
     fn handle(&mut self, m: Release, ctx: &mut Context<Self>) -> Self::Result {
+        // A terminal outcome stops the actor only after the answer is sent.
+        let mut stop_after = false;
         let ticket = match self.rec.state {
             TaskState::Queued | TaskState::Preempted => {
                 self.sh.scheduler.do_send(Dequeue {
@@ -367,7 +369,7 @@ impl Handler<Release> for TaskActor {
                     Some(format!("released by {} before it was placed", m.by)),
                 );
                 self.sh.registry.remove_task(self.id());
-                ctx.stop();
+                stop_after = true;
                 t
             }
             s if s.holds_allocation() => {
@@ -378,11 +380,12 @@ impl Handler<Release> for TaskActor {
                     .allocation
                     .as_ref()
                     .and_then(|a| self.sh.registry.node(&a.node));
+                self.stop_workload("released");
                 if reservation || connected_node.is_none() || s == TaskState::Scheduled {
-                    self.stop_workload("released");
-                    self.finish(ctx, "released");
+                    self.free("released");
+                    self.sh.registry.remove_task(self.id());
+                    stop_after = true;
                 } else {
-                    self.stop_workload("released");
                     let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
                     ctx.run_later(wait, |act, ctx| {
                         act.finish(ctx, "released; stop not confirmed in time")
@@ -400,7 +403,12 @@ impl Handler<Release> for TaskActor {
                 }
             }
             .into_actor(self)
-            .map(|_, act, _| Ok(act.rec.clone())),
+            .map(move |_, act, ctx| {
+                if stop_after {
+                    ctx.stop();
+                }
+                Ok(act.rec.clone())
+            }),
         )
     }
 }
