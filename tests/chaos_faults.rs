@@ -232,3 +232,61 @@ fn a_paused_agent_is_fenced_and_kills_what_it_no_longer_owns() {
     );
     assert_eq!(lines(&starts).len(), 2);
 }
+
+#[test]
+fn a_task_stuck_before_running_fails_with_the_stage_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(
+        Path::new(BIN),
+        &dir.path().join("cp"),
+        &[
+            ("CALDERA_PREPARING_TIMEOUT_MS", "800"),
+            ("CALDERA_NODE_TIMEOUT_MS", "30000"),
+        ],
+    );
+    let agent = Agent::start(Path::new(BIN), &cp, "node-a", "1xA100-80GB", dir.path());
+    let op = cp.operator();
+    assert!(wait_until(Duration::from_secs(20), || op
+        .get("/v1/nodes/node-a")
+        .data()["connected"]
+        == true));
+    let api = cp.api(&cp.tenant("team-a"));
+    // A frozen agent never prepares the workload it is sent.
+    agent.pause();
+    let starts = dir.path().join("starts");
+    assert_eq!(
+        api.post("/v1/tasks", &counted("stuck", &starts, 60)).status,
+        201
+    );
+    let mut v = Value::Null;
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            v = view(&api, "stuck");
+            v["state"] == "failed"
+        }),
+        "{v:#}"
+    );
+    let why = v["failure"].as_str().unwrap_or("");
+    assert!(
+        why.contains("stuck in scheduled")
+            && why.contains("preparing timeout")
+            && why.contains("node-a"),
+        "{why}"
+    );
+    // When the agent thaws it receives start then stop: nothing keeps running.
+    agent.resume();
+    std::thread::sleep(Duration::from_secs(2));
+    let allocation = v["allocation"]["allocation_id"].as_str().unwrap_or("");
+    assert!(
+        !alive(&starts, allocation),
+        "the stuck task's workload runs after its failure"
+    );
+    // Its room is free again.
+    let node = op.get("/v1/nodes/node-a");
+    assert_eq!(
+        node.data()["gpus"][0]["memory_free_mb"],
+        81920,
+        "{:#}",
+        node.body
+    );
+}

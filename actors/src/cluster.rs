@@ -84,8 +84,9 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
     }
     for n in store.nodes()? {
         let name = n.name.clone();
+        let grace = std::time::Duration::from_millis(sh.config.boot_grace_ms);
         sh.registry
-            .add_node(&name, NodeActor::new(n, sh.clone()).start());
+            .add_node(&name, NodeActor::new(n, sh.clone(), grace).start());
     }
     let mut next_seq = 0;
     let mut live = 0;
@@ -366,7 +367,7 @@ impl Handler<NodeSession> for Cluster {
                     joined_ms: now,
                     last_seen_ms: now,
                 };
-                let a = NodeActor::new(rec, self.sh.clone()).start();
+                let a = NodeActor::new(rec, self.sh.clone(), std::time::Duration::ZERO).start();
                 self.sh.registry.add_node(&name, a.clone());
                 a
             }

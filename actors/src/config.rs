@@ -20,6 +20,10 @@ pub struct ServerConfig {
     pub heartbeat_interval_ms: u64,
     /// A node silent this long is lost, ms. Default 4000 (detection within 5 s).
     pub node_timeout_ms: u64,
+    /// After a control-plane restart, nodes get this long to reconnect before
+    /// they can be declared lost, ms: longer than the agents' reconnect backoff
+    /// cap (5 s), so a restart never looks like a fleet-wide node loss. Default 10000.
+    pub boot_grace_ms: u64,
     /// A task stuck in Preparing this long fails, ms. Default 120000.
     pub preparing_timeout_ms: u64,
     /// Grace between SIGTERM and SIGKILL when stopping a workload, ms. Default 10000.
@@ -46,6 +50,7 @@ impl Default for ServerConfig {
             join_token: None,
             heartbeat_interval_ms: 1000,
             node_timeout_ms: 4000,
+            boot_grace_ms: 10_000,
             preparing_timeout_ms: 120_000,
             stop_grace_ms: 10_000,
             placement_policy: "caldera".into(),

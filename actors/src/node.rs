@@ -39,13 +39,14 @@ pub struct NodeActor {
 }
 
 impl NodeActor {
-    /// A node actor rebuilt from its record; it gets a full timeout from now to reconnect.
-    pub fn new(rec: NodeRecord, sh: Arc<Shared>) -> Self {
+    /// A node actor for a new session, or rebuilt from its record at boot;
+    /// `grace` is added to the normal timeout before it can be declared lost.
+    pub fn new(rec: NodeRecord, sh: Arc<Shared>, grace: Duration) -> Self {
         NodeActor {
             rec,
             sh,
             session: None,
-            last_seen: Instant::now(),
+            last_seen: Instant::now() + grace,
             metrics: NodeMetrics::default(),
             log_waiters: HashMap::new(),
             next_request: 1,
@@ -92,14 +93,18 @@ impl NodeActor {
 
     fn check_liveness(&mut self, ctx: &mut Context<Self>) {
         let timeout = Duration::from_millis(self.sh.config.node_timeout_ms);
-        if self.rec.state == NodeState::Ready && self.last_seen.elapsed() > timeout {
+        let now = Instant::now();
+        if self.rec.state == NodeState::Ready
+            && now > self.last_seen
+            && now - self.last_seen > timeout
+        {
             self.lose(ctx);
         }
     }
 
     /// Declares the node lost: fence its epoch, drop the session, requeue its tasks.
     fn lose(&mut self, ctx: &mut Context<Self>) {
-        let silent = self.last_seen.elapsed();
+        let silent = Instant::now().saturating_duration_since(self.last_seen);
         self.rec.state = NodeState::Lost;
         self.rec.epoch += 1;
         self.session = None;

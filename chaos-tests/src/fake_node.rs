@@ -22,7 +22,9 @@ pub fn join(addr: &str, token: &str, name: &str, gpus: u32) -> std::io::Result<(
         head.push(byte[0]);
     }
     if !head.starts_with(b"HTTP/1.1 101") {
-        return Err(std::io::Error::other(String::from_utf8_lossy(&head).to_string()));
+        return Err(std::io::Error::other(
+            String::from_utf8_lossy(&head).to_string(),
+        ));
     }
     let gpu_list: Vec<serde_json::Value> = (0..gpus)
         .map(|i| {
@@ -37,13 +39,17 @@ pub fn join(addr: &str, token: &str, name: &str, gpus: u32) -> std::io::Result<(
     send_text(&mut s, &hello.to_string())?;
     let welcome = read_text(&mut s)?;
     let v: serde_json::Value = serde_json::from_str(&welcome).map_err(std::io::Error::other)?;
-    let epoch = v["epoch"].as_u64().ok_or_else(|| std::io::Error::other(format!("no welcome: {welcome}")))?;
+    let epoch = v["epoch"]
+        .as_u64()
+        .ok_or_else(|| std::io::Error::other(format!("no welcome: {welcome}")))?;
     Ok((s, epoch))
 }
 
 /// Sends one heartbeat with empty metrics.
 pub fn heartbeat(s: &mut TcpStream, epoch: u64) -> std::io::Result<()> {
-    let hb = format!(r#"{{"type":"heartbeat","epoch":{epoch},"metrics":{{"gpus":[],"cpu_used_pct":0.0,"memory_used_mb":0,"disk_free_mb":0,"disk_read_bytes_per_s":0,"disk_write_bytes_per_s":0}},"workloads":[]}}"#);
+    let hb = format!(
+        r#"{{"type":"heartbeat","epoch":{epoch},"metrics":{{"gpus":[],"cpu_used_pct":0.0,"memory_used_mb":0,"disk_free_mb":0,"disk_read_bytes_per_s":0,"disk_write_bytes_per_s":0}},"workloads":[]}}"#
+    );
     send_text(s, &hb)
 }
 

@@ -64,7 +64,7 @@ impl Quota {
         ];
         for (name, v) in dims {
             if let Some(v) = v {
-                if !v.is_finite() || v < 0.0 || v > 1e9 {
+                if !(0.0..=1e9).contains(&v) {
                     return Err(crate::SpecError::new(
                         crate::SpecErrorKind::OutOfRange,
                         name,

@@ -16,14 +16,26 @@ struct Args {
 }
 
 fn parse() -> Result<Args, String> {
-    let mut a = Args { bin: PathBuf::from("target/release/caldera"), requests: 20_000, concurrency: 32 };
+    let mut a = Args {
+        bin: PathBuf::from("target/release/caldera"),
+        requests: 20_000,
+        concurrency: 32,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let v = it.next().ok_or(format!("{k} needs a value"))?;
         match k.as_str() {
             "--bin" => a.bin = PathBuf::from(v),
-            "--requests" => a.requests = v.parse().map_err(|_| format!("--requests: not a number: {v}"))?,
-            "--concurrency" => a.concurrency = v.parse().map_err(|_| format!("--concurrency: not a number: {v}"))?,
+            "--requests" => {
+                a.requests = v
+                    .parse()
+                    .map_err(|_| format!("--requests: not a number: {v}"))?
+            }
+            "--concurrency" => {
+                a.concurrency = v
+                    .parse()
+                    .map_err(|_| format!("--concurrency: not a number: {v}"))?
+            }
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -40,7 +52,10 @@ impl Conn {
     fn open(addr: &str) -> std::io::Result<Conn> {
         let w = TcpStream::connect(addr)?;
         w.set_nodelay(true)?;
-        Ok(Conn { r: BufReader::new(w.try_clone()?), w })
+        Ok(Conn {
+            r: BufReader::new(w.try_clone()?),
+            w,
+        })
     }
 
     fn post(&mut self, addr: &str, token: &str, path: &str, body: &str) -> std::io::Result<u16> {
@@ -51,7 +66,11 @@ impl Conn {
         )?;
         let mut line = String::new();
         self.r.read_line(&mut line)?;
-        let status = line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let status = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
         let mut len = 0usize;
         loop {
             line.clear();
@@ -119,7 +138,11 @@ fn main() {
     }
     let wall = started.elapsed();
     all.sort();
-    let pct = |p: f64| all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1))).copied().unwrap_or_default();
+    let pct = |p: f64| {
+        all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    };
     println!(
         "acknowledged durable submissions: {} in {:.2}s = {:.0}/s; p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; errors {errors}; concurrency {}",
         all.len(),
