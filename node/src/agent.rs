@@ -194,8 +194,8 @@ impl Agent {
             ServerMessage::Stop(cmd) => {
                 if self.current_epoch(cmd.epoch, "stop", &cmd.allocation_id) {
                     tracing::info!("stopping allocation {}: {}", cmd.allocation_id, cmd.reason);
-                    self.runtime
-                        .stop(&cmd.allocation_id, Duration::from_millis(cmd.grace_ms));
+                    let grace = Duration::from_millis(cmd.grace_ms);
+                    self.runtime.stop(&cmd.allocation_id, grace, cmd.epoch);
                     self.flush();
                 }
             }
@@ -236,15 +236,15 @@ impl Agent {
         };
         conn.epoch = Some(welcome.epoch);
         let reported = std::mem::take(&mut conn.reported);
+        let killed = self
+            .runtime
+            .apply_welcome(welcome.epoch, &welcome.keep, &reported);
         tracing::info!(
-            "welcomed as {} with epoch {}: adopting {}, killing {}",
+            "welcomed as {} with epoch {}: adopted {}, killed {killed}",
             welcome.node_name,
             welcome.epoch,
             welcome.keep.len(),
-            reported.len() - reported.iter().filter(|r| welcome.keep.contains(r)).count()
         );
-        self.runtime
-            .apply_welcome(welcome.epoch, &welcome.keep, &reported);
         let period = if welcome.heartbeat_interval_ms >= 50 {
             Duration::from_millis(welcome.heartbeat_interval_ms)
         } else {

@@ -185,7 +185,7 @@ async fn stop_escalates_to_sigkill_and_kills_the_whole_group() {
         .unwrap();
     assert!(alive(grandchild));
     let t0 = std::time::Instant::now();
-    h.rt.stop("a1", Duration::from_millis(300));
+    h.rt.stop("a1", Duration::from_millis(300), 1);
     let exit = h.exit_of("a1").await;
     assert!(
         t0.elapsed() >= Duration::from_millis(300),
@@ -213,7 +213,7 @@ async fn a_workload_that_honours_sigterm_exits_within_grace() {
     h.wait_for("a1", |k| matches!(k, WorkloadEventKind::Started { .. }))
         .await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    h.rt.stop("a1", Duration::from_secs(10));
+    h.rt.stop("a1", Duration::from_secs(10), 1);
     let t0 = std::time::Instant::now();
     let exit = h.exit_of("a1").await;
     assert!(t0.elapsed() < Duration::from_secs(5));
@@ -260,8 +260,19 @@ async fn a_reservation_holds_until_stopped_and_duplicates_never_run() {
     assert_eq!(kind, WorkloadEventKind::Started { pid: None });
     assert!(!h.rt.all_exited());
     h.rt.start(&start_cmd("r1", "echo SHOULD-NOT-RUN"));
-    h.rt.stop("r1", Duration::from_secs(5));
+    h.rt.stop("r1", Duration::from_secs(5), 1);
     let exit = h.exit_of("r1").await;
+    assert_eq!(
+        exit,
+        ExitStatus {
+            code: None,
+            signal: None,
+            stopped: true
+        }
+    );
+    // A stop for an allocation never seen here still gets an answer.
+    h.rt.stop("ghost", Duration::from_secs(5), 1);
+    let exit = h.exit_of("ghost").await;
     assert_eq!(
         exit,
         ExitStatus {
@@ -314,7 +325,7 @@ async fn checkpoints_usage_and_reports() {
     assert!(report.usage.gpu_utilization_pct > 5.0);
     let per_gpu = h.rt.simulated_gpu_use();
     assert!(per_gpu[&1].0 > 2 && per_gpu[&3].0 > 2, "{per_gpu:?}");
-    h.rt.stop("a1", Duration::ZERO);
+    h.rt.stop("a1", Duration::ZERO, 1);
     assert!(h.exit_of("a1").await.stopped);
     // The exit stays reported until it went out and a heartbeat followed.
     assert_eq!(h.rt.reports().len(), 1);
@@ -336,6 +347,11 @@ async fn a_restarted_agent_kills_what_the_previous_one_left() {
     let reports = reborn.reports();
     assert_eq!(reports.len(), 1);
     assert_eq!(reports[0].exit.as_ref().and_then(|e| e.signal), Some(9));
+    // Its allocation can never be started again by this agent.
+    reborn.apply_welcome(2, &[], &["a1".to_string()]);
+    assert!(reborn.reports().is_empty());
+    reborn.start(&start_cmd("a1", "echo SHOULD-NOT-RUN"));
+    assert_eq!(reborn.pending_events(), 0);
     let ledger = std::fs::read_to_string(h.data.join("workloads.json")).unwrap();
     assert_eq!(ledger.trim(), "[]");
 }
@@ -370,4 +386,32 @@ async fn workloads_join_their_cgroup_where_the_host_allows() {
     } else {
         eprintln!("no cgroup isolation on this host: {label}");
     }
+}
+
+#[test]
+fn a_workload_dies_with_the_thread_that_started_it() {
+    // PR_SET_PDEATHSIG: when the agent (its spawning thread) dies, so does the
+    // workload, instead of running on unowned while the task is requeued elsewhere.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    let pid = std::thread::spawn(move || {
+        let tokio_rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio_rt.block_on(async {
+            let (mut rt, _notes) = Runtime::new(data, Isolation::None("test".into()), false);
+            rt.start(&start_cmd("a1", "exec sleep 30"));
+            rt.workload("a1").and_then(|w| w.pid).expect("started")
+        })
+    })
+    .join()
+    .unwrap();
+    for _ in 0..100 {
+        if !alive(pid) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("workload {pid} outlived the thread that spawned it");
 }

@@ -391,3 +391,30 @@ async fn a_fenced_node_kills_what_it_no_longer_owns_and_shutdown_stops_workloads
         .unwrap();
     server.stop(false).await;
 }
+
+#[actix_rt::test]
+async fn a_refused_hello_is_retried() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let (stop_agent, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut config = agent_config(&url, dir.path());
+    config.node_name = "fake-node-3".into();
+    let agent = actix_rt::spawn(caldera_node::run_until(config, async {
+        let _ = stopped.await;
+    }));
+    let mut c1 = next_conn(&mut conns).await;
+    c1.hello().await;
+    c1.send(ServerMessage::Refused {
+        reason: "duplicate live session".into(),
+    });
+    let mut c2 = next_conn(&mut conns).await;
+    c2.hello().await;
+    let _ = stop_agent.send(());
+    tokio::time::timeout(Duration::from_secs(10), agent)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    server.stop(false).await;
+}

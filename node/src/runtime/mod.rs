@@ -127,6 +127,7 @@ impl Runtime {
             path.display()
         );
         for e in entries {
+            self.remember_finished(&e.allocation_id, &e.task_id);
             let checkpoint = CheckpointWatch::new(PathBuf::new());
             let log_path = logs::log_path(&self.data_dir, &e.task_id);
             self.workloads.insert(
@@ -307,9 +308,21 @@ impl Runtime {
 
     /// Stops a workload: SIGTERM to its group, then SIGKILL after `grace`
     /// (at once when `grace` is zero). A reservation is released at once.
-    pub fn stop(&mut self, allocation_id: &str, grace: Duration) {
+    /// A stop for an allocation never seen here is answered with an `Exited`
+    /// (stopped, no code, empty task id) under `epoch`.
+    pub fn stop(&mut self, allocation_id: &str, grace: Duration, epoch: u64) {
         let Some(w) = self.workloads.get_mut(allocation_id) else {
-            tracing::info!("stop for allocation {allocation_id}, which this node does not run");
+            if !self.finished.iter().any(|(a, _)| a == allocation_id) {
+                // Never heard of it (e.g. killed as a leftover after an agent
+                // restart): say it is not running, so the stop gets an answer.
+                tracing::info!("stop for allocation {allocation_id}, which this node does not run");
+                let status = ExitStatus {
+                    code: None,
+                    signal: None,
+                    stopped: true,
+                };
+                self.event(allocation_id, "", epoch, WorkloadEventKind::Exited(status));
+            }
             return;
         };
         if !w.is_alive() {
@@ -350,7 +363,7 @@ impl Runtime {
     pub fn stop_all(&mut self, grace: Duration) {
         let ids: Vec<String> = self.workloads.keys().cloned().collect();
         for id in ids {
-            self.stop(&id, grace);
+            self.stop(&id, grace, 0);
         }
     }
 
@@ -481,7 +494,8 @@ impl Runtime {
     /// Applies a welcome: workloads of the hello in `keep` are adopted under
     /// `epoch`; the other live ones are killed (no longer ours); exited ones were
     /// reported by the hello and are forgotten.
-    pub fn apply_welcome(&mut self, epoch: u64, keep: &[String], reported: &[String]) {
+    /// Returns how many live workloads were killed.
+    pub fn apply_welcome(&mut self, epoch: u64, keep: &[String], reported: &[String]) -> usize {
         let mut to_kill = Vec::new();
         for id in reported {
             let Some(w) = self.workloads.get_mut(id) else {
@@ -500,11 +514,13 @@ impl Runtime {
                 e.epoch = epoch;
             }
         }
+        let killed = to_kill.len();
         for id in to_kill {
             tracing::warn!("control plane says allocation {id} is no longer ours: killing it");
-            self.stop(&id, Duration::ZERO);
+            self.stop(&id, Duration::ZERO, epoch);
         }
         self.write_ledger();
+        killed
     }
 
     /// Checks every live workload's checkpoint dir for a new checkpoint.
