@@ -1,6 +1,17 @@
 //! Command-line surface of the `caldera` binary.
+pub mod client;
+pub mod events;
+pub mod fields;
+pub mod logging;
 pub mod node;
+pub mod nodes;
+pub mod server;
+pub mod server_config;
 pub mod sim;
+pub mod table;
+pub mod tasks;
+pub mod tenants;
+pub mod up;
 
 use clap::{Parser, Subcommand};
 
@@ -26,7 +37,11 @@ impl CliError {
 }
 
 #[derive(Parser, Debug)]
-#[command(name = "caldera", version, about = "Caldera: one pool of heterogeneous compute for training and inference")]
+#[command(
+    name = "caldera",
+    version,
+    about = "Caldera: one pool of heterogeneous compute for training and inference"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -38,11 +53,47 @@ pub enum Command {
     Sim(sim::SimArgs),
     /// Run a node agent: probe this machine, join the cluster, run workloads.
     Node(node::NodeArgs),
+    /// Run the control plane: actors, sled storage and the HTTP gateway.
+    Server(server::ServerArgs),
+    /// Run the embedded default: a control plane plus local node agents, with a demo tenant.
+    Up(up::UpArgs),
+    /// Submit a task spec (JSON file, or - for stdin).
+    Submit(tasks::SubmitArgs),
+    /// Show a task: state, history, allocation, pending reason, exit code.
+    Status(tasks::StatusArgs),
+    /// List tasks.
+    Tasks(tasks::TasksArgs),
+    /// Release a task: stop its workload and free what it holds.
+    Release(tasks::ReleaseArgs),
+    /// Print a task's log.
+    Logs(tasks::LogsArgs),
+    /// List nodes, or show one.
+    Nodes(nodes::NodesArgs),
+    /// Show pool capacity, allocation and use.
+    Util(nodes::UtilArgs),
+    /// List events: the allocation history and audit trail.
+    Events(events::EventsArgs),
+    /// Manage tenants (operator token).
+    Tenant(tenants::TenantArgs),
+    /// Change a tenant's quota (operator token).
+    Quota(tenants::QuotaArgs),
 }
 
 pub fn dispatch(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Sim(args) => sim::run(args),
         Command::Node(args) => node::run(args),
+        Command::Server(args) => server::run(args),
+        Command::Up(args) => up::run(args),
+        Command::Submit(args) => tasks::submit(args),
+        Command::Status(args) => tasks::status(args),
+        Command::Tasks(args) => tasks::list(args),
+        Command::Release(args) => tasks::release(args),
+        Command::Logs(args) => tasks::logs(args),
+        Command::Nodes(args) => nodes::nodes(args),
+        Command::Util(args) => nodes::util(args),
+        Command::Events(args) => events::run(args),
+        Command::Tenant(args) => tenants::tenant(args),
+        Command::Quota(args) => tenants::quota(args),
     }
 }

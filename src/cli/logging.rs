@@ -1,0 +1,24 @@
+//! Structured logs for the long-running commands (`server`, `up`).
+use tracing_subscriber::EnvFilter;
+
+/// Installs the tracing subscriber on stderr. The filter comes from
+/// `CALDERA_LOG`, else `RUST_LOG`, else `info`; a filter that does not parse
+/// falls back to `info` with a warning rather than leaving the server mute.
+pub fn init() {
+    let wanted = std::env::var("CALDERA_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .ok();
+    let (filter, bad) = match wanted.as_deref().map(EnvFilter::try_new) {
+        Some(Ok(filter)) => (filter, None),
+        Some(Err(e)) => (EnvFilter::new("info"), Some(e.to_string())),
+        None => (EnvFilter::new("info"), None),
+    };
+    // A second init (e.g. in tests) keeps the first subscriber.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    if let Some(e) = bad {
+        tracing::warn!("ignoring the log filter from CALDERA_LOG/RUST_LOG: {e}");
+    }
+}

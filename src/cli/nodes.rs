@@ -1,0 +1,338 @@
+//! Pool commands: `nodes [NAME]` and `util`.
+use super::client::{block_on, encode, print_json, ApiClient, ClientOpts};
+use super::fields::{self, get, items, number, text, MISSING};
+use super::table::{key_values, Table};
+use super::tasks::model_label;
+use super::CliError;
+use serde_json::Value;
+
+/// `caldera nodes [NAME]`
+#[derive(clap::Args, Debug)]
+pub struct NodesArgs {
+    /// Show this node in detail (its GPUs one by one) instead of the list.
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub opts: ClientOpts,
+}
+
+/// `caldera util`
+#[derive(clap::Args, Debug)]
+pub struct UtilArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+}
+
+/// Lists the nodes, or shows one.
+pub fn nodes(args: NodesArgs) -> Result<(), CliError> {
+    let client = ApiClient::from_opts(&args.opts);
+    let path = match &args.name {
+        Some(name) => format!("/v1/nodes/{}", encode(name)),
+        None => "/v1/nodes".into(),
+    };
+    let data = block_on(client.get(&path, &[]))?;
+    if args.opts.json {
+        return print_json(&data);
+    }
+    match args.name {
+        Some(_) => print!("{}", render_node(&data)),
+        None => print!("{}", render_node_list(&data)),
+    }
+    Ok(())
+}
+
+/// Shows pool capacity, allocation and measured use.
+pub fn util(args: UtilArgs) -> Result<(), CliError> {
+    let client = ApiClient::from_opts(&args.opts);
+    let data = block_on(client.get("/v1/utilization", &[]))?;
+    if args.opts.json {
+        return print_json(&data);
+    }
+    print!("{}", render_utilization(&data));
+    Ok(())
+}
+
+/// The `nodes` table.
+pub fn render_node_list(data: &Value) -> String {
+    let mut table = Table::new(&[
+        "NAME", "STATE", "GPUS", "GPU MEM", "CPU", "MEM", "DISK", "EPOCH",
+    ]);
+    for node in items(data, "nodes") {
+        table.row(vec![
+            text(node, "name"),
+            text(node, "state"),
+            gpu_summary(items(node, "gpus")),
+            gpu_memory(items(node, "gpus")),
+            cpu_free_of_total(node),
+            fields::free_of_mb(node, "memory_free_mb", "memory_total_mb"),
+            fields::free_of_mb(node, "disk_free_mb", "disk_offered_mb"),
+            text(node, "epoch"),
+        ]);
+    }
+    table.render()
+}
+
+/// GPUs grouped by model in the order they appear: "A100-80GB x8" or
+/// "T4-16GB x4, A10-24GB x2 (simulated)"; "none" without GPUs.
+pub fn gpu_summary(gpus: &[Value]) -> String {
+    if gpus.is_empty() {
+        return "none".into();
+    }
+    let mut groups: Vec<(String, usize)> = Vec::new();
+    for gpu in gpus {
+        let model = text(gpu, "model");
+        match groups.iter_mut().find(|(m, _)| *m == model) {
+            Some((_, n)) => *n += 1,
+            None => groups.push((model, 1)),
+        }
+    }
+    let mut out = groups
+        .iter()
+        .map(|(m, n)| format!("{m} x{n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if gpus
+        .iter()
+        .any(|g| get(g, "simulated").and_then(Value::as_bool) == Some(true))
+    {
+        out.push_str(" (simulated)");
+    }
+    out
+}
+
+/// Unallocated GPU memory over total, summed over the node's GPUs.
+fn gpu_memory(gpus: &[Value]) -> String {
+    if gpus.is_empty() {
+        return MISSING.into();
+    }
+    let sum = |key: &str| gpus.iter().filter_map(|g| number(g, key)).sum::<f64>();
+    format!(
+        "{}/{}",
+        fields::size_mb(sum("memory_free_mb")),
+        fields::size_mb(sum("memory_total_mb"))
+    )
+}
+
+/// Free cores over total: "64/96".
+fn cpu_free_of_total(node: &Value) -> String {
+    let free = number(node, "cpu_free_milli")
+        .map(fields::cores_from_milli)
+        .unwrap_or_else(|| MISSING.into());
+    format!("{free}/{}", text(node, "cpu_cores"))
+}
+
+/// One node in detail: summary, then each GPU, then what is allocated on it.
+pub fn render_node(node: &Value) -> String {
+    let mut out = key_values(&[
+        ("node", text(node, "name")),
+        ("state", text(node, "state")),
+        ("connected", text(node, "connected")),
+        ("epoch", text(node, "epoch")),
+        ("gpu source", text(node, "gpu_source")),
+        ("isolation", text(node, "isolation")),
+        ("cpu free", cpu_free_of_total(node)),
+        (
+            "memory free",
+            fields::free_of_mb(node, "memory_free_mb", "memory_total_mb"),
+        ),
+        (
+            "disk free",
+            fields::free_of_mb(node, "disk_free_mb", "disk_offered_mb"),
+        ),
+        ("labels", labels(node)),
+        ("last seen", text(node, "last_seen")),
+    ]);
+    out.push_str("\ngpus:\n");
+    let mut gpus = Table::new(&["GPU", "UUID", "MODEL", "FREE", "TOTAL", "USED", "UTIL"]);
+    for gpu in items(node, "gpus") {
+        gpus.row(vec![
+            text(gpu, "index"),
+            text(gpu, "uuid"),
+            model_label(gpu),
+            fields::size_mb_at(gpu, "memory_free_mb"),
+            fields::size_mb_at(gpu, "memory_total_mb"),
+            fields::size_mb_at(gpu, "memory_used_mb"),
+            number(gpu, "utilization_pct")
+                .map(|p| format!("{}%", fields::trim_decimal(p)))
+                .unwrap_or_else(|| MISSING.into()),
+        ]);
+    }
+    out.push_str(&indent(&gpus.render()));
+    out.push_str("\nallocations:\n");
+    let allocations = items(node, "allocations");
+    if allocations.is_empty() {
+        out.push_str("  none\n");
+    }
+    for allocation in allocations {
+        out.push_str(&format!("  {}\n", allocation_line(allocation)));
+    }
+    out
+}
+
+/// One allocation on a node, read tolerantly: the server may send an id or
+/// an object.
+fn allocation_line(allocation: &Value) -> String {
+    if !allocation.is_object() {
+        return fields::show(allocation);
+    }
+    let task = get(allocation, "task_id")
+        .or_else(|| get(allocation, "task"))
+        .map(fields::show);
+    let gpus: Vec<String> = items(allocation, "gpus")
+        .iter()
+        .map(|g| {
+            g.get("index")
+                .map(fields::show)
+                .unwrap_or_else(|| fields::show(g))
+        })
+        .collect();
+    format!(
+        "{} task {} gpus [{}]",
+        text(allocation, "allocation_id"),
+        task.unwrap_or_else(|| MISSING.into()),
+        gpus.join(",")
+    )
+}
+
+fn labels(node: &Value) -> String {
+    match get(node, "labels") {
+        Some(Value::Object(map)) if !map.is_empty() => map
+            .iter()
+            .map(|(k, v)| format!("{k}={}", fields::show(v)))
+            .collect::<Vec<_>>()
+            .join(","),
+        Some(Value::Object(_)) | None => MISSING.into(),
+        Some(other) => fields::show(other),
+    }
+}
+
+/// One dimension of the utilisation view: label, JSON key, how to show an amount.
+type Dimension = (&'static str, &'static str, fn(f64) -> String);
+
+/// Dimensions of the utilisation view, in display order.
+const DIMENSIONS: [Dimension; 5] = [
+    ("gpus", "gpus", fields::trim_decimal),
+    ("gpu memory", "gpu_memory_mb", fields::size_mb),
+    ("cpu cores", "cpu_cores", fields::trim_decimal),
+    ("memory", "memory_mb", fields::size_mb),
+    ("disk", "disk_mb", fields::size_mb),
+];
+
+/// The `util` view: pool totals, then allocated/capacity by node, tenant and
+/// GPU model.
+pub fn render_utilization(data: &Value) -> String {
+    let mut out = String::from("pool:\n");
+    let mut total = Table::new(&["RESOURCE", "CAPACITY", "ALLOCATED", "USED"]);
+    for (label, key, show) in DIMENSIONS {
+        let amount = |part: &str| {
+            number(data, &format!("total.{key}.{part}"))
+                .map(show)
+                .unwrap_or_else(|| MISSING.into())
+        };
+        total.row(vec![
+            label.into(),
+            amount("capacity"),
+            amount("allocated"),
+            amount("used"),
+        ]);
+    }
+    out.push_str(&indent(&total.render()));
+    for (title, list, name_key, header) in [
+        ("by node", "by_node", "node", "NODE"),
+        ("by tenant", "by_tenant", "tenant", "TENANT"),
+        ("by gpu model", "by_gpu_model", "model", "MODEL"),
+    ] {
+        out.push_str(&format!("\n{title} (allocated/capacity):\n"));
+        let mut table = Table::new(&[header, "GPUS", "GPU MEM", "CPU", "MEM", "DISK"]);
+        for entry in items(data, list) {
+            let mut row = vec![text(entry, name_key)];
+            for (_, key, show) in DIMENSIONS {
+                let amount = |part: &str| {
+                    number(entry, &format!("{key}.{part}"))
+                        .map(show)
+                        .unwrap_or_else(|| MISSING.into())
+                };
+                row.push(format!("{}/{}", amount("allocated"), amount("capacity")));
+            }
+            table.row(row);
+        }
+        out.push_str(&indent(&table.render()));
+    }
+    out
+}
+
+fn indent(block: &str) -> String {
+    block.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn gpu(index: u32, model: &str, total: u64, free: u64) -> Value {
+        json!({"index": index, "uuid": format!("SIM-{index}"), "model": model, "memory_total_mb": total,
+               "memory_free_mb": free, "memory_used_mb": 0, "utilization_pct": 0, "simulated": true})
+    }
+
+    #[test]
+    fn the_node_list_groups_gpus_by_model_and_marks_simulated_ones() {
+        let data = json!({"nodes": [
+            {"name": "node-1", "state": "ready", "epoch": 2, "cpu_cores": 96, "cpu_free_milli": 64000,
+             "memory_total_mb": 1_048_576, "memory_free_mb": 786_432, "disk_offered_mb": 4_194_304,
+             "disk_free_mb": 4_194_304, "gpus": (0..8).map(|i| gpu(i, "A100-80GB", 81920, if i < 4 { 0 } else { 81920 })).collect::<Vec<_>>()},
+            {"name": "node-2", "state": "lost", "epoch": 1, "cpu_cores": 64, "cpu_free_milli": 64000,
+             "gpus": [gpu(0, "T4-16GB", 16384, 16384), gpu(1, "T4-16GB", 16384, 16384), gpu(2, "A10-24GB", 24576, 24576)]},
+            {"name": "cpu-box", "state": "ready", "gpus": []}
+        ]});
+        assert_eq!(
+            render_node_list(&data),
+            "NAME     STATE  GPUS                                 GPU MEM    CPU    MEM         DISK         EPOCH\n\
+             node-1   ready  A100-80GB x8 (simulated)             320G/640G  64/96  768G/1024G  4096G/4096G  2\n\
+             node-2   lost   T4-16GB x2, A10-24GB x1 (simulated)  56G/56G    64/64  -/-         -/-          1\n\
+             cpu-box  ready  none                                 -          -/-    -/-         -/-          -\n"
+        );
+    }
+
+    #[test]
+    fn one_node_shows_each_gpu_and_its_allocations() {
+        let node = json!({"name": "node-1", "state": "ready", "connected": true, "epoch": 2,
+            "gpu_source": "simulated", "isolation": "cgroup-v2", "labels": {"zone": "a"},
+            "gpus": [gpu(0, "A100-80GB", 81920, 61440)],
+            "allocations": [{"allocation_id": "a-1", "task_id": "t1", "gpus": [{"index": 0}]}]});
+        let out = render_node(&node);
+        assert!(out.contains("labels:       zone=a\n"), "{out}");
+        assert!(
+            out.contains("  0    SIM-0  A100-80GB (simulated)  60G   80G    0M    0%\n"),
+            "{out}"
+        );
+        assert!(
+            out.ends_with("allocations:\n  a-1 task t1 gpus [0]\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn utilization_shows_totals_and_breakdowns() {
+        let dims = json!({"gpus": {"capacity": 14, "allocated": 4, "used": 1.5},
+            "gpu_memory_mb": {"capacity": 786_432, "allocated": 327_680, "used": 1024},
+            "cpu_cores": {"capacity": 160, "allocated": 32, "used": 3.2},
+            "memory_mb": {"capacity": 1_572_864, "allocated": 262_144, "used": 2048},
+            "disk_mb": {"capacity": 6_291_456, "allocated": 204_800, "used": 0}});
+        let mut by_node = dims.clone();
+        by_node["node"] = json!("node-1");
+        let data =
+            json!({"total": dims, "by_node": [by_node], "by_tenant": [], "by_gpu_model": []});
+        let out = render_utilization(&data);
+        assert!(out.starts_with("pool:\n  RESOURCE    CAPACITY  ALLOCATED  USED\n  gpus        14        4          1.5\n  gpu memory  768G      320G       1G\n"), "{out}");
+        assert!(
+            out.contains("  node-1  4/14  320G/768G  32/160  256G/1536G  200G/6144G\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "by tenant (allocated/capacity):\n  TENANT  GPUS  GPU MEM  CPU  MEM  DISK\n"
+            ),
+            "{out}"
+        );
+    }
+}

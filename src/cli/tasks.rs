@@ -1,0 +1,384 @@
+//! Task commands: `submit`, `status`, `tasks`, `release`, `logs`.
+use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
+use super::fields::{self, get, items, number, text, MISSING};
+use super::table::{key_values, Table};
+use super::CliError;
+use serde_json::Value;
+use std::io::Read;
+
+/// `caldera submit FILE|-`
+#[derive(clap::Args, Debug)]
+pub struct SubmitArgs {
+    /// Task spec as JSON (the seed's format plus `command`, `env`, `labels`); `-` reads stdin.
+    pub file: String,
+    #[command(flatten)]
+    pub opts: ClientOpts,
+}
+
+/// `caldera status ID`
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    /// Task id.
+    pub id: String,
+    #[command(flatten)]
+    pub opts: ClientOpts,
+}
+
+/// `caldera tasks [--state S] [--type T] [--limit N] [--cursor C]`
+#[derive(clap::Args, Debug)]
+pub struct TasksArgs {
+    /// Only tasks in this state (queued, running, finished, ...).
+    #[arg(long)]
+    pub state: Option<String>,
+    /// Only tasks of this type (training, inference).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub task_type: Option<String>,
+    /// At most this many tasks.
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Continue after the `next cursor` printed by the previous page.
+    #[arg(long)]
+    pub cursor: Option<String>,
+    #[command(flatten)]
+    pub opts: ClientOpts,
+}
+
+/// `caldera release ID`
+#[derive(clap::Args, Debug)]
+pub struct ReleaseArgs {
+    /// Task id: its workload is stopped and everything it holds is freed.
+    pub id: String,
+    #[command(flatten)]
+    pub opts: ClientOpts,
+}
+
+/// `caldera logs ID [--tail BYTES]`
+#[derive(clap::Args, Debug)]
+pub struct LogsArgs {
+    /// Task id.
+    pub id: String,
+    /// Only the last BYTES bytes of the log.
+    #[arg(long, value_name = "BYTES")]
+    pub tail: Option<u64>,
+    #[command(flatten)]
+    pub opts: ClientOpts,
+}
+
+/// Sends a task spec. The body goes to the server as read, so the server's
+/// validation names the offending field in the user's own document.
+pub fn submit(args: SubmitArgs) -> Result<(), CliError> {
+    let body = read_spec(&args.file)?;
+    let client = ApiClient::from_opts(&args.opts);
+    let answer = block_on(client.call(Verb::Post, "/v1/tasks", &[], Some(body)))?;
+    if args.opts.json {
+        return print_json(&answer.data);
+    }
+    let id = text(&answer.data, "task_id");
+    let state = text(&answer.data, "state");
+    if answer.status == 200 {
+        println!("task {id} already exists with the same spec: {state}");
+    } else {
+        println!("task {id} submitted: {state}");
+    }
+    if let Some(reason) = get(&answer.data, "pending_reason") {
+        println!("pending: {}", fields::show(reason));
+    }
+    Ok(())
+}
+
+fn read_spec(file: &str) -> Result<Vec<u8>, CliError> {
+    if file == "-" {
+        let mut body = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut body)
+            .map_err(|e| CliError::Failed(format!("reading the task spec from stdin: {e}")))?;
+        return Ok(body);
+    }
+    std::fs::read(file).map_err(|e| CliError::Usage(format!("cannot read {file}: {e}")))
+}
+
+/// Shows one task in full.
+pub fn status(args: StatusArgs) -> Result<(), CliError> {
+    let client = ApiClient::from_opts(&args.opts);
+    let task = block_on(client.get(&format!("/v1/tasks/{}", encode(&args.id)), &[]))?;
+    if args.opts.json {
+        return print_json(&task);
+    }
+    print!("{}", render_status(&task));
+    Ok(())
+}
+
+/// Lists tasks, one page at a time.
+pub fn list(args: TasksArgs) -> Result<(), CliError> {
+    let client = ApiClient::from_opts(&args.opts);
+    let query = [
+        ("state", args.state.unwrap_or_default()),
+        ("type", args.task_type.unwrap_or_default()),
+        (
+            "limit",
+            args.limit.map(|n| n.to_string()).unwrap_or_default(),
+        ),
+        ("cursor", args.cursor.unwrap_or_default()),
+    ];
+    let page = block_on(client.get("/v1/tasks", &query))?;
+    if args.opts.json {
+        return print_json(&page);
+    }
+    print!("{}", render_task_list(&page, fields::now_ms()));
+    Ok(())
+}
+
+/// Releases a task and shows the state it ended in.
+pub fn release(args: ReleaseArgs) -> Result<(), CliError> {
+    let client = ApiClient::from_opts(&args.opts);
+    let path = format!("/v1/tasks/{}/release", encode(&args.id));
+    let task = block_on(client.call(Verb::Post, &path, &[], None))?.data;
+    if args.opts.json {
+        return print_json(&task);
+    }
+    println!("task {}: {}", text(&task, "task_id"), text(&task, "state"));
+    Ok(())
+}
+
+/// Prints a task's log as it is (it is the workload's own output).
+pub fn logs(args: LogsArgs) -> Result<(), CliError> {
+    let client = ApiClient::from_opts(&args.opts);
+    let path = format!("/v1/tasks/{}/logs", encode(&args.id));
+    let query = [(
+        "tail_bytes",
+        args.tail.map(|n| n.to_string()).unwrap_or_default(),
+    )];
+    let log = block_on(client.get(&path, &query))?;
+    if args.opts.json {
+        return print_json(&log);
+    }
+    print!(
+        "{}",
+        get(&log, "content").and_then(Value::as_str).unwrap_or("")
+    );
+    if get(&log, "truncated").and_then(Value::as_bool) == Some(true) {
+        eprintln!("(log truncated: only its end is shown)");
+    }
+    Ok(())
+}
+
+/// The `tasks` table plus the cursor of the next page, if any.
+pub fn render_task_list(page: &Value, now_ms: f64) -> String {
+    let mut table = Table::new(&[
+        "ID", "TENANT", "TYPE", "PRIORITY", "STATE", "NODE", "GPUS", "AGE",
+    ]);
+    for task in items(page, "tasks") {
+        table.row(vec![
+            text(task, "task_id"),
+            text(task, "tenant"),
+            text(task, "task_type"),
+            text(task, "priority"),
+            text(task, "state"),
+            text(task, "allocation.node"),
+            gpus_of(task),
+            created_ms(task)
+                .map(|at| fields::age(now_ms - at))
+                .unwrap_or_else(|| MISSING.into()),
+        ]);
+    }
+    let mut out = table.render();
+    if let Some(cursor) = get(page, "next_cursor") {
+        out.push_str(&format!("next cursor: {}\n", fields::show(cursor)));
+    }
+    out
+}
+
+/// GPUs of a task: what it holds once allocated ("4xA100-80GB"), else what it
+/// asks for ("4xA100", "0.5", "-" without GPUs).
+pub fn gpus_of(task: &Value) -> String {
+    let held = items(task, "allocation.gpus");
+    if !held.is_empty() {
+        let mut models: Vec<String> = held.iter().map(|g| text(g, "model")).collect();
+        models.dedup();
+        return format!("{}x{}", held.len(), models.join("+"));
+    }
+    let amount =
+        get(task, "spec.resources.gpu.count").or_else(|| get(task, "spec.resources.gpu.share"));
+    match (amount, get(task, "spec.resources.gpu.model")) {
+        (Some(n), Some(model)) => format!("{}x{}", fields::show(n), fields::show(model)),
+        (Some(n), None) => fields::show(n),
+        _ => MISSING.into(),
+    }
+}
+
+/// When the task was created, ms since the epoch: the first history entry,
+/// or a numeric `created_at`/`created_at_ms`.
+fn created_ms(task: &Value) -> Option<f64> {
+    number(task, "history.0.at_ms")
+        .or_else(|| number(task, "created_at_ms"))
+        .or_else(|| number(task, "created_at"))
+}
+
+/// The `status` view: summary, history, allocation.
+pub fn render_status(task: &Value) -> String {
+    let mut summary = vec![
+        ("task", text(task, "task_id")),
+        ("tenant", text(task, "tenant")),
+        ("type", text(task, "task_type")),
+        ("priority", text(task, "priority")),
+        ("state", text(task, "state")),
+        ("created", text(task, "created_at")),
+        ("attempts", text(task, "attempts")),
+        ("exit code", text(task, "exit_code")),
+    ];
+    if get(task, "pending_reason").is_some() {
+        summary.push(("pending", text(task, "pending_reason")));
+    }
+    if get(task, "failure").is_some() {
+        summary.push(("failure", text(task, "failure")));
+    }
+    let mut out = key_values(&summary);
+
+    out.push_str("\nhistory:\n");
+    let mut history = Table::new(&["STATE", "AT", "REASON"]);
+    for step in items(task, "history") {
+        history.row(vec![
+            text(step, "state"),
+            text(step, "at"),
+            text(step, "reason"),
+        ]);
+    }
+    out.push_str(&indent(&history.render()));
+
+    out.push('\n');
+    out.push_str(&render_allocation(task));
+    out
+}
+
+fn render_allocation(task: &Value) -> String {
+    let Some(alloc) = get(task, "allocation") else {
+        return "allocation: none\n".into();
+    };
+    let mut out = format!(
+        "allocation: {} on {} (epoch {})\n",
+        text(alloc, "allocation_id"),
+        text(alloc, "node"),
+        text(alloc, "epoch")
+    );
+    out.push_str(&format!(
+        "  cpu {} cores, memory {}, disk {}\n",
+        number(alloc, "cpu_milli")
+            .map(fields::cores_from_milli)
+            .unwrap_or_else(|| MISSING.into()),
+        fields::size_mb_at(alloc, "memory_mb"),
+        fields::size_mb_at(alloc, "disk_mb"),
+    ));
+    let gpus = items(alloc, "gpus");
+    if !gpus.is_empty() {
+        let mut table = Table::new(&["GPU", "UUID", "MODEL", "MEMORY"]);
+        for gpu in gpus {
+            table.row(vec![
+                text(gpu, "index"),
+                text(gpu, "uuid"),
+                model_label(gpu),
+                fields::size_mb_at(gpu, "memory_mb"),
+            ]);
+        }
+        out.push_str(&indent(&table.render()));
+    }
+    out
+}
+
+/// A GPU's model, marked when the GPU is simulated so nobody mistakes a
+/// demo pool for hardware.
+pub fn model_label(gpu: &Value) -> String {
+    let model = text(gpu, "model");
+    if get(gpu, "simulated").and_then(Value::as_bool) == Some(true) {
+        format!("{model} (simulated)")
+    } else {
+        model
+    }
+}
+
+fn indent(block: &str) -> String {
+    block.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn running_task() -> Value {
+        json!({
+            "task_id": "train_20240716_001", "tenant": "demo", "task_type": "training",
+            "priority": "high", "state": "running", "attempts": 1,
+            "created_at": "2026-11-29T10:00:00Z",
+            "history": [
+                {"state": "queued", "at": "2026-11-29T10:00:00Z", "at_ms": 1_000_000},
+                {"state": "running", "at": "2026-11-29T10:00:01Z", "at_ms": 1_001_000, "reason": "started"}
+            ],
+            "allocation": {
+                "allocation_id": "a-7", "node": "node-1", "epoch": 3, "cpu_milli": 32000,
+                "memory_mb": 262144, "disk_mb": 204800,
+                "gpus": [
+                    {"index": 0, "uuid": "GPU-0", "model": "A100-80GB", "memory_mb": 81920, "simulated": true},
+                    {"index": 1, "uuid": "GPU-1", "model": "A100-80GB", "memory_mb": 81920, "simulated": true}
+                ]
+            },
+            "spec": {"resources": {"gpu": {"count": 2, "model": "A100"}}}
+        })
+    }
+
+    #[test]
+    fn the_task_list_shows_one_aligned_row_per_task_and_the_next_cursor() {
+        let page = json!({
+            "tasks": [running_task(), {"task_id": "q1", "state": "queued",
+                "history": [{"state": "queued", "at_ms": 1_060_000}],
+                "spec": {"resources": {"gpu": {"share": 0.5}}}}],
+            "next_cursor": "c2"
+        });
+        assert_eq!(
+            render_task_list(&page, 1_120_000.0),
+            "ID                  TENANT  TYPE      PRIORITY  STATE    NODE    GPUS         AGE\n\
+             train_20240716_001  demo    training  high      running  node-1  2xA100-80GB  2m\n\
+             q1                  -       -         -         queued   -       0.5          1m\n\
+             next cursor: c2\n"
+        );
+    }
+
+    #[test]
+    fn an_empty_list_is_the_header_alone() {
+        let text = render_task_list(&json!({"tasks": [], "next_cursor": null}), 0.0);
+        assert_eq!(text, "ID  TENANT  TYPE  PRIORITY  STATE  NODE  GPUS  AGE\n");
+    }
+
+    #[test]
+    fn status_shows_history_and_the_allocation_with_simulated_gpus_marked() {
+        let out = render_status(&running_task());
+        assert!(out.starts_with("task:       train_20240716_001\n"), "{out}");
+        assert!(out.contains("state:      running\n"), "{out}");
+        assert!(out.contains("exit code:  -\n"), "{out}");
+        assert!(
+            out.contains("  running  2026-11-29T10:00:01Z  started\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "allocation: a-7 on node-1 (epoch 3)\n  cpu 32 cores, memory 256G, disk 200G\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("  0    GPU-0  A100-80GB (simulated)  80G\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_queued_task_shows_why_it_waits_and_no_allocation() {
+        let task = json!({"task_id": "t", "state": "queued", "allocation": null,
+            "pending_reason": "2 nodes: 2 no single GPU with 20 GB free"});
+        let out = render_status(&task);
+        assert!(
+            out.contains("pending:    2 nodes: 2 no single GPU with 20 GB free\n"),
+            "{out}"
+        );
+        assert!(out.ends_with("allocation: none\n"), "{out}");
+    }
+}

@@ -1,0 +1,238 @@
+//! Tenant commands (operator token): `tenant create`, `tenant list`, `quota set`.
+use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
+use super::fields::{self, get, items, text};
+use super::table::Table;
+use super::CliError;
+use caldera_spec::tenant::Quota;
+use serde_json::Value;
+
+/// `caldera tenant ...`
+#[derive(clap::Args, Debug)]
+pub struct TenantArgs {
+    #[command(subcommand)]
+    pub action: TenantAction,
+    #[command(flatten)]
+    pub opts: ClientOpts,
+}
+
+/// What to do with tenants.
+#[derive(clap::Subcommand, Debug)]
+pub enum TenantAction {
+    /// Create a tenant; its token is printed once and cannot be shown again.
+    Create(TenantCreateArgs),
+    /// List tenants and their quotas.
+    List,
+}
+
+/// `caldera tenant create NAME [--quota-gpus N ...]`
+#[derive(clap::Args, Debug)]
+pub struct TenantCreateArgs {
+    /// Tenant name.
+    pub name: String,
+    /// GPUs the tenant may hold (a share counts as its fraction). Default: unlimited.
+    #[arg(long, value_parser = non_negative)]
+    pub quota_gpus: Option<f64>,
+    /// GPU memory, GB. Default: unlimited.
+    #[arg(long, value_parser = non_negative)]
+    pub quota_gpu_memory_gb: Option<f64>,
+    /// CPU cores. Default: unlimited.
+    #[arg(long, value_parser = non_negative)]
+    pub quota_cpu_cores: Option<f64>,
+    /// Memory, GB. Default: unlimited.
+    #[arg(long, value_parser = non_negative)]
+    pub quota_memory_gb: Option<f64>,
+    /// Disk, GB. Default: unlimited.
+    #[arg(long, value_parser = non_negative)]
+    pub quota_disk_gb: Option<f64>,
+}
+
+/// `caldera quota ...`
+#[derive(clap::Args, Debug)]
+pub struct QuotaArgs {
+    #[command(subcommand)]
+    pub action: QuotaAction,
+    #[command(flatten)]
+    pub opts: ClientOpts,
+}
+
+/// What to do with quotas.
+#[derive(clap::Subcommand, Debug)]
+pub enum QuotaAction {
+    /// Replace a tenant's quota; a dimension left out is unlimited.
+    Set(QuotaSetArgs),
+}
+
+/// `caldera quota set TENANT [--gpus N] [--gpu-memory-gb N] ...`
+#[derive(clap::Args, Debug)]
+pub struct QuotaSetArgs {
+    /// Tenant name.
+    pub tenant: String,
+    /// GPUs (a share counts as its fraction).
+    #[arg(long, value_parser = non_negative)]
+    pub gpus: Option<f64>,
+    /// GPU memory, GB.
+    #[arg(long, value_parser = non_negative)]
+    pub gpu_memory_gb: Option<f64>,
+    /// CPU cores.
+    #[arg(long, value_parser = non_negative)]
+    pub cpu_cores: Option<f64>,
+    /// Memory, GB.
+    #[arg(long, value_parser = non_negative)]
+    pub memory_gb: Option<f64>,
+    /// Disk, GB.
+    #[arg(long, value_parser = non_negative)]
+    pub disk_gb: Option<f64>,
+}
+
+/// Runs a `tenant` subcommand.
+pub fn tenant(args: TenantArgs) -> Result<(), CliError> {
+    let client = ApiClient::from_opts(&args.opts);
+    match args.action {
+        TenantAction::Create(create) => {
+            let quota = Quota {
+                gpus: create.quota_gpus,
+                gpu_memory_gb: create.quota_gpu_memory_gb,
+                cpu_cores: create.quota_cpu_cores,
+                memory_gb: create.quota_memory_gb,
+                disk_gb: create.quota_disk_gb,
+            };
+            let mut body = serde_json::json!({ "name": create.name });
+            if quota != Quota::default() {
+                body["quota"] = to_json(&quota)?;
+            }
+            let tenant = block_on(client.send_json(Verb::Post, "/v1/tenants", &body))?.data;
+            if args.opts.json {
+                return print_json(&tenant);
+            }
+            println!("tenant {} created", text(&tenant, "name"));
+            println!("token: {}", text(&tenant, "token"));
+            println!("quota: {}", quota_text(get(&tenant, "quota")));
+            eprintln!("(the token is shown only now: keep it)");
+            Ok(())
+        }
+        TenantAction::List => {
+            let data = block_on(client.get("/v1/tenants", &[]))?;
+            if args.opts.json {
+                return print_json(&data);
+            }
+            print!("{}", render_tenants(&data));
+            Ok(())
+        }
+    }
+}
+
+/// Runs a `quota` subcommand.
+pub fn quota(args: QuotaArgs) -> Result<(), CliError> {
+    let client = ApiClient::from_opts(&args.opts);
+    let QuotaAction::Set(set) = args.action;
+    let quota = Quota {
+        gpus: set.gpus,
+        gpu_memory_gb: set.gpu_memory_gb,
+        cpu_cores: set.cpu_cores,
+        memory_gb: set.memory_gb,
+        disk_gb: set.disk_gb,
+    };
+    if quota == Quota::default() {
+        return Err(CliError::Usage(
+            "give at least one of --gpus, --gpu-memory-gb, --cpu-cores, --memory-gb, --disk-gb"
+                .into(),
+        ));
+    }
+    let path = format!("/v1/tenants/{}/quota", encode(&set.tenant));
+    let answer = block_on(client.send_json(Verb::Put, &path, &to_json(&quota)?))?.data;
+    if args.opts.json {
+        return print_json(&answer);
+    }
+    println!(
+        "quota of {}: {}",
+        text(&answer, "name"),
+        quota_text(get(&answer, "quota"))
+    );
+    Ok(())
+}
+
+fn to_json(quota: &Quota) -> Result<Value, CliError> {
+    serde_json::to_value(quota).map_err(|e| CliError::Failed(format!("encoding the quota: {e}")))
+}
+
+/// Parses a quota amount: a finite number, zero or more.
+fn non_negative(raw: &str) -> Result<f64, String> {
+    match raw.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("`{raw}` is not a number >= 0")),
+    }
+}
+
+/// A quota in one line: "gpus 8, gpu memory 640 GB, cpu cores 64"; "no limits"
+/// when every dimension is open.
+pub fn quota_text(quota: Option<&Value>) -> String {
+    let Some(quota) = quota else {
+        return "no limits".into();
+    };
+    let parts: Vec<String> = [
+        ("gpus", "gpus", ""),
+        ("gpu_memory_gb", "gpu memory", " GB"),
+        ("cpu_cores", "cpu cores", ""),
+        ("memory_gb", "memory", " GB"),
+        ("disk_gb", "disk", " GB"),
+    ]
+    .iter()
+    .filter_map(|(key, label, unit)| {
+        fields::number(quota, key).map(|x| format!("{label} {}{unit}", fields::trim_decimal(x)))
+    })
+    .collect();
+    if parts.is_empty() {
+        "no limits".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// The `tenant list` table.
+pub fn render_tenants(data: &Value) -> String {
+    let list = match data {
+        Value::Array(list) => list.as_slice(),
+        other => items(other, "tenants"),
+    };
+    let mut table = Table::new(&["NAME", "QUOTA"]);
+    for tenant in list {
+        table.row(vec![text(tenant, "name"), quota_text(get(tenant, "quota"))]);
+    }
+    table.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn quotas_read_as_one_line() {
+        let q = json!({"gpus": 8, "gpu_memory_gb": 640, "memory_gb": 0.5});
+        assert_eq!(
+            quota_text(Some(&q)),
+            "gpus 8, gpu memory 640 GB, memory 0.5 GB"
+        );
+        assert_eq!(quota_text(Some(&json!({}))), "no limits");
+        assert_eq!(quota_text(None), "no limits");
+    }
+
+    #[test]
+    fn amounts_must_be_finite_and_not_negative() {
+        assert_eq!(non_negative("2.5"), Ok(2.5));
+        assert_eq!(non_negative("0"), Ok(0.0));
+        assert!(non_negative("-1").is_err());
+        assert!(non_negative("inf").is_err());
+        assert!(non_negative("lots").is_err());
+    }
+
+    #[test]
+    fn the_tenant_list_accepts_a_wrapped_or_bare_array() {
+        let wrapped = json!({"tenants": [{"name": "demo", "quota": {"gpus": 4}}]});
+        assert_eq!(render_tenants(&wrapped), "NAME  QUOTA\ndemo  gpus 4\n");
+        assert_eq!(
+            render_tenants(&json!([{"name": "a"}])),
+            "NAME  QUOTA\na     no limits\n"
+        );
+    }
+}

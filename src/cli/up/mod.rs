@@ -1,0 +1,272 @@
+//! `caldera up`: the embedded default. One command runs the control plane in
+//! this process, node agents as child processes, creates the demo tenant and
+//! prints everything needed to submit a first task.
+mod agents;
+mod profiles;
+mod tokens;
+
+use super::client::{block_on, ApiClient, Verb};
+use super::server_config::{self, FlagOverrides};
+use super::{logging, CliError};
+use caldera_actors::config::ServerConfig;
+use caldera_gateway::{GatewayError, Started};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::sync::{oneshot, watch};
+
+/// Name of the tenant `up` creates for trying things out.
+const DEMO_TENANT: &str = "demo";
+/// How long `up` waits for the fresh server to answer /healthz.
+const READY_WAIT: Duration = Duration::from_secs(15);
+/// How long the control plane gets to stop after the agents are down.
+const SERVER_STOP_WAIT: Duration = Duration::from_secs(15);
+/// The seed's example request, shown in the hint.
+const SEED_EXAMPLE: &str = r#"{"task_id":"train_20240716_001","task_type":"training","priority":"high","resources":{"gpu":{"count":4,"memory_gb":80,"model":"A100"},"cpu":{"cores":32},"memory":{"size_gb":256},"disk":{"size_gb":200}},"duration":"01:00:00","image":"registry.internal/deeplearning/pytorch:2.1-cu12.1"}"#;
+
+/// Flags of `caldera up`.
+#[derive(clap::Args, Debug)]
+pub struct UpArgs {
+    /// Address of the HTTP gateway and portal.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7070")]
+    pub listen: String,
+    /// Everything `up` keeps: the control plane (server/), the agents
+    /// (nodes/), their logs (logs/) and the tokens (up-tokens.json).
+    #[arg(long, value_name = "DIR", default_value = "./caldera-data")]
+    pub data_dir: PathBuf,
+    /// Number of local node agents.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub nodes: u32,
+}
+
+/// Runs the embedded default until SIGINT/SIGTERM.
+pub fn run(args: UpArgs) -> Result<(), CliError> {
+    std::fs::create_dir_all(&args.data_dir)
+        .map_err(|e| CliError::Failed(format!("creating {}: {e}", args.data_dir.display())))?;
+    let flags = FlagOverrides {
+        listen: Some(args.listen.clone()),
+        data_dir: Some(args.data_dir.join("server")),
+    };
+    let mut config = server_config::load(None, std::env::vars(), &flags)?;
+    let tokens = tokens::load_or_create(
+        &args.data_dir,
+        config.operator_token.take(),
+        config.join_token.take(),
+    )?;
+    config.operator_token = Some(tokens.operator_token.clone());
+    config.join_token = Some(tokens.join_token.clone());
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::Failed(format!("cannot find this program's path: {e}")))?;
+    logging::init();
+    block_on(embedded(config, tokens, exe, args))
+}
+
+/// The control plane on its own thread (it builds its own actix System), the
+/// agents and the signal handling on this one.
+async fn embedded(
+    config: ServerConfig,
+    mut tokens: tokens::UpTokens,
+    exe: PathBuf,
+    args: UpArgs,
+) -> Result<(), CliError> {
+    // Listen before the server starts so an early Ctrl-C is not lost.
+    let mut shutdown = Shutdown::listen()?;
+    let (started_rx, mut server_done) = start_control_plane(config)?;
+    let started = tokio::select! {
+        started = started_rx => match started {
+            Ok(started) => started,
+            Err(_) => return server_outcome(server_done.await),
+        },
+        _ = shutdown.requested() => return wait_for_server(server_done).await,
+    };
+    let url = format!("http://{}", started.addr);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let plans = profiles::agent_plans(
+        args.nodes,
+        &url,
+        &tokens.join_token,
+        &args.data_dir,
+        profiles::real_gpus_present(),
+    );
+    let supervisors: Vec<_> = plans
+        .into_iter()
+        .map(|plan| {
+            let log = args
+                .data_dir
+                .join("logs")
+                .join(format!("{}.log", plan.name));
+            actix_rt::spawn(agents::supervise(exe.clone(), plan, log, stop_rx.clone()))
+        })
+        .collect();
+    let demo = ensure_demo_tenant(&url, &mut tokens, &args.data_dir).await;
+    print_banner(&url, &tokens, demo);
+
+    let ended_early = tokio::select! {
+        _ = shutdown.requested() => None,
+        outcome = &mut server_done => Some(outcome),
+    };
+    tracing::info!("stopping the node agents");
+    let _ = stop_tx.send(true);
+    for supervisor in supervisors {
+        let _ = supervisor.await;
+    }
+    match ended_early {
+        Some(outcome) => match server_outcome(outcome) {
+            Ok(()) => Err(CliError::Failed(
+                "the control plane stopped on its own".into(),
+            )),
+            Err(e) => Err(e),
+        },
+        None => wait_for_server(server_done).await,
+    }
+}
+
+/// What `caldera_gateway::run` returned, as seen from this thread.
+type ServerDone = oneshot::Receiver<Result<(), GatewayError>>;
+type ServerOutcome = Result<Result<(), GatewayError>, oneshot::error::RecvError>;
+
+/// Starts `caldera_gateway::run` on a thread. The first receiver fires once
+/// the listener is bound; the second when `run` returns.
+fn start_control_plane(
+    config: ServerConfig,
+) -> Result<(oneshot::Receiver<Started>, ServerDone), CliError> {
+    let (started_tx, started_rx) = oneshot::channel();
+    let (done_tx, done_rx) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("control-plane".into())
+        .spawn(move || {
+            let outcome = caldera_gateway::run(config, move |started| {
+                let _ = started_tx.send(started.clone());
+            });
+            let _ = done_tx.send(outcome);
+        })
+        .map_err(|e| CliError::Failed(format!("cannot start the control plane thread: {e}")))?;
+    Ok((started_rx, done_rx))
+}
+
+fn server_outcome(outcome: ServerOutcome) -> Result<(), CliError> {
+    match outcome {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(CliError::Failed(format!("control plane: {e}"))),
+        Err(_) => Err(CliError::Failed(
+            "the control plane thread ended without a result".into(),
+        )),
+    }
+}
+
+/// Waits for the control plane to stop. It received the same signal as we
+/// did; if it has not stopped in time (it may have been still starting when
+/// the signal came), it is sent SIGTERM once more.
+async fn wait_for_server(
+    mut done: oneshot::Receiver<Result<(), GatewayError>>,
+) -> Result<(), CliError> {
+    if let Ok(outcome) = tokio::time::timeout(SERVER_STOP_WAIT, &mut done).await {
+        return server_outcome(outcome);
+    }
+    tracing::warn!("the control plane is still running; sending it SIGTERM");
+    // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGTERM);
+    }
+    match tokio::time::timeout(SERVER_STOP_WAIT, done).await {
+        Ok(outcome) => server_outcome(outcome),
+        Err(_) => Err(CliError::Failed("the control plane did not stop".into())),
+    }
+}
+
+/// SIGINT or SIGTERM, whichever comes first.
+struct Shutdown {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl Shutdown {
+    fn listen() -> Result<Self, CliError> {
+        let hook = |kind| {
+            signal(kind).map_err(|e| CliError::Failed(format!("cannot listen for signals: {e}")))
+        };
+        Ok(Shutdown {
+            interrupt: hook(SignalKind::interrupt())?,
+            terminate: hook(SignalKind::terminate())?,
+        })
+    }
+
+    async fn requested(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+    }
+}
+
+/// What became of the demo tenant's token.
+enum DemoToken {
+    Known,
+    Missing(String),
+}
+
+/// Creates the demo tenant on the first run and saves its token; later runs
+/// reuse the saved one. A failure is reported, not fatal: the cluster still
+/// works with the operator token.
+async fn ensure_demo_tenant(
+    url: &str,
+    tokens: &mut tokens::UpTokens,
+    data_dir: &Path,
+) -> DemoToken {
+    if tokens.demo_tenant_token.is_some() {
+        return DemoToken::Known;
+    }
+    let client = ApiClient::new(url, Some(tokens.operator_token.clone()));
+    if let Err(e) = wait_until_ready(&client).await {
+        return DemoToken::Missing(e.to_string());
+    }
+    let body = serde_json::json!({ "name": DEMO_TENANT });
+    let created = match client.send_json(Verb::Post, "/v1/tenants", &body).await {
+        Ok(answer) => answer.data,
+        Err(e) => return DemoToken::Missing(format!("creating the demo tenant: {e}")),
+    };
+    let Some(token) = created.get("token").and_then(serde_json::Value::as_str) else {
+        return DemoToken::Missing("the server did not return the demo tenant's token".into());
+    };
+    tokens.demo_tenant_token = Some(token.to_string());
+    match tokens::save(data_dir, tokens) {
+        Ok(()) => DemoToken::Known,
+        Err(e) => DemoToken::Missing(format!("the demo tenant token could not be saved: {e}")),
+    }
+}
+
+/// Polls /healthz until the server answers, for up to [`READY_WAIT`].
+async fn wait_until_ready(client: &ApiClient) -> Result<(), CliError> {
+    let deadline = tokio::time::Instant::now() + READY_WAIT;
+    loop {
+        match client.get("/healthz", &[]).await {
+            Ok(_) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                return Err(CliError::Failed(format!(
+                    "the server did not become ready: {e}"
+                )))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// The lines a person needs: address, tokens (one line each, so scripts can
+/// pick them with `grep`) and how to submit the seed's example.
+fn print_banner(url: &str, tokens: &tokens::UpTokens, demo: DemoToken) {
+    let demo_token = match (&tokens.demo_tenant_token, demo) {
+        (Some(token), DemoToken::Known) => token.clone(),
+        (_, DemoToken::Missing(why)) => {
+            tracing::warn!("demo tenant: {why}");
+            format!("(unavailable: {why})")
+        }
+        (None, DemoToken::Known) => "(unavailable)".into(),
+    };
+    println!("Caldera is up: {url}");
+    println!("operator token: {}", tokens.operator_token);
+    println!("demo tenant token: {demo_token}");
+    println!("join token: {}", tokens.join_token);
+    println!("Submit the seed's example as the demo tenant, with curl or with the CLI:");
+    println!("  curl -sS -X POST {url}/v1/tasks -H 'Authorization: Bearer {demo_token}' -H 'Content-Type: application/json' -d '{SEED_EXAMPLE}'");
+    println!("  echo '{SEED_EXAMPLE}' | caldera submit - --server {url} --token {demo_token}");
+}
