@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
-use tokio::time::{interval, Interval, MissedTickBehavior};
+use tokio::time::{interval_at, Interval, MissedTickBehavior};
 
 /// How often checkpoint dirs are looked at.
 const CHECKPOINT_POLL: Duration = Duration::from_secs(1);
@@ -112,8 +112,9 @@ pub async fn run_until(
     Ok(())
 }
 
+/// A ticker whose first tick is one period away (the welcome already sent a heartbeat).
 fn new_interval(period: Duration) -> Interval {
-    let mut i = interval(period);
+    let mut i = interval_at(tokio::time::Instant::now() + period, period);
     i.set_missed_tick_behavior(MissedTickBehavior::Delay);
     i
 }

@@ -11,20 +11,32 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
+/// What the test tells one fake connection to do.
+enum Cmd {
+    Send(ServerMessage),
+    Close,
+    /// Stop reading and answering, keeping the socket open (a hung server).
+    Freeze,
+}
+
 /// One agent connection as the fake control plane sees it.
 struct FakeConn {
-    to_agent: UnboundedSender<Option<ServerMessage>>,
+    to_agent: UnboundedSender<Cmd>,
     from_agent: UnboundedReceiver<NodeMessage>,
     authorization: Option<String>,
 }
 
 impl FakeConn {
     fn send(&self, m: ServerMessage) {
-        self.to_agent.send(Some(m)).unwrap();
+        self.to_agent.send(Cmd::Send(m)).unwrap();
     }
 
     fn close(&self) {
-        let _ = self.to_agent.send(None);
+        let _ = self.to_agent.send(Cmd::Close);
+    }
+
+    fn freeze(&self) {
+        let _ = self.to_agent.send(Cmd::Freeze);
     }
 
     /// The next message matching `f`, skipping others (heartbeats, mostly).
@@ -75,7 +87,7 @@ async fn connect(
         .and_then(|v| v.to_str().ok())
         .map(String::from);
     let (response, mut session, mut stream) = actix_ws::handle(&req, body)?;
-    let (to_agent, mut commands) = unbounded_channel::<Option<ServerMessage>>();
+    let (to_agent, mut commands) = unbounded_channel::<Cmd>();
     let (received, from_agent) = unbounded_channel();
     let _ = conns.send(FakeConn {
         to_agent,
@@ -86,12 +98,16 @@ async fn connect(
         loop {
             tokio::select! {
                 cmd = commands.recv() => match cmd {
-                    Some(Some(m)) => {
+                    Some(Cmd::Send(m)) => {
                         if session.text(serde_json::to_string(&m).unwrap()).await.is_err() {
                             break;
                         }
                     }
-                    _ => {
+                    Some(Cmd::Freeze) => {
+                        let _keep_open = (&session, &stream);
+                        std::future::pending::<()>().await;
+                    }
+                    Some(Cmd::Close) | None => {
                         let _ = session.close(None).await;
                         break;
                     }
@@ -410,6 +426,45 @@ async fn a_refused_hello_is_retried() {
     });
     let mut c2 = next_conn(&mut conns).await;
     c2.hello().await;
+    let _ = stop_agent.send(());
+    tokio::time::timeout(Duration::from_secs(10), agent)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    server.stop(false).await;
+}
+
+#[actix_rt::test]
+async fn a_hung_server_is_detected_by_ping_timeout() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let (stop_agent, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut config = agent_config(&url, dir.path());
+    config.node_name = "fake-node-4".into();
+    let agent = actix_rt::spawn(caldera_node::run_until(config, async {
+        let _ = stopped.await;
+    }));
+    let mut c1 = next_conn(&mut conns).await;
+    c1.hello().await;
+    c1.send(welcome(1, &[], &[]));
+    c1.send(start("a1", 1, "exec sleep 60"));
+    c1.event("a1", |k| matches!(k, WorkloadEventKind::Started { .. }))
+        .await;
+    // Let a ping be answered, then hang: pings at 100 ms, silence > 300 ms ends it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let frozen_at = std::time::Instant::now();
+    c1.freeze();
+    let mut c2 = next_conn(&mut conns).await;
+    assert!(
+        frozen_at.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        frozen_at.elapsed()
+    );
+    let hello = c2.hello().await;
+    assert_eq!(hello.workloads.len(), 1);
+    assert!(hello.workloads[0].exit.is_none());
     let _ = stop_agent.send(());
     tokio::time::timeout(Duration::from_secs(10), agent)
         .await

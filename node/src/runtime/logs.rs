@@ -5,8 +5,8 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// Most bytes one `Logs` answer carries, whatever was asked: a WebSocket frame
-/// must stay well under the control plane's frame limit.
-pub const MAX_TAIL_BYTES: u64 = 256 * 1024;
+/// must stay well under the control plane's frame limit (4 MiB).
+pub const MAX_TAIL_BYTES: u64 = 1024 * 1024;
 
 /// Where the task's log lives.
 pub fn log_path(data_dir: &Path, task_id: &str) -> PathBuf {
