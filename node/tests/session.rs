@@ -13,7 +13,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 /// What the test tells one fake connection to do.
 enum Cmd {
-    Send(ServerMessage),
+    Send(Box<ServerMessage>),
     Close,
     /// Stop reading and answering, keeping the socket open (a hung server).
     Freeze,
@@ -28,7 +28,7 @@ struct FakeConn {
 
 impl FakeConn {
     fn send(&self, m: ServerMessage) {
-        self.to_agent.send(Cmd::Send(m)).unwrap();
+        self.to_agent.send(Cmd::Send(Box::new(m))).unwrap();
     }
 
     fn close(&self) {
