@@ -236,28 +236,92 @@ pub fn render_utilization(data: &Value) -> String {
         ]);
     }
     out.push_str(&indent(&total.render()));
-    for (title, list, name_key, header) in [
-        ("by node", "by_node", "node", "NODE"),
-        ("by tenant", "by_tenant", "tenant", "TENANT"),
-        ("by gpu model", "by_gpu_model", "model", "MODEL"),
+    // Tenants have no capacity of their own (that is their quota), and a GPU
+    // model has no CPU, memory or disk: show only what means something.
+    let gpu_dims = &DIMENSIONS[..2];
+    for (title, list, name_key, header, dims, with_capacity) in [
+        (
+            "by node (allocated/capacity)",
+            "by_node",
+            "node",
+            "NODE",
+            &DIMENSIONS[..],
+            true,
+        ),
+        (
+            "by tenant (allocated)",
+            "by_tenant",
+            "tenant",
+            "TENANT",
+            &DIMENSIONS[..],
+            false,
+        ),
+        (
+            "by gpu model (allocated/capacity)",
+            "by_gpu_model",
+            "model",
+            "MODEL",
+            gpu_dims,
+            true,
+        ),
     ] {
-        out.push_str(&format!("\n{title} (allocated/capacity):\n"));
-        let mut table = Table::new(&[header, "GPUS", "GPU MEM", "CPU", "MEM", "DISK"]);
-        for entry in items(data, list) {
-            let mut row = vec![text(entry, name_key)];
-            for (_, key, show) in DIMENSIONS {
-                let amount = |part: &str| {
-                    number(entry, &format!("{key}.{part}"))
-                        .map(show)
-                        .unwrap_or_else(|| MISSING.into())
-                };
-                row.push(format!("{}/{}", amount("allocated"), amount("capacity")));
-            }
-            table.row(row);
-        }
-        out.push_str(&indent(&table.render()));
+        out.push_str(&format!("\n{title}:\n"));
+        out.push_str(&indent(&breakdown(
+            items(data, list),
+            name_key,
+            header,
+            dims,
+            with_capacity,
+        )));
     }
     out
+}
+
+/// One breakdown table. The entry's name is read from `name_key`, or from a
+/// generic `key`/`name` field, whichever the server sends.
+fn breakdown(
+    entries: &[Value],
+    name_key: &str,
+    header: &str,
+    dims: &[Dimension],
+    with_capacity: bool,
+) -> String {
+    let headers: Vec<&str> = std::iter::once(header)
+        .chain(dims.iter().map(|(_, key, _)| column_of(key)))
+        .collect();
+    let mut table = Table::new(&headers);
+    for entry in entries {
+        let name = [name_key, "key", "name"]
+            .iter()
+            .find_map(|k| get(entry, k))
+            .map(fields::show);
+        let mut row = vec![name.unwrap_or_else(|| MISSING.into())];
+        for (_, key, show) in dims {
+            let amount = |part: &str| {
+                number(entry, &format!("{key}.{part}"))
+                    .map(show)
+                    .unwrap_or_else(|| MISSING.into())
+            };
+            row.push(if with_capacity {
+                format!("{}/{}", amount("allocated"), amount("capacity"))
+            } else {
+                amount("allocated")
+            });
+        }
+        table.row(row);
+    }
+    table.render()
+}
+
+/// Column header of a dimension in the breakdown tables.
+fn column_of(key: &str) -> &'static str {
+    match key {
+        "gpus" => "GPUS",
+        "gpu_memory_mb" => "GPU MEM",
+        "cpu_cores" => "CPU",
+        "memory_mb" => "MEM",
+        _ => "DISK",
+    }
 }
 
 fn indent(block: &str) -> String {
@@ -320,19 +384,26 @@ mod tests {
             "disk_mb": {"capacity": 6_291_456, "allocated": 204_800, "used": 0}});
         let mut by_node = dims.clone();
         by_node["node"] = json!("node-1");
-        let data =
-            json!({"total": dims, "by_node": [by_node], "by_tenant": [], "by_gpu_model": []});
+        let mut by_tenant = dims.clone();
+        by_tenant["key"] = json!("demo");
+        let mut by_model = dims.clone();
+        by_model["key"] = json!("A100");
+        let data = json!({"total": dims, "by_node": [by_node], "by_tenant": [by_tenant],
+            "by_gpu_model": [by_model]});
         let out = render_utilization(&data);
-        assert!(out.starts_with("pool:\n  RESOURCE    CAPACITY  ALLOCATED  USED\n  gpus        14        4          1.5\n  gpu memory  768G      320G       1G\n"), "{out}");
+        assert!(out.starts_with(
+            "pool:\n  RESOURCE    CAPACITY  ALLOCATED  USED\n  gpus        14        4          1.5\n  \
+             gpu memory  768G      320G       1G\n"
+        ), "{out}");
         assert!(
             out.contains("  node-1  4/14  320G/768G  32/160  256G/1536G  200G/6144G\n"),
             "{out}"
         );
-        assert!(
-            out.contains(
-                "by tenant (allocated/capacity):\n  TENANT  GPUS  GPU MEM  CPU  MEM  DISK\n"
-            ),
-            "{out}"
-        );
+        assert!(out.contains(
+            "by tenant (allocated):\n  TENANT  GPUS  GPU MEM  CPU  MEM   DISK\n  demo    4     320G     32   256G  200G\n"
+        ), "{out}");
+        assert!(out.ends_with(
+            "by gpu model (allocated/capacity):\n  MODEL  GPUS  GPU MEM\n  A100   4/14  320G/768G\n"
+        ), "{out}");
     }
 }
