@@ -1,4 +1,5 @@
 //! Structured logs for the long-running commands (`server`, `up`).
+use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
 /// Installs the tracing subscriber on stderr. The filter comes from
@@ -13,9 +14,13 @@ pub fn init() {
         Some(Err(e)) => (EnvFilter::new("info"), Some(e.to_string())),
         None => (EnvFilter::new("info"), None),
     };
+    // Colours only for a person at a terminal: logs captured by tests,
+    // systemd or a file stay free of escape codes.
+    let ansi = std::io::stderr().is_terminal();
     // A second init (e.g. in tests) keeps the first subscriber.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .try_init();
     if let Some(e) = bad {
