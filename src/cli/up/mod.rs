@@ -262,11 +262,59 @@ fn print_banner(url: &str, tokens: &tokens::UpTokens, demo: DemoToken) {
         }
         (None, DemoToken::Known) => "(unavailable)".into(),
     };
-    println!("Caldera is up: {url}");
-    println!("operator token: {}", tokens.operator_token);
-    println!("demo tenant token: {demo_token}");
-    println!("join token: {}", tokens.join_token);
-    println!("Submit the seed's example as the demo tenant, with curl or with the CLI:");
-    println!("  curl -sS -X POST {url}/v1/tasks -H 'Authorization: Bearer {demo_token}' -H 'Content-Type: application/json' -d '{SEED_EXAMPLE}'");
-    println!("  echo '{SEED_EXAMPLE}' | caldera submit - --server {url} --token {demo_token}");
+    print!("{}", banner(url, tokens, &demo_token));
+}
+
+/// The text of [`print_banner`], one fact per line.
+fn banner(url: &str, tokens: &tokens::UpTokens, demo_token: &str) -> String {
+    let operator = &tokens.operator_token;
+    let join = &tokens.join_token;
+    format!(
+        "Caldera is up: {url}\n\
+         operator token: {operator}\n\
+         demo tenant token: {demo_token}\n\
+         join token: {join}\n\
+         Submit the seed's example as the demo tenant, with curl or with the CLI:\n  \
+         curl -sS -X POST {url}/v1/tasks -H 'Authorization: Bearer {demo_token}' \
+         -H 'Content-Type: application/json' -d '{SEED_EXAMPLE}'\n  \
+         echo '{SEED_EXAMPLE}' | caldera submit - --server {url} --token {demo_token}\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_banner_gives_each_token_its_own_line_and_a_hint_that_uses_them() {
+        let tokens = tokens::UpTokens {
+            operator_token: "op".into(),
+            join_token: "jt".into(),
+            demo_tenant_token: Some("dt".into()),
+        };
+        let text = banner("http://127.0.0.1:7070", &tokens, "dt");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 7);
+        assert_eq!(
+            lines[..4],
+            [
+                "Caldera is up: http://127.0.0.1:7070",
+                "operator token: op",
+                "demo tenant token: dt",
+                "join token: jt"
+            ]
+        );
+        assert!(lines[5].starts_with(
+            "  curl -sS -X POST http://127.0.0.1:7070/v1/tasks -H 'Authorization: Bearer dt' "
+        ));
+        assert!(lines[5].ends_with("-d '{\"task_id\":\"train_20240716_001\",\"task_type\":\"training\",\"priority\":\"high\",\"resources\":{\"gpu\":{\"count\":4,\"memory_gb\":80,\"model\":\"A100\"},\"cpu\":{\"cores\":32},\"memory\":{\"size_gb\":256},\"disk\":{\"size_gb\":200}},\"duration\":\"01:00:00\",\"image\":\"registry.internal/deeplearning/pytorch:2.1-cu12.1\"}'"));
+        assert!(lines[6].ends_with("| caldera submit - --server http://127.0.0.1:7070 --token dt"));
+    }
+
+    #[test]
+    fn the_seed_example_is_valid_json() {
+        let spec: serde_json::Value =
+            serde_json::from_str(SEED_EXAMPLE).expect("seed example parses");
+        assert_eq!(spec["resources"]["gpu"]["count"], 4);
+    }
 }
