@@ -62,9 +62,10 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
     let (gen_op, gen_join) = setup_tokens(&store, &config, &book)?;
     let gate = FlushGate::start(store.clone());
     let registry = Arc::new(Registry::default());
+    let largest_gpu_mb = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let scheduler = {
         let (g, r, c) = (gate.clone(), registry.clone(), config.clone());
-        let s = Scheduler::load(g, r, &c)?;
+        let s = Scheduler::load(g, r, &c, largest_gpu_mb.clone())?;
         let arbiter = actix::Arbiter::new();
         Scheduler::start_in_arbiter(&arbiter.handle(), move |_| s)
     };
@@ -74,6 +75,7 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
         scheduler,
         config,
         tokens: book,
+        largest_gpu_mb,
     });
     for t in store.tenants()? {
         sh.tokens
@@ -191,6 +193,7 @@ impl Cluster {
         if self.sh.registry.tenant(&m.tenant).is_none() {
             return Err(ActorError::not_found("tenant", &m.tenant));
         }
+        check_inference_cap(&m.spec, self.sh.config.inference_replica_cap, self.sh.largest_gpu_mb.load(std::sync::atomic::Ordering::Relaxed))?;
         if let Some(existing) = self.sh.gate.store().task(&id)? {
             if existing.tenant == m.tenant && existing.spec == m.spec {
                 let current = match self.sh.registry.task(&id) {
@@ -217,6 +220,36 @@ impl Cluster {
         let actor = TaskActor::new(rec.clone(), self.sh.clone(), Some(ticket)).start();
         self.sh.registry.add_task(&id, actor);
         Ok((rec, Some(ticket)))
+    }
+}
+
+/// Inference replicas are small by rule: at most `cap` of one GPU each (by
+/// default half of the largest GPU's memory). A service scales out with
+/// replicas, not up — so training keeps room and replicas spread.
+fn check_inference_cap(spec: &TaskSpec, cap: f64, largest_gpu_mb: u64) -> Result<()> {
+    use caldera_spec::{SpecError, SpecErrorKind as K, TaskType};
+    if spec.task_type != TaskType::Inference {
+        return Ok(());
+    }
+    let Some(g) = &spec.resources.gpu else { return Ok(()) };
+    let refuse = |field: &str, what: String| {
+        Err(ActorError::Invalid(SpecError::new(
+            K::OutOfRange,
+            field,
+            format!("{what}: an inference replica may use at most {:.0}% of one GPU; scale out with more replicas instead", cap * 100.0),
+        )))
+    };
+    if g.count > 1 {
+        return refuse("resources.gpu.count", format!("{} GPUs per replica", g.count));
+    }
+    match (g.share, g.memory_gb) {
+        (Some(s), _) if s > cap + 1e-9 => refuse("resources.gpu.share", format!("a share of {s}")),
+        (None, Some(m)) if largest_gpu_mb > 0 && m * 1024.0 > cap * largest_gpu_mb as f64 + 1e-6 => refuse(
+            "resources.gpu.memory_gb",
+            format!("{m} GB per replica (the largest GPU here has {} GB)", largest_gpu_mb / 1024),
+        ),
+        (None, None) => refuse("resources.gpu", "a whole GPU per replica".to_string()),
+        _ => Ok(()),
     }
 }
 
@@ -253,6 +286,7 @@ fn describe(spec: &TaskSpec) -> String {
 pub struct CreateTenant {
     pub name: String,
     pub quota: Quota,
+    pub borrowing_limit: Quota,
 }
 
 impl Handler<CreateTenant> for Cluster {
@@ -275,6 +309,7 @@ impl Cluster {
     ) -> Result<(TenantRecord, String, crate::durability::Ticket)> {
         validate_name(&m.name)?;
         m.quota.validate()?;
+        m.borrowing_limit.validate()?;
         if self.sh.registry.tenant(&m.name).is_some() {
             return Err(ActorError::Conflict(format!(
                 "tenant {:?} already exists",
@@ -287,6 +322,7 @@ impl Cluster {
             name: m.name.clone(),
             token_sha256: tokens::hash(&token),
             quota: m.quota,
+            borrowing_limit: m.borrowing_limit,
             created_ms: now_ms(),
         };
         let mut b = self.sh.batch();
@@ -308,10 +344,7 @@ impl Cluster {
             &rec.name,
             TenantActor::new(rec.clone(), self.sh.clone()).start(),
         );
-        self.sh.scheduler.do_send(SetQuota {
-            tenant: rec.name.clone(),
-            quota: rec.quota.clone(),
-        });
+        self.sh.scheduler.do_send(SetQuota { tenant: rec.name.clone(), limits: crate::tenant::limits(&rec) });
         Ok((rec, token, ticket))
     }
 }

@@ -39,6 +39,20 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// HTTP worker threads. Default 2.
     pub http_workers: usize,
+    /// An allocation using less than this (GPU utilisation, or CPU % for
+    /// CPU-only work) counts as idle. Default 5.
+    pub idle_threshold_pct: f32,
+    /// Idle this long gets a warning, ms; 0 disables the inspector. Default 1800000 (30 min).
+    pub idle_window_ms: u64,
+    /// Still idle this long after the warning is reclaimed, ms. Default 1800000.
+    pub idle_grace_ms: u64,
+    /// Where idle warnings are POSTed (JSON). Default: none.
+    pub idle_webhook_url: Option<String>,
+    /// Period of the inspector and of the tenant usage samples, ms. Default 10000.
+    pub usage_sample_ms: u64,
+    /// Most GPU memory one inference replica may ask for, as a fraction of the
+    /// largest GPU in the pool: scale out with replicas, not up. Default 0.5.
+    pub inference_replica_cap: f64,
 }
 
 impl Default for ServerConfig {
@@ -58,6 +72,12 @@ impl Default for ServerConfig {
             cache_mb: 64,
             max_body_bytes: 64 * 1024,
             http_workers: 2,
+            idle_threshold_pct: 5.0,
+            idle_window_ms: 1_800_000,
+            idle_grace_ms: 1_800_000,
+            idle_webhook_url: None,
+            usage_sample_ms: 10_000,
+            inference_replica_cap: 0.5,
         }
     }
 }
@@ -96,6 +116,12 @@ impl ServerConfig {
         }
         if self.max_body_bytes < 1024 {
             return err("max-body-bytes", "must be at least 1024");
+        }
+        if !(self.inference_replica_cap > 0.0 && self.inference_replica_cap <= 1.0) {
+            return err("inference-replica-cap", "must be in (0, 1]");
+        }
+        if self.usage_sample_ms == 0 {
+            return err("usage-sample-ms", "must be greater than 0");
         }
         if self.http_workers == 0 {
             return err("http-workers", "must be greater than 0");

@@ -9,6 +9,7 @@ pub mod node;
 pub mod placement;
 pub mod registry;
 pub mod scheduler;
+pub mod service;
 pub mod shared;
 pub mod task;
 pub mod tenant;

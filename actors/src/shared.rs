@@ -16,6 +16,8 @@ pub struct Shared {
     pub scheduler: Addr<Scheduler>,
     pub config: ServerConfig,
     pub tokens: Arc<TokenBook>,
+    /// Largest GPU in the pool, MiB (kept by the Scheduler), for the inference cap.
+    pub largest_gpu_mb: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Shared {

@@ -7,7 +7,7 @@ use crate::clock::now_ms;
 use crate::durability::Ticket;
 use crate::errors::{ActorError, Result};
 use crate::node::{Dispatch, StopWorkload};
-use crate::scheduler::{Dequeue, Enqueue, Free};
+use crate::scheduler::{Checkpointed, Dequeue, Enqueue, Free};
 use crate::shared::Shared;
 use actix::prelude::*;
 use caldera_spec::wire::{ExitStatus, StartCommand, WorkloadEventKind};
@@ -19,18 +19,46 @@ use std::time::Duration;
 const STOP_SLACK: Duration = Duration::from_secs(5);
 
 pub struct TaskActor {
-    rec: TaskRecord,
-    sh: Arc<Shared>,
+    pub(crate) rec: TaskRecord,
+    pub(crate) sh: Arc<Shared>,
     /// The submission's ticket: the task is enqueued only once it is durable.
     boot: Option<Ticket>,
+    /// Why the running workload is being stopped, when the control plane asked.
+    stopping: Option<Stopping>,
+    /// An inference service: the last known state of each replica.
+    pub(crate) replicas: std::collections::BTreeMap<String, TaskState>,
+}
+
+/// A stop the control plane asked for, and what follows the exit.
+#[derive(Debug, Clone)]
+enum Stopping {
+    /// Back to the queue, to resume from the latest checkpoint.
+    Preempted { by: String, reason: String },
+    /// Idle too long: the room goes back to the pool for good.
+    Reclaimed { reason: String },
 }
 
 impl TaskActor {
     pub fn new(rec: TaskRecord, sh: Arc<Shared>, boot: Option<Ticket>) -> Self {
-        TaskActor { rec, sh, boot }
+        TaskActor { rec, sh, boot, stopping: None, replicas: Default::default() }
     }
 
-    fn id(&self) -> &str {
+    /// Preempted -> Queued, keeping the checkpoint pointer for the next start.
+    fn requeue_preempted(&mut self, ctx: &mut Context<Self>, by: &str, reason: &str) {
+        let _ = ctx;
+        self.free(&format!("preempted by {by}"));
+        self.rec.preemptions += 1;
+        self.rec.allocation = None;
+        self.transition(TaskState::Preempted, Some(format!("preempted by {by}: {reason}")));
+        let resume = match &self.rec.checkpoint {
+            Some(c) => format!("requeued; resumes from checkpoint {c}"),
+            None => "requeued; no checkpoint was saved, it starts over".to_string(),
+        };
+        self.transition(TaskState::Queued, Some(resume));
+        self.enqueue();
+    }
+
+    pub(crate) fn id(&self) -> &str {
         &self.rec.spec.task_id
     }
 
@@ -45,15 +73,20 @@ impl TaskActor {
     }
 
     /// Records the task and an event atomically.
-    fn persist(&mut self, kind: EventKind, msg: String) -> Option<Ticket> {
+    pub(crate) fn persist(&mut self, kind: EventKind, msg: String) -> Option<Ticket> {
         let mut b = self.sh.batch();
         b.put_task(&self.rec);
         b.append_event(self.event(kind, msg));
         self.sh.commit(b)
     }
 
-    fn transition(&mut self, state: TaskState, reason: Option<String>) -> Option<Ticket> {
+    pub(crate) fn transition(&mut self, state: TaskState, reason: Option<String>) -> Option<Ticket> {
         let from = self.rec.state;
+        if let Some(svc) = &self.rec.service {
+            if let Some(parent) = self.sh.registry.task(svc) {
+                parent.do_send(crate::service::ReplicaState { replica: self.id().to_string(), state });
+            }
+        }
         self.rec.transition(state, now_ms(), reason.clone());
         let msg = match &reason {
             Some(r) => format!("{} -> {}: {r}", from.as_str(), state.as_str()),
@@ -82,7 +115,7 @@ impl TaskActor {
     }
 
     /// Terminal: free the room, leave the directory, stop.
-    fn finish(&mut self, ctx: &mut Context<Self>, reason: &str) {
+    pub(crate) fn finish(&mut self, ctx: &mut Context<Self>, reason: &str) {
         self.free(reason);
         self.sh.registry.remove_task(self.id());
         ctx.stop();
@@ -180,6 +213,7 @@ impl TaskActor {
     /// Back to the queue (node lost, workload vanished, dispatch failed), or
     /// Failed once the retry budget is spent.
     fn requeue(&mut self, ctx: &mut Context<Self>, why: String, counts_as_loss: bool) {
+        self.stopping = None;
         self.free(&why);
         if counts_as_loss {
             self.rec.node_losses += 1;
@@ -203,6 +237,14 @@ impl TaskActor {
             self.finish(ctx, "released");
             return;
         }
+        match self.stopping.take() {
+            Some(Stopping::Preempted { by, reason }) => return self.requeue_preempted(ctx, &by, &reason),
+            Some(Stopping::Reclaimed { reason }) => {
+                self.transition(TaskState::Released, Some(reason.clone()));
+                return self.finish(ctx, &reason);
+            }
+            None => {}
+        }
         self.rec.exit_code = st.code;
         let (state, why) = match (st.code, st.signal) {
             (Some(0), _) => (TaskState::Finished, "exited with code 0".to_string()),
@@ -225,6 +267,10 @@ impl Actor for TaskActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        if self.is_service() {
+            let boot = self.boot.take();
+            return self.start_service(ctx, boot);
+        }
         if matches!(self.rec.state, TaskState::Queued | TaskState::Preempted) {
             match self.boot.take() {
                 Some(t) => {
@@ -263,6 +309,7 @@ impl Handler<Placed> for TaskActor {
         self.rec.allocation = Some(m.allocation);
         self.rec.attempts += 1;
         self.rec.pending_reason = None;
+        self.rec.estimated_start_ms = None;
         // Tickets are ordered: waiting for the Scheduled record covers the allocation record too.
         let t = self.transition(TaskState::Scheduled, Some(format!("placed on {node}")));
         self.dispatch(ctx, t.or(Some(m.ticket)));
@@ -274,12 +321,16 @@ impl Handler<Placed> for TaskActor {
 #[rtype(result = "()")]
 pub struct Pending {
     pub reason: String,
+    pub estimated_start_ms: Option<u64>,
 }
 
 impl Handler<Pending> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Pending, _: &mut Context<Self>) {
-        self.rec.pending_reason = Some(m.reason);
+        if matches!(self.rec.state, TaskState::Queued | TaskState::Preempted) {
+            self.rec.pending_reason = Some(m.reason);
+            self.rec.estimated_start_ms = m.estimated_start_ms;
+        }
     }
 }
 
@@ -335,11 +386,11 @@ impl Handler<Workload> for TaskActor {
                 }
             }
             WorkloadEventKind::CheckpointSaved { path } => {
+                let now = now_ms();
                 self.rec.checkpoint = Some(path.clone());
-                self.persist(
-                    EventKind::CheckpointSaved,
-                    format!("checkpoint saved: {path}"),
-                );
+                self.rec.checkpoint_ms = Some(now);
+                self.persist(EventKind::CheckpointSaved, format!("checkpoint saved: {path}"));
+                self.sh.scheduler.do_send(Checkpointed { allocation_id: m.allocation_id.clone(), at_ms: now });
             }
             _ => {}
         }
@@ -359,6 +410,9 @@ impl Handler<Release> for TaskActor {
     fn handle(&mut self, m: Release, ctx: &mut Context<Self>) -> Self::Result {
         // A terminal outcome stops the actor only after the answer is sent.
         let mut stop_after = false;
+        if self.is_service() {
+            return self.release_service(m.by);
+        }
         let ticket = match self.rec.state {
             TaskState::Queued | TaskState::Preempted => {
                 self.sh.scheduler.do_send(Dequeue {
@@ -410,6 +464,83 @@ impl Handler<Release> for TaskActor {
                 Ok(act.rec.clone())
             }),
         )
+    }
+}
+
+/// The scheduler chose this task's allocation as a victim: SIGTERM (the
+/// workload saves a checkpoint), a grace period, then SIGKILL; back to the queue.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Preempt {
+    pub allocation_id: String,
+    pub by: String,
+    pub reason: String,
+}
+
+impl Handler<Preempt> for TaskActor {
+    type Result = ();
+    fn handle(&mut self, m: Preempt, ctx: &mut Context<Self>) {
+        if self.rec.allocation.as_ref().map(|a| a.allocation_id.as_str()) != Some(m.allocation_id.as_str()) || self.stopping.is_some() {
+            return;
+        }
+        let grace = self.sh.config.stop_grace_ms;
+        let mut b = self.sh.batch();
+        b.append_event(self.event(EventKind::Preempted, format!("task {} preempted by {}: {}", self.id(), m.by, m.reason)));
+        b.append_event(self.event(EventKind::CheckpointRequested, format!("checkpoint requested from {}: SIGTERM, then {} ms to save before SIGKILL", self.id(), grace)));
+        self.sh.commit(b);
+        if self.rec.state != TaskState::Running {
+            // Nothing has run yet: nothing to save.
+            self.stop_workload("preempted before it ran");
+            return self.requeue_preempted(ctx, &m.by, &m.reason);
+        }
+        self.stopping = Some(Stopping::Preempted { by: m.by.clone(), reason: m.reason.clone() });
+        self.stop_workload(&format!("preempted by {}", m.by));
+        let alloc = m.allocation_id;
+        ctx.run_later(Duration::from_millis(grace) + STOP_SLACK, move |act, ctx| {
+            let same = act.rec.allocation.as_ref().is_some_and(|a| a.allocation_id == alloc);
+            if same && matches!(act.stopping, Some(Stopping::Preempted { .. })) {
+                act.stopping = None;
+                act.requeue_preempted(ctx, &m.by, "stop not confirmed in time");
+            }
+        });
+    }
+}
+
+/// The idle inspector reclaims this task's allocation.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Reclaim {
+    pub allocation_id: String,
+    pub reason: String,
+}
+
+impl Handler<Reclaim> for TaskActor {
+    type Result = ();
+    fn handle(&mut self, m: Reclaim, ctx: &mut Context<Self>) {
+        if self.rec.allocation.as_ref().map(|a| a.allocation_id.as_str()) != Some(m.allocation_id.as_str())
+            || self.stopping.is_some()
+            || self.rec.spec.idle_exempt
+            || !self.rec.state.holds_allocation()
+        {
+            return;
+        }
+        if let Some(svc) = self.rec.service.clone() {
+            if let Some(parent) = self.sh.registry.task(&svc) {
+                parent.do_send(crate::service::ScaleInIdle { replica: self.id().to_string(), reason: m.reason });
+            }
+            return;
+        }
+        self.persist(EventKind::CheckpointRequested, format!("checkpoint requested from {}: {}", self.id(), m.reason));
+        self.stopping = Some(Stopping::Reclaimed { reason: m.reason.clone() });
+        self.stop_workload(&m.reason);
+        let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
+        ctx.run_later(wait, move |act, ctx| {
+            if matches!(act.stopping, Some(Stopping::Reclaimed { .. })) {
+                act.stopping = None;
+                act.transition(TaskState::Released, Some(format!("{}; stop not confirmed in time", m.reason)));
+                act.finish(ctx, "reclaimed");
+            }
+        });
     }
 }
 

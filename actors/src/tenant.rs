@@ -1,6 +1,7 @@
 //! TenantActor: one per tenant; owns its quota record.
 use crate::clock::now_ms;
 use crate::errors::Result;
+use crate::scheduler::core::TenantLimits;
 use crate::scheduler::SetQuota;
 use crate::shared::Shared;
 use actix::prelude::*;
@@ -39,15 +40,35 @@ impl Handler<TenantSnapshot> for TenantActor {
 #[derive(Message)]
 #[rtype(result = "Result<TenantRecord>")]
 pub struct ChangeQuota {
-    pub quota: Quota,
+    /// New guarantee; `None` keeps the current one.
+    pub quota: Option<Quota>,
+    /// New borrowing limit; `None` keeps the current one.
+    pub borrowing_limit: Option<Quota>,
+}
+
+/// The scheduler's view of a tenant's limits.
+pub fn limits(rec: &TenantRecord) -> TenantLimits {
+    TenantLimits { guaranteed: rec.quota.clone(), borrowing_limit: rec.borrowing_limit.clone() }
 }
 
 impl Handler<ChangeQuota> for TenantActor {
     type Result = ResponseFuture<Result<TenantRecord>>;
     fn handle(&mut self, m: ChangeQuota, _: &mut Context<Self>) -> Self::Result {
-        let before = serde_json::to_string(&self.rec.quota).unwrap_or_default();
-        self.rec.quota = m.quota;
-        let after = serde_json::to_string(&self.rec.quota).unwrap_or_default();
+        let show = |r: &TenantRecord| {
+            format!(
+                "guarantee {} borrowing limit {}",
+                serde_json::to_string(&r.quota).unwrap_or_default(),
+                serde_json::to_string(&r.borrowing_limit).unwrap_or_default()
+            )
+        };
+        let before = show(&self.rec);
+        if let Some(q) = m.quota {
+            self.rec.quota = q;
+        }
+        if let Some(b) = m.borrowing_limit {
+            self.rec.borrowing_limit = b;
+        }
+        let after = show(&self.rec);
         let mut b = self.sh.batch();
         b.put_tenant(&self.rec);
         b.append_event(
@@ -65,10 +86,7 @@ impl Handler<ChangeQuota> for TenantActor {
         let sh = self.sh.clone();
         Box::pin(async move {
             sh.gate.commit_durable(b).await?;
-            sh.scheduler.do_send(SetQuota {
-                tenant: rec.name.clone(),
-                quota: rec.quota.clone(),
-            });
+            sh.scheduler.do_send(SetQuota { tenant: rec.name.clone(), limits: limits(&rec) });
             Ok(rec)
         })
     }

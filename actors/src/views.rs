@@ -32,6 +32,18 @@ pub struct TaskView {
     pub attempts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<String>,
+    /// While queued: the expected start (RFC 3339), from declared durations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimated_start: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimated_start_ms: Option<u64>,
+    pub preemptions: u32,
+    /// A replica: its service.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// A service: the replicas it should run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
     pub created_at: String,
     pub spec: TaskSpec,
 }
@@ -60,6 +72,15 @@ impl From<&TaskRecord> for TaskView {
             failure: r.failure.clone(),
             attempts: r.attempts,
             checkpoint: r.checkpoint.clone(),
+            estimated_start: r.estimated_start_ms.map(rfc3339),
+            estimated_start_ms: r.estimated_start_ms,
+            preemptions: r.preemptions,
+            service: r.service.clone(),
+            replicas: if r.spec.task_type == caldera_spec::TaskType::Inference && r.service.is_none() {
+                Some(r.desired_replicas.or(r.spec.replicas).unwrap_or(1))
+            } else {
+                None
+            },
             created_at: rfc3339(r.created_ms),
             spec: r.spec.clone(),
         }

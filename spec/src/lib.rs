@@ -23,5 +23,5 @@ pub use node::{DiskInfo, GpuInfo, NodeInventory, NodeMetrics, NodeRecord, NodeSt
 pub use record::{Allocation, GpuGrant, TaskRecord, TaskState, Transition};
 pub use resources::{CpuRequest, GpuRequest, ResourceRequest, SizeRequest};
 pub use task::{Priority, TaskSpec, TaskType};
-pub use tenant::{Quota, TenantRecord, Usage};
+pub use tenant::{dominant_share, standing, Quota, Standing, TenantRecord, Usage};
 pub use validate::{parse_task_spec, MAX_BODY_BYTES};

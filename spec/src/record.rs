@@ -96,6 +96,13 @@ pub struct Allocation {
     /// The node's lease epoch when this allocation was dispatched.
     pub epoch: u64,
     pub created_ms: u64,
+    /// Granted on idle capacity beyond the tenant's guarantee: preempted first
+    /// when a tenant within its guarantee needs the room.
+    #[serde(default)]
+    pub borrowed: bool,
+    /// The task's priority, kept here so victims can be chosen from the ledger alone.
+    #[serde(default)]
+    pub priority: u16,
 }
 
 /// A task and everything known about it.
@@ -125,6 +132,21 @@ pub struct TaskRecord {
     /// Latest checkpoint reported by the workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<String>,
+    /// When the latest checkpoint was reported (work since then is lost on preemption).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_ms: Option<u64>,
+    /// While queued: when the task is expected to start (Slurm `squeue --start`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_start_ms: Option<u64>,
+    /// An inference replica: the service task it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// An inference service: how many replicas it should run now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_replicas: Option<u32>,
+    /// Times this task was preempted.
+    #[serde(default)]
+    pub preemptions: u32,
 }
 
 impl TaskRecord {
@@ -148,6 +170,11 @@ impl TaskRecord {
             created_ms: now_ms,
             seq,
             checkpoint: None,
+            checkpoint_ms: None,
+            estimated_start_ms: None,
+            service: None,
+            desired_replicas: None,
+            preemptions: 0,
         }
     }
 

@@ -119,6 +119,12 @@ pub struct TaskSpec {
     /// How many times a lost node may requeue this task before it fails (default 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_retries: Option<u32>,
+    /// Never reclaimed by the idle inspector (e.g. a warm standby).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idle_exempt: bool,
+    /// Inference: the fewest replicas the idle inspector may scale in to (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<u32>,
 }
 
 impl TaskSpec {
@@ -132,5 +138,10 @@ impl TaskSpec {
     /// Retry budget for node loss.
     pub fn retry_budget(&self) -> u32 {
         self.max_retries.unwrap_or(3)
+    }
+
+    /// Declared duration in milliseconds.
+    pub fn duration_ms(&self) -> Option<u64> {
+        self.duration_secs().map(|s| s * 1000)
     }
 }

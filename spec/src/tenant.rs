@@ -17,12 +17,65 @@ pub struct Quota {
     pub disk_gb: Option<f64>,
 }
 
+/// Whether a tenant's usage after a grant stays within its guarantee, borrows,
+/// or passes its borrowing limit.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Standing {
+    Guaranteed,
+    Borrowing,
+    /// Over quota in `dim`: would use `would`, may use `limit` (guarantee + borrowing limit).
+    OverQuota { dim: &'static str, limit: f64, would: f64 },
+}
+
+/// A tenant's standing with `usage` (including the request in question).
+pub fn standing(guaranteed: &Quota, borrowing_limit: &Quota, usage: &Usage) -> Standing {
+    if guaranteed.exceeded_by(usage).is_none() {
+        return Standing::Guaranteed;
+    }
+    let dims = [
+        ("gpus", guaranteed.gpus, borrowing_limit.gpus, usage.gpus),
+        ("gpu_memory_gb", guaranteed.gpu_memory_gb, borrowing_limit.gpu_memory_gb, usage.gpu_memory_gb),
+        ("cpu_cores", guaranteed.cpu_cores, borrowing_limit.cpu_cores, usage.cpu_cores),
+        ("memory_gb", guaranteed.memory_gb, borrowing_limit.memory_gb, usage.memory_gb),
+        ("disk_gb", guaranteed.disk_gb, borrowing_limit.disk_gb, usage.disk_gb),
+    ];
+    for (dim, g, b, used) in dims {
+        if let (Some(g), Some(b)) = (g, b) {
+            if used > g + b + 1e-9 {
+                return Standing::OverQuota { dim, limit: g + b, would: used };
+            }
+        }
+    }
+    Standing::Borrowing
+}
+
+/// The dominant share of the guarantee in use (0 when nothing is guaranteed):
+/// the fair-share key of the queue, as in DRF.
+pub fn dominant_share(guaranteed: &Quota, usage: &Usage) -> f64 {
+    let dims = [
+        (guaranteed.gpus, usage.gpus),
+        (guaranteed.gpu_memory_gb, usage.gpu_memory_gb),
+        (guaranteed.cpu_cores, usage.cpu_cores),
+        (guaranteed.memory_gb, usage.memory_gb),
+        (guaranteed.disk_gb, usage.disk_gb),
+    ];
+    dims.iter()
+        .filter_map(|(g, u)| g.map(|g| if g > 0.0 { u / g } else if *u > 0.0 { f64::INFINITY } else { 0.0 }))
+        .fold(0.0, f64::max)
+}
+
 /// A tenant as stored. The token itself is never stored, only its SHA-256.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TenantRecord {
     pub name: String,
     pub token_sha256: String,
+    /// The guarantee: what the tenant may always use, preempting borrowers if needed.
     pub quota: Quota,
+    /// How far past its guarantee the tenant may borrow idle capacity, per
+    /// dimension (extra on top of the guarantee, as Kueue's borrowingLimit);
+    /// an absent dimension may borrow without limit.
+    #[serde(default)]
+    pub borrowing_limit: Quota,
     pub created_ms: u64,
 }
 

@@ -1,16 +1,30 @@
 //! The allocation ledger: every live allocation, by id and by node. Only the
 //! Scheduler holds one, so no two tasks are ever granted the same GPU memory.
-use crate::placement::{Demand, GpuDemand, GpuSlot, NodeView as PoolNode, Placement};
+use crate::placement::{Demand, GpuDemand, GpuSlot, NodeView as PoolNode};
 use crate::views::NodeAllocated;
 use caldera_spec::{Allocation, NodeInventory, Usage};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
-/// One granted allocation and the placement facts behind it.
+/// One granted allocation and the facts the scheduler reasons with.
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub allocation: Allocation,
     pub demand: Demand,
-    pub placement: Option<Placement>,
+    /// Declared run time; `None` = unknown (never assumed to end).
+    pub duration_ms: Option<u64>,
+    /// When work since the last checkpoint started (start, or latest checkpoint).
+    pub checkpoint_ms: u64,
+    /// A stop was requested to make room for another task.
+    pub preempting: bool,
+    /// Never reclaimed by the idle inspector.
+    pub idle_exempt: bool,
+}
+
+impl Entry {
+    /// When it is expected to end, if its duration was declared.
+    pub fn expected_end_ms(&self) -> Option<u64> {
+        self.duration_ms.map(|d| self.allocation.created_ms + d)
+    }
 }
 
 #[derive(Default)]
@@ -21,10 +35,7 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn insert(&mut self, e: Entry) {
-        self.by_node
-            .entry(e.allocation.node.clone())
-            .or_default()
-            .insert(e.allocation.allocation_id.clone());
+        self.by_node.entry(e.allocation.node.clone()).or_default().insert(e.allocation.allocation_id.clone());
         self.by_id.insert(e.allocation.allocation_id.clone(), e);
     }
 
@@ -40,17 +51,25 @@ impl Ledger {
         self.by_id.get(allocation_id)
     }
 
+    pub fn get_mut(&mut self, allocation_id: &str) -> Option<&mut Entry> {
+        self.by_id.get_mut(allocation_id)
+    }
+
     pub fn all(&self) -> impl Iterator<Item = &Entry> {
         self.by_id.values()
     }
 
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
     /// Allocations on `node`.
     pub fn on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Entry> + 'a {
-        self.by_node
-            .get(node)
-            .into_iter()
-            .flatten()
-            .filter_map(|id| self.by_id.get(id))
+        self.by_node.get(node).into_iter().flatten().filter_map(|id| self.by_id.get(id))
     }
 
     /// Allocated totals on `node`.
@@ -65,11 +84,7 @@ impl Ledger {
     /// What `tenant` holds.
     pub fn tenant_usage(&self, tenant: &str) -> Usage {
         let mut u = Usage::default();
-        for e in self
-            .by_id
-            .values()
-            .filter(|e| e.allocation.tenant == tenant)
-        {
+        for e in self.by_id.values().filter(|e| e.allocation.tenant == tenant) {
             u += allocation_usage(e);
         }
         u
@@ -77,35 +92,45 @@ impl Ledger {
 
     /// The pool's view of `node`: its inventory minus what the ledger holds there.
     pub fn pool_view(&self, name: &str, inv: &NodeInventory, healthy: bool) -> PoolNode {
-        let t = self.node_totals(name);
-        let exclusive = self.on_node(name).any(|e| e.allocation.exclusive);
-        PoolNode {
-            name: name.to_string(),
-            healthy,
-            gpus: inv
-                .gpus
-                .iter()
-                .map(|g| GpuSlot {
-                    index: g.index,
-                    model: g.model.clone(),
-                    capacity: g.memory_total_mb,
-                    free: g
-                        .memory_total_mb
-                        .saturating_sub(t.gpu_memory_mb.get(&g.index).copied().unwrap_or(0)),
-                })
-                .collect(),
-            cpu_capacity_milli: inv.cpu_cores as u64 * 1000,
-            cpu_free_milli: (inv.cpu_cores as u64 * 1000).saturating_sub(t.cpu_milli),
-            memory_capacity_mib: inv.memory_total_mb,
-            memory_free_mib: inv.memory_total_mb.saturating_sub(t.memory_mb),
-            disk_capacity_mib: inv.disk_offered_mb,
-            disk_free_mib: inv.disk_offered_mb.saturating_sub(t.disk_mb),
-            labels: inv.labels.clone(),
-            exclusive_held: exclusive,
-            allocations: t.count as u32,
-        }
+        node_view(name, inv, healthy, self.on_node(name).map(|e| &e.allocation))
     }
 }
+
+/// A node's view for placement with `held` allocations subtracted from its inventory.
+pub fn node_view<'a>(name: &str, inv: &NodeInventory, healthy: bool, held: impl Iterator<Item = &'a Allocation>) -> PoolNode {
+    let mut t = NodeAllocated::default();
+    let mut exclusive = false;
+    for a in held {
+        t.add(a);
+        exclusive |= a.exclusive;
+    }
+    PoolNode {
+        name: name.to_string(),
+        healthy,
+        gpus: inv
+            .gpus
+            .iter()
+            .map(|g| GpuSlot {
+                index: g.index,
+                model: g.model.clone(),
+                capacity: g.memory_total_mb,
+                free: g.memory_total_mb.saturating_sub(t.gpu_memory_mb.get(&g.index).copied().unwrap_or(0)),
+            })
+            .collect(),
+        cpu_capacity_milli: inv.cpu_cores as u64 * 1000,
+        cpu_free_milli: (inv.cpu_cores as u64 * 1000).saturating_sub(t.cpu_milli),
+        memory_capacity_mib: inv.memory_total_mb,
+        memory_free_mib: inv.memory_total_mb.saturating_sub(t.memory_mb),
+        disk_capacity_mib: inv.disk_offered_mb,
+        disk_free_mib: inv.disk_offered_mb.saturating_sub(t.disk_mb),
+        labels: inv.labels.clone(),
+        exclusive_held: exclusive,
+        allocations: t.count as u32,
+    }
+}
+
+/// Ids in a set, for "all but these" views.
+pub type Excluded = HashSet<String>;
 
 /// What one allocation counts against its tenant's quota: a shared GPU counts
 /// as its fraction, whole GPUs as one each.

@@ -1,129 +1,81 @@
-//! The Scheduler actor: the ONE writer of the allocation ledger. It holds the
-//! in-memory pool index, the queue, and runs the placement cycle
-//! (admit -> filter -> score -> bind -> dispatch) whenever something changes.
+//! The Scheduler actor: the ONE writer of the allocation ledger. It owns the
+//! scheduling [`core::Core`] (pool index, ledger, queue, quotas) and carries out
+//! the core's decisions: records each allocation durably before a task hears of
+//! it, tells victims to checkpoint and stop, tells waiting tasks why they wait.
+pub mod core;
 pub mod demand;
+pub mod estimate;
+pub mod idle;
 pub mod ledger;
-pub mod queue;
+pub mod preempt;
 pub mod utilization;
 
 use crate::clock::now_ms;
 use crate::config::ServerConfig;
 use crate::durability::FlushGate;
-use crate::placement::{GpuUnit, Placer, PolicyName, Pool, WorkloadMix};
+use crate::placement::PolicyName;
 use crate::registry::Registry;
-use crate::task::{Pending, Placed};
+use crate::task::{Pending, Placed, Preempt};
 use actix::prelude::*;
 use caldera_spec::wire::AllocationUse;
-use caldera_spec::Usage;
-use caldera_spec::{
-    Allocation, Event, EventKind, GpuGrant, NodeInventory, NodeMetrics, Quota, TaskSpec,
-};
-use ledger::{Entry, Ledger};
-use queue::{Queue, QueueKey, Waiting};
-use std::collections::{HashMap, HashSet};
+use caldera_spec::{Allocation, Event, EventKind, NodeInventory, NodeMetrics, TaskSpec};
+use core::{Core, CoreConfig, Decision, TenantLimits, WaitingTask};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Delay that lets a burst of submissions share one placement cycle.
+/// Delay that lets a burst of submissions share one placement pass.
 const CYCLE_DEBOUNCE: Duration = Duration::from_millis(2);
+/// Passes also run on this period, so estimates and reservations age.
+const CYCLE_PERIOD: Duration = Duration::from_secs(1);
 
 pub struct Scheduler {
     gate: Arc<FlushGate>,
     registry: Arc<Registry>,
-    pool: Pool,
-    placer: Placer,
-    ledger: Ledger,
-    queue: Queue,
-    inventories: HashMap<String, NodeInventory>,
-    healthy: HashSet<String>,
-    quotas: HashMap<String, Quota>,
-    metrics: HashMap<String, NodeMetrics>,
-    usage: HashMap<String, AllocationUse>,
+    pub(crate) core: Core,
+    pub(crate) metrics: HashMap<String, NodeMetrics>,
+    pub(crate) usage: HashMap<String, AllocationUse>,
+    pub(crate) idle: idle::Inspector,
+    /// Largest GPU in the pool, MiB, published for the inference cap check at submission.
+    largest_gpu_mb: Arc<AtomicU64>,
     cycle_pending: bool,
-    /// Room was freed (or a node joined, or a quota rose) since the last pass:
-    /// every waiting task gets another try. Otherwise only new arrivals do,
-    /// since the tasks that found no room before still find none.
-    room_grew: bool,
-    arrivals: Vec<QueueKey>,
 }
 
 impl Scheduler {
     /// Rebuilds the scheduler from sled: the ledger, node inventories and quotas.
     /// Nodes count as unhealthy until their agents say hello again.
-    pub fn load(
-        gate: Arc<FlushGate>,
-        registry: Arc<Registry>,
-        config: &ServerConfig,
-    ) -> Result<Scheduler, crate::errors::ActorError> {
-        let policy: PolicyName =
-            config
-                .placement_policy
-                .parse()
-                .map_err(|e: crate::placement::UnknownPolicy| {
-                    crate::errors::ActorError::Conflict(e.to_string())
-                })?;
+    pub fn load(gate: Arc<FlushGate>, registry: Arc<Registry>, config: &ServerConfig, largest_gpu_mb: Arc<AtomicU64>) -> Result<Scheduler, crate::errors::ActorError> {
+        let policy: PolicyName = config
+            .placement_policy
+            .parse()
+            .map_err(|e: crate::placement::UnknownPolicy| crate::errors::ActorError::Conflict(e.to_string()))?;
         let store = gate.store().clone();
-        let mut s = Scheduler {
-            placer: Placer::new(policy, WorkloadMix::default(), config.placement_seed),
-            gate,
-            registry,
-            pool: Pool::new(GpuUnit::MiB),
-            ledger: Ledger::default(),
-            queue: Queue::default(),
-            inventories: HashMap::new(),
-            healthy: HashSet::new(),
-            quotas: HashMap::new(),
-            metrics: HashMap::new(),
-            usage: HashMap::new(),
-            cycle_pending: false,
-            room_grew: true,
-            arrivals: Vec::new(),
-        };
+        let core_config = CoreConfig { stop_grace_ms: config.stop_grace_ms, ..CoreConfig::default() };
+        let mut core = Core::new(policy, config.placement_seed, core_config);
         for n in store.nodes()? {
-            s.inventories.insert(n.name.clone(), n.inventory);
+            core.node_known(&n.name, n.inventory);
         }
         for t in store.tenants()? {
-            s.quotas.insert(t.name, t.quota);
+            core.set_limits(&t.name, TenantLimits { guaranteed: t.quota, borrowing_limit: t.borrowing_limit });
         }
         for a in store.allocations() {
             let a = a?;
-            let Some(task) = store.task(&a.task_id)? else {
-                tracing::warn!(allocation = %a.allocation_id, "allocation without task record; dropped from the ledger");
-                continue;
-            };
-            let demand = demand::demand_for(
-                &task.spec,
-                s.inventories
-                    .values()
-                    .flat_map(|i| i.gpus.iter().map(|g| g.model.as_str())),
-            );
-            s.ledger.insert(Entry {
-                allocation: a,
-                demand,
-                placement: None,
-            });
+            match store.task(&a.task_id)? {
+                Some(task) => core.restore(a, &task.spec, task.checkpoint_ms),
+                None => tracing::warn!(allocation = %a.allocation_id, "allocation without task record; dropped from the ledger"),
+            }
         }
-        Ok(s)
-    }
-
-    fn known_models(&self) -> Vec<String> {
-        let mut m: Vec<String> = self
-            .inventories
-            .values()
-            .flat_map(|i| i.gpus.iter().map(|g| g.model.clone()))
-            .collect();
-        m.sort();
-        m.dedup();
-        m
-    }
-
-    fn refresh_node(&mut self, name: &str) {
-        if let Some(inv) = self.inventories.get(name) {
-            let view = self
-                .ledger
-                .pool_view(name, inv, self.healthy.contains(name));
-            self.pool.upsert_node(view);
-        }
+        Ok(Scheduler {
+            gate,
+            registry,
+            core,
+            metrics: HashMap::new(),
+            usage: HashMap::new(),
+            idle: idle::Inspector::new(config),
+            largest_gpu_mb,
+            cycle_pending: false,
+        })
     }
 
     fn request_cycle(&mut self, ctx: &mut Context<Self>) {
@@ -133,161 +85,56 @@ impl Scheduler {
         }
     }
 
-    /// One pass over the queue in order. A demand shape that found no room is
-    /// not tried again in the same pass (the pool only shrinks during a pass).
     fn cycle(&mut self) {
         self.cycle_pending = false;
-        let keys = if std::mem::take(&mut self.room_grew) {
-            self.arrivals.clear();
-            self.queue.keys()
-        } else {
-            let mut k = std::mem::take(&mut self.arrivals);
-            k.sort();
-            k
-        };
-        let mut no_room: HashMap<String, String> = HashMap::new();
-        // Tenant usage is summed once per pass, and kept current as the pass grants.
-        let mut usage_of: HashMap<String, Usage> = HashMap::new();
-        for key in keys {
-            let Some(w) = self.queue.get_mut(&key) else {
-                continue;
-            };
-            let usage = *usage_of
-                .entry(w.tenant.clone())
-                .or_insert_with(|| self.ledger.tenant_usage(&w.tenant));
-            let reason = match self.quotas.get(&w.tenant) {
-                Some(q) => {
-                    let mut after = usage;
-                    after += w.usage;
-                    q.exceeded_by(&after).map(|(dim, limit, would)| {
-                        format!("over quota: {dim} would be {would:.2} of {limit:.2} allowed for tenant {}", w.tenant)
-                    })
-                }
-                None => None,
-            };
-            if let Some(r) = reason {
-                self.tell_pending(&key, r);
-                continue;
-            }
-            let shape = w.shape.clone();
-            if let Some(r) = no_room.get(&shape) {
-                let r = r.clone();
-                self.tell_pending(&key, r);
-                continue;
-            }
-            match self.placer.place(&self.pool, &w.demand) {
-                Ok(p) => {
-                    let tenant = w.tenant.clone();
-                    if let Some(u) = self.grant(key, p) {
-                        *usage_of.entry(tenant).or_default() += u;
+        let now = now_ms();
+        for d in self.core.cycle(now) {
+            self.apply(d, now);
+        }
+    }
+
+    fn apply(&mut self, d: Decision, now: u64) {
+        match d {
+            Decision::Place { allocation } => {
+                let Some(task) = self.registry.task(&allocation.task_id) else {
+                    self.core.release(&allocation.allocation_id);
+                    return;
+                };
+                let mut b = self.gate.store().batch();
+                b.put_allocation(&allocation);
+                b.append_event(
+                    Event::new(now, EventKind::AllocationGranted, grant_message(&allocation))
+                        .task(&allocation.task_id)
+                        .tenant(&allocation.tenant)
+                        .node(&allocation.node),
+                );
+                match self.gate.commit(b) {
+                    Ok(ticket) => task.do_send(Placed { allocation, ticket }),
+                    Err(e) => {
+                        tracing::error!(task = %allocation.task_id, error = %e, "could not record allocation; released");
+                        self.core.release(&allocation.allocation_id);
                     }
                 }
-                Err(rej) => {
-                    let r = rej.summary(&w.demand);
-                    no_room.insert(shape, r.clone());
-                    self.tell_pending(&key, r);
+            }
+            Decision::Preempt { victim, for_task, reason } => {
+                if let Some(t) = self.registry.task(&victim.task_id) {
+                    t.do_send(Preempt { allocation_id: victim.allocation_id, by: for_task, reason });
+                }
+            }
+            Decision::Pending { task_id, reason, estimated_start_ms } => {
+                if let Some(t) = self.registry.task(&task_id) {
+                    t.do_send(Pending { reason, estimated_start_ms });
                 }
             }
         }
     }
 
-    fn tell_pending(&mut self, key: &QueueKey, reason: String) {
-        let Some(w) = self.queue.get_mut(key) else {
-            return;
-        };
-        if w.told_reason.as_deref() == Some(reason.as_str()) {
-            return;
-        }
-        w.told_reason = Some(reason.clone());
-        if let Some(t) = self.registry.task(&w.task_id) {
-            t.do_send(Pending { reason });
-        }
-    }
-
-    /// Puts a task back where it was after a bind failed.
-    fn requeue_front(&mut self, key: QueueKey, w: Waiting) {
-        let k = self.queue.push(key.1, w);
-        self.arrivals.push(k);
-    }
-
-    /// Binds a placement: ledger + pool + durable record, then tells the task.
-    fn grant(&mut self, key: QueueKey, p: crate::placement::Placement) -> Option<Usage> {
-        let Some(w) = self.queue.take(&key) else {
-            return None;
-        };
-        let Some(task) = self.registry.task(&w.task_id) else {
-            return None;
-        };
-        let Some(node_name) = self.pool.node(p.node).map(|n| n.name.clone()) else {
-            return None;
-        };
-        let Some(inv) = self.inventories.get(&node_name) else {
-            return None;
-        };
-        let gpus = p
-            .gpus
-            .iter()
-            .filter_map(|(idx, units)| {
-                inv.gpus.iter().find(|g| g.index == *idx).map(|g| GpuGrant {
-                    index: g.index,
-                    uuid: g.uuid.clone(),
-                    model: g.model.clone(),
-                    memory_mb: *units,
-                    simulated: g.simulated,
-                })
-            })
-            .collect();
-        let now = now_ms();
-        let allocation = Allocation {
-            allocation_id: format!("{}.{}", w.task_id, w.attempt),
-            task_id: w.task_id.clone(),
-            tenant: w.tenant.clone(),
-            node: node_name.clone(),
-            gpus,
-            cpu_milli: w.demand.cpu_milli,
-            memory_mb: w.demand.memory_mib,
-            disk_mb: w.demand.disk_mib,
-            exclusive: w.demand.exclusive,
-            epoch: 0,
-            created_ms: now,
-        };
-        if let Err(e) = self.pool.commit(&w.demand, &p) {
-            tracing::error!(task = %w.task_id, error = %e, "placement did not fit at bind; requeued");
-            self.requeue_front(key, w);
-            return None;
-        }
+    fn record(&self, e: Event) {
         let mut b = self.gate.store().batch();
-        b.put_allocation(&allocation);
-        b.append_event(
-            Event::new(
-                now,
-                EventKind::AllocationGranted,
-                grant_message(&allocation),
-            )
-            .task(&w.task_id)
-            .tenant(&w.tenant)
-            .node(&node_name),
-        );
-        let ticket = match self.gate.commit(b) {
-            Ok(t) => t,
-            Err(e) => {
-                tracing::error!(task = %w.task_id, error = %e, "could not record allocation; requeued");
-                self.refresh_node(&node_name);
-                self.requeue_front(key, w);
-                return None;
-            }
-        };
-        self.placer.observe(&w.demand);
-        let entry = Entry {
-            allocation: allocation.clone(),
-            demand: w.demand,
-            placement: Some(p),
-        };
-        let usage = ledger::allocation_usage(&entry);
-        self.ledger.insert(entry);
-        self.refresh_node(&node_name);
-        task.do_send(Placed { allocation, ticket });
-        Some(usage)
+        b.append_event(e);
+        if let Err(err) = self.gate.commit(b) {
+            tracing::error!(error = %err, "could not record an event");
+        }
     }
 }
 
@@ -295,29 +142,28 @@ fn grant_message(a: &Allocation) -> String {
     let gpus: Vec<String> = a
         .gpus
         .iter()
-        .map(|g| {
-            format!(
-                "{}#{} {} MiB{}",
-                g.model,
-                g.index,
-                g.memory_mb,
-                if g.simulated { " (simulated)" } else { "" }
-            )
-        })
+        .map(|g| format!("{}#{} {} MiB{}", g.model, g.index, g.memory_mb, if g.simulated { " (simulated)" } else { "" }))
         .collect();
     format!(
-        "allocation {} on {}: gpus [{}], cpu {} m, memory {} MiB, disk {} MiB",
+        "allocation {} on {}: gpus [{}], cpu {} m, memory {} MiB, disk {} MiB{}",
         a.allocation_id,
         a.node,
         gpus.join(", "),
         a.cpu_milli,
         a.memory_mb,
-        a.disk_mb
+        a.disk_mb,
+        if a.borrowed { ", borrowed (preemptible)" } else { "" }
     )
 }
 
 impl Actor for Scheduler {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_interval(CYCLE_PERIOD, |s, _| s.cycle());
+        let every = self.idle.sample_every();
+        ctx.run_interval(every, |s, _| s.inspect_idle());
+    }
 }
 
 /// A task waits for room (new, requeued, or rebuilt after a restart).
@@ -334,24 +180,7 @@ pub struct Enqueue {
 impl Handler<Enqueue> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: Enqueue, ctx: &mut Context<Self>) {
-        let models = self.known_models();
-        let demand = demand::demand_for(&m.spec, models.iter().map(String::as_str));
-        let usage = demand::requested_usage(&m.spec, &demand);
-        let shape = format!("{demand:?}");
-        let key = self.queue.push(
-            m.seq,
-            Waiting {
-                task_id: m.task_id,
-                tenant: m.tenant,
-                spec: m.spec,
-                demand,
-                usage,
-                attempt: m.attempt,
-                told_reason: None,
-                shape,
-            },
-        );
-        self.arrivals.push(key);
+        self.core.enqueue(WaitingTask { task_id: m.task_id, tenant: m.tenant, spec: m.spec, seq: m.seq, attempt: m.attempt });
         self.request_cycle(ctx);
     }
 }
@@ -365,8 +194,9 @@ pub struct Dequeue {
 
 impl Handler<Dequeue> for Scheduler {
     type Result = ();
-    fn handle(&mut self, m: Dequeue, _: &mut Context<Self>) {
-        self.queue.remove(&m.task_id);
+    fn handle(&mut self, m: Dequeue, ctx: &mut Context<Self>) {
+        self.core.dequeue(&m.task_id);
+        self.request_cycle(ctx);
     }
 }
 
@@ -381,32 +211,21 @@ pub struct Free {
 impl Handler<Free> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: Free, ctx: &mut Context<Self>) {
-        let Some(e) = self.ledger.remove(&m.allocation_id) else {
-            return;
-        };
+        let Some(e) = self.core.release(&m.allocation_id) else { return };
         self.usage.remove(&m.allocation_id);
+        self.idle.forget(&m.allocation_id);
         let a = &e.allocation;
         let mut b = self.gate.store().batch();
         b.remove_allocation(&a.allocation_id);
         b.append_event(
-            Event::new(
-                now_ms(),
-                EventKind::AllocationReleased,
-                format!(
-                    "allocation {} on {} released: {}",
-                    a.allocation_id, a.node, m.reason
-                ),
-            )
-            .task(&a.task_id)
-            .tenant(&a.tenant)
-            .node(&a.node),
+            Event::new(now_ms(), EventKind::AllocationReleased, format!("allocation {} on {} released: {}", a.allocation_id, a.node, m.reason))
+                .task(&a.task_id)
+                .tenant(&a.tenant)
+                .node(&a.node),
         );
         if let Err(err) = self.gate.commit(b) {
             tracing::error!(allocation = %a.allocation_id, error = %err, "could not record release");
         }
-        let node = a.node.clone();
-        self.refresh_node(&node);
-        self.room_grew = true;
         self.request_cycle(ctx);
     }
 }
@@ -422,10 +241,8 @@ pub struct NodeUp {
 impl Handler<NodeUp> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: NodeUp, ctx: &mut Context<Self>) {
-        self.inventories.insert(m.name.clone(), m.inventory);
-        self.healthy.insert(m.name.clone());
-        self.refresh_node(&m.name);
-        self.room_grew = true;
+        self.core.node_up(&m.name, m.inventory);
+        self.largest_gpu_mb.store(self.core.largest_gpu_mb(), Ordering::Relaxed);
         self.request_cycle(ctx);
     }
 }
@@ -440,9 +257,8 @@ pub struct NodeDown {
 impl Handler<NodeDown> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: NodeDown, _: &mut Context<Self>) {
-        self.healthy.remove(&m.name);
+        self.core.node_down(&m.name);
         self.metrics.remove(&m.name);
-        self.refresh_node(&m.name);
     }
 }
 
@@ -456,12 +272,7 @@ pub struct AllocationsOn {
 impl Handler<AllocationsOn> for Scheduler {
     type Result = MessageResult<AllocationsOn>;
     fn handle(&mut self, m: AllocationsOn, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(
-            self.ledger
-                .on_node(&m.node)
-                .map(|e| e.allocation.clone())
-                .collect(),
-        )
+        MessageResult(self.core.ledger.on_node(&m.node).map(|e| e.allocation.clone()).collect())
     }
 }
 
@@ -479,26 +290,64 @@ impl Handler<NodeMetricsUpdate> for Scheduler {
     fn handle(&mut self, m: NodeMetricsUpdate, _: &mut Context<Self>) {
         self.metrics.insert(m.name, m.metrics);
         for (id, u) in m.usage {
-            if self.ledger.get(&id).is_some() {
+            if self.core.ledger.get(&id).is_some() {
                 self.usage.insert(id, u);
             }
         }
     }
 }
 
-/// A tenant's quota changed (or a tenant was created).
+/// The workload of an allocation saved a checkpoint.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Checkpointed {
+    pub allocation_id: String,
+    pub at_ms: u64,
+}
+
+impl Handler<Checkpointed> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, m: Checkpointed, _: &mut Context<Self>) {
+        self.core.checkpointed(&m.allocation_id, m.at_ms);
+    }
+}
+
+/// A tenant's limits changed (or a tenant was created).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct SetQuota {
     pub tenant: String,
-    pub quota: Quota,
+    pub limits: TenantLimits,
 }
 
 impl Handler<SetQuota> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: SetQuota, ctx: &mut Context<Self>) {
-        self.quotas.insert(m.tenant, m.quota);
-        self.room_grew = true;
+        self.core.set_limits(&m.tenant, m.limits);
+        let changed = self.core.remark_borrowed(&m.tenant);
+        if !changed.is_empty() {
+            let mut b = self.gate.store().batch();
+            let mut now_borrowed = Vec::new();
+            for a in &changed {
+                b.put_allocation(a);
+                if a.borrowed {
+                    now_borrowed.push(a.allocation_id.clone());
+                }
+            }
+            let msg = if now_borrowed.is_empty() {
+                format!("quota of {} changed: {} allocation(s) back within the guarantee", m.tenant, changed.len())
+            } else {
+                format!(
+                    "quota of {} changed: allocations {} keep running but are now borrowed (preemptible)",
+                    m.tenant,
+                    now_borrowed.join(", ")
+                )
+            };
+            b.append_event(Event::new(now_ms(), EventKind::QuotaChanged, msg).tenant(&m.tenant));
+            if let Err(e) = self.gate.commit(b) {
+                tracing::error!(error = %e, "could not record borrowed marks");
+            }
+        }
         self.request_cycle(ctx);
     }
 }
@@ -512,10 +361,8 @@ impl Handler<AllocatedByNode> for Scheduler {
     type Result = MessageResult<AllocatedByNode>;
     fn handle(&mut self, _: AllocatedByNode, _: &mut Context<Self>) -> Self::Result {
         let mut out = HashMap::new();
-        for e in self.ledger.all() {
-            out.entry(e.allocation.node.clone())
-                .or_insert_with(crate::views::NodeAllocated::default)
-                .add(&e.allocation);
+        for e in self.core.ledger.all() {
+            out.entry(e.allocation.node.clone()).or_insert_with(crate::views::NodeAllocated::default).add(&e.allocation);
         }
         MessageResult(out)
     }
@@ -536,10 +383,6 @@ pub struct Stats;
 impl Handler<Stats> for Scheduler {
     type Result = MessageResult<Stats>;
     fn handle(&mut self, _: Stats, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(SchedulerStats {
-            queued: self.queue.len(),
-            allocations: self.ledger.all().count(),
-            healthy_nodes: self.healthy.len(),
-        })
+        MessageResult(SchedulerStats { queued: self.core.queued(), allocations: self.core.ledger.len(), healthy_nodes: self.core.healthy.len() })
     }
 }

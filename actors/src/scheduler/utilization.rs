@@ -24,12 +24,12 @@ impl Scheduler {
         let mut by_model: BTreeMap<String, Dims> = BTreeMap::new();
         let mut by_tenant: BTreeMap<String, Dims> = BTreeMap::new();
         let mut simulated = false;
-        for name in &self.healthy {
-            let Some(inv) = self.inventories.get(name) else {
+        for name in &self.core.healthy {
+            let Some(inv) = self.core.inventories.get(name) else {
                 continue;
             };
             let m = self.metrics.get(name).cloned().unwrap_or_default();
-            let totals = self.ledger.node_totals(name);
+            let totals = self.core.ledger.node_totals(name);
             let mut d = Dims::default();
             for g in &inv.gpus {
                 simulated |= g.simulated;
@@ -57,7 +57,7 @@ impl Scheduler {
             add(&mut total, &d);
             by_node.insert(name.clone(), d);
         }
-        for e in self.ledger.all() {
+        for e in self.core.ledger.all() {
             let u = allocation_usage(e);
             let measured = self.usage.get(&e.allocation.allocation_id);
             let d = by_tenant.entry(e.allocation.tenant.clone()).or_default();

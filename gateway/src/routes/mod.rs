@@ -27,6 +27,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             "/v1/tenants/{name}/quota",
             web::put().to(tenants::set_quota),
         )
+        .route("/v1/tenants/{name}/usage", web::get().to(tenants::usage))
+        .route("/v1/tasks/{id}/replicas", web::put().to(tasks::scale))
         .route("/v1/events", web::get().to(events::list))
         .default_service(web::to(|| async {
             crate::envelope::fail(

@@ -210,3 +210,25 @@ pub async fn logs(
         Err(e) => envelope::err(&e),
     }
 }
+
+/// PUT /v1/tasks/{id}/replicas {"replicas": N} — scale an inference service.
+pub async fn scale(req: HttpRequest, st: web::Data<AppState>, id: web::Path<String>, payload: web::Payload) -> HttpResponse {
+    if let Err(r) = visible(&req, &st, &id).await {
+        return r;
+    }
+    let body = match crate::body::read(payload, st.max_body_bytes).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let n = match caldera_actors::service::parse_replicas(&body) {
+        Ok(n) => n,
+        Err(e) => return envelope::err(&e),
+    };
+    let Some(a) = st.shared.registry.task(&id) else {
+        return envelope::fail(409, 40901, "conflict", "the service has ended", None);
+    };
+    match a.send(caldera_actors::service::Scale { replicas: n }).await.map_err(ActorError::from).and_then(|r| r) {
+        Ok(r) => envelope::ok(200, TaskView::from(&r)),
+        Err(e) => envelope::err(&e),
+    }
+}

@@ -16,10 +16,24 @@ struct NewTenant {
     name: String,
     #[serde(default)]
     quota: Quota,
+    #[serde(default)]
+    borrowing_limit: Quota,
+}
+
+/// A quota change: `{"guaranteed":{...},"borrowing_limit":{...}}` (either part
+/// optional), or a bare quota object meaning the guarantee.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QuotaChange {
+    #[serde(default)]
+    guaranteed: Option<Quota>,
+    #[serde(default)]
+    borrowing_limit: Option<Quota>,
 }
 
 fn view(t: &TenantRecord) -> serde_json::Value {
-    serde_json::json!({"name": t.name, "quota": t.quota, "created_at": caldera_spec::time::rfc3339(t.created_ms)})
+    serde_json::json!({"name": t.name, "quota": t.quota, "guaranteed": t.quota, "borrowing_limit": t.borrowing_limit,
+        "created_at": caldera_spec::time::rfc3339(t.created_ms)})
 }
 
 /// POST /v1/tenants {name, quota?}
@@ -44,6 +58,7 @@ pub async fn create(
         .send(CreateTenant {
             name: nt.name,
             quota: nt.quota,
+            borrowing_limit: nt.borrowing_limit,
         })
         .await
         .map_err(ActorError::from)
@@ -72,18 +87,26 @@ pub async fn set_quota(
         Ok(b) => b,
         Err(r) => return r,
     };
-    let quota: Quota = match caldera_spec::validate::parse_json(&body) {
-        Ok(q) => q,
-        Err(e) => return envelope::err(&ActorError::Invalid(e)),
+    let change = match caldera_spec::validate::parse_json::<QuotaChange>(&body) {
+        Ok(c) if c.guaranteed.is_some() || c.borrowing_limit.is_some() => c,
+        _ => match caldera_spec::validate::parse_json::<Quota>(&body) {
+            Ok(q) => QuotaChange { guaranteed: Some(q), borrowing_limit: None },
+            Err(e) => return envelope::err(&ActorError::Invalid(e)),
+        },
     };
-    if let Err(e) = quota.validate() {
-        return envelope::err(&ActorError::Invalid(e));
+    for q in [&change.guaranteed, &change.borrowing_limit].into_iter().flatten() {
+        if let Err(e) = q.validate() {
+            return envelope::err(&ActorError::Invalid(e));
+        }
     }
     let Some(t) = st.shared.registry.tenant(&name) else {
         return envelope::not_found("tenant", &name);
     };
     match t
-        .send(ChangeQuota { quota })
+        .send(ChangeQuota {
+            quota: change.guaranteed,
+            borrowing_limit: change.borrowing_limit,
+        })
         .await
         .map_err(ActorError::from)
         .and_then(|r| r)
@@ -127,6 +150,29 @@ pub async fn get(
     };
     match t.send(TenantSnapshot).await {
         Ok(rec) => envelope::ok(200, view(&rec)),
+        Err(e) => envelope::err(&e.into()),
+    }
+}
+
+/// GET /v1/tenants/{name}/usage — allocated vs measured use over time.
+pub async fn usage(req: HttpRequest, st: web::Data<AppState>, name: web::Path<String>) -> HttpResponse {
+    let p = match auth::user(&req, &st) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    if !crate::auth::may_see(&p, &name) || st.shared.registry.tenant(&name).is_none() {
+        return envelope::not_found("tenant", &name);
+    }
+    match st.shared.scheduler.send(caldera_actors::scheduler::idle::TenantUsage { tenant: name.to_string() }).await {
+        Ok(samples) => {
+            let points: Vec<serde_json::Value> = samples
+                .iter()
+                .map(|s| serde_json::json!({"at": caldera_spec::time::rfc3339(s.at_ms), "at_ms": s.at_ms, "allocated": s.allocated, "used": s.used}))
+                .collect();
+            let current = samples.last().map(|s| serde_json::json!({"allocated": s.allocated, "used": s.used}));
+            envelope::ok(200, serde_json::json!({"tenant": *name, "current": current, "samples": points,
+                "note": "used on simulated GPUs is the CPU use of the workload's process tree"}))
+        }
         Err(e) => envelope::err(&e.into()),
     }
 }

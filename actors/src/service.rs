@@ -1,0 +1,208 @@
+//! Inference services. A service task owns no allocation itself: it keeps
+//! `replicas` replica tasks (`<id>.r0`, `<id>.r1`, ...), each an ordinary task
+//! with its own allocation, and is Running while at least one replica runs.
+//! Scaling adds or releases replicas; the idle inspector scales in down to the
+//! service's minimum.
+use crate::clock::now_ms;
+use crate::durability::Ticket;
+use crate::errors::{ActorError, Result};
+use crate::task::{Release, TaskActor};
+use actix::prelude::*;
+use caldera_spec::{Event, EventKind, TaskRecord, TaskState, TaskType};
+
+impl TaskActor {
+    /// A service parent (not a replica).
+    pub(crate) fn is_service(&self) -> bool {
+        self.rec.spec.task_type == TaskType::Inference && self.rec.service.is_none()
+    }
+
+    fn desired(&self) -> u32 {
+        self.rec.desired_replicas.or(self.rec.spec.replicas).unwrap_or(1)
+    }
+
+    fn replica_id(&self, i: u32) -> String {
+        format!("{}.r{i}", self.id())
+    }
+
+    pub(crate) fn start_service(&mut self, ctx: &mut Context<Self>, boot: Option<Ticket>) {
+        if self.rec.state.is_terminal() {
+            return;
+        }
+        let gate = self.sh.gate.clone();
+        ctx.wait(
+            async move {
+                if let Some(t) = boot {
+                    gate.durable(t).await;
+                }
+            }
+            .into_actor(self)
+            .map(|_, act, _| act.ensure_replicas()),
+        );
+    }
+
+    /// Creates the replicas that should exist and do not.
+    fn ensure_replicas(&mut self) {
+        for i in 0..self.desired() {
+            let id = self.replica_id(i);
+            if self.sh.registry.task(&id).is_some() {
+                self.replicas.entry(id).or_insert(TaskState::Queued);
+                continue;
+            }
+            match self.sh.gate.store().task(&id) {
+                Ok(Some(r)) if !r.state.is_terminal() => {
+                    self.replicas.insert(id, r.state);
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(replica = %id, error = %e, "cannot read replica record");
+                    continue;
+                }
+                _ => {}
+            }
+            let mut spec = self.rec.spec.clone();
+            spec.task_id = id.clone();
+            spec.replicas = None;
+            let mut rec = TaskRecord::new(spec, self.rec.tenant.clone(), now_ms(), self.rec.seq);
+            rec.service = Some(self.id().to_string());
+            let mut b = self.sh.batch();
+            b.put_task(&rec);
+            b.append_event(Event::new(now_ms(), EventKind::TaskSubmitted, format!("replica {id} of service {}", self.id())).task(&id).tenant(&rec.tenant));
+            let ticket = self.sh.commit(b);
+            let actor = TaskActor::new(rec, self.sh.clone(), ticket).start();
+            self.sh.registry.add_task(&id, actor);
+            self.replicas.insert(id, TaskState::Queued);
+        }
+    }
+
+    /// The service is Running while any replica runs.
+    fn settle(&mut self) {
+        let running = self.replicas.values().filter(|s| **s == TaskState::Running).count();
+        let want = if running > 0 { TaskState::Running } else { TaskState::Queued };
+        if self.rec.state != want && !self.rec.state.is_terminal() {
+            let why = format!("{running} of {} replicas running", self.desired());
+            self.transition(want, Some(why));
+        }
+    }
+
+    pub(crate) fn release_service(&mut self, by: String) -> ResponseActFuture<Self, Result<TaskRecord>> {
+        for id in self.replicas.keys() {
+            if let Some(r) = self.sh.registry.task(id) {
+                r.do_send(Release { by: format!("service {} released", self.rec.spec.task_id) });
+            }
+        }
+        let t = if self.rec.state.is_terminal() { None } else { self.transition(TaskState::Released, Some(format!("released by {by}"))) };
+        let gate = self.sh.gate.clone();
+        Box::pin(
+            async move {
+                if let Some(t) = t {
+                    gate.durable(t).await;
+                }
+            }
+            .into_actor(self)
+            .map(|_, act, ctx| {
+                act.sh.registry.remove_task(act.id());
+                ctx.stop();
+                Ok(act.rec.clone())
+            }),
+        )
+    }
+
+    fn scale(&mut self, n: u32, why: &str) {
+        let before = self.desired();
+        self.rec.desired_replicas = Some(n);
+        for i in n..before {
+            let id = self.replica_id(i);
+            if let Some(r) = self.sh.registry.task(&id) {
+                r.do_send(Release { by: format!("scale-in of {}", self.rec.spec.task_id) });
+            }
+            self.replicas.remove(&id);
+        }
+        self.persist(EventKind::TaskTransition, format!("replicas {before} -> {n}: {why}"));
+        self.ensure_replicas();
+        self.settle();
+    }
+}
+
+/// A replica's state changed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ReplicaState {
+    pub replica: String,
+    pub state: TaskState,
+}
+
+impl Handler<ReplicaState> for TaskActor {
+    type Result = ();
+    fn handle(&mut self, m: ReplicaState, _: &mut Context<Self>) {
+        if self.replicas.contains_key(&m.replica) || !m.state.is_terminal() {
+            if m.state.is_terminal() {
+                self.replicas.remove(&m.replica);
+            } else {
+                self.replicas.insert(m.replica, m.state);
+            }
+            self.settle();
+        }
+    }
+}
+
+/// `PUT /v1/tasks/{id}/replicas`.
+#[derive(Message)]
+#[rtype(result = "Result<TaskRecord>")]
+pub struct Scale {
+    pub replicas: u32,
+}
+
+impl Handler<Scale> for TaskActor {
+    type Result = Result<TaskRecord>;
+    fn handle(&mut self, m: Scale, _: &mut Context<Self>) -> Result<TaskRecord> {
+        if !self.is_service() {
+            return Err(ActorError::Conflict(format!("{} is not an inference service; only services have replicas", self.id())));
+        }
+        if self.rec.state.is_terminal() {
+            return Err(ActorError::Conflict(format!("service {} has ended", self.id())));
+        }
+        self.scale(m.replicas, "scaled by request");
+        Ok(self.rec.clone())
+    }
+}
+
+/// The idle inspector found a replica idle past its grace.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ScaleInIdle {
+    pub replica: String,
+    pub reason: String,
+}
+
+impl Handler<ScaleInIdle> for TaskActor {
+    type Result = ();
+    fn handle(&mut self, m: ScaleInIdle, _: &mut Context<Self>) {
+        let min = self.rec.spec.min_replicas.unwrap_or(1);
+        let n = self.desired();
+        if n <= min {
+            self.persist(EventKind::IdleWarning, format!("replica {} idle, but service stays at its minimum of {min} replicas", m.replica));
+            return;
+        }
+        // Scale in by releasing the idle replica itself, then renumber nothing:
+        // the highest index is what `scale` removes, so release that one.
+        self.scale(n - 1, &format!("scale-in: {} ({})", m.replica, m.reason));
+    }
+}
+
+/// Parses a replicas body `{"replicas": N}`.
+pub fn parse_replicas(body: &[u8]) -> Result<u32> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        replicas: u32,
+    }
+    let b: Body = caldera_spec::validate::parse_json(body)?;
+    if b.replicas == 0 || b.replicas > caldera_spec::validate::MAX_REPLICAS {
+        return Err(ActorError::Invalid(caldera_spec::SpecError::new(
+            caldera_spec::SpecErrorKind::OutOfRange,
+            "replicas",
+            format!("replicas must be 1..={}", caldera_spec::validate::MAX_REPLICAS),
+        )));
+    }
+    Ok(b.replicas)
+}
