@@ -107,6 +107,9 @@ pub async fn run_until(
         }
     }
     agent.shut_down(&mut notes).await;
+    if agent.runtime.all_exited() {
+        agent.runtime.isolation().cleanup();
+    }
     let _ = stop_session.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(2), session).await;
     Ok(())

@@ -28,14 +28,15 @@ pub enum Isolation {
 }
 
 impl Isolation {
-    /// Finds a usable hierarchy and creates this node's base directory in it.
+    /// Finds a usable hierarchy and creates this node's base directory in it
+    /// (`caldera-<node>`; agents of the same name share it, each touching only
+    /// the allocations it started or finds in its own ledger).
     pub fn detect(node_name: &str) -> Isolation {
-        Self::detect_at(Path::new(CGROUP_ROOT), node_name)
+        Self::detect_at(Path::new(CGROUP_ROOT), &format!("caldera-{node_name}"))
     }
 
-    fn detect_at(root: &Path, node_name: &str) -> Isolation {
+    fn detect_at(root: &Path, leaf: &str) -> Isolation {
         let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-        let leaf = format!("caldera-{node_name}");
         if let Ok(controllers) = fs::read_to_string(root.join("cgroup.controllers")) {
             let has = |c: &str| controllers.split_whitespace().any(|x| x == c);
             if !(has("cpu") && has("memory")) {
@@ -45,7 +46,7 @@ impl Isolation {
                 ));
             }
             let parent = root.join(own_path(&own, "").trim_start_matches('/'));
-            let base = parent.join(&leaf);
+            let base = parent.join(leaf);
             return match setup_v2(&parent, &base) {
                 Ok(()) => Isolation::V2 { base },
                 Err(e) => Isolation::None(format!(
@@ -61,16 +62,12 @@ impl Isolation {
         {
             let cpu = cpu_root
                 .join(own_path(&own, "cpu").trim_start_matches('/'))
-                .join(&leaf);
+                .join(leaf);
             let memory = mem_root
                 .join(own_path(&own, "memory").trim_start_matches('/'))
-                .join(&leaf);
+                .join(leaf);
             return match fs::create_dir_all(&cpu).and_then(|_| fs::create_dir_all(&memory)) {
-                Ok(()) => {
-                    remove_stale_children(&cpu);
-                    remove_stale_children(&memory);
-                    Isolation::V1 { cpu, memory }
-                }
+                Ok(()) => Isolation::V1 { cpu, memory },
                 Err(e) => Isolation::None(format!("cgroup v1 is not writable: {e}")),
             };
         }
@@ -78,6 +75,43 @@ impl Isolation {
             "no cgroup hierarchy with cpu and memory under {}",
             root.display()
         ))
+    }
+
+    /// SIGKILLs whatever is left in an allocation's cgroup(s) from a previous
+    /// agent life and removes them; returns how many processes were killed.
+    /// This also catches processes that left the workload's process group
+    /// (setsid), which the ledger's group kill cannot see.
+    pub fn reap(&self, allocation_id: &str) -> usize {
+        let name = crate::runtime::safe_file_name(allocation_id);
+        let dirs: Vec<PathBuf> = self.base_dirs().iter().map(|b| b.join(&name)).collect();
+        let killed: usize = dirs.iter().map(|d| kill_procs(d)).sum();
+        for dir in dirs.iter().filter(|d| d.exists()) {
+            // Killed processes take a moment to leave the cgroup.
+            for _ in 0..50 {
+                if fs::remove_dir(dir).is_ok() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+        killed
+    }
+
+    fn base_dirs(&self) -> Vec<&PathBuf> {
+        match self {
+            Isolation::V2 { base } => vec![base],
+            Isolation::V1 { cpu, memory } => vec![cpu, memory],
+            Isolation::None(_) => Vec::new(),
+        }
+    }
+
+    /// Removes this node's base directories if empty (at a clean shutdown).
+    pub fn cleanup(&self) {
+        for dir in self.base_dirs() {
+            if let Err(e) = fs::remove_dir(dir) {
+                tracing::debug!("cgroup {} not removed: {e}", dir.display());
+            }
+        }
     }
 
     /// "cgroup-v2", "cgroup-v1" or "none (why)".
@@ -181,23 +215,48 @@ fn own_path(proc_self_cgroup: &str, controller: &str) -> String {
 }
 
 /// Enables cpu+memory for children of `parent` and creates `base` with them enabled too.
+///
+/// cgroup v2 refuses to enable controllers for the children of a cgroup that
+/// itself holds processes (EBUSY), and the agent usually sits in `parent`.
+/// Then the agent moves itself into a leaf beside `base` and tries once more;
+/// if other processes share `parent`, isolation stays off and says why.
 fn setup_v2(parent: &Path, base: &Path) -> io::Result<()> {
-    write_file(&parent.join("cgroup.subtree_control"), "+cpu +memory")?;
+    let enable = || write_file(&parent.join("cgroup.subtree_control"), "+cpu +memory");
+    if let Err(e) = enable() {
+        if e.raw_os_error() != Some(libc::EBUSY) {
+            return Err(e);
+        }
+        let name = base
+            .file_name()
+            .map(|n| format!("{}-agent", n.to_string_lossy()))
+            .unwrap_or_else(|| "caldera-agent".to_string());
+        let leaf = parent.join(name);
+        fs::create_dir_all(&leaf)?;
+        write_file(&leaf.join("cgroup.procs"), "0")?;
+        enable().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{e} (other processes share the agent's cgroup)"),
+            )
+        })?;
+    }
     fs::create_dir_all(base)?;
-    write_file(&base.join("cgroup.subtree_control"), "+cpu +memory")?;
-    remove_stale_children(base);
-    Ok(())
+    write_file(&base.join("cgroup.subtree_control"), "+cpu +memory")
 }
 
-/// Removes empty per-allocation cgroups a previous agent run left behind.
-fn remove_stale_children(base: &Path) {
-    if let Ok(entries) = fs::read_dir(base) {
-        for e in entries.flatten() {
-            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                let _ = fs::remove_dir(e.path());
-            }
+/// SIGKILLs every process listed in `dir/cgroup.procs`; returns how many.
+fn kill_procs(dir: &Path) -> usize {
+    let Ok(pids) = fs::read_to_string(dir.join("cgroup.procs")) else {
+        return 0;
+    };
+    let mut n = 0;
+    for pid in pids.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+        // SAFETY: kill(2) with a pid read from the cgroup; no memory is touched.
+        if pid > 1 && unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+            n += 1;
         }
     }
+    n
 }
 
 fn write_file(path: &Path, content: &str) -> io::Result<()> {
@@ -237,15 +296,7 @@ impl WorkloadCgroup {
             }
         }
         for dir in &self.dirs {
-            let Ok(pids) = fs::read_to_string(dir.join("cgroup.procs")) else {
-                continue;
-            };
-            for pid in pids.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                // SAFETY: kill(2) with a pid read from the cgroup; no memory is touched.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                }
-            }
+            kill_procs(dir);
         }
     }
 
@@ -281,7 +332,7 @@ mod tests {
     #[test]
     fn a_root_without_cgroups_is_reported_as_none() {
         let dir = tempfile::tempdir().unwrap();
-        let iso = Isolation::detect_at(dir.path(), "n");
+        let iso = Isolation::detect_at(dir.path(), "caldera-n-0");
         assert!(iso.label().starts_with("none ("), "{}", iso.label());
     }
 }

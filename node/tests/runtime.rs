@@ -358,9 +358,9 @@ async fn a_restarted_agent_kills_what_the_previous_one_left() {
 
 #[tokio::test]
 async fn workloads_join_their_cgroup_where_the_host_allows() {
+    let dir = tempfile::tempdir().unwrap();
     let iso = Isolation::detect("rt-test");
     let label = iso.label();
-    let dir = tempfile::tempdir().unwrap();
     let (rt, notes) = Runtime::new(dir.path().to_path_buf(), iso, false);
     let mut h = Harness {
         rt,
@@ -386,6 +386,7 @@ async fn workloads_join_their_cgroup_where_the_host_allows() {
     } else {
         eprintln!("no cgroup isolation on this host: {label}");
     }
+    h.rt.isolation().cleanup();
 }
 
 #[test]

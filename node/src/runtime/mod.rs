@@ -120,7 +120,10 @@ impl Runtime {
         if entries.is_empty() {
             return;
         }
-        let killed = ledger::kill_leftovers(&entries);
+        let mut killed = ledger::kill_leftovers(&entries);
+        for e in &entries {
+            killed += self.isolation.reap(&e.allocation_id);
+        }
         tracing::warn!(
             "previous agent left {} workload(s) in {}; killed {killed} leftover process(es)",
             entries.len(),
