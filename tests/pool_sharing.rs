@@ -1,0 +1,451 @@
+//! One pool for training and inference, with real processes: preemption with
+//! checkpoint-resume, guarantees and borrowing, the queue's order, estimates and
+//! backfill, the inference cap, and idle reclaim.
+use caldera_chaos_tests::{free_port, wait_until, Agent, Api, ControlPlane};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_caldera");
+
+/// A training script: counts one step a second, checkpoints every step into
+/// CALDERA_CHECKPOINT_DIR, resumes from CALDERA_RESUME_FROM, and on SIGTERM
+/// saves and exits. Each start appends "start <counter>" to `trail`.
+fn trainer(trail: &Path) -> String {
+    format!(
+        r#"n=0; if [ -n "$CALDERA_RESUME_FROM" ]; then n=$(cat "$CALDERA_RESUME_FROM"); fi
+echo "start $n" >> {trail}
+save() {{ echo $n > "$CALDERA_CHECKPOINT_DIR/.tmp"; mv "$CALDERA_CHECKPOINT_DIR/.tmp" "$CALDERA_CHECKPOINT_DIR/ckpt-$n"; }}
+trap 'save; exit 0' TERM
+while true; do n=$((n+1)); save; sleep 1 & wait $!; done"#,
+        trail = trail.display()
+    )
+}
+
+fn view(api: &Api, id: &str) -> Value {
+    api.get(&format!("/v1/tasks/{id}")).data().clone()
+}
+
+fn wait_for(api: &Api, id: &str, secs: u64, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+    let mut v = Value::Null;
+    let ok = wait_until(Duration::from_secs(secs), || {
+        v = view(api, id);
+        f(&v)
+    });
+    assert!(ok, "{id}: {what} not reached; last view: {v:#}");
+    v
+}
+
+fn submit(api: &Api, spec: Value) {
+    let r = api.post("/v1/tasks", &spec.to_string());
+    assert!(r.status == 201, "{spec}: {:#}", r.body);
+}
+
+fn one_node(dir: &Path, gpus: &str, env: &[(&str, &str)]) -> (ControlPlane, Agent) {
+    let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), env);
+    let a = Agent::start(Path::new(BIN), &cp, "node-a", gpus, dir);
+    let op = cp.operator();
+    assert!(wait_until(Duration::from_secs(20), || op
+        .get("/v1/nodes/node-a")
+        .data()["connected"]
+        == true));
+    (cp, a)
+}
+
+#[test]
+fn inference_preempts_training_which_resumes_from_its_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _a) = one_node(dir.path(), "1xA100-80GB", &[]);
+    let api = cp.api(&cp.tenant("team-a"));
+    let trail = dir.path().join("trail");
+    submit(
+        &api,
+        json!({"task_id": "train", "task_type": "training", "priority": "low",
+        "resources": {"gpu": {"count": 1, "memory_gb": 80}, "cpu": {"cores": 2}},
+        "command": ["sh", "-c", trainer(&trail)]}),
+    );
+    wait_for(&api, "train", 20, "running", |v| v["state"] == "running");
+    // Let it make progress and checkpoint it.
+    wait_for(&api, "train", 20, "a checkpoint", |v| {
+        v["checkpoint"]
+            .as_str()
+            .is_some_and(|c| !c.ends_with("ckpt-1"))
+    });
+
+    let port = free_port();
+    let started = std::time::Instant::now();
+    submit(
+        &api,
+        json!({"task_id": "svc", "task_type": "inference", "priority": "high",
+        "resources": {"gpu": {"count": 1, "memory_gb": 40}, "cpu": {"cores": 1}}, "replicas": 1,
+        "command": ["python3", "-m", "http.server", port.to_string(), "--bind", "127.0.0.1"]}),
+    );
+    // The replica runs within the grace period (2 s here) plus a few seconds.
+    wait_for(&api, "svc.r0", 15, "replica running", |v| {
+        v["state"] == "running"
+    });
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(12),
+        "inference waited {waited:?}"
+    );
+    assert_eq!(view(&api, "svc")["state"], "running");
+    // It answers HTTP.
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", port))
+            .and_then(|mut s| {
+                s.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
+                let mut b = String::new();
+                s.read_to_string(&mut b)?;
+                Ok(b.starts_with("HTTP/1.0 200"))
+            })
+            .unwrap_or(false)
+    }));
+    // Training was preempted, not failed: back in the queue with its checkpoint.
+    let t = wait_for(&api, "train", 10, "requeued", |v| {
+        v["state"] == "queued" && v["preemptions"] == 1
+    });
+    let states: Vec<&str> = t["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["state"].as_str().unwrap_or(""))
+        .collect();
+    assert!(
+        states.windows(2).any(|w| w == ["running", "preempted"])
+            && states.ends_with(&["preempted", "queued"]),
+        "{states:?}"
+    );
+    let events = api.get("/v1/events?task=train").data()["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap_or(""))
+        .collect();
+    assert!(
+        kinds.contains(&"checkpoint_requested") && kinds.contains(&"preempted"),
+        "{kinds:?}"
+    );
+    assert!(events.iter().any(
+        |e| e["kind"] == "preempted" && e["message"].as_str().unwrap_or("").contains("svc.r0")
+    ));
+
+    // The service goes away; training resumes where it stopped.
+    assert_eq!(api.post("/v1/tasks/svc/release", "").status, 200);
+    wait_for(&api, "train", 20, "running again", |v| {
+        v["state"] == "running" && v["attempts"] == 2
+    });
+    assert!(wait_until(
+        Duration::from_secs(10),
+        || std::fs::read_to_string(&trail)
+            .unwrap_or_default()
+            .lines()
+            .count()
+            == 2
+    ));
+    let trail = std::fs::read_to_string(&trail).unwrap();
+    let starts: Vec<u64> = trail
+        .lines()
+        .filter_map(|l| l.strip_prefix("start ")?.parse().ok())
+        .collect();
+    assert_eq!(starts[0], 0, "{trail}");
+    assert!(
+        starts[1] >= 2,
+        "the counter restarted instead of resuming: {trail}"
+    );
+}
+
+#[test]
+fn an_over_quota_task_waits_with_an_estimated_start_in_the_future() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _a) = one_node(dir.path(), "4xA100-80GB", &[]);
+    let op = cp.operator();
+    let r = op.post(
+        "/v1/tenants",
+        r#"{"name":"small","quota":{"gpus":1},"borrowing_limit":{"gpus":0}}"#,
+    );
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    let api = cp.api(r.data()["token"].as_str().unwrap());
+    let task = |id: &str, dur: &str| {
+        json!({"task_id": id, "task_type": "training", "duration": dur,
+        "resources": {"gpu": {"count": 1}, "cpu": {"cores": 1}}, "command": ["sleep", "60"]})
+    };
+    submit(&api, task("first", "00:10:00"));
+    let first = wait_for(&api, "first", 20, "running", |v| v["state"] == "running");
+    submit(&api, task("second", "00:05:00"));
+    let v = wait_for(&api, "second", 10, "an estimate", |v| {
+        v["estimated_start_ms"].is_u64()
+    });
+    assert_eq!(v["state"], "queued");
+    assert!(
+        v["pending_reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("over quota"),
+        "{v:#}"
+    );
+    let est = v["estimated_start_ms"].as_u64().unwrap();
+    let now = caldera_now_ms();
+    assert!(est > now, "estimate {est} is in the past (now {now})");
+    // It is when "first" is declared to end.
+    let first_start = first["allocation"]["created_ms"].as_u64().unwrap();
+    assert_eq!(est, first_start + 600_000);
+    assert!(v["estimated_start"]
+        .as_str()
+        .is_some_and(|s| s.ends_with('Z')));
+}
+
+fn caldera_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[test]
+fn borrowed_capacity_is_preempted_when_its_owner_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _a) = one_node(dir.path(), "2xA100-80GB", &[]);
+    let op = cp.operator();
+    let a = op.post(
+        "/v1/tenants",
+        r#"{"name":"a","quota":{"gpus":1},"borrowing_limit":{"gpus":1}}"#,
+    );
+    let b = op.post("/v1/tenants", r#"{"name":"b","quota":{"gpus":1}}"#);
+    let (a, b) = (
+        cp.api(a.data()["token"].as_str().unwrap()),
+        cp.api(b.data()["token"].as_str().unwrap()),
+    );
+    let gpu_task = |id: &str| {
+        json!({"task_id": id, "task_type": "training", "resources": {"gpu": {"count": 1}, "cpu": {"cores": 1}},
+        "command": ["sleep", "120"]})
+    };
+    submit(&a, gpu_task("a-own"));
+    wait_for(&a, "a-own", 20, "running", |v| v["state"] == "running");
+    submit(&a, gpu_task("a-borrow"));
+    let borrowed = wait_for(&a, "a-borrow", 20, "running", |v| v["state"] == "running");
+    assert_eq!(borrowed["allocation"]["borrowed"], true);
+    assert_eq!(view(&a, "a-own")["allocation"]["borrowed"], false);
+    // B comes for its guarantee: A's borrowed allocation goes, A's own stays.
+    submit(&b, gpu_task("b-own"));
+    wait_for(&b, "b-own", 15, "running", |v| v["state"] == "running");
+    let v = wait_for(&a, "a-borrow", 10, "preempted and requeued", |v| {
+        v["state"] == "queued" && v["preemptions"] == 1
+    });
+    assert!(
+        v["history"].as_array().unwrap().iter().any(|h| h["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("reclaims its guarantee")),
+        "{v:#}"
+    );
+    assert_eq!(view(&a, "a-own")["state"], "running");
+}
+
+#[test]
+fn an_inference_replica_larger_than_half_a_gpu_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _a) = one_node(dir.path(), "1xA100-80GB", &[]);
+    let api = cp.api(&cp.tenant("team-a"));
+    let r = api.post(
+        "/v1/tasks",
+        &json!({"task_id": "big-svc", "task_type": "inference",
+        "resources": {"gpu": {"count": 1, "memory_gb": 60}}, "command": ["true"]})
+        .to_string(),
+    );
+    assert_eq!(r.status, 400, "{:#}", r.body);
+    assert_eq!(r.body["field"], "resources.gpu.memory_gb");
+    assert!(
+        r.body["msg"].as_str().unwrap_or("").contains("scale out"),
+        "{:#}",
+        r.body
+    );
+    let r = api.post(
+        "/v1/tasks",
+        &json!({"task_id": "multi-svc", "task_type": "inference",
+        "resources": {"gpu": {"count": 2}}, "command": ["true"]})
+        .to_string(),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(api.get("/v1/tasks/big-svc").status, 404);
+    // Within the cap, with replicas: each replica is its own allocation.
+    let r = api.post("/v1/tasks", &json!({"task_id": "ok-svc", "task_type": "inference", "priority": "high",
+        "resources": {"gpu": {"count": 1, "memory_gb": 20}}, "replicas": 2, "command": ["sleep", "60"]}).to_string());
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    wait_for(&api, "ok-svc.r1", 20, "second replica running", |v| {
+        v["state"] == "running"
+    });
+    let s = api.put("/v1/tasks/ok-svc/replicas", r#"{"replicas":3}"#);
+    assert_eq!(s.status, 200, "{:#}", s.body);
+    wait_for(&api, "ok-svc.r2", 20, "third replica running", |v| {
+        v["state"] == "running"
+    });
+    assert_eq!(view(&api, "ok-svc")["replicas"], 3);
+}
+
+/// Accepts HTTP POSTs on a port and collects their bodies.
+fn webhook_sink() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = got.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let mut s = s;
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut buf = vec![0u8; 65536];
+            let mut data = Vec::new();
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                data.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&data);
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let len = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if body.len() >= len {
+                        sink.lock().unwrap().push(body.to_string());
+                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    (port, got)
+}
+
+#[test]
+fn an_idle_allocation_is_warned_then_reclaimed_unless_exempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, hooks) = webhook_sink();
+    let url = format!("http://127.0.0.1:{port}/idle");
+    let (cp, _a) = one_node(
+        dir.path(),
+        "2xA100-80GB",
+        &[
+            ("CALDERA_IDLE_WINDOW_MS", "1500"),
+            ("CALDERA_IDLE_GRACE_MS", "1500"),
+            ("CALDERA_USAGE_SAMPLE_MS", "300"),
+            ("CALDERA_IDLE_WEBHOOK_URL", &url),
+        ],
+    );
+    let api = cp.api(&cp.tenant("hoarder"));
+    let idle = |id: &str, exempt: bool| {
+        json!({"task_id": id, "task_type": "training", "idle_exempt": exempt,
+        "resources": {"gpu": {"count": 1}, "cpu": {"cores": 1}}, "command": ["sleep", "120"]})
+    };
+    submit(&api, idle("sleeper", false));
+    submit(&api, idle("standby", true));
+    let v = wait_for(&api, "sleeper", 30, "reclaimed", |v| {
+        v["state"] == "released"
+    });
+    let why = v["history"].as_array().unwrap().last().unwrap()["reason"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(why.contains("reclaimed: idle"), "{why}");
+    let events = api.get("/v1/events?task=sleeper").data()["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        events.iter().any(|e| e["kind"] == "idle_warning"),
+        "{events:#?}"
+    );
+    assert!(wait_until(Duration::from_secs(5), || hooks
+        .lock()
+        .unwrap()
+        .iter()
+        .any(
+            |b| b.contains("\"sleeper\"") && b.contains("idle_warning")
+        )));
+    assert_eq!(view(&api, "standby")["state"], "running");
+    // The usage report shows allocated against used over time.
+    let u = api.get("/v1/tenants/hoarder/usage");
+    assert_eq!(u.status, 200, "{:#}", u.body);
+    let samples = u.data()["samples"].as_array().cloned().unwrap_or_default();
+    assert!(
+        samples.len() >= 2
+            && samples
+                .iter()
+                .any(|s| s["allocated"]["gpus"].as_f64() == Some(2.0)),
+        "{samples:#?}"
+    );
+}
+
+#[test]
+fn fair_share_puts_the_tenant_using_less_of_its_guarantee_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _a) = one_node(dir.path(), "2xA100-80GB", &[]);
+    let op = cp.operator();
+    let a = op.post("/v1/tenants", r#"{"name":"a","quota":{"gpus":2}}"#);
+    let b = op.post("/v1/tenants", r#"{"name":"b","quota":{"gpus":2}}"#);
+    let (a, b) = (
+        cp.api(a.data()["token"].as_str().unwrap()),
+        cp.api(b.data()["token"].as_str().unwrap()),
+    );
+    let t = |id: &str, cmd: &str| {
+        json!({"task_id": id, "task_type": "training", "resources": {"gpu": {"count": 1}, "cpu": {"cores": 1}},
+        "command": ["sh", "-c", cmd]})
+    };
+    submit(&a, t("a-long", "sleep 120"));
+    submit(&a, t("a-short", "sleep 2"));
+    wait_for(&a, "a-short", 20, "running", |v| v["state"] == "running");
+    // Both wait; A asked first, but A already holds half its guarantee and B none.
+    submit(&a, t("a-next", "sleep 60"));
+    std::thread::sleep(Duration::from_millis(200));
+    submit(&b, t("b-next", "sleep 60"));
+    wait_for(&b, "b-next", 20, "running", |v| v["state"] == "running");
+    assert_eq!(view(&a, "a-next")["state"], "queued");
+}
+
+#[test]
+fn backfill_runs_short_work_without_delaying_the_head_of_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _a) = one_node(dir.path(), "2xA100-80GB", &[]);
+    let api = cp.api(&cp.tenant("team"));
+    let t = |id: &str, gpus: u32, dur: &str, cmd: &str| {
+        json!({"task_id": id, "task_type": "training", "duration": dur,
+        "resources": {"gpu": {"count": gpus}, "cpu": {"cores": 1}}, "command": ["sh", "-c", cmd]})
+    };
+    submit(&api, t("r1", 1, "00:00:02", "sleep 1"));
+    submit(&api, t("r2", 1, "00:02:00", "sleep 120"));
+    wait_for(&api, "r2", 20, "running", |v| v["state"] == "running");
+    // The head needs both GPUs: it can start when r2 ends (2 minutes).
+    submit(&api, t("head", 2, "00:10:00", "sleep 60"));
+    let head = wait_for(&api, "head", 10, "an estimate", |v| {
+        v["estimated_start_ms"].is_u64()
+    });
+    let head_start = head["estimated_start_ms"].as_u64().unwrap();
+    submit(&api, t("long", 1, "00:10:00", "sleep 60"));
+    submit(&api, t("short", 1, "00:00:30", "sleep 30"));
+    // r1 ends: the freed GPU goes to "short" (ends before the head's start),
+    // not to "long" (would still hold it when the head should start).
+    wait_for(&api, "short", 20, "backfilled", |v| v["state"] == "running");
+    let long = view(&api, "long");
+    assert_eq!(long["state"], "queued");
+    assert!(
+        long["pending_reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("waiting behind head"),
+        "{long:#}"
+    );
+    let head = view(&api, "head");
+    assert_eq!(head["state"], "queued");
+    assert!(
+        head["estimated_start_ms"].as_u64().unwrap() <= head_start + 1000,
+        "backfill delayed the head: {head:#}"
+    );
+}
