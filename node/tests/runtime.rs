@@ -416,3 +416,44 @@ fn a_workload_dies_with_the_thread_that_started_it() {
     }
     panic!("workload {pid} outlived the thread that spawned it");
 }
+
+#[tokio::test]
+async fn a_restarted_agent_kills_leftovers_that_left_the_process_group() {
+    let iso = Isolation::detect("rt-setsid");
+    if !iso.label().starts_with("cgroup-") {
+        eprintln!("no cgroup isolation on this host: {}", iso.label());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    let (mut rt, _notes) = Runtime::new(data.clone(), iso.clone(), false);
+    let pidfile = data.join("escaped.pid");
+    let script = format!(
+        "setsid sleep 30 & echo $! > {}; exec sleep 30",
+        pidfile.display()
+    );
+    rt.start(&start_cmd("s1", &script));
+    wait_file(&pidfile).await;
+    let escaped: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let leader = rt.workload("s1").and_then(|w| w.pid).unwrap();
+    // The escaped process is in its own session: a process-group kill misses it.
+    let mut escaped_group = 0;
+    for _ in 0..100 {
+        escaped_group = caldera_node::runtime::procfs::stat(escaped).map_or(0, |s| s.pgrp);
+        if escaped_group == escaped {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(escaped_group, escaped, "setsid did not take effect");
+    assert_ne!(escaped_group, leader);
+    let (mut reborn, _n) = Runtime::new(data, iso.clone(), false);
+    reborn.recover_leftovers();
+    wait_dead(leader).await;
+    wait_dead(escaped).await;
+    iso.cleanup();
+}
