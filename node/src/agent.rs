@@ -69,14 +69,11 @@ pub async fn run_until(
 
     let (events_tx, mut events) = unbounded_channel();
     let (stop_session, session_stopped) = watch::channel(false);
-    let session_config = SessionConfig {
-        url: config.connect_url(),
-        token: config.token.clone(),
-        ping_interval: config.heartbeat(),
-        welcome_timeout: Duration::from_secs(10),
-        connect_timeout: Duration::from_secs(5),
-    };
-    let session = actix_rt::spawn(session::run(session_config, events_tx, session_stopped));
+    let session = actix_rt::spawn(session::run(
+        session_config(&config),
+        events_tx,
+        session_stopped,
+    ));
 
     let mut heartbeat = new_interval(config.heartbeat());
     let mut checkpoints = new_interval(CHECKPOINT_POLL);
@@ -113,6 +110,17 @@ pub async fn run_until(
     let _ = stop_session.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(2), session).await;
     Ok(())
+}
+
+/// Pings at the heartbeat period; a welcome must come within 10 s.
+fn session_config(config: &AgentConfig) -> SessionConfig {
+    SessionConfig {
+        url: config.connect_url(),
+        token: config.token.clone(),
+        ping_interval: config.heartbeat(),
+        welcome_timeout: Duration::from_secs(10),
+        connect_timeout: Duration::from_secs(5),
+    }
 }
 
 /// A ticker whose first tick is one period away (the welcome already sent a heartbeat).

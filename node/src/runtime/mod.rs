@@ -6,6 +6,7 @@
 //! come back as [`Note`]s on a channel that the loop feeds into [`Runtime::handle`].
 //! Events wait in an outbox until a live session takes them.
 pub mod checkpoint;
+mod launch;
 pub mod ledger;
 pub mod logs;
 pub mod procfs;
@@ -19,12 +20,11 @@ use crate::cgroup::Isolation;
 use crate::error::StartError;
 use crate::probe::ProcessGpuUse;
 use caldera_spec::wire::{
-    AllocationUse, ExitStatus, StartCommand, WorkloadEvent, WorkloadEventKind, WorkloadReport,
+    ExitStatus, StartCommand, WorkloadEvent, WorkloadEventKind, WorkloadReport,
 };
-use checkpoint::CheckpointWatch;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
@@ -131,33 +131,16 @@ impl Runtime {
         );
         for e in entries {
             self.remember_finished(&e.allocation_id, &e.task_id);
-            let checkpoint = CheckpointWatch::new(PathBuf::new());
             let log_path = logs::log_path(&self.data_dir, &e.task_id);
-            self.workloads.insert(
-                e.allocation_id.clone(),
-                Workload {
-                    allocation_id: e.allocation_id,
-                    task_id: e.task_id,
-                    epoch: e.epoch,
-                    pid: Some(e.pgid),
-                    start_ticks: e.start_ticks,
-                    gpu_indices: Vec::new(),
-                    gpu_memory_mb: 0,
-                    exit: Some(ExitStatus {
-                        code: None,
-                        signal: Some(libc::SIGKILL),
-                        stopped: false,
-                    }),
-                    stop_requested: false,
-                    exit_sent: false,
-                    run: 0,
-                    cgroup: None,
-                    checkpoint,
-                    log_path,
-                    usage: AllocationUse::default(),
-                    last_cpu: None,
-                },
-            );
+            let mut w = Workload::leftover(&e.allocation_id, &e.task_id, e.epoch, log_path);
+            w.pid = Some(e.pgid);
+            w.start_ticks = e.start_ticks;
+            w.exit = Some(ExitStatus {
+                code: None,
+                signal: Some(libc::SIGKILL),
+                stopped: false,
+            });
+            self.workloads.insert(e.allocation_id, w);
         }
         self.write_ledger();
     }
@@ -218,72 +201,25 @@ impl Runtime {
 
     /// Dirs, log, cgroup, then the process (or nothing, for a reservation).
     fn launch(&mut self, cmd: &StartCommand, run: u64) -> Result<Workload, StartError> {
-        let checkpoint_dir = match &cmd.checkpoint_dir {
-            Some(dir) => self.data_dir.join(dir), // an absolute dir replaces data_dir
-            None => self
-                .data_dir
-                .join("checkpoints")
-                .join(safe_file_name(&cmd.task_id)),
-        };
-        create_dir(&checkpoint_dir)?;
-        let log_path = logs::log_path(&self.data_dir, &cmd.task_id);
-        let log = logs::open_for_append(&log_path).map_err(|source| StartError::Prepare {
-            path: log_path.clone(),
-            source,
-        })?;
+        let prepared = launch::prepare(&self.data_dir, cmd)?;
         let (cgroup, isolation) = if cmd.command.is_empty() {
             (None, self.isolation.label())
         } else {
-            match self
-                .isolation
-                .create(&cmd.allocation_id, cmd.cpu_milli, cmd.memory_mb)
-            {
-                Ok(cg) => (cg, self.isolation.label()),
-                Err(e) => {
-                    tracing::warn!(
-                        "allocation {}: cgroup setup failed, running without limits: {e}",
-                        cmd.allocation_id
-                    );
-                    (None, format!("none (cgroup setup failed: {e})"))
-                }
-            }
+            launch::isolate(&self.isolation, cmd)
         };
-        self.event(
-            &cmd.allocation_id,
-            &cmd.task_id,
-            cmd.epoch,
-            WorkloadEventKind::Ready { isolation },
-        );
-        let mut w = Workload {
-            allocation_id: cmd.allocation_id.clone(),
-            task_id: cmd.task_id.clone(),
-            epoch: cmd.epoch,
-            pid: None,
-            start_ticks: 0,
-            gpu_indices: cmd.gpu_indices.clone(),
-            gpu_memory_mb: cmd.gpu_memory_mb,
-            exit: None,
-            stop_requested: false,
-            exit_sent: false,
-            run,
-            cgroup: None,
-            checkpoint: CheckpointWatch::new(checkpoint_dir.clone()),
-            log_path,
-            usage: AllocationUse::default(),
-            last_cpu: None,
-        };
+        let ready = WorkloadEventKind::Ready { isolation };
+        self.event(&cmd.allocation_id, &cmd.task_id, cmd.epoch, ready);
+        let mut w = Workload::new(cmd, run, &prepared.checkpoint_dir, prepared.log_path);
         if cmd.command.is_empty() {
             return Ok(w);
         }
-        let env = workload_env(cmd, &checkpoint_dir);
-        let cgroup_fds = cgroup.as_ref().map(|c| c.join_fds()).unwrap_or_default();
         let spawned = spawn::spawn(spawn::SpawnSpec {
             argv: &cmd.command,
-            env,
-            log,
-            cgroup_fds,
+            env: launch::workload_env(cmd, &prepared.checkpoint_dir),
+            log: prepared.log,
+            cgroup_fds: cgroup.as_ref().map(|c| c.join_fds()).unwrap_or_default(),
         });
-        let mut child = match spawned {
+        let child = match spawned {
             Ok(child) => child,
             Err(e) => {
                 if let Some(cg) = &cgroup {
@@ -292,20 +228,10 @@ impl Runtime {
                 return Err(e);
             }
         };
-        let pid = child.id();
-        w.pid = pid;
-        w.start_ticks = pid.and_then(procfs::stat).map_or(0, |s| s.start_ticks);
+        w.pid = child.id();
+        w.start_ticks = w.pid.and_then(procfs::stat).map_or(0, |s| s.start_ticks);
         w.cgroup = cgroup;
-        let notes = self.notes.clone();
-        let allocation_id = cmd.allocation_id.clone();
-        tokio::spawn(async move {
-            let status = child.wait().await.map_err(|e| e.to_string());
-            let _ = notes.send(Note::Exited {
-                allocation_id,
-                run,
-                status,
-            });
-        });
+        launch::watch_exit(child, self.notes.clone(), cmd.allocation_id.clone(), run);
         Ok(w)
     }
 
@@ -616,36 +542,4 @@ fn kill_workload(w: &Workload) {
     if let Some(cg) = &w.cgroup {
         cg.kill_all();
     }
-}
-
-fn create_dir(dir: &Path) -> Result<(), StartError> {
-    std::fs::create_dir_all(dir).map_err(|source| StartError::Prepare {
-        path: dir.to_path_buf(),
-        source,
-    })
-}
-
-/// The command's env plus what every workload is told about its allocation.
-fn workload_env(cmd: &StartCommand, checkpoint_dir: &Path) -> Vec<(String, String)> {
-    let gpus: Vec<String> = cmd.gpu_indices.iter().map(u32::to_string).collect();
-    let mut env: Vec<(String, String)> = cmd
-        .env
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    env.push(("CUDA_VISIBLE_DEVICES".into(), gpus.join(",")));
-    env.push(("CALDERA_TASK_ID".into(), cmd.task_id.clone()));
-    env.push(("CALDERA_ALLOCATION_ID".into(), cmd.allocation_id.clone()));
-    env.push((
-        "CALDERA_GPU_MEMORY_MB".into(),
-        cmd.gpu_memory_mb.to_string(),
-    ));
-    env.push((
-        "CALDERA_CHECKPOINT_DIR".into(),
-        checkpoint_dir.to_string_lossy().into_owned(),
-    ));
-    if let Some(resume) = &cmd.resume_from {
-        env.push(("CALDERA_RESUME_FROM".into(), resume.clone()));
-    }
-    env
 }

@@ -1,8 +1,8 @@
 //! One allocation's workload as the runtime tracks it.
 use super::checkpoint::CheckpointWatch;
 use crate::cgroup::WorkloadCgroup;
-use caldera_spec::wire::{AllocationUse, ExitStatus, WorkloadReport};
-use std::path::PathBuf;
+use caldera_spec::wire::{AllocationUse, ExitStatus, StartCommand, WorkloadReport};
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// A workload: running, held (a reservation), or exited and not yet reported.
@@ -35,6 +35,38 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// A workload about to run `cmd` (no process yet).
+    pub fn new(cmd: &StartCommand, run: u64, checkpoint_dir: &Path, log_path: PathBuf) -> Self {
+        let mut w = Self::leftover(&cmd.allocation_id, &cmd.task_id, cmd.epoch, log_path);
+        w.run = run;
+        w.gpu_indices = cmd.gpu_indices.clone();
+        w.gpu_memory_mb = cmd.gpu_memory_mb;
+        w.checkpoint = CheckpointWatch::new(checkpoint_dir.to_path_buf());
+        w
+    }
+
+    /// A bare record (e.g. of what a previous agent life left running).
+    pub fn leftover(allocation_id: &str, task_id: &str, epoch: u64, log_path: PathBuf) -> Self {
+        Workload {
+            allocation_id: allocation_id.to_string(),
+            task_id: task_id.to_string(),
+            epoch,
+            pid: None,
+            start_ticks: 0,
+            gpu_indices: Vec::new(),
+            gpu_memory_mb: 0,
+            exit: None,
+            stop_requested: false,
+            exit_sent: false,
+            run: 0,
+            cgroup: None,
+            checkpoint: CheckpointWatch::new(PathBuf::new()),
+            log_path,
+            usage: AllocationUse::default(),
+            last_cpu: None,
+        }
+    }
+
     /// True while its process runs or its reservation is held.
     pub fn is_alive(&self) -> bool {
         self.exit.is_none()

@@ -79,26 +79,12 @@ pub async fn run(
                 failures = 0;
                 generation += 1;
                 tracing::info!("connected to {}", config.url);
-                let (tx, rx) = unbounded_channel();
-                if events
-                    .send(SessionEvent::Connected {
-                        generation,
-                        outbound: tx,
-                    })
-                    .is_err()
-                {
-                    return;
-                }
-                let end = pump(&config, framed, rx, &events, generation, &mut shutdown).await;
-                tracing::warn!("session {generation} ended: {}", end.reason);
-                let _ = events.send(SessionEvent::Disconnected {
-                    generation,
-                    reason: end.reason,
-                });
+                let (end, welcomed) =
+                    serve(&config, framed, &events, generation, &mut shutdown).await;
                 if end.shutdown {
                     return;
                 }
-                if end.welcomed {
+                if welcomed {
                     backoff.reset();
                 }
             }
@@ -109,6 +95,37 @@ pub async fn run(
             _ = shutdown.changed() => return,
         }
     }
+}
+
+/// Runs one connection: announces it to the agent, pumps it, reports its end.
+/// Returns how it ended and whether it was welcomed.
+async fn serve(
+    config: &SessionConfig,
+    framed: Framed,
+    events: &UnboundedSender<SessionEvent>,
+    generation: u64,
+    shutdown: &mut watch::Receiver<bool>,
+) -> (End, bool) {
+    let (outbound, rx) = unbounded_channel();
+    let connected = SessionEvent::Connected {
+        generation,
+        outbound,
+    };
+    if events.send(connected).is_err() {
+        let gone = End {
+            reason: "agent gone".into(),
+            shutdown: true,
+        };
+        return (gone, false);
+    }
+    let mut live = Liveness::new();
+    let end = pump(config, framed, rx, events, generation, shutdown, &mut live).await;
+    tracing::warn!("session {generation} ended: {}", end.reason);
+    let _ = events.send(SessionEvent::Disconnected {
+        generation,
+        reason: end.reason.clone(),
+    });
+    (end, live.welcomed)
 }
 
 type Framed = actix_codec::Framed<awc::BoxedSocket, awc::ws::Codec>;
@@ -130,10 +147,40 @@ async fn connect(config: &SessionConfig) -> Result<Framed, String> {
 /// How a connection ended.
 struct End {
     reason: String,
-    welcomed: bool,
+    /// The agent is going away: do not reconnect.
     shutdown: bool,
 }
 
+impl End {
+    fn lost(reason: impl Into<String>) -> Option<End> {
+        Some(End {
+            reason: reason.into(),
+            shutdown: false,
+        })
+    }
+}
+
+/// What one connection has learned about its server.
+struct Liveness {
+    connected_at: Instant,
+    last_heard: Instant,
+    /// The server answers pings, so their absence means it is gone.
+    pong_seen: bool,
+    welcomed: bool,
+}
+
+impl Liveness {
+    fn new() -> Self {
+        Liveness {
+            connected_at: Instant::now(),
+            last_heard: Instant::now(),
+            pong_seen: false,
+            welcomed: false,
+        }
+    }
+}
+
+/// Moves frames both ways until the connection ends; says why.
 async fn pump(
     config: &SessionConfig,
     mut framed: Framed,
@@ -141,21 +188,12 @@ async fn pump(
     events: &UnboundedSender<SessionEvent>,
     generation: u64,
     shutdown: &mut watch::Receiver<bool>,
+    live: &mut Liveness,
 ) -> End {
-    use awc::ws::{Frame, Message};
-    let connected_at = Instant::now();
-    let mut last_heard = Instant::now();
-    let mut pong_seen = false;
-    let mut welcomed = false;
     let mut ping = tokio::time::interval(config.ping_interval);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let end = |reason: String, welcomed: bool| End {
-        reason,
-        welcomed,
-        shutdown: false,
-    };
     loop {
-        tokio::select! {
+        let ended = tokio::select! {
             _ = shutdown.changed() => {
                 // Deliver what the agent queued before it asked us to stop.
                 while let Ok(msg) = outbound.try_recv() {
@@ -164,73 +202,108 @@ async fn pump(
                     }
                 }
                 close_gracefully(&mut framed).await;
-                return End { reason: "agent shutting down".into(), welcomed, shutdown: true };
+                Some(End { reason: "agent shutting down".into(), shutdown: true })
             }
             out = outbound.recv() => match out {
-                Some(msg) => {
-                    if let Err(e) = send_json(&mut framed, &msg).await {
-                        return end(format!("send failed: {e}"), welcomed);
-                    }
-                }
-                None => return end("agent dropped the session".into(), welcomed),
+                Some(msg) => match send_json(&mut framed, &msg).await {
+                    Ok(()) => None,
+                    Err(e) => End::lost(format!("send failed: {e}")),
+                },
+                None => End::lost("agent dropped the session"),
             },
-            frame = framed.next() => match frame {
-                None => return end("server closed the connection".into(), welcomed),
-                Some(Err(e)) => return end(format!("protocol error: {e}"), welcomed),
-                Some(Ok(Frame::Text(bytes))) => {
-                    last_heard = Instant::now();
-                    match serde_json::from_slice::<ServerMessage>(&bytes) {
-                        Ok(message) => {
-                            let refused = match &message {
-                                ServerMessage::Welcome(_) => { welcomed = true; false }
-                                ServerMessage::Refused { .. } => true,
-                                _ => false,
-                            };
-                            if events.send(SessionEvent::Message { generation, message }).is_err() {
-                                return End { reason: "agent gone".into(), welcomed, shutdown: true };
-                            }
-                            if refused {
-                                close_gracefully(&mut framed).await;
-                                return end("control plane refused the hello".into(), welcomed);
-                            }
-                        }
-                        Err(e) => {
-                            let preview: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
-                            tracing::warn!("ignoring an unreadable message from the control plane ({e}): {preview}");
-                        }
-                    }
-                }
-                Some(Ok(Frame::Ping(payload))) => {
-                    last_heard = Instant::now();
-                    if let Err(e) = framed.send(Message::Pong(payload)).await {
-                        return end(format!("send failed: {e}"), welcomed);
-                    }
-                }
-                Some(Ok(Frame::Pong(_))) => {
-                    last_heard = Instant::now();
-                    pong_seen = true;
-                }
-                Some(Ok(Frame::Close(reason))) => {
-                    return end(format!("server closed the session ({reason:?})"), welcomed);
-                }
-                Some(Ok(Frame::Binary(_) | Frame::Continuation(_))) => {
-                    tracing::warn!("ignoring a binary/fragmented frame from the control plane");
-                }
-            },
-            _ = ping.tick() => {
-                if !welcomed && connected_at.elapsed() > config.welcome_timeout {
-                    return end(format!("no welcome within {:?}", config.welcome_timeout), welcomed);
-                }
-                // Only a server that has shown it answers pings can be judged by their absence.
-                let silent = last_heard.elapsed();
-                if pong_seen && silent > config.ping_interval * 3 {
-                    return end(format!("server silent for {silent:?}"), welcomed);
-                }
-                if let Err(e) = framed.send(Message::Ping(Default::default())).await {
-                    return end(format!("send failed: {e}"), welcomed);
-                }
-            }
+            frame = framed.next() => on_frame(frame, &mut framed, events, generation, live).await,
+            _ = ping.tick() => on_ping_tick(config, &mut framed, live).await,
+        };
+        if let Some(end) = ended {
+            return end;
         }
+    }
+}
+
+type FrameResult = Option<Result<awc::ws::Frame, awc::error::WsProtocolError>>;
+
+/// Handles one frame from the server: messages go to the agent, pings are
+/// answered, pongs and any traffic count as signs of life.
+async fn on_frame(
+    frame: FrameResult,
+    framed: &mut Framed,
+    events: &UnboundedSender<SessionEvent>,
+    generation: u64,
+    live: &mut Liveness,
+) -> Option<End> {
+    use awc::ws::{Frame, Message};
+    let frame = match frame {
+        None => return End::lost("server closed the connection"),
+        Some(Err(e)) => return End::lost(format!("protocol error: {e}")),
+        Some(Ok(frame)) => frame,
+    };
+    live.last_heard = Instant::now();
+    match frame {
+        Frame::Text(bytes) => {
+            let message = match serde_json::from_slice::<ServerMessage>(&bytes) {
+                Ok(message) => message,
+                Err(e) => {
+                    let preview: String =
+                        String::from_utf8_lossy(&bytes).chars().take(200).collect();
+                    tracing::warn!(
+                        "ignoring an unreadable message from the control plane ({e}): {preview}"
+                    );
+                    return None;
+                }
+            };
+            live.welcomed |= matches!(message, ServerMessage::Welcome(_));
+            let refused = matches!(message, ServerMessage::Refused { .. });
+            if events
+                .send(SessionEvent::Message {
+                    generation,
+                    message,
+                })
+                .is_err()
+            {
+                return Some(End {
+                    reason: "agent gone".into(),
+                    shutdown: true,
+                });
+            }
+            if refused {
+                close_gracefully(framed).await;
+                return End::lost("control plane refused the hello");
+            }
+            None
+        }
+        Frame::Ping(payload) => match framed.send(Message::Pong(payload)).await {
+            Ok(()) => None,
+            Err(e) => End::lost(format!("send failed: {e}")),
+        },
+        Frame::Pong(_) => {
+            live.pong_seen = true;
+            None
+        }
+        Frame::Close(reason) => End::lost(format!("server closed the session ({reason:?})")),
+        Frame::Binary(_) | Frame::Continuation(_) => {
+            tracing::warn!("ignoring a binary/fragmented frame from the control plane");
+            None
+        }
+    }
+}
+
+/// Each ping period: give up on a server that never welcomed us or went
+/// silent, else ping it.
+async fn on_ping_tick(config: &SessionConfig, framed: &mut Framed, live: &Liveness) -> Option<End> {
+    if !live.welcomed && live.connected_at.elapsed() > config.welcome_timeout {
+        return End::lost(format!("no welcome within {:?}", config.welcome_timeout));
+    }
+    // Only a server that has shown it answers pings can be judged by their absence.
+    let silent = live.last_heard.elapsed();
+    if live.pong_seen && silent > config.ping_interval * 3 {
+        return End::lost(format!("server silent for {silent:?}"));
+    }
+    match framed
+        .send(awc::ws::Message::Ping(Default::default()))
+        .await
+    {
+        Ok(()) => None,
+        Err(e) => End::lost(format!("send failed: {e}")),
     }
 }
 
