@@ -193,7 +193,13 @@ impl Cluster {
         if self.sh.registry.tenant(&m.tenant).is_none() {
             return Err(ActorError::not_found("tenant", &m.tenant));
         }
-        check_inference_cap(&m.spec, self.sh.config.inference_replica_cap, self.sh.largest_gpu_mb.load(std::sync::atomic::Ordering::Relaxed))?;
+        check_inference_cap(
+            &m.spec,
+            self.sh.config.inference_replica_cap,
+            self.sh
+                .largest_gpu_mb
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )?;
         if let Some(existing) = self.sh.gate.store().task(&id)? {
             if existing.tenant == m.tenant && existing.spec == m.spec {
                 let current = match self.sh.registry.task(&id) {
@@ -231,7 +237,9 @@ fn check_inference_cap(spec: &TaskSpec, cap: f64, largest_gpu_mb: u64) -> Result
     if spec.task_type != TaskType::Inference {
         return Ok(());
     }
-    let Some(g) = &spec.resources.gpu else { return Ok(()) };
+    let Some(g) = &spec.resources.gpu else {
+        return Ok(());
+    };
     let refuse = |field: &str, what: String| {
         Err(ActorError::Invalid(SpecError::new(
             K::OutOfRange,
@@ -240,14 +248,24 @@ fn check_inference_cap(spec: &TaskSpec, cap: f64, largest_gpu_mb: u64) -> Result
         )))
     };
     if g.count > 1 {
-        return refuse("resources.gpu.count", format!("{} GPUs per replica", g.count));
+        return refuse(
+            "resources.gpu.count",
+            format!("{} GPUs per replica", g.count),
+        );
     }
     match (g.share, g.memory_gb) {
         (Some(s), _) if s > cap + 1e-9 => refuse("resources.gpu.share", format!("a share of {s}")),
-        (None, Some(m)) if largest_gpu_mb > 0 && m * 1024.0 > cap * largest_gpu_mb as f64 + 1e-6 => refuse(
-            "resources.gpu.memory_gb",
-            format!("{m} GB per replica (the largest GPU here has {} GB)", largest_gpu_mb / 1024),
-        ),
+        (None, Some(m))
+            if largest_gpu_mb > 0 && m * 1024.0 > cap * largest_gpu_mb as f64 + 1e-6 =>
+        {
+            refuse(
+                "resources.gpu.memory_gb",
+                format!(
+                    "{m} GB per replica (the largest GPU here has {} GB)",
+                    largest_gpu_mb / 1024
+                ),
+            )
+        }
         (None, None) => refuse("resources.gpu", "a whole GPU per replica".to_string()),
         _ => Ok(()),
     }
@@ -344,7 +362,10 @@ impl Cluster {
             &rec.name,
             TenantActor::new(rec.clone(), self.sh.clone()).start(),
         );
-        self.sh.scheduler.do_send(SetQuota { tenant: rec.name.clone(), limits: crate::tenant::limits(&rec) });
+        self.sh.scheduler.do_send(SetQuota {
+            tenant: rec.name.clone(),
+            limits: crate::tenant::limits(&rec),
+        });
         Ok((rec, token, ticket))
     }
 }

@@ -17,7 +17,10 @@ impl TaskActor {
     }
 
     fn desired(&self) -> u32 {
-        self.rec.desired_replicas.or(self.rec.spec.replicas).unwrap_or(1)
+        self.rec
+            .desired_replicas
+            .or(self.rec.spec.replicas)
+            .unwrap_or(1)
     }
 
     fn replica_id(&self, i: u32) -> String {
@@ -66,7 +69,15 @@ impl TaskActor {
             rec.service = Some(self.id().to_string());
             let mut b = self.sh.batch();
             b.put_task(&rec);
-            b.append_event(Event::new(now_ms(), EventKind::TaskSubmitted, format!("replica {id} of service {}", self.id())).task(&id).tenant(&rec.tenant));
+            b.append_event(
+                Event::new(
+                    now_ms(),
+                    EventKind::TaskSubmitted,
+                    format!("replica {id} of service {}", self.id()),
+                )
+                .task(&id)
+                .tenant(&rec.tenant),
+            );
             let ticket = self.sh.commit(b);
             let actor = TaskActor::new(rec, self.sh.clone(), ticket).start();
             self.sh.registry.add_task(&id, actor);
@@ -76,21 +87,38 @@ impl TaskActor {
 
     /// The service is Running while any replica runs.
     fn settle(&mut self) {
-        let running = self.replicas.values().filter(|s| **s == TaskState::Running).count();
-        let want = if running > 0 { TaskState::Running } else { TaskState::Queued };
+        let running = self
+            .replicas
+            .values()
+            .filter(|s| **s == TaskState::Running)
+            .count();
+        let want = if running > 0 {
+            TaskState::Running
+        } else {
+            TaskState::Queued
+        };
         if self.rec.state != want && !self.rec.state.is_terminal() {
             let why = format!("{running} of {} replicas running", self.desired());
             self.transition(want, Some(why));
         }
     }
 
-    pub(crate) fn release_service(&mut self, by: String) -> ResponseActFuture<Self, Result<TaskRecord>> {
+    pub(crate) fn release_service(
+        &mut self,
+        by: String,
+    ) -> ResponseActFuture<Self, Result<TaskRecord>> {
         for id in self.replicas.keys() {
             if let Some(r) = self.sh.registry.task(id) {
-                r.do_send(Release { by: format!("service {} released", self.rec.spec.task_id) });
+                r.do_send(Release {
+                    by: format!("service {} released", self.rec.spec.task_id),
+                });
             }
         }
-        let t = if self.rec.state.is_terminal() { None } else { self.transition(TaskState::Released, Some(format!("released by {by}"))) };
+        let t = if self.rec.state.is_terminal() {
+            None
+        } else {
+            self.transition(TaskState::Released, Some(format!("released by {by}")))
+        };
         let gate = self.sh.gate.clone();
         Box::pin(
             async move {
@@ -113,11 +141,16 @@ impl TaskActor {
         for i in n..before {
             let id = self.replica_id(i);
             if let Some(r) = self.sh.registry.task(&id) {
-                r.do_send(Release { by: format!("scale-in of {}", self.rec.spec.task_id) });
+                r.do_send(Release {
+                    by: format!("scale-in of {}", self.rec.spec.task_id),
+                });
             }
             self.replicas.remove(&id);
         }
-        self.persist(EventKind::TaskTransition, format!("replicas {before} -> {n}: {why}"));
+        self.persist(
+            EventKind::TaskTransition,
+            format!("replicas {before} -> {n}: {why}"),
+        );
         self.ensure_replicas();
         self.settle();
     }
@@ -156,10 +189,16 @@ impl Handler<Scale> for TaskActor {
     type Result = Result<TaskRecord>;
     fn handle(&mut self, m: Scale, _: &mut Context<Self>) -> Result<TaskRecord> {
         if !self.is_service() {
-            return Err(ActorError::Conflict(format!("{} is not an inference service; only services have replicas", self.id())));
+            return Err(ActorError::Conflict(format!(
+                "{} is not an inference service; only services have replicas",
+                self.id()
+            )));
         }
         if self.rec.state.is_terminal() {
-            return Err(ActorError::Conflict(format!("service {} has ended", self.id())));
+            return Err(ActorError::Conflict(format!(
+                "service {} has ended",
+                self.id()
+            )));
         }
         self.scale(m.replicas, "scaled by request");
         Ok(self.rec.clone())
@@ -180,7 +219,13 @@ impl Handler<ScaleInIdle> for TaskActor {
         let min = self.rec.spec.min_replicas.unwrap_or(1);
         let n = self.desired();
         if n <= min {
-            self.persist(EventKind::IdleWarning, format!("replica {} idle, but service stays at its minimum of {min} replicas", m.replica));
+            self.persist(
+                EventKind::IdleWarning,
+                format!(
+                    "replica {} idle, but service stays at its minimum of {min} replicas",
+                    m.replica
+                ),
+            );
             return;
         }
         // Scale in by releasing the idle replica itself, then renumber nothing:
@@ -201,7 +246,10 @@ pub fn parse_replicas(body: &[u8]) -> Result<u32> {
         return Err(ActorError::Invalid(caldera_spec::SpecError::new(
             caldera_spec::SpecErrorKind::OutOfRange,
             "replicas",
-            format!("replicas must be 1..={}", caldera_spec::validate::MAX_REPLICAS),
+            format!(
+                "replicas must be 1..={}",
+                caldera_spec::validate::MAX_REPLICAS
+            ),
         )));
     }
     Ok(b.replicas)

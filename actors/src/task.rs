@@ -40,7 +40,13 @@ enum Stopping {
 
 impl TaskActor {
     pub fn new(rec: TaskRecord, sh: Arc<Shared>, boot: Option<Ticket>) -> Self {
-        TaskActor { rec, sh, boot, stopping: None, replicas: Default::default() }
+        TaskActor {
+            rec,
+            sh,
+            boot,
+            stopping: None,
+            replicas: Default::default(),
+        }
     }
 
     /// Preempted -> Queued, keeping the checkpoint pointer for the next start.
@@ -49,7 +55,10 @@ impl TaskActor {
         self.free(&format!("preempted by {by}"));
         self.rec.preemptions += 1;
         self.rec.allocation = None;
-        self.transition(TaskState::Preempted, Some(format!("preempted by {by}: {reason}")));
+        self.transition(
+            TaskState::Preempted,
+            Some(format!("preempted by {by}: {reason}")),
+        );
         let resume = match &self.rec.checkpoint {
             Some(c) => format!("requeued; resumes from checkpoint {c}"),
             None => "requeued; no checkpoint was saved, it starts over".to_string(),
@@ -80,11 +89,18 @@ impl TaskActor {
         self.sh.commit(b)
     }
 
-    pub(crate) fn transition(&mut self, state: TaskState, reason: Option<String>) -> Option<Ticket> {
+    pub(crate) fn transition(
+        &mut self,
+        state: TaskState,
+        reason: Option<String>,
+    ) -> Option<Ticket> {
         let from = self.rec.state;
         if let Some(svc) = &self.rec.service {
             if let Some(parent) = self.sh.registry.task(svc) {
-                parent.do_send(crate::service::ReplicaState { replica: self.id().to_string(), state });
+                parent.do_send(crate::service::ReplicaState {
+                    replica: self.id().to_string(),
+                    state,
+                });
             }
         }
         self.rec.transition(state, now_ms(), reason.clone());
@@ -238,7 +254,9 @@ impl TaskActor {
             return;
         }
         match self.stopping.take() {
-            Some(Stopping::Preempted { by, reason }) => return self.requeue_preempted(ctx, &by, &reason),
+            Some(Stopping::Preempted { by, reason }) => {
+                return self.requeue_preempted(ctx, &by, &reason)
+            }
             Some(Stopping::Reclaimed { reason }) => {
                 self.transition(TaskState::Released, Some(reason.clone()));
                 return self.finish(ctx, &reason);
@@ -389,8 +407,14 @@ impl Handler<Workload> for TaskActor {
                 let now = now_ms();
                 self.rec.checkpoint = Some(path.clone());
                 self.rec.checkpoint_ms = Some(now);
-                self.persist(EventKind::CheckpointSaved, format!("checkpoint saved: {path}"));
-                self.sh.scheduler.do_send(Checkpointed { allocation_id: m.allocation_id.clone(), at_ms: now });
+                self.persist(
+                    EventKind::CheckpointSaved,
+                    format!("checkpoint saved: {path}"),
+                );
+                self.sh.scheduler.do_send(Checkpointed {
+                    allocation_id: m.allocation_id.clone(),
+                    at_ms: now,
+                });
             }
             _ => {}
         }
@@ -480,29 +504,56 @@ pub struct Preempt {
 impl Handler<Preempt> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Preempt, ctx: &mut Context<Self>) {
-        if self.rec.allocation.as_ref().map(|a| a.allocation_id.as_str()) != Some(m.allocation_id.as_str()) || self.stopping.is_some() {
+        if self
+            .rec
+            .allocation
+            .as_ref()
+            .map(|a| a.allocation_id.as_str())
+            != Some(m.allocation_id.as_str())
+            || self.stopping.is_some()
+        {
             return;
         }
         let grace = self.sh.config.stop_grace_ms;
         let mut b = self.sh.batch();
-        b.append_event(self.event(EventKind::Preempted, format!("task {} preempted by {}: {}", self.id(), m.by, m.reason)));
-        b.append_event(self.event(EventKind::CheckpointRequested, format!("checkpoint requested from {}: SIGTERM, then {} ms to save before SIGKILL", self.id(), grace)));
+        b.append_event(self.event(
+            EventKind::Preempted,
+            format!("task {} preempted by {}: {}", self.id(), m.by, m.reason),
+        ));
+        b.append_event(self.event(
+            EventKind::CheckpointRequested,
+            format!(
+                "checkpoint requested from {}: SIGTERM, then {} ms to save before SIGKILL",
+                self.id(),
+                grace
+            ),
+        ));
         self.sh.commit(b);
         if self.rec.state != TaskState::Running {
             // Nothing has run yet: nothing to save.
             self.stop_workload("preempted before it ran");
             return self.requeue_preempted(ctx, &m.by, &m.reason);
         }
-        self.stopping = Some(Stopping::Preempted { by: m.by.clone(), reason: m.reason.clone() });
+        self.stopping = Some(Stopping::Preempted {
+            by: m.by.clone(),
+            reason: m.reason.clone(),
+        });
         self.stop_workload(&format!("preempted by {}", m.by));
         let alloc = m.allocation_id;
-        ctx.run_later(Duration::from_millis(grace) + STOP_SLACK, move |act, ctx| {
-            let same = act.rec.allocation.as_ref().is_some_and(|a| a.allocation_id == alloc);
-            if same && matches!(act.stopping, Some(Stopping::Preempted { .. })) {
-                act.stopping = None;
-                act.requeue_preempted(ctx, &m.by, "stop not confirmed in time");
-            }
-        });
+        ctx.run_later(
+            Duration::from_millis(grace) + STOP_SLACK,
+            move |act, ctx| {
+                let same = act
+                    .rec
+                    .allocation
+                    .as_ref()
+                    .is_some_and(|a| a.allocation_id == alloc);
+                if same && matches!(act.stopping, Some(Stopping::Preempted { .. })) {
+                    act.stopping = None;
+                    act.requeue_preempted(ctx, &m.by, "stop not confirmed in time");
+                }
+            },
+        );
     }
 }
 
@@ -517,7 +568,12 @@ pub struct Reclaim {
 impl Handler<Reclaim> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Reclaim, ctx: &mut Context<Self>) {
-        if self.rec.allocation.as_ref().map(|a| a.allocation_id.as_str()) != Some(m.allocation_id.as_str())
+        if self
+            .rec
+            .allocation
+            .as_ref()
+            .map(|a| a.allocation_id.as_str())
+            != Some(m.allocation_id.as_str())
             || self.stopping.is_some()
             || self.rec.spec.idle_exempt
             || !self.rec.state.holds_allocation()
@@ -526,18 +582,29 @@ impl Handler<Reclaim> for TaskActor {
         }
         if let Some(svc) = self.rec.service.clone() {
             if let Some(parent) = self.sh.registry.task(&svc) {
-                parent.do_send(crate::service::ScaleInIdle { replica: self.id().to_string(), reason: m.reason });
+                parent.do_send(crate::service::ScaleInIdle {
+                    replica: self.id().to_string(),
+                    reason: m.reason,
+                });
             }
             return;
         }
-        self.persist(EventKind::CheckpointRequested, format!("checkpoint requested from {}: {}", self.id(), m.reason));
-        self.stopping = Some(Stopping::Reclaimed { reason: m.reason.clone() });
+        self.persist(
+            EventKind::CheckpointRequested,
+            format!("checkpoint requested from {}: {}", self.id(), m.reason),
+        );
+        self.stopping = Some(Stopping::Reclaimed {
+            reason: m.reason.clone(),
+        });
         self.stop_workload(&m.reason);
         let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
         ctx.run_later(wait, move |act, ctx| {
             if matches!(act.stopping, Some(Stopping::Reclaimed { .. })) {
                 act.stopping = None;
-                act.transition(TaskState::Released, Some(format!("{}; stop not confirmed in time", m.reason)));
+                act.transition(
+                    TaskState::Released,
+                    Some(format!("{}; stop not confirmed in time", m.reason)),
+                );
                 act.finish(ctx, "reclaimed");
             }
         });

@@ -48,7 +48,10 @@ pub struct ChangeQuota {
 
 /// The scheduler's view of a tenant's limits.
 pub fn limits(rec: &TenantRecord) -> TenantLimits {
-    TenantLimits { guaranteed: rec.quota.clone(), borrowing_limit: rec.borrowing_limit.clone() }
+    TenantLimits {
+        guaranteed: rec.quota.clone(),
+        borrowing_limit: rec.borrowing_limit.clone(),
+    }
 }
 
 impl Handler<ChangeQuota> for TenantActor {
@@ -86,7 +89,10 @@ impl Handler<ChangeQuota> for TenantActor {
         let sh = self.sh.clone();
         Box::pin(async move {
             sh.gate.commit_durable(b).await?;
-            sh.scheduler.do_send(SetQuota { tenant: rec.name.clone(), limits: limits(&rec) });
+            sh.scheduler.do_send(SetQuota {
+                tenant: rec.name.clone(),
+                limits: limits(&rec),
+            });
             Ok(rec)
         })
     }

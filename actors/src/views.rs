@@ -76,7 +76,9 @@ impl From<&TaskRecord> for TaskView {
             estimated_start_ms: r.estimated_start_ms,
             preemptions: r.preemptions,
             service: r.service.clone(),
-            replicas: if r.spec.task_type == caldera_spec::TaskType::Inference && r.service.is_none() {
+            replicas: if r.spec.task_type == caldera_spec::TaskType::Inference
+                && r.service.is_none()
+            {
                 Some(r.desired_replicas.or(r.spec.replicas).unwrap_or(1))
             } else {
                 None

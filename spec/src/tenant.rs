@@ -24,7 +24,11 @@ pub enum Standing {
     Guaranteed,
     Borrowing,
     /// Over quota in `dim`: would use `would`, may use `limit` (guarantee + borrowing limit).
-    OverQuota { dim: &'static str, limit: f64, would: f64 },
+    OverQuota {
+        dim: &'static str,
+        limit: f64,
+        would: f64,
+    },
 }
 
 /// A tenant's standing with `usage` (including the request in question).
@@ -34,15 +38,39 @@ pub fn standing(guaranteed: &Quota, borrowing_limit: &Quota, usage: &Usage) -> S
     }
     let dims = [
         ("gpus", guaranteed.gpus, borrowing_limit.gpus, usage.gpus),
-        ("gpu_memory_gb", guaranteed.gpu_memory_gb, borrowing_limit.gpu_memory_gb, usage.gpu_memory_gb),
-        ("cpu_cores", guaranteed.cpu_cores, borrowing_limit.cpu_cores, usage.cpu_cores),
-        ("memory_gb", guaranteed.memory_gb, borrowing_limit.memory_gb, usage.memory_gb),
-        ("disk_gb", guaranteed.disk_gb, borrowing_limit.disk_gb, usage.disk_gb),
+        (
+            "gpu_memory_gb",
+            guaranteed.gpu_memory_gb,
+            borrowing_limit.gpu_memory_gb,
+            usage.gpu_memory_gb,
+        ),
+        (
+            "cpu_cores",
+            guaranteed.cpu_cores,
+            borrowing_limit.cpu_cores,
+            usage.cpu_cores,
+        ),
+        (
+            "memory_gb",
+            guaranteed.memory_gb,
+            borrowing_limit.memory_gb,
+            usage.memory_gb,
+        ),
+        (
+            "disk_gb",
+            guaranteed.disk_gb,
+            borrowing_limit.disk_gb,
+            usage.disk_gb,
+        ),
     ];
     for (dim, g, b, used) in dims {
         if let (Some(g), Some(b)) = (g, b) {
             if used > g + b + 1e-9 {
-                return Standing::OverQuota { dim, limit: g + b, would: used };
+                return Standing::OverQuota {
+                    dim,
+                    limit: g + b,
+                    would: used,
+                };
             }
         }
     }
@@ -60,7 +88,17 @@ pub fn dominant_share(guaranteed: &Quota, usage: &Usage) -> f64 {
         (guaranteed.disk_gb, usage.disk_gb),
     ];
     dims.iter()
-        .filter_map(|(g, u)| g.map(|g| if g > 0.0 { u / g } else if *u > 0.0 { f64::INFINITY } else { 0.0 }))
+        .filter_map(|(g, u)| {
+            g.map(|g| {
+                if g > 0.0 {
+                    u / g
+                } else if *u > 0.0 {
+                    f64::INFINITY
+                } else {
+                    0.0
+                }
+            })
+        })
         .fold(0.0, f64::max)
 }
 

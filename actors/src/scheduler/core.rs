@@ -15,7 +15,9 @@ use super::estimate::{self, Planned};
 use super::ledger::{allocation_usage, Entry, Ledger};
 use super::preempt;
 use crate::placement::{Demand, GpuUnit, Placement, Placer, PolicyName, Pool, WorkloadMix};
-use caldera_spec::{Allocation, GpuGrant, NodeInventory, Quota, Standing, TaskSpec, TaskType, Usage};
+use caldera_spec::{
+    Allocation, GpuGrant, NodeInventory, Quota, Standing, TaskSpec, TaskType, Usage,
+};
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
 
@@ -35,7 +37,12 @@ pub struct CoreConfig {
 
 impl Default for CoreConfig {
     fn default() -> Self {
-        CoreConfig { preemption: true, stop_grace_ms: 10_000, estimate_depth: 16, estimate_every_ms: 1000 }
+        CoreConfig {
+            preemption: true,
+            stop_grace_ms: 10_000,
+            estimate_depth: 16,
+            estimate_every_ms: 1000,
+        }
     }
 }
 
@@ -73,9 +80,17 @@ pub enum Decision {
     /// The allocation is in the ledger; record it and start the workload.
     Place { allocation: Allocation },
     /// Stop `victim` (checkpoint first) to make room for `for_task`.
-    Preempt { victim: Allocation, for_task: String, reason: String },
+    Preempt {
+        victim: Allocation,
+        for_task: String,
+        reason: String,
+    },
     /// Still waiting: why, and when it is expected to start.
-    Pending { task_id: String, reason: String, estimated_start_ms: Option<u64> },
+    Pending {
+        task_id: String,
+        reason: String,
+        estimated_start_ms: Option<u64>,
+    },
 }
 
 /// Room held for one task: the queue head (backfill must not delay it) or a
@@ -129,7 +144,11 @@ impl Core {
 
     /// GPU models present in the pool.
     pub fn known_models(&self) -> Vec<String> {
-        let mut m: Vec<String> = self.inventories.values().flat_map(|i| i.gpus.iter().map(|g| g.model.clone())).collect();
+        let mut m: Vec<String> = self
+            .inventories
+            .values()
+            .flat_map(|i| i.gpus.iter().map(|g| g.model.clone()))
+            .collect();
         m.sort();
         m.dedup();
         m
@@ -137,7 +156,11 @@ impl Core {
 
     /// Largest GPU memory of any node, MiB (for the inference cap).
     pub fn largest_gpu_mb(&self) -> u64 {
-        self.inventories.values().flat_map(|i| i.gpus.iter().map(|g| g.memory_total_mb)).max().unwrap_or(0)
+        self.inventories
+            .values()
+            .flat_map(|i| i.gpus.iter().map(|g| g.memory_total_mb))
+            .max()
+            .unwrap_or(0)
     }
 
     pub fn demand_for(&self, spec: &TaskSpec) -> Demand {
@@ -147,7 +170,9 @@ impl Core {
 
     fn refresh_node(&mut self, name: &str) {
         if let Some(inv) = self.inventories.get(name) {
-            let view = self.ledger.pool_view(name, inv, self.healthy.contains(name));
+            let view = self
+                .ledger
+                .pool_view(name, inv, self.healthy.contains(name));
             self.pool.upsert_node(view);
         }
     }
@@ -197,13 +222,24 @@ impl Core {
         let usage = demand::requested_usage(&t.spec, &demand);
         let shape = format!("{demand:?}/{}", t.spec.priority.0);
         let id = t.task_id.clone();
-        self.waiting.insert(id.clone(), Waiting { task: t, demand, usage, shape, told: None });
+        self.waiting.insert(
+            id.clone(),
+            Waiting {
+                task: t,
+                demand,
+                usage,
+                shape,
+                told: None,
+            },
+        );
         self.arrivals.push(id);
     }
 
     /// Leaves the queue (cancelled, released).
     pub fn dequeue(&mut self, task_id: &str) {
-        if self.waiting.remove(task_id).is_some() && self.head.as_ref().is_some_and(|h| h.task_id == task_id) {
+        if self.waiting.remove(task_id).is_some()
+            && self.head.as_ref().is_some_and(|h| h.task_id == task_id)
+        {
             self.head = None;
             self.room_grew = true;
         }
@@ -234,7 +270,9 @@ impl Core {
     }
 
     fn share_of(&self, tenant: &str, usage: &Usage) -> f64 {
-        self.limits.get(tenant).map_or(0.0, |l| caldera_spec::dominant_share(&l.guaranteed, usage))
+        self.limits
+            .get(tenant)
+            .map_or(0.0, |l| caldera_spec::dominant_share(&l.guaranteed, usage))
     }
 
     /// Whether `tenant` may hold `after` (guaranteed or borrowing).
@@ -264,7 +302,12 @@ impl Core {
                 let w = self.waiting.get(&id)?;
                 let share = shares.get(w.task.tenant.as_str()).copied().unwrap_or(0.0);
                 // f64 shares as ordered integers (micro-units) so the sort is total.
-                Some((Reverse(w.task.spec.priority.0), (share * 1e6).min(u64::MAX as f64) as u64, w.task.seq, id))
+                Some((
+                    Reverse(w.task.spec.priority.0),
+                    (share * 1e6).min(u64::MAX as f64) as u64,
+                    w.task.seq,
+                    id,
+                ))
             })
             .collect();
         keyed.sort();
@@ -282,19 +325,29 @@ impl Core {
         };
         if full {
             // A preemption in flight keeps its room; any other head is recomputed.
-            self.head = self.head.take().filter(|h| h.preempting && self.waiting.contains_key(&h.task_id));
+            self.head = self
+                .head
+                .take()
+                .filter(|h| h.preempting && self.waiting.contains_key(&h.task_id));
         }
         let order = self.ordered(ids);
-        let refresh_estimates = full && self.last_estimate_ms.is_none_or(|t| now_ms >= t + self.config.estimate_every_ms);
+        let refresh_estimates = full
+            && self
+                .last_estimate_ms
+                .is_none_or(|t| now_ms >= t + self.config.estimate_every_ms);
         let mut out = Vec::new();
         let mut usage_of: HashMap<String, Usage> = HashMap::new();
         let mut no_room: HashMap<String, String> = HashMap::new();
         let mut blocked: Vec<String> = Vec::new();
         for id in order {
-            let Some(w) = self.waiting.get(&id) else { continue };
+            let Some(w) = self.waiting.get(&id) else {
+                continue;
+            };
             let w = w.clone();
             let tenant = w.task.tenant.clone();
-            let usage = *usage_of.entry(tenant.clone()).or_insert_with(|| self.ledger.tenant_usage(&tenant));
+            let usage = *usage_of
+                .entry(tenant.clone())
+                .or_insert_with(|| self.ledger.tenant_usage(&tenant));
             let mut after = usage;
             after += w.usage;
             let standing = self.standing(&tenant, &after);
@@ -307,18 +360,26 @@ impl Core {
             let borrowed = standing == Standing::Borrowing;
             let placed = match no_room.get(&w.shape) {
                 Some(r) => Err(r.clone()),
-                None => self.placer.place(&self.pool, &w.demand).map_err(|rej| rej.summary(&w.demand)),
+                None => self
+                    .placer
+                    .place(&self.pool, &w.demand)
+                    .map_err(|rej| rej.summary(&w.demand)),
             };
             match placed {
                 Ok(p) => {
-                    let node = self.pool.node(p.node).map(|n| n.name.clone()).unwrap_or_default();
+                    let node = self
+                        .pool
+                        .node(p.node)
+                        .map(|n| n.name.clone())
+                        .unwrap_or_default();
                     if let Some(why) = self.blocks(&id, &node, now_ms) {
                         let est = self.estimates.get(&id).copied().flatten();
                         self.pending(&mut out, &id, why, est);
                         continue;
                     }
                     if let Some(a) = self.grant(&id, p, borrowed, now_ms) {
-                        *usage_of.entry(tenant).or_default() += allocation_usage_of(&a, &self.ledger);
+                        *usage_of.entry(tenant).or_default() +=
+                            allocation_usage_of(&a, &self.ledger);
                         out.push(Decision::Place { allocation: a });
                     }
                 }
@@ -332,8 +393,18 @@ impl Core {
                         let dur = w.task.spec.duration_ms();
                         let demand = w.demand.clone();
                         let est = estimate::queue_starts(self, &[(demand, dur)], now_ms);
-                        let (start, node) = est.into_iter().next().flatten().map_or((None, String::new()), |(t, n)| (Some(t), n));
-                        self.head = Some(Reservation { task_id: id.clone(), priority: w.task.spec.priority.0, node, start_ms: start, preempting: false });
+                        let (start, node) = est
+                            .into_iter()
+                            .next()
+                            .flatten()
+                            .map_or((None, String::new()), |(t, n)| (Some(t), n));
+                        self.head = Some(Reservation {
+                            task_id: id.clone(),
+                            priority: w.task.spec.priority.0,
+                            node,
+                            start_ms: start,
+                            preempting: false,
+                        });
                         self.estimates.insert(id.clone(), start);
                     }
                     let est = self.estimates.get(&id).copied().flatten();
@@ -372,21 +443,35 @@ impl Core {
     }
 
     fn pending(&mut self, out: &mut Vec<Decision>, id: &str, reason: String, est: Option<u64>) {
-        let Some(w) = self.waiting.get_mut(id) else { return };
+        let Some(w) = self.waiting.get_mut(id) else {
+            return;
+        };
         let told = (reason, est);
         if w.told.as_ref() == Some(&told) {
             return;
         }
         w.told = Some(told.clone());
-        out.push(Decision::Pending { task_id: id.to_string(), reason: told.0, estimated_start_ms: told.1 });
+        out.push(Decision::Pending {
+            task_id: id.to_string(),
+            reason: told.0,
+            estimated_start_ms: told.1,
+        });
     }
 
     fn refresh_estimates(&mut self, blocked: &[String], now_ms: u64, out: &mut Vec<Decision>) {
         self.last_estimate_ms = Some(now_ms);
-        let take: Vec<String> = blocked.iter().take(self.config.estimate_depth).cloned().collect();
+        let take: Vec<String> = blocked
+            .iter()
+            .take(self.config.estimate_depth)
+            .cloned()
+            .collect();
         let tasks: Vec<(Demand, Option<u64>)> = take
             .iter()
-            .filter_map(|id| self.waiting.get(id).map(|w| (w.demand.clone(), w.task.spec.duration_ms())))
+            .filter_map(|id| {
+                self.waiting
+                    .get(id)
+                    .map(|w| (w.demand.clone(), w.task.spec.duration_ms()))
+            })
             .collect();
         let est = estimate::queue_starts(self, &tasks, now_ms);
         for (id, e) in take.iter().zip(est) {
@@ -398,12 +483,27 @@ impl Core {
         }
     }
 
-    fn try_preempt(&mut self, id: &str, within_guarantee: bool, now_ms: u64, out: &mut Vec<Decision>) -> bool {
+    fn try_preempt(
+        &mut self,
+        id: &str,
+        within_guarantee: bool,
+        now_ms: u64,
+        out: &mut Vec<Decision>,
+    ) -> bool {
         if !self.config.preemption || self.head.as_ref().is_some_and(|h| h.preempting) {
             return false;
         }
-        let Some(w) = self.waiting.get(id).cloned() else { return false };
-        let Some((node, victims)) = preempt::choose_victims(self, &w.demand, w.task.spec.priority.0, &w.task.tenant, within_guarantee, now_ms) else {
+        let Some(w) = self.waiting.get(id).cloned() else {
+            return false;
+        };
+        let Some((node, victims)) = preempt::choose_victims(
+            self,
+            &w.demand,
+            w.task.spec.priority.0,
+            &w.task.tenant,
+            within_guarantee,
+            now_ms,
+        ) else {
             return false;
         };
         let (prio, tenant) = (w.task.spec.priority.0, w.task.tenant.clone());
@@ -415,13 +515,26 @@ impl Core {
                 } else {
                     format!("tenant {tenant} reclaims its guarantee from borrowed capacity")
                 };
-                out.push(Decision::Preempt { victim: e.allocation.clone(), for_task: id.to_string(), reason: why });
+                out.push(Decision::Preempt {
+                    victim: e.allocation.clone(),
+                    for_task: id.to_string(),
+                    reason: why,
+                });
             }
         }
         let start = now_ms + self.config.stop_grace_ms;
-        self.head = Some(Reservation { task_id: id.to_string(), priority: prio, node: node.clone(), start_ms: Some(start), preempting: true });
+        self.head = Some(Reservation {
+            task_id: id.to_string(),
+            priority: prio,
+            node: node.clone(),
+            start_ms: Some(start),
+            preempting: true,
+        });
         self.estimates.insert(id.to_string(), Some(start));
-        let reason = format!("preempting {} allocation(s) on {node} to make room", victims.len());
+        let reason = format!(
+            "preempting {} allocation(s) on {node} to make room",
+            victims.len()
+        );
         self.pending(out, id, reason, Some(start));
         true
     }
@@ -430,7 +543,15 @@ impl Core {
     fn grant(&mut self, id: &str, p: Placement, borrowed: bool, now_ms: u64) -> Option<Allocation> {
         let w = self.waiting.get(id)?;
         let node = self.pool.node(p.node)?.name.clone();
-        let allocation = build_allocation(self.inventories.get(&node)?, &node, &w.task, &w.demand, &p, borrowed, now_ms);
+        let allocation = build_allocation(
+            self.inventories.get(&node)?,
+            &node,
+            &w.task,
+            &w.demand,
+            &p,
+            borrowed,
+            now_ms,
+        );
         if let Err(e) = self.pool.commit(&w.demand, &p) {
             tracing::error!(task = %id, error = %e, "placement did not fit at bind");
             return None;
@@ -457,7 +578,9 @@ impl Core {
     /// guaranteed, what no longer fits the guarantee becomes borrowed (and so
     /// preemptible). Returns the allocations whose mark changed.
     pub fn remark_borrowed(&mut self, tenant: &str) -> Vec<Allocation> {
-        let Some(l) = self.limits.get(tenant).cloned() else { return Vec::new() };
+        let Some(l) = self.limits.get(tenant).cloned() else {
+            return Vec::new();
+        };
         let mut mine: Vec<(u64, String)> = self
             .ledger
             .all()
@@ -468,7 +591,9 @@ impl Core {
         let mut used = Usage::default();
         let mut changed = Vec::new();
         for (_, id) in mine {
-            let Some(e) = self.ledger.get_mut(&id) else { continue };
+            let Some(e) = self.ledger.get_mut(&id) else {
+                continue;
+            };
             used += allocation_usage(e);
             let borrowed = l.guaranteed.exceeded_by(&used).is_some();
             if e.allocation.borrowed != borrowed {
@@ -491,11 +616,22 @@ impl Core {
 }
 
 fn allocation_usage_of(a: &Allocation, ledger: &Ledger) -> Usage {
-    ledger.get(&a.allocation_id).map(allocation_usage).unwrap_or_default()
+    ledger
+        .get(&a.allocation_id)
+        .map(allocation_usage)
+        .unwrap_or_default()
 }
 
 /// The allocation a placement grants (GPU ids and models from the inventory).
-pub fn build_allocation(inv: &NodeInventory, node: &str, t: &WaitingTask, d: &Demand, p: &Placement, borrowed: bool, now_ms: u64) -> Allocation {
+pub fn build_allocation(
+    inv: &NodeInventory,
+    node: &str,
+    t: &WaitingTask,
+    d: &Demand,
+    p: &Placement,
+    borrowed: bool,
+    now_ms: u64,
+) -> Allocation {
     let gpus = p
         .gpus
         .iter()

@@ -21,7 +21,11 @@ pub struct Planned {
 
 /// Earliest start (and node) of each task in order, planning each one in before
 /// estimating the next. `None`: it never fits given what is known.
-pub fn queue_starts(core: &mut Core, tasks: &[(Demand, Option<u64>)], now_ms: u64) -> Vec<Option<(u64, String)>> {
+pub fn queue_starts(
+    core: &mut Core,
+    tasks: &[(Demand, Option<u64>)],
+    now_ms: u64,
+) -> Vec<Option<(u64, String)>> {
     let mut planned: Vec<Planned> = Core::planned_none();
     let mut out = Vec::new();
     let nodes = candidate_nodes(core);
@@ -36,7 +40,12 @@ pub fn queue_starts(core: &mut Core, tasks: &[(Demand, Option<u64>)], now_ms: u6
         }
         match best {
             Some((t, node, allocation)) => {
-                planned.push(Planned { node: node.clone(), start: t, end: dur.map(|d| t + d), allocation });
+                planned.push(Planned {
+                    node: node.clone(),
+                    start: t,
+                    end: dur.map(|d| t + d),
+                    allocation,
+                });
                 out.push(Some((t, node)));
             }
             None => out.push(None),
@@ -51,7 +60,11 @@ fn candidate_nodes(core: &Core) -> Vec<String> {
         .iter()
         .filter_map(|n| {
             let inv = core.inventories.get(n)?;
-            let held: u64 = core.ledger.on_node(n).map(|e| e.allocation.gpus.iter().map(|g| g.memory_mb).sum::<u64>()).sum();
+            let held: u64 = core
+                .ledger
+                .on_node(n)
+                .map(|e| e.allocation.gpus.iter().map(|g| g.memory_mb).sum::<u64>())
+                .sum();
             let total: u64 = inv.gpus.iter().map(|g| g.memory_total_mb).sum();
             Some((total.saturating_sub(held), n.clone()))
         })
@@ -68,12 +81,27 @@ fn end_of(e: &Entry, core: &Core, now_ms: u64) -> Option<u64> {
     e.expected_end_ms()
 }
 
-fn earliest_on(core: &mut Core, node: &str, demand: &Demand, planned: &[Planned], now_ms: u64) -> Option<(u64, Allocation)> {
+fn earliest_on(
+    core: &mut Core,
+    node: &str,
+    demand: &Demand,
+    planned: &[Planned],
+    now_ms: u64,
+) -> Option<(u64, Allocation)> {
     let inv = core.inventories.get(node)?.clone();
-    let running: Vec<(Option<u64>, Allocation)> = core.ledger.on_node(node).map(|e| (end_of(e, core, now_ms), e.allocation.clone())).collect();
+    let running: Vec<(Option<u64>, Allocation)> = core
+        .ledger
+        .on_node(node)
+        .map(|e| (end_of(e, core, now_ms), e.allocation.clone()))
+        .collect();
     let mine: Vec<&Planned> = planned.iter().filter(|p| p.node == node).collect();
     let mut times: Vec<u64> = vec![now_ms];
-    times.extend(running.iter().filter_map(|(end, _)| *end).filter(|t| *t > now_ms));
+    times.extend(
+        running
+            .iter()
+            .filter_map(|(end, _)| *end)
+            .filter(|t| *t > now_ms),
+    );
     times.extend(mine.iter().filter_map(|p| p.end));
     times.sort_unstable();
     times.dedup();
@@ -82,7 +110,11 @@ fn earliest_on(core: &mut Core, node: &str, demand: &Demand, planned: &[Planned]
             .iter()
             .filter(|(end, _)| end.is_none_or(|e| e > t))
             .map(|(_, a)| a)
-            .chain(mine.iter().filter(|p| p.start <= t && p.end.is_none_or(|e| e > t)).map(|p| &p.allocation));
+            .chain(
+                mine.iter()
+                    .filter(|p| p.start <= t && p.end.is_none_or(|e| e > t))
+                    .map(|p| &p.allocation),
+            );
         let view = node_view(node, &inv, true, active);
         let mut pool = Pool::new(GpuUnit::MiB);
         pool.upsert_node(view);
@@ -90,7 +122,13 @@ fn earliest_on(core: &mut Core, node: &str, demand: &Demand, planned: &[Planned]
             let gpus = p
                 .gpus
                 .iter()
-                .map(|(i, units)| GpuGrant { index: *i, uuid: String::new(), model: String::new(), memory_mb: *units, simulated: false })
+                .map(|(i, units)| GpuGrant {
+                    index: *i,
+                    uuid: String::new(),
+                    model: String::new(),
+                    memory_mb: *units,
+                    simulated: false,
+                })
                 .collect();
             let a = Allocation {
                 allocation_id: String::new(),

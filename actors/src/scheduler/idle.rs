@@ -64,7 +64,10 @@ impl Inspector {
     }
 
     pub fn history(&self, tenant: &str) -> Vec<UsageSample> {
-        self.history.get(tenant).map(|h| h.iter().cloned().collect()).unwrap_or_default()
+        self.history
+            .get(tenant)
+            .map(|h| h.iter().cloned().collect())
+            .unwrap_or_default()
     }
 }
 
@@ -93,8 +96,14 @@ impl Scheduler {
             let a = &e.allocation;
             let u = allocation_usage(e);
             *allocated.entry(a.tenant.clone()).or_default() += u;
-            let Some(m) = self.usage.get(&a.allocation_id) else { continue };
-            let measured = if a.gpus.is_empty() { m.cpu_pct } else { m.gpu_utilization_pct };
+            let Some(m) = self.usage.get(&a.allocation_id) else {
+                continue;
+            };
+            let measured = if a.gpus.is_empty() {
+                m.cpu_pct
+            } else {
+                m.gpu_utilization_pct
+            };
             *used.entry(a.tenant.clone()).or_default() += Usage {
                 gpus: u.gpus * (m.gpu_utilization_pct as f64 / 100.0).min(1.0),
                 gpu_memory_gb: m.gpu_memory_used_mb as f64 / 1024.0,
@@ -105,7 +114,11 @@ impl Scheduler {
             if self.idle.window_ms == 0 || e.idle_exempt {
                 continue;
             }
-            let w = self.idle.watches.entry(a.allocation_id.clone()).or_default();
+            let w = self
+                .idle
+                .watches
+                .entry(a.allocation_id.clone())
+                .or_default();
             if measured >= self.idle.threshold_pct {
                 *w = Watch::default();
                 continue;
@@ -131,13 +144,23 @@ impl Scheduler {
                 self.idle.threshold_pct,
                 self.idle.grace_ms / 1000
             );
-            self.record(Event::new(now, EventKind::IdleWarning, msg.clone()).task(&a.task_id).tenant(&a.tenant).node(&a.node));
+            self.record(
+                Event::new(now, EventKind::IdleWarning, msg.clone())
+                    .task(&a.task_id)
+                    .tenant(&a.tenant)
+                    .node(&a.node),
+            );
             if let Some(url) = self.idle.webhook.clone() {
                 let body = serde_json::json!({"event": "idle_warning", "tenant": a.tenant, "task": a.task_id,
                     "allocation": a.allocation_id, "node": a.node, "idle_for_s": idle_for / 1000, "message": msg});
                 actix::spawn(async move {
                     let client = awc::Client::default();
-                    if let Err(e) = client.post(&url).timeout(Duration::from_secs(5)).send_json(&body).await {
+                    if let Err(e) = client
+                        .post(&url)
+                        .timeout(Duration::from_secs(5))
+                        .send_json(&body)
+                        .await
+                    {
                         tracing::warn!(%url, error = %e, "idle webhook failed");
                     }
                 });
@@ -145,12 +168,19 @@ impl Scheduler {
         }
         for (a, idle_for) in reclaim {
             if let Some(t) = self.registry.task(&a.task_id) {
-                t.do_send(Reclaim { allocation_id: a.allocation_id.clone(), reason: format!("reclaimed: idle for {}s", idle_for / 1000) });
+                t.do_send(Reclaim {
+                    allocation_id: a.allocation_id.clone(),
+                    reason: format!("reclaimed: idle for {}s", idle_for / 1000),
+                });
             }
         }
         for (tenant, alloc) in allocated {
             let h = self.idle.history.entry(tenant.clone()).or_default();
-            h.push_back(UsageSample { at_ms: now, allocated: alloc, used: used.remove(&tenant).unwrap_or_default() });
+            h.push_back(UsageSample {
+                at_ms: now,
+                allocated: alloc,
+                used: used.remove(&tenant).unwrap_or_default(),
+            });
             if h.len() > HISTORY {
                 h.pop_front();
             }

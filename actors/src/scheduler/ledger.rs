@@ -35,7 +35,10 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn insert(&mut self, e: Entry) {
-        self.by_node.entry(e.allocation.node.clone()).or_default().insert(e.allocation.allocation_id.clone());
+        self.by_node
+            .entry(e.allocation.node.clone())
+            .or_default()
+            .insert(e.allocation.allocation_id.clone());
         self.by_id.insert(e.allocation.allocation_id.clone(), e);
     }
 
@@ -69,7 +72,11 @@ impl Ledger {
 
     /// Allocations on `node`.
     pub fn on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Entry> + 'a {
-        self.by_node.get(node).into_iter().flatten().filter_map(|id| self.by_id.get(id))
+        self.by_node
+            .get(node)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.by_id.get(id))
     }
 
     /// Allocated totals on `node`.
@@ -84,7 +91,11 @@ impl Ledger {
     /// What `tenant` holds.
     pub fn tenant_usage(&self, tenant: &str) -> Usage {
         let mut u = Usage::default();
-        for e in self.by_id.values().filter(|e| e.allocation.tenant == tenant) {
+        for e in self
+            .by_id
+            .values()
+            .filter(|e| e.allocation.tenant == tenant)
+        {
             u += allocation_usage(e);
         }
         u
@@ -92,12 +103,22 @@ impl Ledger {
 
     /// The pool's view of `node`: its inventory minus what the ledger holds there.
     pub fn pool_view(&self, name: &str, inv: &NodeInventory, healthy: bool) -> PoolNode {
-        node_view(name, inv, healthy, self.on_node(name).map(|e| &e.allocation))
+        node_view(
+            name,
+            inv,
+            healthy,
+            self.on_node(name).map(|e| &e.allocation),
+        )
     }
 }
 
 /// A node's view for placement with `held` allocations subtracted from its inventory.
-pub fn node_view<'a>(name: &str, inv: &NodeInventory, healthy: bool, held: impl Iterator<Item = &'a Allocation>) -> PoolNode {
+pub fn node_view<'a>(
+    name: &str,
+    inv: &NodeInventory,
+    healthy: bool,
+    held: impl Iterator<Item = &'a Allocation>,
+) -> PoolNode {
     let mut t = NodeAllocated::default();
     let mut exclusive = false;
     for a in held {
@@ -114,7 +135,9 @@ pub fn node_view<'a>(name: &str, inv: &NodeInventory, healthy: bool, held: impl 
                 index: g.index,
                 model: g.model.clone(),
                 capacity: g.memory_total_mb,
-                free: g.memory_total_mb.saturating_sub(t.gpu_memory_mb.get(&g.index).copied().unwrap_or(0)),
+                free: g
+                    .memory_total_mb
+                    .saturating_sub(t.gpu_memory_mb.get(&g.index).copied().unwrap_or(0)),
             })
             .collect(),
         cpu_capacity_milli: inv.cpu_cores as u64 * 1000,

@@ -45,25 +45,44 @@ pub struct Scheduler {
 impl Scheduler {
     /// Rebuilds the scheduler from sled: the ledger, node inventories and quotas.
     /// Nodes count as unhealthy until their agents say hello again.
-    pub fn load(gate: Arc<FlushGate>, registry: Arc<Registry>, config: &ServerConfig, largest_gpu_mb: Arc<AtomicU64>) -> Result<Scheduler, crate::errors::ActorError> {
-        let policy: PolicyName = config
-            .placement_policy
-            .parse()
-            .map_err(|e: crate::placement::UnknownPolicy| crate::errors::ActorError::Conflict(e.to_string()))?;
+    pub fn load(
+        gate: Arc<FlushGate>,
+        registry: Arc<Registry>,
+        config: &ServerConfig,
+        largest_gpu_mb: Arc<AtomicU64>,
+    ) -> Result<Scheduler, crate::errors::ActorError> {
+        let policy: PolicyName =
+            config
+                .placement_policy
+                .parse()
+                .map_err(|e: crate::placement::UnknownPolicy| {
+                    crate::errors::ActorError::Conflict(e.to_string())
+                })?;
         let store = gate.store().clone();
-        let core_config = CoreConfig { stop_grace_ms: config.stop_grace_ms, ..CoreConfig::default() };
+        let core_config = CoreConfig {
+            stop_grace_ms: config.stop_grace_ms,
+            ..CoreConfig::default()
+        };
         let mut core = Core::new(policy, config.placement_seed, core_config);
         for n in store.nodes()? {
             core.node_known(&n.name, n.inventory);
         }
         for t in store.tenants()? {
-            core.set_limits(&t.name, TenantLimits { guaranteed: t.quota, borrowing_limit: t.borrowing_limit });
+            core.set_limits(
+                &t.name,
+                TenantLimits {
+                    guaranteed: t.quota,
+                    borrowing_limit: t.borrowing_limit,
+                },
+            );
         }
         for a in store.allocations() {
             let a = a?;
             match store.task(&a.task_id)? {
                 Some(task) => core.restore(a, &task.spec, task.checkpoint_ms),
-                None => tracing::warn!(allocation = %a.allocation_id, "allocation without task record; dropped from the ledger"),
+                None => {
+                    tracing::warn!(allocation = %a.allocation_id, "allocation without task record; dropped from the ledger")
+                }
             }
         }
         Ok(Scheduler {
@@ -103,10 +122,14 @@ impl Scheduler {
                 let mut b = self.gate.store().batch();
                 b.put_allocation(&allocation);
                 b.append_event(
-                    Event::new(now, EventKind::AllocationGranted, grant_message(&allocation))
-                        .task(&allocation.task_id)
-                        .tenant(&allocation.tenant)
-                        .node(&allocation.node),
+                    Event::new(
+                        now,
+                        EventKind::AllocationGranted,
+                        grant_message(&allocation),
+                    )
+                    .task(&allocation.task_id)
+                    .tenant(&allocation.tenant)
+                    .node(&allocation.node),
                 );
                 match self.gate.commit(b) {
                     Ok(ticket) => task.do_send(Placed { allocation, ticket }),
@@ -116,14 +139,29 @@ impl Scheduler {
                     }
                 }
             }
-            Decision::Preempt { victim, for_task, reason } => {
+            Decision::Preempt {
+                victim,
+                for_task,
+                reason,
+            } => {
                 if let Some(t) = self.registry.task(&victim.task_id) {
-                    t.do_send(Preempt { allocation_id: victim.allocation_id, by: for_task, reason });
+                    t.do_send(Preempt {
+                        allocation_id: victim.allocation_id,
+                        by: for_task,
+                        reason,
+                    });
                 }
             }
-            Decision::Pending { task_id, reason, estimated_start_ms } => {
+            Decision::Pending {
+                task_id,
+                reason,
+                estimated_start_ms,
+            } => {
                 if let Some(t) = self.registry.task(&task_id) {
-                    t.do_send(Pending { reason, estimated_start_ms });
+                    t.do_send(Pending {
+                        reason,
+                        estimated_start_ms,
+                    });
                 }
             }
         }
@@ -142,7 +180,15 @@ fn grant_message(a: &Allocation) -> String {
     let gpus: Vec<String> = a
         .gpus
         .iter()
-        .map(|g| format!("{}#{} {} MiB{}", g.model, g.index, g.memory_mb, if g.simulated { " (simulated)" } else { "" }))
+        .map(|g| {
+            format!(
+                "{}#{} {} MiB{}",
+                g.model,
+                g.index,
+                g.memory_mb,
+                if g.simulated { " (simulated)" } else { "" }
+            )
+        })
         .collect();
     format!(
         "allocation {} on {}: gpus [{}], cpu {} m, memory {} MiB, disk {} MiB{}",
@@ -152,7 +198,11 @@ fn grant_message(a: &Allocation) -> String {
         a.cpu_milli,
         a.memory_mb,
         a.disk_mb,
-        if a.borrowed { ", borrowed (preemptible)" } else { "" }
+        if a.borrowed {
+            ", borrowed (preemptible)"
+        } else {
+            ""
+        }
     )
 }
 
@@ -180,7 +230,13 @@ pub struct Enqueue {
 impl Handler<Enqueue> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: Enqueue, ctx: &mut Context<Self>) {
-        self.core.enqueue(WaitingTask { task_id: m.task_id, tenant: m.tenant, spec: m.spec, seq: m.seq, attempt: m.attempt });
+        self.core.enqueue(WaitingTask {
+            task_id: m.task_id,
+            tenant: m.tenant,
+            spec: m.spec,
+            seq: m.seq,
+            attempt: m.attempt,
+        });
         self.request_cycle(ctx);
     }
 }
@@ -211,17 +267,26 @@ pub struct Free {
 impl Handler<Free> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: Free, ctx: &mut Context<Self>) {
-        let Some(e) = self.core.release(&m.allocation_id) else { return };
+        let Some(e) = self.core.release(&m.allocation_id) else {
+            return;
+        };
         self.usage.remove(&m.allocation_id);
         self.idle.forget(&m.allocation_id);
         let a = &e.allocation;
         let mut b = self.gate.store().batch();
         b.remove_allocation(&a.allocation_id);
         b.append_event(
-            Event::new(now_ms(), EventKind::AllocationReleased, format!("allocation {} on {} released: {}", a.allocation_id, a.node, m.reason))
-                .task(&a.task_id)
-                .tenant(&a.tenant)
-                .node(&a.node),
+            Event::new(
+                now_ms(),
+                EventKind::AllocationReleased,
+                format!(
+                    "allocation {} on {} released: {}",
+                    a.allocation_id, a.node, m.reason
+                ),
+            )
+            .task(&a.task_id)
+            .tenant(&a.tenant)
+            .node(&a.node),
         );
         if let Err(err) = self.gate.commit(b) {
             tracing::error!(allocation = %a.allocation_id, error = %err, "could not record release");
@@ -242,7 +307,8 @@ impl Handler<NodeUp> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: NodeUp, ctx: &mut Context<Self>) {
         self.core.node_up(&m.name, m.inventory);
-        self.largest_gpu_mb.store(self.core.largest_gpu_mb(), Ordering::Relaxed);
+        self.largest_gpu_mb
+            .store(self.core.largest_gpu_mb(), Ordering::Relaxed);
         self.request_cycle(ctx);
     }
 }
@@ -272,7 +338,13 @@ pub struct AllocationsOn {
 impl Handler<AllocationsOn> for Scheduler {
     type Result = MessageResult<AllocationsOn>;
     fn handle(&mut self, m: AllocationsOn, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.core.ledger.on_node(&m.node).map(|e| e.allocation.clone()).collect())
+        MessageResult(
+            self.core
+                .ledger
+                .on_node(&m.node)
+                .map(|e| e.allocation.clone())
+                .collect(),
+        )
     }
 }
 
@@ -335,7 +407,11 @@ impl Handler<SetQuota> for Scheduler {
                 }
             }
             let msg = if now_borrowed.is_empty() {
-                format!("quota of {} changed: {} allocation(s) back within the guarantee", m.tenant, changed.len())
+                format!(
+                    "quota of {} changed: {} allocation(s) back within the guarantee",
+                    m.tenant,
+                    changed.len()
+                )
             } else {
                 format!(
                     "quota of {} changed: allocations {} keep running but are now borrowed (preemptible)",
@@ -362,7 +438,9 @@ impl Handler<AllocatedByNode> for Scheduler {
     fn handle(&mut self, _: AllocatedByNode, _: &mut Context<Self>) -> Self::Result {
         let mut out = HashMap::new();
         for e in self.core.ledger.all() {
-            out.entry(e.allocation.node.clone()).or_insert_with(crate::views::NodeAllocated::default).add(&e.allocation);
+            out.entry(e.allocation.node.clone())
+                .or_insert_with(crate::views::NodeAllocated::default)
+                .add(&e.allocation);
         }
         MessageResult(out)
     }
@@ -383,6 +461,10 @@ pub struct Stats;
 impl Handler<Stats> for Scheduler {
     type Result = MessageResult<Stats>;
     fn handle(&mut self, _: Stats, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(SchedulerStats { queued: self.core.queued(), allocations: self.core.ledger.len(), healthy_nodes: self.core.healthy.len() })
+        MessageResult(SchedulerStats {
+            queued: self.core.queued(),
+            allocations: self.core.ledger.len(),
+            healthy_nodes: self.core.healthy.len(),
+        })
     }
 }

@@ -7,32 +7,64 @@ use super::ledger::node_view;
 use crate::placement::{Demand, GpuUnit, Pool};
 use std::collections::HashSet;
 
+/// Cost of a victim set, compared in order: guaranteed victims, highest victim
+/// priority, work lost (ms), number of victims.
+type Cost = (usize, u16, u64, usize);
+
 /// `(node, victim allocation ids)` or `None` when no set of allowed victims frees enough room.
-pub fn choose_victims(core: &mut Core, demand: &Demand, priority: u16, tenant: &str, within_guarantee: bool, now_ms: u64) -> Option<(String, Vec<String>)> {
-    let mut best: Option<((usize, u16, u64, usize), String, Vec<String>)> = None;
+pub fn choose_victims(
+    core: &mut Core,
+    demand: &Demand,
+    priority: u16,
+    tenant: &str,
+    within_guarantee: bool,
+    now_ms: u64,
+) -> Option<(String, Vec<String>)> {
+    let mut best: Option<(Cost, String, Vec<String>)> = None;
     let mut nodes: Vec<String> = core.healthy.iter().cloned().collect();
     nodes.sort();
     for node in nodes {
-        let Some(inv) = core.inventories.get(&node).cloned() else { continue };
+        let Some(inv) = core.inventories.get(&node).cloned() else {
+            continue;
+        };
         // Allowed victims: lower priority, or borrowed room of another tenant
         // when the preemptor is within its guarantee.
         let mut cands: Vec<(bool, u16, u64, String)> = core
             .ledger
             .on_node(&node)
             .filter(|e| !e.preempting)
-            .filter(|e| e.allocation.priority < priority || (within_guarantee && e.allocation.borrowed && e.allocation.tenant != tenant))
-            .map(|e| (!e.allocation.borrowed, e.allocation.priority, now_ms.saturating_sub(e.checkpoint_ms), e.allocation.allocation_id.clone()))
+            .filter(|e| {
+                e.allocation.priority < priority
+                    || (within_guarantee && e.allocation.borrowed && e.allocation.tenant != tenant)
+            })
+            .map(|e| {
+                (
+                    !e.allocation.borrowed,
+                    e.allocation.priority,
+                    now_ms.saturating_sub(e.checkpoint_ms),
+                    e.allocation.allocation_id.clone(),
+                )
+            })
             .collect();
         if cands.is_empty() {
             continue;
         }
         cands.sort();
         let mut chosen: HashSet<String> = HashSet::new();
-        let mut cost = (0usize, 0u16, 0u64, 0usize);
+        let mut cost: Cost = (0, 0, 0, 0);
         for (guaranteed, prio, lost, id) in cands {
             chosen.insert(id);
-            cost = (cost.0 + guaranteed as usize, cost.1.max(prio), cost.2 + lost, cost.3 + 1);
-            let held = core.ledger.on_node(&node).filter(|e| !chosen.contains(&e.allocation.allocation_id)).map(|e| &e.allocation);
+            cost = (
+                cost.0 + guaranteed as usize,
+                cost.1.max(prio),
+                cost.2 + lost,
+                cost.3 + 1,
+            );
+            let held = core
+                .ledger
+                .on_node(&node)
+                .filter(|e| !chosen.contains(&e.allocation.allocation_id))
+                .map(|e| &e.allocation);
             let view = node_view(&node, &inv, true, held);
             let mut pool = Pool::new(GpuUnit::MiB);
             pool.upsert_node(view);

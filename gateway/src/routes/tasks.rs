@@ -212,7 +212,12 @@ pub async fn logs(
 }
 
 /// PUT /v1/tasks/{id}/replicas {"replicas": N} — scale an inference service.
-pub async fn scale(req: HttpRequest, st: web::Data<AppState>, id: web::Path<String>, payload: web::Payload) -> HttpResponse {
+pub async fn scale(
+    req: HttpRequest,
+    st: web::Data<AppState>,
+    id: web::Path<String>,
+    payload: web::Payload,
+) -> HttpResponse {
     if let Err(r) = visible(&req, &st, &id).await {
         return r;
     }
@@ -227,7 +232,12 @@ pub async fn scale(req: HttpRequest, st: web::Data<AppState>, id: web::Path<Stri
     let Some(a) = st.shared.registry.task(&id) else {
         return envelope::fail(409, 40901, "conflict", "the service has ended", None);
     };
-    match a.send(caldera_actors::service::Scale { replicas: n }).await.map_err(ActorError::from).and_then(|r| r) {
+    match a
+        .send(caldera_actors::service::Scale { replicas: n })
+        .await
+        .map_err(ActorError::from)
+        .and_then(|r| r)
+    {
         Ok(r) => envelope::ok(200, TaskView::from(&r)),
         Err(e) => envelope::err(&e),
     }

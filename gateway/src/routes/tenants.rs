@@ -90,11 +90,17 @@ pub async fn set_quota(
     let change = match caldera_spec::validate::parse_json::<QuotaChange>(&body) {
         Ok(c) if c.guaranteed.is_some() || c.borrowing_limit.is_some() => c,
         _ => match caldera_spec::validate::parse_json::<Quota>(&body) {
-            Ok(q) => QuotaChange { guaranteed: Some(q), borrowing_limit: None },
+            Ok(q) => QuotaChange {
+                guaranteed: Some(q),
+                borrowing_limit: None,
+            },
             Err(e) => return envelope::err(&ActorError::Invalid(e)),
         },
     };
-    for q in [&change.guaranteed, &change.borrowing_limit].into_iter().flatten() {
+    for q in [&change.guaranteed, &change.borrowing_limit]
+        .into_iter()
+        .flatten()
+    {
         if let Err(e) = q.validate() {
             return envelope::err(&ActorError::Invalid(e));
         }
@@ -155,7 +161,11 @@ pub async fn get(
 }
 
 /// GET /v1/tenants/{name}/usage — allocated vs measured use over time.
-pub async fn usage(req: HttpRequest, st: web::Data<AppState>, name: web::Path<String>) -> HttpResponse {
+pub async fn usage(
+    req: HttpRequest,
+    st: web::Data<AppState>,
+    name: web::Path<String>,
+) -> HttpResponse {
     let p = match auth::user(&req, &st) {
         Ok(p) => p,
         Err(r) => return r,
@@ -163,15 +173,27 @@ pub async fn usage(req: HttpRequest, st: web::Data<AppState>, name: web::Path<St
     if !crate::auth::may_see(&p, &name) || st.shared.registry.tenant(&name).is_none() {
         return envelope::not_found("tenant", &name);
     }
-    match st.shared.scheduler.send(caldera_actors::scheduler::idle::TenantUsage { tenant: name.to_string() }).await {
+    match st
+        .shared
+        .scheduler
+        .send(caldera_actors::scheduler::idle::TenantUsage {
+            tenant: name.to_string(),
+        })
+        .await
+    {
         Ok(samples) => {
             let points: Vec<serde_json::Value> = samples
                 .iter()
                 .map(|s| serde_json::json!({"at": caldera_spec::time::rfc3339(s.at_ms), "at_ms": s.at_ms, "allocated": s.allocated, "used": s.used}))
                 .collect();
-            let current = samples.last().map(|s| serde_json::json!({"allocated": s.allocated, "used": s.used}));
-            envelope::ok(200, serde_json::json!({"tenant": *name, "current": current, "samples": points,
-                "note": "used on simulated GPUs is the CPU use of the workload's process tree"}))
+            let current = samples
+                .last()
+                .map(|s| serde_json::json!({"allocated": s.allocated, "used": s.used}));
+            envelope::ok(
+                200,
+                serde_json::json!({"tenant": *name, "current": current, "samples": points,
+                "note": "used on simulated GPUs is the CPU use of the workload's process tree"}),
+            )
         }
         Err(e) => envelope::err(&e.into()),
     }

@@ -42,6 +42,8 @@ pub fn allocation(id: &str, task: &str, tenant: &str, node: &str) -> Allocation 
         exclusive: false,
         epoch: 7,
         created_ms: 5_000,
+        borrowed: false,
+        priority: 500,
     }
 }
 
@@ -61,6 +63,7 @@ pub fn tenant(name: &str) -> TenantRecord {
             gpus: Some(8.0),
             ..Quota::default()
         },
+        borrowing_limit: Quota::default(),
         created_ms: 1,
     }
 }
