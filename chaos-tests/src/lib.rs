@@ -1,8 +1,10 @@
 //! Harness for tests that run Caldera as real processes: a control plane and
 //! node agents as separate OS processes, talking over real sockets, with real
 //! sled files. Faults are real too: SIGKILL, SIGSTOP/SIGCONT, restarts.
+pub mod bench;
 pub mod fake_node;
 pub mod http;
+pub mod keepalive;
 pub mod process;
 
 pub use http::Api;
