@@ -190,7 +190,9 @@ async fn pump(
     shutdown: &mut watch::Receiver<bool>,
     live: &mut Liveness,
 ) -> End {
-    let mut ping = tokio::time::interval(config.ping_interval);
+    // The first ping waits a period: the hello must be the first frame the server sees.
+    let first_ping = tokio::time::Instant::now() + config.ping_interval;
+    let mut ping = tokio::time::interval_at(first_ping, config.ping_interval);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let ended = tokio::select! {
