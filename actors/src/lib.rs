@@ -11,6 +11,7 @@ pub mod registry;
 pub mod scheduler;
 pub mod service;
 pub mod shared;
+pub mod sim;
 pub mod task;
 pub mod tenant;
 pub mod tokens;

@@ -177,11 +177,15 @@ impl Placer {
         };
         let s = match policy {
             PolicyName::Random => score::random::score(&ctx),
-            PolicyName::DotProd => score::dotprod::score(&ctx),
+            PolicyName::DotProd => score::with_bestfit_tiebreak(score::dotprod::score(&ctx), &ctx),
             PolicyName::BestFit => score::bestfit::score(&ctx),
-            PolicyName::GpuPacking => score::gpupacking::score(&ctx),
-            PolicyName::GpuClustering => score::gpuclustering::score(&ctx),
-            PolicyName::Fgd => score::fgd::score(&ctx),
+            PolicyName::GpuPacking => {
+                score::with_bestfit_tiebreak(score::gpupacking::score(&ctx), &ctx)
+            }
+            PolicyName::GpuClustering => {
+                score::with_bestfit_tiebreak(score::gpuclustering::score(&ctx), &ctx)
+            }
+            PolicyName::Fgd => score::with_bestfit_tiebreak(score::fgd::score(&ctx), &ctx),
             PolicyName::Caldera => score::caldera::score(&ctx),
         };
         let out = s.as_ref().map(|s| s.score);

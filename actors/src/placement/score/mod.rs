@@ -65,3 +65,17 @@ pub fn request_milli(ctx: &ScoreCtx) -> u64 {
 pub fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
+
+/// Break ties of an integer policy score toward the best-fitting node: the
+/// result is `1000 * score + bestfit`, so the BestFit score (0..=100) only
+/// decides between nodes the policy scores equally. The paper's integer scores
+/// tie often (FGD's sigmoid has 100 levels); with uniform-random tie-breaks our
+/// FGD allocates about 90% of GPUs on the default trace, with this tie-break the
+/// published 95.2% (see docs/placement.md).
+pub fn with_bestfit_tiebreak(scored: Option<Scored>, ctx: &ScoreCtx) -> Option<Scored> {
+    let fit = bestfit::score(ctx).map(|b| b.score).unwrap_or(0.0);
+    scored.map(|s| Scored {
+        score: s.score * 1000.0 + fit,
+        gpus: s.gpus,
+    })
+}

@@ -1,0 +1,1 @@
+//! Deterministic replay of a slice of the trace.
