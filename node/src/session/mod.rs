@@ -167,6 +167,8 @@ struct Liveness {
     /// The server answers pings, so their absence means it is gone.
     pong_seen: bool,
     welcomed: bool,
+    /// The agent's first frame (the hello) went out; only then may pings follow.
+    said_hello: bool,
 }
 
 impl Liveness {
@@ -176,6 +178,7 @@ impl Liveness {
             last_heard: Instant::now(),
             pong_seen: false,
             welcomed: false,
+            said_hello: false,
         }
     }
 }
@@ -208,7 +211,10 @@ async fn pump(
             }
             out = outbound.recv() => match out {
                 Some(msg) => match send_json(&mut framed, &msg).await {
-                    Ok(()) => None,
+                    Ok(()) => {
+                        live.said_hello = true;
+                        None
+                    }
                     Err(e) => End::lost(format!("send failed: {e}")),
                 },
                 None => End::lost("agent dropped the session"),
@@ -299,6 +305,9 @@ async fn on_ping_tick(config: &SessionConfig, framed: &mut Framed, live: &Livene
     let silent = live.last_heard.elapsed();
     if live.pong_seen && silent > config.ping_interval * 3 {
         return End::lost(format!("server silent for {silent:?}"));
+    }
+    if !live.said_hello {
+        return None;
     }
     match framed
         .send(awc::ws::Message::Ping(Default::default()))
