@@ -67,7 +67,9 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
         let (g, r, c) = (gate.clone(), registry.clone(), config.clone());
         let s = Scheduler::load(g, r, &c, largest_gpu_mb.clone())?;
         let arbiter = actix::Arbiter::new();
-        Scheduler::start_in_arbiter(&arbiter.handle(), move |_| s)
+        // Supervised: if it ever stops on a fatal error, it is restarted on the
+        // same mailbox and rebuilds itself from sled.
+        actix::Supervisor::start_in_arbiter(&arbiter.handle(), move |_| s)
     };
     let sh = Arc::new(Shared {
         gate,

@@ -346,20 +346,21 @@ impl Handler<AgentGone> for NodeActor {
     }
 }
 
-/// Start a workload (from its TaskActor). Fails when the node has no session.
+/// Start a workload (from its TaskActor). Answers the lease epoch it was sent
+/// under; fails when the node has no session.
 #[derive(Message)]
-#[rtype(result = "std::result::Result<(), String>")]
+#[rtype(result = "std::result::Result<u64, String>")]
 pub struct Dispatch(pub StartCommand);
 
 impl Handler<Dispatch> for NodeActor {
-    type Result = std::result::Result<(), String>;
+    type Result = std::result::Result<u64, String>;
     fn handle(&mut self, mut m: Dispatch, _: &mut Context<Self>) -> Self::Result {
         if self.rec.state != NodeState::Ready {
             return Err("node is lost".into());
         }
         m.0.epoch = self.rec.epoch;
         if self.send(ServerMessage::Start(m.0)) {
-            Ok(())
+            Ok(self.rec.epoch)
         } else {
             Err("node has no live session".into())
         }
@@ -440,5 +441,22 @@ impl Handler<NodeSnapshot> for NodeActor {
             self.session.is_some(),
             self.metrics.clone(),
         ))
+    }
+}
+
+/// The scheduler was rebuilt: a connected node announces its room again.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Reannounce;
+
+impl Handler<Reannounce> for NodeActor {
+    type Result = ();
+    fn handle(&mut self, _: Reannounce, _: &mut Context<Self>) {
+        if self.session.is_some() && self.rec.state == NodeState::Ready {
+            self.sh.scheduler.do_send(NodeUp {
+                name: self.rec.name.clone(),
+                inventory: self.rec.inventory.clone(),
+            });
+        }
     }
 }

@@ -178,10 +178,13 @@ impl TaskActor {
                 }
             }
             .into_actor(self)
-            .map(move |res, act, ctx| {
-                if let Err(why) = res {
-                    act.requeue(ctx, format!("could not dispatch to {node}: {why}"), false);
+            .map(move |res, act, ctx| match res {
+                Ok(epoch) => {
+                    if let Some(a) = act.rec.allocation.as_mut() {
+                        a.epoch = epoch;
+                    }
                 }
+                Err(why) => act.requeue(ctx, format!("could not dispatch to {node}: {why}"), false),
             }),
         );
         let timeout = Duration::from_millis(self.sh.config.preparing_timeout_ms);

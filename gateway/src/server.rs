@@ -60,6 +60,13 @@ async fn serve(
     config: ServerConfig,
     on_started: impl FnOnce(&Started),
 ) -> Result<(), GatewayError> {
+    // Bind before booting: a port in use must not leave a fresh data dir with
+    // generated tokens that were never shown.
+    let listener =
+        std::net::TcpListener::bind(&config.listen).map_err(|source| GatewayError::Bind {
+            addr: config.listen.clone(),
+            source,
+        })?;
     let booted = caldera_actors::cluster::boot(config.clone())
         .map_err(|e| GatewayError::Storage(e.to_string()))?;
     tracing::info!(live_tasks = booted.tasks_loaded, data_dir = %config.data_dir.display(), "control plane booted");
@@ -76,7 +83,7 @@ async fn serve(
     })
     .workers(config.http_workers)
     .shutdown_timeout(5)
-    .bind(&config.listen)
+    .listen(listener)
     .map_err(|source| GatewayError::Bind {
         addr: config.listen.clone(),
         source,

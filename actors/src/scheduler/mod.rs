@@ -33,6 +33,7 @@ const CYCLE_PERIOD: Duration = Duration::from_secs(1);
 pub struct Scheduler {
     gate: Arc<FlushGate>,
     registry: Arc<Registry>,
+    config: ServerConfig,
     pub(crate) core: Core,
     pub(crate) metrics: HashMap<String, NodeMetrics>,
     pub(crate) usage: HashMap<String, AllocationUse>,
@@ -40,6 +41,8 @@ pub struct Scheduler {
     /// Largest GPU in the pool, MiB, published for the inference cap check at submission.
     largest_gpu_mb: Arc<AtomicU64>,
     cycle_pending: bool,
+    /// A decision could not be recorded: stop after this pass and be rebuilt.
+    fatal: bool,
 }
 
 impl Scheduler {
@@ -88,27 +91,71 @@ impl Scheduler {
         Ok(Scheduler {
             gate,
             registry,
+            config: config.clone(),
             core,
             metrics: HashMap::new(),
             usage: HashMap::new(),
             idle: idle::Inspector::new(config),
             largest_gpu_mb,
             cycle_pending: false,
+            fatal: false,
         })
     }
 
     fn request_cycle(&mut self, ctx: &mut Context<Self>) {
         if !self.cycle_pending {
             self.cycle_pending = true;
-            ctx.run_later(CYCLE_DEBOUNCE, |s, _| s.cycle());
+            ctx.run_later(CYCLE_DEBOUNCE, |s, ctx| s.cycle(ctx));
         }
     }
 
-    fn cycle(&mut self) {
+    fn cycle(&mut self, ctx: &mut Context<Self>) {
         self.cycle_pending = false;
         let now = now_ms();
         for d in self.core.cycle(now) {
             self.apply(d, now);
+        }
+        if self.fatal {
+            ctx.stop();
+        }
+    }
+
+    /// Rebuilds everything from sled after a fatal error: the ledger, quotas and
+    /// node inventories, then the queue (every waiting task), then node health
+    /// (each connected node announces itself again).
+    fn rebuild(&mut self) {
+        match Scheduler::load(
+            self.gate.clone(),
+            self.registry.clone(),
+            &self.config,
+            self.largest_gpu_mb.clone(),
+        ) {
+            Ok(fresh) => *self = fresh,
+            Err(e) => {
+                tracing::error!(error = %e, "scheduler rebuild failed; keeping the in-memory state");
+                self.fatal = false;
+                return;
+            }
+        }
+        for t in self.gate.store().tasks().flatten() {
+            let service_parent =
+                t.spec.task_type == caldera_spec::TaskType::Inference && t.service.is_none();
+            if matches!(
+                t.state,
+                caldera_spec::TaskState::Queued | caldera_spec::TaskState::Preempted
+            ) && !service_parent
+            {
+                self.core.enqueue(WaitingTask {
+                    task_id: t.spec.task_id.clone(),
+                    tenant: t.tenant.clone(),
+                    seq: t.seq,
+                    attempt: t.attempts + 1,
+                    spec: t.spec,
+                });
+            }
+        }
+        for (_, n) in self.registry.nodes() {
+            n.do_send(crate::node::Reannounce);
         }
     }
 
@@ -134,8 +181,10 @@ impl Scheduler {
                 match self.gate.commit(b) {
                     Ok(ticket) => task.do_send(Placed { allocation, ticket }),
                     Err(e) => {
-                        tracing::error!(task = %allocation.task_id, error = %e, "could not record allocation; released");
-                        self.core.release(&allocation.allocation_id);
+                        // The ledger in memory is ahead of sled: fatal. Stop, and
+                        // the supervisor rebuilds the scheduler from what was recorded.
+                        tracing::error!(task = %allocation.task_id, error = %e, "could not record allocation; restarting the scheduler");
+                        self.fatal = true;
                     }
                 }
             }
@@ -206,11 +255,32 @@ fn grant_message(a: &Allocation) -> String {
     )
 }
 
+impl actix::Supervised for Scheduler {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        tracing::warn!("scheduler restarting: rebuilding from storage");
+        self.rebuild();
+    }
+}
+
+/// Stops the scheduler as a fatal error would; its supervisor restarts it and it
+/// rebuilds from sled. The operator's last resort, and how tests prove the
+/// supervision works.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Restart;
+
+impl Handler<Restart> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, _: Restart, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
 impl Actor for Scheduler {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        ctx.run_interval(CYCLE_PERIOD, |s, _| s.cycle());
+        ctx.run_interval(CYCLE_PERIOD, |s, ctx| s.cycle(ctx));
         let every = self.idle.sample_every();
         ctx.run_interval(every, |s, _| s.inspect_idle());
     }

@@ -1,0 +1,92 @@
+//! The Scheduler is supervised: stopped as a fatal error would stop it, it is
+//! restarted on the same address and rebuilds its ledger and queue from sled.
+use caldera_actors::config::ServerConfig;
+use caldera_actors::durability::FlushGate;
+use caldera_actors::registry::Registry;
+use caldera_actors::scheduler::{Restart, Scheduler, Stats};
+use caldera_spec::{Allocation, NodeInventory, NodeRecord, NodeState, TaskRecord, TaskState};
+use caldera_storage::{Store, StoreConfig};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+fn task(id: &str, seq: u64) -> TaskRecord {
+    let spec = caldera_spec::parse_task_spec(
+        format!(
+            r#"{{"task_id":"{id}","task_type":"training","resources":{{"gpu":{{"count":1}}}}}}"#
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    TaskRecord::new(spec, "t".into(), 1, seq)
+}
+
+#[test]
+fn a_stopped_scheduler_is_restarted_and_rebuilt_from_storage() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
+    let inv = NodeInventory {
+        hostname: "n".into(),
+        gpus: vec![],
+        cpu_cores: 8,
+        memory_total_mb: 1024,
+        disks: vec![],
+        disk_offered_mb: 1024,
+        labels: Default::default(),
+        simulated_host: true,
+        isolation: "none".into(),
+        gpu_source: "simulated".into(),
+    };
+    let running = {
+        let mut t = task("running", 0);
+        t.transition(TaskState::Running, 2, None);
+        t
+    };
+    let alloc = Allocation {
+        allocation_id: "running.1".into(),
+        task_id: "running".into(),
+        tenant: "t".into(),
+        node: "n".into(),
+        gpus: vec![],
+        cpu_milli: 1000,
+        memory_mb: 0,
+        disk_mb: 0,
+        exclusive: false,
+        epoch: 1,
+        created_ms: 2,
+        borrowed: false,
+        priority: 500,
+    };
+    let mut b = store.batch();
+    b.put_node(&NodeRecord {
+        name: "n".into(),
+        inventory: inv,
+        epoch: 1,
+        state: NodeState::Ready,
+        joined_ms: 1,
+        last_seen_ms: 1,
+    });
+    b.put_task(&running);
+    b.put_task(&task("waiting", 1));
+    b.put_allocation(&alloc);
+    store.commit(b).unwrap();
+
+    actix_rt::System::new().block_on(async move {
+        let gate = FlushGate::start(store);
+        let registry = Arc::new(Registry::default());
+        let config = ServerConfig::default();
+        let s = Scheduler::load(gate, registry, &config, Arc::new(AtomicU64::new(0))).unwrap();
+        let addr = actix::Supervisor::start(move |_| s);
+        let before = addr.send(Stats).await.unwrap();
+        assert_eq!(before.allocations, 1);
+        assert_eq!(
+            before.queued, 0,
+            "nothing enqueued yet: no task actors in this test"
+        );
+        addr.send(Restart).await.unwrap();
+        // Same address, answering again, rebuilt from sled: the ledger, and the
+        // queue from the task records.
+        let after = addr.send(Stats).await.unwrap();
+        assert_eq!(after.allocations, 1);
+        assert_eq!(after.queued, 1);
+    });
+}
