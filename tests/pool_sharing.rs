@@ -449,3 +449,40 @@ fn backfill_runs_short_work_without_delaying_the_head_of_the_queue() {
         "backfill delayed the head: {head:#}"
     );
 }
+
+#[test]
+fn lowering_a_quota_keeps_work_running_but_marks_the_excess_borrowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _a) = one_node(dir.path(), "2xA100-80GB", &[]);
+    let op = cp.operator();
+    let r = op.post("/v1/tenants", r#"{"name":"a","quota":{"gpus":2}}"#);
+    let a = cp.api(r.data()["token"].as_str().unwrap());
+    let t = |id: &str| {
+        json!({"task_id": id, "task_type": "training", "resources": {"gpu": {"count": 1}, "cpu": {"cores": 1}},
+        "command": ["sleep", "120"]})
+    };
+    submit(&a, t("older"));
+    wait_for(&a, "older", 20, "running", |v| v["state"] == "running");
+    submit(&a, t("newer"));
+    wait_for(&a, "newer", 20, "running", |v| {
+        v["state"] == "running" && v["allocation"]["borrowed"] == false
+    });
+    let r = op.put("/v1/tenants/a/quota", r#"{"gpus":1}"#);
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    let v = wait_for(&a, "newer", 10, "marked borrowed", |v| {
+        v["allocation"]["borrowed"] == true
+    });
+    assert_eq!(v["state"], "running");
+    assert_eq!(view(&a, "older")["allocation"]["borrowed"], false);
+    assert_eq!(view(&a, "older")["state"], "running");
+    let ev = op.get("/v1/events?tenant=a").data()["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        ev.iter().any(|e| e["kind"] == "quota_changed"
+            && e["message"].as_str().unwrap_or("").contains("newer.1")
+            && e["message"].as_str().unwrap_or("").contains("borrowed")),
+        "{ev:#?}"
+    );
+}

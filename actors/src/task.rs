@@ -614,6 +614,36 @@ impl Handler<Reclaim> for TaskActor {
     }
 }
 
+/// A quota change re-marked this task's allocation as borrowed (or back).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Remarked {
+    pub allocation: Allocation,
+}
+
+impl Handler<Remarked> for TaskActor {
+    type Result = ();
+    fn handle(&mut self, m: Remarked, _: &mut Context<Self>) {
+        let Some(a) = self.rec.allocation.as_mut() else {
+            return;
+        };
+        if a.allocation_id != m.allocation.allocation_id {
+            return;
+        }
+        a.borrowed = m.allocation.borrowed;
+        let what = if a.borrowed {
+            "now borrowed (preemptible)"
+        } else {
+            "back within the guarantee"
+        };
+        let msg = format!(
+            "allocation {} {what} after a quota change",
+            m.allocation.allocation_id
+        );
+        self.persist(EventKind::QuotaChanged, msg);
+    }
+}
+
 /// The task's node was declared lost.
 #[derive(Message)]
 #[rtype(result = "()")]

@@ -472,6 +472,11 @@ impl Handler<SetQuota> for Scheduler {
             let mut now_borrowed = Vec::new();
             for a in &changed {
                 b.put_allocation(a);
+                if let Some(t) = self.registry.task(&a.task_id) {
+                    t.do_send(crate::task::Remarked {
+                        allocation: a.clone(),
+                    });
+                }
                 if a.borrowed {
                     now_borrowed.push(a.allocation_id.clone());
                 }
