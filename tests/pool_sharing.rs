@@ -486,3 +486,41 @@ fn lowering_a_quota_keeps_work_running_but_marks_the_excess_borrowed() {
         "{ev:#?}"
     );
 }
+
+#[test]
+fn a_per_model_quota_limits_gpus_of_that_model_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    let _a = Agent::start(Path::new(BIN), &cp, "node-a", "2xA100-80GB", dir.path());
+    let _b = Agent::start(Path::new(BIN), &cp, "node-b", "2xT4-16GB", dir.path());
+    let op = cp.operator();
+    assert!(wait_until(Duration::from_secs(20), || {
+        op.get("/v1/nodes").data()["nodes"]
+            .as_array()
+            .is_some_and(|n| n.iter().filter(|n| n["connected"] == true).count() == 2)
+    }));
+    let r = op.post("/v1/tenants", r#"{"name":"a","quota":{"gpus_by_model":{"A100":1}},"borrowing_limit":{"gpus_by_model":{"A100":0}}}"#);
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    let a = cp.api(r.data()["token"].as_str().unwrap());
+    let t = |id: &str, model: &str| {
+        json!({"task_id": id, "task_type": "training",
+        "resources": {"gpu": {"count": 1, "model": model}, "cpu": {"cores": 1}}, "command": ["sleep", "120"]})
+    };
+    submit(&a, t("a100-1", "A100"));
+    wait_for(&a, "a100-1", 20, "running", |v| v["state"] == "running");
+    submit(&a, t("a100-2", "A100"));
+    let v = wait_for(&a, "a100-2", 10, "refused by the model quota", |v| {
+        v["pending_reason"].is_string()
+    });
+    assert_eq!(v["state"], "queued");
+    assert!(
+        v["pending_reason"]
+            .as_str()
+            .unwrap()
+            .contains("over quota for GPU model A100"),
+        "{v:#}"
+    );
+    // Other models are not limited.
+    submit(&a, t("t4-1", "T4"));
+    wait_for(&a, "t4-1", 20, "running", |v| v["state"] == "running");
+}

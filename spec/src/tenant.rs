@@ -15,6 +15,11 @@ pub struct Quota {
     pub memory_gb: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_gb: Option<f64>,
+    /// GPUs per GPU model (matched like a request's `model`: a case-insensitive
+    /// substring, so "A100" covers "NVIDIA A100-SXM4-80GB"); a shared GPU counts
+    /// as its fraction.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub gpus_by_model: std::collections::BTreeMap<String, f64>,
 }
 
 /// Whether a tenant's usage after a grant stays within its guarantee, borrows,
@@ -153,6 +158,15 @@ impl Quota {
             ("memory_gb", self.memory_gb),
             ("disk_gb", self.disk_gb),
         ];
+        for (model, v) in &self.gpus_by_model {
+            if model.trim().is_empty() || !(0.0..=1e9).contains(v) {
+                return Err(crate::SpecError::new(
+                    crate::SpecErrorKind::OutOfRange,
+                    format!("gpus_by_model.{model}"),
+                    "a per-model GPU limit needs a model name and a value between 0 and 1e9",
+                ));
+            }
+        }
         for (name, v) in dims {
             if let Some(v) = v {
                 if !(0.0..=1e9).contains(&v) {

@@ -82,6 +82,21 @@ pub struct QuotaSetArgs {
     /// Disk, GB.
     #[arg(long, value_parser = non_negative)]
     pub disk_gb: Option<f64>,
+    /// GPUs of one model, e.g. `--gpus-by-model A100=4` (repeatable).
+    #[arg(long, value_parser = model_limit)]
+    pub gpus_by_model: Vec<(String, f64)>,
+}
+
+/// Parses `MODEL=N` for per-model GPU quotas.
+fn model_limit(s: &str) -> Result<(String, f64), String> {
+    let (model, n) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected MODEL=N, not {s:?}"))?;
+    let n = non_negative(n)?;
+    if model.trim().is_empty() {
+        return Err(format!("expected MODEL=N, not {s:?}"));
+    }
+    Ok((model.trim().to_string(), n))
 }
 
 /// Runs a `tenant` subcommand.
@@ -95,6 +110,7 @@ pub fn tenant(args: TenantArgs) -> Result<(), CliError> {
                 cpu_cores: create.quota_cpu_cores,
                 memory_gb: create.quota_memory_gb,
                 disk_gb: create.quota_disk_gb,
+                ..Quota::default()
             };
             let mut body = serde_json::json!({ "name": create.name });
             if quota != Quota::default() {
@@ -131,6 +147,7 @@ pub fn quota(args: QuotaArgs) -> Result<(), CliError> {
         cpu_cores: set.cpu_cores,
         memory_gb: set.memory_gb,
         disk_gb: set.disk_gb,
+        gpus_by_model: set.gpus_by_model.iter().cloned().collect(),
     };
     if quota == Quota::default() {
         return Err(CliError::Usage(

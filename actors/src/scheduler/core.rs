@@ -372,6 +372,13 @@ impl Core {
                         .node(p.node)
                         .map(|n| n.name.clone())
                         .unwrap_or_default();
+                    let (model_over, model_borrowed) =
+                        self.model_standing(&tenant, &node, &w.demand, &p);
+                    if let Some(why) = model_over {
+                        self.pending(&mut out, &id, why, None);
+                        continue;
+                    }
+                    let borrowed = borrowed || model_borrowed;
                     if let Some(why) = self.blocks(&id, &node, now_ms) {
                         let est = self.estimates.get(&id).copied().flatten();
                         self.pending(&mut out, &id, why, est);
@@ -416,6 +423,78 @@ impl Core {
             self.refresh_estimates(&blocked, now_ms, &mut out);
         }
         out
+    }
+
+    /// Per-GPU-model quota of a placement: `(over the limit: why, beyond the guarantee)`.
+    fn model_standing(
+        &self,
+        tenant: &str,
+        node: &str,
+        demand: &Demand,
+        p: &Placement,
+    ) -> (Option<String>, bool) {
+        let Some(l) = self.limits.get(tenant) else {
+            return (None, false);
+        };
+        if l.guaranteed.gpus_by_model.is_empty() && l.borrowing_limit.gpus_by_model.is_empty() {
+            return (None, false);
+        }
+        let Some(inv) = self.inventories.get(node) else {
+            return (None, false);
+        };
+        let fraction = match demand.gpu {
+            crate::placement::GpuDemand::Share { milli } => milli as f64 / 1000.0,
+            _ => 1.0,
+        };
+        let mut borrowed = false;
+        let keys: std::collections::BTreeSet<&String> = l
+            .guaranteed
+            .gpus_by_model
+            .keys()
+            .chain(l.borrowing_limit.gpus_by_model.keys())
+            .collect();
+        for key in keys {
+            let matches = |model: &str| {
+                model
+                    .to_ascii_lowercase()
+                    .contains(&key.to_ascii_lowercase())
+            };
+            let asked: f64 = p
+                .gpus
+                .iter()
+                .filter(|(i, _)| inv.gpus.iter().any(|g| g.index == *i && matches(&g.model)))
+                .count() as f64
+                * fraction;
+            if asked == 0.0 {
+                continue;
+            }
+            let held: f64 = self
+                .ledger
+                .all()
+                .filter(|e| e.allocation.tenant == tenant)
+                .map(|e| {
+                    let f = match e.demand.gpu {
+                        crate::placement::GpuDemand::Share { milli } => milli as f64 / 1000.0,
+                        _ => 1.0,
+                    };
+                    e.allocation
+                        .gpus
+                        .iter()
+                        .filter(|g| matches(&g.model))
+                        .count() as f64
+                        * f
+                })
+                .sum();
+            let would = held + asked;
+            let guaranteed = l.guaranteed.gpus_by_model.get(key).copied();
+            if let (Some(g), Some(b)) = (guaranteed, l.borrowing_limit.gpus_by_model.get(key)) {
+                if would > g + b + 1e-9 {
+                    return (Some(format!("over quota for GPU model {key}: would hold {would:.2}, tenant {tenant} may hold {:.2}", g + b)), false);
+                }
+            }
+            borrowed |= guaranteed.is_some_and(|g| would > g + 1e-9);
+        }
+        (None, borrowed)
     }
 
     /// Whether placing `id` on `node` now would delay the head's reserved start.
