@@ -20,6 +20,7 @@ use caldera_spec::{
 };
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// Knobs of the core. Defaults in the doc of each field.
 #[derive(Debug, Clone)]
@@ -65,12 +66,14 @@ pub struct WaitingTask {
     pub attempt: u32,
 }
 
+/// A waiting task. Shared parts are behind `Arc` so a pass over a long queue
+/// copies pointers, not specs.
 #[derive(Debug, Clone)]
 struct Waiting {
-    task: WaitingTask,
-    demand: Demand,
+    task: Arc<WaitingTask>,
+    demand: Arc<Demand>,
     usage: Usage,
-    shape: String,
+    shape: Arc<str>,
     told: Option<(String, Option<u64>)>,
 }
 
@@ -225,10 +228,10 @@ impl Core {
         self.waiting.insert(
             id.clone(),
             Waiting {
-                task: t,
-                demand,
+                task: Arc::new(t),
+                demand: Arc::new(demand),
                 usage,
-                shape,
+                shape: shape.into(),
                 told: None,
             },
         );
@@ -337,13 +340,17 @@ impl Core {
                 .is_none_or(|t| now_ms >= t + self.config.estimate_every_ms);
         let mut out = Vec::new();
         let mut usage_of: HashMap<String, Usage> = HashMap::new();
-        let mut no_room: HashMap<String, String> = HashMap::new();
+        let mut no_room: HashMap<Arc<str>, String> = HashMap::new();
+        let mut quota_est: HashMap<Arc<str>, Option<u64>> = HashMap::new();
         let mut blocked: Vec<String> = Vec::new();
         for id in order {
             let Some(w) = self.waiting.get(&id) else {
                 continue;
             };
-            let w = w.clone();
+            let w = Waiting {
+                told: None,
+                ..w.clone()
+            };
             let tenant = w.task.tenant.clone();
             let usage = *usage_of
                 .entry(tenant.clone())
@@ -352,12 +359,21 @@ impl Core {
             after += w.usage;
             let standing = self.standing(&tenant, &after);
             if let Standing::OverQuota { dim, limit, would } = standing {
-                let est = estimate::quota_start(self, &tenant, &w.usage, now_ms);
+                let key: Arc<str> = format!("{tenant}/{}", w.shape).into();
+                let est = match quota_est.get(&key) {
+                    Some(e) => *e,
+                    None => {
+                        let e = estimate::quota_start(self, &tenant, &w.usage, now_ms);
+                        quota_est.insert(key, e);
+                        e
+                    }
+                };
                 let reason = format!("over quota: {dim} would be {would:.2}, tenant {tenant} may use {limit:.2} (guarantee + borrowing limit)");
                 self.pending(&mut out, &id, reason, est);
                 continue;
             }
             let borrowed = standing == Standing::Borrowing;
+            let seen_no_room = no_room.contains_key(&w.shape);
             let placed = match no_room.get(&w.shape) {
                 Some(r) => Err(r.clone()),
                 None => self
@@ -392,13 +408,17 @@ impl Core {
                 }
                 Err(reason) => {
                     no_room.insert(w.shape.clone(), reason.clone());
-                    if self.try_preempt(&id, standing == Standing::Guaranteed, now_ms, &mut out) {
+                    // One preemption attempt per shape and pass: the same shape
+                    // finds the same victims (or none).
+                    if !seen_no_room
+                        && self.try_preempt(&id, standing == Standing::Guaranteed, now_ms, &mut out)
+                    {
                         continue;
                     }
                     blocked.push(id.clone());
                     if self.head.is_none() {
                         let dur = w.task.spec.duration_ms();
-                        let demand = w.demand.clone();
+                        let demand = (*w.demand).clone();
                         let est = estimate::queue_starts(self, &[(demand, dur)], now_ms);
                         let (start, node) = est
                             .into_iter()
@@ -549,7 +569,7 @@ impl Core {
             .filter_map(|id| {
                 self.waiting
                     .get(id)
-                    .map(|w| (w.demand.clone(), w.task.spec.duration_ms()))
+                    .map(|w| ((*w.demand).clone(), w.task.spec.duration_ms()))
             })
             .collect();
         let est = estimate::queue_starts(self, &tasks, now_ms);
@@ -643,7 +663,7 @@ impl Core {
         self.placer.observe(&w.demand);
         self.ledger.insert(Entry {
             allocation: allocation.clone(),
-            demand: w.demand,
+            demand: Arc::unwrap_or_clone(w.demand),
             duration_ms: w.task.spec.duration_ms(),
             checkpoint_ms: now_ms,
             preempting: false,
