@@ -140,18 +140,20 @@ pub fn run(
         loadavg()
     );
     let util = op.get("/v1/utilization");
-    let pool = &util.data()["pool"];
-    if !pool.is_null() {
-        println!("fleet: utilization pool {pool}");
+    let total = &util.data()["total"];
+    if !total.is_null() {
+        println!("fleet: utilization total {total}");
     }
+    let (now, hwm) = rss_kib(pid).unwrap_or_default();
+    let (now, hwm) = (now as f64 / 1024.0, hwm as f64 / 1024.0);
     counters.stop.store(true, Ordering::Relaxed);
     for h in handles {
         let _ = h.join();
     }
-    println!("\n| control plane holding | VmRSS | target |");
-    println!("|---|---:|---:|");
+    println!("\n| control plane holding | VmRSS (largest of 10 s) | VmRSS at end | VmHWM (peak) | target |");
+    println!("|---|---:|---:|---:|---:|");
     println!(
-        "| {connected} nodes + {} tasks | {peak:.1} MiB | < 1024 MiB |",
+        "| {connected} nodes + {} tasks | {peak:.1} MiB | {now:.1} MiB | {hwm:.1} MiB | < 1024 MiB |",
         b.latencies.len()
     );
     drop(cp);

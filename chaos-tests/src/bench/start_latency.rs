@@ -32,7 +32,7 @@ pub fn wait_connected(cp: &ControlPlane, names: &[&str], limit: Duration) -> boo
 
 fn body(id: &str, reservation: bool) -> String {
     let mut v = serde_json::json!({
-        "task_id": id, "task_type": "inference",
+        "task_id": id, "task_type": "training",
         "resources": {"gpu": {"count": 1, "memory_gb": 10}, "cpu": {"cores": 1}},
     });
     if !reservation {
