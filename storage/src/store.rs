@@ -100,6 +100,24 @@ impl Store {
         self.scan(keys::TASK)
     }
 
+    /// Tasks with ids after `cursor` (exclusive), ordered by task id: a page of
+    /// a listing starts where the last one ended without reading what came before.
+    pub fn tasks_after(&self, cursor: &str) -> impl Iterator<Item = Result<TaskRecord>> {
+        let mut start = keys::record(keys::TASK, cursor);
+        start.push(0);
+        let end = {
+            let mut e = keys::TASK.to_vec();
+            if let Some(last) = e.last_mut() {
+                *last += 1;
+            }
+            e
+        };
+        self.db.range(start..end).map(|kv| {
+            let (k, v) = kv?;
+            decode(&k, &v)
+        })
+    }
+
     /// The live allocation ledger, ordered by allocation id.
     pub fn allocations(&self) -> impl Iterator<Item = Result<Allocation>> {
         self.scan(keys::ALLOCATION)

@@ -182,3 +182,25 @@ fn filtered_queries_survive_reopen() {
         (5, EventKind::AllocationGranted, Some("a"))
     );
 }
+
+#[test]
+fn task_pages_start_after_the_cursor() {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        caldera_storage::Store::open(dir.path(), &caldera_storage::StoreConfig::default()).unwrap();
+    let mut b = store.batch();
+    for (i, id) in ["a", "ab", "b", "c"].iter().enumerate() {
+        b.put_task(&common::task(id, "t", i as u64));
+    }
+    store.commit(b).unwrap();
+    let ids = |cursor: &str| -> Vec<String> {
+        store
+            .tasks_after(cursor)
+            .map(|t| t.unwrap().spec.task_id)
+            .collect()
+    };
+    assert_eq!(ids(""), ["a", "ab", "b", "c"]);
+    assert_eq!(ids("a"), ["ab", "b", "c"]);
+    assert_eq!(ids("ab"), ["b", "c"]);
+    assert_eq!(ids("c"), Vec::<String>::new());
+}

@@ -119,7 +119,7 @@ pub async fn list(
     let cursor = q.get("cursor").cloned().unwrap_or_default();
     let mut out = Vec::new();
     let mut next = None;
-    for r in caldera_actors::cluster::store(&st.shared).tasks() {
+    for r in caldera_actors::cluster::store(&st.shared).tasks_after(&cursor) {
         let r = match r {
             Ok(r) => r,
             Err(e) => return envelope::err(&e.into()),
