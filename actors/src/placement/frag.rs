@@ -33,6 +33,10 @@ pub struct FragTable {
     always: f64,
     /// Also require memory to fit for a shape to count as runnable.
     check_memory: bool,
+    /// Count, per shape, the idle room left over after packing the node with as
+    /// many copies of the shape as its GPUs, CPU and memory allow (Caldera),
+    /// instead of FGD's one-copy test.
+    capacity: bool,
 }
 
 impl FragTable {
@@ -46,6 +50,7 @@ impl FragTable {
             rows: Vec::new(),
             always: 0.0,
             check_memory,
+            capacity: false,
         };
         for (d, weight) in shapes {
             let count = d.gpu.count();
@@ -84,6 +89,16 @@ impl FragTable {
         table
     }
 
+    /// Switch to capacity fragmentation (see the field `capacity`): for each
+    /// shape, `idle - copies * gpu_per_copy`, where `copies` is the most copies
+    /// of the shape the node could still host, limited by GPU room, CPU and
+    /// memory. It sees CPU or memory that runs out before the GPUs do, which
+    /// FGD's one-copy test cannot.
+    pub fn with_capacity(mut self) -> Self {
+        self.capacity = true;
+        self
+    }
+
     /// Fragmentation (milli-GPUs) of a state with per-position free room `free`
     /// (milli-GPUs, canonical positions of the table's node), `cpu_free` and
     /// `memory_free`.
@@ -93,6 +108,13 @@ impl FragTable {
             return 0.0;
         }
         let mut total = self.always * idle as f64;
+        if self.capacity {
+            for row in &self.rows {
+                total +=
+                    row.weight * self.capacity_frag(row, free, idle, cpu_free, memory_free) as f64;
+            }
+            return total;
+        }
         for row in &self.rows {
             let starved = cpu_free < row.cpu || (self.check_memory && memory_free < row.memory);
             if starved {
@@ -111,6 +133,51 @@ impl FragTable {
             total += row.weight * if usable >= row.count { stranded } else { idle } as f64;
         }
         total
+    }
+}
+
+impl FragTable {
+    fn capacity_frag(
+        &self,
+        row: &Row,
+        free: &[u16],
+        idle: u64,
+        cpu_free: u64,
+        memory_free: u64,
+    ) -> u64 {
+        let limit = |have: u64, need: u64| if need == 0 { u64::MAX } else { have / need };
+        let mut copies = limit(cpu_free, row.cpu);
+        if self.check_memory {
+            copies = copies.min(limit(memory_free, row.memory));
+        }
+        // GPU-limited copies: sharing shapes stack on one GPU, whole-GPU shapes
+        // need `count` idle GPUs each.
+        let (gpu_copies, per_copy) =
+            if row.count == 1 && row.need.iter().any(|&n| n != NEVER && n < 1000) {
+                let fits: u64 = free
+                    .iter()
+                    .zip(row.need.iter())
+                    .filter(|(_, &n)| n != NEVER && n > 0)
+                    .map(|(&f, &n)| f as u64 / n as u64)
+                    .sum();
+                let per = row
+                    .need
+                    .iter()
+                    .copied()
+                    .filter(|&n| n != NEVER)
+                    .min()
+                    .unwrap_or(1000) as u64;
+                (fits, per)
+            } else {
+                let idle_gpus = free
+                    .iter()
+                    .zip(row.need.iter())
+                    .filter(|(&f, &n)| n != NEVER && f >= n)
+                    .count() as u64;
+                (idle_gpus / row.count as u64, 1000 * row.count as u64)
+            };
+        let used = copies.min(gpu_copies).saturating_mul(per_copy);
+        idle.saturating_sub(used)
     }
 }
 

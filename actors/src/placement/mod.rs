@@ -9,6 +9,7 @@ pub mod errors;
 pub mod filter;
 pub mod fit;
 pub mod frag;
+pub mod hash;
 pub mod mix;
 pub mod placer;
 pub mod policy;

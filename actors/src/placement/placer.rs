@@ -5,11 +5,10 @@
 //! for a demand is cached: a class's state never changes (a changed node moves to
 //! another class), so the cache only misses on states created since the demand's
 //! shape was last placed. Ties are broken uniformly over nodes with the seeded RNG.
-use std::collections::HashMap;
-
 use super::filter;
 use super::fit;
 use super::frag::{free_vector, FragTable};
+use super::hash::FxHashMap;
 use super::mix::WorkloadMix;
 use super::policy::PolicyName;
 use super::pool::{Class, Pool};
@@ -33,9 +32,9 @@ pub struct Placer {
     rng: SplitMix64,
     search_limit: usize,
     cache_for: (u64, u64, (u64, u64)),
-    frags: HashMap<u64, ClassFrag>,
-    scores: HashMap<(u64, u32), Option<Scored>>,
-    demand_ids: HashMap<Demand, u32>,
+    frags: FxHashMap<u64, ClassFrag>,
+    scores: FxHashMap<(u64, u32), Option<Scored>>,
+    demand_ids: FxHashMap<Demand, u32>,
 }
 
 impl Placer {
@@ -47,9 +46,9 @@ impl Placer {
             rng: SplitMix64::new(seed),
             search_limit: DEFAULT_SEARCH_LIMIT,
             cache_for: (0, 0, (0, 0)),
-            frags: HashMap::new(),
-            scores: HashMap::new(),
-            demand_ids: HashMap::new(),
+            frags: FxHashMap::default(),
+            scores: FxHashMap::default(),
+            demand_ids: FxHashMap::default(),
         }
     }
 
@@ -135,9 +134,14 @@ impl Placer {
         let Some(class) = pool.class_at(slot) else {
             return Err(rejections);
         };
-        let mut gpus = match self.scores.get(&(class.handle.key(), did)) {
-            Some(Some(s)) => s.gpus.clone(),
-            _ => return Err(rejections),
+        let cached = self
+            .scores
+            .get(&(class.handle.key(), did))
+            .and_then(Option::as_ref)
+            .map(|s| s.gpus.clone());
+        let mut gpus = match cached {
+            Some(g) => g,
+            None => fit::best_fit_gpus(&class.state, demand).ok_or(rejections)?,
         };
         let node = class.members[self.rng.below(class.members.len() as u64) as usize];
         if self.policy == PolicyName::Random && demand.gpu.is_sharing() {
@@ -153,6 +157,10 @@ impl Placer {
 
     /// Score of `class` for the demand (cached); `None` when it cannot host it.
     fn score_class(&mut self, class: &Class, demand: &Demand, did: u32, norm: Norm) -> Option<f64> {
+        if self.policy == PolicyName::Random {
+            // Every feasible node scores the same; nothing worth caching.
+            return Some(0.0);
+        }
         let key = (class.handle.key(), did);
         if let Some(s) = self.scores.get(&key) {
             return s.as_ref().map(|s| s.score);

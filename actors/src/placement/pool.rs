@@ -59,7 +59,7 @@ pub struct Pool {
     slots: Vec<Option<Class>>,
     generations: Vec<u32>,
     free_slots: Vec<u32>,
-    by_state: HashMap<NodeState, u32>,
+    by_state: super::hash::FxHashMap<NodeState, u32>,
     max_cpu: u64,
     max_gpu_milli: u64,
 }
@@ -75,7 +75,7 @@ impl Pool {
             slots: Vec::new(),
             generations: Vec::new(),
             free_slots: Vec::new(),
-            by_state: HashMap::new(),
+            by_state: Default::default(),
             max_cpu: 0,
             max_gpu_milli: 0,
         }

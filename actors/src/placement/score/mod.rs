@@ -79,3 +79,6 @@ pub fn with_bestfit_tiebreak(scored: Option<Scored>, ctx: &ScoreCtx) -> Option<S
         gpus: s.gpus,
     })
 }
+
+#[cfg(test)]
+mod tests;
