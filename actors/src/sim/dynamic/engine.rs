@@ -60,6 +60,13 @@ pub struct PoolOutcome {
     /// Allocated GPU x ms inside the window that was later thrown away.
     pub lost_gpu_ms: f64,
     pub preemptions: u64,
+    /// GPUs held by preemption victims, and GPUs asked by the tasks they made room for.
+    pub victim_gpus: f64,
+    pub preemptor_gpus: f64,
+    /// Preemptions whose victim held at least four times the GPUs its preemptor asked.
+    pub oversized_victims: u64,
+    /// Tasks no node of the pool can hold even when empty.
+    pub infeasible: Vec<String>,
     /// Outcomes by task id.
     pub tasks: HashMap<String, TaskOutcome>,
     /// Over-allocations seen (GPU memory, CPU or memory of a node past its capacity).
@@ -123,7 +130,10 @@ impl<'a> Sim<'a> {
 
     fn outcome(&mut self, i: usize) -> &mut TaskOutcome {
         let id = &self.input.tasks[i].id;
-        self.out.tasks.get_mut(id).expect("every task has an outcome")
+        self.out
+            .tasks
+            .get_mut(id)
+            .expect("every task has an outcome")
     }
 
     fn enqueue(&mut self, i: usize) {
@@ -254,10 +264,11 @@ impl<'a> Sim<'a> {
         self.remaining_ms[i] -= saved;
         let lost_in_window = self.window_overlap(now - lost, now);
         self.out.lost_gpu_ms += self.task(i).gpus * lost_in_window as f64;
+        let done = self.remaining_ms[i] == 0;
         let o = self.outcome(i);
         o.preemptions += 1;
         o.lost_ms += lost;
-        if self.remaining_ms[i] == 0 {
+        if done {
             o.finished_ms = Some(now);
         } else {
             self.enqueue(i);
@@ -283,8 +294,17 @@ impl<'a> Sim<'a> {
     fn apply(&mut self, d: Decision, now: u64) {
         match d {
             Decision::Place { allocation } => self.place(allocation, now),
-            Decision::Preempt { victim, .. } => {
+            Decision::Preempt {
+                victim, for_task, ..
+            } => {
                 self.out.preemptions += 1;
+                let gpus = |id: &str| self.by_id.get(id).map_or(0.0, |&i| self.task(i).gpus);
+                let (v, f) = (gpus(&victim.task_id), gpus(&for_task));
+                self.out.victim_gpus += v;
+                self.out.preemptor_gpus += f;
+                if f > 0.0 && v >= 4.0 * f {
+                    self.out.oversized_victims += 1;
+                }
                 let at = now + self.cfg.core.stop_grace_ms;
                 self.push(at, Ev::Stopped(victim.allocation_id));
             }
@@ -376,6 +396,13 @@ pub fn simulate(input: &PoolInput<'_>, cfg: &LoopConfig) -> PoolOutcome {
             },
         );
         sim.push(t.arrival_ms, Ev::Arrive(i));
+        if !input
+            .nodes
+            .iter()
+            .any(|(_, n)| super::workload::fits_empty(t, n))
+        {
+            sim.out.infeasible.push(t.id.clone());
+        }
     }
     sim.run()
 }

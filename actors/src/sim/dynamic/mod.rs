@@ -90,7 +90,9 @@ pub fn run_with(
 ) -> Result<DynamicReport, DynamicError> {
     let (tasks, mix) = workload::build_tasks(pods, cfg);
     if tasks.is_empty() {
-        return Err(DynamicError("no pod of the trace falls in the window".into()));
+        return Err(DynamicError(
+            "no pod of the trace falls in the window".into(),
+        ));
     }
     let cluster = workload::sample_nodes(nodes, cfg.gpus, cfg.seed);
     let gpus: u32 = cluster.iter().map(|n| n.gpus).sum();
@@ -132,7 +134,7 @@ pub fn run_with(
     let mut scenarios = Vec::new();
     // (a) static split.
     let started = Instant::now();
-    let (train_nodes, inf_nodes) = workload::split_nodes(&cluster, &mix);
+    let (train_nodes, inf_nodes) = workload::split_nodes(&cluster, &tasks);
     let outcomes = vec![
         engine::simulate(
             &pool("training", &train_nodes, Some(workload::Class::Training)),

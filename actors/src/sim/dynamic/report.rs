@@ -54,6 +54,13 @@ pub struct ScenarioReport {
     /// GPU-hours of work thrown away by preemptions (since the last checkpoint, grace included).
     pub lost_gpu_hours: f64,
     pub never_started: usize,
+    /// Of those, tasks no node of their pool could hold even empty.
+    pub infeasible: usize,
+    /// GPUs held by preemption victims / GPUs asked by their preemptors.
+    pub victim_gpus: f64,
+    pub preemptor_gpus: f64,
+    /// Preemptions whose victim held at least 4x the GPUs its preemptor asked.
+    pub oversized_victims: u64,
     /// Started but not finished when the replay stopped.
     pub unfinished: usize,
     /// When the last task finished, seconds of trace time.
@@ -178,6 +185,10 @@ pub fn summarize(
         preempted_tasks: all.iter().filter(|o| o.preemptions > 0).count(),
         lost_gpu_hours: lost_gpu_ms_total / 3_600_000.0,
         never_started: tasks.len() - all.iter().filter(|o| o.first_start_ms.is_some()).count(),
+        infeasible: pools.iter().map(|p| p.infeasible.len()).sum(),
+        victim_gpus: pools.iter().map(|p| p.victim_gpus).sum(),
+        preemptor_gpus: pools.iter().map(|p| p.preemptor_gpus).sum(),
+        oversized_victims: pools.iter().map(|p| p.oversized_victims).sum(),
         unfinished: all
             .iter()
             .filter(|o| o.first_start_ms.is_some() && o.finished_ms.is_none())
@@ -281,15 +292,19 @@ impl DynamicReport {
                     p.cycle_s
                 ));
             }
-            if r.unfinished > 0 || r.cut_off || !r.violations.is_empty() {
-                s.push_str(&format!(
-                    "  {}: {} unfinished, cut off: {}, over-allocations: {}\n",
-                    r.scenario,
-                    r.unfinished,
-                    r.cut_off,
-                    r.violations.len()
-                ));
-            }
+            s.push_str(&format!(
+                "  {:<13} {} preempted tasks, victims held {:.1} GPUs for preemptors asking {:.1} ({} victims >= 4x their preemptor); never started {} ({} fit no node of their pool); {} unfinished; cut off: {}; over-allocations: {}\n",
+                r.scenario,
+                r.preempted_tasks,
+                r.victim_gpus,
+                r.preemptor_gpus,
+                r.oversized_victims,
+                r.never_started,
+                r.infeasible,
+                r.unfinished,
+                r.cut_off,
+                r.violations.len()
+            ));
         }
         if let [a, b] = &self.scenarios[..] {
             s.push_str(&format!(

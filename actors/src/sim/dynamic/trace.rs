@@ -70,10 +70,7 @@ impl Table {
         let text = std::fs::read_to_string(path)
             .map_err(|e| DynamicError(format!("{}: {e}", path.display())))?;
         let mut lines = text.lines().enumerate();
-        let header = lines
-            .next()
-            .map(|(_, l)| split(l))
-            .unwrap_or_default();
+        let header = lines.next().map(|(_, l)| split(l)).unwrap_or_default();
         let rows = lines
             .filter(|(_, l)| !l.trim().is_empty())
             .map(|(i, l)| (i + 1, split(l)))

@@ -257,31 +257,127 @@ pub fn sample_nodes(nodes: &[TraceNode], gpus: u32, seed: u64) -> Vec<TraceNode>
     out
 }
 
-/// The static split: the inference pool gets the inference class's share of
-/// GPU-hours (at least one node), taking the smallest nodes first (its tasks
-/// are at most half a GPU); the training pool gets the rest.
-pub fn split_nodes(nodes: &[TraceNode], mix: &Mix) -> (Vec<TraceNode>, Vec<TraceNode>) {
-    let total: u32 = nodes.iter().map(|n| n.gpus).sum();
-    let all = mix.inference_gpu_hours + mix.training_gpu_hours;
-    let share = if all > 0.0 {
-        mix.inference_gpu_hours / all
-    } else {
-        0.0
+/// The static split. The inference pool's target is the inference class's
+/// share of GPU-hours, CPU-hours and memory-hours of the replay; the pool is
+/// the set of nodes whose shares of the cluster's GPUs, CPU and memory best
+/// match those targets (sum of absolute differences, GPUs weighted double;
+/// every subset is tried up to 20 nodes, larger clusters fill greedily from
+/// the smallest nodes). Both pools get at least one node. Returns
+/// `(training, inference)`.
+pub fn split_nodes(nodes: &[TraceNode], tasks: &[SimTask]) -> (Vec<TraceNode>, Vec<TraceNode>) {
+    let hours = |inf: bool, f: &dyn Fn(&SimTask) -> f64| -> f64 {
+        tasks
+            .iter()
+            .filter(|t| (t.class == Class::Inference) == inf)
+            .map(|t| f(t) * t.work_ms as f64)
+            .sum()
     };
-    let target = ((total as f64) * share).round().max(1.0) as u32;
-    let mut order: Vec<&TraceNode> = nodes.iter().collect();
-    order.sort_by(|a, b| a.gpus.cmp(&b.gpus).then(a.name.cmp(&b.name)));
-    let (mut inf, mut train) = (Vec::new(), Vec::new());
-    let mut got = 0;
-    for n in order {
-        if inf.is_empty() || got + n.gpus <= target {
-            got += n.gpus;
-            inf.push(n.clone());
+    let share = |f: &dyn Fn(&SimTask) -> f64| {
+        let (i, t) = (hours(true, f), hours(false, f));
+        if i + t > 0.0 {
+            i / (i + t)
         } else {
-            train.push(n.clone());
+            0.0
+        }
+    };
+    let target = [
+        share(&|t| t.gpus),
+        share(&|t| t.spec.resources.cpu_milli() as f64),
+        share(&|t| t.spec.resources.memory_mib() as f64),
+    ];
+    let totals = [
+        nodes.iter().map(|n| n.gpus as f64).sum::<f64>(),
+        nodes.iter().map(|n| n.cpu_milli as f64).sum::<f64>(),
+        nodes.iter().map(|n| n.memory_mib as f64).sum::<f64>(),
+    ];
+    let miss = |pick: &[&TraceNode]| -> f64 {
+        let got = [
+            pick.iter().map(|n| n.gpus as f64).sum::<f64>(),
+            pick.iter().map(|n| n.cpu_milli as f64).sum::<f64>(),
+            pick.iter().map(|n| n.memory_mib as f64).sum::<f64>(),
+        ];
+        (0..3)
+            .map(|d| {
+                let w = if d == 0 { 2.0 } else { 1.0 };
+                w * (got[d] / totals[d].max(1.0) - target[d]).abs()
+            })
+            .sum()
+    };
+    let n = nodes.len();
+    let inference: Vec<bool> = if n < 2 {
+        vec![false; n]
+    } else if n <= 20 {
+        let mut best = (f64::INFINITY, 0u32);
+        for mask in 1..(1u32 << n) - 1 {
+            let pick: Vec<&TraceNode> = (0..n)
+                .filter(|i| mask & (1 << i) != 0)
+                .map(|i| &nodes[i])
+                .collect();
+            let m = miss(&pick);
+            if m < best.0 - 1e-12 {
+                best = (m, mask);
+            }
+        }
+        (0..n).map(|i| best.1 & (1 << i) != 0).collect()
+    } else {
+        let want = (totals[0] * target[0]).round().max(1.0);
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| {
+            nodes[a]
+                .gpus
+                .cmp(&nodes[b].gpus)
+                .then(nodes[a].name.cmp(&nodes[b].name))
+        });
+        let mut pick = vec![false; n];
+        let mut got = 0.0;
+        for i in order {
+            if got == 0.0 || got + nodes[i].gpus as f64 <= want {
+                got += nodes[i].gpus as f64;
+                pick[i] = true;
+            }
+        }
+        pick
+    };
+    let (mut train, mut inf) = (Vec::new(), Vec::new());
+    for (node, is_inf) in nodes.iter().zip(inference) {
+        if is_inf {
+            inf.push(node.clone());
+        } else {
+            train.push(node.clone());
         }
     }
     (train, inf)
+}
+
+/// Whether `t` fits on `n` when the node is empty.
+pub fn fits_empty(t: &SimTask, n: &NodeInventory) -> bool {
+    let r = &t.spec.resources;
+    let gpu_ok = match &r.gpu {
+        None => true,
+        Some(g) => {
+            let models: Vec<String> = g
+                .model
+                .as_deref()
+                .map(|m| {
+                    m.split('|')
+                        .map(|a| a.trim().to_ascii_lowercase())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let usable = n
+                .gpus
+                .iter()
+                .filter(|x| {
+                    models.is_empty()
+                        || models
+                            .iter()
+                            .any(|m| x.model.to_ascii_lowercase().contains(m.as_str()))
+                })
+                .count() as u32;
+            usable >= g.count.max(1)
+        }
+    };
+    gpu_ok && r.cpu_milli() <= n.cpu_cores as u64 * 1000 && r.memory_mib() <= n.memory_total_mb
 }
 
 /// Tenant limits for a pool of `gpus` GPUs: guarantees 40/30/20/10% of it, each
