@@ -11,6 +11,8 @@ use caldera_actors::sim::{
 
 use super::CliError;
 
+mod dynamic;
+
 const DATA_DIR: &str = "../shared/data/alibaba-gpu-v2023";
 const NODES: &str = "../shared/data/alibaba-gpu-v2023/openb_node_list_gpu_node.csv";
 const TASKS: &str = "../shared/data/alibaba-gpu-v2023/openb_pod_list_default.csv";
@@ -52,10 +54,20 @@ pub struct SimArgs {
     /// Worker threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
+    /// Dynamic replay (arrivals and departures) through the scheduling core:
+    /// a static training/inference split against one shared pool.
+    #[arg(long)]
+    dynamic: bool,
+    #[command(flatten)]
+    dynamic_args: dynamic::DynamicArgs,
 }
 
 /// Run `caldera sim`.
 pub fn run(args: SimArgs) -> Result<(), CliError> {
+    if args.dynamic {
+        let a = &args;
+        return dynamic::run(&a.dynamic_args, &a.nodes, &a.tasks, &a.policy, &a.seeds, a.json);
+    }
     let policies = parse_policies(&args.policy, args.table)?;
     let seeds = parse_seeds(&args.seeds)?;
     if !(args.inflate > 0.0 && args.inflate <= 10.0) {
