@@ -2,7 +2,7 @@
 //! over real WebSockets, heartbeating every second) and 100,000 tasks; and
 //! one real node agent, idle and with workloads running.
 use super::start_latency::wait_connected;
-use super::stats::{loadavg, rss_kib, rss_line};
+use super::stats::{cpu_seconds, loadavg, rss_kib, rss_line};
 use super::submit::burst;
 use super::Setup;
 use crate::fake_node;
@@ -87,6 +87,7 @@ pub fn run(
     tasks: usize,
     threads: usize,
     concurrency: usize,
+    hold: Duration,
 ) -> Result<(), String> {
     let dir = setup.scratch("fleet");
     // Tasks placed on fake nodes are never started by them: keep them in
@@ -139,10 +140,19 @@ pub fn run(
         counters.late_rounds.load(Ordering::Relaxed),
         loadavg()
     );
-    let util = op.get("/v1/utilization");
-    let total = &util.data()["total"];
-    if !total.is_null() {
-        println!("fleet: utilization total {total}");
+    // Does the resident set keep growing while nothing but heartbeats arrive?
+    let held = Instant::now();
+    let mut cpu = cpu_seconds(pid).unwrap_or(0.0);
+    while held.elapsed() < hold {
+        std::thread::sleep(Duration::from_secs(5));
+        let now = cpu_seconds(pid).unwrap_or(0.0);
+        println!(
+            "fleet: +{:>3.0} s holding: RSS {}, server CPU {:.0}% of one core",
+            held.elapsed().as_secs_f64(),
+            rss_line(pid),
+            (now - cpu) / 5.0 * 100.0
+        );
+        cpu = now;
     }
     let (now, hwm) = rss_kib(pid).unwrap_or_default();
     let (now, hwm) = (now as f64 / 1024.0, hwm as f64 / 1024.0);

@@ -101,6 +101,19 @@ pub fn rss_line(pid: u32) -> String {
     }
 }
 
+/// CPU time `pid` has used so far (user + system), from `/proc/<pid>/stat`.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after ')'.
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf reads a constant; no memory is touched.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some(ticks as f64 / hz)
+}
+
 /// Bytes under `dir`, recursively (the data directory's size on disk).
 pub fn dir_bytes(dir: &std::path::Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -135,5 +148,6 @@ mod tests {
     fn reads_its_own_rss() {
         let (rss, hwm) = rss_kib(std::process::id()).expect("/proc/self/status");
         assert!(rss > 0 && hwm >= rss);
+        assert!(cpu_seconds(std::process::id()).is_some());
     }
 }

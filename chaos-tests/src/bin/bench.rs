@@ -26,7 +26,7 @@ const USAGE: &str =
   start-latency --tasks N (200) [--reservation]
   node-loss     --trials N (10)
   restart       --tasks N (100000) --restarts R (3) --concurrency C (32)
-  fleet         --nodes N (1000) --tasks N (100000) --threads T (4) --concurrency C (32)
+  fleet         --nodes N (1000) --tasks N (100000) --threads T (4) --concurrency C (32) --hold-s S (0)
   agent-memory  --workloads N (4)
 common: --bin PATH --dir PATH --env KEY=VALUE --deadline-s N --keep";
 
@@ -164,8 +164,9 @@ fn run(cmd: &str, mut f: Flags) -> Result<(), String> {
             let tasks = f.number("--tasks", 100_000)?;
             let threads = f.number("--threads", 4)?;
             let concurrency = f.number("--concurrency", 32)?;
+            let hold = Duration::from_secs(f.number("--hold-s", 0)? as u64);
             f.done()?;
-            bench::fleet::run(&s, nodes, tasks, threads, concurrency)
+            bench::fleet::run(&s, nodes, tasks, threads, concurrency, hold)
         }
         "agent-memory" => {
             let workloads = f.number("--workloads", 4)?;
