@@ -68,8 +68,22 @@ impl FlushGate {
                 self.kick.notified().await;
                 continue;
             }
-            match self.store.flush_async().await {
+            let flushed = match self.store.flush_async().await {
                 Ok(_) => {
+                    // sled's flush is sync_file_range; fdatasync makes the group
+                    // durable against power loss too, once per group, off the executor.
+                    let store = self.store.clone();
+                    match tokio::task::spawn_blocking(move || store.sync_log()).await {
+                        Ok(r) => r,
+                        Err(e) => Err(caldera_storage::StorageError::Config(format!(
+                            "sync task failed: {e}"
+                        ))),
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            match flushed {
+                Ok(()) => {
                     self.flushed.send_replace(target);
                 }
                 Err(e) => {
