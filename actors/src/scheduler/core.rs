@@ -595,6 +595,17 @@ impl Core {
         let Some(w) = self.waiting.get(id).cloned() else {
             return false;
         };
+        // Cheap gate before the search: is there any possible victim at all?
+        let prio = w.task.spec.priority.0;
+        let tenant = w.task.tenant.as_str();
+        let any_victim = self.ledger.all().any(|e| {
+            !e.preempting
+                && (e.allocation.priority < prio
+                    || (within_guarantee && e.allocation.borrowed && e.allocation.tenant != tenant))
+        });
+        if !any_victim {
+            return false;
+        }
         let Some((node, victims)) = preempt::choose_victims(
             self,
             &w.demand,

@@ -21,8 +21,19 @@ pub fn choose_victims(
     now_ms: u64,
 ) -> Option<(String, Vec<String>)> {
     let mut best: Option<(Cost, String, Vec<String>)> = None;
-    let mut nodes: Vec<String> = core.healthy.iter().cloned().collect();
+    // Only nodes holding an allowed victim are searched, in name order.
+    let mut nodes: Vec<String> = core
+        .ledger
+        .all()
+        .filter(|e| !e.preempting && core.healthy.contains(&e.allocation.node))
+        .filter(|e| {
+            e.allocation.priority < priority
+                || (within_guarantee && e.allocation.borrowed && e.allocation.tenant != tenant)
+        })
+        .map(|e| e.allocation.node.clone())
+        .collect();
     nodes.sort();
+    nodes.dedup();
     for node in nodes {
         let Some(inv) = core.inventories.get(&node).cloned() else {
             continue;
