@@ -49,6 +49,51 @@ impl TaskActor {
         }
     }
 
+    /// Whether `allocation_id` is this task's current allocation (news of an
+    /// older attempt is ignored).
+    fn holds(&self, allocation_id: &str) -> bool {
+        self.rec
+            .allocation
+            .as_ref()
+            .is_some_and(|a| a.allocation_id == allocation_id)
+    }
+
+    /// Asks the node to stop the workload (SIGTERM, grace, SIGKILL) and arms a
+    /// deadline: if no exit is reported by then, the stop's outcome happens anyway.
+    fn begin_stop(&mut self, ctx: &mut Context<Self>, why: Stopping, reason: &str) {
+        self.stopping = Some(why);
+        self.stop_workload(reason);
+        let alloc = self
+            .rec
+            .allocation
+            .as_ref()
+            .map(|a| a.allocation_id.clone())
+            .unwrap_or_default();
+        let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
+        ctx.run_later(wait, move |act, ctx| {
+            if act.holds(&alloc) {
+                act.stop_overdue(ctx);
+            }
+        });
+    }
+
+    /// A requested stop was never confirmed: carry out its outcome.
+    fn stop_overdue(&mut self, ctx: &mut Context<Self>) {
+        match self.stopping.take() {
+            Some(Stopping::Preempted { by, .. }) => {
+                self.requeue_preempted(ctx, &by, "stop not confirmed in time")
+            }
+            Some(Stopping::Reclaimed { reason }) => {
+                self.transition(
+                    TaskState::Released,
+                    Some(format!("{reason}; stop not confirmed in time")),
+                );
+                self.finish(ctx, "reclaimed");
+            }
+            None => {}
+        }
+    }
+
     /// Preempted -> Queued, keeping the checkpoint pointer for the next start.
     fn requeue_preempted(&mut self, ctx: &mut Context<Self>, by: &str, reason: &str) {
         let _ = ctx;
@@ -366,13 +411,7 @@ pub struct Workload {
 impl Handler<Workload> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Workload, ctx: &mut Context<Self>) {
-        if self
-            .rec
-            .allocation
-            .as_ref()
-            .map(|a| a.allocation_id.as_str())
-            != Some(m.allocation_id.as_str())
-        {
+        if !self.holds(&m.allocation_id) {
             return; // an older attempt's news
         }
         let releasing = self.rec.state == TaskState::Released;
@@ -507,14 +546,7 @@ pub struct Preempt {
 impl Handler<Preempt> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Preempt, ctx: &mut Context<Self>) {
-        if self
-            .rec
-            .allocation
-            .as_ref()
-            .map(|a| a.allocation_id.as_str())
-            != Some(m.allocation_id.as_str())
-            || self.stopping.is_some()
-        {
+        if !self.holds(&m.allocation_id) || self.stopping.is_some() {
             return;
         }
         let grace = self.sh.config.stop_grace_ms;
@@ -526,9 +558,8 @@ impl Handler<Preempt> for TaskActor {
         b.append_event(self.event(
             EventKind::CheckpointRequested,
             format!(
-                "checkpoint requested from {}: SIGTERM, then {} ms to save before SIGKILL",
-                self.id(),
-                grace
+                "checkpoint requested from {}: SIGTERM, then {grace} ms to save before SIGKILL",
+                self.id()
             ),
         ));
         self.sh.commit(b);
@@ -537,25 +568,14 @@ impl Handler<Preempt> for TaskActor {
             self.stop_workload("preempted before it ran");
             return self.requeue_preempted(ctx, &m.by, &m.reason);
         }
-        self.stopping = Some(Stopping::Preempted {
-            by: m.by.clone(),
-            reason: m.reason.clone(),
-        });
-        self.stop_workload(&format!("preempted by {}", m.by));
-        let alloc = m.allocation_id;
-        ctx.run_later(
-            Duration::from_millis(grace) + STOP_SLACK,
-            move |act, ctx| {
-                let same = act
-                    .rec
-                    .allocation
-                    .as_ref()
-                    .is_some_and(|a| a.allocation_id == alloc);
-                if same && matches!(act.stopping, Some(Stopping::Preempted { .. })) {
-                    act.stopping = None;
-                    act.requeue_preempted(ctx, &m.by, "stop not confirmed in time");
-                }
+        let reason = format!("preempted by {}", m.by);
+        self.begin_stop(
+            ctx,
+            Stopping::Preempted {
+                by: m.by,
+                reason: m.reason,
             },
+            &reason,
         );
     }
 }
@@ -571,12 +591,7 @@ pub struct Reclaim {
 impl Handler<Reclaim> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Reclaim, ctx: &mut Context<Self>) {
-        if self
-            .rec
-            .allocation
-            .as_ref()
-            .map(|a| a.allocation_id.as_str())
-            != Some(m.allocation_id.as_str())
+        if !self.holds(&m.allocation_id)
             || self.stopping.is_some()
             || self.rec.spec.idle_exempt
             || !self.rec.state.holds_allocation()
@@ -596,21 +611,13 @@ impl Handler<Reclaim> for TaskActor {
             EventKind::CheckpointRequested,
             format!("checkpoint requested from {}: {}", self.id(), m.reason),
         );
-        self.stopping = Some(Stopping::Reclaimed {
-            reason: m.reason.clone(),
-        });
-        self.stop_workload(&m.reason);
-        let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
-        ctx.run_later(wait, move |act, ctx| {
-            if matches!(act.stopping, Some(Stopping::Reclaimed { .. })) {
-                act.stopping = None;
-                act.transition(
-                    TaskState::Released,
-                    Some(format!("{}; stop not confirmed in time", m.reason)),
-                );
-                act.finish(ctx, "reclaimed");
-            }
-        });
+        self.begin_stop(
+            ctx,
+            Stopping::Reclaimed {
+                reason: m.reason.clone(),
+            },
+            &m.reason,
+        );
     }
 }
 

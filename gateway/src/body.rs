@@ -30,3 +30,13 @@ pub async fn read(mut payload: web::Payload, limit: usize) -> Result<web::BytesM
     }
     Ok(body)
 }
+
+/// The body of an operator-only request: 401/403 before anything is read.
+pub async fn read_as_operator(
+    req: &actix_web::HttpRequest,
+    st: &crate::state::AppState,
+    payload: web::Payload,
+) -> Result<web::BytesMut, HttpResponse> {
+    crate::auth::operator(req, st)?;
+    read(payload, st.max_body_bytes).await
+}

@@ -42,10 +42,7 @@ pub async fn create(
     st: web::Data<AppState>,
     payload: web::Payload,
 ) -> HttpResponse {
-    if let Err(r) = auth::operator(&req, &st) {
-        return r;
-    }
-    let body = match crate::body::read(payload, st.max_body_bytes).await {
+    let body = match crate::body::read_as_operator(&req, &st, payload).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -80,10 +77,7 @@ pub async fn set_quota(
     name: web::Path<String>,
     payload: web::Payload,
 ) -> HttpResponse {
-    if let Err(r) = auth::operator(&req, &st) {
-        return r;
-    }
-    let body = match crate::body::read(payload, st.max_body_bytes).await {
+    let body = match crate::body::read_as_operator(&req, &st, payload).await {
         Ok(b) => b,
         Err(r) => return r,
     };
