@@ -61,9 +61,16 @@ fn heartbeat_loop(addr: String, names: Vec<String>, c: Arc<FleetCounters>) {
     }
 }
 
-/// Connected and lost node counts from `GET /v1/nodes`.
+/// Connected and lost node counts from `GET /v1/nodes` (says so when the
+/// list did not come back, rather than reporting zero nodes).
 fn node_counts(api: &crate::http::Api) -> (usize, usize) {
     let r = api.get("/v1/nodes");
+    if r.status != 200 {
+        println!(
+            "fleet: GET /v1/nodes answered {} (0 = no answer): {}",
+            r.status, r.body
+        );
+    }
     let nodes = r.data()["nodes"].as_array().cloned().unwrap_or_default();
     let connected = nodes.iter().filter(|n| n["connected"] == true).count();
     let lost = nodes.iter().filter(|n| n["state"] == "lost").count();
