@@ -65,6 +65,11 @@ pub struct PoolOutcome {
     pub preemptor_gpus: f64,
     /// Preemptions whose victim held at least four times the GPUs its preemptor asked.
     pub oversized_victims: u64,
+    /// Pending decisions that were a task's last word in a pass and whose
+    /// estimated start was already in the past.
+    pub past_estimates: u64,
+    /// Pending decisions that were a task's last word in a pass.
+    pub pendings: u64,
     /// Tasks no node of the pool can hold even when empty.
     pub infeasible: Vec<String>,
     /// Outcomes by task id.
@@ -346,6 +351,22 @@ impl<'a> Sim<'a> {
             let decisions = self.core.cycle(t);
             self.out.cycle_time += started.elapsed();
             self.out.cycles += 1;
+            let mut last_word: HashMap<&str, Option<u64>> = HashMap::new();
+            for d in &decisions {
+                if let Decision::Pending {
+                    task_id,
+                    estimated_start_ms,
+                    ..
+                } = d
+                {
+                    last_word.insert(task_id, *estimated_start_ms);
+                }
+            }
+            self.out.pendings += last_word.len() as u64;
+            self.out.past_estimates += last_word
+                .values()
+                .filter(|e| e.is_some_and(|e| e < t))
+                .count() as u64;
             for d in decisions {
                 self.apply(d, t);
             }

@@ -61,6 +61,9 @@ pub struct ScenarioReport {
     pub preemptor_gpus: f64,
     /// Preemptions whose victim held at least 4x the GPUs its preemptor asked.
     pub oversized_victims: u64,
+    /// Pending decisions (a task's last word in a pass) / those with an estimated start already past.
+    pub pendings: u64,
+    pub past_estimates: u64,
     /// Started but not finished when the replay stopped.
     pub unfinished: usize,
     /// When the last task finished, seconds of trace time.
@@ -189,6 +192,8 @@ pub fn summarize(
         victim_gpus: pools.iter().map(|p| p.victim_gpus).sum(),
         preemptor_gpus: pools.iter().map(|p| p.preemptor_gpus).sum(),
         oversized_victims: pools.iter().map(|p| p.oversized_victims).sum(),
+        pendings: pools.iter().map(|p| p.pendings).sum(),
+        past_estimates: pools.iter().map(|p| p.past_estimates).sum(),
         unfinished: all
             .iter()
             .filter(|o| o.first_start_ms.is_some() && o.finished_ms.is_none())
@@ -293,7 +298,7 @@ impl DynamicReport {
                 ));
             }
             s.push_str(&format!(
-                "  {:<13} {} preempted tasks, victims held {:.1} GPUs for preemptors asking {:.1} ({} victims >= 4x their preemptor); never started {} ({} fit no node of their pool); {} unfinished; cut off: {}; over-allocations: {}\n",
+                "  {:<13} {} preempted tasks, victims held {:.1} GPUs for preemptors asking {:.1} ({} victims >= 4x their preemptor); never started {} ({} fit no node of their pool); {} unfinished; cut off: {}; over-allocations: {}; {} of {} pending decisions gave an estimated start already past\n",
                 r.scenario,
                 r.preempted_tasks,
                 r.victim_gpus,
@@ -303,7 +308,9 @@ impl DynamicReport {
                 r.infeasible,
                 r.unfinished,
                 r.cut_off,
-                r.violations.len()
+                r.violations.len(),
+                r.past_estimates,
+                r.pendings
             ));
         }
         if let [a, b] = &self.scenarios[..] {

@@ -257,96 +257,50 @@ pub fn sample_nodes(nodes: &[TraceNode], gpus: u32, seed: u64) -> Vec<TraceNode>
     out
 }
 
-/// The static split. The inference pool's target is the inference class's
-/// share of GPU-hours, CPU-hours and memory-hours of the replay; the pool is
-/// the set of nodes whose shares of the cluster's GPUs, CPU and memory best
-/// match those targets (sum of absolute differences, GPUs weighted double;
-/// every subset is tried up to 20 nodes, larger clusters fill greedily from
-/// the smallest nodes). Both pools get at least one node. Returns
+/// The static split. The inference pool's GPU target is the inference class's
+/// share of the replay's GPU-hours times the cluster's GPUs (at least one
+/// node). It takes nodes in order of most CPU cores per GPU, then most memory
+/// per GPU (inference pods ask 4-12 cores and 6-47 GiB for half a GPU, so
+/// CPU-poor nodes would starve them: this order favours the static split),
+/// each while it still fits the target; the training pool gets the rest
+/// (and so the 8-GPU nodes its multi-GPU tasks need). Returns
 /// `(training, inference)`.
 pub fn split_nodes(nodes: &[TraceNode], tasks: &[SimTask]) -> (Vec<TraceNode>, Vec<TraceNode>) {
-    let hours = |inf: bool, f: &dyn Fn(&SimTask) -> f64| -> f64 {
+    let gpu_hours = |c: Class| -> f64 {
         tasks
             .iter()
-            .filter(|t| (t.class == Class::Inference) == inf)
-            .map(|t| f(t) * t.work_ms as f64)
+            .filter(|t| t.class == c)
+            .map(|t| t.gpus * t.work_ms as f64)
             .sum()
     };
-    let share = |f: &dyn Fn(&SimTask) -> f64| {
-        let (i, t) = (hours(true, f), hours(false, f));
-        if i + t > 0.0 {
-            i / (i + t)
-        } else {
-            0.0
-        }
-    };
-    let target = [
-        share(&|t| t.gpus),
-        share(&|t| t.spec.resources.cpu_milli() as f64),
-        share(&|t| t.spec.resources.memory_mib() as f64),
-    ];
-    let totals = [
-        nodes.iter().map(|n| n.gpus as f64).sum::<f64>(),
-        nodes.iter().map(|n| n.cpu_milli as f64).sum::<f64>(),
-        nodes.iter().map(|n| n.memory_mib as f64).sum::<f64>(),
-    ];
-    let miss = |pick: &[&TraceNode]| -> f64 {
-        let got = [
-            pick.iter().map(|n| n.gpus as f64).sum::<f64>(),
-            pick.iter().map(|n| n.cpu_milli as f64).sum::<f64>(),
-            pick.iter().map(|n| n.memory_mib as f64).sum::<f64>(),
-        ];
-        (0..3)
-            .map(|d| {
-                let w = if d == 0 { 2.0 } else { 1.0 };
-                w * (got[d] / totals[d].max(1.0) - target[d]).abs()
-            })
-            .sum()
-    };
-    let n = nodes.len();
-    let inference: Vec<bool> = if n < 2 {
-        vec![false; n]
-    } else if n <= 20 {
-        let mut best = (f64::INFINITY, 0u32);
-        for mask in 1..(1u32 << n) - 1 {
-            let pick: Vec<&TraceNode> = (0..n)
-                .filter(|i| mask & (1 << i) != 0)
-                .map(|i| &nodes[i])
-                .collect();
-            let m = miss(&pick);
-            if m < best.0 - 1e-12 {
-                best = (m, mask);
-            }
-        }
-        (0..n).map(|i| best.1 & (1 << i) != 0).collect()
+    let (inf, train) = (gpu_hours(Class::Inference), gpu_hours(Class::Training));
+    let share = if inf + train > 0.0 {
+        inf / (inf + train)
     } else {
-        let want = (totals[0] * target[0]).round().max(1.0);
-        let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by(|&a, &b| {
-            nodes[a]
-                .gpus
-                .cmp(&nodes[b].gpus)
-                .then(nodes[a].name.cmp(&nodes[b].name))
-        });
-        let mut pick = vec![false; n];
-        let mut got = 0.0;
-        for i in order {
-            if got == 0.0 || got + nodes[i].gpus as f64 <= want {
-                got += nodes[i].gpus as f64;
-                pick[i] = true;
-            }
-        }
-        pick
+        0.0
     };
-    let (mut train, mut inf) = (Vec::new(), Vec::new());
-    for (node, is_inf) in nodes.iter().zip(inference) {
-        if is_inf {
-            inf.push(node.clone());
+    let total: u32 = nodes.iter().map(|n| n.gpus).sum();
+    let target = ((total as f64) * share).round().max(1.0) as u32;
+    let per_gpu = |x: u64, n: &TraceNode| x as f64 / n.gpus.max(1) as f64;
+    let mut order: Vec<&TraceNode> = nodes.iter().collect();
+    order.sort_by(|a, b| {
+        per_gpu(b.cpu_milli, b)
+            .total_cmp(&per_gpu(a.cpu_milli, a))
+            .then(per_gpu(b.memory_mib, b).total_cmp(&per_gpu(a.memory_mib, a)))
+            .then(a.name.cmp(&b.name))
+    });
+    let (mut training, mut inference) = (Vec::new(), Vec::new());
+    let mut got = 0;
+    for n in order {
+        let room = nodes.len() - inference.len() > 1;
+        if room && (inference.is_empty() || got + n.gpus <= target) {
+            got += n.gpus;
+            inference.push(n.clone());
         } else {
-            train.push(node.clone());
+            training.push(n.clone());
         }
     }
-    (train, inf)
+    (training, inference)
 }
 
 /// Whether `t` fits on `n` when the node is empty.
