@@ -9,16 +9,19 @@ use caldera_actors::scheduler::AllocatedByNode;
 use caldera_actors::views::NodeView;
 
 async fn views(st: &AppState, only: Option<&str>) -> Result<Vec<NodeView>, ActorError> {
-    let allocated = st.shared.scheduler.send(AllocatedByNode).await?;
-    let mut out = Vec::new();
     let mut nodes = st.shared.registry.nodes();
+    nodes.retain(|(name, _)| only.is_none_or(|o| o == name));
     nodes.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, addr) in nodes {
-        if only.is_some_and(|o| o != name) {
-            continue;
-        }
-        let (rec, connected, metrics) = addr.send(NodeSnapshot).await?;
-        let alloc = allocated.get(&name).cloned().unwrap_or_default();
+    // All snapshots are asked at once: a thousand nodes cost one round of
+    // mailbox turns, not a thousand in a row.
+    let snapshots = futures_util::future::join_all(nodes.iter().map(|(_, a)| a.send(NodeSnapshot)));
+    let (allocated, snapshots) =
+        futures_util::future::join(st.shared.scheduler.send(AllocatedByNode), snapshots).await;
+    let allocated = allocated?;
+    let mut out = Vec::with_capacity(nodes.len());
+    for ((name, _), snap) in nodes.iter().zip(snapshots) {
+        let (rec, connected, metrics) = snap?;
+        let alloc = allocated.get(name).cloned().unwrap_or_default();
         out.push(NodeView::build(&rec, connected, &metrics, &alloc));
     }
     Ok(out)
