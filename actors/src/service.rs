@@ -105,8 +105,9 @@ impl TaskActor {
 
     pub(crate) fn release_service(
         &mut self,
+        ctx: &mut Context<Self>,
         by: String,
-    ) -> ResponseActFuture<Self, Result<TaskRecord>> {
+    ) -> ResponseFuture<Result<TaskRecord>> {
         for id in self.replicas.keys() {
             if let Some(r) = self.sh.registry.task(id) {
                 r.do_send(Release {
@@ -119,20 +120,16 @@ impl TaskActor {
         } else {
             self.transition(TaskState::Released, Some(format!("released by {by}")))
         };
+        self.sh.registry.remove_task(self.id());
+        ctx.stop();
+        let rec = self.rec.clone();
         let gate = self.sh.gate.clone();
-        Box::pin(
-            async move {
-                if let Some(t) = t {
-                    gate.durable(t).await;
-                }
+        Box::pin(async move {
+            if let Some(t) = t {
+                gate.durable(t).await;
             }
-            .into_actor(self)
-            .map(|_, act, ctx| {
-                act.sh.registry.remove_task(act.id());
-                ctx.stop();
-                Ok(act.rec.clone())
-            }),
-        )
+            Ok(rec)
+        })
     }
 
     fn scale(&mut self, n: u32, why: &str) {

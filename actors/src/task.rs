@@ -472,12 +472,10 @@ pub struct Release {
 }
 
 impl Handler<Release> for TaskActor {
-    type Result = ResponseActFuture<Self, Result<TaskRecord>>;
+    type Result = ResponseFuture<Result<TaskRecord>>;
     fn handle(&mut self, m: Release, ctx: &mut Context<Self>) -> Self::Result {
-        // A terminal outcome stops the actor only after the answer is sent.
-        let mut stop_after = false;
         if self.is_service() {
-            return self.release_service(m.by);
+            return self.release_service(ctx, m.by);
         }
         let ticket = match self.rec.state {
             TaskState::Queued | TaskState::Preempted => {
@@ -489,7 +487,7 @@ impl Handler<Release> for TaskActor {
                     Some(format!("released by {} before it was placed", m.by)),
                 );
                 self.sh.registry.remove_task(self.id());
-                stop_after = true;
+                ctx.stop();
                 t
             }
             s if s.holds_allocation() => {
@@ -502,9 +500,7 @@ impl Handler<Release> for TaskActor {
                     .and_then(|a| self.sh.registry.node(&a.node));
                 self.stop_workload("released");
                 if reservation || connected_node.is_none() || s == TaskState::Scheduled {
-                    self.free("released");
-                    self.sh.registry.remove_task(self.id());
-                    stop_after = true;
+                    self.finish(ctx, "released");
                 } else {
                     let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
                     ctx.run_later(wait, |act, ctx| {
@@ -515,21 +511,17 @@ impl Handler<Release> for TaskActor {
             }
             _ => None,
         };
+        // The answer is the record as released, once durable. It does not
+        // depend on this actor living on: the workload may exit (and the actor
+        // stop) before the flush completes.
+        let rec = self.rec.clone();
         let gate = self.sh.gate.clone();
-        Box::pin(
-            async move {
-                if let Some(t) = ticket {
-                    gate.durable(t).await;
-                }
+        Box::pin(async move {
+            if let Some(t) = ticket {
+                gate.durable(t).await;
             }
-            .into_actor(self)
-            .map(move |_, act, ctx| {
-                if stop_after {
-                    ctx.stop();
-                }
-                Ok(act.rec.clone())
-            }),
-        )
+            Ok(rec)
+        })
     }
 }
 
