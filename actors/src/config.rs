@@ -24,6 +24,9 @@ pub struct ServerConfig {
     /// they can be declared lost, ms: longer than the agents' reconnect backoff
     /// cap (5 s), so a restart never looks like a fleet-wide node loss. Default 10000.
     pub boot_grace_ms: u64,
+    /// A task restarted after a preemption or node loss cannot be preempted
+    /// again before it has run this long, ms (stops eviction ping-pong). Default 60000.
+    pub preemption_min_runtime_ms: u64,
     /// A task stuck in Preparing this long fails, ms. Default 120000.
     pub preparing_timeout_ms: u64,
     /// Grace between SIGTERM and SIGKILL when stopping a workload, ms. Default 10000.
@@ -65,6 +68,7 @@ impl Default for ServerConfig {
             heartbeat_interval_ms: 1000,
             node_timeout_ms: 4000,
             boot_grace_ms: 10_000,
+            preemption_min_runtime_ms: 60_000,
             preparing_timeout_ms: 120_000,
             stop_grace_ms: 10_000,
             placement_policy: "caldera".into(),

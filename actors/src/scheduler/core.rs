@@ -34,6 +34,9 @@ pub struct CoreConfig {
     pub estimate_depth: usize,
     /// Recompute estimates at most this often, ms. Default 1000.
     pub estimate_every_ms: u64,
+    /// A task restarted after a preemption or node loss cannot be preempted
+    /// again until it has run this long, ms. Default 60000.
+    pub min_runtime_ms: u64,
 }
 
 impl Default for CoreConfig {
@@ -43,6 +46,7 @@ impl Default for CoreConfig {
             stop_grace_ms: 10_000,
             estimate_depth: 16,
             estimate_every_ms: 1000,
+            min_runtime_ms: 60_000,
         }
     }
 }
@@ -122,6 +126,8 @@ pub struct Core {
     head: Option<Reservation>,
     estimates: HashMap<String, Option<u64>>,
     last_estimate_ms: Option<u64>,
+    /// The time of the pass in progress.
+    now_ms: u64,
     pub config: CoreConfig,
 }
 
@@ -141,6 +147,7 @@ impl Core {
             head: None,
             estimates: HashMap::new(),
             last_estimate_ms: None,
+            now_ms: 0,
             config,
         }
     }
@@ -205,7 +212,13 @@ impl Core {
     }
 
     /// An allocation recorded before a restart.
-    pub fn restore(&mut self, allocation: Allocation, spec: &TaskSpec, checkpoint_ms: Option<u64>) {
+    pub fn restore(
+        &mut self,
+        allocation: Allocation,
+        spec: &TaskSpec,
+        checkpoint_ms: Option<u64>,
+        attempt: u32,
+    ) {
         let demand = self.demand_for(spec);
         let node = allocation.node.clone();
         let created = allocation.created_ms;
@@ -216,6 +229,7 @@ impl Core {
             checkpoint_ms: checkpoint_ms.unwrap_or(created),
             preempting: false,
             idle_exempt: spec.idle_exempt,
+            attempt,
         });
         self.refresh_node(&node);
     }
@@ -319,6 +333,7 @@ impl Core {
 
     /// One pass over the queue.
     pub fn cycle(&mut self, now_ms: u64) -> Vec<Decision> {
+        self.now_ms = now_ms;
         let full = std::mem::take(&mut self.room_grew);
         let ids = if full {
             self.arrivals.clear();
@@ -542,6 +557,9 @@ impl Core {
     }
 
     fn pending(&mut self, out: &mut Vec<Decision>, id: &str, reason: String, est: Option<u64>) {
+        // An estimate that has passed is stale (it is recomputed for the first
+        // tasks in line each second); better none than a time in the past.
+        let est = est.filter(|t| *t >= self.now_ms);
         let Some(w) = self.waiting.get_mut(id) else {
             return;
         };
@@ -679,6 +697,7 @@ impl Core {
             checkpoint_ms: now_ms,
             preempting: false,
             idle_exempt: w.task.spec.idle_exempt,
+            attempt: w.task.attempt,
         });
         self.refresh_node(&node);
         Some(allocation)

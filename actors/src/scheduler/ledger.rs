@@ -18,6 +18,8 @@ pub struct Entry {
     pub preempting: bool,
     /// Never reclaimed by the idle inspector.
     pub idle_exempt: bool,
+    /// The task's attempt this allocation belongs to (1 = first start).
+    pub attempt: u32,
 }
 
 impl Entry {

@@ -3,6 +3,8 @@
 //! the core's decisions: records each allocation durably before a task hears of
 //! it, tells victims to checkpoint and stop, tells waiting tasks why they wait.
 pub mod core;
+#[cfg(test)]
+mod core_tests;
 pub mod demand;
 pub mod estimate;
 pub mod idle;
@@ -64,6 +66,7 @@ impl Scheduler {
         let store = gate.store().clone();
         let core_config = CoreConfig {
             stop_grace_ms: config.stop_grace_ms,
+            min_runtime_ms: config.preemption_min_runtime_ms,
             ..CoreConfig::default()
         };
         let mut core = Core::new(policy, config.placement_seed, core_config);
@@ -82,7 +85,7 @@ impl Scheduler {
         for a in store.allocations() {
             let a = a?;
             match store.task(&a.task_id)? {
-                Some(task) => core.restore(a, &task.spec, task.checkpoint_ms),
+                Some(task) => core.restore(a, &task.spec, task.checkpoint_ms, task.attempts.max(1)),
                 None => {
                     tracing::warn!(allocation = %a.allocation_id, "allocation without task record; dropped from the ledger")
                 }
