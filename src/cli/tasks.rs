@@ -229,6 +229,25 @@ pub fn render_status(task: &Value) -> String {
     if get(task, "pending_reason").is_some() {
         summary.push(("pending", text(task, "pending_reason")));
     }
+    if get(task, "estimated_start").is_some() {
+        summary.push(("est. start", text(task, "estimated_start")));
+    }
+    if get(task, "replicas").is_some() {
+        summary.push(("replicas", text(task, "replicas")));
+    }
+    if get(task, "service").is_some() {
+        summary.push(("service", text(task, "service")));
+    }
+    if task
+        .get("preemptions")
+        .and_then(Value::as_u64)
+        .is_some_and(|n| n > 0)
+    {
+        summary.push(("preemptions", text(task, "preemptions")));
+    }
+    if get(task, "checkpoint").is_some() {
+        summary.push(("checkpoint", text(task, "checkpoint")));
+    }
     if get(task, "failure").is_some() {
         summary.push(("failure", text(task, "failure")));
     }
@@ -254,8 +273,13 @@ fn render_allocation(task: &Value) -> String {
     let Some(alloc) = get(task, "allocation") else {
         return "allocation: none\n".into();
     };
+    let borrowed = if alloc.get("borrowed").and_then(Value::as_bool) == Some(true) {
+        ", borrowed: preemptible"
+    } else {
+        ""
+    };
     let mut out = format!(
-        "allocation: {} on {} (epoch {})\n",
+        "allocation: {} on {} (epoch {}{borrowed})\n",
         text(alloc, "allocation_id"),
         text(alloc, "node"),
         text(alloc, "epoch")
