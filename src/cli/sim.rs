@@ -54,6 +54,10 @@ pub struct SimArgs {
     /// Worker threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
+    /// Score at most this many distinct node states per decision (Nomad-style
+    /// bounded search); the default searches the trace cluster exhaustively.
+    #[arg(long, default_value_t = caldera_actors::placement::placer::DEFAULT_SEARCH_LIMIT)]
+    search_limit: usize,
     /// Dynamic replay (arrivals and departures) through the scheduling core:
     /// a static training/inference split against one shared pool.
     #[arg(long)]
@@ -66,7 +70,14 @@ pub struct SimArgs {
 pub fn run(args: SimArgs) -> Result<(), CliError> {
     if args.dynamic {
         let a = &args;
-        return dynamic::run(&a.dynamic_args, &a.nodes, &a.tasks, &a.policy, &a.seeds, a.json);
+        return dynamic::run(
+            &a.dynamic_args,
+            &a.nodes,
+            &a.tasks,
+            &a.policy,
+            &a.seeds,
+            a.json,
+        );
     }
     let policies = parse_policies(&args.policy, args.table)?;
     let seeds = parse_seeds(&args.seeds)?;
@@ -86,6 +97,7 @@ pub fn run(args: SimArgs) -> Result<(), CliError> {
         seeds,
         inflate: args.inflate,
         threads,
+        search_limit: args.search_limit,
     };
     let started = Instant::now();
     if args.table {

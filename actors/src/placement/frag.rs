@@ -145,7 +145,7 @@ impl FragTable {
         cpu_free: u64,
         memory_free: u64,
     ) -> u64 {
-        let limit = |have: u64, need: u64| if need == 0 { u64::MAX } else { have / need };
+        let limit = |have: u64, need: u64| have.checked_div(need).unwrap_or(u64::MAX);
         let mut copies = limit(cpu_free, row.cpu);
         if self.check_memory {
             copies = copies.min(limit(memory_free, row.memory));

@@ -31,7 +31,7 @@ pub struct Placer {
     mix: WorkloadMix,
     rng: SplitMix64,
     search_limit: usize,
-    cache_for: (u64, u64, (u64, u64)),
+    cache_for: (u64, u64, (u64, u64), u64),
     frags: FxHashMap<u64, ClassFrag>,
     scores: FxHashMap<(u64, u32), Option<Scored>>,
     demand_ids: FxHashMap<Demand, u32>,
@@ -45,7 +45,7 @@ impl Placer {
             mix,
             rng: SplitMix64::new(seed),
             search_limit: DEFAULT_SEARCH_LIMIT,
-            cache_for: (0, 0, (0, 0)),
+            cache_for: (0, 0, (0, 0), 0),
             frags: FxHashMap::default(),
             scores: FxHashMap::default(),
             demand_ids: FxHashMap::default(),
@@ -106,7 +106,7 @@ impl Placer {
                 rejections.add(reason, members);
                 continue;
             }
-            let Some(score) = self.score_class(class, demand, did, norm) else {
+            let Some(score) = self.score_class(pool, class, demand, did, norm) else {
                 continue;
             };
             match best {
@@ -156,7 +156,14 @@ impl Placer {
     }
 
     /// Score of `class` for the demand (cached); `None` when it cannot host it.
-    fn score_class(&mut self, class: &Class, demand: &Demand, did: u32, norm: Norm) -> Option<f64> {
+    fn score_class(
+        &mut self,
+        pool: &Pool,
+        class: &Class,
+        demand: &Demand,
+        did: u32,
+        norm: Norm,
+    ) -> Option<f64> {
         if self.policy == PolicyName::Random {
             // Every feasible node scores the same; nothing worth caching.
             return Some(0.0);
@@ -172,7 +179,7 @@ impl Placer {
                 &*self
                     .frags
                     .entry(class.handle.key())
-                    .or_insert_with(|| class_frag(policy, mix, class)),
+                    .or_insert_with(|| class_frag(policy, mix, class, pool)),
             )
         } else {
             None
@@ -213,7 +220,12 @@ impl Placer {
     /// Drop caches that no longer apply (other pool, new mix, new largest node)
     /// or that grew too big.
     fn sync(&mut self, pool: &Pool) {
-        let key = (pool.instance_id(), self.mix.version(), pool.max_sizes());
+        let key = (
+            pool.instance_id(),
+            self.mix.version(),
+            pool.max_sizes(),
+            pool.gpu_count(),
+        );
         if key != self.cache_for || self.scores.len() > CACHE_CAP || self.frags.len() > CACHE_CAP {
             self.cache_for = key;
             self.frags.clear();
@@ -224,14 +236,27 @@ impl Placer {
 }
 
 /// Fragmentation data of a class under `policy`.
-fn class_frag(policy: PolicyName, mix: &WorkloadMix, class: &Class) -> ClassFrag {
+fn class_frag(policy: PolicyName, mix: &WorkloadMix, class: &Class, pool: &Pool) -> ClassFrag {
     let table = build_table(policy, mix, &class.state);
     let free = free_vector(&class.state);
     let before = table.frag(&free, class.state.cpu_free, class.state.memory_free);
+    let (cpu_per_gpu, memory_per_gpu) = score::caldera::per_gpu_needs(mix);
+    // Demand pinned to the node's model relative to that model's supply.
+    let model_pressure = class
+        .state
+        .gpus
+        .first()
+        .map(|g| {
+            score::caldera::model_pressure(mix, &g.model) / pool.model_share(&g.model).max(1e-3)
+        })
+        .unwrap_or(0.0);
     ClassFrag {
         table,
         free,
         before,
+        cpu_per_gpu,
+        memory_per_gpu,
+        model_pressure,
     }
 }
 

@@ -62,6 +62,7 @@ pub struct Pool {
     by_state: super::hash::FxHashMap<NodeState, u32>,
     max_cpu: u64,
     max_gpu_milli: u64,
+    gpus_by_model: std::collections::BTreeMap<String, u64>,
 }
 
 impl Pool {
@@ -78,6 +79,7 @@ impl Pool {
             by_state: Default::default(),
             max_cpu: 0,
             max_gpu_milli: 0,
+            gpus_by_model: Default::default(),
         }
     }
 
@@ -85,6 +87,20 @@ impl Pool {
     /// what scores normalise by (never below 1).
     pub fn max_sizes(&self) -> (u64, u64) {
         (self.max_cpu.max(1), self.max_gpu_milli.max(1))
+    }
+
+    /// Share of the pool's GPUs of `model` (0 when the pool has no GPUs).
+    pub fn model_share(&self, model: &str) -> f64 {
+        let total: u64 = self.gpus_by_model.values().sum();
+        match self.gpus_by_model.get(model) {
+            Some(&n) if total > 0 => n as f64 / total as f64,
+            _ => 0.0,
+        }
+    }
+
+    /// Number of GPUs per model (changes only when nodes are added or replaced).
+    pub fn gpu_count(&self) -> u64 {
+        self.gpus_by_model.values().sum()
     }
 
     /// Number of class slots (some may be empty); see [`Pool::class_at`].
@@ -122,6 +138,16 @@ impl Pool {
     pub fn upsert_node(&mut self, view: NodeView) -> NodeId {
         self.max_cpu = self.max_cpu.max(view.cpu_capacity_milli);
         self.max_gpu_milli = self.max_gpu_milli.max(view.gpus.len() as u64 * 1000);
+        if let Some(&id) = self.by_name.get(&view.name) {
+            for g in &self.nodes[id.0 as usize].view.gpus {
+                if let Some(n) = self.gpus_by_model.get_mut(&g.model) {
+                    *n = n.saturating_sub(1);
+                }
+            }
+        }
+        for g in &view.gpus {
+            *self.gpus_by_model.entry(g.model.clone()).or_insert(0) += 1;
+        }
         if let Some(&id) = self.by_name.get(&view.name) {
             self.nodes[id.0 as usize].view = view;
             self.reclass(id);

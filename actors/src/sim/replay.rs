@@ -100,6 +100,26 @@ pub fn replay(
     seed: u64,
     inflate: f64,
 ) -> SeedRun {
+    replay_bounded(
+        trace,
+        mix,
+        policy,
+        seed,
+        inflate,
+        crate::placement::placer::DEFAULT_SEARCH_LIMIT,
+    )
+}
+
+/// [`replay`] with the placer's search bounded to `search_limit` node classes
+/// per decision (to measure what Nomad-style bounded search costs in quality).
+pub fn replay_bounded(
+    trace: &Trace,
+    mix: &WorkloadMix,
+    policy: PolicyName,
+    seed: u64,
+    inflate: f64,
+    search_limit: usize,
+) -> SeedRun {
     let mut pool = Pool::new(GpuUnit::Milli);
     for n in &trace.nodes {
         pool.upsert_node(n.view());
@@ -111,7 +131,8 @@ pub fn replay(
         policy,
         mix.clone(),
         seed.wrapping_mul(0x9E37_79B9).wrapping_add(1),
-    );
+    )
+    .with_search_limit(search_limit);
     let (mut arrived, mut allocated, mut placed) = (0u64, 0u64, 0usize);
     let mut at_100 = None;
     let mut failed: BTreeMap<String, u32> = BTreeMap::new();

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::replay::{replay, SeedRun, Trace};
+use super::replay::{replay_bounded, SeedRun, Trace};
 use super::report::PolicyReport;
 use crate::placement::{PolicyName, WorkloadMix};
 
@@ -20,6 +20,9 @@ pub struct RunSpec {
     pub inflate: f64,
     /// Worker threads (at least 1).
     pub threads: usize,
+    /// Node classes scored per decision at most (default: exhaustive up to
+    /// [`crate::placement::placer::DEFAULT_SEARCH_LIMIT`]).
+    pub search_limit: usize,
 }
 
 /// Replay every policy x seed on every trace; one report per (trace, policy), in
@@ -44,12 +47,13 @@ pub fn run_policies(traces: &[Trace], spec: &RunSpec) -> Vec<PolicyReport> {
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&(t, p, s)) = jobs.get(k) else { break };
                 let started = Instant::now();
-                let run = replay(
+                let run = replay_bounded(
                     &traces[t],
                     &mixes[t],
                     spec.policies[p],
                     spec.seeds[s],
                     spec.inflate,
+                    spec.search_limit,
                 );
                 let secs = started.elapsed().as_secs_f64();
                 if let Ok(mut r) = results.lock() {
@@ -116,6 +120,7 @@ mod tests {
             seeds: vec![42, 43],
             inflate: 1.3,
             threads: 2,
+            search_limit: crate::placement::placer::DEFAULT_SEARCH_LIMIT,
         };
         let a = run_policies(std::slice::from_ref(&trace), &spec);
         let b = run_policies(std::slice::from_ref(&trace), &spec);

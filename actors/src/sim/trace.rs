@@ -266,7 +266,8 @@ pub fn load_tasks(path: &Path) -> Result<Vec<TraceTask>, TraceError> {
         csv.column("memory_mib")?,
         csv.column("num_gpu")?,
         csv.column("gpu_milli")?,
-        csv.column("gpu_spec")?,
+        // Some trace variants have no gpu_spec column: every task takes any model.
+        csv.column("gpu_spec").ok(),
     );
     csv.rows
         .iter()
@@ -287,7 +288,9 @@ pub fn load_tasks(path: &Path) -> Result<Vec<TraceTask>, TraceError> {
                     "a share of a GPU with num_gpu > 1",
                 ));
             }
-            let spec_raw = csv.field(row, spec, "gpu_spec").unwrap_or("");
+            let spec_raw = spec
+                .and_then(|c| csv.field(row, c, "gpu_spec").ok())
+                .unwrap_or("");
             Ok(TraceTask {
                 name: csv.field(row, name, "name")?.to_string(),
                 cpu_milli: csv.number(row, cpu, "cpu_milli")?,

@@ -34,6 +34,14 @@ pub struct Params {
     /// Measure capacity fragmentation (CPU/memory-limited copies) instead of
     /// FGD's one-copy test.
     pub capacity: bool,
+    /// Weight of stranding growth: idle GPUs whose typical CPU/memory share is
+    /// gone (see [`stranded`]).
+    pub strand_weight: f64,
+    /// Multiplier on the mix's CPU and memory per GPU used by [`stranded`].
+    pub strand_scale: f64,
+    /// Weight of the model-pressure term: GPUs taken on a model that
+    /// model-pinned requests need, per GPU taken.
+    pub model_weight: f64,
 }
 
 impl Default for Params {
@@ -43,6 +51,9 @@ impl Default for Params {
             check_memory: true,
             gpu_weighting: 0.0,
             capacity: true,
+            strand_weight: 3.0,
+            strand_scale: 1.0,
+            model_weight: 0.3,
         }
     }
 }
@@ -61,6 +72,22 @@ pub fn score(ctx: &ScoreCtx) -> Option<Scored> {
         if best.as_ref().is_none_or(|b| score > b.score) {
             best = Some(Scored { score, gpus: takes });
         }
+    }
+    if let (Some(frag), Some(b)) = (ctx.frag, best.as_mut()) {
+        let req = request_milli(ctx) as f64;
+        let idle = ctx.state.gpu_free_milli() as f64;
+        let (cpu, mem) = (ctx.state.cpu_free as f64, ctx.state.memory_free as f64);
+        let k = p.strand_scale;
+        let (c, m) = (frag.cpu_per_gpu * k, frag.memory_per_gpu * k);
+        let after = stranded(
+            idle - req,
+            cpu - ctx.demand.cpu_milli as f64,
+            mem - ctx.demand.memory_mib as f64,
+            c,
+            m,
+        );
+        b.score -= p.strand_weight * (after - stranded(idle, cpu, mem, c, m)) / 1000.0;
+        b.score -= p.model_weight * frag.model_pressure * req / 1000.0;
     }
     let n = ctx.norm;
     let cpu_left = ctx.state.cpu_free.saturating_sub(ctx.demand.cpu_milli) as f64 / n.max_cpu;
@@ -101,5 +128,64 @@ pub fn table(mix: &WorkloadMix, state: &NodeState) -> FragTable {
         table.with_capacity()
     } else {
         table
+    }
+}
+
+/// Idle GPU room (milli-GPUs) that the node's free CPU or memory cannot feed at
+/// the mix's typical CPU and memory per GPU. Example: 4 idle GPUs (4000), 24
+/// cores free, 12 cores per GPU typical: CPU feeds 2 GPUs -> 2000 stranded.
+pub fn stranded(
+    idle: f64,
+    cpu_free: f64,
+    memory_free: f64,
+    cpu_per_gpu: f64,
+    memory_per_gpu: f64,
+) -> f64 {
+    let fed = |free: f64, per_gpu: f64| {
+        if per_gpu > 0.0 {
+            free.max(0.0) * 1000.0 / per_gpu
+        } else {
+            f64::INFINITY
+        }
+    };
+    (idle - fed(cpu_free, cpu_per_gpu).min(fed(memory_free, memory_per_gpu))).max(0.0)
+}
+
+/// Mean CPU (milli-cores) and memory (MiB) per whole GPU over the mix's GPU shapes.
+pub fn per_gpu_needs(mix: &WorkloadMix) -> (f64, f64) {
+    let (mut gpu, mut cpu, mut mem) = (0.0, 0.0, 0.0);
+    for s in mix.shapes() {
+        let g = s.demand.gpu.total_milli(1000) as f64 / 1000.0;
+        if g > 0.0 {
+            gpu += s.freq * g;
+            cpu += s.freq * s.demand.cpu_milli as f64;
+            mem += s.freq * s.demand.memory_mib as f64;
+        }
+    }
+    if gpu > 0.0 {
+        (cpu / gpu, mem / gpu)
+    } else {
+        (0.0, 0.0)
+    }
+}
+
+/// Share of the mix's GPU demand pinned to `model`: each model-constrained GPU
+/// shape adds `freq * gpus / allowed models` to each model it allows, over the
+/// mix's total `freq * gpus`. Example: 10% of GPU demand asks for `T4` only and
+/// 4% for `V100M16|V100M32`: T4 0.10, V100M16 0.02, G2 0.
+pub fn model_pressure(mix: &WorkloadMix, model: &str) -> f64 {
+    let (mut pinned, mut total) = (0.0, 0.0);
+    for s in mix.shapes() {
+        let g = s.freq * s.demand.gpu.total_milli(1000) as f64 / 1000.0;
+        total += g;
+        let allowed = &s.demand.gpu_models;
+        if !allowed.is_empty() && allowed.iter().any(|m| m == model) {
+            pinned += g / allowed.len() as f64;
+        }
+    }
+    if total > 0.0 {
+        pinned / total
+    } else {
+        0.0
     }
 }

@@ -30,10 +30,12 @@ pub fn frag_growth(ctx: &ScoreCtx, takes: &[(usize, u64)]) -> f64 {
 /// fitting GPUs otherwise (one choice; empty for CPU-only).
 pub fn choices(ctx: &ScoreCtx) -> Vec<Vec<(usize, u64)>> {
     if ctx.demand.gpu.is_sharing() {
-        ctx.state
-            .gpus
-            .iter()
+        // GPUs in canonical order with equal (model, capacity, free) are
+        // interchangeable: score only the first of each run.
+        let gpus = &ctx.state.gpus;
+        gpus.iter()
             .enumerate()
+            .filter(|(p, g)| *p == 0 || gpus[p - 1] != **g)
             .filter_map(|(p, g)| fit::gpu_take(g, ctx.demand).map(|u| vec![(p, u)]))
             .collect()
     } else {

@@ -41,6 +41,13 @@ pub struct ClassFrag {
     pub free: Vec<u16>,
     /// Fragmentation of the state as it is.
     pub before: f64,
+    /// Mean CPU (milli-cores) the mix's GPU shapes ask per whole GPU.
+    pub cpu_per_gpu: f64,
+    /// Mean memory (MiB) the mix's GPU shapes ask per whole GPU.
+    pub memory_per_gpu: f64,
+    /// Share of the mix's GPU demand that is pinned to this node's GPU model
+    /// (split evenly over each shape's allowed models).
+    pub model_pressure: f64,
 }
 
 /// Everything a score plugin may look at.

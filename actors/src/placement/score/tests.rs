@@ -145,6 +145,9 @@ fn class_frag(state: &NodeState, shapes: &[(&Demand, f64)]) -> ClassFrag {
         table,
         free,
         before,
+        cpu_per_gpu: 0.0,
+        memory_per_gpu: 0.0,
+        model_pressure: 0.0,
     }
 }
 
@@ -185,6 +188,9 @@ fn caldera_breaks_fgd_ties_toward_the_fuller_node() {
             table,
             free,
             before,
+            cpu_per_gpu: 0.0,
+            memory_per_gpu: 0.0,
+            model_pressure: 0.0,
         }
     };
     let (fe, ff) = (mk(&empty), mk(&full));
