@@ -110,52 +110,65 @@ fn decide(placer: &mut Placer, pool: &mut Pool, d: &Demand) {
     }
 }
 
+/// p50, p99 (microseconds) and decisions/s over `n` decisions.
+fn measure(placer: &mut Placer, pool: &mut Pool, demands: &[Demand], n: usize) -> (f64, f64, f64) {
+    let mut lat: Vec<f64> = Vec::with_capacity(n);
+    for k in 0..n {
+        let d = &demands[(k * 7919) % demands.len()];
+        let t = Instant::now();
+        decide(placer, pool, d);
+        lat.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    lat.sort_by(f64::total_cmp);
+    let mean = lat.iter().sum::<f64>() / lat.len().max(1) as f64;
+    (lat[lat.len() / 2], lat[lat.len() * 99 / 100], 1e6 / mean)
+}
+
 fn bench(c: &mut Criterion) {
     let demands = trace_demands();
     let mix = WorkloadMix::from_demands(&demands, 0.95);
     let mut group = c.benchmark_group("caldera_decision");
-    group.sample_size(20);
+    group.sample_size(10);
     for n in [1_000usize, 10_000, 100_000] {
         let mut rng = SplitMix64::new(7);
         let started = Instant::now();
         let mut pool = cluster(n, &demands, &mut rng);
-        let build = started.elapsed();
-        let mut placer = Placer::new(PolicyName::Caldera, mix.clone(), 42);
-        // Warm the per-class caches once, as a running scheduler's would be.
-        for d in demands.iter().take(500) {
-            decide(&mut placer, &mut pool, d);
+        let build = started.elapsed().as_secs_f64();
+        // Exhaustive up to the default limit, and Nomad-style bounded search.
+        for limit in [
+            caldera_actors::placement::placer::DEFAULT_SEARCH_LIMIT,
+            BOUNDED,
+        ] {
+            let mut placer =
+                Placer::new(PolicyName::Caldera, mix.clone(), 42).with_search_limit(limit);
+            // Warm the per-class caches, as a running scheduler's would be.
+            for d in demands.iter().take(200) {
+                decide(&mut placer, &mut pool, d);
+            }
+            let (p50, p99, rate) = measure(&mut placer, &mut pool, &demands, 500);
+            println!(
+                "nodes {n:>6} (build {build:.1}s, {} classes) limit {limit:>5}: p50 {p50:8.1} us  p99 {p99:8.1} us  {rate:8.0} decisions/s",
+                pool.class_count()
+            );
+            group.throughput(Throughput::Elements(1));
+            let mut k = 0usize;
+            group.bench_with_input(BenchmarkId::new(format!("limit{limit}"), n), &n, |b, _| {
+                b.iter(|| {
+                    k += 1;
+                    decide(
+                        &mut placer,
+                        &mut pool,
+                        &demands[(k * 104_729) % demands.len()],
+                    );
+                })
+            });
         }
-        let mut lat: Vec<f64> = Vec::with_capacity(2000);
-        for k in 0..2000 {
-            let d = &demands[(k * 7919) % demands.len()];
-            let t = Instant::now();
-            decide(&mut placer, &mut pool, d);
-            lat.push(t.elapsed().as_secs_f64() * 1e6);
-        }
-        lat.sort_by(f64::total_cmp);
-        let (p50, p99) = (lat[lat.len() / 2], lat[lat.len() * 99 / 100]);
-        let mean = lat.iter().sum::<f64>() / lat.len() as f64;
-        println!(
-            "nodes {n:>6}: build {:.1}s, {} classes, p50 {p50:.1} us, p99 {p99:.1} us, {:.0} decisions/s",
-            build.as_secs_f64(),
-            pool.class_count(),
-            1e6 / mean
-        );
-        group.throughput(Throughput::Elements(1));
-        let mut k = 0usize;
-        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter(|| {
-                k += 1;
-                decide(
-                    &mut placer,
-                    &mut pool,
-                    &demands[(k * 104_729) % demands.len()],
-                );
-            })
-        });
     }
     group.finish();
 }
+
+/// Classes scored per decision in the bounded configuration.
+const BOUNDED: usize = 64;
 
 criterion_group!(benches, bench);
 criterion_main!(benches);
