@@ -44,20 +44,8 @@ impl Pod {
     }
 }
 
-/// One GPU node of `openb_node_list_gpu_node.csv`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TraceNode {
-    /// Node name.
-    pub name: String,
-    /// CPU, milli-cores.
-    pub cpu_milli: u64,
-    /// Memory, MiB.
-    pub memory_mib: u64,
-    /// Number of GPUs.
-    pub gpus: u32,
-    /// GPU model.
-    pub model: String,
-}
+/// The node list is the one the static replay reads: one loader, one type.
+pub use crate::sim::trace::TraceNode;
 
 struct Table {
     file: String,
@@ -160,33 +148,7 @@ pub fn load_pods(path: &Path) -> Result<Vec<Pod>, DynamicError> {
         .collect()
 }
 
-/// Loads a GPU node list.
+/// Loads a GPU node list with the static replay's loader.
 pub fn load_nodes(path: &Path) -> Result<Vec<TraceNode>, DynamicError> {
-    let t = Table::read(path)?;
-    let (sn, cpu, mem, gpu, model) = (
-        t.col("sn")?,
-        t.col("cpu_milli")?,
-        t.col("memory_mib")?,
-        t.col("gpu")?,
-        t.col("model")?,
-    );
-    t.rows
-        .iter()
-        .map(|row| {
-            let gpus = t.num(row, gpu)?;
-            if gpus > 64 {
-                return Err(DynamicError(format!(
-                    "{}:{}: {gpus} GPUs on one node",
-                    t.file, row.0
-                )));
-            }
-            Ok(TraceNode {
-                name: t.text(row, sn).to_string(),
-                cpu_milli: t.num(row, cpu)?,
-                memory_mib: t.num(row, mem)?,
-                gpus: gpus as u32,
-                model: t.text(row, model).to_string(),
-            })
-        })
-        .collect()
+    crate::sim::trace::load_nodes(path).map_err(|e| DynamicError(e.to_string()))
 }
