@@ -267,3 +267,52 @@ fn tenants_see_and_touch_only_their_own_tasks() {
     assert_eq!(r.status, 200);
     assert_eq!(r.data()["state"], "cancelled");
 }
+
+#[test]
+fn task_lists_page_with_a_cursor_and_filter_by_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    let api = cp.api(&cp.tenant("team-a"));
+    for id in ["p-1", "p-2", "p-3"] {
+        assert_eq!(
+            api.post("/v1/tasks", &task(id, r#"{"share":0.5}"#, "true"))
+                .status,
+            201
+        );
+    }
+    let page = api.get("/v1/tasks?limit=2");
+    let ids: Vec<&str> = page.data()["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["p-1", "p-2"]);
+    let cursor = page.data()["next_cursor"].as_str().unwrap().to_string();
+    let rest = api.get(&format!("/v1/tasks?limit=2&cursor={cursor}"));
+    let ids: Vec<&str> = rest.data()["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["p-3"]);
+    assert!(rest.data()["next_cursor"].is_null());
+    // No nodes: all queued.
+    assert_eq!(
+        api.get("/v1/tasks?state=queued").data()["tasks"]
+            .as_array()
+            .map(|t| t.len()),
+        Some(3)
+    );
+    assert_eq!(
+        api.get("/v1/tasks?state=running").data()["tasks"]
+            .as_array()
+            .map(|t| t.len()),
+        Some(0)
+    );
+    let bad = api.get("/v1/tasks?state=sleeping");
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.body["field"], "state");
+    assert_eq!(api.get("/v1/tasks?limit=0").body["field"], "limit");
+}
