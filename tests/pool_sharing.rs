@@ -538,3 +538,53 @@ fn a_per_model_quota_limits_gpus_of_that_model_only() {
     submit(&a, t("t4-1", "T4"));
     wait_for(&a, "t4-1", 20, "running", |v| v["state"] == "running");
 }
+
+#[test]
+fn a_service_replaces_a_replica_that_exits_with_backoff() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _a) = one_node(dir.path(), "1xA100-80GB", &[]);
+    let api = cp.api(&cp.tenant("team-a"));
+    let runs = dir.path().join("runs");
+    submit(
+        &api,
+        json!({"task_id": "flaky", "task_type": "inference", "priority": "high", "replicas": 1,
+            "resources": {"gpu": {"share": 0.25}, "cpu": {"cores": 1}},
+            "command": ["sh", "-c", format!("echo run >> {}; sleep 1; exit 1", runs.display())]}),
+    );
+    // First run, exit, replaced after 1 s, second run.
+    assert!(wait_until(
+        Duration::from_secs(20),
+        || std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count()
+            >= 2
+    ));
+    let events = api.get("/v1/events?task=flaky").data()["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        events.iter().any(|e| e["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("replica flaky.r0 ended (failed); replaced in 1s")),
+        "{events:#?}"
+    );
+    // Releasing the service ends the replacement loop.
+    assert_eq!(api.post("/v1/tasks/flaky/release", "").status, 200);
+    std::thread::sleep(Duration::from_secs(3));
+    let n = std::fs::read_to_string(&runs)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(
+        std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count(),
+        n,
+        "replicas still restart after release"
+    );
+}

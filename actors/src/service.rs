@@ -9,6 +9,7 @@ use crate::errors::{ActorError, Result};
 use crate::task::{Release, TaskActor};
 use actix::prelude::*;
 use caldera_spec::{Event, EventKind, TaskRecord, TaskState, TaskType};
+use std::time::Duration;
 
 impl TaskActor {
     /// A service parent (not a replica).
@@ -51,7 +52,9 @@ impl TaskActor {
                 self.replicas.entry(id).or_insert(TaskState::Queued);
                 continue;
             }
-            match self.sh.gate.store().task(&id) {
+            // A replica that ran before keeps counting its attempts, so the
+            // replacement's allocation id is new (agents ignore a repeated one).
+            let earlier_attempts = match self.sh.gate.store().task(&id) {
                 Ok(Some(r)) if !r.state.is_terminal() => {
                     self.replicas.insert(id, r.state);
                     continue;
@@ -60,13 +63,15 @@ impl TaskActor {
                     tracing::error!(replica = %id, error = %e, "cannot read replica record");
                     continue;
                 }
-                _ => {}
-            }
+                Ok(Some(r)) => r.attempts,
+                Ok(None) => 0,
+            };
             let mut spec = self.rec.spec.clone();
             spec.task_id = id.clone();
             spec.replicas = None;
             let mut rec = TaskRecord::new(spec, self.rec.tenant.clone(), now_ms(), self.rec.seq);
             rec.service = Some(self.id().to_string());
+            rec.attempts = earlier_attempts;
             let mut b = self.sh.batch();
             b.put_task(&rec);
             b.append_event(
@@ -163,15 +168,36 @@ pub struct ReplicaState {
 
 impl Handler<ReplicaState> for TaskActor {
     type Result = ();
-    fn handle(&mut self, m: ReplicaState, _: &mut Context<Self>) {
-        if self.replicas.contains_key(&m.replica) || !m.state.is_terminal() {
-            if m.state.is_terminal() {
-                self.replicas.remove(&m.replica);
-            } else {
-                self.replicas.insert(m.replica, m.state);
-            }
-            self.settle();
+    fn handle(&mut self, m: ReplicaState, ctx: &mut Context<Self>) {
+        let expected = self.replicas.contains_key(&m.replica);
+        if !expected && m.state.is_terminal() {
+            return; // released by a scale-in: not to be replaced
         }
+        if m.state.is_terminal() {
+            // A replica the service still wants ended on its own: replace it,
+            // backing off (1 s, 2 s, 4 s ... 60 s) so a crashing image does not spin.
+            self.replicas.remove(&m.replica);
+            let delay = Duration::from_secs((1u64 << self.replica_restarts.min(6)).min(60));
+            self.replica_restarts += 1;
+            self.persist(
+                EventKind::TaskTransition,
+                format!(
+                    "replica {} ended ({}); replaced in {}s",
+                    m.replica,
+                    m.state.as_str(),
+                    delay.as_secs()
+                ),
+            );
+            ctx.run_later(delay, |act, _| {
+                if !act.rec.state.is_terminal() {
+                    act.ensure_replicas();
+                    act.settle();
+                }
+            });
+        } else {
+            self.replicas.insert(m.replica, m.state);
+        }
+        self.settle();
     }
 }
 

@@ -27,6 +27,8 @@ pub struct TaskActor {
     stopping: Option<Stopping>,
     /// An inference service: the last known state of each replica.
     pub(crate) replicas: std::collections::BTreeMap<String, TaskState>,
+    /// An inference service: replicas replaced since one last ran (backoff).
+    pub(crate) replica_restarts: u32,
 }
 
 /// A stop the control plane asked for, and what follows the exit.
@@ -46,6 +48,7 @@ impl TaskActor {
             boot,
             stopping: None,
             replicas: Default::default(),
+            replica_restarts: 0,
         }
     }
 
