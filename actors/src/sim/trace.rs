@@ -257,52 +257,96 @@ pub fn load_nodes(path: &Path) -> Result<Vec<TraceNode>, TraceError> {
         .collect()
 }
 
+/// Column positions of a task list.
+struct TaskColumns {
+    name: usize,
+    cpu: usize,
+    mem: usize,
+    num: usize,
+    milli: usize,
+    /// Some trace variants have no gpu_spec column: every task takes any model.
+    spec: Option<usize>,
+}
+
+impl TaskColumns {
+    fn of(csv: &Csv) -> Result<TaskColumns, TraceError> {
+        Ok(TaskColumns {
+            name: csv.column("name")?,
+            cpu: csv.column("cpu_milli")?,
+            mem: csv.column("memory_mib")?,
+            num: csv.column("num_gpu")?,
+            milli: csv.column("gpu_milli")?,
+            spec: csv.column("gpu_spec").ok(),
+        })
+    }
+}
+
+/// One validated task row.
+fn task_row(
+    csv: &Csv,
+    c: &TaskColumns,
+    row: &(usize, Vec<String>),
+) -> Result<TraceTask, TraceError> {
+    let num_gpu = csv.number(row, c.num, "num_gpu")?;
+    if num_gpu > 64 {
+        return Err(csv.bad(row, "num_gpu", num_gpu, "more than 64 GPUs"));
+    }
+    let gpu_milli = csv.number(row, c.milli, "gpu_milli")?;
+    if gpu_milli > 1000 {
+        return Err(csv.bad(row, "gpu_milli", gpu_milli, "above 1000 (one whole GPU)"));
+    }
+    if num_gpu > 1 && gpu_milli > 0 && gpu_milli < 1000 {
+        return Err(csv.bad(
+            row,
+            "gpu_milli",
+            gpu_milli,
+            "a share of a GPU with num_gpu > 1",
+        ));
+    }
+    let spec_raw = c
+        .spec
+        .and_then(|col| csv.field(row, col, "gpu_spec").ok())
+        .unwrap_or("");
+    Ok(TraceTask {
+        name: csv.field(row, c.name, "name")?.to_string(),
+        cpu_milli: csv.number(row, c.cpu, "cpu_milli")?,
+        memory_mib: csv.number(row, c.mem, "memory_mib")?,
+        num_gpu: num_gpu as u32,
+        gpu_milli: gpu_milli as u32,
+        gpu_spec: spec_raw
+            .split('|')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect(),
+    })
+}
+
 /// Load a task list (`name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,...`).
 pub fn load_tasks(path: &Path) -> Result<Vec<TraceTask>, TraceError> {
     let csv = Csv::read(path)?;
-    let (name, cpu, mem, num, milli, spec) = (
-        csv.column("name")?,
-        csv.column("cpu_milli")?,
-        csv.column("memory_mib")?,
-        csv.column("num_gpu")?,
-        csv.column("gpu_milli")?,
-        // Some trace variants have no gpu_spec column: every task takes any model.
-        csv.column("gpu_spec").ok(),
-    );
+    let cols = TaskColumns::of(&csv)?;
+    csv.rows
+        .iter()
+        .map(|row| task_row(&csv, &cols, row))
+        .collect()
+}
+
+/// A task with its `creation_time` and `deletion_time` (seconds), in file order:
+/// what the dynamic replay needs on top of [`load_tasks`].
+pub fn load_timed_tasks(path: &Path) -> Result<Vec<(TraceTask, u64, u64)>, TraceError> {
+    let csv = Csv::read(path)?;
+    let cols = TaskColumns::of(&csv)?;
+    let (created, deleted) = (csv.column("creation_time")?, csv.column("deletion_time")?);
     csv.rows
         .iter()
         .map(|row| {
-            let num_gpu = csv.number(row, num, "num_gpu")?;
-            if num_gpu > 64 {
-                return Err(csv.bad(row, "num_gpu", num_gpu, "more than 64 GPUs"));
+            let task = task_row(&csv, &cols, row)?;
+            let creation = csv.number(row, created, "creation_time")?;
+            let deletion = csv.number(row, deleted, "deletion_time")?;
+            if deletion < creation {
+                return Err(csv.bad(row, "deletion_time", deletion, "before creation_time"));
             }
-            let gpu_milli = csv.number(row, milli, "gpu_milli")?;
-            if gpu_milli > 1000 {
-                return Err(csv.bad(row, "gpu_milli", gpu_milli, "above 1000 (one whole GPU)"));
-            }
-            if num_gpu > 1 && gpu_milli > 0 && gpu_milli < 1000 {
-                return Err(csv.bad(
-                    row,
-                    "gpu_milli",
-                    gpu_milli,
-                    "a share of a GPU with num_gpu > 1",
-                ));
-            }
-            let spec_raw = spec
-                .and_then(|c| csv.field(row, c, "gpu_spec").ok())
-                .unwrap_or("");
-            Ok(TraceTask {
-                name: csv.field(row, name, "name")?.to_string(),
-                cpu_milli: csv.number(row, cpu, "cpu_milli")?,
-                memory_mib: csv.number(row, mem, "memory_mib")?,
-                num_gpu: num_gpu as u32,
-                gpu_milli: gpu_milli as u32,
-                gpu_spec: spec_raw
-                    .split('|')
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .collect(),
-            })
+            Ok((task, creation, deletion))
         })
         .collect()
 }

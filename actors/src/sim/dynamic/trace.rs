@@ -47,105 +47,24 @@ impl Pod {
 /// The node list is the one the static replay reads: one loader, one type.
 pub use crate::sim::trace::TraceNode;
 
-struct Table {
-    file: String,
-    header: Vec<String>,
-    rows: Vec<(usize, Vec<String>)>,
-}
-
-impl Table {
-    fn read(path: &Path) -> Result<Table, DynamicError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| DynamicError(format!("{}: {e}", path.display())))?;
-        let mut lines = text.lines().enumerate();
-        let header = lines.next().map(|(_, l)| split(l)).unwrap_or_default();
-        let rows = lines
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(i, l)| (i + 1, split(l)))
-            .collect();
-        Ok(Table {
-            file: path.display().to_string(),
-            header,
-            rows,
-        })
-    }
-
-    fn col(&self, name: &str) -> Result<usize, DynamicError> {
-        self.header
-            .iter()
-            .position(|h| h == name)
-            .ok_or_else(|| DynamicError(format!("{}:1: missing column `{name}`", self.file)))
-    }
-
-    fn text<'a>(&self, row: &'a (usize, Vec<String>), col: usize) -> &'a str {
-        row.1.get(col).map(String::as_str).unwrap_or("")
-    }
-
-    fn num(&self, row: &(usize, Vec<String>), col: usize) -> Result<u64, DynamicError> {
-        let raw = self.text(row, col);
-        raw.parse::<u64>().map_err(|_| {
-            DynamicError(format!(
-                "{}:{}: column `{}`: not a non-negative integer (got `{raw}`)",
-                self.file, row.0, self.header[col]
-            ))
-        })
-    }
-}
-
-fn split(line: &str) -> Vec<String> {
-    line.split(',')
-        .map(|f| f.trim().trim_matches('"').to_string())
-        .collect()
-}
-
-/// Loads a pod list, keeping the order of the file.
+/// Loads a pod list, keeping the order of the file, with the static replay's
+/// CSV reader and row checks plus the two time columns.
 pub fn load_pods(path: &Path) -> Result<Vec<Pod>, DynamicError> {
-    let t = Table::read(path)?;
-    let cols = [
-        "name",
-        "cpu_milli",
-        "memory_mib",
-        "num_gpu",
-        "gpu_milli",
-        "gpu_spec",
-        "creation_time",
-        "deletion_time",
-    ]
-    .map(|c| t.col(c));
-    let [name, cpu, mem, num, milli, spec, created, deleted] = cols;
-    let (name, cpu, mem, num, milli, spec, created, deleted) =
-        (name?, cpu?, mem?, num?, milli?, spec?, created?, deleted?);
-    t.rows
-        .iter()
-        .map(|row| {
-            let num_gpu = t.num(row, num)?;
-            let gpu_milli = t.num(row, milli)?;
-            if num_gpu > 64 || gpu_milli > 1000 {
-                return Err(DynamicError(format!(
-                    "{}:{}: num_gpu {num_gpu} / gpu_milli {gpu_milli} out of range",
-                    t.file, row.0
-                )));
-            }
-            let creation_s = t.num(row, created)?;
-            let deletion_s = t.num(row, deleted)?;
-            if deletion_s < creation_s {
-                return Err(DynamicError(format!(
-                    "{}:{}: deletion_time {deletion_s} before creation_time {creation_s}",
-                    t.file, row.0
-                )));
-            }
-            Ok(Pod {
-                name: t.text(row, name).to_string(),
-                cpu_milli: t.num(row, cpu)?,
-                memory_mib: t.num(row, mem)?,
-                num_gpu: num_gpu as u32,
-                gpu_milli: gpu_milli as u32,
-                gpu_spec: t.text(row, spec).to_string(),
-                creation_s,
-                deletion_s,
-            })
+    let timed =
+        crate::sim::trace::load_timed_tasks(path).map_err(|e| DynamicError(e.to_string()))?;
+    Ok(timed
+        .into_iter()
+        .map(|(t, creation_s, deletion_s)| Pod {
+            name: t.name,
+            cpu_milli: t.cpu_milli,
+            memory_mib: t.memory_mib,
+            num_gpu: t.num_gpu,
+            gpu_milli: t.gpu_milli,
+            gpu_spec: t.gpu_spec.join("|"),
+            creation_s,
+            deletion_s,
         })
-        .collect()
+        .collect())
 }
 
 /// Loads a GPU node list with the static replay's loader.
