@@ -6,7 +6,6 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use caldera_actors::cluster::CreateTenant;
 use caldera_actors::errors::ActorError;
 use caldera_actors::tenant::{ChangeQuota, TenantSnapshot};
-use caldera_actors::tokens::Principal;
 use caldera_spec::{Quota, TenantRecord};
 use serde::Deserialize;
 
@@ -132,21 +131,29 @@ pub async fn list(req: HttpRequest, st: web::Data<AppState>) -> HttpResponse {
     envelope::ok(200, serde_json::json!({"tenants": out}))
 }
 
+/// The tenant `name` if the caller may see it (operator, or the tenant itself);
+/// otherwise the 401, or a 404 that does not say whether it exists.
+fn visible_tenant(
+    req: &HttpRequest,
+    st: &AppState,
+    name: &str,
+) -> Result<actix::Addr<caldera_actors::tenant::TenantActor>, HttpResponse> {
+    let p = auth::user(req, st)?;
+    match st.shared.registry.tenant(name) {
+        Some(t) if auth::may_see(&p, name) => Ok(t),
+        _ => Err(envelope::not_found("tenant", name)),
+    }
+}
+
 /// GET /v1/tenants/{name} (operator, or the tenant itself)
 pub async fn get(
     req: HttpRequest,
     st: web::Data<AppState>,
     name: web::Path<String>,
 ) -> HttpResponse {
-    let p = match auth::user(&req, &st) {
-        Ok(p) => p,
+    let t = match visible_tenant(&req, &st, &name) {
+        Ok(t) => t,
         Err(r) => return r,
-    };
-    if matches!(&p, Principal::Tenant(t) if t != name.as_str()) {
-        return envelope::not_found("tenant", &name);
-    }
-    let Some(t) = st.shared.registry.tenant(&name) else {
-        return envelope::not_found("tenant", &name);
     };
     match t.send(TenantSnapshot).await {
         Ok(rec) => envelope::ok(200, view(&rec)),
@@ -160,12 +167,8 @@ pub async fn usage(
     st: web::Data<AppState>,
     name: web::Path<String>,
 ) -> HttpResponse {
-    let p = match auth::user(&req, &st) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    if !crate::auth::may_see(&p, &name) || st.shared.registry.tenant(&name).is_none() {
-        return envelope::not_found("tenant", &name);
+    if let Err(r) = visible_tenant(&req, &st, &name) {
+        return r;
     }
     match st
         .shared
