@@ -158,22 +158,22 @@ fn backfill_starts_short_work_but_not_work_that_would_delay_the_head() {
     assert!(d.iter().any(|d| matches!(d, Decision::Pending { task_id, reason, .. } if task_id == "long" && reason.contains("waiting behind head"))));
 }
 
+/// A tenant guaranteed one GPU, with nothing to borrow.
+fn one_gpu_no_borrowing() -> TenantLimits {
+    let gpus = |n: f64| Quota {
+        gpus: Some(n),
+        ..Quota::default()
+    };
+    TenantLimits {
+        guaranteed: gpus(1.0),
+        borrowing_limit: gpus(0.0),
+    }
+}
+
 #[test]
 fn an_over_quota_estimate_is_when_the_tenants_own_work_ends_and_never_in_the_past() {
     let mut c = core_with(&[("a", 4)]);
-    c.set_limits(
-        "t",
-        TenantLimits {
-            guaranteed: Quota {
-                gpus: Some(1.0),
-                ..Quota::default()
-            },
-            borrowing_limit: Quota {
-                gpus: Some(0.0),
-                ..Quota::default()
-            },
-        },
-    );
+    c.set_limits("t", one_gpu_no_borrowing());
     submit(
         &mut c,
         "t",
@@ -189,19 +189,8 @@ fn an_over_quota_estimate_is_when_the_tenants_own_work_ends_and_never_in_the_pas
         "{d:#?}"
     );
     // Past the declared end (the task overran): no estimate rather than a past one.
-    c.set_limits(
-        "t",
-        TenantLimits {
-            guaranteed: Quota {
-                gpus: Some(1.0),
-                ..Quota::default()
-            },
-            borrowing_limit: Quota {
-                gpus: Some(0.0),
-                ..Quota::default()
-            },
-        },
-    );
+    // Setting the limits again forces a full pass over the queue.
+    c.set_limits("t", one_gpu_no_borrowing());
     let d = c.cycle(700_000);
     for x in &d {
         if let Decision::Pending {
