@@ -152,6 +152,42 @@ fn fake_control_plane() -> (
     (format!("http://{addr}"), conns, handle)
 }
 
+/// An agent running in this test's actix System until told to stop.
+struct RunningAgent {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    handle: actix_rt::task::JoinHandle<Result<(), caldera_node::AgentError>>,
+}
+
+impl RunningAgent {
+    fn spawn(config: AgentConfig) -> RunningAgent {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let handle = actix_rt::spawn(caldera_node::run_until(config, async {
+            let _ = stopped.await;
+        }));
+        RunningAgent {
+            stop: Some(stop),
+            handle,
+        }
+    }
+
+    /// Asks the agent to shut down (it stops its workloads first).
+    fn stop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+
+    /// Stops the agent if not yet asked, and waits until it has exited cleanly.
+    async fn join(mut self) {
+        self.stop();
+        tokio::time::timeout(Duration::from_secs(10), self.handle)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+}
+
 fn agent_config(url: &str, data_dir: &std::path::Path) -> AgentConfig {
     AgentConfig {
         join_url: url.to_string(),
@@ -214,13 +250,7 @@ async fn hello_welcome_start_heartbeat_reconnect_adopt_stop() {
     logs();
     let (url, mut conns, server) = fake_control_plane();
     let dir = tempfile::tempdir().unwrap();
-    let (stop_agent, stopped) = tokio::sync::oneshot::channel::<()>();
-    let agent = actix_rt::spawn(caldera_node::run_until(
-        agent_config(&url, dir.path()),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let mut agent = RunningAgent::spawn(agent_config(&url, dir.path()));
 
     // Session 1: hello -> welcome -> start -> events -> heartbeat with the workload.
     let mut c1 = next_conn(&mut conns).await;
@@ -341,12 +371,8 @@ async fn hello_welcome_start_heartbeat_reconnect_adopt_stop() {
             .contains("SHOULD")
     );
 
-    let _ = stop_agent.send(());
-    tokio::time::timeout(Duration::from_secs(10), agent)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    agent.stop();
+    agent.join().await;
     server.stop(false).await;
 }
 
@@ -359,12 +385,9 @@ async fn a_fenced_node_kills_what_it_no_longer_owns_and_shutdown_stops_workloads
     logs();
     let (url, mut conns, server) = fake_control_plane();
     let dir = tempfile::tempdir().unwrap();
-    let (stop_agent, stopped) = tokio::sync::oneshot::channel::<()>();
     let mut config = agent_config(&url, dir.path());
     config.node_name = "fake-node-2".into();
-    let agent = actix_rt::spawn(caldera_node::run_until(config, async {
-        let _ = stopped.await;
-    }));
+    let mut agent = RunningAgent::spawn(config);
     let mut c1 = next_conn(&mut conns).await;
     c1.hello().await;
     c1.send(welcome(1, &[], &[]));
@@ -392,7 +415,7 @@ async fn a_fenced_node_kills_what_it_no_longer_owns_and_shutdown_stops_workloads
     assert_eq!(exit.signal, Some(9));
 
     // SIGINT/SIGTERM path: stop everything, report, exit cleanly.
-    let _ = stop_agent.send(());
+    agent.stop();
     let (_, kind) = c2
         .event("kept", |k| matches!(k, WorkloadEventKind::Exited(_)))
         .await;
@@ -400,11 +423,7 @@ async fn a_fenced_node_kills_what_it_no_longer_owns_and_shutdown_stops_workloads
         unreachable!()
     };
     assert_eq!((exit.code, exit.stopped), (Some(0), true));
-    tokio::time::timeout(Duration::from_secs(10), agent)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    agent.join().await;
     server.stop(false).await;
 }
 
@@ -413,12 +432,9 @@ async fn a_refused_hello_is_retried() {
     logs();
     let (url, mut conns, server) = fake_control_plane();
     let dir = tempfile::tempdir().unwrap();
-    let (stop_agent, stopped) = tokio::sync::oneshot::channel::<()>();
     let mut config = agent_config(&url, dir.path());
     config.node_name = "fake-node-3".into();
-    let agent = actix_rt::spawn(caldera_node::run_until(config, async {
-        let _ = stopped.await;
-    }));
+    let mut agent = RunningAgent::spawn(config);
     let mut c1 = next_conn(&mut conns).await;
     c1.hello().await;
     c1.send(ServerMessage::Refused {
@@ -426,12 +442,8 @@ async fn a_refused_hello_is_retried() {
     });
     let mut c2 = next_conn(&mut conns).await;
     c2.hello().await;
-    let _ = stop_agent.send(());
-    tokio::time::timeout(Duration::from_secs(10), agent)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    agent.stop();
+    agent.join().await;
     server.stop(false).await;
 }
 
@@ -440,12 +452,9 @@ async fn a_hung_server_is_detected_by_ping_timeout() {
     logs();
     let (url, mut conns, server) = fake_control_plane();
     let dir = tempfile::tempdir().unwrap();
-    let (stop_agent, stopped) = tokio::sync::oneshot::channel::<()>();
     let mut config = agent_config(&url, dir.path());
     config.node_name = "fake-node-4".into();
-    let agent = actix_rt::spawn(caldera_node::run_until(config, async {
-        let _ = stopped.await;
-    }));
+    let mut agent = RunningAgent::spawn(config);
     let mut c1 = next_conn(&mut conns).await;
     c1.hello().await;
     c1.send(welcome(1, &[], &[]));
@@ -465,11 +474,7 @@ async fn a_hung_server_is_detected_by_ping_timeout() {
     let hello = c2.hello().await;
     assert_eq!(hello.workloads.len(), 1);
     assert!(hello.workloads[0].exit.is_none());
-    let _ = stop_agent.send(());
-    tokio::time::timeout(Duration::from_secs(10), agent)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    agent.stop();
+    agent.join().await;
     server.stop(false).await;
 }
