@@ -13,6 +13,16 @@ pub const NAME: &str = "BestFit";
 /// See the module comment. GPUs: best fit.
 pub fn score(ctx: &ScoreCtx) -> Option<Scored> {
     let gpus = fit::best_fit_gpus(ctx.state, ctx.demand)?;
+    Some(Scored {
+        score: (100.0 * closeness(ctx)).trunc(),
+        gpus,
+    })
+}
+
+/// How tightly the request fills the node, in [0, 1]: one minus the CPU and GPU
+/// left over, each normalised by the largest node, equally weighted. Shared with
+/// `caldera`, which uses it continuously as its fit term.
+pub fn closeness(ctx: &ScoreCtx) -> f64 {
     let n = ctx.norm;
     let cpu_left = ctx.state.cpu_free.saturating_sub(ctx.demand.cpu_milli) as f64 / n.max_cpu;
     let gpu_left = ctx
@@ -20,8 +30,5 @@ pub fn score(ctx: &ScoreCtx) -> Option<Scored> {
         .gpu_free_milli()
         .saturating_sub(request_milli(ctx)) as f64
         / n.max_gpu;
-    Some(Scored {
-        score: (100.0 * (1.0 - (0.5 * cpu_left + 0.5 * gpu_left))).trunc(),
-        gpus,
-    })
+    1.0 - (0.5 * cpu_left + 0.5 * gpu_left)
 }

@@ -89,14 +89,7 @@ pub fn score(ctx: &ScoreCtx) -> Option<Scored> {
         b.score -= p.strand_weight * (after - stranded(idle, cpu, mem, c, m)) / 1000.0;
         b.score -= p.model_weight * frag.model_pressure * req / 1000.0;
     }
-    let n = ctx.norm;
-    let cpu_left = ctx.state.cpu_free.saturating_sub(ctx.demand.cpu_milli) as f64 / n.max_cpu;
-    let gpu_left = ctx
-        .state
-        .gpu_free_milli()
-        .saturating_sub(request_milli(ctx)) as f64
-        / n.max_gpu;
-    let fit = 1.0 - (cpu_left + gpu_left) / 2.0;
+    let fit = super::bestfit::closeness(ctx);
     best.map(|b| Scored {
         score: b.score + p.fit_weight * fit,
         gpus: b.gpus,
