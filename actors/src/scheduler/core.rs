@@ -119,6 +119,8 @@ pub struct Core {
     pub(crate) ledger: Ledger,
     waiting: HashMap<String, Waiting>,
     pub(crate) inventories: HashMap<String, NodeInventory>,
+    /// Distinct GPU models of `inventories`, kept with them.
+    models: Vec<String>,
     pub(crate) healthy: HashSet<String>,
     limits: HashMap<String, TenantLimits>,
     room_grew: bool,
@@ -140,6 +142,7 @@ impl Core {
             ledger: Ledger::default(),
             waiting: HashMap::new(),
             inventories: HashMap::new(),
+            models: Vec::new(),
             healthy: HashSet::new(),
             limits: HashMap::new(),
             room_grew: true,
@@ -152,8 +155,15 @@ impl Core {
         }
     }
 
-    /// GPU models present in the pool.
-    pub fn known_models(&self) -> Vec<String> {
+    /// GPU models present in the pool (sorted, distinct).
+    pub fn known_models(&self) -> &[String] {
+        &self.models
+    }
+
+    /// Records `inv` and recomputes the model list: once per node change, not
+    /// once per submission.
+    fn remember(&mut self, name: &str, inv: NodeInventory) {
+        self.inventories.insert(name.to_string(), inv);
         let mut m: Vec<String> = self
             .inventories
             .values()
@@ -161,7 +171,7 @@ impl Core {
             .collect();
         m.sort();
         m.dedup();
-        m
+        self.models = m;
     }
 
     /// Largest GPU memory of any node, MiB (for the inference cap).
@@ -174,8 +184,7 @@ impl Core {
     }
 
     pub fn demand_for(&self, spec: &TaskSpec) -> Demand {
-        let models = self.known_models();
-        demand::demand_for(spec, models.iter().map(String::as_str))
+        demand::demand_for(spec, self.models.iter().map(String::as_str))
     }
 
     fn refresh_node(&mut self, name: &str) {
@@ -189,7 +198,7 @@ impl Core {
 
     /// A node joined (or rejoined) with this inventory.
     pub fn node_up(&mut self, name: &str, inv: NodeInventory) {
-        self.inventories.insert(name.to_string(), inv);
+        self.remember(name, inv);
         self.healthy.insert(name.to_string());
         self.refresh_node(name);
         self.room_grew = true;
@@ -203,7 +212,7 @@ impl Core {
 
     /// Remembers a node from storage without making it placeable.
     pub fn node_known(&mut self, name: &str, inv: NodeInventory) {
-        self.inventories.insert(name.to_string(), inv);
+        self.remember(name, inv);
     }
 
     pub fn set_limits(&mut self, tenant: &str, limits: TenantLimits) {
