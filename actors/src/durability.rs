@@ -47,6 +47,25 @@ impl FlushGate {
         Ok(Ticket(t))
     }
 
+    /// [`FlushGate::commit`] for changes whose failure is logged, not returned:
+    /// `None` tells the caller not to act on what was not recorded.
+    pub fn commit_logged(&self, batch: WriteBatch) -> Option<Ticket> {
+        match self.commit(batch) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::error!(error = %e, "could not record a change");
+                None
+            }
+        }
+    }
+
+    /// Records one event on its own.
+    pub fn record(&self, e: caldera_spec::Event) {
+        let mut b = self.store.batch();
+        b.append_event(e);
+        self.commit_logged(b);
+    }
+
     /// Resolves once the batch behind `ticket` has been flushed to disk.
     pub async fn durable(&self, ticket: Ticket) {
         let mut rx = self.flushed.subscribe();

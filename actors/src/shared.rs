@@ -29,19 +29,11 @@ impl Shared {
     /// Commits `b`; a storage failure is logged and reported as `None` (the
     /// caller does not act on a transition that was not recorded).
     pub fn commit(&self, b: WriteBatch) -> Option<Ticket> {
-        match self.gate.commit(b) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                tracing::error!(error = %e, "could not record a change");
-                None
-            }
-        }
+        self.gate.commit_logged(b)
     }
 
     /// Records one event on its own.
     pub fn record(&self, e: Event) {
-        let mut b = self.batch();
-        b.append_event(e);
-        self.commit(b);
+        self.gate.record(e)
     }
 }

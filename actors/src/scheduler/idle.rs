@@ -144,7 +144,7 @@ impl Scheduler {
                 self.idle.threshold_pct,
                 self.idle.grace_ms / 1000
             );
-            self.record(
+            self.gate.record(
                 Event::new(now, EventKind::IdleWarning, msg.clone())
                     .task(&a.task_id)
                     .tenant(&a.tenant)

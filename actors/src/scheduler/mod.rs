@@ -218,14 +218,6 @@ impl Scheduler {
             }
         }
     }
-
-    fn record(&self, e: Event) {
-        let mut b = self.gate.store().batch();
-        b.append_event(e);
-        if let Err(err) = self.gate.commit(b) {
-            tracing::error!(error = %err, "could not record an event");
-        }
-    }
 }
 
 fn grant_message(a: &Allocation) -> String {
