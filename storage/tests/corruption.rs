@@ -6,8 +6,22 @@ use caldera_storage::{EventFilter, StorageError};
 use common::{event, open, task};
 
 /// Writes raw bytes under `key` with sled directly, as a damaged disk might.
+/// Retries `f` while the directory is still locked by a handle being dropped
+/// (sled's background thread can hold the file lock a moment past `drop`).
+fn when_unlocked<T, E: std::fmt::Display>(mut f: impl FnMut() -> Result<T, E>) -> Result<T, E> {
+    for _ in 0..100 {
+        match f() {
+            Err(e) if e.to_string().contains("lock") => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            other => return other,
+        }
+    }
+    f()
+}
+
 fn poke(dir: &std::path::Path, key: &[u8], value: &[u8]) {
-    let db = sled::open(dir).unwrap();
+    let db = when_unlocked(|| sled::open(dir)).unwrap();
     db.insert(key, value).unwrap();
     db.flush().unwrap();
 }
@@ -99,7 +113,8 @@ fn an_unknown_format_version_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     drop(open(dir.path()));
     poke(dir.path(), b"s/format", b"99");
-    let err = caldera_storage::Store::open(dir.path(), &Default::default()).unwrap_err();
+    let err = when_unlocked(|| caldera_storage::Store::open(dir.path(), &Default::default()))
+        .unwrap_err();
     assert_eq!(err.code(), 50004);
     assert!(err.to_string().contains("99"), "{err}");
 }
