@@ -13,6 +13,9 @@ use super::CliError;
 
 mod dynamic;
 
+/// Lines of `--waste` output per policy.
+const WASTE_LINES: usize = 12;
+
 const DATA_DIR: &str = "../shared/data/alibaba-gpu-v2023";
 const NODES: &str = "../shared/data/alibaba-gpu-v2023/openb_node_list_gpu_node.csv";
 const TASKS: &str = "../shared/data/alibaba-gpu-v2023/openb_pod_list_default.csv";
@@ -42,6 +45,10 @@ pub struct SimArgs {
     /// Draw allocation % against arrived % per policy into this SVG file.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Also print where the unallocated GPUs are at the end, by what each GPU
+    /// holds (`idle`, or the shares of the sharing tasks on it), mean per seed.
+    #[arg(long)]
+    waste: bool,
     /// Run every trace of --data-dir with every policy, next to the published numbers.
     #[arg(long)]
     table: bool,
@@ -138,6 +145,9 @@ pub fn run(args: SimArgs) -> Result<(), CliError> {
         );
         for r in &reports {
             println!("{}", r.text());
+            if args.waste {
+                print!("{}", r.waste_text(WASTE_LINES));
+            }
         }
         println!("time taken: {:.1}s", started.elapsed().as_secs_f64());
     }

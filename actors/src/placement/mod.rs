@@ -10,6 +10,7 @@ pub mod filter;
 pub mod fit;
 pub mod frag;
 pub mod hash;
+pub mod holes;
 pub mod mix;
 pub mod placer;
 pub mod policy;

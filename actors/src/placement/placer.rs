@@ -5,10 +5,13 @@
 //! for a demand is cached: a class's state never changes (a changed node moves to
 //! another class), so the cache only misses on states created since the demand's
 //! shape was last placed. Ties are broken uniformly over nodes with the seeded RNG.
+use std::sync::Arc;
+
 use super::filter;
 use super::fit;
 use super::frag::{free_vector, FragTable};
 use super::hash::FxHashMap;
+use super::holes::HoleValues;
 use super::mix::WorkloadMix;
 use super::policy::PolicyName;
 use super::pool::{Class, Pool};
@@ -39,6 +42,7 @@ pub struct Placer {
     bounded_scores: usize,
     cache_for: (u64, u64, (u64, u64), u64),
     frags: FxHashMap<u64, ClassFrag>,
+    holes: HoleCache,
     scores: FxHashMap<(u64, u32), Option<Scored>>,
     demand_ids: FxHashMap<Demand, u32>,
 }
@@ -54,6 +58,7 @@ impl Placer {
             bounded_scores: DEFAULT_BOUNDED_SCORES,
             cache_for: (0, 0, (0, 0), 0),
             frags: FxHashMap::default(),
+            holes: HoleCache::default(),
             scores: FxHashMap::default(),
             demand_ids: FxHashMap::default(),
         }
@@ -184,11 +189,12 @@ impl Placer {
         let policy = self.policy;
         let frag = if policy.uses_fragmentation() {
             let mix = &self.mix;
+            let holes = &mut self.holes;
             Some(
                 &*self
                     .frags
                     .entry(class.handle.key())
-                    .or_insert_with(|| class_frag(policy, mix, class, pool)),
+                    .or_insert_with(|| class_frag(policy, mix, class, pool, holes)),
             )
         } else {
             None
@@ -238,6 +244,7 @@ impl Placer {
         if key != self.cache_for || self.scores.len() > CACHE_CAP || self.frags.len() > CACHE_CAP {
             self.cache_for = key;
             self.frags.clear();
+            self.holes.clear();
             self.scores.clear();
             self.demand_ids.clear();
         }
@@ -245,7 +252,13 @@ impl Placer {
 }
 
 /// Fragmentation data of a class under `policy`.
-fn class_frag(policy: PolicyName, mix: &WorkloadMix, class: &Class, pool: &Pool) -> ClassFrag {
+fn class_frag(
+    policy: PolicyName,
+    mix: &WorkloadMix,
+    class: &Class,
+    pool: &Pool,
+    holes: &mut HoleCache,
+) -> ClassFrag {
     let table = build_table(policy, mix, &class.state);
     let free = free_vector(&class.state);
     let before = table.frag(&free, class.state.cpu_free, class.state.memory_free);
@@ -266,6 +279,41 @@ fn class_frag(policy: PolicyName, mix: &WorkloadMix, class: &Class, pool: &Pool)
         cpu_per_gpu,
         memory_per_gpu,
         model_pressure,
+        holes: match policy {
+            PolicyName::Caldera => class
+                .state
+                .gpus
+                .iter()
+                .map(|g| holes.get(mix, &g.model, g.capacity))
+                .collect(),
+            _ => Vec::new(),
+        },
+    }
+}
+
+/// Hole values per GPU type (model, capacity) for the current mix: a few types
+/// per pool, each built once (about 0.1 ms) and shared by every class.
+#[derive(Debug, Default)]
+struct HoleCache {
+    types: Vec<(String, u64, Arc<HoleValues>)>,
+}
+
+impl HoleCache {
+    fn get(&mut self, mix: &WorkloadMix, model: &str, capacity: u64) -> Arc<HoleValues> {
+        if let Some((_, _, v)) = self
+            .types
+            .iter()
+            .find(|(m, c, _)| m == model && *c == capacity)
+        {
+            return v.clone();
+        }
+        let v = Arc::new(HoleValues::build(mix, model, capacity));
+        self.types.push((model.to_string(), capacity, v.clone()));
+        v
+    }
+
+    fn clear(&mut self) {
+        self.types.clear();
     }
 }
 

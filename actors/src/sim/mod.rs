@@ -7,6 +7,7 @@ pub mod replay;
 pub mod report;
 pub mod run;
 pub mod trace;
+pub mod waste;
 
 pub use replay::{replay, SeedRun, Trace};
 pub use report::{PolicyReport, Published};

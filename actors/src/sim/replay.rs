@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::trace::{TraceNode, TraceTask};
+use super::waste::{GpuContents, WasteLine};
 use crate::placement::rng::SplitMix64;
 use crate::placement::{GpuUnit, Placer, PolicyName, Pool, WorkloadMix};
 
@@ -57,6 +58,9 @@ pub struct SeedRun {
     /// (arrived %, allocated %) sampled every 1% of arrivals.
     #[serde(skip)]
     pub curve: Vec<(f64, f64)>,
+    /// Unallocated GPUs at the end, by what the GPU holds.
+    #[serde(skip)]
+    pub waste: Vec<WasteLine>,
 }
 
 /// Task order of one seed: the trace shuffled, then inflated to `inflate` x the
@@ -137,6 +141,7 @@ pub fn replay_bounded(
     let mut at_100 = None;
     let mut failed: BTreeMap<String, u32> = BTreeMap::new();
     let mut curve = vec![(0.0, 0.0)];
+    let mut contents = GpuContents::default();
     for &i in &order {
         let task = &trace.tasks[i];
         let demand = task.demand();
@@ -145,6 +150,7 @@ pub fn replay_bounded(
         match placer.place(&pool, &demand) {
             Ok(p) => match pool.commit(&demand, &p) {
                 Ok(()) => {
+                    contents.record(&p, request);
                     allocated += request;
                     placed += 1;
                 }
@@ -183,6 +189,7 @@ pub fn replay_bounded(
         placed,
         failed_by_reason: failed,
         curve,
+        waste: contents.summarise(&pool),
     }
 }
 

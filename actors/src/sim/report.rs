@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::replay::SeedRun;
 use super::trace::TraceError;
+use super::waste::{self, WasteLine};
 use crate::placement::PolicyName;
 
 /// One policy on one trace, averaged over seeds.
@@ -25,6 +26,8 @@ pub struct PolicyReport {
     pub unallocated_gpus_at_130: f64,
     /// Mean failed tasks per seed, by reason.
     pub failed_by_reason: BTreeMap<String, f64>,
+    /// Mean unallocated GPUs at the end by what the GPU holds, largest first.
+    pub unallocated_by_contents: Vec<WasteLine>,
     /// Replay time summed over seeds, seconds.
     pub seconds: f64,
     /// Every seed's outcome.
@@ -59,6 +62,9 @@ impl PolicyReport {
             alloc_pct_at_130: at_end,
             unallocated_gpus_at_130: (100.0 - at_end) * capacity_milli as f64 / 100_000.0,
             failed_by_reason: failed,
+            unallocated_by_contents: waste::mean(
+                &runs.iter().map(|r| r.waste.as_slice()).collect::<Vec<_>>(),
+            ),
             seconds,
             curve: mean_curve(&runs),
             per_seed: runs,
@@ -82,6 +88,31 @@ impl PolicyReport {
             self.seconds,
             self.per_seed.len()
         )
+    }
+}
+
+impl PolicyReport {
+    /// The `top` largest lines of [`PolicyReport::unallocated_by_contents`],
+    /// one per line, for `caldera sim --waste`.
+    pub fn waste_text(&self, top: usize) -> String {
+        let mut out = String::new();
+        for l in self.unallocated_by_contents.iter().take(top) {
+            let _ = writeln!(
+                out,
+                "  {:>7.1} GPUs unallocated on {:>6.1} GPUs holding {}",
+                l.unallocated_gpus, l.gpus, l.contents
+            );
+        }
+        let rest: f64 = self
+            .unallocated_by_contents
+            .iter()
+            .skip(top)
+            .map(|l| l.unallocated_gpus)
+            .sum();
+        if rest > 0.0 {
+            let _ = writeln!(out, "  {rest:>7.1} GPUs unallocated elsewhere");
+        }
+        out
     }
 }
 

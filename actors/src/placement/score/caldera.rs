@@ -1,21 +1,27 @@
 //! `caldera`: FGD's fragmentation measure, made continuous, memory-aware and
-//! packing-aware.
+//! packing-aware, plus the expected dead room of the hole a sharing task leaves.
 //!
-//! score = -growth / 1000 + w_fit * fit, where growth is the fragmentation growth
-//! (milli-GPUs, see [`crate::placement::frag`]) measured with CPU *and memory*
-//! starvation, and fit is the BestFit closeness (1 - (cpu_left/C + gpu_left/G)/2,
-//! continuous). Example (w_fit = 0.1): two 8-GPU nodes where the task grows
-//! fragmentation equally (growth 120 -> -0.12); one is left with 40 cores and 3
-//! GPUs free (fit = 1 - (40/128 + 3/8)/2 = 0.656), the other with 90 cores and 7
-//! GPUs (fit = 0.211): scores -0.054 and -0.099, so the fuller node wins instead
-//! of a coin flip.
+//! score = -w_frag * growth / 1000 - w_hole * hole_growth / 1000
+//!         - w_strand * stranding growth / 1000 - w_model * pressure * gpus + w_fit * fit
+//!
+//! where growth is the fragmentation growth (milli-GPUs, see
+//! [`crate::placement::frag`]) measured with CPU *and memory* starvation,
+//! hole_growth is how much the expected dead room of the GPU a sharing task
+//! takes grows (see [`crate::placement::holes`]), and fit is the BestFit
+//! closeness (1 - (cpu_left/C + gpu_left/G)/2, continuous). Example of the fit
+//! term (w_fit = 0.1): two 8-GPU nodes where the task grows fragmentation
+//! equally; one is left with 40 cores and 3 GPUs free (fit = 1 - (40/128 +
+//! 3/8)/2 = 0.656), the other with 90 cores and 7 GPUs (fit = 0.211): the fit
+//! terms differ by 0.045, so the fuller node wins instead of a coin flip.
 //!
 //! Why: FGD's integer sigmoid score ties often, and how ties are broken moves
 //! allocation by five points on the trace; a continuous score with a packing term
 //! keeps whole GPUs and the CPU next to them free for the tasks that need them.
+//! The hole term is what tells a 0.47 task to join another 0.47 (0.06 left)
+//! rather than a 0.32 (0.21 left, which almost nothing fits).
 use super::fgd::{choices, frag_growth};
 use super::{request_milli, ScoreCtx, Scored};
-use crate::placement::frag::FragTable;
+use crate::placement::frag::{free_after, FragTable};
 use crate::placement::mix::WorkloadMix;
 use crate::placement::state::NodeState;
 
@@ -25,6 +31,11 @@ pub const NAME: &str = "Caldera";
 /// Tunables of the caldera score.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Params {
+    /// Weight of fragmentation growth (FGD's measure, capacity-aware).
+    pub frag_weight: f64,
+    /// Weight of the growth of the expected dead room of the GPU a sharing
+    /// task takes (see [`crate::placement::holes`]).
+    pub hole_weight: f64,
     /// Weight of the packing (BestFit) term against fragmentation growth in GPUs.
     pub fit_weight: f64,
     /// Count a shape as starved when the node lacks its memory (not only CPU).
@@ -47,6 +58,8 @@ pub struct Params {
 impl Default for Params {
     fn default() -> Self {
         Params {
+            frag_weight: 0.3,
+            hole_weight: 8.0,
             fit_weight: 0.1,
             check_memory: true,
             gpu_weighting: 0.0,
@@ -68,7 +81,9 @@ pub fn score(ctx: &ScoreCtx) -> Option<Scored> {
     let p = params();
     let mut best: Option<Scored> = None;
     for takes in choices(ctx) {
-        let score = -frag_growth(ctx, &takes) / 1000.0;
+        let score = -(p.frag_weight * frag_growth(ctx, &takes)
+            + p.hole_weight * hole_growth(ctx, &takes))
+            / 1000.0;
         if best.as_ref().is_none_or(|b| score > b.score) {
             best = Some(Scored { score, gpus: takes });
         }
@@ -94,6 +109,24 @@ pub fn score(ctx: &ScoreCtx) -> Option<Scored> {
         score: b.score + p.fit_weight * fit,
         gpus: b.gpus,
     })
+}
+
+/// Growth of the expected dead room (milli-GPUs) of the GPU a sharing task
+/// takes; 0 for whole-GPU and CPU-only tasks (they leave no hole).
+pub fn hole_growth(ctx: &ScoreCtx, takes: &[(usize, u64)]) -> f64 {
+    let Some(frag) = ctx.frag else { return 0.0 };
+    if !ctx.demand.gpu.is_sharing() {
+        return 0.0;
+    }
+    let after = free_after(ctx.state, takes);
+    takes
+        .iter()
+        .filter_map(|&(p, _)| {
+            let holes = frag.holes.get(p)?;
+            let before = *frag.free.get(p)? as u64;
+            Some(holes.value(*after.get(p)? as u64) - holes.value(before))
+        })
+        .sum()
 }
 
 /// Caldera's fragmentation table: the typical mix, optionally GPU-weighted, with

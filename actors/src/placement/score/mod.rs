@@ -48,6 +48,9 @@ pub struct ClassFrag {
     /// Share of the mix's GPU demand that is pinned to this node's GPU model
     /// (split evenly over each shape's allowed models).
     pub model_pressure: f64,
+    /// Hole values of the GPU at each canonical position (caldera only; empty
+    /// for the other policies).
+    pub holes: Vec<std::sync::Arc<crate::placement::holes::HoleValues>>,
 }
 
 /// Everything a score plugin may look at.

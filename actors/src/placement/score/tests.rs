@@ -148,6 +148,7 @@ fn class_frag(state: &NodeState, shapes: &[(&Demand, f64)]) -> ClassFrag {
         cpu_per_gpu: 0.0,
         memory_per_gpu: 0.0,
         model_pressure: 0.0,
+        holes: Vec::new(),
     }
 }
 
@@ -191,6 +192,7 @@ fn caldera_breaks_fgd_ties_toward_the_fuller_node() {
             cpu_per_gpu: 0.0,
             memory_per_gpu: 0.0,
             model_pressure: 0.0,
+            holes: Vec::new(),
         }
     };
     let (fe, ff) = (mk(&empty), mk(&full));
@@ -230,5 +232,34 @@ fn random_scores_every_feasible_node_alike() {
     assert_eq!(
         random::score(&ctx(&a, &d, None)).map(|s| s.score),
         random::score(&ctx(&b, &d, None)).map(|s| s.score)
+    );
+}
+
+#[test]
+fn caldera_joins_the_hole_that_leaves_fillable_room() {
+    use crate::placement::holes::HoleValues;
+    use std::sync::Arc;
+    // Mix: 0.47 and 0.32 sharing tasks, half each (both always arrive).
+    let big = demand(GpuDemand::Share { milli: 470 }, 4);
+    let small = demand(GpuDemand::Share { milli: 320 }, 4);
+    let shapes = [(&big, 0.5), (&small, 0.5)];
+    // Two GPUs, one holding a 0.47 (530 free), one a 0.32 (680 free).
+    let state = node(&[530, 680], 96_000);
+    let mut frag = class_frag(&state, &shapes);
+    let holes = Arc::new(HoleValues::from_sizes(&[(470, 0.5), (320, 0.5)], 0.045));
+    frag.holes = vec![holes.clone(), holes];
+    let c = ctx(&state, &big, Some(&frag));
+    // Hole values: V(60) = 60 and V(210) = 210 (nothing fits); V(530) = V(60) =
+    // 60 (a 0.47 comes); V(360) = V(40) = 40, so V(680) = V(360) = 40.
+    // A 0.47 on GPU 0: V(60) - V(530) = 0. On GPU 1: V(210) - V(680) = 170.
+    assert_eq!(caldera::hole_growth(&c, &[(0, 470)]), 0.0);
+    assert_eq!(caldera::hole_growth(&c, &[(1, 470)]), 170.0);
+    let s = caldera::score(&c).expect("fits");
+    assert_eq!(s.gpus, vec![(0, 470)], "joins the other 0.47");
+    // Whole-GPU and CPU-only tasks leave no hole.
+    let one = demand(GpuDemand::Whole { count: 1 }, 4);
+    assert_eq!(
+        caldera::hole_growth(&ctx(&state, &one, Some(&frag)), &[]),
+        0.0
     );
 }
