@@ -209,6 +209,52 @@ mod tests {
     }
 
     #[test]
+    fn every_unallocated_gpu_is_on_a_waste_line() {
+        // 3 nodes x 4 GPUs, a mix of 0.81, 0.47, 0.32 and whole tasks.
+        let nodes = (0..3)
+            .map(|i| TraceNode {
+                name: format!("n{i}"),
+                cpu_milli: 32_000,
+                memory_mib: 65_536,
+                gpus: 4,
+                model: "G2".into(),
+            })
+            .collect();
+        let tasks = [(1, 810), (1, 470), (1, 320), (1, 1000), (2, 1000), (0, 0)]
+            .iter()
+            .map(|&(n, m)| TraceTask {
+                num_gpu: n,
+                gpu_milli: m,
+                ..task(n, m)
+            })
+            .collect();
+        let trace = Trace {
+            name: "t".into(),
+            nodes,
+            tasks,
+        };
+        let mix = trace.mix();
+        for policy in [PolicyName::Caldera, PolicyName::Fgd, PolicyName::Random] {
+            let run = replay(&trace, &mix, policy, 7, 1.3);
+            let lines: f64 = run.waste.iter().map(|l| l.unallocated_gpus).sum();
+            assert!(
+                (lines - run.unallocated_gpus_at_end).abs() < 1e-9,
+                "{policy}: lines {lines} vs {}",
+                run.unallocated_gpus_at_end
+            );
+            assert!(
+                run.unallocated_gpus_at_end > 0.0,
+                "{policy}: {:?}",
+                run.waste
+            );
+            // Same seed, same outcome.
+            let again = replay(&trace, &mix, policy, 7, 1.3);
+            assert_eq!(run.waste, again.waste);
+            assert_eq!(run.placed, again.placed);
+        }
+    }
+
+    #[test]
     fn inflation_stops_below_the_target() {
         let tasks = vec![task(1, 1000), task(1, 500), task(0, 0)];
         let order = workload(&tasks, 10_000, 1.3, 42);
