@@ -80,12 +80,24 @@ pub fn params() -> Params {
 pub fn score(ctx: &ScoreCtx) -> Option<Scored> {
     let p = params();
     let mut best: Option<Scored> = None;
+    // GPU choices that score the same, to within what rounding to milli-GPUs
+    // can move a score, go to the GPU left fullest, which keeps whole GPUs
+    // free. (A one-shape mix scores every GPU of a node alike; with MiB
+    // requests the free room rounds down and the need up, so the exact fit
+    // looks a milli-GPU worse than an idle GPU.)
+    let same = ROUNDING_MILLI * (p.frag_weight + p.hole_weight) / 1000.0;
+    let mut best_left = u64::MAX;
     for takes in choices(ctx) {
         let score = -(p.frag_weight * frag_growth(ctx, &takes)
             + p.hole_weight * hole_growth(ctx, &takes))
             / 1000.0;
-        if best.as_ref().is_none_or(|b| score > b.score) {
+        let left = room_left(ctx, &takes);
+        let better = best.as_ref().is_none_or(|b| {
+            score > b.score + same || (score >= b.score - same && left < best_left)
+        });
+        if better {
             best = Some(Scored { score, gpus: takes });
+            best_left = left;
         }
     }
     if let (Some(frag), Some(b)) = (ctx.frag, best.as_mut()) {
@@ -109,6 +121,19 @@ pub fn score(ctx: &ScoreCtx) -> Option<Scored> {
         score: b.score + p.fit_weight * fit,
         gpus: b.gpus,
     })
+}
+
+/// Milli-GPUs a score term can be off by from rounding MiB to milli-GPUs
+/// (free room down, needs up, per copy).
+const ROUNDING_MILLI: f64 = 2.0;
+
+/// Free room (milli-GPUs) left on the GPUs `takes` uses, after it.
+fn room_left(ctx: &ScoreCtx, takes: &[(usize, u64)]) -> u64 {
+    let after = free_after(ctx.state, takes);
+    takes
+        .iter()
+        .filter_map(|&(p, _)| after.get(p).map(|&f| f as u64))
+        .sum()
 }
 
 /// Growth of the expected dead room (milli-GPUs) of the GPU a sharing task

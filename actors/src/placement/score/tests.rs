@@ -263,3 +263,33 @@ fn caldera_joins_the_hole_that_leaves_fillable_room() {
         0.0
     );
 }
+
+#[test]
+fn caldera_puts_equal_choices_on_the_fullest_gpu() {
+    use crate::placement::holes::HoleValues;
+    use std::sync::Arc;
+    // A one-shape mix (0.44 of a GPU) scores a 0.56 hole and an idle GPU
+    // alike: capacity fragmentation is 1000 - 2 * 440 = 120 per idle GPU and
+    // 560 - 440 = 120 on the hole either way, and V(1000) = V(560) = V(120) =
+    // 120. The tie goes to the GPU left fullest: the hole (0.12 left), not an
+    // idle GPU (0.56 left), so whole GPUs stay free.
+    let share = demand(GpuDemand::Share { milli: 440 }, 1);
+    let state = node(&[1000, 560, 1000, 1000], 96_000);
+    let mut frag = class_frag(&state, &[(&share, 1.0)]);
+    frag.table = FragTable::build(&state, [(&share, 1.0)], true).with_capacity();
+    frag.before = frag
+        .table
+        .frag(&frag.free, state.cpu_free, state.memory_free);
+    let holes = Arc::new(HoleValues::from_sizes(&[(440, 1.0)], 0.045));
+    frag.holes = vec![holes; 4];
+    let c = ctx(&state, &share, Some(&frag));
+    // Canonical order puts the 560-free GPU first.
+    assert_eq!(state.gpus[0].free, 560);
+    assert_eq!(fgd::frag_growth(&c, &[(0, 440)]), 0.0);
+    assert_eq!(fgd::frag_growth(&c, &[(1, 440)]), 0.0);
+    assert_eq!(caldera::hole_growth(&c, &[(0, 440)]), 0.0);
+    assert_eq!(caldera::hole_growth(&c, &[(1, 440)]), 0.0);
+    let s = caldera::score(&c).expect("fits");
+    assert_eq!(s.gpus.len(), 1);
+    assert_eq!(state.gpus[s.gpus[0].0].free, 560, "{:?}", s.gpus);
+}
