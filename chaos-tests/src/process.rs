@@ -2,6 +2,7 @@
 use crate::http::Api;
 use crate::{JOIN_TOKEN, OPERATOR_TOKEN};
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -99,7 +100,8 @@ impl ControlPlane {
             cmd.env(k, v);
         }
         cmd.stdout(Stdio::piped())
-            .stderr(log.map(Stdio::from).unwrap_or(Stdio::null()));
+            .stderr(log.map(Stdio::from).unwrap_or(Stdio::null()))
+            .process_group(0);
         let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
@@ -217,10 +219,14 @@ impl Agent {
             .open(&self.log)
             .ok();
         let err = log.as_ref().and_then(|f| f.try_clone().ok());
+        // Its own process group: a SIGSTOPped agent in the test runner's group
+        // would make the kernel SIGHUP that whole group (cargo included) once
+        // the group is orphaned, e.g. when the tests run in a background job.
         let child = Command::new(&self.bin)
             .args(&self.args)
             .stdout(log.map(Stdio::from).unwrap_or(Stdio::null()))
             .stderr(err.map(Stdio::from).unwrap_or(Stdio::null()))
+            .process_group(0)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start agent: {e}"));
         self.child = Some(child);
