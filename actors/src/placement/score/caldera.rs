@@ -19,7 +19,7 @@
 //! keeps whole GPUs and the CPU next to them free for the tasks that need them.
 //! The hole term is what tells a 0.47 task to join another 0.47 (0.06 left)
 //! rather than a 0.32 (0.21 left, which almost nothing fits).
-use super::fgd::{choices, frag_growth};
+use super::fgd::{choices, frag_growth_to};
 use super::{request_milli, ScoreCtx, Scored};
 use crate::placement::frag::{free_after, FragTable};
 use crate::placement::mix::WorkloadMix;
@@ -88,10 +88,14 @@ pub fn score(ctx: &ScoreCtx) -> Option<Scored> {
     let same = ROUNDING_MILLI * (p.frag_weight + p.hole_weight) / 1000.0;
     let mut best_left = u64::MAX;
     for takes in choices(ctx) {
-        let score = -(p.frag_weight * frag_growth(ctx, &takes)
-            + p.hole_weight * hole_growth(ctx, &takes))
+        let after = free_after(ctx.state, &takes);
+        let score = -(p.frag_weight * frag_growth_to(ctx, &after)
+            + p.hole_weight * hole_growth_to(ctx, &takes, &after))
             / 1000.0;
-        let left = room_left(ctx, &takes);
+        let left: u64 = takes
+            .iter()
+            .filter_map(|&(p, _)| after.get(p).map(|&f| f as u64))
+            .sum();
         let better = best.as_ref().is_none_or(|b| {
             score > b.score + same || (score >= b.score - same && left < best_left)
         });
@@ -127,23 +131,18 @@ pub fn score(ctx: &ScoreCtx) -> Option<Scored> {
 /// (free room down, needs up, per copy).
 const ROUNDING_MILLI: f64 = 2.0;
 
-/// Free room (milli-GPUs) left on the GPUs `takes` uses, after it.
-fn room_left(ctx: &ScoreCtx, takes: &[(usize, u64)]) -> u64 {
-    let after = free_after(ctx.state, takes);
-    takes
-        .iter()
-        .filter_map(|&(p, _)| after.get(p).map(|&f| f as u64))
-        .sum()
-}
-
 /// Growth of the expected dead room (milli-GPUs) of the GPU a sharing task
 /// takes; 0 for whole-GPU and CPU-only tasks (they leave no hole).
 pub fn hole_growth(ctx: &ScoreCtx, takes: &[(usize, u64)]) -> f64 {
+    hole_growth_to(ctx, takes, &free_after(ctx.state, takes))
+}
+
+/// [`hole_growth`] with the free room after `takes` already known.
+fn hole_growth_to(ctx: &ScoreCtx, takes: &[(usize, u64)], after: &[u16]) -> f64 {
     let Some(frag) = ctx.frag else { return 0.0 };
     if !ctx.demand.gpu.is_sharing() {
         return 0.0;
     }
-    let after = free_after(ctx.state, takes);
     takes
         .iter()
         .filter_map(|&(p, _)| {

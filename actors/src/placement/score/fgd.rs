@@ -16,10 +16,16 @@ pub const NAME: &str = "FGD";
 
 /// Fragmentation growth (milli-GPUs, positive = worse) if `takes` were placed.
 pub fn frag_growth(ctx: &ScoreCtx, takes: &[(usize, u64)]) -> f64 {
+    frag_growth_to(ctx, &free_after(ctx.state, takes))
+}
+
+/// Fragmentation growth (milli-GPUs) if the node's GPUs were left with `free`
+/// (per canonical position, see [`free_after`]) and the demand's CPU and
+/// memory taken.
+pub fn frag_growth_to(ctx: &ScoreCtx, free: &[u16]) -> f64 {
     let Some(frag) = ctx.frag else { return 0.0 };
-    let free = free_after(ctx.state, takes);
     let after = frag.table.frag(
-        &free,
+        free,
         ctx.state.cpu_free.saturating_sub(ctx.demand.cpu_milli),
         ctx.state.memory_free.saturating_sub(ctx.demand.memory_mib),
     );
