@@ -1,7 +1,7 @@
 //! Faults against real processes: kill -9 a node agent, kill -9 the control
 //! plane, pause an agent past its lease. Every acknowledged task survives, and
 //! no task ever runs twice.
-use caldera_chaos_tests::{wait_until, Agent, Api, ControlPlane};
+use caldera_chaos_tests::{history_states, wait_until, Agent, Api, ControlPlane};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -22,18 +22,8 @@ fn counted(id: &str, starts: &Path, secs: u32) -> String {
     .to_string()
 }
 
-fn view(api: &Api, id: &str) -> Value {
-    api.get(&format!("/v1/tasks/{id}")).data().clone()
-}
-
 fn wait_running(api: &Api, id: &str, secs: u64) -> Value {
-    let mut v = Value::Null;
-    let ok = wait_until(Duration::from_secs(secs), || {
-        v = view(api, id);
-        v["state"] == "running"
-    });
-    assert!(ok, "{id} not running: {v:#}");
-    v
+    api.wait_task(id, secs, "running", |v| v["state"] == "running")
 }
 
 /// Whether the workload of `allocation` (its pid recorded by [`counted`]) still runs.
@@ -89,17 +79,12 @@ fn killing_an_agent_requeues_its_task_onto_the_other_node() {
 
     let mut v = Value::Null;
     let moved = wait_until(Duration::from_secs(20), || {
-        v = view(&api, "long-1");
+        v = api.task("long-1");
         v["state"] == "running" && v["allocation"]["node"].as_str() != Some(node.as_str())
     });
     assert!(moved, "task did not move off {node}: {v:#}");
     assert_eq!(v["attempts"], 2);
-    let history: Vec<&str> = v["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["state"].as_str().unwrap_or(""))
-        .collect();
+    let history = history_states(&v);
     assert!(
         history.windows(2).any(|w| w == ["running", "queued"]),
         "{history:?}"
@@ -142,15 +127,15 @@ fn restarting_the_control_plane_loses_nothing_and_starts_nothing_twice() {
     assert_eq!(api.post("/v1/tasks", queued).status, 201);
     let done = r#"{"task_id":"done","task_type":"training","resources":{"cpu":{"cores":1}},"command":["true"]}"#;
     assert_eq!(api.post("/v1/tasks", done).status, 201);
-    assert!(wait_until(Duration::from_secs(20), || view(&api, "done")
+    assert!(wait_until(Duration::from_secs(20), || api.task("done")
         ["state"]
         == "finished"));
 
     cp.restart();
     let api = cp.api(&token);
     // Every acknowledged task is still there, in the same state.
-    assert_eq!(view(&api, "waits")["state"], "queued");
-    assert_eq!(view(&api, "done")["state"], "finished");
+    assert_eq!(api.task("waits")["state"], "queued");
+    assert_eq!(api.task("done")["state"], "finished");
     // The agents reconnect and the running workload is adopted, not restarted.
     let op = cp.operator();
     assert!(wait_until(Duration::from_secs(20), || {
@@ -159,7 +144,7 @@ fn restarting_the_control_plane_loses_nothing_and_starts_nothing_twice() {
             .is_some_and(|n| n.iter().filter(|n| n["connected"] == true).count() == 2)
     }));
     std::thread::sleep(Duration::from_secs(3)); // past the node timeout: nothing may be declared lost
-    let after = view(&api, "keep-running");
+    let after = api.task("keep-running");
     assert_eq!(after["state"], "running", "{after:#}");
     assert_eq!(
         after["allocation"]["allocation_id"],
@@ -195,7 +180,7 @@ fn a_paused_agent_is_fenced_and_kills_what_it_no_longer_owns() {
     let mut v = Value::Null;
     assert!(
         wait_until(Duration::from_secs(20), || {
-            v = view(&api, "fenced");
+            v = api.task("fenced");
             v["state"] == "running" && v["allocation"]["node"].as_str() != Some(node.as_str())
         }),
         "{v:#}"
@@ -222,7 +207,7 @@ fn a_paused_agent_is_fenced_and_kills_what_it_no_longer_owns() {
         wait_until(Duration::from_secs(10), || !alive(&starts, &old_alloc)),
         "old workload {old_alloc} still runs"
     );
-    let new_alloc = view(&api, "fenced")["allocation"]["allocation_id"]
+    let new_alloc = api.task("fenced")["allocation"]["allocation_id"]
         .as_str()
         .unwrap_or("")
         .to_string();
@@ -261,7 +246,7 @@ fn a_task_stuck_before_running_fails_with_the_stage_named() {
     let mut v = Value::Null;
     assert!(
         wait_until(Duration::from_secs(15), || {
-            v = view(&api, "stuck");
+            v = api.task("stuck");
             v["state"] == "failed"
         }),
         "{v:#}"

@@ -1,6 +1,6 @@
 //! End-to-end: the real `caldera` binary as separate processes — one control
 //! plane, two node agents with simulated GPUs — over real sockets and sled files.
-use caldera_chaos_tests::{wait_until, Agent, Api, ControlPlane};
+use caldera_chaos_tests::{history_states, wait_until, Agent, Api, ControlPlane};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -16,18 +16,10 @@ fn task(id: &str, gpu: &str, cmd: &str) -> String {
     .to_string()
 }
 
-fn state_of(api: &Api, id: &str) -> Value {
-    api.get(&format!("/v1/tasks/{id}")).data().clone()
-}
-
 fn wait_state(api: &Api, id: &str, want: &[&str], secs: u64) -> Value {
-    let mut last = Value::Null;
-    let ok = wait_until(Duration::from_secs(secs), || {
-        last = state_of(api, id);
-        want.contains(&last["state"].as_str().unwrap_or(""))
-    });
-    assert!(ok, "task {id} never reached {want:?}; last view: {last:#}");
-    last
+    api.wait_task(id, secs, &format!("state {want:?}"), |v| {
+        want.contains(&v["state"].as_str().unwrap_or(""))
+    })
 }
 
 fn cluster(dir: &Path) -> (ControlPlane, Agent, Agent) {
@@ -72,12 +64,7 @@ fn tasks_run_real_commands_with_their_gpus_exit_codes_and_logs() {
     let idx = alloc["gpus"][0]["index"].as_u64().unwrap();
     assert_eq!(alloc["gpus"][0]["memory_mb"], 20 * 1024);
     assert_eq!(alloc["gpus"][0]["simulated"], true);
-    let states: Vec<&str> = done["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["state"].as_str().unwrap())
-        .collect();
+    let states = history_states(&done);
     assert_eq!(
         states,
         [
@@ -138,7 +125,7 @@ fn a_task_that_fits_nowhere_says_why_per_node() {
     );
     let mut v = Value::Null;
     assert!(wait_until(Duration::from_secs(10), || {
-        v = state_of(&api, "too-big");
+        v = api.task("too-big");
         v["pending_reason"].is_string()
     }));
     let why = v["pending_reason"].as_str().unwrap();

@@ -1,7 +1,7 @@
 //! One pool for training and inference, with real processes: preemption with
 //! checkpoint-resume, guarantees and borrowing, the queue's order, estimates and
 //! backfill, the inference cap, and idle reclaim.
-use caldera_chaos_tests::{free_port, wait_until, Agent, Api, ControlPlane};
+use caldera_chaos_tests::{free_port, history_states, wait_until, Agent, Api, ControlPlane};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -21,20 +21,6 @@ trap 'save; exit 0' TERM
 while true; do n=$((n+1)); save; sleep 1 & wait $!; done"#,
         trail = trail.display()
     )
-}
-
-fn view(api: &Api, id: &str) -> Value {
-    api.get(&format!("/v1/tasks/{id}")).data().clone()
-}
-
-fn wait_for(api: &Api, id: &str, secs: u64, what: &str, f: impl Fn(&Value) -> bool) -> Value {
-    let mut v = Value::Null;
-    let ok = wait_until(Duration::from_secs(secs), || {
-        v = view(api, id);
-        f(&v)
-    });
-    assert!(ok, "{id}: {what} not reached; last view: {v:#}");
-    v
 }
 
 fn submit(api: &Api, spec: Value) {
@@ -65,9 +51,9 @@ fn inference_preempts_training_which_resumes_from_its_checkpoint() {
         "resources": {"gpu": {"count": 1, "memory_gb": 80}, "cpu": {"cores": 2}},
         "command": ["sh", "-c", trainer(&trail)]}),
     );
-    wait_for(&api, "train", 20, "running", |v| v["state"] == "running");
+    api.wait_task("train", 20, "running", |v| v["state"] == "running");
     // Let it make progress and checkpoint it.
-    wait_for(&api, "train", 20, "a checkpoint", |v| {
+    api.wait_task("train", 20, "a checkpoint", |v| {
         v["checkpoint"]
             .as_str()
             .is_some_and(|c| !c.ends_with("ckpt-1"))
@@ -82,15 +68,13 @@ fn inference_preempts_training_which_resumes_from_its_checkpoint() {
         "command": ["python3", "-m", "http.server", port.to_string(), "--bind", "127.0.0.1"]}),
     );
     // The replica runs within the grace period (2 s here) plus a few seconds.
-    wait_for(&api, "svc.r0", 15, "replica running", |v| {
-        v["state"] == "running"
-    });
+    api.wait_task("svc.r0", 15, "replica running", |v| v["state"] == "running");
     let waited = started.elapsed();
     assert!(
         waited < Duration::from_secs(12),
         "inference waited {waited:?}"
     );
-    assert_eq!(view(&api, "svc")["state"], "running");
+    assert_eq!(api.task("svc")["state"], "running");
     // It answers HTTP.
     assert!(wait_until(Duration::from_secs(10), || {
         std::net::TcpStream::connect(("127.0.0.1", port))
@@ -103,15 +87,10 @@ fn inference_preempts_training_which_resumes_from_its_checkpoint() {
             .unwrap_or(false)
     }));
     // Training was preempted, not failed: back in the queue with its checkpoint.
-    let t = wait_for(&api, "train", 10, "requeued", |v| {
+    let t = api.wait_task("train", 10, "requeued", |v| {
         v["state"] == "queued" && v["preemptions"] == 1
     });
-    let states: Vec<&str> = t["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["state"].as_str().unwrap_or(""))
-        .collect();
+    let states = history_states(&t);
     assert!(
         states.windows(2).any(|w| w == ["running", "preempted"])
             && states.ends_with(&["preempted", "queued"]),
@@ -135,7 +114,7 @@ fn inference_preempts_training_which_resumes_from_its_checkpoint() {
 
     // The service goes away; training resumes where it stopped.
     assert_eq!(api.post("/v1/tasks/svc/release", "").status, 200);
-    wait_for(&api, "train", 20, "running again", |v| {
+    api.wait_task("train", 20, "running again", |v| {
         v["state"] == "running" && v["attempts"] == 2
     });
     assert!(wait_until(
@@ -174,9 +153,9 @@ fn an_over_quota_task_waits_with_an_estimated_start_in_the_future() {
         "resources": {"gpu": {"count": 1}, "cpu": {"cores": 1}}, "command": ["sleep", "60"]})
     };
     submit(&api, task("first", "00:10:00"));
-    let first = wait_for(&api, "first", 20, "running", |v| v["state"] == "running");
+    let first = api.wait_task("first", 20, "running", |v| v["state"] == "running");
     submit(&api, task("second", "00:05:00"));
-    let v = wait_for(&api, "second", 10, "an estimate", |v| {
+    let v = api.wait_task("second", 10, "an estimate", |v| {
         v["estimated_start_ms"].is_u64()
     });
     assert_eq!(v["state"], "queued");
@@ -224,15 +203,15 @@ fn borrowed_capacity_is_preempted_when_its_owner_returns() {
         "command": ["sleep", "120"]})
     };
     submit(&a, gpu_task("a-own"));
-    wait_for(&a, "a-own", 20, "running", |v| v["state"] == "running");
+    a.wait_task("a-own", 20, "running", |v| v["state"] == "running");
     submit(&a, gpu_task("a-borrow"));
-    let borrowed = wait_for(&a, "a-borrow", 20, "running", |v| v["state"] == "running");
+    let borrowed = a.wait_task("a-borrow", 20, "running", |v| v["state"] == "running");
     assert_eq!(borrowed["allocation"]["borrowed"], true);
-    assert_eq!(view(&a, "a-own")["allocation"]["borrowed"], false);
+    assert_eq!(a.task("a-own")["allocation"]["borrowed"], false);
     // B comes for its guarantee: A's borrowed allocation goes, A's own stays.
     submit(&b, gpu_task("b-own"));
-    wait_for(&b, "b-own", 15, "running", |v| v["state"] == "running");
-    let v = wait_for(&a, "a-borrow", 10, "preempted and requeued", |v| {
+    b.wait_task("b-own", 15, "running", |v| v["state"] == "running");
+    let v = a.wait_task("a-borrow", 10, "preempted and requeued", |v| {
         v["state"] == "queued" && v["preemptions"] == 1
     });
     assert!(
@@ -242,7 +221,7 @@ fn borrowed_capacity_is_preempted_when_its_owner_returns() {
             .contains("reclaims its guarantee")),
         "{v:#}"
     );
-    assert_eq!(view(&a, "a-own")["state"], "running");
+    assert_eq!(a.task("a-own")["state"], "running");
 }
 
 #[test]
@@ -275,15 +254,15 @@ fn an_inference_replica_larger_than_half_a_gpu_is_refused() {
     let r = api.post("/v1/tasks", &json!({"task_id": "ok-svc", "task_type": "inference", "priority": "high",
         "resources": {"gpu": {"count": 1, "memory_gb": 20}}, "replicas": 2, "command": ["sleep", "60"]}).to_string());
     assert_eq!(r.status, 201, "{:#}", r.body);
-    wait_for(&api, "ok-svc.r1", 20, "second replica running", |v| {
+    api.wait_task("ok-svc.r1", 20, "second replica running", |v| {
         v["state"] == "running"
     });
     let s = api.put("/v1/tasks/ok-svc/replicas", r#"{"replicas":3}"#);
     assert_eq!(s.status, 200, "{:#}", s.body);
-    wait_for(&api, "ok-svc.r2", 20, "third replica running", |v| {
+    api.wait_task("ok-svc.r2", 20, "third replica running", |v| {
         v["state"] == "running"
     });
-    assert_eq!(view(&api, "ok-svc")["replicas"], 3);
+    assert_eq!(api.task("ok-svc")["replicas"], 3);
 }
 
 /// Accepts HTTP POSTs on a port and collects their bodies.
@@ -352,9 +331,7 @@ fn an_idle_allocation_is_warned_then_reclaimed_unless_exempt() {
         json!({"task_id": "idle-svc", "task_type": "inference", "replicas": 2, "min_replicas": 1,
             "resources": {"gpu": {"share": 0.25}, "cpu": {"cores": 1}}, "command": ["sleep", "120"]}),
     );
-    let v = wait_for(&api, "sleeper", 30, "reclaimed", |v| {
-        v["state"] == "released"
-    });
+    let v = api.wait_task("sleeper", 30, "reclaimed", |v| v["state"] == "released");
     let why = v["history"].as_array().unwrap().last().unwrap()["reason"]
         .as_str()
         .unwrap_or("")
@@ -375,16 +352,16 @@ fn an_idle_allocation_is_warned_then_reclaimed_unless_exempt() {
         .any(
             |b| b.contains("\"sleeper\"") && b.contains("idle_warning")
         )));
-    assert_eq!(view(&api, "standby")["state"], "running");
+    assert_eq!(api.task("standby")["state"], "running");
     // An idle service is scaled in, down to its minimum, not stopped.
-    let svc = wait_for(&api, "idle-svc", 20, "scaled in to 1 replica", |v| {
+    let svc = api.wait_task("idle-svc", 20, "scaled in to 1 replica", |v| {
         v["replicas"] == 1
     });
     assert_eq!(svc["state"], "running", "{svc:#}");
-    wait_for(&api, "idle-svc.r1", 15, "replica released", |v| {
+    api.wait_task("idle-svc.r1", 15, "replica released", |v| {
         v["state"] == "released"
     });
-    assert_eq!(view(&api, "idle-svc.r0")["state"], "running");
+    assert_eq!(api.task("idle-svc.r0")["state"], "running");
     // The usage report shows allocated against used over time.
     let u = api.get("/v1/tenants/hoarder/usage");
     assert_eq!(u.status, 200, "{:#}", u.body);
@@ -415,13 +392,13 @@ fn fair_share_puts_the_tenant_using_less_of_its_guarantee_first() {
     };
     submit(&a, t("a-long", "sleep 120"));
     submit(&a, t("a-short", "sleep 2"));
-    wait_for(&a, "a-short", 20, "running", |v| v["state"] == "running");
+    a.wait_task("a-short", 20, "running", |v| v["state"] == "running");
     // Both wait; A asked first, but A already holds half its guarantee and B none.
     submit(&a, t("a-next", "sleep 60"));
     std::thread::sleep(Duration::from_millis(200));
     submit(&b, t("b-next", "sleep 60"));
-    wait_for(&b, "b-next", 20, "running", |v| v["state"] == "running");
-    assert_eq!(view(&a, "a-next")["state"], "queued");
+    b.wait_task("b-next", 20, "running", |v| v["state"] == "running");
+    assert_eq!(a.task("a-next")["state"], "queued");
 }
 
 #[test]
@@ -435,10 +412,10 @@ fn backfill_runs_short_work_without_delaying_the_head_of_the_queue() {
     };
     submit(&api, t("r1", 1, "00:00:02", "sleep 1"));
     submit(&api, t("r2", 1, "00:02:00", "sleep 120"));
-    wait_for(&api, "r2", 20, "running", |v| v["state"] == "running");
+    api.wait_task("r2", 20, "running", |v| v["state"] == "running");
     // The head needs both GPUs: it can start when r2 ends (2 minutes).
     submit(&api, t("head", 2, "00:10:00", "sleep 60"));
-    let head = wait_for(&api, "head", 10, "an estimate", |v| {
+    let head = api.wait_task("head", 10, "an estimate", |v| {
         v["estimated_start_ms"].is_u64()
     });
     let head_start = head["estimated_start_ms"].as_u64().unwrap();
@@ -446,8 +423,8 @@ fn backfill_runs_short_work_without_delaying_the_head_of_the_queue() {
     submit(&api, t("short", 1, "00:00:30", "sleep 30"));
     // r1 ends: the freed GPU goes to "short" (ends before the head's start),
     // not to "long" (would still hold it when the head should start).
-    wait_for(&api, "short", 20, "backfilled", |v| v["state"] == "running");
-    let long = view(&api, "long");
+    api.wait_task("short", 20, "backfilled", |v| v["state"] == "running");
+    let long = api.task("long");
     assert_eq!(long["state"], "queued");
     assert!(
         long["pending_reason"]
@@ -456,7 +433,7 @@ fn backfill_runs_short_work_without_delaying_the_head_of_the_queue() {
             .contains("waiting behind head"),
         "{long:#}"
     );
-    let head = view(&api, "head");
+    let head = api.task("head");
     assert_eq!(head["state"], "queued");
     assert!(
         head["estimated_start_ms"].as_u64().unwrap() <= head_start + 1000,
@@ -476,19 +453,19 @@ fn lowering_a_quota_keeps_work_running_but_marks_the_excess_borrowed() {
         "command": ["sleep", "120"]})
     };
     submit(&a, t("older"));
-    wait_for(&a, "older", 20, "running", |v| v["state"] == "running");
+    a.wait_task("older", 20, "running", |v| v["state"] == "running");
     submit(&a, t("newer"));
-    wait_for(&a, "newer", 20, "running", |v| {
+    a.wait_task("newer", 20, "running", |v| {
         v["state"] == "running" && v["allocation"]["borrowed"] == false
     });
     let r = op.put("/v1/tenants/a/quota", r#"{"gpus":1}"#);
     assert_eq!(r.status, 200, "{:#}", r.body);
-    let v = wait_for(&a, "newer", 10, "marked borrowed", |v| {
+    let v = a.wait_task("newer", 10, "marked borrowed", |v| {
         v["allocation"]["borrowed"] == true
     });
     assert_eq!(v["state"], "running");
-    assert_eq!(view(&a, "older")["allocation"]["borrowed"], false);
-    assert_eq!(view(&a, "older")["state"], "running");
+    assert_eq!(a.task("older")["allocation"]["borrowed"], false);
+    assert_eq!(a.task("older")["state"], "running");
     let ev = op.get("/v1/events?tenant=a").data()["events"]
         .as_array()
         .cloned()
@@ -521,9 +498,9 @@ fn a_per_model_quota_limits_gpus_of_that_model_only() {
         "resources": {"gpu": {"count": 1, "model": model}, "cpu": {"cores": 1}}, "command": ["sleep", "120"]})
     };
     submit(&a, t("a100-1", "A100"));
-    wait_for(&a, "a100-1", 20, "running", |v| v["state"] == "running");
+    a.wait_task("a100-1", 20, "running", |v| v["state"] == "running");
     submit(&a, t("a100-2", "A100"));
-    let v = wait_for(&a, "a100-2", 10, "refused by the model quota", |v| {
+    let v = a.wait_task("a100-2", 10, "refused by the model quota", |v| {
         v["pending_reason"].is_string()
     });
     assert_eq!(v["state"], "queued");
@@ -536,7 +513,7 @@ fn a_per_model_quota_limits_gpus_of_that_model_only() {
     );
     // Other models are not limited.
     submit(&a, t("t4-1", "T4"));
-    wait_for(&a, "t4-1", 20, "running", |v| v["state"] == "running");
+    a.wait_task("t4-1", 20, "running", |v| v["state"] == "running");
 }
 
 #[test]

@@ -6,9 +6,11 @@ pub mod fake_node;
 pub mod http;
 pub mod keepalive;
 pub mod process;
+pub mod task_view;
 
 pub use http::Api;
 pub use process::{free_port, wait_until, Agent, ControlPlane};
+pub use task_view::history_states;
 
 /// Operator token the harness configures (tests only).
 pub const OPERATOR_TOKEN: &str = "test-operator-token-0123456789";
