@@ -56,22 +56,25 @@ fn ctx<'a>(state: &'a NodeState, demand: &'a Demand, frag: Option<&'a ClassFrag>
     }
 }
 
+/// A policy's score of `state` for `demand`, without fragmentation data.
+fn score_of(
+    policy: fn(&ScoreCtx) -> Option<Scored>,
+    state: &NodeState,
+    demand: &Demand,
+) -> Option<f64> {
+    policy(&ctx(state, demand, None)).map(|s| s.score)
+}
+
 #[test]
 fn dotprod_prefers_the_node_least_aligned_with_the_request() {
     let d = demand(GpuDemand::Whole { count: 1 }, 8);
     // 64 cores + 4 GPUs free: dot = (64/128)(8/128) + (4000/8000)(1000/8000)
     //   = 0.03125 + 0.0625 = 0.09375; score = trunc(100 * (1 - 0.046875)) = 95.
     let half = node(&[1000, 1000, 1000, 1000, 0, 0, 0, 0], 64_000);
-    assert_eq!(
-        dotprod::score(&ctx(&half, &d, None)).map(|s| s.score),
-        Some(95.0)
-    );
+    assert_eq!(score_of(dotprod::score, &half, &d), Some(95.0));
     // 96 cores + 8 GPUs: dot = 0.75*0.0625 + 1*0.125 = 0.171875 -> trunc(91.4) = 91.
     let empty = node(&[1000; 8], 96_000);
-    assert_eq!(
-        dotprod::score(&ctx(&empty, &d, None)).map(|s| s.score),
-        Some(91.0)
-    );
+    assert_eq!(score_of(dotprod::score, &empty, &d), Some(91.0));
 }
 
 #[test]
@@ -79,16 +82,10 @@ fn bestfit_prefers_the_node_left_fullest() {
     let d = demand(GpuDemand::Whole { count: 1 }, 8);
     // Empty: left 88/128 = 0.6875 and 7/8 = 0.875 -> 1 - 0.78125 -> trunc(21.875) = 21.
     let empty = node(&[1000; 8], 96_000);
-    assert_eq!(
-        bestfit::score(&ctx(&empty, &d, None)).map(|s| s.score),
-        Some(21.0)
-    );
+    assert_eq!(score_of(bestfit::score, &empty, &d), Some(21.0));
     // 16 cores + 1 GPU free: left 8/128 and 0/8 -> 1 - 0.03125 -> trunc(96.875) = 96.
     let full = node(&[1000, 0, 0, 0, 0, 0, 0, 0], 16_000);
-    assert_eq!(
-        bestfit::score(&ctx(&full, &d, None)).map(|s| s.score),
-        Some(96.0)
-    );
+    assert_eq!(score_of(bestfit::score, &full, &d), Some(96.0));
 }
 
 #[test]
@@ -100,16 +97,10 @@ fn gpupacking_tiers_shared_then_used_then_empty() {
     assert_eq!((s.score, s.gpus.len()), (96.0, 1));
     // Must take an idle GPU on a used node: max(50 - 1, 33) = 49.
     let whole = demand(GpuDemand::Whole { count: 1 }, 2);
-    assert_eq!(
-        gpupacking::score(&ctx(&used, &whole, None)).map(|s| s.score),
-        Some(49.0)
-    );
+    assert_eq!(score_of(gpupacking::score, &used, &whole), Some(49.0));
     // Empty 8-GPU node: max(33 - 8, 8) = 25.
     let empty = node(&[1000; 8], 96_000);
-    assert_eq!(
-        gpupacking::score(&ctx(&empty, &share, None)).map(|s| s.score),
-        Some(25.0)
-    );
+    assert_eq!(score_of(gpupacking::score, &empty, &share), Some(25.0));
 }
 
 #[test]
@@ -118,23 +109,14 @@ fn gpuclustering_prefers_nodes_running_the_same_kind() {
     // 3 GPUs free, only sharing tasks: 25 * (8000 - 3000) / 8000 = 15 (integer) + 75 = 90.
     let mut same = node(&[1000, 1000, 1000, 0, 0, 0, 0, 0], 50_000);
     same.kinds = vec![(0, 4)];
-    assert_eq!(
-        gpuclustering::score(&ctx(&same, &share, None)).map(|s| s.score),
-        Some(90.0)
-    );
+    assert_eq!(score_of(gpuclustering::score, &same, &share), Some(90.0));
     // Same fill, running 1-GPU tasks only: 15 + 0 = 15.
     let mut other = same.clone();
     other.kinds = vec![(1, 5)];
-    assert_eq!(
-        gpuclustering::score(&ctx(&other, &share, None)).map(|s| s.score),
-        Some(15.0)
-    );
+    assert_eq!(score_of(gpuclustering::score, &other, &share), Some(15.0));
     // Empty node: 0 + 25 = 25.
     let empty = node(&[1000; 8], 96_000);
-    assert_eq!(
-        gpuclustering::score(&ctx(&empty, &share, None)).map(|s| s.score),
-        Some(25.0)
-    );
+    assert_eq!(score_of(gpuclustering::score, &empty, &share), Some(25.0));
 }
 
 fn class_frag(state: &NodeState, shapes: &[(&Demand, f64)]) -> ClassFrag {
@@ -230,8 +212,8 @@ fn random_scores_every_feasible_node_alike() {
     let a = node(&[1000; 8], 96_000);
     let b = node(&[400, 0, 0, 0], 10_000);
     assert_eq!(
-        random::score(&ctx(&a, &d, None)).map(|s| s.score),
-        random::score(&ctx(&b, &d, None)).map(|s| s.score)
+        score_of(random::score, &a, &d),
+        score_of(random::score, &b, &d)
     );
 }
 
