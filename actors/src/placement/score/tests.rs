@@ -119,8 +119,21 @@ fn gpuclustering_prefers_nodes_running_the_same_kind() {
     assert_eq!(score_of(gpuclustering::score, &empty, &share), Some(25.0));
 }
 
+/// Fragmentation data as FGD measures it (one-copy test, CPU only).
 fn class_frag(state: &NodeState, shapes: &[(&Demand, f64)]) -> ClassFrag {
-    let table = FragTable::build(state, shapes.iter().copied(), false);
+    with_table(
+        state,
+        FragTable::build(state, shapes.iter().copied(), false),
+    )
+}
+
+/// Fragmentation data as caldera measures it (capacity, memory counted).
+fn caldera_frag(state: &NodeState, shapes: &[(&Demand, f64)]) -> ClassFrag {
+    let table = FragTable::build(state, shapes.iter().copied(), true).with_capacity();
+    with_table(state, table)
+}
+
+fn with_table(state: &NodeState, table: FragTable) -> ClassFrag {
     let free = free_vector(state);
     let before = table.frag(&free, state.cpu_free, state.memory_free);
     ClassFrag {
@@ -163,21 +176,7 @@ fn caldera_breaks_fgd_ties_toward_the_fuller_node() {
     // node with 2 idle GPUs and 24 cores: fit = 1 - (16/128 + 1000/8000)/2 = 0.875.
     let empty = node(&[1000; 8], 96_000);
     let full = node(&[1000, 1000, 0, 0, 0, 0, 0, 0], 24_000);
-    let mk = |s: &NodeState| {
-        let table = FragTable::build(s, shapes.iter().copied(), true).with_capacity();
-        let free = free_vector(s);
-        let before = table.frag(&free, s.cpu_free, s.memory_free);
-        ClassFrag {
-            table,
-            free,
-            before,
-            cpu_per_gpu: 0.0,
-            memory_per_gpu: 0.0,
-            model_pressure: 0.0,
-            holes: Vec::new(),
-        }
-    };
-    let (fe, ff) = (mk(&empty), mk(&full));
+    let (fe, ff) = (caldera_frag(&empty, &shapes), caldera_frag(&full, &shapes));
     let a = caldera::score(&ctx(&empty, &one, Some(&fe)))
         .expect("fits")
         .score;
@@ -257,11 +256,7 @@ fn caldera_puts_equal_choices_on_the_fullest_gpu() {
     // idle GPU (0.56 left), so whole GPUs stay free.
     let share = demand(GpuDemand::Share { milli: 440 }, 1);
     let state = node(&[1000, 560, 1000, 1000], 96_000);
-    let mut frag = class_frag(&state, &[(&share, 1.0)]);
-    frag.table = FragTable::build(&state, [(&share, 1.0)], true).with_capacity();
-    frag.before = frag
-        .table
-        .frag(&frag.free, state.cpu_free, state.memory_free);
+    let mut frag = caldera_frag(&state, &[(&share, 1.0)]);
     let holes = Arc::new(HoleValues::from_sizes(&[(440, 1.0)], 0.045));
     frag.holes = vec![holes; 4];
     let c = ctx(&state, &share, Some(&frag));
