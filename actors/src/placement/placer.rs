@@ -42,7 +42,7 @@ pub struct Placer {
     bounded_scores: usize,
     cache_for: (u64, u64, (u64, u64), u64),
     frags: FxHashMap<u64, ClassFrag>,
-    holes: HoleCache,
+    facts: MixFacts,
     scores: FxHashMap<(u64, u32), Option<Scored>>,
     demand_ids: FxHashMap<Demand, u32>,
 }
@@ -58,7 +58,7 @@ impl Placer {
             bounded_scores: DEFAULT_BOUNDED_SCORES,
             cache_for: (0, 0, (0, 0), 0),
             frags: FxHashMap::default(),
-            holes: HoleCache::default(),
+            facts: MixFacts::default(),
             scores: FxHashMap::default(),
             demand_ids: FxHashMap::default(),
         }
@@ -189,12 +189,12 @@ impl Placer {
         let policy = self.policy;
         let frag = if policy.uses_fragmentation() {
             let mix = &self.mix;
-            let holes = &mut self.holes;
+            let facts = &mut self.facts;
             Some(
                 &*self
                     .frags
                     .entry(class.handle.key())
-                    .or_insert_with(|| class_frag(policy, mix, class, pool, holes)),
+                    .or_insert_with(|| class_frag(policy, mix, class, pool, facts)),
             )
         } else {
             None
@@ -244,7 +244,7 @@ impl Placer {
         if key != self.cache_for || self.scores.len() > CACHE_CAP || self.frags.len() > CACHE_CAP {
             self.cache_for = key;
             self.frags.clear();
-            self.holes.clear();
+            self.facts = MixFacts::default();
             self.scores.clear();
             self.demand_ids.clear();
         }
@@ -257,13 +257,14 @@ fn class_frag(
     mix: &WorkloadMix,
     class: &Class,
     pool: &Pool,
-    holes: &mut HoleCache,
+    facts: &mut MixFacts,
 ) -> ClassFrag {
     let table = build_table(policy, mix, &class.state);
     let free = free_vector(&class.state);
     let before = table.frag(&free, class.state.cpu_free, class.state.memory_free);
-    let (cpu_per_gpu, memory_per_gpu) = score::caldera::per_gpu_needs(mix);
-    // Demand pinned to the node's model relative to that model's supply.
+    let (cpu_per_gpu, memory_per_gpu) = facts.per_gpu_needs(mix);
+    // Demand pinned to the node's model relative to that model's supply (the
+    // pool's supply can change within a cache epoch, so not cached).
     let model_pressure = class
         .state
         .gpus
@@ -272,6 +273,15 @@ fn class_frag(
             score::caldera::model_pressure(mix, &g.model) / pool.model_share(&g.model).max(1e-3)
         })
         .unwrap_or(0.0);
+    let holes = match policy {
+        PolicyName::Caldera => class
+            .state
+            .gpus
+            .iter()
+            .map(|g| facts.holes(mix, &g.model, g.capacity))
+            .collect(),
+        _ => Vec::new(),
+    };
     ClassFrag {
         table,
         free,
@@ -279,41 +289,37 @@ fn class_frag(
         cpu_per_gpu,
         memory_per_gpu,
         model_pressure,
-        holes: match policy {
-            PolicyName::Caldera => class
-                .state
-                .gpus
-                .iter()
-                .map(|g| holes.get(mix, &g.model, g.capacity))
-                .collect(),
-            _ => Vec::new(),
-        },
+        holes,
     }
 }
 
-/// Hole values per GPU type (model, capacity) for the current mix: a few types
-/// per pool, each built once (about 0.1 ms) and shared by every class.
+/// What the mix says that is the same for every class: its CPU and memory per
+/// GPU, and the hole values of each GPU type (model, capacity; about 0.1 ms
+/// each to build). Derived once per mix version instead of per class.
 #[derive(Debug, Default)]
-struct HoleCache {
-    types: Vec<(String, u64, Arc<HoleValues>)>,
+struct MixFacts {
+    per_gpu_needs: Option<(f64, f64)>,
+    holes: Vec<(String, u64, Arc<HoleValues>)>,
 }
 
-impl HoleCache {
-    fn get(&mut self, mix: &WorkloadMix, model: &str, capacity: u64) -> Arc<HoleValues> {
+impl MixFacts {
+    fn per_gpu_needs(&mut self, mix: &WorkloadMix) -> (f64, f64) {
+        *self
+            .per_gpu_needs
+            .get_or_insert_with(|| score::caldera::per_gpu_needs(mix))
+    }
+
+    fn holes(&mut self, mix: &WorkloadMix, model: &str, capacity: u64) -> Arc<HoleValues> {
         if let Some((_, _, v)) = self
-            .types
+            .holes
             .iter()
             .find(|(m, c, _)| m == model && *c == capacity)
         {
             return v.clone();
         }
         let v = Arc::new(HoleValues::build(mix, model, capacity));
-        self.types.push((model.to_string(), capacity, v.clone()));
+        self.holes.push((model.to_string(), capacity, v.clone()));
         v
-    }
-
-    fn clear(&mut self) {
-        self.types.clear();
     }
 }
 
