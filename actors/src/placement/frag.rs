@@ -65,13 +65,7 @@ impl FragTable {
                     if !d.allows_model(&g.model) {
                         return NEVER;
                     }
-                    match d.gpu.per_gpu_need(g.capacity) {
-                        Some((_, true)) => 1000,
-                        Some((units, false)) if units <= g.capacity => {
-                            ((units as u128 * 1000).div_ceil(g.capacity.max(1) as u128)) as u16
-                        }
-                        _ => NEVER,
-                    }
+                    d.gpu.need_milli(g.capacity).map_or(NEVER, |m| m as u16)
                 })
                 .collect();
             if need.iter().filter(|n| **n != NEVER).count() < count as usize {

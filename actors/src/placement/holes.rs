@@ -58,12 +58,8 @@ impl HoleValues {
             if s.demand.gpu.count() != 1 || !s.demand.allows_model(model) {
                 continue;
             }
-            let milli = match s.demand.gpu.per_gpu_need(capacity) {
-                Some((_, true)) => 1000,
-                Some((units, false)) if units <= capacity => {
-                    (units as u128 * 1000).div_ceil(capacity.max(1) as u128) as usize
-                }
-                _ => continue,
+            let Some(milli) = s.demand.gpu.need_milli(capacity).map(|m| m as usize) else {
+                continue;
             };
             if milli == 0 {
                 continue;

@@ -144,6 +144,20 @@ impl GpuDemand {
         }
     }
 
+    /// Milli of a GPU of `capacity` this demand needs on each GPU it takes
+    /// (rounded up; 1000 when the GPU must be idle). `None` when no GPU is
+    /// asked for or the need exceeds the capacity. Fragmentation and hole
+    /// values measure in these units.
+    pub fn need_milli(&self, capacity: u64) -> Option<u64> {
+        match self.per_gpu_need(capacity)? {
+            (_, true) => Some(1000),
+            (units, false) if units <= capacity => {
+                Some((units as u128 * 1000).div_ceil(capacity.max(1) as u128) as u64)
+            }
+            _ => None,
+        }
+    }
+
     /// Total GPU request in milli-GPUs of a GPU of `capacity` (what the trace
     /// metrics sum up).
     pub fn total_milli(&self, capacity: u64) -> u64 {
