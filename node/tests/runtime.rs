@@ -122,13 +122,6 @@ async fn wait_dead(pid: u32) {
     panic!("process {pid} still alive");
 }
 
-/// What a stop reports for an allocation with no process (a reservation, or one never seen).
-const STOPPED_WITHOUT_PROCESS: ExitStatus = ExitStatus {
-    code: None,
-    signal: None,
-    stopped: true,
-};
-
 #[tokio::test]
 async fn workload_sees_its_allocation_and_exit_code_and_log_are_kept() {
     let mut h = harness(true);
@@ -269,11 +262,11 @@ async fn a_reservation_holds_until_stopped_and_duplicates_never_run() {
     h.rt.start(&start_cmd("r1", "echo SHOULD-NOT-RUN"));
     h.rt.stop("r1", Duration::from_secs(5), 1);
     let exit = h.exit_of("r1").await;
-    assert_eq!(exit, STOPPED_WITHOUT_PROCESS);
+    assert_eq!(exit, ExitStatus::STOPPED_WITHOUT_PROCESS);
     // A stop for an allocation never seen here still gets an answer.
     h.rt.stop("ghost", Duration::from_secs(5), 1);
     let exit = h.exit_of("ghost").await;
-    assert_eq!(exit, STOPPED_WITHOUT_PROCESS);
+    assert_eq!(exit, ExitStatus::STOPPED_WITHOUT_PROCESS);
     h.rt.purge_reported();
     h.rt.start(&start_cmd("r1", "echo SHOULD-NOT-RUN"));
     assert_eq!(h.rt.pending_events(), 0);

@@ -84,6 +84,16 @@ pub struct ExitStatus {
     pub stopped: bool,
 }
 
+impl ExitStatus {
+    /// What a stop reports for an allocation with no process (a reservation,
+    /// or one the node never saw).
+    pub const STOPPED_WITHOUT_PROCESS: ExitStatus = ExitStatus {
+        code: None,
+        signal: None,
+        stopped: true,
+    };
+}
+
 /// Something that happened to a workload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadEvent {

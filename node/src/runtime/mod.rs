@@ -245,11 +245,7 @@ impl Runtime {
                 // Never heard of it (e.g. killed as a leftover after an agent
                 // restart): say it is not running, so the stop gets an answer.
                 tracing::info!("stop for allocation {allocation_id}, which this node does not run");
-                let status = ExitStatus {
-                    code: None,
-                    signal: None,
-                    stopped: true,
-                };
+                let status = ExitStatus::STOPPED_WITHOUT_PROCESS;
                 self.event(allocation_id, "", epoch, WorkloadEventKind::Exited(status));
             }
             return;
@@ -260,18 +256,12 @@ impl Runtime {
         w.stop_requested = true;
         let Some(pgid) = w.pid else {
             let (task, epoch) = (w.task_id.clone(), w.epoch);
-            let status = ExitStatus {
-                code: None,
-                signal: None,
-                stopped: true,
-            };
-            w.exit = Some(status.clone());
-            self.remember_finished(allocation_id, &task);
-            self.event(
+            w.exit = Some(ExitStatus::STOPPED_WITHOUT_PROCESS);
+            self.report_exit(
                 allocation_id,
                 &task,
                 epoch,
-                WorkloadEventKind::Exited(status),
+                ExitStatus::STOPPED_WITHOUT_PROCESS,
             );
             return;
         };
@@ -362,14 +352,19 @@ impl Runtime {
                 WorkloadEventKind::CheckpointSaved { path },
             );
         }
-        self.remember_finished(allocation_id, &task);
+        self.report_exit(allocation_id, &task, epoch, status);
+        self.write_ledger();
+    }
+
+    /// Remembers the allocation as finished and reports its exit.
+    fn report_exit(&mut self, allocation_id: &str, task: &str, epoch: u64, status: ExitStatus) {
+        self.remember_finished(allocation_id, task);
         self.event(
             allocation_id,
-            &task,
+            task,
             epoch,
             WorkloadEventKind::Exited(status),
         );
-        self.write_ledger();
     }
 
     fn remember_finished(&mut self, allocation_id: &str, task_id: &str) {
