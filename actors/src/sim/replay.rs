@@ -222,11 +222,7 @@ mod tests {
             .collect();
         let tasks = [(1, 810), (1, 470), (1, 320), (1, 1000), (2, 1000), (0, 0)]
             .iter()
-            .map(|&(n, m)| TraceTask {
-                num_gpu: n,
-                gpu_milli: m,
-                ..task(n, m)
-            })
+            .map(|&(n, m)| task(n, m))
             .collect();
         let trace = Trace {
             name: "t".into(),

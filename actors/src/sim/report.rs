@@ -89,9 +89,7 @@ impl PolicyReport {
             self.per_seed.len()
         )
     }
-}
 
-impl PolicyReport {
     /// The `top` largest lines of [`PolicyReport::unallocated_by_contents`],
     /// one per line, for `caldera sim --waste`.
     pub fn waste_text(&self, top: usize) -> String {
