@@ -37,9 +37,10 @@ use super::mix::WorkloadMix;
 /// for a hole; rarer sizes count in proportion. Relative to sharing requests,
 /// not to all requests, because holes are made by sharing tasks: where sharing
 /// is common (the `gpushare60` trace) a size must be common among them too.
-/// Measured on the Alibaba traces (docs/placement.md): 0.04-0.05 land within a
-/// GPU of each other on every trace; an absolute 0.01 of all requests made
-/// sharing tasks open idle GPUs on `gpushare60` and lost 7 points at 100%.
+/// Measured on the Alibaba traces (docs/placement.md): 0.03-0.06 land within 4
+/// GPUs of each other on `default` and `gpushare60`; an absolute 0.01 of all
+/// requests made sharing tasks open idle GPUs on `gpushare60` and lost 7
+/// points at 100%.
 pub const SUPPLY: f64 = 0.045;
 
 /// Expected dead room (milli-GPUs) of a hole of each size 0..=1000 on one GPU
@@ -58,12 +59,10 @@ impl HoleValues {
             if s.demand.gpu.count() != 1 || !s.demand.allows_model(model) {
                 continue;
             }
-            let Some(milli) = s.demand.gpu.need_milli(capacity).map(|m| m as usize) else {
+            let Some(milli) = s.demand.gpu.need_milli(capacity).filter(|&m| m > 0) else {
                 continue;
             };
-            if milli == 0 {
-                continue;
-            }
+            let milli = milli as usize;
             match sizes.iter_mut().find(|(m, _)| *m == milli) {
                 Some(e) => e.1 += s.freq,
                 None => sizes.push((milli, s.freq)),
@@ -80,17 +79,26 @@ impl HoleValues {
     /// Hole values for `(size in milli, frequency)` pairs with the given
     /// supply frequency.
     pub fn from_sizes(sizes: &[(usize, f64)], supply: f64) -> Self {
+        // (size, probability it arrives for a hole), the same for every hole.
+        let arrivals: Vec<(usize, f64)> = sizes
+            .iter()
+            .map(|&(m, f)| {
+                (
+                    m,
+                    if supply > 0.0 {
+                        (f / supply).min(1.0)
+                    } else {
+                        1.0
+                    },
+                )
+            })
+            .collect();
         let mut value = vec![0.0; 1001];
         let mut options: Vec<(f64, f64)> = Vec::with_capacity(sizes.len());
         for h in 1..=1000usize {
             options.clear();
-            for &(m, f) in sizes {
+            for &(m, arrives) in &arrivals {
                 if m <= h {
-                    let arrives = if supply > 0.0 {
-                        (f / supply).min(1.0)
-                    } else {
-                        1.0
-                    };
                     options.push((value[h - m], arrives));
                 }
             }
