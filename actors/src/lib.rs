@@ -1,17 +1,17 @@
 //! caldera-actors: the control plane. Supervised actix actors (Cluster,
-//! Scheduler, NodeActor, TenantActor, TaskActor) and the placement engine.
+//! Scheduler, NodeActor, TenantActor, TaskActor). The pure placement engine and
+//! queue live in `caldera-scheduling`; the simulator in `caldera-sim`.
 pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod durability;
 pub mod errors;
 pub mod node;
-pub mod placement;
+pub mod protocol;
 pub mod registry;
 pub mod scheduler;
 pub mod service;
 pub mod shared;
-pub mod sim;
 pub mod task;
 pub mod tenant;
 pub mod tokens;

@@ -1,10 +1,10 @@
 //! TenantActor: one per tenant; owns its quota record.
 use crate::clock::now_ms;
 use crate::errors::Result;
-use crate::scheduler::core::TenantLimits;
 use crate::scheduler::SetQuota;
 use crate::shared::Shared;
 use actix::prelude::*;
+use caldera_scheduling::queue::core::TenantLimits;
 use caldera_spec::{Event, EventKind, Quota, TenantRecord};
 use std::sync::Arc;
 

@@ -1,4 +1,5 @@
 //! What the API shows: read-only snapshots of tasks, nodes and the pool.
+pub use caldera_scheduling::queue::ledger::NodeAllocated;
 use caldera_spec::node::GpuLive;
 use caldera_spec::time::rfc3339;
 use caldera_spec::{Allocation, NodeMetrics, NodeRecord, NodeState, TaskRecord, TaskSpec};
@@ -124,28 +125,6 @@ pub struct NodeView {
     pub labels: BTreeMap<String, String>,
     pub last_seen: String,
     pub allocations: usize,
-}
-
-/// Allocated totals of one node, computed from the ledger.
-#[derive(Debug, Clone, Default)]
-pub struct NodeAllocated {
-    pub gpu_memory_mb: BTreeMap<u32, u64>,
-    pub cpu_milli: u64,
-    pub memory_mb: u64,
-    pub disk_mb: u64,
-    pub count: usize,
-}
-
-impl NodeAllocated {
-    pub fn add(&mut self, a: &Allocation) {
-        for g in &a.gpus {
-            *self.gpu_memory_mb.entry(g.index).or_default() += g.memory_mb;
-        }
-        self.cpu_milli += a.cpu_milli;
-        self.memory_mb += a.memory_mb;
-        self.disk_mb += a.disk_mb;
-        self.count += 1;
-    }
 }
 
 impl NodeView {

@@ -3,11 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use caldera_actors::placement::PolicyName;
-use caldera_actors::sim::report::{markdown_table, Published};
-use caldera_actors::sim::{
-    load_nodes, load_tasks, plot, run_policies, PolicyReport, RunSpec, Trace,
-};
+use caldera_scheduling::placement::PolicyName;
+use caldera_sim::report::{markdown_table, Published};
+use caldera_sim::{load_nodes, load_tasks, plot, run_policies, PolicyReport, RunSpec, Trace};
 
 use super::CliError;
 
@@ -63,7 +61,7 @@ pub struct SimArgs {
     threads: Option<usize>,
     /// Score at most this many distinct node states per decision (Nomad-style
     /// bounded search); the default searches the trace cluster exhaustively.
-    #[arg(long, default_value_t = caldera_actors::placement::placer::DEFAULT_SEARCH_LIMIT)]
+    #[arg(long, default_value_t = caldera_scheduling::placement::placer::DEFAULT_SEARCH_LIMIT)]
     search_limit: usize,
     /// Dynamic replay (arrivals and departures) through the scheduling core:
     /// a static training/inference split against one shared pool.

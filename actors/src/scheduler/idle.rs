@@ -4,12 +4,12 @@
 //! reclaimed (training: checkpoint and stop; inference: scale in) unless its
 //! task is exempt. It also samples allocated-vs-used per tenant over time — the
 //! report that ends quota hoarding.
-use super::ledger::allocation_usage;
 use super::Scheduler;
 use crate::clock::now_ms;
 use crate::config::ServerConfig;
 use crate::task::Reclaim;
 use actix::prelude::*;
+use caldera_scheduling::queue::ledger::allocation_usage;
 use caldera_spec::{Event, EventKind, Usage};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -92,7 +92,7 @@ impl Scheduler {
         let mut used: HashMap<String, Usage> = HashMap::new();
         let mut warn = Vec::new();
         let mut reclaim = Vec::new();
-        for e in self.core.ledger.all() {
+        for e in self.core.ledger().all() {
             let a = &e.allocation;
             let u = allocation_usage(e);
             *allocated.entry(a.tenant.clone()).or_default() += u;

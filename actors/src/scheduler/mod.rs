@@ -1,27 +1,20 @@
 //! The Scheduler actor: the ONE writer of the allocation ledger. It owns the
-//! scheduling [`core::Core`] (pool index, ledger, queue, quotas) and carries out
+//! scheduling [`caldera_scheduling::queue::core::Core`] (pool index, ledger, queue, quotas) and carries out
 //! the core's decisions: records each allocation durably before a task hears of
 //! it, tells victims to checkpoint and stop, tells waiting tasks why they wait.
-pub mod core;
-#[cfg(test)]
-mod core_tests;
-pub mod demand;
-pub mod estimate;
 pub mod idle;
-pub mod ledger;
-pub mod preempt;
 pub mod utilization;
 
 use crate::clock::now_ms;
 use crate::config::ServerConfig;
 use crate::durability::FlushGate;
-use crate::placement::PolicyName;
 use crate::registry::Registry;
 use crate::task::{Pending, Placed, Preempt};
 use actix::prelude::*;
+use caldera_scheduling::placement::PolicyName;
+use caldera_scheduling::queue::core::{Core, CoreConfig, Decision, TenantLimits, WaitingTask};
 use caldera_spec::wire::AllocationUse;
 use caldera_spec::{Allocation, Event, EventKind, NodeInventory, NodeMetrics, TaskSpec};
-use core::{Core, CoreConfig, Decision, TenantLimits, WaitingTask};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -56,13 +49,11 @@ impl Scheduler {
         config: &ServerConfig,
         largest_gpu_mb: Arc<AtomicU64>,
     ) -> Result<Scheduler, crate::errors::ActorError> {
-        let policy: PolicyName =
-            config
-                .placement_policy
-                .parse()
-                .map_err(|e: crate::placement::UnknownPolicy| {
-                    crate::errors::ActorError::Conflict(e.to_string())
-                })?;
+        let policy: PolicyName = config.placement_policy.parse().map_err(
+            |e: caldera_scheduling::placement::UnknownPolicy| {
+                crate::errors::ActorError::Conflict(e.to_string())
+            },
+        )?;
         let store = gate.store().clone();
         let core_config = CoreConfig {
             stop_grace_ms: config.stop_grace_ms,
@@ -405,7 +396,7 @@ impl Handler<AllocationsOn> for Scheduler {
     fn handle(&mut self, m: AllocationsOn, _: &mut Context<Self>) -> Self::Result {
         MessageResult(
             self.core
-                .ledger
+                .ledger()
                 .on_node(&m.node)
                 .map(|e| e.allocation.clone())
                 .collect(),
@@ -427,7 +418,7 @@ impl Handler<NodeMetricsUpdate> for Scheduler {
     fn handle(&mut self, m: NodeMetricsUpdate, _: &mut Context<Self>) {
         self.metrics.insert(m.name, m.metrics);
         for (id, u) in m.usage {
-            if self.core.ledger.get(&id).is_some() {
+            if self.core.ledger().get(&id).is_some() {
                 self.usage.insert(id, u);
             }
         }
@@ -507,7 +498,7 @@ impl Handler<AllocatedByNode> for Scheduler {
     type Result = MessageResult<AllocatedByNode>;
     fn handle(&mut self, _: AllocatedByNode, _: &mut Context<Self>) -> Self::Result {
         let mut out = HashMap::new();
-        for e in self.core.ledger.all() {
+        for e in self.core.ledger().all() {
             out.entry(e.allocation.node.clone())
                 .or_insert_with(crate::views::NodeAllocated::default)
                 .add(&e.allocation);
@@ -533,8 +524,8 @@ impl Handler<Stats> for Scheduler {
     fn handle(&mut self, _: Stats, _: &mut Context<Self>) -> Self::Result {
         MessageResult(SchedulerStats {
             queued: self.core.queued(),
-            allocations: self.core.ledger.len(),
-            healthy_nodes: self.core.healthy.len(),
+            allocations: self.core.ledger().len(),
+            healthy_nodes: self.core.healthy_nodes().len(),
         })
     }
 }

@@ -1,9 +1,9 @@
 //! `GET /v1/utilization`: capacity, allocated and measured use per dimension,
 //! for the pool, by node, by tenant and by GPU model.
-use super::ledger::allocation_usage;
 use super::Scheduler;
 use crate::views::{Dims, Keyed, Utilization};
 use actix::prelude::*;
+use caldera_scheduling::queue::ledger::allocation_usage;
 use std::collections::BTreeMap;
 
 #[derive(Message)]
@@ -24,12 +24,12 @@ impl Scheduler {
         let mut by_model: BTreeMap<String, Dims> = BTreeMap::new();
         let mut by_tenant: BTreeMap<String, Dims> = BTreeMap::new();
         let mut simulated = false;
-        for name in &self.core.healthy {
-            let Some(inv) = self.core.inventories.get(name) else {
+        for name in self.core.healthy_nodes() {
+            let Some(inv) = self.core.inventory(name) else {
                 continue;
             };
             let m = self.metrics.get(name).cloned().unwrap_or_default();
-            let totals = self.core.ledger.node_totals(name);
+            let totals = self.core.ledger().node_totals(name);
             let mut d = Dims::default();
             for g in &inv.gpus {
                 simulated |= g.simulated;
@@ -57,7 +57,7 @@ impl Scheduler {
             add(&mut total, &d);
             by_node.insert(name.clone(), d);
         }
-        for e in self.core.ledger.all() {
+        for e in self.core.ledger().all() {
             let u = allocation_usage(e);
             let measured = self.usage.get(&e.allocation.allocation_id);
             let d = by_tenant.entry(e.allocation.tenant.clone()).or_default();

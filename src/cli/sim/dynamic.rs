@@ -1,9 +1,9 @@
 //! `caldera sim --dynamic`: the dynamic replay (static split vs one shared
-//! pool) through the real scheduling core; see `caldera_actors::sim::dynamic`.
+//! pool) through the real scheduling core; see `caldera_sim::dynamic`.
 use std::path::Path;
 
-use caldera_actors::placement::PolicyName;
-use caldera_actors::sim::dynamic::{self, DynamicConfig};
+use caldera_scheduling::placement::PolicyName;
+use caldera_sim::dynamic::{self, DynamicConfig};
 
 use super::super::CliError;
 
@@ -49,7 +49,9 @@ pub fn run(
         .next()
         .unwrap_or("caldera")
         .parse()
-        .map_err(|e: caldera_actors::placement::UnknownPolicy| CliError::Usage(e.to_string()))?;
+        .map_err(|e: caldera_scheduling::placement::UnknownPolicy| {
+            CliError::Usage(e.to_string())
+        })?;
     let seed: u64 = seeds
         .split(['-', ','])
         .next()

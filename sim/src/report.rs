@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::replay::SeedRun;
 use super::trace::TraceError;
 use super::waste::{self, WasteLine};
-use crate::placement::PolicyName;
+use caldera_scheduling::placement::PolicyName;
 
 /// One policy on one trace, averaged over seeds.
 #[derive(Debug, Clone, Serialize)]

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::placement::hash::FxHashMap;
-use crate::placement::{NodeId, Placement, Pool};
+use caldera_scheduling::placement::hash::FxHashMap;
+use caldera_scheduling::placement::{NodeId, Placement, Pool};
 
 /// Unallocated room on GPUs holding the same contents, in one replay or
 /// averaged over seeds.
@@ -51,7 +51,7 @@ impl GpuContents {
         let mut lines: BTreeMap<String, (f64, f64)> = BTreeMap::new();
         for (id, node) in pool.nodes() {
             for g in &node.gpus {
-                let free = crate::placement::types::to_milli(g.free, g.capacity);
+                let free = caldera_scheduling::placement::types::to_milli(g.free, g.capacity);
                 if free == 0 {
                     continue;
                 }
@@ -111,7 +111,7 @@ fn label(shares: &[u32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::{GpuSlot, GpuUnit, NodeView};
+    use caldera_scheduling::placement::{GpuSlot, GpuUnit, NodeView};
 
     #[test]
     fn groups_free_room_by_what_the_gpu_holds() {
@@ -138,8 +138,8 @@ mod tests {
                 node: id,
                 gpus: vec![(gpu, milli)],
             };
-            let d = crate::placement::Demand {
-                gpu: crate::placement::GpuDemand::Share {
+            let d = caldera_scheduling::placement::Demand {
+                gpu: caldera_scheduling::placement::GpuDemand::Share {
                     milli: milli as u32,
                 },
                 cpu_milli: 100,

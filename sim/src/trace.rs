@@ -2,7 +2,7 @@
 //! value is reported with its file, line and column, never unwrapped.
 use std::path::{Path, PathBuf};
 
-use crate::placement::{Demand, GpuDemand, GpuSlot, NodeView};
+use caldera_scheduling::placement::{Demand, GpuDemand, GpuSlot, NodeView};
 
 /// A trace file could not be read or parsed.
 #[derive(Debug, thiserror::Error)]

@@ -1,5 +1,5 @@
 //! `caldera sim --dynamic`: a dynamic replay of the Alibaba GPU trace through
-//! the real scheduling core ([`crate::scheduler::core::Core`]: queue order,
+//! the real scheduling core ([`caldera_scheduling::queue::core::Core`]: queue order,
 //! quotas and borrowing, EASY backfill, placement, preemption), with a virtual
 //! clock. Pods arrive at `creation_time` and run for `deletion - creation`
 //! seconds once started; a share of them is inference (high priority), the
@@ -21,8 +21,8 @@ mod tests;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::placement::PolicyName;
-use crate::scheduler::core::CoreConfig;
+use caldera_scheduling::placement::PolicyName;
+use caldera_scheduling::queue::core::CoreConfig;
 
 pub use report::{DynamicReport, ScenarioReport};
 

@@ -45,13 +45,12 @@ impl Pod {
 }
 
 /// The node list is the one the static replay reads: one loader, one type.
-pub use crate::sim::trace::TraceNode;
+pub use crate::trace::TraceNode;
 
 /// Loads a pod list, keeping the order of the file, with the static replay's
 /// CSV reader and row checks plus the two time columns.
 pub fn load_pods(path: &Path) -> Result<Vec<Pod>, DynamicError> {
-    let timed =
-        crate::sim::trace::load_timed_tasks(path).map_err(|e| DynamicError(e.to_string()))?;
+    let timed = crate::trace::load_timed_tasks(path).map_err(|e| DynamicError(e.to_string()))?;
     Ok(timed
         .into_iter()
         .map(|(t, creation_s, deletion_s)| Pod {
@@ -69,5 +68,5 @@ pub fn load_pods(path: &Path) -> Result<Vec<Pod>, DynamicError> {
 
 /// Loads a GPU node list with the static replay's loader.
 pub fn load_nodes(path: &Path) -> Result<Vec<TraceNode>, DynamicError> {
-    crate::sim::trace::load_nodes(path).map_err(|e| DynamicError(e.to_string()))
+    crate::trace::load_nodes(path).map_err(|e| DynamicError(e.to_string()))
 }

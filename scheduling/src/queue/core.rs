@@ -134,6 +134,22 @@ pub struct Core {
 }
 
 impl Core {
+    /// The allocation ledger, read-only: the Scheduler actor's views and the
+    /// idle inspector read it; only the core's own stages change it.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// Names of the nodes that are up and placeable.
+    pub fn healthy_nodes(&self) -> &HashSet<String> {
+        &self.healthy
+    }
+
+    /// The inventory a node last reported, healthy or not.
+    pub fn inventory(&self, node: &str) -> Option<&NodeInventory> {
+        self.inventories.get(node)
+    }
+
     pub fn new(policy: PolicyName, seed: u64, config: CoreConfig) -> Core {
         Core {
             pool: Pool::new(GpuUnit::MiB),
@@ -424,10 +440,13 @@ impl Core {
                         self.pending(&mut out, &id, why, est);
                         continue;
                     }
-                    if let Some(a) = self.grant(&id, p, borrowed, now_ms) {
-                        *usage_of.entry(tenant).or_default() +=
-                            allocation_usage_of(&a, &self.ledger);
-                        out.push(Decision::Place { allocation: a });
+                    match self.grant(&id, p, borrowed, now_ms) {
+                        Ok(a) => {
+                            *usage_of.entry(tenant).or_default() +=
+                                allocation_usage_of(&a, &self.ledger);
+                            out.push(Decision::Place { allocation: a });
+                        }
+                        Err(why) => self.pending(&mut out, &id, why, None),
                     }
                 }
                 Err(reason) => {
@@ -676,24 +695,34 @@ impl Core {
         true
     }
 
-    /// Binds a placement into the ledger and the pool.
-    fn grant(&mut self, id: &str, p: Placement, borrowed: bool, now_ms: u64) -> Option<Allocation> {
-        let w = self.waiting.get(id)?;
-        let node = self.pool.node(p.node)?.name.clone();
-        let allocation = build_allocation(
-            self.inventories.get(&node)?,
-            &node,
-            &w.task,
-            &w.demand,
-            &p,
-            borrowed,
-            now_ms,
-        );
+    /// Binds a placement into the ledger and the pool. An `Err` is an internal
+    /// inconsistency (the pool refused what the placer chose); the task stays
+    /// queued and the reason is shown as its pending reason, not logged here —
+    /// this crate has no logger.
+    fn grant(
+        &mut self,
+        id: &str,
+        p: Placement,
+        borrowed: bool,
+        now_ms: u64,
+    ) -> Result<Allocation, String> {
+        let w = self.waiting.get(id).ok_or("no longer waiting")?;
+        let node = self
+            .pool
+            .node(p.node)
+            .ok_or("placed on an unknown node")?
+            .name
+            .clone();
+        let inventory = self
+            .inventories
+            .get(&node)
+            .ok_or("placed on a node without inventory")?;
+        let allocation =
+            build_allocation(inventory, &node, &w.task, &w.demand, &p, borrowed, now_ms);
         if let Err(e) = self.pool.commit(&w.demand, &p) {
-            tracing::error!(task = %id, error = %e, "placement did not fit at bind");
-            return None;
+            return Err(format!("placement did not fit at bind: {e}"));
         }
-        let w = self.waiting.remove(id)?;
+        let w = self.waiting.remove(id).ok_or("no longer waiting")?;
         if self.head.as_ref().is_some_and(|h| h.task_id == id) {
             self.head = None;
         }
@@ -709,7 +738,7 @@ impl Core {
             attempt: w.task.attempt,
         });
         self.refresh_node(&node);
-        Some(allocation)
+        Ok(allocation)
     }
 
     /// Re-marks `tenant`'s allocations after a quota change: the oldest stay

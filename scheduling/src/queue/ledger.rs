@@ -1,9 +1,8 @@
 //! The allocation ledger: every live allocation, by id and by node. Only the
 //! Scheduler holds one, so no two tasks are ever granted the same GPU memory.
 use crate::placement::{Demand, GpuDemand, GpuSlot, NodeView as PoolNode};
-use crate::views::NodeAllocated;
 use caldera_spec::{Allocation, NodeInventory, Usage};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// One granted allocation and the facts the scheduler reasons with.
 #[derive(Debug, Clone)]
@@ -171,5 +170,27 @@ pub fn allocation_usage(e: &Entry) -> Usage {
         cpu_cores: a.cpu_milli as f64 / 1000.0,
         memory_gb: a.memory_mb as f64 / 1024.0,
         disk_gb: a.disk_mb as f64 / 1024.0,
+    }
+}
+
+/// Allocated totals of one node, computed from the ledger.
+#[derive(Debug, Clone, Default)]
+pub struct NodeAllocated {
+    pub gpu_memory_mb: BTreeMap<u32, u64>,
+    pub cpu_milli: u64,
+    pub memory_mb: u64,
+    pub disk_mb: u64,
+    pub count: usize,
+}
+
+impl NodeAllocated {
+    pub fn add(&mut self, a: &Allocation) {
+        for g in &a.gpus {
+            *self.gpu_memory_mb.entry(g.index).or_default() += g.memory_mb;
+        }
+        self.cpu_milli += a.cpu_milli;
+        self.memory_mb += a.memory_mb;
+        self.disk_mb += a.disk_mb;
+        self.count += 1;
     }
 }

@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use super::trace::{TraceNode, TraceTask};
 use super::waste::{GpuContents, WasteLine};
-use crate::placement::rng::SplitMix64;
-use crate::placement::{GpuUnit, Placer, PolicyName, Pool, WorkloadMix};
+use caldera_scheduling::placement::rng::SplitMix64;
+use caldera_scheduling::placement::{GpuUnit, Placer, PolicyName, Pool, WorkloadMix};
 
 /// A loaded trace: nodes and tasks.
 #[derive(Debug, Clone)]
@@ -32,7 +32,10 @@ impl Trace {
     /// The typical mix of the trace's tasks (95% coverage, as in the paper).
     pub fn mix(&self) -> WorkloadMix {
         let demands: Vec<_> = self.tasks.iter().map(TraceTask::demand).collect();
-        WorkloadMix::from_demands(&demands, crate::placement::mix::DEFAULT_COVERAGE)
+        WorkloadMix::from_demands(
+            &demands,
+            caldera_scheduling::placement::mix::DEFAULT_COVERAGE,
+        )
     }
 }
 
@@ -110,7 +113,7 @@ pub fn replay(
         policy,
         seed,
         inflate,
-        crate::placement::placer::DEFAULT_SEARCH_LIMIT,
+        caldera_scheduling::placement::placer::DEFAULT_SEARCH_LIMIT,
     )
 }
 

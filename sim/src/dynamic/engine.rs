@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use caldera_spec::{Allocation, NodeInventory};
 
 use super::workload::{Class, SimTask, GPU_MB};
-use crate::placement::PolicyName;
-use crate::scheduler::core::{Core, CoreConfig, Decision, TenantLimits, WaitingTask};
+use caldera_scheduling::placement::PolicyName;
+use caldera_scheduling::queue::core::{Core, CoreConfig, Decision, TenantLimits, WaitingTask};
 
 /// What one pool replays.
 pub struct PoolInput<'a> {

@@ -10,8 +10,8 @@ use caldera_spec::{
 
 use super::trace::{Pod, TraceNode};
 use super::DynamicConfig;
-use crate::placement::rng::SplitMix64;
-use crate::scheduler::core::TenantLimits;
+use caldera_scheduling::placement::rng::SplitMix64;
+use caldera_scheduling::queue::core::TenantLimits;
 
 /// GPU memory given to every simulated GPU, MiB: a `gpu_milli` share maps to
 /// `ceil(16384 * milli / 1000)` MiB of one GPU.

@@ -6,7 +6,7 @@ use super::{run, DynamicConfig, DynamicReport};
 
 fn data(file: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("src/sim/dynamic/testdata")
+        .join("src/dynamic/testdata")
         .join(file)
 }
 

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::replay::{replay_bounded, SeedRun, Trace};
 use super::report::PolicyReport;
-use crate::placement::{PolicyName, WorkloadMix};
+use caldera_scheduling::placement::{PolicyName, WorkloadMix};
 
 /// What to run on a trace.
 #[derive(Debug, Clone)]
@@ -21,7 +21,7 @@ pub struct RunSpec {
     /// Worker threads (at least 1).
     pub threads: usize,
     /// Node classes scored per decision at most (default: exhaustive up to
-    /// [`crate::placement::placer::DEFAULT_SEARCH_LIMIT`]).
+    /// [`caldera_scheduling::placement::placer::DEFAULT_SEARCH_LIMIT`]).
     pub search_limit: usize,
 }
 
@@ -90,7 +90,7 @@ pub fn run_policies(traces: &[Trace], spec: &RunSpec) -> Vec<PolicyReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::trace::{load_nodes, load_tasks};
+    use crate::trace::{load_nodes, load_tasks};
     use std::path::Path;
 
     const DATA: &str = concat!(
@@ -120,7 +120,7 @@ mod tests {
             seeds: vec![42, 43],
             inflate: 1.3,
             threads: 2,
-            search_limit: crate::placement::placer::DEFAULT_SEARCH_LIMIT,
+            search_limit: caldera_scheduling::placement::placer::DEFAULT_SEARCH_LIMIT,
         };
         let a = run_policies(std::slice::from_ref(&trace), &spec);
         let b = run_policies(std::slice::from_ref(&trace), &spec);

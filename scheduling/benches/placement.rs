@@ -2,18 +2,18 @@
 //! 100,000 nodes of 8 GPUs, filled to ~70% of their GPUs with tasks drawn from the
 //! Alibaba trace (or a built-in trace-like mix when the data folder is absent).
 //!
-//! `cargo bench -p caldera-actors --bench placement` prints criterion's timing and,
+//! `cargo bench -p caldera-scheduling --bench placement` prints criterion's timing and,
 //! per size, p50/p99 latency and decisions per second measured over 2,000
 //! decisions (each decision is `Placer::place` + `Pool::commit` + `Pool::release`,
 //! so every decision sees a node state it has not scored before).
 use std::path::Path;
 use std::time::Instant;
 
-use caldera_actors::placement::rng::SplitMix64;
-use caldera_actors::placement::{
+use caldera_scheduling::placement::rng::SplitMix64;
+use caldera_scheduling::placement::{
     Demand, GpuDemand, GpuSlot, GpuUnit, NodeView, Placement, Placer, PolicyName, Pool, WorkloadMix,
 };
-use caldera_actors::sim::load_tasks;
+use caldera_sim::load_tasks;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const TRACE: &str = concat!(
@@ -84,7 +84,11 @@ fn cluster(n: usize, demands: &[Demand], rng: &mut SplitMix64) -> Pool {
     pool
 }
 
-fn first_fit(pool: &Pool, id: caldera_actors::placement::NodeId, d: &Demand) -> Option<Placement> {
+fn first_fit(
+    pool: &Pool,
+    id: caldera_scheduling::placement::NodeId,
+    d: &Demand,
+) -> Option<Placement> {
     let v = pool.node(id)?;
     if v.cpu_free_milli < d.cpu_milli || v.memory_free_mib < d.memory_mib {
         return None;

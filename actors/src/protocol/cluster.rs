@@ -1,0 +1,2 @@
+//! Messages the Cluster (the root) answers.
+pub use crate::cluster::{CreateTenant, NodeSession, Submit};

@@ -1,0 +1,2 @@
+//! Messages a TenantActor answers.
+pub use crate::tenant::{ChangeQuota, TenantSnapshot};
