@@ -6,21 +6,22 @@ use crate::clock::now_ms;
 use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::errors::{ActorError, Result};
-use crate::node::{AgentHello, NodeActor};
+use crate::node::NodeActor;
+use crate::protocol::cluster::{CreateTenant, NodeSession, Submit};
+use crate::protocol::node::AgentHello;
+use crate::protocol::scheduler::SetQuota;
+use crate::protocol::{NodeHandle, SchedulerHandle};
 use crate::registry::Registry;
-use crate::scheduler::{Scheduler, SetQuota};
+use crate::scheduler::Scheduler;
 use crate::shared::Shared;
 use crate::task::TaskActor;
 use crate::tenant::TenantActor;
 use crate::tokens::{self, Principal, TokenBook};
 use actix::prelude::*;
-use caldera_spec::wire::{Hello, ServerMessage, PROTOCOL_VERSION};
-use caldera_spec::{
-    Event, EventKind, NodeRecord, NodeState, Quota, TaskRecord, TaskSpec, TenantRecord,
-};
+use caldera_spec::wire::PROTOCOL_VERSION;
+use caldera_spec::{Event, EventKind, NodeRecord, NodeState, TaskRecord, TaskSpec, TenantRecord};
 use caldera_storage::{Store, StoreConfig};
 use std::sync::Arc;
-use tokio::sync::mpsc::UnboundedSender;
 
 const META_OPERATOR: &str = "operator_token_sha256";
 const META_JOIN: &str = "join_token_sha256";
@@ -69,9 +70,13 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
         let arbiter = actix::Arbiter::new();
         // Supervised: if it ever stops on a fatal error, it is restarted on the
         // same mailbox and rebuilds itself from sled.
-        actix::Supervisor::start_in_arbiter(&arbiter.handle(), move |_| s)
+        SchedulerHandle::new(actix::Supervisor::start_in_arbiter(
+            &arbiter.handle(),
+            move |_| s,
+        ))
     };
     let sh = Arc::new(Shared {
+        clock: crate::clock::Clock::start(),
         gate,
         registry,
         scheduler,
@@ -84,13 +89,13 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
             .insert_hash(t.token_sha256.clone(), Principal::Tenant(t.name.clone()));
         let name = t.name.clone();
         sh.registry
-            .add_tenant(&name, TenantActor::new(t, sh.clone()).start());
+            .add_tenant(&name, TenantActor::spawn(t, sh.clone()));
     }
     for n in store.nodes()? {
         let name = n.name.clone();
         let grace = std::time::Duration::from_millis(sh.config.boot_grace_ms);
         sh.registry
-            .add_node(&name, NodeActor::new(n, sh.clone(), grace).start());
+            .add_node(&name, NodeActor::spawn(n, sh.clone(), grace));
     }
     let mut next_seq = 0;
     let mut live = 0;
@@ -101,7 +106,7 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
             live += 1;
             let id = t.spec.task_id.clone();
             sh.registry
-                .add_task(&id, TaskActor::new(t, sh.clone(), None).start());
+                .add_task(&id, TaskActor::spawn(t, sh.clone(), None));
         }
     }
     sh.record(Event::new(
@@ -164,15 +169,6 @@ fn setup_tokens(
     Ok(generated)
 }
 
-/// Submit a task for `tenant`. Answers once the record is durable; `true` when
-/// newly created, `false` when the same spec was already submitted.
-#[derive(Message)]
-#[rtype(result = "Result<(TaskRecord, bool)>")]
-pub struct Submit {
-    pub tenant: String,
-    pub spec: TaskSpec,
-}
-
 impl Handler<Submit> for Cluster {
     type Result = ResponseFuture<Result<(TaskRecord, bool)>>;
     fn handle(&mut self, m: Submit, _: &mut Context<Self>) -> Self::Result {
@@ -225,7 +221,7 @@ impl Cluster {
                 .tenant(&m.tenant),
         );
         let ticket = self.sh.gate.commit(b)?;
-        let actor = TaskActor::new(rec.clone(), self.sh.clone(), Some(ticket)).start();
+        let actor = TaskActor::spawn(rec.clone(), self.sh.clone(), Some(ticket));
         self.sh.registry.add_task(&id, actor);
         Ok((rec, Some(ticket)))
     }
@@ -300,15 +296,6 @@ fn describe(spec: &TaskSpec) -> String {
     )
 }
 
-/// Create a tenant; returns its record and its token (shown once).
-#[derive(Message)]
-#[rtype(result = "Result<(TenantRecord, String)>")]
-pub struct CreateTenant {
-    pub name: String,
-    pub quota: Quota,
-    pub borrowing_limit: Quota,
-}
-
 impl Handler<CreateTenant> for Cluster {
     type Result = ResponseFuture<Result<(TenantRecord, String)>>;
     fn handle(&mut self, m: CreateTenant, _: &mut Context<Self>) -> Self::Result {
@@ -360,10 +347,9 @@ impl Cluster {
             rec.token_sha256.clone(),
             Principal::Tenant(rec.name.clone()),
         );
-        self.sh.registry.add_tenant(
-            &rec.name,
-            TenantActor::new(rec.clone(), self.sh.clone()).start(),
-        );
+        self.sh
+            .registry
+            .add_tenant(&rec.name, TenantActor::spawn(rec.clone(), self.sh.clone()));
         self.sh.scheduler.do_send(SetQuota {
             tenant: rec.name.clone(),
             limits: crate::tenant::limits(&rec),
@@ -389,17 +375,8 @@ fn validate_name(name: &str) -> Result<()> {
     }
 }
 
-/// A node agent's first frame: find or create its NodeActor and hand it the session.
-#[derive(Message)]
-#[rtype(result = "Result<Addr<NodeActor>>")]
-pub struct NodeSession {
-    pub hello: Hello,
-    pub session_id: u64,
-    pub tx: UnboundedSender<ServerMessage>,
-}
-
 impl Handler<NodeSession> for Cluster {
-    type Result = Result<Addr<NodeActor>>;
+    type Result = Result<NodeHandle>;
     fn handle(&mut self, m: NodeSession, _: &mut Context<Self>) -> Self::Result {
         if m.hello.protocol != PROTOCOL_VERSION {
             return Err(ActorError::Conflict(format!(
@@ -423,7 +400,7 @@ impl Handler<NodeSession> for Cluster {
                     joined_ms: now,
                     last_seen_ms: now,
                 };
-                let a = NodeActor::new(rec, self.sh.clone(), std::time::Duration::ZERO).start();
+                let a = NodeActor::spawn(rec, self.sh.clone(), std::time::Duration::ZERO);
                 self.sh.registry.add_node(&name, a.clone());
                 a
             }

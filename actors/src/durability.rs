@@ -17,6 +17,11 @@ pub struct FlushGate {
     committed: AtomicU64,
     flushed: watch::Sender<u64>,
     kick: Notify,
+    /// Commits still to refuse: a fault injected by this crate's unit tests
+    /// (compiled only into them), to prove that a failed commit stops an
+    /// actor and its supervisor rebuilds it from sled.
+    #[cfg(test)]
+    refuse: AtomicU64,
 }
 
 impl FlushGate {
@@ -28,6 +33,8 @@ impl FlushGate {
             committed: AtomicU64::new(0),
             flushed,
             kick: Notify::new(),
+            #[cfg(test)]
+            refuse: AtomicU64::new(0),
         });
         let flusher = gate.clone();
         actix::spawn(async move { flusher.run().await });
@@ -41,6 +48,16 @@ impl FlushGate {
 
     /// Applies `batch` atomically (visible to reads at once) and schedules a flush.
     pub fn commit(&self, batch: WriteBatch) -> Result<Ticket, StorageError> {
+        #[cfg(test)]
+        if self
+            .refuse
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(StorageError::Config(
+                "commit refused by a test fault".into(),
+            ));
+        }
         self.store.commit(batch)?;
         let t = self.committed.fetch_add(1, Ordering::SeqCst) + 1;
         self.kick.notify_one();
@@ -64,6 +81,12 @@ impl FlushGate {
         let mut b = self.store.batch();
         b.append_event(e);
         self.commit_logged(b);
+    }
+
+    /// Test fault: the next `n` commits fail as if sled had.
+    #[cfg(test)]
+    pub fn refuse_commits(&self, n: u64) {
+        self.refuse.store(n, Ordering::SeqCst);
     }
 
     /// Resolves once the batch behind `ticket` has been flushed to disk.

@@ -12,6 +12,9 @@ pub mod registry;
 pub mod scheduler;
 pub mod service;
 pub mod shared;
+pub mod supervision;
+#[cfg(test)]
+mod supervision_tests;
 pub mod task;
 pub mod tenant;
 pub mod tokens;

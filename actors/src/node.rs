@@ -4,19 +4,27 @@
 //! old session still runs) and its tasks are requeued.
 use crate::clock::now_ms;
 use crate::errors::{ActorError, Result};
-use crate::scheduler::{AllocationsOn, NodeDown, NodeMetricsUpdate, NodeUp};
+use crate::protocol::lifecycle::{Observe, Rebuild};
+use crate::protocol::node::{
+    AgentGone, AgentHello, AgentMessage, Dispatch, FetchLogs, NodeSnapshot, Reannounce,
+    StopWorkload,
+};
+use crate::protocol::scheduler::{AllocationsOn, NodeDown, NodeMetricsUpdate, NodeUp};
+use crate::protocol::task::{NodeLost, Workload, WorkloadMissing};
+use crate::protocol::NodeHandle;
 use crate::shared::Shared;
-use crate::task::{NodeLost, Workload, WorkloadMissing};
+use crate::supervision::Supervision;
 use actix::prelude::*;
 use caldera_spec::wire::{
-    Hello, NodeMessage, ServerMessage, StartCommand, StopCommand, Welcome, WorkloadEventKind,
-    WorkloadReport,
+    NodeMessage, ServerMessage, StopCommand, Welcome, WorkloadEventKind, WorkloadReport,
 };
 use caldera_spec::{Event, EventKind, NodeMetrics, NodeRecord, NodeState};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's clock: liveness runs on the same (pausable) time as the timers.
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
+use tokio::time::Instant;
 
 /// How long an API call waits for a node to send a log tail.
 const LOG_TIMEOUT: Duration = Duration::from_secs(5);
@@ -36,6 +44,7 @@ pub struct NodeActor {
     next_request: u64,
     /// Exits already forwarded, so a heartbeat repeating one does not double it.
     exits_forwarded: HashSet<String>,
+    sup: Supervision<NodeActor>,
 }
 
 impl NodeActor {
@@ -51,7 +60,15 @@ impl NodeActor {
             log_waiters: HashMap::new(),
             next_request: 1,
             exits_forwarded: HashSet::new(),
+            sup: Supervision::default(),
         }
+    }
+
+    /// Starts a node actor under supervision and returns its handle.
+    pub fn spawn(rec: NodeRecord, sh: Arc<Shared>, grace: Duration) -> NodeHandle {
+        NodeHandle::new(actix::Supervisor::start(move |_| {
+            NodeActor::new(rec, sh, grace)
+        }))
     }
 
     fn send(&self, m: ServerMessage) -> bool {
@@ -62,7 +79,14 @@ impl NodeActor {
         let mut b = self.sh.batch();
         b.put_node(&self.rec);
         b.append_event(Event::new(now_ms(), kind, msg).node(&self.rec.name));
-        self.sh.commit(b)
+        let t = self.sh.commit(b);
+        if t.is_none() {
+            self.sup.fail(format!(
+                "node {}: a change could not be recorded",
+                self.rec.name
+            ));
+        }
+        t
     }
 
     fn forward(&mut self, task_id: &str, allocation_id: &str, kind: WorkloadEventKind) {
@@ -142,18 +166,46 @@ impl Actor for NodeActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        self.sup.started(ctx);
         let every = Duration::from_millis((self.sh.config.heartbeat_interval_ms / 2).max(50));
         ctx.run_interval(every, |act, ctx| act.check_liveness(ctx));
     }
 }
 
-/// An agent opened a session and said hello.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct AgentHello {
-    pub hello: Hello,
-    pub session_id: u64,
-    pub tx: UnboundedSender<ServerMessage>,
+impl actix::Supervised for NodeActor {
+    /// The record (epoch, state, inventory) is read back from sled. The live
+    /// session is not state to rebuild: it is the agent's socket, kept as is,
+    /// so a connected agent stays connected across the rebuild.
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        self.sup.restarted();
+        self.log_waiters.clear();
+        match self.sh.gate.store().node(&self.rec.name) {
+            Ok(Some(r)) => self.rec = r,
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(node = %self.rec.name, error = %e, "node rebuilt from memory: storage unreadable")
+            }
+        }
+    }
+}
+
+impl Handler<Rebuild> for NodeActor {
+    type Result = ();
+    fn handle(&mut self, m: Rebuild, ctx: &mut Context<Self>) {
+        self.sup.stopping(m.why);
+        ctx.stop();
+    }
+}
+
+impl Handler<Observe> for NodeActor {
+    type Result = MessageResult<Observe>;
+    fn handle(&mut self, _: Observe, _: &mut Context<Self>) -> Self::Result {
+        let state = match self.rec.state {
+            NodeState::Ready => "ready",
+            NodeState::Lost => "lost",
+        };
+        MessageResult(self.sup.observe("node", &self.rec.name, state))
+    }
 }
 
 impl Handler<AgentHello> for NodeActor {
@@ -269,14 +321,6 @@ impl Handler<AgentHello> for NodeActor {
     }
 }
 
-/// A frame from the agent after the hello.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct AgentMessage {
-    pub session_id: u64,
-    pub msg: NodeMessage,
-}
-
 impl Handler<AgentMessage> for NodeActor {
     type Result = ();
     fn handle(&mut self, m: AgentMessage, _: &mut Context<Self>) {
@@ -330,13 +374,6 @@ impl Handler<AgentMessage> for NodeActor {
     }
 }
 
-/// The agent's socket closed.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct AgentGone {
-    pub session_id: u64,
-}
-
 impl Handler<AgentGone> for NodeActor {
     type Result = ();
     fn handle(&mut self, m: AgentGone, _: &mut Context<Self>) {
@@ -345,12 +382,6 @@ impl Handler<AgentGone> for NodeActor {
         }
     }
 }
-
-/// Start a workload (from its TaskActor). Answers the lease epoch it was sent
-/// under; fails when the node has no session.
-#[derive(Message)]
-#[rtype(result = "std::result::Result<u64, String>")]
-pub struct Dispatch(pub StartCommand);
 
 impl Handler<Dispatch> for NodeActor {
     type Result = std::result::Result<u64, String>;
@@ -367,15 +398,6 @@ impl Handler<Dispatch> for NodeActor {
     }
 }
 
-/// Stop a workload: SIGTERM, grace, SIGKILL on the node.
-#[derive(Message)]
-#[rtype(result = "bool")]
-pub struct StopWorkload {
-    pub allocation_id: String,
-    pub grace_ms: u64,
-    pub reason: String,
-}
-
 impl Handler<StopWorkload> for NodeActor {
     type Result = bool;
     fn handle(&mut self, m: StopWorkload, _: &mut Context<Self>) -> bool {
@@ -386,14 +408,6 @@ impl Handler<StopWorkload> for NodeActor {
             reason: m.reason,
         }))
     }
-}
-
-/// The tail of an allocation's log, fetched from the node.
-#[derive(Message)]
-#[rtype(result = "Result<(String, bool)>")]
-pub struct FetchLogs {
-    pub allocation_id: String,
-    pub tail_bytes: u64,
 }
 
 impl Handler<FetchLogs> for NodeActor {
@@ -428,11 +442,6 @@ impl Handler<FetchLogs> for NodeActor {
     }
 }
 
-/// Record, connection state and latest metrics.
-#[derive(Message)]
-#[rtype(result = "(NodeRecord, bool, NodeMetrics)")]
-pub struct NodeSnapshot;
-
 impl Handler<NodeSnapshot> for NodeActor {
     type Result = MessageResult<NodeSnapshot>;
     fn handle(&mut self, _: NodeSnapshot, _: &mut Context<Self>) -> Self::Result {
@@ -443,11 +452,6 @@ impl Handler<NodeSnapshot> for NodeActor {
         ))
     }
 }
-
-/// The scheduler was rebuilt: a connected node announces its room again.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Reannounce;
 
 impl Handler<Reannounce> for NodeActor {
     type Result = ();

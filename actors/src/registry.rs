@@ -1,17 +1,15 @@
 //! The directory of live actors, so that any actor (or the gateway) can reach
 //! a task, node or tenant by name. A directory only: each actor owns its state.
-use crate::node::NodeActor;
-use crate::task::TaskActor;
-use crate::tenant::TenantActor;
-use actix::Addr;
+//! It holds typed handles from the protocol, never actor types.
+use crate::protocol::{NodeHandle, TaskHandle, TenantHandle};
 use std::collections::HashMap;
 use std::sync::RwLock;
 
 #[derive(Default)]
 pub struct Registry {
-    tasks: RwLock<HashMap<String, Addr<TaskActor>>>,
-    nodes: RwLock<HashMap<String, Addr<NodeActor>>>,
-    tenants: RwLock<HashMap<String, Addr<TenantActor>>>,
+    tasks: RwLock<HashMap<String, TaskHandle>>,
+    nodes: RwLock<HashMap<String, NodeHandle>>,
+    tenants: RwLock<HashMap<String, TenantHandle>>,
 }
 
 fn get<T: Clone>(m: &RwLock<HashMap<String, T>>, k: &str) -> Option<T> {
@@ -31,10 +29,10 @@ fn remove<T>(m: &RwLock<HashMap<String, T>>, k: &str) {
 }
 
 impl Registry {
-    pub fn task(&self, id: &str) -> Option<Addr<TaskActor>> {
+    pub fn task(&self, id: &str) -> Option<TaskHandle> {
         get(&self.tasks, id)
     }
-    pub fn add_task(&self, id: &str, a: Addr<TaskActor>) {
+    pub fn add_task(&self, id: &str, a: TaskHandle) {
         put(&self.tasks, id, a)
     }
     pub fn remove_task(&self, id: &str) {
@@ -43,25 +41,25 @@ impl Registry {
     pub fn live_tasks(&self) -> usize {
         self.tasks.read().map(|m| m.len()).unwrap_or(0)
     }
-    pub fn node(&self, name: &str) -> Option<Addr<NodeActor>> {
+    pub fn node(&self, name: &str) -> Option<NodeHandle> {
         get(&self.nodes, name)
     }
-    pub fn add_node(&self, name: &str, a: Addr<NodeActor>) {
+    pub fn add_node(&self, name: &str, a: NodeHandle) {
         put(&self.nodes, name, a)
     }
-    pub fn nodes(&self) -> Vec<(String, Addr<NodeActor>)> {
+    pub fn nodes(&self) -> Vec<(String, NodeHandle)> {
         self.nodes
             .read()
             .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default()
     }
-    pub fn tenant(&self, name: &str) -> Option<Addr<TenantActor>> {
+    pub fn tenant(&self, name: &str) -> Option<TenantHandle> {
         get(&self.tenants, name)
     }
-    pub fn add_tenant(&self, name: &str, a: Addr<TenantActor>) {
+    pub fn add_tenant(&self, name: &str, a: TenantHandle) {
         put(&self.tenants, name, a)
     }
-    pub fn tenants(&self) -> Vec<(String, Addr<TenantActor>)> {
+    pub fn tenants(&self) -> Vec<(String, TenantHandle)> {
         self.tenants
             .read()
             .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())

@@ -6,7 +6,9 @@
 use crate::clock::now_ms;
 use crate::durability::Ticket;
 use crate::errors::{ActorError, Result};
-use crate::task::{Release, TaskActor};
+use crate::protocol::task::Release;
+use crate::protocol::task::{ReplicaState, Scale, ScaleInIdle};
+use crate::task::TaskActor;
 use actix::prelude::*;
 use caldera_spec::{Event, EventKind, TaskRecord, TaskState, TaskType};
 use std::time::Duration;
@@ -84,7 +86,7 @@ impl TaskActor {
                 .tenant(&rec.tenant),
             );
             let ticket = self.sh.commit(b);
-            let actor = TaskActor::new(rec, self.sh.clone(), ticket).start();
+            let actor = TaskActor::spawn(rec, self.sh.clone(), ticket);
             self.sh.registry.add_task(&id, actor);
             self.replicas.insert(id, TaskState::Queued);
         }
@@ -158,14 +160,6 @@ impl TaskActor {
     }
 }
 
-/// A replica's state changed.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ReplicaState {
-    pub replica: String,
-    pub state: TaskState,
-}
-
 impl Handler<ReplicaState> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: ReplicaState, ctx: &mut Context<Self>) {
@@ -201,13 +195,6 @@ impl Handler<ReplicaState> for TaskActor {
     }
 }
 
-/// `PUT /v1/tasks/{id}/replicas`.
-#[derive(Message)]
-#[rtype(result = "Result<TaskRecord>")]
-pub struct Scale {
-    pub replicas: u32,
-}
-
 impl Handler<Scale> for TaskActor {
     type Result = Result<TaskRecord>;
     fn handle(&mut self, m: Scale, _: &mut Context<Self>) -> Result<TaskRecord> {
@@ -226,14 +213,6 @@ impl Handler<Scale> for TaskActor {
         self.scale(m.replicas, "scaled by request");
         Ok(self.rec.clone())
     }
-}
-
-/// The idle inspector found a replica idle past its grace.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ScaleInIdle {
-    pub replica: String,
-    pub reason: String,
 }
 
 impl Handler<ScaleInIdle> for TaskActor {

@@ -2,18 +2,19 @@
 //! its flush gate, the actor directory, the scheduler's address and the config.
 use crate::config::ServerConfig;
 use crate::durability::{FlushGate, Ticket};
+use crate::protocol::SchedulerHandle;
 use crate::registry::Registry;
-use crate::scheduler::Scheduler;
 use crate::tokens::TokenBook;
-use actix::Addr;
 use caldera_spec::Event;
 use caldera_storage::WriteBatch;
 use std::sync::Arc;
 
 pub struct Shared {
+    /// The one clock of the shells (monotonic; paused and advanced in tests).
+    pub clock: crate::clock::Clock,
     pub gate: Arc<FlushGate>,
     pub registry: Arc<Registry>,
-    pub scheduler: Addr<Scheduler>,
+    pub scheduler: SchedulerHandle,
     pub config: ServerConfig,
     pub tokens: Arc<TokenBook>,
     /// Largest GPU in the pool, MiB (kept by the Scheduler), for the inference cap.
@@ -30,6 +31,11 @@ impl Shared {
     /// caller does not act on a transition that was not recorded).
     pub fn commit(&self, b: WriteBatch) -> Option<Ticket> {
         self.gate.commit_logged(b)
+    }
+
+    /// Milliseconds since the Unix epoch, from the injected clock.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
     }
 
     /// Records one event on its own.

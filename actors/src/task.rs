@@ -6,9 +6,16 @@
 use crate::clock::now_ms;
 use crate::durability::Ticket;
 use crate::errors::{ActorError, Result};
-use crate::node::{Dispatch, StopWorkload};
-use crate::scheduler::{Checkpointed, Dequeue, Enqueue, Free};
+use crate::protocol::lifecycle::{Observe, Rebuild};
+use crate::protocol::node::{Dispatch, StopWorkload};
+use crate::protocol::scheduler::{Checkpointed, Dequeue, Enqueue, Free};
+use crate::protocol::task::{
+    NodeLost, Pending, Placed, Preempt, Reclaim, Release, Remarked, TaskSnapshot, Workload,
+    WorkloadMissing,
+};
+use crate::protocol::TaskHandle;
 use crate::shared::Shared;
+use crate::supervision::Supervision;
 use actix::prelude::*;
 use caldera_spec::wire::{ExitStatus, StartCommand, WorkloadEventKind};
 use caldera_spec::{Allocation, Event, EventKind, TaskRecord, TaskState};
@@ -29,6 +36,10 @@ pub struct TaskActor {
     pub(crate) replicas: std::collections::BTreeMap<String, TaskState>,
     /// An inference service: replicas replaced since one last ran (backoff).
     pub(crate) replica_restarts: u32,
+    sup: Supervision<TaskActor>,
+    /// Rebuilt after its record became terminal (or vanished): it only waits
+    /// for the last handles to drop.
+    retired: bool,
 }
 
 /// A stop the control plane asked for, and what follows the exit.
@@ -49,7 +60,16 @@ impl TaskActor {
             stopping: None,
             replicas: Default::default(),
             replica_restarts: 0,
+            sup: Supervision::default(),
+            retired: false,
         }
+    }
+
+    /// Starts a task actor under supervision and returns its handle.
+    pub fn spawn(rec: TaskRecord, sh: Arc<Shared>, boot: Option<Ticket>) -> TaskHandle {
+        TaskHandle::new(actix::Supervisor::start(move |_| {
+            TaskActor::new(rec, sh, boot)
+        }))
     }
 
     /// Whether `allocation_id` is this task's current allocation (news of an
@@ -134,7 +154,14 @@ impl TaskActor {
         let mut b = self.sh.batch();
         b.put_task(&self.rec);
         b.append_event(self.event(kind, msg));
-        self.sh.commit(b)
+        let t = self.sh.commit(b);
+        if t.is_none() {
+            self.sup.fail(format!(
+                "task {}: a transition could not be recorded",
+                self.id()
+            ));
+        }
+        t
     }
 
     pub(crate) fn transition(
@@ -145,7 +172,7 @@ impl TaskActor {
         let from = self.rec.state;
         if let Some(svc) = &self.rec.service {
             if let Some(parent) = self.sh.registry.task(svc) {
-                parent.do_send(crate::service::ReplicaState {
+                parent.do_send(crate::protocol::task::ReplicaState {
                     replica: self.id().to_string(),
                     state,
                 });
@@ -336,6 +363,10 @@ impl Actor for TaskActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        self.sup.started(ctx);
+        if self.retired {
+            return;
+        }
         if self.is_service() {
             let boot = self.boot.take();
             return self.start_service(ctx, boot);
@@ -356,12 +387,52 @@ impl Actor for TaskActor {
     }
 }
 
-/// The scheduler granted an allocation.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Placed {
-    pub allocation: Allocation,
-    pub ticket: Ticket,
+impl actix::Supervised for TaskActor {
+    /// Reads the record back from sled: what was recorded is the truth, what
+    /// only lived in memory (a stop in progress, replica states) is rebuilt by
+    /// `started()` and by the next reports.
+    fn restarting(&mut self, ctx: &mut Context<Self>) {
+        self.sup.restarted();
+        self.stopping = None;
+        self.boot = None;
+        self.replicas.clear();
+        self.replica_restarts = 0;
+        match self.sh.gate.store().task(self.id()) {
+            Ok(Some(r)) => {
+                self.retired = r.state.is_terminal();
+                self.rec = r;
+            }
+            Ok(None) => self.retired = true,
+            Err(e) => {
+                // Storage itself is failing: keep the last known record; the
+                // next failed commit stops the actor again.
+                tracing::error!(task = %self.id(), error = %e, "task rebuilt from memory: storage unreadable");
+            }
+        }
+        if self.retired {
+            self.sh.registry.remove_task(self.id());
+        } else {
+            // A terminal step whose commit failed left the directory: the
+            // record says the task lives on, so it is findable again.
+            let me = TaskHandle::new(ctx.address());
+            self.sh.registry.add_task(self.id(), me);
+        }
+    }
+}
+
+impl Handler<Rebuild> for TaskActor {
+    type Result = ();
+    fn handle(&mut self, m: Rebuild, ctx: &mut Context<Self>) {
+        self.sup.stopping(m.why);
+        ctx.stop();
+    }
+}
+
+impl Handler<Observe> for TaskActor {
+    type Result = MessageResult<Observe>;
+    fn handle(&mut self, _: Observe, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.sup.observe("task", self.id(), self.rec.state.as_str()))
+    }
 }
 
 impl Handler<Placed> for TaskActor {
@@ -385,14 +456,6 @@ impl Handler<Placed> for TaskActor {
     }
 }
 
-/// Why the task is still waiting (placement rejections or quota).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Pending {
-    pub reason: String,
-    pub estimated_start_ms: Option<u64>,
-}
-
 impl Handler<Pending> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Pending, _: &mut Context<Self>) {
@@ -401,14 +464,6 @@ impl Handler<Pending> for TaskActor {
             self.rec.estimated_start_ms = m.estimated_start_ms;
         }
     }
-}
-
-/// Something the node agent reported about this task's workload.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Workload {
-    pub allocation_id: String,
-    pub kind: WorkloadEventKind,
 }
 
 impl Handler<Workload> for TaskActor {
@@ -466,14 +521,6 @@ impl Handler<Workload> for TaskActor {
     }
 }
 
-/// Release resources (the data platform's "release"): stop the workload if it
-/// runs, free everything, state Released; a queued task is cancelled.
-#[derive(Message)]
-#[rtype(result = "Result<TaskRecord>")]
-pub struct Release {
-    pub by: String,
-}
-
 impl Handler<Release> for TaskActor {
     type Result = ResponseFuture<Result<TaskRecord>>;
     fn handle(&mut self, m: Release, ctx: &mut Context<Self>) -> Self::Result {
@@ -528,16 +575,6 @@ impl Handler<Release> for TaskActor {
     }
 }
 
-/// The scheduler chose this task's allocation as a victim: SIGTERM (the
-/// workload saves a checkpoint), a grace period, then SIGKILL; back to the queue.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Preempt {
-    pub allocation_id: String,
-    pub by: String,
-    pub reason: String,
-}
-
 impl Handler<Preempt> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Preempt, ctx: &mut Context<Self>) {
@@ -575,14 +612,6 @@ impl Handler<Preempt> for TaskActor {
     }
 }
 
-/// The idle inspector reclaims this task's allocation.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Reclaim {
-    pub allocation_id: String,
-    pub reason: String,
-}
-
 impl Handler<Reclaim> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Reclaim, ctx: &mut Context<Self>) {
@@ -595,7 +624,7 @@ impl Handler<Reclaim> for TaskActor {
         }
         if let Some(svc) = self.rec.service.clone() {
             if let Some(parent) = self.sh.registry.task(&svc) {
-                parent.do_send(crate::service::ScaleInIdle {
+                parent.do_send(crate::protocol::task::ScaleInIdle {
                     replica: self.id().to_string(),
                     reason: m.reason,
                 });
@@ -614,13 +643,6 @@ impl Handler<Reclaim> for TaskActor {
             &m.reason,
         );
     }
-}
-
-/// A quota change re-marked this task's allocation as borrowed (or back).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Remarked {
-    pub allocation: Allocation,
 }
 
 impl Handler<Remarked> for TaskActor {
@@ -646,13 +668,6 @@ impl Handler<Remarked> for TaskActor {
     }
 }
 
-/// The task's node was declared lost.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct NodeLost {
-    pub node: String,
-}
-
 impl Handler<NodeLost> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: NodeLost, ctx: &mut Context<Self>) {
@@ -665,13 +680,6 @@ impl Handler<NodeLost> for TaskActor {
         }
         self.requeue(ctx, format!("node {} lost", m.node), true);
     }
-}
-
-/// The node said hello again but no longer runs this task's workload.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct WorkloadMissing {
-    pub node: String,
 }
 
 impl Handler<WorkloadMissing> for TaskActor {
@@ -688,11 +696,6 @@ impl Handler<WorkloadMissing> for TaskActor {
     }
 }
 
-/// A copy of the record, for the API.
-#[derive(Message)]
-#[rtype(result = "TaskRecord")]
-pub struct TaskSnapshot;
-
 impl Handler<TaskSnapshot> for TaskActor {
     type Result = MessageResult<TaskSnapshot>;
     fn handle(&mut self, _: TaskSnapshot, _: &mut Context<Self>) -> Self::Result {
@@ -701,6 +704,6 @@ impl Handler<TaskSnapshot> for TaskActor {
 }
 
 /// Convenience for callers that only have a directory entry.
-pub async fn snapshot(addr: &Addr<TaskActor>) -> Result<TaskRecord> {
+pub async fn snapshot(addr: &TaskHandle) -> Result<TaskRecord> {
     addr.send(TaskSnapshot).await.map_err(ActorError::from)
 }

@@ -1,49 +1,81 @@
 //! TenantActor: one per tenant; owns its quota record.
 use crate::clock::now_ms;
 use crate::errors::Result;
-use crate::scheduler::SetQuota;
+use crate::protocol::lifecycle::{Observe, Rebuild};
+use crate::protocol::scheduler::SetQuota;
+use crate::protocol::tenant::{ChangeQuota, TenantSnapshot};
+use crate::protocol::TenantHandle;
 use crate::shared::Shared;
+use crate::supervision::Supervision;
 use actix::prelude::*;
 use caldera_scheduling::queue::core::TenantLimits;
-use caldera_spec::{Event, EventKind, Quota, TenantRecord};
+use caldera_spec::{Event, EventKind, TenantRecord};
 use std::sync::Arc;
 
 pub struct TenantActor {
     rec: TenantRecord,
     sh: Arc<Shared>,
+    sup: Supervision<TenantActor>,
 }
 
 impl TenantActor {
     pub fn new(rec: TenantRecord, sh: Arc<Shared>) -> Self {
-        TenantActor { rec, sh }
+        TenantActor {
+            rec,
+            sh,
+            sup: Supervision::default(),
+        }
+    }
+
+    /// Starts a tenant actor under supervision and returns its handle.
+    pub fn spawn(rec: TenantRecord, sh: Arc<Shared>) -> TenantHandle {
+        TenantHandle::new(actix::Supervisor::start(move |_| TenantActor::new(rec, sh)))
     }
 }
 
 impl Actor for TenantActor {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.sup.started(ctx);
+    }
 }
 
-/// The tenant record (token hash included; views strip it).
-#[derive(Message)]
-#[rtype(result = "TenantRecord")]
-pub struct TenantSnapshot;
+impl actix::Supervised for TenantActor {
+    /// The quota record is read back from sled: a change whose commit failed
+    /// is gone from memory too.
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        self.sup.restarted();
+        match self.sh.gate.store().tenant(&self.rec.name) {
+            Ok(Some(r)) => self.rec = r,
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(tenant = %self.rec.name, error = %e, "tenant rebuilt from memory: storage unreadable")
+            }
+        }
+    }
+}
+
+impl Handler<Rebuild> for TenantActor {
+    type Result = ();
+    fn handle(&mut self, m: Rebuild, ctx: &mut Context<Self>) {
+        self.sup.stopping(m.why);
+        ctx.stop();
+    }
+}
+
+impl Handler<Observe> for TenantActor {
+    type Result = MessageResult<Observe>;
+    fn handle(&mut self, _: Observe, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.sup.observe("tenant", &self.rec.name, "active"))
+    }
+}
 
 impl Handler<TenantSnapshot> for TenantActor {
     type Result = MessageResult<TenantSnapshot>;
     fn handle(&mut self, _: TenantSnapshot, _: &mut Context<Self>) -> Self::Result {
         MessageResult(self.rec.clone())
     }
-}
-
-/// An operator changes the quota. Running work is never killed by a lower
-/// quota: it keeps running; new work waits until usage is back under it.
-#[derive(Message)]
-#[rtype(result = "Result<TenantRecord>")]
-pub struct ChangeQuota {
-    /// New guarantee; `None` keeps the current one.
-    pub quota: Option<Quota>,
-    /// New borrowing limit; `None` keeps the current one.
-    pub borrowing_limit: Option<Quota>,
 }
 
 /// The scheduler's view of a tenant's limits.
@@ -85,10 +117,22 @@ impl Handler<ChangeQuota> for TenantActor {
             )
             .tenant(&self.rec.name),
         );
+        let ticket = match self.sh.gate.commit(b) {
+            Ok(t) => t,
+            Err(e) => {
+                // Memory already holds the new quota: stop and be rebuilt from
+                // sled, where the old one still is.
+                self.sup.fail(format!(
+                    "tenant {}: quota change not recorded: {e}",
+                    self.rec.name
+                ));
+                return Box::pin(async move { Err(e.into()) });
+            }
+        };
         let rec = self.rec.clone();
         let sh = self.sh.clone();
         Box::pin(async move {
-            sh.gate.commit_durable(b).await?;
+            sh.gate.durable(ticket).await;
             sh.scheduler.do_send(SetQuota {
                 tenant: rec.name.clone(),
                 limits: limits(&rec),

@@ -226,3 +226,19 @@ pub struct Utilization {
     /// True when any GPU in the pool is simulated.
     pub simulated_gpus: bool,
 }
+
+/// One point of a tenant's usage report.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct UsageSample {
+    pub at_ms: u64,
+    pub allocated: caldera_spec::Usage,
+    pub used: caldera_spec::Usage,
+}
+
+/// Counters for /metrics and tests.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct SchedulerStats {
+    pub queued: usize,
+    pub allocations: usize,
+    pub healthy_nodes: usize,
+}

@@ -2,8 +2,9 @@
 //! restarted on the same address and rebuilds its ledger and queue from sled.
 use caldera_actors::config::ServerConfig;
 use caldera_actors::durability::FlushGate;
+use caldera_actors::protocol::scheduler::{Restart, Stats};
 use caldera_actors::registry::Registry;
-use caldera_actors::scheduler::{Restart, Scheduler, Stats};
+use caldera_actors::scheduler::Scheduler;
 use caldera_spec::{Allocation, NodeInventory, NodeRecord, NodeState, TaskRecord, TaskState};
 use caldera_storage::{Store, StoreConfig};
 use std::sync::atomic::AtomicU64;

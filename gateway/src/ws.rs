@@ -4,11 +4,11 @@
 use crate::auth;
 use crate::envelope;
 use crate::state::AppState;
-use actix::Addr;
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_ws::{AggregatedMessage, Session};
-use caldera_actors::cluster::NodeSession;
-use caldera_actors::node::{AgentGone, AgentMessage, NodeActor};
+use caldera_actors::protocol::cluster::NodeSession;
+use caldera_actors::protocol::node::{AgentGone, AgentMessage};
+use caldera_actors::protocol::NodeHandle;
 use caldera_actors::tokens::Principal;
 use caldera_spec::wire::{NodeMessage, ServerMessage};
 use futures_util::StreamExt;
@@ -77,7 +77,7 @@ async fn run_session(
         _ => return refuse(session, "the first frame must be a text hello").await,
     };
     let node_name = hello.node_name.clone();
-    let node: Addr<NodeActor> = match st
+    let node: NodeHandle = match st
         .cluster
         .send(NodeSession {
             hello,

@@ -1,5 +1,87 @@
-//! Messages a NodeActor answers.
-pub use crate::node::{
-    AgentGone, AgentHello, AgentMessage, Dispatch, FetchLogs, NodeSnapshot, Reannounce,
-    StopWorkload,
-};
+//! Messages a NodeActor answers, and [`NodeHandle`].
+use super::handle::handle;
+use super::lifecycle::{Observe, Rebuild};
+use crate::errors::Result;
+use actix::prelude::*;
+use caldera_spec::wire::{Hello, NodeMessage, ServerMessage, StartCommand};
+use caldera_spec::{NodeMetrics, NodeRecord};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// An agent opened a session and said hello.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AgentHello {
+    pub hello: Hello,
+    pub session_id: u64,
+    pub tx: UnboundedSender<ServerMessage>,
+}
+
+/// A frame from the agent after the hello.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AgentMessage {
+    pub session_id: u64,
+    pub msg: NodeMessage,
+}
+
+/// The agent's socket closed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AgentGone {
+    pub session_id: u64,
+}
+
+/// Start a workload (from its TaskActor). Answers the lease epoch it was sent
+/// under; fails when the node has no session.
+#[derive(Message)]
+#[rtype(result = "std::result::Result<u64, String>")]
+pub struct Dispatch(pub StartCommand);
+
+/// Stop a workload: SIGTERM, grace, SIGKILL on the node.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct StopWorkload {
+    pub allocation_id: String,
+    pub grace_ms: u64,
+    pub reason: String,
+}
+
+/// The tail of an allocation's log, fetched from the node.
+#[derive(Message)]
+#[rtype(result = "Result<(String, bool)>")]
+pub struct FetchLogs {
+    pub allocation_id: String,
+    pub tail_bytes: u64,
+}
+
+/// Record, connection state and latest metrics.
+#[derive(Message)]
+#[rtype(result = "(NodeRecord, bool, NodeMetrics)")]
+pub struct NodeSnapshot;
+
+/// The scheduler was rebuilt: a connected node announces its room again.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Reannounce;
+
+handle! {
+    /// A node's session actor, as the directory, its tasks and the gateway's socket hold it.
+    NodeHandle: NodePort {
+        tell {
+            rebuild: Rebuild,
+            agent_hello: AgentHello,
+            agent_message: AgentMessage,
+            agent_gone: AgentGone,
+            reannounce: Reannounce,
+            // A task asks for a stop without waiting for the answer.
+            stop_unanswered: StopWorkload,
+        }
+        ask {
+            observe: Observe,
+            dispatch: Dispatch,
+            stop_workload: StopWorkload,
+            fetch_logs: FetchLogs,
+            snapshot: NodeSnapshot,
+        }
+    }
+}

@@ -1,7 +1,132 @@
-//! Messages the Scheduler answers.
-pub use crate::scheduler::idle::TenantUsage;
-pub use crate::scheduler::utilization::QueryUtilization;
-pub use crate::scheduler::{
-    AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, Enqueue, Free, NodeDown,
-    NodeMetricsUpdate, NodeUp, Restart, SchedulerStats, SetQuota, Stats,
-};
+//! Messages the Scheduler answers, and [`SchedulerHandle`].
+use super::handle::handle;
+use crate::views::{NodeAllocated, SchedulerStats, UsageSample, Utilization};
+use actix::prelude::*;
+use caldera_scheduling::queue::core::TenantLimits;
+use caldera_spec::wire::AllocationUse;
+use caldera_spec::{Allocation, NodeInventory, NodeMetrics, TaskSpec};
+use std::collections::HashMap;
+
+/// Stops the scheduler as a fatal error would; its supervisor restarts it and it
+/// rebuilds from sled. The operator's last resort, and how tests prove the
+/// supervision works.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Restart;
+
+/// A task waits for room (new, requeued, or rebuilt after a restart).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Enqueue {
+    pub task_id: String,
+    pub tenant: String,
+    pub spec: TaskSpec,
+    pub seq: u64,
+    pub attempt: u32,
+}
+
+/// A queued task leaves the queue (cancelled or released).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Dequeue {
+    pub task_id: String,
+}
+
+/// An allocation ends: its room returns to the pool.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Free {
+    pub allocation_id: String,
+    pub reason: String,
+}
+
+/// A node's agent said hello: its room joins the pool.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct NodeUp {
+    pub name: String,
+    pub inventory: NodeInventory,
+}
+
+/// A node was lost: nothing more is placed there.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct NodeDown {
+    pub name: String,
+}
+
+/// The ledger's allocations on one node (for the hello reconciliation).
+#[derive(Message)]
+#[rtype(result = "Vec<Allocation>")]
+pub struct AllocationsOn {
+    pub node: String,
+}
+
+/// Live metrics from a node's heartbeat.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct NodeMetricsUpdate {
+    pub name: String,
+    pub metrics: NodeMetrics,
+    pub usage: Vec<(String, AllocationUse)>,
+}
+
+/// The workload of an allocation saved a checkpoint.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Checkpointed {
+    pub allocation_id: String,
+    pub at_ms: u64,
+}
+
+/// A tenant's limits changed (or a tenant was created).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetQuota {
+    pub tenant: String,
+    pub limits: TenantLimits,
+}
+
+/// Allocated totals per node, for node views.
+#[derive(Message)]
+#[rtype(result = "HashMap<String, NodeAllocated>")]
+pub struct AllocatedByNode;
+
+#[derive(Message)]
+#[rtype(result = "SchedulerStats")]
+pub struct Stats;
+
+/// The usage report of one tenant.
+#[derive(Message)]
+#[rtype(result = "Vec<UsageSample>")]
+pub struct TenantUsage {
+    pub tenant: String,
+}
+
+#[derive(Message)]
+#[rtype(result = "Utilization")]
+pub struct QueryUtilization;
+
+handle! {
+    /// The Scheduler (supervised: the handle survives its rebuilds).
+    SchedulerHandle: SchedulerPort {
+        tell {
+            restart: Restart,
+            enqueue: Enqueue,
+            dequeue: Dequeue,
+            free: Free,
+            node_up: NodeUp,
+            node_down: NodeDown,
+            node_metrics: NodeMetricsUpdate,
+            checkpointed: Checkpointed,
+            set_quota: SetQuota,
+        }
+        ask {
+            allocations_on: AllocationsOn,
+            allocated_by_node: AllocatedByNode,
+            stats: Stats,
+            tenant_usage: TenantUsage,
+            utilization: QueryUtilization,
+        }
+    }
+}

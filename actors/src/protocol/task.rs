@@ -1,6 +1,135 @@
-//! Messages a TaskActor answers (a service's TaskActor also answers the replica ones).
-pub use crate::service::{ReplicaState, Scale, ScaleInIdle};
-pub use crate::task::{
-    NodeLost, Pending, Placed, Preempt, Reclaim, Release, Remarked, TaskSnapshot, Workload,
-    WorkloadMissing,
-};
+//! Messages a TaskActor answers (a service's TaskActor also answers the
+//! replica ones), and [`TaskHandle`], what others hold of a task.
+use super::handle::handle;
+use super::lifecycle::{Observe, Rebuild};
+use crate::durability::Ticket;
+use crate::errors::Result;
+use actix::prelude::*;
+use caldera_spec::wire::WorkloadEventKind;
+use caldera_spec::{Allocation, TaskRecord, TaskState};
+
+/// The scheduler granted an allocation.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Placed {
+    pub allocation: Allocation,
+    pub ticket: Ticket,
+}
+
+/// Why the task is still waiting (placement rejections or quota).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Pending {
+    pub reason: String,
+    pub estimated_start_ms: Option<u64>,
+}
+
+/// Something the node agent reported about this task's workload.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Workload {
+    pub allocation_id: String,
+    pub kind: WorkloadEventKind,
+}
+
+/// Release resources (the data platform's "release"): stop the workload if it
+/// runs, free everything, state Released; a queued task is cancelled.
+#[derive(Message)]
+#[rtype(result = "Result<TaskRecord>")]
+pub struct Release {
+    pub by: String,
+}
+
+/// The scheduler chose this task's allocation as a victim: SIGTERM (the
+/// workload saves a checkpoint), a grace period, then SIGKILL; back to the queue.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Preempt {
+    pub allocation_id: String,
+    pub by: String,
+    pub reason: String,
+}
+
+/// The idle inspector reclaims this task's allocation.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Reclaim {
+    pub allocation_id: String,
+    pub reason: String,
+}
+
+/// A quota change re-marked this task's allocation as borrowed (or back).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Remarked {
+    pub allocation: Allocation,
+}
+
+/// The task's node was declared lost.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct NodeLost {
+    pub node: String,
+}
+
+/// The node said hello again but no longer runs this task's workload.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WorkloadMissing {
+    pub node: String,
+}
+
+/// A copy of the record, for the API.
+#[derive(Message)]
+#[rtype(result = "TaskRecord")]
+pub struct TaskSnapshot;
+
+/// A replica's state changed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ReplicaState {
+    pub replica: String,
+    pub state: TaskState,
+}
+
+/// `PUT /v1/tasks/{id}/replicas`.
+#[derive(Message)]
+#[rtype(result = "Result<TaskRecord>")]
+pub struct Scale {
+    pub replicas: u32,
+}
+
+/// The idle inspector found a replica idle past its grace.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ScaleInIdle {
+    pub replica: String,
+    pub reason: String,
+}
+
+handle! {
+    /// A live task, as the directory, the Scheduler, its node and its service hold it.
+    TaskHandle: TaskPort {
+        tell {
+            rebuild: Rebuild,
+            placed: Placed,
+            pending: Pending,
+            workload: Workload,
+            preempt: Preempt,
+            reclaim: Reclaim,
+            remarked: Remarked,
+            node_lost: NodeLost,
+            workload_missing: WorkloadMissing,
+            replica_state: ReplicaState,
+            scale_in_idle: ScaleInIdle,
+            // A service releases its replicas without waiting for the answer.
+            release_unanswered: Release,
+        }
+        ask {
+            observe: Observe,
+            release: Release,
+            scale: Scale,
+            snapshot: TaskSnapshot,
+        }
+    }
+}

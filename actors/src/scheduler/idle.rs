@@ -7,7 +7,9 @@
 use super::Scheduler;
 use crate::clock::now_ms;
 use crate::config::ServerConfig;
-use crate::task::Reclaim;
+use crate::protocol::scheduler::TenantUsage;
+use crate::protocol::task::Reclaim;
+use crate::views::UsageSample;
 use actix::prelude::*;
 use caldera_scheduling::queue::ledger::allocation_usage;
 use caldera_spec::{Event, EventKind, Usage};
@@ -22,14 +24,6 @@ struct Watch {
     idle_since: Option<u64>,
     warned_at: Option<u64>,
     reclaimed: bool,
-}
-
-/// One point of a tenant's usage report.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct UsageSample {
-    pub at_ms: u64,
-    pub allocated: Usage,
-    pub used: Usage,
 }
 
 pub struct Inspector {
@@ -69,13 +63,6 @@ impl Inspector {
             .map(|h| h.iter().cloned().collect())
             .unwrap_or_default()
     }
-}
-
-/// The usage report of one tenant.
-#[derive(Message)]
-#[rtype(result = "Vec<UsageSample>")]
-pub struct TenantUsage {
-    pub tenant: String,
 }
 
 impl Handler<TenantUsage> for Scheduler {

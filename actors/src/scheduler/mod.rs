@@ -8,13 +8,18 @@ pub mod utilization;
 use crate::clock::now_ms;
 use crate::config::ServerConfig;
 use crate::durability::FlushGate;
+use crate::protocol::scheduler::{
+    AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, Enqueue, Free, NodeDown,
+    NodeMetricsUpdate, NodeUp, Restart, SetQuota, Stats,
+};
+use crate::protocol::task::{Pending, Placed, Preempt, Remarked};
 use crate::registry::Registry;
-use crate::task::{Pending, Placed, Preempt};
+use crate::views::SchedulerStats;
 use actix::prelude::*;
 use caldera_scheduling::placement::PolicyName;
 use caldera_scheduling::queue::core::{Core, CoreConfig, Decision, TenantLimits, WaitingTask};
 use caldera_spec::wire::AllocationUse;
-use caldera_spec::{Allocation, Event, EventKind, NodeInventory, NodeMetrics, TaskSpec};
+use caldera_spec::{Allocation, Event, EventKind, NodeMetrics};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -149,7 +154,7 @@ impl Scheduler {
             }
         }
         for (_, n) in self.registry.nodes() {
-            n.do_send(crate::node::Reannounce);
+            n.do_send(crate::protocol::node::Reannounce);
         }
     }
 
@@ -248,13 +253,6 @@ impl actix::Supervised for Scheduler {
     }
 }
 
-/// Stops the scheduler as a fatal error would; its supervisor restarts it and it
-/// rebuilds from sled. The operator's last resort, and how tests prove the
-/// supervision works.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Restart;
-
 impl Handler<Restart> for Scheduler {
     type Result = ();
     fn handle(&mut self, _: Restart, ctx: &mut Context<Self>) {
@@ -272,17 +270,6 @@ impl Actor for Scheduler {
     }
 }
 
-/// A task waits for room (new, requeued, or rebuilt after a restart).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Enqueue {
-    pub task_id: String,
-    pub tenant: String,
-    pub spec: TaskSpec,
-    pub seq: u64,
-    pub attempt: u32,
-}
-
 impl Handler<Enqueue> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: Enqueue, ctx: &mut Context<Self>) {
@@ -297,27 +284,12 @@ impl Handler<Enqueue> for Scheduler {
     }
 }
 
-/// A queued task leaves the queue (cancelled or released).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Dequeue {
-    pub task_id: String,
-}
-
 impl Handler<Dequeue> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: Dequeue, ctx: &mut Context<Self>) {
         self.core.dequeue(&m.task_id);
         self.request_cycle(ctx);
     }
-}
-
-/// An allocation ends: its room returns to the pool.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Free {
-    pub allocation_id: String,
-    pub reason: String,
 }
 
 impl Handler<Free> for Scheduler {
@@ -351,14 +323,6 @@ impl Handler<Free> for Scheduler {
     }
 }
 
-/// A node's agent said hello: its room joins the pool.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct NodeUp {
-    pub name: String,
-    pub inventory: NodeInventory,
-}
-
 impl Handler<NodeUp> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: NodeUp, ctx: &mut Context<Self>) {
@@ -369,26 +333,12 @@ impl Handler<NodeUp> for Scheduler {
     }
 }
 
-/// A node was lost: nothing more is placed there.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct NodeDown {
-    pub name: String,
-}
-
 impl Handler<NodeDown> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: NodeDown, _: &mut Context<Self>) {
         self.core.node_down(&m.name);
         self.metrics.remove(&m.name);
     }
-}
-
-/// The ledger's allocations on one node (for the hello reconciliation).
-#[derive(Message)]
-#[rtype(result = "Vec<Allocation>")]
-pub struct AllocationsOn {
-    pub node: String,
 }
 
 impl Handler<AllocationsOn> for Scheduler {
@@ -404,15 +354,6 @@ impl Handler<AllocationsOn> for Scheduler {
     }
 }
 
-/// Live metrics from a node's heartbeat.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct NodeMetricsUpdate {
-    pub name: String,
-    pub metrics: NodeMetrics,
-    pub usage: Vec<(String, AllocationUse)>,
-}
-
 impl Handler<NodeMetricsUpdate> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: NodeMetricsUpdate, _: &mut Context<Self>) {
@@ -425,27 +366,11 @@ impl Handler<NodeMetricsUpdate> for Scheduler {
     }
 }
 
-/// The workload of an allocation saved a checkpoint.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Checkpointed {
-    pub allocation_id: String,
-    pub at_ms: u64,
-}
-
 impl Handler<Checkpointed> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: Checkpointed, _: &mut Context<Self>) {
         self.core.checkpointed(&m.allocation_id, m.at_ms);
     }
-}
-
-/// A tenant's limits changed (or a tenant was created).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SetQuota {
-    pub tenant: String,
-    pub limits: TenantLimits,
 }
 
 impl Handler<SetQuota> for Scheduler {
@@ -459,7 +384,7 @@ impl Handler<SetQuota> for Scheduler {
             for a in &changed {
                 b.put_allocation(a);
                 if let Some(t) = self.registry.task(&a.task_id) {
-                    t.do_send(crate::task::Remarked {
+                    t.do_send(Remarked {
                         allocation: a.clone(),
                     });
                 }
@@ -489,11 +414,6 @@ impl Handler<SetQuota> for Scheduler {
     }
 }
 
-/// Allocated totals per node, for node views.
-#[derive(Message)]
-#[rtype(result = "HashMap<String, crate::views::NodeAllocated>")]
-pub struct AllocatedByNode;
-
 impl Handler<AllocatedByNode> for Scheduler {
     type Result = MessageResult<AllocatedByNode>;
     fn handle(&mut self, _: AllocatedByNode, _: &mut Context<Self>) -> Self::Result {
@@ -506,18 +426,6 @@ impl Handler<AllocatedByNode> for Scheduler {
         MessageResult(out)
     }
 }
-
-/// Counters for /metrics and tests.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
-pub struct SchedulerStats {
-    pub queued: usize,
-    pub allocations: usize,
-    pub healthy_nodes: usize,
-}
-
-#[derive(Message)]
-#[rtype(result = "SchedulerStats")]
-pub struct Stats;
 
 impl Handler<Stats> for Scheduler {
     type Result = MessageResult<Stats>;

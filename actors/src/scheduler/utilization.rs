@@ -1,14 +1,11 @@
 //! `GET /v1/utilization`: capacity, allocated and measured use per dimension,
 //! for the pool, by node, by tenant and by GPU model.
 use super::Scheduler;
+use crate::protocol::scheduler::QueryUtilization;
 use crate::views::{Dims, Keyed, Utilization};
 use actix::prelude::*;
 use caldera_scheduling::queue::ledger::allocation_usage;
 use std::collections::BTreeMap;
-
-#[derive(Message)]
-#[rtype(result = "Utilization")]
-pub struct QueryUtilization;
 
 impl Handler<QueryUtilization> for Scheduler {
     type Result = MessageResult<QueryUtilization>;

@@ -1,7 +1,7 @@
 //! Liveness and Prometheus metrics.
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
-use caldera_actors::scheduler::Stats;
+use caldera_actors::protocol::scheduler::Stats;
 
 pub async fn healthz() -> HttpResponse {
     crate::envelope::ok(200, serde_json::json!({"status": "ok"}))

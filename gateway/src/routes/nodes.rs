@@ -4,8 +4,8 @@ use crate::envelope;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use caldera_actors::errors::ActorError;
-use caldera_actors::node::NodeSnapshot;
-use caldera_actors::scheduler::AllocatedByNode;
+use caldera_actors::protocol::node::NodeSnapshot;
+use caldera_actors::protocol::scheduler::AllocatedByNode;
 use caldera_actors::views::NodeView;
 
 async fn views(st: &AppState, only: Option<&str>) -> Result<Vec<NodeView>, ActorError> {

@@ -4,10 +4,11 @@ use crate::auth;
 use crate::envelope;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use caldera_actors::cluster::Submit;
 use caldera_actors::errors::ActorError;
-use caldera_actors::node::FetchLogs;
-use caldera_actors::task::{snapshot, Release};
+use caldera_actors::protocol::cluster::Submit;
+use caldera_actors::protocol::node::FetchLogs;
+use caldera_actors::protocol::task::Release;
+use caldera_actors::task::snapshot;
 use caldera_actors::tokens::Principal;
 use caldera_actors::views::TaskView;
 use caldera_spec::{TaskRecord, TaskState, TaskType};
@@ -233,7 +234,7 @@ pub async fn scale(
         return envelope::fail(409, 40901, "conflict", "the service has ended", None);
     };
     match a
-        .send(caldera_actors::service::Scale { replicas: n })
+        .send(caldera_actors::protocol::task::Scale { replicas: n })
         .await
         .map_err(ActorError::from)
         .and_then(|r| r)

@@ -3,9 +3,9 @@ use crate::auth;
 use crate::envelope;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use caldera_actors::cluster::CreateTenant;
 use caldera_actors::errors::ActorError;
-use caldera_actors::tenant::{ChangeQuota, TenantSnapshot};
+use caldera_actors::protocol::cluster::CreateTenant;
+use caldera_actors::protocol::tenant::{ChangeQuota, TenantSnapshot};
 use caldera_spec::{Quota, TenantRecord};
 use serde::Deserialize;
 
@@ -137,7 +137,7 @@ fn visible_tenant(
     req: &HttpRequest,
     st: &AppState,
     name: &str,
-) -> Result<actix::Addr<caldera_actors::tenant::TenantActor>, HttpResponse> {
+) -> Result<caldera_actors::protocol::TenantHandle, HttpResponse> {
     let p = auth::user(req, st)?;
     match st.shared.registry.tenant(name) {
         Some(t) if auth::may_see(&p, name) => Ok(t),
@@ -173,7 +173,7 @@ pub async fn usage(
     match st
         .shared
         .scheduler
-        .send(caldera_actors::scheduler::idle::TenantUsage {
+        .send(caldera_actors::protocol::scheduler::TenantUsage {
             tenant: name.to_string(),
         })
         .await

@@ -3,7 +3,7 @@ use crate::auth;
 use crate::envelope;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use caldera_actors::scheduler::utilization::QueryUtilization;
+use caldera_actors::protocol::scheduler::QueryUtilization;
 use caldera_actors::tokens::Principal;
 
 pub async fn get(req: HttpRequest, st: web::Data<AppState>) -> HttpResponse {

@@ -1,0 +1,69 @@
+//! What every supervised entity shell carries: a weak address of itself (so a
+//! failed commit can stop it from inside any method, without a context), and
+//! the counters its [`Observation`] reports.
+//!
+//! The rule (DESIGN.md, "Actors"): a fatal error or a failed commit stops the
+//! actor; actix's `Supervisor` restarts it on the same mailbox, so every handle
+//! others hold stays valid, and the actor's `restarting()` reads its state
+//! back from sled. Memory never runs ahead of what was recorded for long: the
+//! next message sees the rebuilt state.
+use crate::protocol::lifecycle::{Observation, Rebuild};
+use actix::prelude::*;
+use actix::WeakAddr;
+
+pub struct Supervision<A: Actor> {
+    me: Option<WeakAddr<A>>,
+    restarts: u32,
+    last_fault: Option<String>,
+}
+
+impl<A: Actor> Default for Supervision<A> {
+    fn default() -> Self {
+        Supervision {
+            me: None,
+            restarts: 0,
+            last_fault: None,
+        }
+    }
+}
+
+impl<A> Supervision<A>
+where
+    A: Actor<Context = Context<A>> + Handler<Rebuild>,
+{
+    /// Call from `Actor::started`: remembers the actor's own (weak) address.
+    /// Weak, so that the actor still stops once nobody else holds it.
+    pub fn started(&mut self, ctx: &mut Context<A>) {
+        self.me = Some(ctx.address().downgrade());
+    }
+
+    /// A fatal error (a commit that failed): stop once the current message is
+    /// done and be rebuilt from sled. Logged once here, with the reason.
+    pub fn fail(&self, why: String) {
+        tracing::error!(reason = %why, "stopping to be rebuilt from storage");
+        if let Some(a) = self.me.as_ref().and_then(|w| w.upgrade()) {
+            a.do_send(Rebuild { why });
+        }
+    }
+
+    /// Call from the `Rebuild` handler, before `ctx.stop()`.
+    pub fn stopping(&mut self, why: String) {
+        self.last_fault = Some(why);
+    }
+
+    /// Call from `Supervised::restarting`.
+    pub fn restarted(&mut self) {
+        self.restarts += 1;
+    }
+
+    /// The observable state, with what the actor says of itself.
+    pub fn observe(&self, kind: &'static str, name: &str, state: &str) -> Observation {
+        Observation {
+            kind,
+            name: name.to_string(),
+            state: state.to_string(),
+            restarts: self.restarts,
+            last_fault: self.last_fault.clone(),
+        }
+    }
+}

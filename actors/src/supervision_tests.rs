@@ -1,0 +1,275 @@
+//! Shell tests: real actors over a real sled store, a stand-in Scheduler (any
+//! port will do: that is what the protocol's handles are for), and paused,
+//! advanced tokio time.
+use crate::clock::Clock;
+use crate::config::ServerConfig;
+use crate::durability::FlushGate;
+use crate::node::NodeActor;
+use crate::protocol::lifecycle::{Observe, Rebuild};
+use crate::protocol::node::{AgentHello, NodeSnapshot};
+use crate::protocol::scheduler::*;
+use crate::protocol::tenant::{ChangeQuota, TenantSnapshot};
+use crate::protocol::{Reply, SchedulerHandle};
+use crate::registry::Registry;
+use crate::shared::Shared;
+use crate::tenant::TenantActor;
+use crate::tokens::TokenBook;
+use crate::views::{NodeAllocated, SchedulerStats, UsageSample, Utilization};
+use caldera_spec::wire::{Hello, ServerMessage, PROTOCOL_VERSION};
+use caldera_spec::{Allocation, NodeInventory, NodeRecord, NodeState, Quota, TenantRecord};
+use caldera_storage::{Store, StoreConfig};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A Scheduler that only writes down what it was told.
+#[derive(Default, Clone)]
+struct Heard(Arc<Mutex<Vec<String>>>);
+
+impl Heard {
+    fn note(&self, s: String) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(s);
+        }
+    }
+    fn all(&self) -> Vec<String> {
+        self.0.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+fn ready<T: Send + 'static>(v: T) -> Reply<T> {
+    Box::pin(async move { Ok(v) })
+}
+
+impl SchedulerPort for Heard {
+    fn restart(&self, _: Restart) {}
+    fn enqueue(&self, m: Enqueue) {
+        self.note(format!("enqueue {}", m.task_id))
+    }
+    fn dequeue(&self, m: Dequeue) {
+        self.note(format!("dequeue {}", m.task_id))
+    }
+    fn free(&self, m: Free) {
+        self.note(format!("free {}", m.allocation_id))
+    }
+    fn node_up(&self, m: NodeUp) {
+        self.note(format!("node_up {}", m.name))
+    }
+    fn node_down(&self, m: NodeDown) {
+        self.note(format!("node_down {}", m.name))
+    }
+    fn node_metrics(&self, _: NodeMetricsUpdate) {}
+    fn checkpointed(&self, _: Checkpointed) {}
+    fn set_quota(&self, m: SetQuota) {
+        self.note(format!(
+            "set_quota {} gpus={:?}",
+            m.tenant, m.limits.guaranteed.gpus
+        ))
+    }
+    fn allocations_on(&self, _: AllocationsOn) -> Reply<Vec<Allocation>> {
+        ready(Vec::new())
+    }
+    fn allocated_by_node(&self, _: AllocatedByNode) -> Reply<HashMap<String, NodeAllocated>> {
+        ready(HashMap::new())
+    }
+    fn stats(&self, _: Stats) -> Reply<SchedulerStats> {
+        ready(SchedulerStats {
+            queued: 0,
+            allocations: 0,
+            healthy_nodes: 0,
+        })
+    }
+    fn tenant_usage(&self, _: TenantUsage) -> Reply<Vec<UsageSample>> {
+        ready(Vec::new())
+    }
+    fn utilization(&self, _: QueryUtilization) -> Reply<Utilization> {
+        Box::pin(async { Err(actix::MailboxError::Closed) })
+    }
+}
+
+fn shared(store: Store, heard: &Heard) -> Arc<Shared> {
+    Arc::new(Shared {
+        clock: Clock::starting_at(1_700_000_000_000),
+        gate: FlushGate::start(store),
+        registry: Arc::new(Registry::default()),
+        scheduler: SchedulerHandle::new(heard.clone()),
+        config: ServerConfig::default(),
+        tokens: Arc::new(TokenBook::default()),
+        largest_gpu_mb: Arc::new(AtomicU64::new(0)),
+    })
+}
+
+fn gpus(n: f64) -> Quota {
+    Quota {
+        gpus: Some(n),
+        ..Default::default()
+    }
+}
+
+fn tenant(store: &Store, quota: Quota) -> TenantRecord {
+    let rec = TenantRecord {
+        name: "research".into(),
+        token_sha256: "00".into(),
+        quota,
+        borrowing_limit: Quota::default(),
+        created_ms: 1,
+    };
+    let mut b = store.batch();
+    b.put_tenant(&rec);
+    store.commit(b).unwrap();
+    rec
+}
+
+fn change(q: f64) -> ChangeQuota {
+    ChangeQuota {
+        quota: Some(gpus(q)),
+        borrowing_limit: None,
+    }
+}
+
+/// The deliberately failing actor: a quota change whose commit fails. The
+/// tenant stops, its supervisor restarts it on the same mailbox, and it reads
+/// its record back from sled — the change that was not recorded is gone from
+/// memory too, and the Scheduler never heard of it.
+#[test]
+fn a_tenant_whose_commit_fails_is_rebuilt_from_sled_on_the_same_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
+    let rec = tenant(&store, gpus(4.0));
+    let heard = Heard::default();
+    actix_rt::System::new().block_on(async move {
+        let sh = shared(store, &heard);
+        let t = TenantActor::spawn(rec, sh.clone());
+
+        let after = t.send(change(8.0)).await.unwrap().unwrap();
+        assert_eq!(after.quota.gpus, Some(8.0));
+        let o = t.send(Observe).await.unwrap();
+        assert_eq!(
+            (o.kind, o.name.as_str(), o.restarts),
+            ("tenant", "research", 0)
+        );
+
+        sh.gate.refuse_commits(1);
+        let refused = t.send(change(16.0)).await.unwrap();
+        assert!(
+            refused.is_err(),
+            "a change that was not recorded is refused"
+        );
+
+        // Same handle, after the rebuild: 8 (what sled holds), not 16.
+        let now = t.send(TenantSnapshot).await.unwrap();
+        assert_eq!(now.quota.gpus, Some(8.0));
+        let o = t.send(Observe).await.unwrap();
+        assert_eq!(o.restarts, 1);
+        assert!(
+            o.last_fault
+                .as_deref()
+                .unwrap_or("")
+                .contains("quota change not recorded"),
+            "{o:?}"
+        );
+        // The Scheduler heard of 8 only.
+        assert_eq!(heard.all(), vec!["set_quota research gpus=Some(8.0)"]);
+
+        // After the fault clears, changes are recorded again.
+        let later = t.send(change(2.0)).await.unwrap().unwrap();
+        assert_eq!(later.quota.gpus, Some(2.0));
+    });
+}
+
+/// A rebuild reads what sled holds now, whatever memory said.
+#[test]
+fn a_rebuilt_tenant_holds_what_sled_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
+    let rec = tenant(&store, gpus(4.0));
+    let heard = Heard::default();
+    actix_rt::System::new().block_on(async move {
+        let sh = shared(store.clone(), &heard);
+        let t = TenantActor::spawn(rec.clone(), sh);
+        tenant(&store, gpus(6.0)); // written behind the actor's back
+        assert_eq!(t.send(TenantSnapshot).await.unwrap().quota.gpus, Some(4.0));
+        t.do_send(Rebuild { why: "test".into() });
+        assert_eq!(t.send(TenantSnapshot).await.unwrap().quota.gpus, Some(6.0));
+        assert_eq!(t.send(Observe).await.unwrap().restarts, 1);
+    });
+}
+
+fn inventory() -> NodeInventory {
+    NodeInventory {
+        hostname: "n".into(),
+        gpus: vec![],
+        cpu_cores: 8,
+        memory_total_mb: 1024,
+        disks: vec![],
+        disk_offered_mb: 1024,
+        labels: Default::default(),
+        simulated_host: true,
+        isolation: "none".into(),
+        gpu_source: "simulated".into(),
+    }
+}
+
+/// Accelerated time: a node that said hello and then went silent is lost
+/// once the (default 4 s) node timeout passes on tokio's paused clock — not
+/// before — its epoch is fenced (1 at hello -> 2) and the Scheduler is told.
+#[test]
+fn a_silent_node_is_lost_after_the_timeout_in_accelerated_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
+    let heard = Heard::default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    // actix runs its actors as local tasks: a LocalSet on a paused runtime.
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let sh = shared(store, &heard);
+        let rec = NodeRecord {
+            name: "gpu-7".into(),
+            inventory: inventory(),
+            epoch: 0,
+            state: NodeState::Ready,
+            joined_ms: 1,
+            last_seen_ms: 1,
+        };
+        let node = NodeActor::spawn(rec, sh.clone(), Duration::ZERO);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        node.do_send(AgentHello {
+            hello: Hello {
+                protocol: PROTOCOL_VERSION,
+                node_name: "gpu-7".into(),
+                agent_version: "test".into(),
+                inventory: inventory(),
+                workloads: vec![],
+            },
+            session_id: 1,
+            tx,
+        });
+        let welcome = rx.recv().await;
+        assert!(matches!(welcome, Some(ServerMessage::Welcome(ref w)) if w.epoch == 1));
+        // 3.5 s of silence: under the 4 s timeout.
+        tokio::time::advance(Duration::from_millis(3_500)).await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let (rec, connected, _) = node.send(NodeSnapshot).await.unwrap();
+        assert_eq!((rec.state, connected), (NodeState::Ready, true));
+        // 1 s more (4.5 s silent): lost, epoch fenced, scheduler told.
+        tokio::time::advance(Duration::from_millis(1_000)).await;
+        // Let the liveness check that came due run before asking.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let (rec, connected, _) = node.send(NodeSnapshot).await.unwrap();
+        assert_eq!(
+            (rec.state, rec.epoch, connected),
+            (NodeState::Lost, 2, false)
+        );
+        assert_eq!(node.send(Observe).await.unwrap().state, "lost");
+        assert!(
+            heard.all().contains(&"node_down gpu-7".to_string()),
+            "{:?}",
+            heard.all()
+        );
+    });
+}
