@@ -12,18 +12,77 @@ use crate::protocol::task::Reclaim;
 use crate::views::UsageSample;
 use actix::prelude::*;
 use caldera_scheduling::queue::ledger::allocation_usage;
-use caldera_spec::{Event, EventKind, Usage};
+use caldera_spec::wire::AllocationUse;
+use caldera_spec::{Allocation, Event, EventKind, Usage};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 /// Samples kept per tenant (24 h at the default 10 s period).
 const HISTORY: usize = 8640;
 
-#[derive(Debug, Clone, Default)]
+/// One allocation's idle watch: since when it is idle, whether it was warned.
+#[derive(Debug, Clone, Default, PartialEq)]
 struct Watch {
     idle_since: Option<u64>,
     warned_at: Option<u64>,
     reclaimed: bool,
+}
+
+/// What one inspection decides for one allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Nothing,
+    /// Idle for the whole window: warn (the value is how long, ms).
+    Warn(u64),
+    /// Still idle a grace period after the warning: reclaim (idle for, ms).
+    Reclaim(u64),
+}
+
+impl Watch {
+    /// Advances the watch by one inspection at `now`. Busy resets it; idle
+    /// for `window` warns once; idle `grace` past the warning reclaims once.
+    /// Differences saturate, so a `now` earlier than a stamp (a clock that
+    /// stepped back) reads as "no time passed", never as an underflow.
+    fn step(&mut self, busy: bool, now: u64, window: u64, grace: u64) -> Verdict {
+        if busy {
+            *self = Watch::default();
+            return Verdict::Nothing;
+        }
+        let since = *self.idle_since.get_or_insert(now);
+        let idle_for = now.saturating_sub(since);
+        match self.warned_at {
+            None if idle_for >= window => {
+                self.warned_at = Some(now);
+                Verdict::Warn(idle_for)
+            }
+            Some(warned) if !self.reclaimed && now.saturating_sub(warned) >= grace => {
+                self.reclaimed = true;
+                Verdict::Reclaim(idle_for)
+            }
+            _ => Verdict::Nothing,
+        }
+    }
+}
+
+/// What an allocation measurably uses, in the dimensions of its grant: its
+/// GPU fraction scaled by utilisation, the GPU memory, cores and memory used.
+fn measured_use(granted: &Usage, m: &AllocationUse) -> Usage {
+    Usage {
+        gpus: granted.gpus * (m.gpu_utilization_pct as f64 / 100.0).min(1.0),
+        gpu_memory_gb: m.gpu_memory_used_mb as f64 / 1024.0,
+        cpu_cores: m.cpu_pct as f64 / 100.0,
+        memory_gb: m.memory_mb as f64 / 1024.0,
+        disk_gb: 0.0,
+    }
+}
+
+/// One inspection's findings, carried out by the Scheduler afterwards.
+#[derive(Default)]
+struct Survey {
+    allocated: HashMap<String, Usage>,
+    used: HashMap<String, Usage>,
+    warn: Vec<(Allocation, u64, String)>,
+    reclaim: Vec<(Allocation, u64)>,
 }
 
 pub struct Inspector {
@@ -73,54 +132,59 @@ impl Handler<TenantUsage> for Scheduler {
 }
 
 impl Scheduler {
+    /// One pass of the inspector: survey the ledger against measured use,
+    /// then warn, reclaim and sample.
     pub(crate) fn inspect_idle(&mut self) {
         let now = now_ms();
-        let mut allocated: HashMap<String, Usage> = HashMap::new();
-        let mut used: HashMap<String, Usage> = HashMap::new();
-        let mut warn = Vec::new();
-        let mut reclaim = Vec::new();
+        let survey = self.survey_idle(now);
+        self.warn_idle(&survey.warn, now);
+        self.reclaim_idle(&survey.reclaim);
+        self.sample_usage(survey.allocated, survey.used, now);
+    }
+
+    /// Walks the ledger: per-tenant allocated and used totals, and each
+    /// allocation's watch stepped once.
+    fn survey_idle(&mut self, now: u64) -> Survey {
+        let mut out = Survey::default();
+        let (window, grace, threshold) = (
+            self.idle.window_ms,
+            self.idle.grace_ms,
+            self.idle.threshold_pct,
+        );
         for e in self.core.ledger().all() {
             let a = &e.allocation;
             let u = allocation_usage(e);
-            *allocated.entry(a.tenant.clone()).or_default() += u;
+            *out.allocated.entry(a.tenant.clone()).or_default() += u;
             let Some(m) = self.usage.get(&a.allocation_id) else {
                 continue;
             };
+            *out.used.entry(a.tenant.clone()).or_default() += measured_use(&u, m);
+            if window == 0 || e.idle_exempt {
+                continue;
+            }
             let measured = if a.gpus.is_empty() {
                 m.cpu_pct
             } else {
                 m.gpu_utilization_pct
             };
-            *used.entry(a.tenant.clone()).or_default() += Usage {
-                gpus: u.gpus * (m.gpu_utilization_pct as f64 / 100.0).min(1.0),
-                gpu_memory_gb: m.gpu_memory_used_mb as f64 / 1024.0,
-                cpu_cores: m.cpu_pct as f64 / 100.0,
-                memory_gb: m.memory_mb as f64 / 1024.0,
-                disk_gb: 0.0,
-            };
-            if self.idle.window_ms == 0 || e.idle_exempt {
-                continue;
-            }
             let w = self
                 .idle
                 .watches
                 .entry(a.allocation_id.clone())
                 .or_default();
-            if measured >= self.idle.threshold_pct {
-                *w = Watch::default();
-                continue;
-            }
-            let since = *w.idle_since.get_or_insert(now);
-            if w.warned_at.is_none() && now - since >= self.idle.window_ms {
-                w.warned_at = Some(now);
-                warn.push((a.clone(), now - since, m.gpu_source.clone()));
-            } else if let Some(warned) = w.warned_at {
-                if !w.reclaimed && now - warned >= self.idle.grace_ms {
-                    w.reclaimed = true;
-                    reclaim.push((a.clone(), now - since));
+            match w.step(measured >= threshold, now, window, grace) {
+                Verdict::Nothing => {}
+                Verdict::Warn(idle_for) => {
+                    out.warn.push((a.clone(), idle_for, m.gpu_source.clone()))
                 }
+                Verdict::Reclaim(idle_for) => out.reclaim.push((a.clone(), idle_for)),
             }
         }
+        out
+    }
+
+    /// An `idle_warning` event per allocation, and the webhook POST.
+    fn warn_idle(&self, warn: &[(Allocation, u64, String)], now: u64) {
         for (a, idle_for, source) in warn {
             let msg = format!(
                 "allocation {} of task {} idle for {}s (measured {} below {}%); reclaimed in {}s unless it gets busy",
@@ -153,6 +217,10 @@ impl Scheduler {
                 });
             }
         }
+    }
+
+    /// Tells each task whose allocation stayed idle past the grace.
+    fn reclaim_idle(&self, reclaim: &[(Allocation, u64)]) {
         for (a, idle_for) in reclaim {
             if let Some(t) = self.registry.task(&a.task_id) {
                 t.do_send(Reclaim {
@@ -161,6 +229,15 @@ impl Scheduler {
                 });
             }
         }
+    }
+
+    /// One allocated-vs-used sample per tenant, bounded history.
+    fn sample_usage(
+        &mut self,
+        allocated: HashMap<String, Usage>,
+        mut used: HashMap<String, Usage>,
+        now: u64,
+    ) {
         for (tenant, alloc) in allocated {
             let h = self.idle.history.entry(tenant.clone()).or_default();
             h.push_back(UsageSample {
@@ -172,5 +249,98 @@ impl Scheduler {
                 h.pop_front();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Window 60 s, grace 30 s. Each row is one inspection of one allocation,
+    /// in order; the watch carries over from row to row.
+    #[test]
+    fn the_idle_watch_warns_once_then_reclaims_once() {
+        let (window, grace) = (60_000, 30_000);
+        let mut w = Watch::default();
+        let rows: &[(u64, bool, Verdict, &str)] = &[
+            (
+                1_000,
+                false,
+                Verdict::Nothing,
+                "idle since 1 s; 0 s idle < 60 s",
+            ),
+            (50_000, false, Verdict::Nothing, "49 s idle < 60 s"),
+            (
+                61_000,
+                false,
+                Verdict::Warn(60_000),
+                "61 - 1 = 60 s >= 60 s: warn",
+            ),
+            (
+                70_000,
+                false,
+                Verdict::Nothing,
+                "9 s since the warning < 30 s grace",
+            ),
+            (
+                91_000,
+                false,
+                Verdict::Reclaim(90_000),
+                "91 - 61 = 30 s >= grace: reclaim (idle 90 s)",
+            ),
+            (200_000, false, Verdict::Nothing, "reclaimed once only"),
+            (201_000, true, Verdict::Nothing, "busy: the watch resets"),
+            (202_000, false, Verdict::Nothing, "idle again since 202 s"),
+            (
+                262_000,
+                false,
+                Verdict::Warn(60_000),
+                "262 - 202 = 60 s: a new warning",
+            ),
+        ];
+        for (now, busy, want, why) in rows {
+            assert_eq!(w.step(*busy, *now, window, grace), *want, "at {now}: {why}");
+        }
+    }
+
+    /// A clock that steps back must not underflow (a debug-build panic, a
+    /// release-build wrap that reclaims at once).
+    #[test]
+    fn a_clock_stepping_back_reads_as_no_time_passed() {
+        let mut w = Watch::default();
+        assert_eq!(w.step(false, 100_000, 60_000, 30_000), Verdict::Nothing);
+        // now 40 s is before idle_since 100 s: 0 s idle, nothing.
+        assert_eq!(w.step(false, 40_000, 60_000, 30_000), Verdict::Nothing);
+        assert_eq!(
+            w.step(false, 160_000, 60_000, 30_000),
+            Verdict::Warn(60_000)
+        );
+        // Before the warning stamp: no grace has passed.
+        assert_eq!(w.step(false, 10_000, 60_000, 30_000), Verdict::Nothing);
+    }
+
+    /// 0.5 GPU at 40% utilisation measures 0.2 GPU; memory in GB from MiB.
+    #[test]
+    fn measured_use_scales_the_grant_by_utilisation() {
+        let granted = Usage {
+            gpus: 0.5,
+            ..Default::default()
+        };
+        let m = AllocationUse {
+            gpu_utilization_pct: 40.0,
+            gpu_memory_used_mb: 2048,
+            cpu_pct: 150.0,
+            memory_mb: 512,
+            ..Default::default()
+        };
+        let u = measured_use(&granted, &m);
+        assert!((u.gpus - 0.2).abs() < 1e-9, "0.5 x 40% = 0.2: {}", u.gpus);
+        assert_eq!((u.gpu_memory_gb, u.cpu_cores, u.memory_gb), (2.0, 1.5, 0.5));
+        // Over 100% utilisation is capped at the grant: 0.5 x min(1, 1.3) = 0.5.
+        let hot = AllocationUse {
+            gpu_utilization_pct: 130.0,
+            ..Default::default()
+        };
+        assert_eq!(measured_use(&granted, &hot).gpus, 0.5);
     }
 }
