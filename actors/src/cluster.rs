@@ -46,35 +46,13 @@ impl Actor for Cluster {
 
 /// Opens the store and brings every actor back. Must run inside an actix System.
 pub fn boot(config: ServerConfig) -> Result<Booted> {
-    std::fs::create_dir_all(&config.data_dir).map_err(|e| {
-        ActorError::Unavailable(format!(
-            "cannot create data dir {}: {e}",
-            config.data_dir.display()
-        ))
-    })?;
-    let store = Store::open(
-        &config.data_dir.join("sled"),
-        &StoreConfig {
-            cache_capacity_bytes: config.cache_mb * 1024 * 1024,
-            ..Default::default()
-        },
-    )?;
+    let store = open_store(&config)?;
     let book = Arc::new(TokenBook::default());
     let (gen_op, gen_join) = setup_tokens(&store, &config, &book)?;
     let gate = FlushGate::start(store.clone());
     let registry = Arc::new(Registry::default());
     let largest_gpu_mb = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let scheduler = {
-        let (g, r, c) = (gate.clone(), registry.clone(), config.clone());
-        let s = Scheduler::load(g, r, &c, largest_gpu_mb.clone())?;
-        let arbiter = actix::Arbiter::new();
-        // Supervised: if it ever stops on a fatal error, it is restarted on the
-        // same mailbox and rebuilds itself from sled.
-        SchedulerHandle::new(actix::Supervisor::start_in_arbiter(
-            &arbiter.handle(),
-            move |_| s,
-        ))
-    };
+    let scheduler = start_scheduler(&gate, &registry, &config, &largest_gpu_mb)?;
     let sh = Arc::new(Shared {
         clock: crate::clock::Clock::start(),
         gate,
@@ -84,33 +62,11 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
         tokens: book,
         largest_gpu_mb,
     });
-    for t in store.tenants()? {
-        sh.tokens
-            .insert_hash(t.token_sha256.clone(), Principal::Tenant(t.name.clone()));
-        let name = t.name.clone();
-        sh.registry
-            .add_tenant(&name, TenantActor::spawn(t, sh.clone()));
-    }
-    for n in store.nodes()? {
-        let name = n.name.clone();
-        let grace = std::time::Duration::from_millis(sh.config.boot_grace_ms);
-        sh.registry
-            .add_node(&name, NodeActor::spawn(n, sh.clone(), grace));
-    }
-    let mut next_seq = 0;
-    let mut live = 0;
-    for t in store.tasks() {
-        let t = t?;
-        next_seq = next_seq.max(t.seq + 1);
-        if !t.state.is_terminal() {
-            live += 1;
-            let id = t.spec.task_id.clone();
-            sh.registry
-                .add_task(&id, TaskActor::spawn(t, sh.clone(), None));
-        }
-    }
+    restore_tenants(&store, &sh)?;
+    restore_nodes(&store, &sh)?;
+    let (live, next_seq) = restore_tasks(&store, &sh)?;
     sh.record(Event::new(
-        now_ms(),
+        sh.now_ms(),
         EventKind::ServerStarted,
         format!("control plane started; {live} live tasks rebuilt from storage"),
     ));
@@ -126,6 +82,87 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
         generated_join_token: gen_join,
         tasks_loaded: live,
     })
+}
+
+/// The data directory's sled store, created if new.
+fn open_store(config: &ServerConfig) -> Result<Store> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+        ActorError::Unavailable(format!(
+            "cannot create data dir {}: {e}",
+            config.data_dir.display()
+        ))
+    })?;
+    Ok(Store::open(
+        &config.data_dir.join("sled"),
+        &StoreConfig {
+            cache_capacity_bytes: config.cache_mb * 1024 * 1024,
+            ..Default::default()
+        },
+    )?)
+}
+
+/// The Scheduler, rebuilt from sled, on an arbiter (thread) of its own and
+/// supervised: if it ever stops on a fatal error, it is restarted on the same
+/// mailbox and rebuilds itself from sled.
+fn start_scheduler(
+    gate: &Arc<FlushGate>,
+    registry: &Arc<Registry>,
+    config: &ServerConfig,
+    largest_gpu_mb: &Arc<std::sync::atomic::AtomicU64>,
+) -> Result<SchedulerHandle> {
+    let s = Scheduler::load(
+        gate.clone(),
+        registry.clone(),
+        config,
+        largest_gpu_mb.clone(),
+    )?;
+    let arbiter = actix::Arbiter::new();
+    Ok(SchedulerHandle::new(actix::Supervisor::start_in_arbiter(
+        &arbiter.handle(),
+        move |_| s,
+    )))
+}
+
+/// One supervised TenantActor per stored tenant; their tokens authenticate again.
+fn restore_tenants(store: &Store, sh: &Arc<Shared>) -> Result<()> {
+    for t in store.tenants()? {
+        sh.tokens
+            .insert_hash(t.token_sha256.clone(), Principal::Tenant(t.name.clone()));
+        let name = t.name.clone();
+        sh.registry
+            .add_tenant(&name, TenantActor::spawn(t, sh.clone()));
+    }
+    Ok(())
+}
+
+/// One supervised NodeActor per stored node, given the boot grace before it
+/// can be declared lost (its agent needs time to reconnect).
+fn restore_nodes(store: &Store, sh: &Arc<Shared>) -> Result<()> {
+    let grace = std::time::Duration::from_millis(sh.config.boot_grace_ms);
+    for n in store.nodes()? {
+        let name = n.name.clone();
+        sh.registry
+            .add_node(&name, NodeActor::spawn(n, sh.clone(), grace));
+    }
+    Ok(())
+}
+
+/// One supervised TaskActor per task that is not terminal. Answers how many
+/// and the next free submission sequence number.
+fn restore_tasks(store: &Store, sh: &Arc<Shared>) -> Result<(usize, u64)> {
+    let mut next_seq = 0;
+    let mut live = 0;
+    for t in store.tasks() {
+        let t = t?;
+        next_seq = next_seq.max(t.seq + 1);
+        if !t.state.is_terminal() {
+            live += 1;
+            let id = t.spec.task_id.clone();
+            sh.registry
+                .add_task(&id, TaskActor::spawn(t, sh.clone(), None));
+        }
+    }
+    Ok((live, next_seq))
 }
 
 /// Configured tokens replace stored hashes; missing ones are generated once.
@@ -417,4 +454,85 @@ impl Handler<NodeSession> for Cluster {
 /// Reads that need no actor: they go straight to sled.
 pub fn store(sh: &Shared) -> &Store {
     sh.gate.store()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: &str) -> TaskSpec {
+        caldera_spec::parse_task_spec(json.as_bytes()).unwrap()
+    }
+
+    fn inference(gpu: &str) -> TaskSpec {
+        spec(&format!(
+            r#"{{"task_id":"svc","task_type":"inference","resources":{{"gpu":{gpu}}}}}"#
+        ))
+    }
+
+    /// Cap 0.5 of one GPU; the largest GPU has 81,920 MiB (80 GB), so the
+    /// memory limit is 0.5 x 81,920 = 40,960 MiB = 40 GB.
+    #[test]
+    fn inference_replicas_are_capped_at_half_a_gpu() {
+        let rows: &[(&str, Option<&str>, &str)] = &[
+            (r#"{"count":1,"share":0.5}"#, None, "0.5 <= 0.5"),
+            (
+                r#"{"count":1,"share":0.6}"#,
+                Some("resources.gpu.share"),
+                "0.6 > 0.5",
+            ),
+            (
+                r#"{"count":1,"memory_gb":40}"#,
+                None,
+                "40 x 1024 = 40,960 <= 40,960",
+            ),
+            (
+                r#"{"count":1,"memory_gb":41}"#,
+                Some("resources.gpu.memory_gb"),
+                "41,984 > 40,960",
+            ),
+            (
+                r#"{"count":2,"memory_gb":10}"#,
+                Some("resources.gpu.count"),
+                "2 GPUs per replica",
+            ),
+            (r#"{"count":1}"#, Some("resources.gpu"), "a whole GPU"),
+        ];
+        for (gpu, field, why) in rows {
+            let got = check_inference_cap(&inference(gpu), 0.5, 81_920);
+            assert_eq!(
+                got.as_ref().err().and_then(|e| e.field()),
+                *field,
+                "{gpu}: {why}"
+            );
+        }
+        // Training is never capped; without nodes (largest 0) memory is not judged.
+        let training = spec(
+            r#"{"task_id":"t","task_type":"training","resources":{"gpu":{"count":8,"memory_gb":80}}}"#,
+        );
+        assert!(check_inference_cap(&training, 0.5, 81_920).is_ok());
+        assert!(check_inference_cap(&inference(r#"{"count":1,"memory_gb":79}"#), 0.5, 0).is_ok());
+    }
+
+    #[test]
+    fn names_are_1_to_63_letters_digits_dashes_or_underscores() {
+        for ok in ["a", "team-a_1", &"x".repeat(63)] {
+            assert!(validate_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "a b", "a/b", "ä", &"x".repeat(64)] {
+            let e = validate_name(bad).unwrap_err();
+            assert_eq!(e.field(), Some("name"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_submitted_event_says_what_was_asked() {
+        let s = spec(
+            r#"{"task_id":"t","task_type":"training","priority":"high","resources":{"gpu":{"count":4,"memory_gb":80,"model":"A100"},"cpu":{"cores":32},"memory":{"size_gb":256},"disk":{"size_gb":200}}}"#,
+        );
+        assert_eq!(
+            describe(&s),
+            "training task submitted, priority high: 4 x A100 GPU (80 GB each), 32 cores, 256 GB memory, 200 GB disk"
+        );
+    }
 }
