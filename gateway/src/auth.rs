@@ -21,9 +21,7 @@ pub fn principal(req: &HttpRequest, st: &AppState) -> Result<Principal, HttpResp
     }
     st.shared.tokens.authenticate(token).ok_or_else(|| {
         envelope::fail(
-            401,
-            envelope::codes::UNAUTHENTICATED,
-            "unauthenticated",
+            &caldera_spec::codes::UNAUTHENTICATED,
             "the bearer token is not valid",
             None,
         )

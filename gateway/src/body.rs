@@ -10,18 +10,14 @@ pub async fn read(mut payload: web::Payload, limit: usize) -> Result<web::BytesM
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| {
             envelope::fail(
-                400,
-                SpecErrorKind::MalformedJson.code(),
-                "bad_body",
+                SpecErrorKind::MalformedJson.error_code(),
                 &format!("could not read the body: {e}"),
                 None,
             )
         })?;
         if body.len() + chunk.len() > limit {
             return Err(envelope::fail(
-                413,
-                SpecErrorKind::TooLarge.code(),
-                SpecErrorKind::TooLarge.name(),
+                SpecErrorKind::TooLarge.error_code(),
                 &format!("the body is larger than {limit} bytes"),
                 Some("."),
             ));

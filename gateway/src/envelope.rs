@@ -3,6 +3,7 @@
 use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
 use caldera_actors::errors::ActorError;
+use caldera_spec::codes::{self, ErrorCode};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -27,57 +28,37 @@ pub fn ok<T: Serialize>(status: u16, data: T) -> HttpResponse {
 
 /// An error envelope for any control-plane error.
 pub fn err(e: &ActorError) -> HttpResponse {
-    fail(
-        e.http_status(),
-        e.code(),
-        e.name(),
-        &e.to_string(),
-        e.field(),
-    )
+    fail(e.error_code(), &e.to_string(), e.field())
 }
 
-/// An error envelope from parts.
-pub fn fail(status: u16, code: u32, name: &str, msg: &str, field: Option<&str>) -> HttpResponse {
-    let mut body = serde_json::json!({"code": code, "error": name, "msg": msg, "data": null, "request_id": request_id()});
+/// An error envelope for a registry entry, answered with its HTTP status.
+pub fn fail(code: &ErrorCode, msg: &str, field: Option<&str>) -> HttpResponse {
+    let mut body = serde_json::json!({"code": code.code, "error": code.name, "msg": msg, "data": null, "request_id": request_id()});
     if let Some(f) = field {
         body["field"] = serde_json::Value::String(f.to_string());
     }
-    HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
-        .json(body)
-}
-
-/// Errors of the gateway itself (before a request reaches an actor).
-pub mod codes {
-    pub const UNAUTHENTICATED: u32 = 40100;
-    pub const FORBIDDEN: u32 = 40300;
-    pub const NOT_FOUND: u32 = 40400;
-    pub const BAD_QUERY: u32 = 40008;
+    HttpResponse::build(
+        StatusCode::from_u16(code.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+    )
+    .json(body)
 }
 
 pub fn unauthenticated() -> HttpResponse {
     fail(
-        401,
-        codes::UNAUTHENTICATED,
-        "unauthenticated",
+        &codes::UNAUTHENTICATED,
         "send a bearer token: Authorization: Bearer <token>",
         None,
     )
 }
 
 pub fn forbidden(msg: &str) -> HttpResponse {
-    fail(403, codes::FORBIDDEN, "forbidden", msg, None)
+    fail(&codes::FORBIDDEN, msg, None)
 }
 
 pub fn not_found(what: &str, id: &str) -> HttpResponse {
-    fail(
-        404,
-        codes::NOT_FOUND,
-        "not_found",
-        &format!("{what} {id:?} not found"),
-        None,
-    )
+    fail(&codes::NOT_FOUND, &format!("{what} {id:?} not found"), None)
 }
 
 pub fn bad_query(field: &str, msg: &str) -> HttpResponse {
-    fail(400, codes::BAD_QUERY, "bad_query", msg, Some(field))
+    fail(&codes::BAD_QUERY, msg, Some(field))
 }

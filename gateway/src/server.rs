@@ -2,6 +2,7 @@
 use crate::state::AppState;
 use actix_web::{web, App, HttpServer};
 use caldera_actors::config::ServerConfig;
+use caldera_spec::codes::{self, ErrorCode};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 
@@ -32,14 +33,19 @@ pub enum GatewayError {
 }
 
 impl GatewayError {
+    /// This error's entry in the registry (a process error: never an HTTP answer).
+    pub fn error_code(&self) -> &'static ErrorCode {
+        match self {
+            GatewayError::Config(_) => &codes::SERVER_CONFIG_INVALID,
+            GatewayError::Bind { .. } => &codes::SERVER_BIND_FAILED,
+            GatewayError::Storage(_) => &codes::SERVER_STORAGE_FAILED,
+            GatewayError::Io(_) => &codes::SERVER_IO_FAILED,
+        }
+    }
+
     /// Stable code of the error.
     pub fn code(&self) -> u32 {
-        match self {
-            GatewayError::Config(_) => 1001,
-            GatewayError::Bind { .. } => 1002,
-            GatewayError::Storage(_) => 1003,
-            GatewayError::Io(_) => 1004,
-        }
+        self.error_code().code
     }
 }
 

@@ -35,9 +35,7 @@ pub async fn connect(
         Ok(x) => x,
         Err(e) => {
             return envelope::fail(
-                400,
-                40009,
-                "not_websocket",
+                &caldera_spec::codes::NOT_WEBSOCKET,
                 &format!("expected a WebSocket upgrade: {e}"),
                 None,
             )

@@ -32,9 +32,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/v1/events", web::get().to(events::list))
         .default_service(web::to(|| async {
             crate::envelope::fail(
-                404,
-                crate::envelope::codes::NOT_FOUND,
-                "not_found",
+                &caldera_spec::codes::NOT_FOUND,
                 "no such path; see the API table in the README",
                 None,
             )

@@ -184,9 +184,7 @@ pub async fn logs(
     };
     let Some(a) = rec.allocation else {
         return envelope::fail(
-            409,
-            40902,
-            "no_logs_yet",
+            &caldera_spec::codes::NO_LOGS_YET,
             "the task has not run yet, so it has no logs",
             None,
         );
@@ -230,7 +228,11 @@ pub async fn scale(
         Err(e) => return envelope::err(&e),
     };
     let Some(a) = st.shared.registry.task(&id) else {
-        return envelope::fail(409, 40901, "conflict", "the service has ended", None);
+        return envelope::fail(
+            &caldera_spec::codes::CONFLICT,
+            "the service has ended",
+            None,
+        );
     };
     match a
         .send(caldera_actors::service::Scale { replicas: n })
