@@ -4,6 +4,7 @@
 //! "parse, call, show" and never names a message, an address or the store.
 mod task_page;
 
+pub use crate::service::parse_replicas;
 pub use task_page::{TaskPage, TaskQuery, SCAN_BUDGET};
 
 use crate::cluster::{Booted, Cluster};
@@ -21,7 +22,8 @@ use crate::views::{NodeView, Utilization};
 use actix::Addr;
 use caldera_spec::wire::{Hello, NodeMessage, ServerMessage};
 use caldera_spec::{Allocation, Quota, TaskRecord, TaskSpec, TenantRecord};
-use caldera_storage::{EventFilter, EventPage, Store};
+use caldera_storage::Store;
+pub use caldera_storage::{EventFilter, EventPage};
 use futures_util::future::{join, join_all};
 use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedSender;

@@ -2,6 +2,7 @@
 use crate::state::AppState;
 use actix_web::{web, App, HttpServer};
 use caldera_actors::config::ServerConfig;
+use caldera_actors::control_plane::ControlPlane;
 use caldera_spec::codes::{self, ErrorCode};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
@@ -76,9 +77,9 @@ async fn serve(
     let booted = caldera_actors::cluster::boot(config.clone())
         .map_err(|e| GatewayError::Storage(e.to_string()))?;
     tracing::info!(live_tasks = booted.tasks_loaded, data_dir = %config.data_dir.display(), "control plane booted");
+    let cp = ControlPlane::new(&booted);
     let state = web::Data::new(AppState {
-        cluster: booted.cluster.clone(),
-        shared: booted.shared.clone(),
+        cp: cp.clone(),
         next_session: AtomicU64::new(1),
         max_body_bytes: config.max_body_bytes,
     });
@@ -106,8 +107,7 @@ async fn serve(
     });
     server.run().await?;
     tracing::info!("control plane stopping; flushing storage");
-    caldera_actors::cluster::store(&booted.shared)
-        .flush()
+    cp.flush()
         .map_err(|e| GatewayError::Storage(e.to_string()))?;
     Ok(())
 }
