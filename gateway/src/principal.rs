@@ -61,16 +61,23 @@ impl User {
     }
 }
 
+/// Authenticates `req` and lets `admit` decide whether that principal may call.
+fn authorize<T>(
+    req: &HttpRequest,
+    admit: impl FnOnce(Principal) -> Result<T, ApiError>,
+) -> Ready<Result<T, ApiError>> {
+    ready(principal(req).and_then(admit))
+}
+
 impl FromRequest for User {
     type Error = ApiError;
     type Future = Ready<Result<Self, ApiError>>;
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(match principal(req) {
-            Ok(Principal::NodeJoin) => {
+        authorize(req, |p| match p {
+            Principal::NodeJoin => {
                 Err(ApiError::forbidden("a node join token may only join nodes"))
             }
-            Ok(p) => Ok(User(p)),
-            Err(e) => Err(e),
+            p => Ok(User(p)),
         })
     }
 }
@@ -82,12 +89,11 @@ impl FromRequest for Operator {
     type Error = ApiError;
     type Future = Ready<Result<Self, ApiError>>;
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(match principal(req) {
-            Ok(Principal::Operator) => Ok(Operator),
-            Ok(_) => Err(ApiError::forbidden(
+        authorize(req, |p| match p {
+            Principal::Operator => Ok(Operator),
+            _ => Err(ApiError::forbidden(
                 "this operation needs the operator token",
             )),
-            Err(e) => Err(e),
         })
     }
 }
@@ -99,12 +105,11 @@ impl FromRequest for NodeJoin {
     type Error = ApiError;
     type Future = Ready<Result<Self, ApiError>>;
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(match principal(req) {
-            Ok(Principal::NodeJoin) => Ok(NodeJoin),
-            Ok(_) => Err(ApiError::forbidden(
+        authorize(req, |p| match p {
+            Principal::NodeJoin => Ok(NodeJoin),
+            _ => Err(ApiError::forbidden(
                 "nodes join with the cluster join token",
             )),
-            Err(e) => Err(e),
         })
     }
 }
