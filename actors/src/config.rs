@@ -1,5 +1,6 @@
 //! Control-plane configuration. Loaded by the binary from a TOML file plus
 //! `CALDERA_*` environment overrides (the `config` crate); keys are kebab-case.
+use caldera_scheduling::placement::PolicyName;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -130,6 +131,19 @@ impl ServerConfig {
         if self.http_workers == 0 {
             return err("http-workers", "must be greater than 0");
         }
+        // Checked here, not when the Scheduler starts: there an unknown name
+        // would surface as a boot ("storage") failure that names no key.
+        if self.placement_policy.parse::<PolicyName>().is_err() {
+            let known: Vec<&str> = PolicyName::ALL.iter().map(|p| p.as_str()).collect();
+            return err(
+                "placement-policy",
+                &format!(
+                    "unknown policy {:?}; known policies: {}",
+                    self.placement_policy,
+                    known.join(", ")
+                ),
+            );
+        }
         for t in [&self.operator_token, &self.join_token]
             .into_iter()
             .flatten()
@@ -161,5 +175,24 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(c.validate().unwrap_err().key, "node-timeout-ms");
+    }
+
+    #[test]
+    fn an_unknown_placement_policy_is_refused_naming_the_key_and_the_known_ones() {
+        let c = ServerConfig {
+            placement_policy: "tetris".into(),
+            ..Default::default()
+        };
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.key, "placement-policy");
+        assert!(e.message.contains("\"tetris\""), "{e}");
+        for p in PolicyName::ALL {
+            assert!(e.message.contains(p.as_str()), "{e}");
+        }
+        let known = ServerConfig {
+            placement_policy: "fgd".into(),
+            ..Default::default()
+        };
+        assert_eq!(known.validate(), Ok(()));
     }
 }

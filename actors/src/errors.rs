@@ -1,5 +1,7 @@
-//! Errors the control plane answers with. Each variant has a stable code and
-//! name; the gateway maps them to HTTP statuses.
+//! Errors the control plane answers with. Each variant maps to one entry of the
+//! registry (`caldera_spec::codes`); the gateway answers with that entry's
+//! HTTP status, so the status is never decided twice.
+use caldera_spec::codes::{self, ErrorCode};
 use caldera_spec::SpecError;
 use caldera_storage::StorageError;
 
@@ -12,49 +14,27 @@ pub enum ActorError {
     #[error("{0}")]
     Conflict(String),
     #[error("{0}")]
-    Forbidden(String),
-    #[error("{0}")]
     Unavailable(String),
+    /// Keeps the storage error's own code (a corrupt record is not a full disk).
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
 }
 
 impl ActorError {
+    /// This error's entry in the registry.
+    pub fn error_code(&self) -> &'static ErrorCode {
+        match self {
+            ActorError::Invalid(e) => e.kind.error_code(),
+            ActorError::NotFound { .. } => &codes::NOT_FOUND,
+            ActorError::Conflict(_) => &codes::CONFLICT,
+            ActorError::Unavailable(_) => &codes::UNAVAILABLE,
+            ActorError::Storage(e) => e.error_code(),
+        }
+    }
+
     /// Stable numeric code.
     pub fn code(&self) -> u32 {
-        match self {
-            ActorError::Invalid(e) => e.kind.code(),
-            ActorError::NotFound { .. } => 40401,
-            ActorError::Conflict(_) => 40901,
-            ActorError::Forbidden(_) => 40301,
-            ActorError::Unavailable(_) => 50301,
-            ActorError::Storage(_) => 50001,
-        }
-    }
-
-    /// Stable machine-readable name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            ActorError::Invalid(e) => e.kind.name(),
-            ActorError::NotFound { .. } => "not_found",
-            ActorError::Conflict(_) => "conflict",
-            ActorError::Forbidden(_) => "forbidden",
-            ActorError::Unavailable(_) => "unavailable",
-            ActorError::Storage(_) => "storage_error",
-        }
-    }
-
-    /// HTTP status the gateway answers with.
-    pub fn http_status(&self) -> u16 {
-        match self {
-            ActorError::Invalid(e) if e.kind == caldera_spec::SpecErrorKind::TooLarge => 413,
-            ActorError::Invalid(_) => 400,
-            ActorError::NotFound { .. } => 404,
-            ActorError::Conflict(_) => 409,
-            ActorError::Forbidden(_) => 403,
-            ActorError::Unavailable(_) => 503,
-            ActorError::Storage(_) => 500,
-        }
+        self.error_code().code
     }
 
     /// The offending field, for validation errors.
@@ -80,3 +60,15 @@ impl From<actix::MailboxError> for ActorError {
 }
 
 pub type Result<T> = std::result::Result<T, ActorError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_errors_keep_their_own_code() {
+        let e = ActorError::from(StorageError::Config("x".into()));
+        assert_eq!(e.code(), codes::STORAGE_CONFIG.code);
+        assert_eq!(ActorError::not_found("task", "t").code(), 40400);
+    }
+}

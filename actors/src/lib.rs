@@ -4,6 +4,7 @@
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod control_plane;
 pub mod durability;
 pub mod errors;
 pub mod node;

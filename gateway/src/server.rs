@@ -2,6 +2,8 @@
 use crate::state::AppState;
 use actix_web::{web, App, HttpServer};
 use caldera_actors::config::ServerConfig;
+use caldera_actors::control_plane::ControlPlane;
+use caldera_spec::codes::{self, ErrorCode};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 
@@ -32,14 +34,19 @@ pub enum GatewayError {
 }
 
 impl GatewayError {
+    /// This error's entry in the registry (a process error: never an HTTP answer).
+    pub fn error_code(&self) -> &'static ErrorCode {
+        match self {
+            GatewayError::Config(_) => &codes::SERVER_CONFIG_INVALID,
+            GatewayError::Bind { .. } => &codes::SERVER_BIND_FAILED,
+            GatewayError::Storage(_) => &codes::SERVER_STORAGE_FAILED,
+            GatewayError::Io(_) => &codes::SERVER_IO_FAILED,
+        }
+    }
+
     /// Stable code of the error.
     pub fn code(&self) -> u32 {
-        match self {
-            GatewayError::Config(_) => 1001,
-            GatewayError::Bind { .. } => 1002,
-            GatewayError::Storage(_) => 1003,
-            GatewayError::Io(_) => 1004,
-        }
+        self.error_code().code
     }
 }
 
@@ -70,9 +77,9 @@ async fn serve(
     let booted = caldera_actors::cluster::boot(config.clone())
         .map_err(|e| GatewayError::Storage(e.to_string()))?;
     tracing::info!(live_tasks = booted.tasks_loaded, data_dir = %config.data_dir.display(), "control plane booted");
+    let cp = ControlPlane::new(&booted);
     let state = web::Data::new(AppState {
-        cluster: booted.cluster.clone(),
-        shared: booted.shared.clone(),
+        cp: cp.clone(),
         next_session: AtomicU64::new(1),
         max_body_bytes: config.max_body_bytes,
     });
@@ -100,8 +107,7 @@ async fn serve(
     });
     server.run().await?;
     tracing::info!("control plane stopping; flushing storage");
-    caldera_actors::cluster::store(&booted.shared)
-        .flush()
+    cp.flush()
         .map_err(|e| GatewayError::Storage(e.to_string()))?;
     Ok(())
 }

@@ -1,13 +1,10 @@
-//! What every HTTP handler is handed.
-use actix::Addr;
-use caldera_actors::cluster::Cluster;
-use caldera_actors::shared::Shared;
+//! What every HTTP handler is handed: the control plane's facade and the
+//! gateway's own settings. Routes reach the control plane only through it.
+use caldera_actors::control_plane::ControlPlane;
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
 
 pub struct AppState {
-    pub cluster: Addr<Cluster>,
-    pub shared: Arc<Shared>,
+    pub cp: ControlPlane,
     pub next_session: AtomicU64,
     pub max_body_bytes: usize,
 }

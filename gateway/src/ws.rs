@@ -1,15 +1,12 @@
 //! The node agents' WebSocket: `GET /v1/nodes/connect` with the join token.
 //! The first frame must be a hello; after it, frames go to the node's actor and
 //! commands come back through a channel the actor holds.
-use crate::auth;
-use crate::envelope;
+use crate::error::ApiError;
+use crate::principal::NodeJoin;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_ws::{AggregatedMessage, Session};
-use caldera_actors::protocol::cluster::NodeSession;
-use caldera_actors::protocol::node::{AgentGone, AgentMessage};
-use caldera_actors::protocol::NodeHandle;
-use caldera_actors::tokens::Principal;
+use caldera_spec::codes;
 use caldera_spec::wire::{NodeMessage, ServerMessage};
 use futures_util::StreamExt;
 use std::sync::atomic::Ordering;
@@ -22,27 +19,17 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_FRAME: usize = 4 * 1024 * 1024;
 
 pub async fn connect(
+    _: NodeJoin,
     req: HttpRequest,
     st: web::Data<AppState>,
     body: web::Payload,
-) -> HttpResponse {
-    match auth::principal(&req, &st) {
-        Ok(Principal::NodeJoin) => {}
-        Ok(_) => return envelope::forbidden("nodes join with the cluster join token"),
-        Err(r) => return r,
-    }
-    let (resp, session, stream) = match actix_ws::handle(&req, body) {
-        Ok(x) => x,
-        Err(e) => {
-            return envelope::fail(
-                400,
-                40009,
-                "not_websocket",
-                &format!("expected a WebSocket upgrade: {e}"),
-                None,
-            )
-        }
-    };
+) -> Result<HttpResponse, ApiError> {
+    let (resp, session, stream) = actix_ws::handle(&req, body).map_err(|e| {
+        ApiError::new(
+            &codes::NOT_WEBSOCKET,
+            format!("expected a WebSocket upgrade: {e}"),
+        )
+    })?;
     let stream = stream
         .max_frame_size(MAX_FRAME)
         .aggregate_continuations()
@@ -54,7 +41,7 @@ pub async fn connect(
             tracing::info!(session_id, %why, "node session ended");
         }
     });
-    resp
+    Ok(resp)
 }
 
 async fn run_session(
@@ -77,18 +64,9 @@ async fn run_session(
         _ => return refuse(session, "the first frame must be a text hello").await,
     };
     let node_name = hello.node_name.clone();
-    let node: NodeHandle = match st
-        .cluster
-        .send(NodeSession {
-            hello,
-            session_id,
-            tx,
-        })
-        .await
-    {
-        Ok(Ok(a)) => a,
-        Ok(Err(e)) => return refuse(session, &e.to_string()).await,
-        Err(e) => return refuse(session, &format!("control plane unavailable: {e}")).await,
+    let node = match st.cp.open_node_session(hello, session_id, tx).await {
+        Ok(link) => link,
+        Err(e) => return refuse(session, &e.to_string()).await,
     };
     tracing::info!(node = %node_name, session_id, "node session open");
     // 2. frames both ways until either side ends
@@ -106,7 +84,7 @@ async fn run_session(
             },
             inp = stream.next() => match inp {
                 Some(Ok(AggregatedMessage::Text(t))) => match serde_json::from_str::<NodeMessage>(&t) {
-                    Ok(msg) => node.do_send(AgentMessage { session_id, msg }),
+                    Ok(msg) => node.forward(msg),
                     Err(e) => tracing::warn!(node = %node_name, error = %e, "unreadable frame from agent ignored"),
                 },
                 Some(Ok(AggregatedMessage::Ping(p))) => {
@@ -120,7 +98,7 @@ async fn run_session(
             },
         }
     };
-    node.do_send(AgentGone { session_id });
+    node.close();
     let _ = session.close(None).await;
     result
 }

@@ -1,5 +1,7 @@
-//! Errors of the node agent. Every variant has a stable `code()` so logs and
-//! the CLI can name a failure without parsing its message.
+//! Errors of the node agent. Every variant maps to one entry of the registry
+//! (`caldera_spec::codes`) so logs and the CLI can name a failure without
+//! parsing its message.
+use caldera_spec::codes::{self, ErrorCode};
 use std::io;
 use std::path::PathBuf;
 
@@ -24,15 +26,20 @@ pub enum AgentError {
 }
 
 impl AgentError {
+    /// This error's entry in the registry (a process error: never an HTTP answer).
+    pub fn error_code(&self) -> &'static ErrorCode {
+        match self {
+            AgentError::Config(_) => &codes::AGENT_CONFIG_INVALID,
+            AgentError::SimulatedGpus(_) => &codes::SIMULATE_GPUS_INVALID,
+            AgentError::DataDir { .. } => &codes::DATA_DIR_UNUSABLE,
+            AgentError::Runtime(_) => &codes::RUNTIME_FAILED,
+            AgentError::Probe(_) => &codes::PROBE_FAILED,
+        }
+    }
+
     /// A stable machine-readable name of the failure.
     pub fn code(&self) -> &'static str {
-        match self {
-            AgentError::Config(_) => "config_invalid",
-            AgentError::SimulatedGpus(_) => "simulate_gpus_invalid",
-            AgentError::DataDir { .. } => "data_dir_unusable",
-            AgentError::Runtime(_) => "runtime_failed",
-            AgentError::Probe(_) => "probe_failed",
-        }
+        self.error_code().name
     }
 }
 
@@ -54,13 +61,18 @@ pub enum StartError {
 }
 
 impl StartError {
+    /// This error's entry in the registry.
+    pub fn error_code(&self) -> &'static ErrorCode {
+        match self {
+            StartError::ProgramNotFound { .. } => &codes::PROGRAM_NOT_FOUND,
+            StartError::Spawn { .. } => &codes::SPAWN_FAILED,
+            StartError::Prepare { .. } => &codes::PREPARE_FAILED,
+            StartError::Duplicate(_) => &codes::DUPLICATE_ALLOCATION,
+        }
+    }
+
     /// A stable machine-readable name of the failure.
     pub fn code(&self) -> &'static str {
-        match self {
-            StartError::ProgramNotFound { .. } => "program_not_found",
-            StartError::Spawn { .. } => "spawn_failed",
-            StartError::Prepare { .. } => "prepare_failed",
-            StartError::Duplicate(_) => "duplicate_allocation",
-        }
+        self.error_code().name
     }
 }

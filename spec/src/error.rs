@@ -1,5 +1,6 @@
-//! Validation errors. Each kind has a stable numeric code and name so that
-//! clients can branch on it; the message names the offending field's path.
+//! Validation errors. Each kind maps to one entry of the [registry](crate::codes)
+//! so that clients can branch on it; the message names the offending field's path.
+use crate::codes::{self, ErrorCode};
 use thiserror::Error;
 
 /// What was wrong with a submitted document.
@@ -24,32 +25,28 @@ pub enum SpecErrorKind {
 }
 
 impl SpecErrorKind {
+    /// This kind's entry in the [registry](crate::codes).
+    pub fn error_code(self) -> &'static ErrorCode {
+        match self {
+            SpecErrorKind::MalformedJson => &codes::MALFORMED_JSON,
+            SpecErrorKind::UnknownField => &codes::UNKNOWN_FIELD,
+            SpecErrorKind::WrongType => &codes::WRONG_TYPE,
+            SpecErrorKind::MissingField => &codes::MISSING_FIELD,
+            SpecErrorKind::OutOfRange => &codes::OUT_OF_RANGE,
+            SpecErrorKind::BadFormat => &codes::BAD_FORMAT,
+            SpecErrorKind::Conflict => &codes::CONFLICTING_FIELDS,
+            SpecErrorKind::TooLarge => &codes::BODY_TOO_LARGE,
+        }
+    }
+
     /// Stable numeric code carried in the API envelope.
     pub fn code(self) -> u32 {
-        match self {
-            SpecErrorKind::MalformedJson => 40001,
-            SpecErrorKind::UnknownField => 40002,
-            SpecErrorKind::WrongType => 40003,
-            SpecErrorKind::MissingField => 40004,
-            SpecErrorKind::OutOfRange => 40005,
-            SpecErrorKind::BadFormat => 40006,
-            SpecErrorKind::Conflict => 40007,
-            SpecErrorKind::TooLarge => 41301,
-        }
+        self.error_code().code
     }
 
     /// Stable machine-readable name carried in the API envelope.
     pub fn name(self) -> &'static str {
-        match self {
-            SpecErrorKind::MalformedJson => "malformed_json",
-            SpecErrorKind::UnknownField => "unknown_field",
-            SpecErrorKind::WrongType => "wrong_type",
-            SpecErrorKind::MissingField => "missing_field",
-            SpecErrorKind::OutOfRange => "out_of_range",
-            SpecErrorKind::BadFormat => "bad_format",
-            SpecErrorKind::Conflict => "conflicting_fields",
-            SpecErrorKind::TooLarge => "body_too_large",
-        }
+        self.error_code().name
     }
 }
 

@@ -5,6 +5,7 @@
 //! say to each other ([`wire`]), and the records the control plane keeps
 //! ([`TaskRecord`], [`Allocation`], [`Event`]). No I/O lives here.
 pub mod api;
+pub mod codes;
 pub mod error;
 pub mod event;
 pub mod node;
@@ -17,6 +18,7 @@ pub mod validate;
 pub mod wire;
 
 pub use api::{Envelope, ErrorBody};
+pub use codes::ErrorCode;
 pub use error::{SpecError, SpecErrorKind};
 pub use event::{Event, EventKind};
 pub use node::{DiskInfo, GpuInfo, NodeInventory, NodeMetrics, NodeRecord, NodeState};

@@ -1,4 +1,5 @@
 //! Storage errors, each with a stable code.
+use caldera_spec::codes::{self, ErrorCode};
 use thiserror::Error;
 
 /// Result alias of this crate.
@@ -6,9 +7,9 @@ pub type Result<T> = std::result::Result<T, StorageError>;
 
 /// Everything that can go wrong between the control plane and its sled files.
 ///
-/// Every variant has a stable [`code`](StorageError::code) (5xxxx: the caller
-/// did nothing wrong, the server did) and a machine-readable
-/// [`name`](StorageError::name), so the gateway can put them in its envelope.
+/// Every variant maps to its own entry of the registry (`caldera_spec::codes`,
+/// 500xx: the caller did nothing wrong, the server did), so the gateway can
+/// put it in its envelope.
 #[derive(Debug, Error)]
 pub enum StorageError {
     /// sled itself failed: I/O, a lock held by another process, a corrupt log.
@@ -38,26 +39,26 @@ pub enum StorageError {
 }
 
 impl StorageError {
+    /// This error's entry in the registry: one distinct code per kind, so a
+    /// corrupt record is never mistaken for a full disk.
+    pub fn error_code(&self) -> &'static ErrorCode {
+        match self {
+            StorageError::Sled(_) => &codes::STORAGE_IO,
+            StorageError::Corrupt { .. } => &codes::STORAGE_CORRUPT_RECORD,
+            StorageError::Encode { .. } => &codes::STORAGE_ENCODE,
+            StorageError::UnsupportedFormat { .. } => &codes::STORAGE_UNSUPPORTED_FORMAT,
+            StorageError::Config(_) => &codes::STORAGE_CONFIG,
+        }
+    }
+
     /// Stable numeric code, for API envelopes and logs.
     pub fn code(&self) -> u32 {
-        match self {
-            StorageError::Sled(_) => 50001,
-            StorageError::Corrupt { .. } => 50002,
-            StorageError::Encode { .. } => 50003,
-            StorageError::UnsupportedFormat { .. } => 50004,
-            StorageError::Config(_) => 50005,
-        }
+        self.error_code().code
     }
 
     /// Stable machine-readable name, for API envelopes and logs.
     pub fn name(&self) -> &'static str {
-        match self {
-            StorageError::Sled(_) => "storage_io",
-            StorageError::Corrupt { .. } => "storage_corrupt_record",
-            StorageError::Encode { .. } => "storage_encode",
-            StorageError::UnsupportedFormat { .. } => "storage_unsupported_format",
-            StorageError::Config(_) => "storage_config",
-        }
+        self.error_code().name
     }
 }
 

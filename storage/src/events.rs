@@ -58,20 +58,50 @@ pub(crate) fn stage(ops: &mut sled::Batch, event: &Event) -> Result<()> {
     Ok(())
 }
 
-/// Events matching `filter` with seq > `after_seq`, ascending, at most `limit`.
+/// A page of events and, when the read stopped at its budget, where to resume.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EventPage {
+    pub events: Vec<Event>,
+    /// The seq of the last event examined when the read ran out of budget
+    /// before `limit` matches: pass it as the next `after_seq`. `None` when the
+    /// read ended at `limit` matches or at the end of the log.
+    pub resume_after: Option<u64>,
+}
+
+/// Events matching `filter` with seq > `after_seq`, ascending, at most
+/// `limit`, examining at most `max_examined` events (so a filter that matches
+/// rarely costs a bounded read per call, not a walk of the whole log).
 pub(crate) fn read(
     tree: &sled::Tree,
     filter: &EventFilter,
     after_seq: u64,
     limit: usize,
-) -> Result<Vec<Event>> {
-    let mut out = Vec::new();
+    max_examined: usize,
+) -> Result<EventPage> {
+    let mut page = EventPage::default();
     let Some(first) = after_seq.checked_add(1) else {
-        return Ok(out);
+        return Ok(page);
     };
     if limit == 0 {
-        return Ok(out);
+        return Ok(page);
     }
+    let mut examined = 0usize;
+    // One examined event: keep it if it matches; `true` when the read is done.
+    let mut examine = |page: &mut EventPage, event: Event| {
+        examined += 1;
+        let seq = event.seq;
+        if filter.matches(&event) {
+            page.events.push(event);
+        }
+        if page.events.len() >= limit {
+            return true;
+        }
+        if examined >= max_examined {
+            page.resume_after = Some(seq);
+            return true;
+        }
+        false
+    };
     match filter.primary_index() {
         None => {
             for kv in tree.range(keys::event(first)..) {
@@ -79,12 +109,8 @@ pub(crate) fn read(
                 if !k.starts_with(keys::EVENT) {
                     break;
                 }
-                let event: Event = crate::store::decode(&k, &v)?;
-                if filter.matches(&event) {
-                    out.push(event);
-                    if out.len() >= limit {
-                        break;
-                    }
+                if examine(&mut page, crate::store::decode(&k, &v)?) {
+                    break;
                 }
             }
         }
@@ -106,15 +132,11 @@ pub(crate) fn read(
                 let Some(v) = tree.get(&ek)? else {
                     continue;
                 };
-                let event: Event = crate::store::decode(&ek, &v)?;
-                if filter.matches(&event) {
-                    out.push(event);
-                    if out.len() >= limit {
-                        break;
-                    }
+                if examine(&mut page, crate::store::decode(&ek, &v)?) {
+                    break;
                 }
             }
         }
     }
-    Ok(out)
+    Ok(page)
 }

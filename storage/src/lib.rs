@@ -37,5 +37,5 @@ mod store;
 pub use batch::WriteBatch;
 pub use config::{StoreConfig, DEFAULT_CACHE_CAPACITY_BYTES};
 pub use errors::{Result, StorageError};
-pub use events::EventFilter;
+pub use events::{EventFilter, EventPage};
 pub use store::{CommitInfo, Store, FORMAT_VERSION};

@@ -2,7 +2,7 @@
 use crate::batch::WriteBatch;
 use crate::config::StoreConfig;
 use crate::errors::{Result, StorageError};
-use crate::events::{self, EventFilter};
+use crate::events::{self, EventFilter, EventPage};
 use crate::keys;
 use caldera_spec::{Allocation, Event, NodeRecord, TaskRecord, TenantRecord};
 use serde::de::DeserializeOwned;
@@ -161,7 +161,19 @@ impl Store {
     /// A filter on task, node, tenant or kind walks that dimension's index,
     /// not the whole log.
     pub fn events(&self, filter: &EventFilter, after_seq: u64, limit: usize) -> Result<Vec<Event>> {
-        events::read(&self.db, filter, after_seq, limit)
+        Ok(events::read(&self.db, filter, after_seq, limit, usize::MAX)?.events)
+    }
+
+    /// [`Store::events`] examining at most `max_examined` events: the page
+    /// says where to resume when the budget ran out before `limit` matches.
+    pub fn events_page(
+        &self,
+        filter: &EventFilter,
+        after_seq: u64,
+        limit: usize,
+        max_examined: usize,
+    ) -> Result<EventPage> {
+        events::read(&self.db, filter, after_seq, limit, max_examined)
     }
 
     /// A small setting written with [`WriteBatch::meta_put`].

@@ -1,29 +1,24 @@
 //! Liveness and Prometheus metrics.
+use crate::envelope::Reply;
+use crate::error::ApiError;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
-use caldera_actors::protocol::scheduler::Stats;
 
-pub async fn healthz() -> HttpResponse {
-    crate::envelope::ok(200, serde_json::json!({"status": "ok"}))
+pub async fn healthz() -> Reply<serde_json::Value> {
+    Reply::ok(serde_json::json!({"status": "ok"}))
 }
 
 /// Prometheus text exposition of the scheduler's counters.
-pub async fn metrics(st: web::Data<AppState>) -> HttpResponse {
-    let s = match st.shared.scheduler.send(Stats).await {
-        Ok(s) => s,
-        Err(e) => return crate::envelope::err(&e.into()),
-    };
+pub async fn metrics(st: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let s = st.cp.stats().await?;
     let body = format!(
         "# HELP caldera_queued_tasks Tasks waiting for room.\n# TYPE caldera_queued_tasks gauge\ncaldera_queued_tasks {}\n\
          # HELP caldera_allocations Live allocations in the ledger.\n# TYPE caldera_allocations gauge\ncaldera_allocations {}\n\
          # HELP caldera_healthy_nodes Nodes with a live agent session.\n# TYPE caldera_healthy_nodes gauge\ncaldera_healthy_nodes {}\n\
          # HELP caldera_live_tasks Tasks with a live TaskActor.\n# TYPE caldera_live_tasks gauge\ncaldera_live_tasks {}\n",
-        s.queued,
-        s.allocations,
-        s.healthy_nodes,
-        st.shared.registry.live_tasks()
+        s.queued, s.allocations, s.healthy_nodes, s.live_tasks
     );
-    HttpResponse::Ok()
+    Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
-        .body(body)
+        .body(body))
 }

@@ -6,7 +6,10 @@ pub mod tasks;
 pub mod tenants;
 pub mod utilization;
 
+use crate::error::ApiError;
 use actix_web::web;
+use caldera_spec::codes;
+use std::collections::HashMap;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/healthz", web::get().to(health::healthz))
@@ -31,30 +34,30 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/v1/tasks/{id}/replicas", web::put().to(tasks::scale))
         .route("/v1/events", web::get().to(events::list))
         .default_service(web::to(|| async {
-            crate::envelope::fail(
-                404,
-                crate::envelope::codes::NOT_FOUND,
-                "not_found",
+            Err::<actix_web::HttpResponse, _>(ApiError::new(
+                &codes::NOT_FOUND,
                 "no such path; see the API table in the README",
-                None,
-            )
+            ))
         }));
 }
 
-/// Parses an optional numeric query parameter, naming it when it is bad.
+/// The query string of a request, as names to values.
+pub type Query = web::Query<HashMap<String, String>>;
+
+/// Parses an optional numeric query parameter in `1..=max`, naming it when it is bad.
 pub fn query_num(
-    q: &std::collections::HashMap<String, String>,
+    q: &HashMap<String, String>,
     key: &str,
     default: u64,
     max: u64,
-) -> Result<u64, actix_web::HttpResponse> {
+) -> Result<u64, ApiError> {
     match q.get(key) {
         None => Ok(default),
         Some(v) => match v.parse::<u64>() {
             Ok(n) if n >= 1 && n <= max => Ok(n),
-            _ => Err(crate::envelope::bad_query(
+            _ => Err(ApiError::bad_query(
                 key,
-                &format!("{key} must be a number from 1 to {max}, not {v:?}"),
+                format!("{key} must be a number from 1 to {max}, not {v:?}"),
             )),
         },
     }

@@ -1,245 +1,152 @@
-//! Tasks: request resources (submit), status, list, logs, release.
-use super::query_num;
-use crate::auth;
-use crate::envelope;
+//! Tasks: request resources (submit), status, list, logs, release, scale.
+use super::{query_num, Query};
+use crate::body;
+use crate::envelope::Reply;
+use crate::error::ApiError;
+use crate::principal::User;
 use crate::state::AppState;
-use actix_web::{web, HttpRequest, HttpResponse};
-use caldera_actors::errors::ActorError;
-use caldera_actors::protocol::cluster::Submit;
-use caldera_actors::protocol::node::FetchLogs;
-use caldera_actors::protocol::task::Release;
-use caldera_actors::task::snapshot;
-use caldera_actors::tokens::Principal;
+use actix_web::http::StatusCode;
+use actix_web::web;
+use caldera_actors::control_plane::TaskQuery;
 use caldera_actors::views::TaskView;
-use caldera_spec::{TaskRecord, TaskState, TaskType};
-use std::collections::HashMap;
+use caldera_spec::{codes, TaskRecord, TaskState, TaskType};
+use serde_json::{json, Value};
 
 /// POST /v1/tasks — 201 when created, 200 when the identical spec exists, 409 on a different one.
 pub async fn submit(
-    req: HttpRequest,
+    user: User,
     st: web::Data<AppState>,
-    q: web::Query<HashMap<String, String>>,
+    q: Query,
     payload: web::Payload,
-) -> HttpResponse {
-    let p = match auth::user(&req, &st) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let tenant = match (&p, q.get("tenant")) {
-        (Principal::Tenant(t), None) => t.clone(),
-        (Principal::Tenant(t), Some(asked)) if asked == t => t.clone(),
-        (Principal::Tenant(_), Some(_)) => {
-            return envelope::forbidden("a tenant token submits only for its own tenant")
+) -> Result<Reply<TaskView>, ApiError> {
+    let tenant = match (user.tenant(), q.get("tenant")) {
+        (Some(t), None) => t.to_string(),
+        (Some(t), Some(asked)) if asked == t => t.to_string(),
+        (Some(_), Some(_)) => {
+            return Err(ApiError::forbidden(
+                "a tenant token submits only for its own tenant",
+            ))
         }
-        (_, Some(asked)) => asked.clone(),
-        (_, None) => {
-            return envelope::bad_query(
+        (None, Some(asked)) => asked.clone(),
+        (None, None) => {
+            return Err(ApiError::bad_query(
                 "tenant",
                 "the operator submits on behalf of a tenant: add ?tenant=NAME",
-            )
+            ))
         }
     };
-    let body = match crate::body::read(payload, st.max_body_bytes).await {
-        Ok(b) => b,
-        Err(r) => return r,
+    let body = body::read(payload, st.max_body_bytes).await?;
+    let spec = caldera_spec::parse_task_spec(&body)?;
+    let (rec, created) = st.cp.submit(tenant, spec).await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
     };
-    let spec = match caldera_spec::parse_task_spec(&body) {
-        Ok(s) => s,
-        Err(e) => return envelope::err(&ActorError::Invalid(e)),
-    };
-    match st
-        .cluster
-        .send(Submit { tenant, spec })
-        .await
-        .map_err(ActorError::from)
-        .and_then(|r| r)
-    {
-        Ok((rec, created)) => envelope::ok(if created { 201 } else { 200 }, TaskView::from(&rec)),
-        Err(e) => envelope::err(&e),
-    }
-}
-
-/// The freshest record of a task: its live actor's, else sled's.
-pub async fn load(st: &AppState, id: &str) -> Result<Option<TaskRecord>, ActorError> {
-    if let Some(a) = st.shared.registry.task(id) {
-        if let Ok(r) = snapshot(&a).await {
-            return Ok(Some(r));
-        }
-    }
-    Ok(caldera_actors::cluster::store(&st.shared).task(id)?)
+    Ok(Reply::with_status(status, TaskView::from(&rec)))
 }
 
 /// A task the caller may see, or the 404 (another tenant's task is "not found").
-async fn visible(req: &HttpRequest, st: &AppState, id: &str) -> Result<TaskRecord, HttpResponse> {
-    let p = auth::user(req, st)?;
-    match load(st, id).await {
-        Ok(Some(r)) if auth::may_see(&p, &r.tenant) => Ok(r),
-        Ok(_) => Err(envelope::not_found("task", id)),
-        Err(e) => Err(envelope::err(&e)),
+async fn visible(user: &User, st: &AppState, id: &str) -> Result<TaskRecord, ApiError> {
+    match st.cp.task(id).await? {
+        Some(r) if user.may_see(&r.tenant) => Ok(r),
+        _ => Err(ApiError::not_found("task", id)),
     }
 }
 
 /// GET /v1/tasks/{id}
-pub async fn get(req: HttpRequest, st: web::Data<AppState>, id: web::Path<String>) -> HttpResponse {
-    match visible(&req, &st, &id).await {
-        Ok(r) => envelope::ok(200, TaskView::from(&r)),
-        Err(r) => r,
-    }
+pub async fn get(
+    user: User,
+    st: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<Reply<TaskView>, ApiError> {
+    let r = visible(&user, &st, &id).await?;
+    Ok(Reply::ok(TaskView::from(&r)))
 }
 
-/// GET /v1/tasks?state=&type=&limit=&cursor= — ordered by task id; `cursor` is the last id seen.
-pub async fn list(
-    req: HttpRequest,
-    st: web::Data<AppState>,
-    q: web::Query<HashMap<String, String>>,
-) -> HttpResponse {
-    let p = match auth::user(&req, &st) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let state = match q.get("state").map(|s| TaskState::parse(s).ok_or(s)) {
-        Some(Err(s)) => return envelope::bad_query("state", &format!("unknown state {s:?}")),
-        Some(Ok(s)) => Some(s),
+/// GET /v1/tasks?state=&type=&limit=&cursor= — ordered by task id; `cursor` is
+/// the last id seen. A page examines a bounded number of tasks, so it may hold
+/// fewer than `limit` with a `next_cursor` to go on from.
+pub async fn list(user: User, st: web::Data<AppState>, q: Query) -> Result<Reply<Value>, ApiError> {
+    let state = match q.get("state") {
         None => None,
+        Some(s) => Some(
+            TaskState::parse(s)
+                .ok_or_else(|| ApiError::bad_query("state", format!("unknown state {s:?}")))?,
+        ),
     };
-    let ttype = match q.get("type").map(|s| s.as_str()) {
+    let task_type = match q.get("type").map(|s| s.as_str()) {
         None => None,
         Some("training") => Some(TaskType::Training),
         Some("inference") => Some(TaskType::Inference),
         Some(other) => {
-            return envelope::bad_query(
+            return Err(ApiError::bad_query(
                 "type",
-                &format!("type is training or inference, not {other:?}"),
-            )
+                format!("type is training or inference, not {other:?}"),
+            ))
         }
     };
-    let limit = match query_num(&q, "limit", 100, 1000) {
-        Ok(n) => n as usize,
-        Err(r) => return r,
+    let query = TaskQuery {
+        tenant: user.tenant().map(str::to_string),
+        state,
+        task_type,
+        cursor: q.get("cursor").cloned().unwrap_or_default(),
+        limit: query_num(&q, "limit", 100, 1000)? as usize,
     };
-    let cursor = q.get("cursor").cloned().unwrap_or_default();
-    let mut out = Vec::new();
-    let mut next = None;
-    for r in caldera_actors::cluster::store(&st.shared).tasks_after(&cursor) {
-        let r = match r {
-            Ok(r) => r,
-            Err(e) => return envelope::err(&e.into()),
-        };
-        if r.spec.task_id <= cursor || !auth::may_see(&p, &r.tenant) {
-            continue;
-        }
-        if state.is_some_and(|s| s != r.state) || ttype.is_some_and(|t| t != r.spec.task_type) {
-            continue;
-        }
-        if out.len() == limit {
-            next = out.last().map(|v: &TaskView| v.task_id.clone());
-            break;
-        }
-        out.push(TaskView::from(&r));
-    }
-    envelope::ok(200, serde_json::json!({"tasks": out, "next_cursor": next}))
+    let page = st.cp.tasks(query).await?;
+    let tasks: Vec<TaskView> = page.tasks.iter().map(TaskView::from).collect();
+    Ok(Reply::ok(
+        json!({"tasks": tasks, "next_cursor": page.next_cursor}),
+    ))
 }
 
 /// POST /v1/tasks/{id}/release — stop, free, Released (queued: Cancelled).
 pub async fn release(
-    req: HttpRequest,
+    user: User,
     st: web::Data<AppState>,
     id: web::Path<String>,
-) -> HttpResponse {
-    let rec = match visible(&req, &st, &id).await {
-        Ok(r) => r,
-        Err(r) => return r,
+) -> Result<Reply<TaskView>, ApiError> {
+    let rec = visible(&user, &st, &id).await?;
+    let by = match user.tenant() {
+        Some(t) => format!("tenant {t}"),
+        None => "operator".to_string(),
     };
-    let by = match auth::user(&req, &st) {
-        Ok(Principal::Tenant(t)) => format!("tenant {t}"),
-        _ => "operator".to_string(),
-    };
-    match st.shared.registry.task(&id) {
-        None => envelope::ok(200, TaskView::from(&rec)), // already terminal: releasing again changes nothing
-        Some(a) => match a
-            .send(Release { by })
-            .await
-            .map_err(ActorError::from)
-            .and_then(|r| r)
-        {
-            Ok(r) => envelope::ok(200, TaskView::from(&r)),
-            Err(e) => envelope::err(&e),
-        },
-    }
+    // No live actor: already terminal, and releasing again changes nothing.
+    let rec = st.cp.release(&id, by).await?.unwrap_or(rec);
+    Ok(Reply::ok(TaskView::from(&rec)))
 }
 
 /// GET /v1/tasks/{id}/logs?tail_bytes=N — fetched from the node that ran it.
 pub async fn logs(
-    req: HttpRequest,
+    user: User,
     st: web::Data<AppState>,
     id: web::Path<String>,
-    q: web::Query<HashMap<String, String>>,
-) -> HttpResponse {
-    let rec = match visible(&req, &st, &id).await {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
-    let tail = match query_num(&q, "tail_bytes", 64 * 1024, 16 * 1024 * 1024) {
-        Ok(n) => n,
-        Err(r) => return r,
-    };
+    q: Query,
+) -> Result<Reply<Value>, ApiError> {
+    let rec = visible(&user, &st, &id).await?;
+    let tail = query_num(&q, "tail_bytes", 64 * 1024, 16 * 1024 * 1024)?;
     let Some(a) = rec.allocation else {
-        return envelope::fail(
-            409,
-            40902,
-            "no_logs_yet",
+        return Err(ApiError::new(
+            &codes::NO_LOGS_YET,
             "the task has not run yet, so it has no logs",
-            None,
-        );
+        ));
     };
-    let Some(node) = st.shared.registry.node(&a.node) else {
-        return envelope::not_found("node", &a.node);
-    };
-    match node
-        .send(FetchLogs {
-            allocation_id: a.allocation_id,
-            tail_bytes: tail,
-        })
-        .await
-        .map_err(ActorError::from)
-        .and_then(|r| r)
-    {
-        Ok((content, truncated)) => envelope::ok(
-            200,
-            serde_json::json!({"task_id": *id, "node": a.node, "content": content, "truncated": truncated}),
-        ),
-        Err(e) => envelope::err(&e),
-    }
+    let (content, truncated) = st.cp.logs(&a, tail).await?;
+    Ok(Reply::ok(
+        json!({"task_id": *id, "node": a.node, "content": content, "truncated": truncated}),
+    ))
 }
 
 /// PUT /v1/tasks/{id}/replicas {"replicas": N} — scale an inference service.
 pub async fn scale(
-    req: HttpRequest,
+    user: User,
     st: web::Data<AppState>,
     id: web::Path<String>,
     payload: web::Payload,
-) -> HttpResponse {
-    if let Err(r) = visible(&req, &st, &id).await {
-        return r;
-    }
-    let body = match crate::body::read(payload, st.max_body_bytes).await {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    let n = match caldera_actors::service::parse_replicas(&body) {
-        Ok(n) => n,
-        Err(e) => return envelope::err(&e),
-    };
-    let Some(a) = st.shared.registry.task(&id) else {
-        return envelope::fail(409, 40901, "conflict", "the service has ended", None);
-    };
-    match a
-        .send(caldera_actors::protocol::task::Scale { replicas: n })
-        .await
-        .map_err(ActorError::from)
-        .and_then(|r| r)
-    {
-        Ok(r) => envelope::ok(200, TaskView::from(&r)),
-        Err(e) => envelope::err(&e),
-    }
+) -> Result<Reply<TaskView>, ApiError> {
+    visible(&user, &st, &id).await?;
+    let body = body::read(payload, st.max_body_bytes).await?;
+    let n = caldera_actors::control_plane::parse_replicas(&body)?;
+    let rec = st.cp.scale(&id, n).await?;
+    Ok(Reply::ok(TaskView::from(&rec)))
 }

@@ -1,0 +1,319 @@
+//! [`ControlPlane`]: the one facade the gateway calls. Each method is one
+//! operation of the API; which actor answers it, and what is read from sled
+//! (always off the async workers), stays behind this file, so a route is
+//! "parse, call, show" and never names a message, an address or the store.
+mod task_page;
+
+pub use crate::service::parse_replicas;
+pub use task_page::{TaskPage, TaskQuery, SCAN_BUDGET};
+
+use crate::cluster::{Booted, Cluster};
+use crate::errors::{ActorError, Result};
+use crate::protocol::cluster::{CreateTenant, NodeSession, Submit};
+use crate::protocol::node::{AgentGone, AgentMessage, FetchLogs, NodeSnapshot};
+use crate::protocol::scheduler::{AllocatedByNode, QueryUtilization, Stats, TenantUsage};
+use crate::protocol::task::{Release, Scale, TaskSnapshot};
+use crate::protocol::tenant::{ChangeQuota, TenantSnapshot};
+use crate::protocol::NodeHandle;
+
+use crate::shared::Shared;
+use crate::tokens::Principal;
+use crate::views::{NodeView, UsageSample, Utilization};
+use actix::Addr;
+use caldera_spec::wire::{Hello, NodeMessage, ServerMessage};
+use caldera_spec::{Allocation, Quota, TaskRecord, TaskSpec, TenantRecord};
+use caldera_storage::Store;
+pub use caldera_storage::{EventFilter, EventPage};
+use futures_util::future::{join, join_all};
+use std::sync::Arc;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Most events one `events` call examines (see [`SCAN_BUDGET`] for tasks).
+pub const EVENT_SCAN_BUDGET: usize = 5_000;
+
+/// A cheap, cloneable handle on a booted control plane.
+#[derive(Clone)]
+pub struct ControlPlane {
+    cluster: Addr<Cluster>,
+    sh: Arc<Shared>,
+}
+
+/// The pool's counters, for `/metrics`.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolStats {
+    pub queued: usize,
+    pub allocations: usize,
+    pub healthy_nodes: usize,
+    pub live_tasks: usize,
+}
+
+/// Runs a blocking sled read on the blocking pool, never on an async worker.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> caldera_storage::Result<T> + Send + 'static,
+) -> Result<T> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => Ok(r?),
+        Err(e) => Err(ActorError::Unavailable(format!("storage read failed: {e}"))),
+    }
+}
+
+/// A request/response message to the root, whose answer is itself a `Result`.
+async fn ask<A, M, T>(addr: &Addr<A>, m: M) -> Result<T>
+where
+    A: actix::Actor + actix::Handler<M>,
+    A::Context: actix::dev::ToEnvelope<A, M>,
+    M: actix::Message<Result = Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    addr.send(m).await?
+}
+
+impl ControlPlane {
+    pub fn new(booted: &Booted) -> Self {
+        ControlPlane {
+            cluster: booted.cluster.clone(),
+            sh: booted.shared.clone(),
+        }
+    }
+
+    fn store(&self) -> Store {
+        self.sh.gate.store().clone()
+    }
+
+    /// Who holds `token`, if anyone.
+    pub fn authenticate(&self, token: &str) -> Option<Principal> {
+        self.sh.tokens.authenticate(token)
+    }
+
+    /// Submits a task; `true` when newly created (an identical resubmission: `false`).
+    pub async fn submit(&self, tenant: String, spec: TaskSpec) -> Result<(TaskRecord, bool)> {
+        ask(&self.cluster, Submit { tenant, spec }).await
+    }
+
+    /// The freshest record of a task: its live actor's, else sled's.
+    pub async fn task(&self, id: &str) -> Result<Option<TaskRecord>> {
+        if let Some(a) = self.sh.registry.task(id) {
+            if let Ok(r) = a.send(TaskSnapshot).await {
+                return Ok(Some(r));
+            }
+        }
+        let (store, id) = (self.store(), id.to_string());
+        blocking(move || store.task(&id)).await
+    }
+
+    /// One page of tasks ordered by id, read on the blocking pool with a
+    /// bounded scan. Live tasks show their actor's pending reason and start
+    /// estimate (sled does not keep them), as `task` does.
+    pub async fn tasks(&self, q: TaskQuery) -> Result<TaskPage> {
+        let store = self.store();
+        let mut page = blocking(move || task_page::read(&store, &q, SCAN_BUDGET)).await?;
+        let live: Vec<_> = page
+            .tasks
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !r.state.is_terminal())
+            .filter_map(|(i, r)| Some((i, self.sh.registry.task(&r.spec.task_id)?)))
+            .collect();
+        let snaps = join_all(live.iter().map(|(_, a)| a.send(TaskSnapshot))).await;
+        for ((i, _), snap) in live.iter().zip(snaps) {
+            if let (Ok(s), Some(r)) = (snap, page.tasks.get_mut(*i)) {
+                r.pending_reason = s.pending_reason;
+                r.estimated_start_ms = s.estimated_start_ms;
+            }
+        }
+        Ok(page)
+    }
+
+    /// Releases a live task; `None` when it has no live actor (it has ended,
+    /// and releasing it again changes nothing).
+    pub async fn release(&self, id: &str, by: String) -> Result<Option<TaskRecord>> {
+        match self.sh.registry.task(id) {
+            None => Ok(None),
+            Some(a) => a.send(Release { by }).await?.map(Some),
+        }
+    }
+
+    /// Scales an inference service to `replicas`.
+    pub async fn scale(&self, id: &str, replicas: u32) -> Result<TaskRecord> {
+        let Some(a) = self.sh.registry.task(id) else {
+            return Err(ActorError::Conflict("the service has ended".to_string()));
+        };
+        a.send(Scale { replicas }).await?
+    }
+
+    /// The tail of an allocation's log, fetched from its node: `(content, truncated)`.
+    pub async fn logs(&self, a: &Allocation, tail_bytes: u64) -> Result<(String, bool)> {
+        let Some(node) = self.sh.registry.node(&a.node) else {
+            return Err(ActorError::not_found("node", &a.node));
+        };
+        let m = FetchLogs {
+            allocation_id: a.allocation_id.clone(),
+            tail_bytes,
+        };
+        node.send(m).await?
+    }
+
+    /// Node views ordered by name (`only`: just that node, if it exists).
+    pub async fn nodes(&self, only: Option<&str>) -> Result<Vec<NodeView>> {
+        let mut nodes = self.sh.registry.nodes();
+        nodes.retain(|(name, _)| only.is_none_or(|o| o == name));
+        nodes.sort_by(|a, b| a.0.cmp(&b.0));
+        // All snapshots are asked at once: a thousand nodes cost one round of
+        // mailbox turns, not a thousand in a row.
+        let snapshots = join_all(nodes.iter().map(|(_, a)| a.send(NodeSnapshot)));
+        let (allocated, snapshots) = join(self.sh.scheduler.send(AllocatedByNode), snapshots).await;
+        let allocated = allocated?;
+        let mut out = Vec::with_capacity(nodes.len());
+        for ((name, _), snap) in nodes.iter().zip(snapshots) {
+            let (rec, connected, metrics) = snap?;
+            let alloc = allocated.get(name).cloned().unwrap_or_default();
+            out.push(NodeView::build(&rec, connected, &metrics, &alloc));
+        }
+        Ok(out)
+    }
+
+    /// One node's view.
+    pub async fn node(&self, name: &str) -> Result<Option<NodeView>> {
+        Ok(self.nodes(Some(name)).await?.into_iter().next())
+    }
+
+    /// Every tenant, ordered by name.
+    pub async fn tenants(&self) -> Result<Vec<TenantRecord>> {
+        let tenants = self.sh.registry.tenants();
+        let snaps = join_all(tenants.iter().map(|(_, a)| a.send(TenantSnapshot))).await;
+        let mut out = snaps
+            .into_iter()
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// One tenant, if it exists.
+    pub async fn tenant(&self, name: &str) -> Result<Option<TenantRecord>> {
+        match self.sh.registry.tenant(name) {
+            None => Ok(None),
+            Some(a) => Ok(Some(a.send(TenantSnapshot).await?)),
+        }
+    }
+
+    /// Creates a tenant; answers its record and its token (shown once).
+    pub async fn create_tenant(
+        &self,
+        name: String,
+        quota: Quota,
+        borrowing_limit: Quota,
+    ) -> Result<(TenantRecord, String)> {
+        let m = CreateTenant {
+            name,
+            quota,
+            borrowing_limit,
+        };
+        ask(&self.cluster, m).await
+    }
+
+    /// Changes a tenant's guarantee and/or borrowing limit (`None` keeps it).
+    pub async fn change_quota(
+        &self,
+        name: &str,
+        quota: Option<Quota>,
+        borrowing_limit: Option<Quota>,
+    ) -> Result<TenantRecord> {
+        let Some(t) = self.sh.registry.tenant(name) else {
+            return Err(ActorError::not_found("tenant", name));
+        };
+        let m = ChangeQuota {
+            quota,
+            borrowing_limit,
+        };
+        t.send(m).await?
+    }
+
+    /// Capacity, allocation and measured use of the pool.
+    pub async fn utilization(&self) -> Result<Utilization> {
+        Ok(self.sh.scheduler.send(QueryUtilization).await?)
+    }
+
+    /// A tenant's allocated vs measured use over time.
+    pub async fn usage(&self, tenant: &str) -> Result<Vec<UsageSample>> {
+        let m = TenantUsage {
+            tenant: tenant.to_string(),
+        };
+        Ok(self.sh.scheduler.send(m).await?)
+    }
+
+    /// Events after `after_seq` matching `filter`, on the blocking pool, with
+    /// at most [`EVENT_SCAN_BUDGET`] events examined.
+    pub async fn events(
+        &self,
+        filter: EventFilter,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<EventPage> {
+        let store = self.store();
+        blocking(move || store.events_page(&filter, after_seq, limit, EVENT_SCAN_BUDGET)).await
+    }
+
+    /// The pool's counters.
+    pub async fn stats(&self) -> Result<PoolStats> {
+        let s = self.sh.scheduler.send(Stats).await?;
+        Ok(PoolStats {
+            queued: s.queued,
+            allocations: s.allocations,
+            healthy_nodes: s.healthy_nodes,
+            live_tasks: self.sh.registry.live_tasks(),
+        })
+    }
+
+    /// A node agent's hello: finds or creates its NodeActor and hands it the
+    /// session; commands for the agent arrive on `tx`.
+    pub async fn open_node_session(
+        &self,
+        hello: Hello,
+        session_id: u64,
+        tx: UnboundedSender<ServerMessage>,
+    ) -> Result<NodeLink> {
+        let m = NodeSession {
+            hello,
+            session_id,
+            tx,
+        };
+        let node = match self.cluster.send(m).await {
+            Ok(r) => r?,
+            Err(e) => {
+                return Err(ActorError::Unavailable(format!(
+                    "control plane unavailable: {e}"
+                )))
+            }
+        };
+        Ok(NodeLink { node, session_id })
+    }
+
+    /// Makes everything recorded so far durable (on shutdown).
+    pub fn flush(&self) -> Result<()> {
+        self.sh.gate.store().flush()?;
+        Ok(())
+    }
+}
+
+/// An open agent session: frames from the agent go to its NodeActor.
+pub struct NodeLink {
+    node: NodeHandle,
+    session_id: u64,
+}
+
+impl NodeLink {
+    /// Hands one frame from the agent to its NodeActor.
+    pub fn forward(&self, msg: NodeMessage) {
+        self.node.do_send(AgentMessage {
+            session_id: self.session_id,
+            msg,
+        });
+    }
+
+    /// The agent's socket closed.
+    pub fn close(self) {
+        self.node.do_send(AgentGone {
+            session_id: self.session_id,
+        });
+    }
+}

@@ -1,0 +1,116 @@
+//! The one registry of error codes. Every error any Caldera crate answers with,
+//! prints or logs maps to exactly one [`ErrorCode`] here, so a client (or a
+//! person reading a log) can branch on a number that never changes meaning.
+//!
+//! The scheme:
+//! - `4SSxx` / `5SSxx`: answers of the HTTP API. The first three digits are the
+//!   HTTP status (`40400` is a 404), so the status is never a separate guess.
+//! - `1PPxx`: errors of a process, never an HTTP answer (`http_status` 0):
+//!   `100xx` the control-plane server, `101xx` the node agent, `102xx` a
+//!   workload the agent could not start.
+//!
+//! The README's error table lists exactly these entries; a test checks it.
+
+/// One stable error: its number, its machine-readable name, the HTTP status it
+/// is answered with (0: never an HTTP answer), and what it means.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct ErrorCode {
+    pub code: u32,
+    pub name: &'static str,
+    pub http_status: u16,
+    pub meaning: &'static str,
+}
+
+macro_rules! registry {
+    ($($id:ident = $code:literal, $name:literal, $status:literal, $meaning:literal;)*) => {
+        $(
+            #[doc = $meaning]
+            pub const $id: ErrorCode = ErrorCode {
+                code: $code,
+                name: $name,
+                http_status: $status,
+                meaning: $meaning,
+            };
+        )*
+        /// Every registered error, in code order.
+        pub const ALL: &[ErrorCode] = &[$($id),*];
+    };
+}
+
+registry! {
+    // Process errors: printed or logged, never an HTTP answer.
+    SERVER_CONFIG_INVALID = 10001, "server_config_invalid", 0, "the control plane's configuration is unusable; the message names the key";
+    SERVER_BIND_FAILED = 10002, "server_bind_failed", 0, "the control plane cannot listen on its address";
+    SERVER_STORAGE_FAILED = 10003, "server_storage_failed", 0, "the control plane cannot open, rebuild from or flush its data directory";
+    SERVER_IO_FAILED = 10004, "server_io_failed", 0, "the HTTP server stopped on an I/O error";
+    AGENT_CONFIG_INVALID = 10101, "config_invalid", 0, "the node agent's configuration is unusable; the message names the value";
+    SIMULATE_GPUS_INVALID = 10102, "simulate_gpus_invalid", 0, "the agent's --simulate-gpus value cannot be parsed";
+    DATA_DIR_UNUSABLE = 10103, "data_dir_unusable", 0, "the agent's data dir cannot be created or written";
+    RUNTIME_FAILED = 10104, "runtime_failed", 0, "the agent's async runtime or signal handlers could not be set up";
+    PROBE_FAILED = 10105, "probe_failed", 0, "the agent could not probe the host's hardware";
+    PROGRAM_NOT_FOUND = 10201, "program_not_found", 0, "a workload's program does not exist or is not executable";
+    SPAWN_FAILED = 10202, "spawn_failed", 0, "a workload's process could not be spawned";
+    PREPARE_FAILED = 10203, "prepare_failed", 0, "a workload's directories or log file could not be created";
+    DUPLICATE_ALLOCATION = 10204, "duplicate_allocation", 0, "a node was asked to start an allocation it already runs";
+    // 400: the request is wrong; the field path says where.
+    MALFORMED_JSON = 40001, "malformed_json", 400, "the body is not JSON, or it is truncated";
+    UNKNOWN_FIELD = 40002, "unknown_field", 400, "a field the schema does not know";
+    WRONG_TYPE = 40003, "wrong_type", 400, "a field of the wrong JSON type";
+    MISSING_FIELD = 40004, "missing_field", 400, "a required field is absent";
+    OUT_OF_RANGE = 40005, "out_of_range", 400, "a value is zero, negative or beyond what any machine offers";
+    BAD_FORMAT = 40006, "bad_format", 400, "a value has the wrong shape (a duration that is not HH:MM:SS, a bad id)";
+    CONFLICTING_FIELDS = 40007, "conflicting_fields", 400, "two fields contradict each other";
+    BAD_QUERY = 40008, "bad_query", 400, "a query parameter is unknown-valued or out of range";
+    NOT_WEBSOCKET = 40009, "not_websocket", 400, "the node endpoint was called without a WebSocket upgrade";
+    UNAUTHENTICATED = 40100, "unauthenticated", 401, "no bearer token, or one that is not valid";
+    FORBIDDEN = 40300, "forbidden", 403, "the token is valid but may not do this";
+    NOT_FOUND = 40400, "not_found", 404, "no such task, tenant, node or path (or the caller may not see it)";
+    CONFLICT = 40901, "conflict", 409, "the request contradicts what exists (a reused task_id, an ended service)";
+    NO_LOGS_YET = 40902, "no_logs_yet", 409, "the task has not run yet, so it has no logs";
+    BODY_TOO_LARGE = 41301, "body_too_large", 413, "the body is larger than the gateway accepts";
+    // 500 / 503: the caller did nothing wrong, the server did.
+    STORAGE_IO = 50001, "storage_io", 500, "sled failed: I/O, a lock held by another process, a corrupt log";
+    STORAGE_CORRUPT_RECORD = 50002, "storage_corrupt_record", 500, "a stored record does not decode";
+    STORAGE_ENCODE = 50003, "storage_encode", 500, "a record could not be encoded";
+    STORAGE_UNSUPPORTED_FORMAT = 50004, "storage_unsupported_format", 500, "the data directory was written by an incompatible version";
+    STORAGE_CONFIG = 50005, "storage_config", 500, "a storage setting is out of range";
+    UNAVAILABLE = 50301, "unavailable", 503, "a control-plane actor is not answering; retry";
+}
+
+/// The registered error with `code`, if any.
+pub fn by_code(code: u32) -> Option<&'static ErrorCode> {
+    ALL.iter().find(|e| e.code == code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn codes_and_names_are_unique() {
+        let codes: HashSet<u32> = ALL.iter().map(|e| e.code).collect();
+        let names: HashSet<&str> = ALL.iter().map(|e| e.name).collect();
+        assert_eq!(codes.len(), ALL.len(), "a code is registered twice");
+        assert_eq!(names.len(), ALL.len(), "a name is registered twice");
+    }
+
+    #[test]
+    fn api_codes_start_with_their_http_status_and_process_codes_have_none() {
+        for e in ALL {
+            match e.code {
+                // 40400 / 100 = 404.
+                40000..=59999 => assert_eq!(u32::from(e.http_status), e.code / 100, "{e:?}"),
+                10000..=19999 => assert_eq!(e.http_status, 0, "{e:?}"),
+                _ => panic!("{e:?} is outside the scheme"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_table_is_in_code_order() {
+        assert!(ALL.windows(2).all(|w| w[0].code < w[1].code));
+        assert_eq!(by_code(40400), Some(&NOT_FOUND));
+        assert_eq!(by_code(40401), None);
+    }
+}
