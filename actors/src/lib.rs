@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod config;
 pub mod durability;
 pub mod errors;
+pub mod lifecycle;
 pub mod node;
 pub mod protocol;
 pub mod registry;
