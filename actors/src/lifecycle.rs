@@ -196,6 +196,9 @@ pub fn decide(rec: &TaskRecord, stopping: Option<&Stopping>, input: Input<'_>) -
             reason,
             stop_grace_ms,
         } => {
+            if state == TaskState::Released {
+                return Outcome::Ignored(RELEASING);
+            }
             if !holds(rec, allocation_id) || stopping.is_some() {
                 return Outcome::Ignored("not this allocation, or a stop is already under way");
             }
@@ -238,11 +241,19 @@ pub fn decide(rec: &TaskRecord, stopping: Option<&Stopping>, input: Input<'_>) -
             if !holds(rec, allocation_id) {
                 return Outcome::Ignored("an older attempt's stop");
             }
+            if state == TaskState::Released {
+                return Outcome::Ignored(RELEASING);
+            }
             stop_overdue(rec, stopping)
         }
         Input::ReleaseOverdue => steps(vec![finish("released; stop not confirmed in time")]),
     }
 }
+
+/// A Released task keeps its allocation until its stop is confirmed or its
+/// release deadline passes; a preemption (or an earlier stop's deadline) in
+/// that window must not send it back to the queue.
+const RELEASING: &str = "released: its room is already on its way back";
 
 fn steps(s: Vec<Step>) -> Outcome {
     Outcome::Steps(s)

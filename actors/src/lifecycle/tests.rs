@@ -632,15 +632,14 @@ fn preemption_and_reclaim() {
             Outcome::Ignored("not this allocation, or a stop is already under way"),
         ),
         row(
-            // What the code does today; see the commit that fixes it.
-            "released + preempt -> requeued (a released task comes back)",
+            // Released keeps its allocation until the stop is confirmed, so the
+            // scheduler may still pick it as a victim; requeueing it would bring
+            // a released task back (and its release deadline would then stop
+            // its actor with the record left Queued).
+            "released + preempt -> ignored: its room is already on its way back",
             task(Released),
             preempt(),
-            s([
-                vec![announce_preemption(), stop("preempted before it ran")],
-                back_to_queue("room for inference", STARTS_OVER),
-            ]
-            .concat()),
+            Outcome::Ignored("released: its room is already on its way back"),
         ),
         stopping_row(
             "running, preemption stop overdue -> preempted -> queued anyway",
@@ -656,18 +655,24 @@ fn preemption_and_reclaim() {
             .concat()),
         ),
         stopping_row(
-            // What the code does today; see the commit that fixes it.
-            "released while a preemption stop was awaited, stop overdue -> requeued",
+            // Released while a preemption's stop was awaited: the release's own
+            // deadline frees the room; the preemption's must not requeue it.
+            "released while a preemption stop was awaited, stop overdue -> ignored",
             task(Released),
             preempting(),
             Input::StopOverdue {
                 allocation_id: "a1",
             },
-            s([
-                vec![Step::ForgetStop],
-                back_to_queue("stop not confirmed in time", STARTS_OVER),
-            ]
-            .concat()),
+            Outcome::Ignored("released: its room is already on its way back"),
+        ),
+        stopping_row(
+            "released while a reclaim stop was awaited, stop overdue -> ignored: no second Released",
+            task(Released),
+            reclaiming(),
+            Input::StopOverdue {
+                allocation_id: "a1",
+            },
+            Outcome::Ignored("released: its room is already on its way back"),
         ),
         stopping_row(
             "running, reclaim stop overdue -> released anyway, free the allocation",
