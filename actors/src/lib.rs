@@ -6,6 +6,8 @@ pub mod cluster;
 pub mod config;
 pub mod durability;
 pub mod errors;
+#[cfg(test)]
+mod fixtures;
 pub mod lifecycle;
 pub mod node;
 pub mod node_loss;

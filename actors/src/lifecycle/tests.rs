@@ -1,6 +1,7 @@
 //! The lifecycle table, row by row. Each row: the task as it is, the stop
 //! being awaited, what happened, and what must follow — with why.
 use super::*;
+use crate::fixtures;
 use caldera_spec::TaskSpec;
 
 fn spec(extra: &str) -> TaskSpec {
@@ -11,21 +12,7 @@ fn spec(extra: &str) -> TaskSpec {
 }
 
 fn alloc(id: &str, node: &str) -> Allocation {
-    Allocation {
-        allocation_id: id.into(),
-        task_id: "t1".into(),
-        tenant: "acme".into(),
-        node: node.into(),
-        gpus: vec![],
-        cpu_milli: 1000,
-        memory_mb: 1024,
-        disk_mb: 0,
-        exclusive: false,
-        epoch: 1,
-        created_ms: 0,
-        borrowed: false,
-        priority: 0,
-    }
+    fixtures::allocation(id, "t1", node)
 }
 
 /// A training task `t1` running `train` in `state`, first attempt; from

@@ -1,22 +1,9 @@
 //! The node-loss fan-out, row by row.
 use super::*;
+use crate::fixtures::allocation;
 
-fn on(node: &str, allocation: &str, task: &str) -> Allocation {
-    Allocation {
-        allocation_id: allocation.into(),
-        task_id: task.into(),
-        tenant: "acme".into(),
-        node: node.into(),
-        gpus: vec![],
-        cpu_milli: 1000,
-        memory_mb: 1024,
-        disk_mb: 0,
-        exclusive: false,
-        epoch: 1,
-        created_ms: 0,
-        borrowed: false,
-        priority: 0,
-    }
+fn on(node: &str, id: &str, task: &str) -> Allocation {
+    allocation(id, task, node)
 }
 
 #[test]

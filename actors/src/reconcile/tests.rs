@@ -1,23 +1,10 @@
 //! The hello reconciliation, row by row: what the ledger says the node owns,
 //! what the node reported, and what each side must hear.
 use super::*;
+use crate::fixtures::allocation;
 
 fn owned(id: &str) -> Allocation {
-    Allocation {
-        allocation_id: id.into(),
-        task_id: format!("task-{id}"),
-        tenant: "acme".into(),
-        node: "n1".into(),
-        gpus: vec![],
-        cpu_milli: 1000,
-        memory_mb: 1024,
-        disk_mb: 0,
-        exclusive: false,
-        epoch: 1,
-        created_ms: 0,
-        borrowed: false,
-        priority: 0,
-    }
+    allocation(id, &format!("task-{id}"), "n1")
 }
 
 fn running(id: &str) -> WorkloadReport {
