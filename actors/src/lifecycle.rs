@@ -170,82 +170,30 @@ pub fn decide(rec: &TaskRecord, stopping: Option<&Stopping>, input: Input<'_>) -
         Input::Pending {
             reason,
             estimated_start_ms,
-        } => {
-            if waiting(state) {
-                steps(vec![Step::NotePending {
-                    reason: reason.to_string(),
-                    estimated_start_ms,
-                }])
-            } else {
-                Outcome::Ignored("no longer waiting")
-            }
+        } => pending(state, reason, estimated_start_ms),
+        Input::Workload { allocation_id, .. } if !holds(rec, allocation_id) => {
+            Outcome::Ignored("an older attempt's news")
         }
-        Input::Workload {
-            allocation_id,
-            kind,
-        } => {
-            if !holds(rec, allocation_id) {
-                return Outcome::Ignored("an older attempt's news");
-            }
-            workload(rec, stopping, kind)
-        }
+        Input::Workload { kind, .. } => workload(rec, stopping, kind),
         Input::ReleaseRequested { by, node_connected } => release(rec, by, node_connected),
         Input::Preempt {
             allocation_id,
             by,
             reason,
             stop_grace_ms,
-        } => {
-            if state == TaskState::Released {
-                return Outcome::Ignored(RELEASING);
-            }
-            if !holds(rec, allocation_id) || stopping.is_some() {
-                return Outcome::Ignored("not this allocation, or a stop is already under way");
-            }
-            preempt(rec, by, reason, stop_grace_ms)
-        }
+        } => preempt(rec, stopping, allocation_id, (by, reason), stop_grace_ms),
         Input::Reclaim {
             allocation_id,
             reason,
         } => reclaim(rec, stopping, allocation_id, reason),
-        Input::NodeLost { node } => {
-            if rec.allocation.as_ref().map(|a| a.node.as_str()) != Some(node) {
-                return Outcome::Ignored("the task holds nothing on that node");
-            }
-            if state == TaskState::Released {
-                return steps(vec![finish("released; node lost")]);
-            }
-            requeue(rec, format!("node {node} lost"), true)
-        }
-        Input::WorkloadMissing { node } => match state {
-            // Never started there: send the start command again.
-            TaskState::Scheduled => steps(vec![Step::Dispatch]),
-            TaskState::Released => steps(vec![finish("released")]),
-            s if s.holds_allocation() => {
-                requeue(rec, format!("workload vanished from node {node}"), true)
-            }
-            _ => Outcome::Ignored("the task holds no allocation"),
-        },
-        Input::DispatchFailed { node, why } => {
-            if !state.holds_allocation() {
-                return Outcome::Ignored("the task holds no allocation");
-            }
-            // Nothing ran, so the retry budget is not spent.
-            requeue(rec, format!("could not dispatch to {node}: {why}"), false)
-        }
+        Input::NodeLost { node } => node_lost(rec, node),
+        Input::WorkloadMissing { node } => workload_missing(rec, node),
+        Input::DispatchFailed { node, why } => dispatch_failed(rec, node, why),
         Input::PreparingTimeout {
             attempt,
             after_secs,
         } => preparing_timeout(rec, attempt, after_secs),
-        Input::StopOverdue { allocation_id } => {
-            if !holds(rec, allocation_id) {
-                return Outcome::Ignored("an older attempt's stop");
-            }
-            if state == TaskState::Released {
-                return Outcome::Ignored(RELEASING);
-            }
-            stop_overdue(rec, stopping)
-        }
+        Input::StopOverdue { allocation_id } => stop_overdue(rec, stopping, allocation_id),
         Input::ReleaseOverdue => steps(vec![finish("released; stop not confirmed in time")]),
     }
 }
@@ -302,6 +250,16 @@ fn placed(state: TaskState, allocation: &Allocation) -> Outcome {
         ),
         Step::Dispatch,
     ])
+}
+
+fn pending(state: TaskState, reason: &str, estimated_start_ms: Option<u64>) -> Outcome {
+    if !waiting(state) {
+        return Outcome::Ignored("no longer waiting");
+    }
+    steps(vec![Step::NotePending {
+        reason: reason.to_string(),
+        estimated_start_ms,
+    }])
 }
 
 fn workload(rec: &TaskRecord, stopping: Option<&Stopping>, kind: &WorkloadEventKind) -> Outcome {
@@ -415,7 +373,19 @@ fn release(rec: &TaskRecord, by: &str, node_connected: bool) -> Outcome {
 
 /// A victim that runs is asked to checkpoint and stop; one that has not run
 /// yet has nothing to save and goes back to the queue at once.
-fn preempt(rec: &TaskRecord, by: &str, reason: &str, stop_grace_ms: u64) -> Outcome {
+fn preempt(
+    rec: &TaskRecord,
+    stopping: Option<&Stopping>,
+    allocation_id: &str,
+    (by, reason): (&str, &str),
+    stop_grace_ms: u64,
+) -> Outcome {
+    if rec.state == TaskState::Released {
+        return Outcome::Ignored(RELEASING);
+    }
+    if !holds(rec, allocation_id) || stopping.is_some() {
+        return Outcome::Ignored("not this allocation, or a stop is already under way");
+    }
     let id = &rec.spec.task_id;
     let mut s = vec![Step::Announce(vec![
         (
@@ -501,7 +471,13 @@ fn preparing_timeout(rec: &TaskRecord, attempt: u32, after_secs: u64) -> Outcome
 }
 
 /// A requested stop was never confirmed: its outcome happens anyway.
-fn stop_overdue(rec: &TaskRecord, stopping: Option<&Stopping>) -> Outcome {
+fn stop_overdue(rec: &TaskRecord, stopping: Option<&Stopping>, allocation_id: &str) -> Outcome {
+    if !holds(rec, allocation_id) {
+        return Outcome::Ignored("an older attempt's stop");
+    }
+    if rec.state == TaskState::Released {
+        return Outcome::Ignored(RELEASING);
+    }
     match stopping {
         Some(Stopping::Preempted { by, .. }) => {
             let mut s = vec![Step::ForgetStop];
@@ -518,6 +494,37 @@ fn stop_overdue(rec: &TaskRecord, stopping: Option<&Stopping>) -> Outcome {
         ]),
         None => Outcome::Ignored("no stop was asked for"),
     }
+}
+
+fn node_lost(rec: &TaskRecord, node: &str) -> Outcome {
+    if rec.allocation.as_ref().map(|a| a.node.as_str()) != Some(node) {
+        return Outcome::Ignored("the task holds nothing on that node");
+    }
+    if rec.state == TaskState::Released {
+        // No exit will ever be reported: free the room now.
+        return steps(vec![finish("released; node lost")]);
+    }
+    requeue(rec, format!("node {node} lost"), true)
+}
+
+fn workload_missing(rec: &TaskRecord, node: &str) -> Outcome {
+    match rec.state {
+        // Never started there: send the start command again.
+        TaskState::Scheduled => steps(vec![Step::Dispatch]),
+        TaskState::Released => steps(vec![finish("released")]),
+        s if s.holds_allocation() => {
+            requeue(rec, format!("workload vanished from node {node}"), true)
+        }
+        _ => Outcome::Ignored("the task holds no allocation"),
+    }
+}
+
+fn dispatch_failed(rec: &TaskRecord, node: &str, why: &str) -> Outcome {
+    if !rec.state.holds_allocation() {
+        return Outcome::Ignored("the task holds no allocation");
+    }
+    // Nothing ran, so the retry budget is not spent.
+    requeue(rec, format!("could not dispatch to {node}: {why}"), false)
 }
 
 /// Preempted -> Queued, keeping the checkpoint pointer for the next start.

@@ -95,23 +95,12 @@ impl TaskActor {
                 Step::AwaitStop(why) => self.await_stop(ctx, why),
                 Step::ForgetStop => self.stopping = None,
                 Step::SaveCheckpoint { path } => self.save_checkpoint(path),
-                Step::Announce(events) => {
-                    let mut b = self.sh.batch();
-                    for (kind, msg) in events {
-                        b.append_event(self.event(kind, msg));
-                    }
-                    self.sh.commit(b);
-                }
+                Step::Announce(events) => self.announce(events),
                 Step::Record { kind, message } => {
                     self.persist(kind, message);
                 }
                 Step::AskServiceToScaleIn { reason } => self.ask_service_to_scale_in(reason),
-                Step::AwaitRelease => {
-                    let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
-                    ctx.run_later(wait, |act, ctx| {
-                        act.react(ctx, Input::ReleaseOverdue, None);
-                    });
-                }
+                Step::AwaitRelease => self.await_release(ctx),
                 Step::Finish { reason } => self.finish(ctx, &reason),
                 Step::Leave => {
                     self.sh.registry.remove_task(self.id());
@@ -128,6 +117,23 @@ impl TaskActor {
             }
         }
         ticket
+    }
+
+    /// Appends events that leave the record as it is, in one batch.
+    fn announce(&mut self, events: Vec<(EventKind, String)>) {
+        let mut b = self.sh.batch();
+        for (kind, msg) in events {
+            b.append_event(self.event(kind, msg));
+        }
+        self.sh.commit(b);
+    }
+
+    /// Arms the release's deadline: past it the room is freed anyway.
+    fn await_release(&mut self, ctx: &mut Context<Self>) {
+        let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
+        ctx.run_later(wait, |act, ctx| {
+            act.react(ctx, Input::ReleaseOverdue, None);
+        });
     }
 
     /// Remembers why a stop was asked for and arms its deadline: if no exit
