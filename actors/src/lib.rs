@@ -7,8 +7,13 @@ pub mod config;
 pub mod control_plane;
 pub mod durability;
 pub mod errors;
+#[cfg(test)]
+mod fixtures;
+pub mod lifecycle;
 pub mod node;
+pub mod node_loss;
 pub mod protocol;
+pub mod reconcile;
 pub mod registry;
 pub mod scheduler;
 pub mod service;

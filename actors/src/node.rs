@@ -12,11 +12,12 @@ use crate::protocol::node::{
 use crate::protocol::scheduler::{AllocationsOn, NodeDown, NodeMetricsUpdate, NodeUp};
 use crate::protocol::task::{NodeLost, Workload, WorkloadMissing};
 use crate::protocol::NodeHandle;
+use crate::reconcile::{join_notice, reconcile};
 use crate::shared::Shared;
 use crate::supervision::Supervision;
 use actix::prelude::*;
 use caldera_spec::wire::{
-    NodeMessage, ServerMessage, StopCommand, Welcome, WorkloadEventKind, WorkloadReport,
+    Hello, NodeMessage, ServerMessage, StopCommand, Welcome, WorkloadEventKind, WorkloadReport,
 };
 use caldera_spec::{Event, EventKind, NodeMetrics, NodeRecord, NodeState};
 use std::collections::{HashMap, HashSet};
@@ -132,15 +133,8 @@ impl NodeActor {
         self.rec.state = NodeState::Lost;
         self.rec.epoch += 1;
         self.session = None;
-        self.persist(
-            EventKind::NodeLost,
-            format!(
-                "node {} silent for {:.1}s: lost; epoch fenced to {}; its tasks are requeued",
-                self.rec.name,
-                silent.as_secs_f64(),
-                self.rec.epoch
-            ),
-        );
+        let notice = crate::node_loss::loss_notice(&self.rec.name, silent, self.rec.epoch);
+        self.persist(EventKind::NodeLost, notice);
         let name = self.rec.name.clone();
         self.sh.scheduler.do_send(NodeDown { name: name.clone() });
         let sh = self.sh.clone();
@@ -151,14 +145,72 @@ impl NodeActor {
                     .send(AllocationsOn { node: name.clone() })
                     .await
                     .unwrap_or_default();
-                for a in allocs {
-                    if let Some(t) = sh.registry.task(&a.task_id) {
+                for task_id in crate::node_loss::tasks_to_tell(&name, &allocs) {
+                    if let Some(t) = sh.registry.task(&task_id) {
                         t.do_send(NodeLost { node: name.clone() });
                     }
                 }
             }
             .into_actor(self),
         );
+    }
+
+    /// Opens the session a hello asked for: a new epoch, the inventory it
+    /// brought, and the joined event; answers that event's ticket.
+    fn open_session(
+        &mut self,
+        hello: &Hello,
+        session_id: u64,
+        tx: UnboundedSender<ServerMessage>,
+    ) -> Option<crate::durability::Ticket> {
+        let returned = self.rec.state == NodeState::Lost;
+        self.rec.epoch += 1;
+        self.rec.state = NodeState::Ready;
+        self.rec.inventory = hello.inventory.clone();
+        self.rec.last_seen_ms = now_ms();
+        self.last_seen = Instant::now();
+        self.session = Some(Session { id: session_id, tx });
+        self.exits_forwarded.clear();
+        let notice = join_notice(
+            &self.rec.name,
+            self.rec.epoch,
+            returned,
+            &self.rec.inventory,
+        );
+        self.persist(EventKind::NodeJoined, notice)
+    }
+
+    /// Answers the hello once the ledger's view of the node is known: keep
+    /// and kill lists, the node's room back in the pool, exits it kept while
+    /// away, and news for the tasks whose workload it no longer has.
+    fn welcome(&mut self, owned: &[caldera_spec::Allocation], reported: &[WorkloadReport]) {
+        let r = reconcile(owned, reported);
+        if let Some(notice) = r.kill_notice(&self.rec.name) {
+            self.sh
+                .record(Event::new(now_ms(), EventKind::NodeFenced, notice).node(&self.rec.name));
+        }
+        self.send(ServerMessage::Welcome(Welcome {
+            node_name: self.rec.name.clone(),
+            epoch: self.rec.epoch,
+            heartbeat_interval_ms: self.sh.config.heartbeat_interval_ms,
+            keep: r.keep,
+            kill: r.kill,
+        }));
+        self.sh.scheduler.do_send(NodeUp {
+            name: self.rec.name.clone(),
+            inventory: self.rec.inventory.clone(),
+        });
+        for x in r.exits {
+            let kind = WorkloadEventKind::Exited(x.status);
+            self.forward(&x.task_id, &x.allocation_id, kind);
+        }
+        for w in r.missing {
+            if let Some(t) = self.sh.registry.task(&w.task_id) {
+                t.do_send(WorkloadMissing {
+                    node: self.rec.name.clone(),
+                });
+            }
+        }
     }
 }
 
@@ -211,36 +263,7 @@ impl Handler<Observe> for NodeActor {
 impl Handler<AgentHello> for NodeActor {
     type Result = ();
     fn handle(&mut self, m: AgentHello, ctx: &mut Context<Self>) {
-        let was = self.rec.state;
-        self.rec.epoch += 1;
-        self.rec.state = NodeState::Ready;
-        self.rec.inventory = m.hello.inventory.clone();
-        self.rec.last_seen_ms = now_ms();
-        self.last_seen = Instant::now();
-        self.session = Some(Session {
-            id: m.session_id,
-            tx: m.tx,
-        });
-        self.exits_forwarded.clear();
-        let inv = &self.rec.inventory;
-        let sim = if inv.any_simulated() {
-            " (simulated)"
-        } else {
-            ""
-        };
-        let ticket = self.persist(
-            EventKind::NodeJoined,
-            format!(
-                "node {} joined with epoch {} ({}): {} GPUs{sim}, {} cores, {} MiB memory, isolation {}",
-                self.rec.name,
-                self.rec.epoch,
-                if was == NodeState::Lost { "returned after loss" } else { "session" },
-                inv.gpus.len(),
-                inv.cpu_cores,
-                inv.memory_total_mb,
-                inv.isolation
-            ),
-        );
+        let ticket = self.open_session(&m.hello, m.session_id, m.tx);
         let sh = self.sh.clone();
         let name = self.rec.name.clone();
         ctx.wait(
@@ -254,69 +277,7 @@ impl Handler<AgentHello> for NodeActor {
                     .unwrap_or_default()
             }
             .into_actor(self)
-            .map(move |owned, act, _| {
-                let reported: HashMap<&str, &WorkloadReport> = m
-                    .hello
-                    .workloads
-                    .iter()
-                    .map(|w| (w.allocation_id.as_str(), w))
-                    .collect();
-                let owned_ids: HashSet<&str> =
-                    owned.iter().map(|a| a.allocation_id.as_str()).collect();
-                let keep: Vec<String> = reported
-                    .keys()
-                    .filter(|id| owned_ids.contains(*id))
-                    .map(|s| s.to_string())
-                    .collect();
-                let kill: Vec<String> = reported
-                    .keys()
-                    .filter(|id| !owned_ids.contains(*id))
-                    .map(|s| s.to_string())
-                    .collect();
-                if !kill.is_empty() {
-                    act.sh.record(
-                        Event::new(
-                            now_ms(),
-                            EventKind::NodeFenced,
-                            format!(
-                                "node {} told to kill workloads it no longer owns: {}",
-                                act.rec.name,
-                                kill.join(", ")
-                            ),
-                        )
-                        .node(&act.rec.name),
-                    );
-                }
-                act.send(ServerMessage::Welcome(Welcome {
-                    node_name: act.rec.name.clone(),
-                    epoch: act.rec.epoch,
-                    heartbeat_interval_ms: act.sh.config.heartbeat_interval_ms,
-                    keep,
-                    kill,
-                }));
-                act.sh.scheduler.do_send(NodeUp {
-                    name: act.rec.name.clone(),
-                    inventory: act.rec.inventory.clone(),
-                });
-                let kept: Vec<WorkloadReport> = m
-                    .hello
-                    .workloads
-                    .iter()
-                    .filter(|w| owned_ids.contains(w.allocation_id.as_str()))
-                    .cloned()
-                    .collect();
-                act.forward_exits(&kept);
-                for a in owned
-                    .iter()
-                    .filter(|a| !reported.contains_key(a.allocation_id.as_str()))
-                {
-                    if let Some(t) = act.sh.registry.task(&a.task_id) {
-                        t.do_send(WorkloadMissing {
-                            node: act.rec.name.clone(),
-                        });
-                    }
-                }
-            }),
+            .map(move |owned, act, _| act.welcome(&owned, &m.hello.workloads)),
         );
     }
 }

@@ -6,6 +6,7 @@
 use crate::clock::now_ms;
 use crate::durability::Ticket;
 use crate::errors::{ActorError, Result};
+use crate::lifecycle::{self, Input, Outcome, Step, Stopping};
 use crate::protocol::lifecycle::{Observe, Rebuild};
 use crate::protocol::node::{Dispatch, StopWorkload};
 use crate::protocol::scheduler::{Checkpointed, Dequeue, Enqueue, Free};
@@ -17,7 +18,7 @@ use crate::protocol::TaskHandle;
 use crate::shared::Shared;
 use crate::supervision::Supervision;
 use actix::prelude::*;
-use caldera_spec::wire::{ExitStatus, StartCommand, WorkloadEventKind};
+use caldera_spec::wire::StartCommand;
 use caldera_spec::{Allocation, Event, EventKind, TaskRecord, TaskState};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,15 +43,6 @@ pub struct TaskActor {
     retired: bool,
 }
 
-/// A stop the control plane asked for, and what follows the exit.
-#[derive(Debug, Clone)]
-enum Stopping {
-    /// Back to the queue, to resume from the latest checkpoint.
-    Preempted { by: String, reason: String },
-    /// Idle too long: the room goes back to the pool for good.
-    Reclaimed { reason: String },
-}
-
 impl TaskActor {
     pub fn new(rec: TaskRecord, sh: Arc<Shared>, boot: Option<Ticket>) -> Self {
         TaskActor {
@@ -72,20 +64,102 @@ impl TaskActor {
         }))
     }
 
-    /// Whether `allocation_id` is this task's current allocation (news of an
-    /// older attempt is ignored).
-    fn holds(&self, allocation_id: &str) -> bool {
-        self.rec
-            .allocation
-            .as_ref()
-            .is_some_and(|a| a.allocation_id == allocation_id)
+    /// Asks the lifecycle table what `input` means for this task and carries
+    /// the answer out. Answers the ticket of the last transition recorded, or
+    /// `ticket` when none was.
+    fn react(
+        &mut self,
+        ctx: &mut Context<Self>,
+        input: Input<'_>,
+        ticket: Option<Ticket>,
+    ) -> Option<Ticket> {
+        match lifecycle::decide(&self.rec, self.stopping.as_ref(), input) {
+            Outcome::Ignored(_) => ticket,
+            Outcome::Steps(steps) => self.carry_out(ctx, steps, ticket),
+        }
     }
 
-    /// Asks the node to stop the workload (SIGTERM, grace, SIGKILL) and arms a
-    /// deadline: if no exit is reported by then, the stop's outcome happens anyway.
-    fn begin_stop(&mut self, ctx: &mut Context<Self>, why: Stopping, reason: &str) {
+    /// Carries out the lifecycle table's steps in order. A dispatch waits for
+    /// the latest durable transition (tickets are ordered, so that covers the
+    /// allocation record too).
+    fn carry_out(
+        &mut self,
+        ctx: &mut Context<Self>,
+        steps: Vec<Step>,
+        mut ticket: Option<Ticket>,
+    ) -> Option<Ticket> {
+        for step in steps {
+            if lifecycle::apply_to_record(&mut self.rec, &step) {
+                continue;
+            }
+            match step {
+                Step::Enter { state, reason } => {
+                    if let Some(t) = self.transition(state, reason) {
+                        ticket = Some(t);
+                    }
+                }
+                Step::Decline {
+                    allocation_id,
+                    reason,
+                } => self.sh.scheduler.do_send(Free {
+                    allocation_id,
+                    reason,
+                }),
+                Step::Dispatch => self.dispatch(ctx, ticket),
+                Step::Enqueue => self.enqueue(),
+                Step::Dequeue => self.sh.scheduler.do_send(Dequeue {
+                    task_id: self.id().to_string(),
+                }),
+                Step::Free { reason } => self.free(&reason),
+                Step::StopWorkload { reason } => self.stop_workload(&reason),
+                Step::AwaitStop(why) => self.await_stop(ctx, why),
+                Step::ForgetStop => self.stopping = None,
+                Step::SaveCheckpoint { path } => self.save_checkpoint(path),
+                Step::Announce(events) => self.announce(events),
+                Step::Record { kind, message } => {
+                    self.persist(kind, message);
+                }
+                Step::AskServiceToScaleIn { reason } => self.ask_service_to_scale_in(reason),
+                Step::AwaitRelease => self.await_release(ctx),
+                Step::Finish { reason } => self.finish(ctx, &reason),
+                Step::Leave => {
+                    self.sh.registry.remove_task(self.id());
+                    ctx.stop();
+                }
+                // The record-only steps, applied above.
+                Step::Bind { .. }
+                | Step::Unbind
+                | Step::CountNodeLoss
+                | Step::CountPreemption
+                | Step::RecordFailure(_)
+                | Step::RecordExitCode(_)
+                | Step::NotePending { .. } => {}
+            }
+        }
+        ticket
+    }
+
+    /// Appends events that leave the record as it is, in one batch.
+    fn announce(&mut self, events: Vec<(EventKind, String)>) {
+        let mut b = self.sh.batch();
+        for (kind, msg) in events {
+            b.append_event(self.event(kind, msg));
+        }
+        self.sh.commit(b);
+    }
+
+    /// Arms the release's deadline: past it the room is freed anyway.
+    fn await_release(&mut self, ctx: &mut Context<Self>) {
+        let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
+        ctx.run_later(wait, |act, ctx| {
+            act.react(ctx, Input::ReleaseOverdue, None);
+        });
+    }
+
+    /// Remembers why a stop was asked for and arms its deadline: if no exit
+    /// is reported by then, the stop's outcome happens anyway.
+    fn await_stop(&mut self, ctx: &mut Context<Self>, why: Stopping) {
         self.stopping = Some(why);
-        self.stop_workload(reason);
         let alloc = self
             .rec
             .allocation
@@ -94,45 +168,44 @@ impl TaskActor {
             .unwrap_or_default();
         let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
         ctx.run_later(wait, move |act, ctx| {
-            if act.holds(&alloc) {
-                act.stop_overdue(ctx);
-            }
+            act.react(
+                ctx,
+                Input::StopOverdue {
+                    allocation_id: &alloc,
+                },
+                None,
+            );
         });
     }
 
-    /// A requested stop was never confirmed: carry out its outcome.
-    fn stop_overdue(&mut self, ctx: &mut Context<Self>) {
-        match self.stopping.take() {
-            Some(Stopping::Preempted { by, .. }) => {
-                self.requeue_preempted(ctx, &by, "stop not confirmed in time")
-            }
-            Some(Stopping::Reclaimed { reason }) => {
-                self.transition(
-                    TaskState::Released,
-                    Some(format!("{reason}; stop not confirmed in time")),
-                );
-                self.finish(ctx, "reclaimed");
-            }
-            None => {}
+    /// The workload saved a checkpoint: the next start resumes from it, and
+    /// the scheduler counts work since then as what a preemption would lose.
+    fn save_checkpoint(&mut self, path: String) {
+        let now = now_ms();
+        self.rec.checkpoint = Some(path.clone());
+        self.rec.checkpoint_ms = Some(now);
+        self.persist(
+            EventKind::CheckpointSaved,
+            format!("checkpoint saved: {path}"),
+        );
+        if let Some(a) = &self.rec.allocation {
+            self.sh.scheduler.do_send(Checkpointed {
+                allocation_id: a.allocation_id.clone(),
+                at_ms: now,
+            });
         }
     }
 
-    /// Preempted -> Queued, keeping the checkpoint pointer for the next start.
-    fn requeue_preempted(&mut self, ctx: &mut Context<Self>, by: &str, reason: &str) {
-        let _ = ctx;
-        self.free(&format!("preempted by {by}"));
-        self.rec.preemptions += 1;
-        self.rec.allocation = None;
-        self.transition(
-            TaskState::Preempted,
-            Some(format!("preempted by {by}: {reason}")),
-        );
-        let resume = match &self.rec.checkpoint {
-            Some(c) => format!("requeued; resumes from checkpoint {c}"),
-            None => "requeued; no checkpoint was saved, it starts over".to_string(),
-        };
-        self.transition(TaskState::Queued, Some(resume));
-        self.enqueue();
+    /// An idle replica: its service decides whether to scale in.
+    fn ask_service_to_scale_in(&self, reason: String) {
+        if let Some(svc) = &self.rec.service {
+            if let Some(parent) = self.sh.registry.task(svc) {
+                parent.do_send(crate::protocol::task::ScaleInIdle {
+                    replica: self.id().to_string(),
+                    reason,
+                });
+            }
+        }
     }
 
     pub(crate) fn id(&self) -> &str {
@@ -259,7 +332,16 @@ impl TaskActor {
                         a.epoch = epoch;
                     }
                 }
-                Err(why) => act.requeue(ctx, format!("could not dispatch to {node}: {why}"), false),
+                Err(why) => {
+                    act.react(
+                        ctx,
+                        Input::DispatchFailed {
+                            node: &node,
+                            why: &why,
+                        },
+                        None,
+                    );
+                }
             }),
         );
         let timeout = Duration::from_millis(self.sh.config.preparing_timeout_ms);
@@ -269,27 +351,11 @@ impl TaskActor {
     }
 
     fn preparing_timeout(&mut self, ctx: &mut Context<Self>, attempt: u32, after: Duration) {
-        let stage = self.rec.state;
-        if attempt != self.rec.attempts
-            || !matches!(stage, TaskState::Scheduled | TaskState::Preparing)
-        {
-            return;
-        }
-        let node = self
-            .rec
-            .allocation
-            .as_ref()
-            .map(|a| a.node.clone())
-            .unwrap_or_default();
-        let why = format!(
-            "stuck in {} for {}s on node {node} (preparing timeout)",
-            stage.as_str(),
-            after.as_secs()
-        );
-        self.stop_workload(&why);
-        self.rec.failure = Some(why.clone());
-        self.transition(TaskState::Failed, Some(why.clone()));
-        self.finish(ctx, &why);
+        let input = Input::PreparingTimeout {
+            attempt,
+            after_secs: after.as_secs(),
+        };
+        self.react(ctx, input, None);
     }
 
     fn stop_workload(&self, reason: &str) {
@@ -302,60 +368,6 @@ impl TaskActor {
                 });
             }
         }
-    }
-
-    /// Back to the queue (node lost, workload vanished, dispatch failed), or
-    /// Failed once the retry budget is spent.
-    fn requeue(&mut self, ctx: &mut Context<Self>, why: String, counts_as_loss: bool) {
-        self.stopping = None;
-        self.free(&why);
-        if counts_as_loss {
-            self.rec.node_losses += 1;
-        }
-        let budget = self.rec.spec.retry_budget();
-        if self.rec.node_losses > budget {
-            let why = format!("{why}; retry budget of {budget} spent");
-            self.rec.failure = Some(why.clone());
-            self.transition(TaskState::Failed, Some(why));
-            self.sh.registry.remove_task(self.id());
-            ctx.stop();
-            return;
-        }
-        self.rec.allocation = None;
-        self.transition(TaskState::Queued, Some(format!("{why}; requeued")));
-        self.enqueue();
-    }
-
-    fn on_exit(&mut self, ctx: &mut Context<Self>, st: ExitStatus) {
-        if self.rec.state == TaskState::Released {
-            self.finish(ctx, "released");
-            return;
-        }
-        match self.stopping.take() {
-            Some(Stopping::Preempted { by, reason }) => {
-                return self.requeue_preempted(ctx, &by, &reason)
-            }
-            Some(Stopping::Reclaimed { reason }) => {
-                self.transition(TaskState::Released, Some(reason.clone()));
-                return self.finish(ctx, &reason);
-            }
-            None => {}
-        }
-        self.rec.exit_code = st.code;
-        let (state, why) = match (st.code, st.signal) {
-            (Some(0), _) => (TaskState::Finished, "exited with code 0".to_string()),
-            (Some(c), _) => (TaskState::Failed, format!("exited with code {c}")),
-            (None, Some(s)) => (TaskState::Failed, format!("killed by signal {s}")),
-            (None, None) => (
-                TaskState::Failed,
-                "ended without an exit status".to_string(),
-            ),
-        };
-        if state == TaskState::Failed {
-            self.rec.failure = Some(why.clone());
-        }
-        self.transition(state, Some(why.clone()));
-        self.finish(ctx, &why);
     }
 }
 
@@ -438,86 +450,32 @@ impl Handler<Observe> for TaskActor {
 impl Handler<Placed> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Placed, ctx: &mut Context<Self>) {
-        if !matches!(self.rec.state, TaskState::Queued | TaskState::Preempted) {
-            self.sh.scheduler.do_send(Free {
-                allocation_id: m.allocation.allocation_id,
-                reason: "task no longer waiting".into(),
-            });
-            return;
-        }
-        let node = m.allocation.node.clone();
-        self.rec.allocation = Some(m.allocation);
-        self.rec.attempts += 1;
-        self.rec.pending_reason = None;
-        self.rec.estimated_start_ms = None;
-        // Tickets are ordered: waiting for the Scheduled record covers the allocation record too.
-        let t = self.transition(TaskState::Scheduled, Some(format!("placed on {node}")));
-        self.dispatch(ctx, t.or(Some(m.ticket)));
+        let input = Input::Placed {
+            allocation: &m.allocation,
+        };
+        self.react(ctx, input, Some(m.ticket));
     }
 }
 
 impl Handler<Pending> for TaskActor {
     type Result = ();
-    fn handle(&mut self, m: Pending, _: &mut Context<Self>) {
-        if matches!(self.rec.state, TaskState::Queued | TaskState::Preempted) {
-            self.rec.pending_reason = Some(m.reason);
-            self.rec.estimated_start_ms = m.estimated_start_ms;
-        }
+    fn handle(&mut self, m: Pending, ctx: &mut Context<Self>) {
+        let input = Input::Pending {
+            reason: &m.reason,
+            estimated_start_ms: m.estimated_start_ms,
+        };
+        self.react(ctx, input, None);
     }
 }
 
 impl Handler<Workload> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Workload, ctx: &mut Context<Self>) {
-        if !self.holds(&m.allocation_id) {
-            return; // an older attempt's news
-        }
-        let releasing = self.rec.state == TaskState::Released;
-        match m.kind {
-            WorkloadEventKind::Preparing
-                if !releasing && self.rec.state == TaskState::Scheduled =>
-            {
-                self.transition(TaskState::Preparing, None);
-            }
-            WorkloadEventKind::Ready { isolation }
-                if !releasing
-                    && matches!(self.rec.state, TaskState::Scheduled | TaskState::Preparing) =>
-            {
-                self.transition(TaskState::Ready, Some(format!("isolation: {isolation}")));
-            }
-            WorkloadEventKind::Started { pid }
-                if !releasing && self.rec.state != TaskState::Running =>
-            {
-                let how = pid.map_or("reservation held (no command)".to_string(), |p| {
-                    format!("pid {p}")
-                });
-                self.transition(TaskState::Running, Some(how));
-            }
-            WorkloadEventKind::Exited(st) => self.on_exit(ctx, st),
-            WorkloadEventKind::StartFailed { reason } => {
-                if releasing {
-                    self.finish(ctx, "released");
-                } else {
-                    self.rec.failure = Some(reason.clone());
-                    self.transition(TaskState::Failed, Some(reason.clone()));
-                    self.finish(ctx, &reason);
-                }
-            }
-            WorkloadEventKind::CheckpointSaved { path } => {
-                let now = now_ms();
-                self.rec.checkpoint = Some(path.clone());
-                self.rec.checkpoint_ms = Some(now);
-                self.persist(
-                    EventKind::CheckpointSaved,
-                    format!("checkpoint saved: {path}"),
-                );
-                self.sh.scheduler.do_send(Checkpointed {
-                    allocation_id: m.allocation_id.clone(),
-                    at_ms: now,
-                });
-            }
-            _ => {}
-        }
+        let input = Input::Workload {
+            allocation_id: &m.allocation_id,
+            kind: &m.kind,
+        };
+        self.react(ctx, input, None);
     }
 }
 
@@ -527,40 +485,17 @@ impl Handler<Release> for TaskActor {
         if self.is_service() {
             return self.release_service(ctx, m.by);
         }
-        let ticket = match self.rec.state {
-            TaskState::Queued | TaskState::Preempted => {
-                self.sh.scheduler.do_send(Dequeue {
-                    task_id: self.id().to_string(),
-                });
-                let t = self.transition(
-                    TaskState::Cancelled,
-                    Some(format!("released by {} before it was placed", m.by)),
-                );
-                self.sh.registry.remove_task(self.id());
-                ctx.stop();
-                t
-            }
-            s if s.holds_allocation() => {
-                let t = self.transition(TaskState::Released, Some(format!("released by {}", m.by)));
-                let reservation = self.rec.spec.command.is_empty();
-                let connected_node = self
-                    .rec
-                    .allocation
-                    .as_ref()
-                    .and_then(|a| self.sh.registry.node(&a.node));
-                self.stop_workload("released");
-                if reservation || connected_node.is_none() || s == TaskState::Scheduled {
-                    self.finish(ctx, "released");
-                } else {
-                    let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
-                    ctx.run_later(wait, |act, ctx| {
-                        act.finish(ctx, "released; stop not confirmed in time")
-                    });
-                }
-                t
-            }
-            _ => None,
+        let node_connected = self
+            .rec
+            .allocation
+            .as_ref()
+            .and_then(|a| self.sh.registry.node(&a.node))
+            .is_some();
+        let input = Input::ReleaseRequested {
+            by: &m.by,
+            node_connected,
         };
+        let ticket = self.react(ctx, input, None);
         // The answer is the record as released, once durable. It does not
         // depend on this actor living on: the workload may exit (and the actor
         // stop) before the flush completes.
@@ -578,70 +513,24 @@ impl Handler<Release> for TaskActor {
 impl Handler<Preempt> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Preempt, ctx: &mut Context<Self>) {
-        if !self.holds(&m.allocation_id) || self.stopping.is_some() {
-            return;
-        }
-        let grace = self.sh.config.stop_grace_ms;
-        let mut b = self.sh.batch();
-        b.append_event(self.event(
-            EventKind::Preempted,
-            format!("task {} preempted by {}: {}", self.id(), m.by, m.reason),
-        ));
-        b.append_event(self.event(
-            EventKind::CheckpointRequested,
-            format!(
-                "checkpoint requested from {}: SIGTERM, then {grace} ms to save before SIGKILL",
-                self.id()
-            ),
-        ));
-        self.sh.commit(b);
-        if self.rec.state != TaskState::Running {
-            // Nothing has run yet: nothing to save.
-            self.stop_workload("preempted before it ran");
-            return self.requeue_preempted(ctx, &m.by, &m.reason);
-        }
-        let reason = format!("preempted by {}", m.by);
-        self.begin_stop(
-            ctx,
-            Stopping::Preempted {
-                by: m.by,
-                reason: m.reason,
-            },
-            &reason,
-        );
+        let input = Input::Preempt {
+            allocation_id: &m.allocation_id,
+            by: &m.by,
+            reason: &m.reason,
+            stop_grace_ms: self.sh.config.stop_grace_ms,
+        };
+        self.react(ctx, input, None);
     }
 }
 
 impl Handler<Reclaim> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Reclaim, ctx: &mut Context<Self>) {
-        if !self.holds(&m.allocation_id)
-            || self.stopping.is_some()
-            || self.rec.spec.idle_exempt
-            || !self.rec.state.holds_allocation()
-        {
-            return;
-        }
-        if let Some(svc) = self.rec.service.clone() {
-            if let Some(parent) = self.sh.registry.task(&svc) {
-                parent.do_send(crate::protocol::task::ScaleInIdle {
-                    replica: self.id().to_string(),
-                    reason: m.reason,
-                });
-            }
-            return;
-        }
-        self.persist(
-            EventKind::CheckpointRequested,
-            format!("checkpoint requested from {}: {}", self.id(), m.reason),
-        );
-        self.begin_stop(
-            ctx,
-            Stopping::Reclaimed {
-                reason: m.reason.clone(),
-            },
-            &m.reason,
-        );
+        let input = Input::Reclaim {
+            allocation_id: &m.allocation_id,
+            reason: &m.reason,
+        };
+        self.react(ctx, input, None);
     }
 }
 
@@ -671,28 +560,14 @@ impl Handler<Remarked> for TaskActor {
 impl Handler<NodeLost> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: NodeLost, ctx: &mut Context<Self>) {
-        if self.rec.allocation.as_ref().map(|a| a.node.as_str()) != Some(m.node.as_str()) {
-            return;
-        }
-        if self.rec.state == TaskState::Released {
-            self.finish(ctx, "released; node lost");
-            return;
-        }
-        self.requeue(ctx, format!("node {} lost", m.node), true);
+        self.react(ctx, Input::NodeLost { node: &m.node }, None);
     }
 }
 
 impl Handler<WorkloadMissing> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: WorkloadMissing, ctx: &mut Context<Self>) {
-        match self.rec.state {
-            TaskState::Scheduled => self.dispatch(ctx, None),
-            TaskState::Released => self.finish(ctx, "released"),
-            s if s.holds_allocation() => {
-                self.requeue(ctx, format!("workload vanished from node {}", m.node), true)
-            }
-            _ => {}
-        }
+        self.react(ctx, Input::WorkloadMissing { node: &m.node }, None);
     }
 }
 

@@ -1,0 +1,606 @@
+//! The task lifecycle as one pure table: given a task's record, the stop the
+//! control plane is waiting for (if any) and one thing that happened, [`decide`]
+//! answers what happens next — the states entered and the actions to take, in
+//! order, as data. TaskActor only carries the steps out, so this file is the one
+//! place the lifecycle lives (see DESIGN.md, "Task lifecycle").
+//!
+//! Pure: no actix, no clock, no I/O. Everything a decision depends on is in the
+//! record or the input; the texts of the transitions are decided here too,
+//! because they are what a user reads in `caldera events`.
+//!
+//! A TaskActor stops in the same handler that makes its task Finished, Failed or
+//! Cancelled (actix handles no message and fires no timer once an actor stops),
+//! so those states never see an input; Released is terminal too but its actor
+//! lives on until the stop is confirmed or overdue.
+use caldera_spec::wire::{ExitStatus, WorkloadEventKind};
+use caldera_spec::{Allocation, EventKind, TaskRecord, TaskState};
+
+#[cfg(test)]
+mod tests;
+
+/// A stop the control plane asked for, and what follows the workload's exit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopping {
+    /// Back to the queue, to resume from the latest checkpoint.
+    Preempted { by: String, reason: String },
+    /// Idle too long: the room goes back to the pool for good.
+    Reclaimed { reason: String },
+}
+
+/// Something that happened to a task: a message to its actor, an answer to
+/// one of its requests, or one of its timers.
+#[derive(Debug, Clone, Copy)]
+pub enum Input<'a> {
+    /// The scheduler granted `allocation`.
+    Placed { allocation: &'a Allocation },
+    /// The scheduler says why the task still waits.
+    Pending {
+        reason: &'a str,
+        estimated_start_ms: Option<u64>,
+    },
+    /// The node reported this about the workload of `allocation_id`.
+    Workload {
+        allocation_id: &'a str,
+        kind: &'a WorkloadEventKind,
+    },
+    /// A user or the data platform released the task. `node_connected`: the
+    /// allocation's node has an actor to carry the stop (else nothing will
+    /// ever confirm it).
+    ReleaseRequested { by: &'a str, node_connected: bool },
+    /// The scheduler chose the allocation as a preemption victim.
+    /// `stop_grace_ms` is quoted in the event the workload's owner reads.
+    Preempt {
+        allocation_id: &'a str,
+        by: &'a str,
+        reason: &'a str,
+        stop_grace_ms: u64,
+    },
+    /// The idle inspector reclaims the allocation.
+    Reclaim {
+        allocation_id: &'a str,
+        reason: &'a str,
+    },
+    /// `node` was declared lost.
+    NodeLost { node: &'a str },
+    /// `node` said hello again without this task's workload.
+    WorkloadMissing { node: &'a str },
+    /// The start command could not be handed to `node`.
+    DispatchFailed { node: &'a str, why: &'a str },
+    /// The preparing timer armed for `attempt` ran out after `after_secs`.
+    PreparingTimeout { attempt: u32, after_secs: u64 },
+    /// The deadline of a requested stop of `allocation_id` passed.
+    StopOverdue { allocation_id: &'a str },
+    /// The deadline of a release's stop passed.
+    ReleaseOverdue,
+}
+
+/// One thing to do, in the order [`decide`] lists them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Take the granted allocation: it is the task's now, one more attempt is
+    /// counted, and the pending note and start estimate are cleared.
+    Bind { allocation: Allocation },
+    /// Hand a grant back unused (the task no longer waits).
+    Decline {
+        allocation_id: String,
+        reason: String,
+    },
+    /// Persist the new state with an event (and tell a service its replica moved).
+    Enter {
+        state: TaskState,
+        reason: Option<String>,
+    },
+    /// Send the start command to the allocation's node, once the latest
+    /// transition is durable; arms the preparing timer.
+    Dispatch,
+    /// Ask the scheduler for room.
+    Enqueue,
+    /// Leave the scheduler's queue.
+    Dequeue,
+    /// Return the task's allocation to the pool.
+    Free { reason: String },
+    /// Forget the allocation: the task waits for a new one.
+    Unbind,
+    /// Ask the node to stop the workload (SIGTERM, grace, SIGKILL).
+    StopWorkload { reason: String },
+    /// Remember why the stop was asked for and arm its deadline.
+    AwaitStop(Stopping),
+    /// The stop that was awaited is over (or moot).
+    ForgetStop,
+    /// A lost node (or vanished workload) spent one retry.
+    CountNodeLoss,
+    /// One more preemption in the task's history.
+    CountPreemption,
+    /// Why the task failed, for the record.
+    RecordFailure(String),
+    /// The workload's exit code, for the record.
+    RecordExitCode(Option<i32>),
+    /// Why the task waits, and when it is expected to start.
+    NotePending {
+        reason: String,
+        estimated_start_ms: Option<u64>,
+    },
+    /// The workload saved a checkpoint: the next start resumes from `path`.
+    SaveCheckpoint { path: String },
+    /// Append events that do not change the record.
+    Announce(Vec<(EventKind, String)>),
+    /// Persist the record with one event.
+    Record { kind: EventKind, message: String },
+    /// A replica is idle: its service decides whether to scale in.
+    AskServiceToScaleIn { reason: String },
+    /// Arm the deadline after which a release frees the room anyway.
+    AwaitRelease,
+    /// Terminal: free the room, leave the directory, stop the actor.
+    Finish { reason: String },
+    /// Terminal without freeing (the room was freed already, or never held):
+    /// leave the directory, stop the actor.
+    Leave,
+}
+
+/// What [`decide`] answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Nothing happens; the text says why.
+    Ignored(&'static str),
+    /// Carry these out, in order.
+    Steps(Vec<Step>),
+}
+
+impl Outcome {
+    /// The last state entered, if any (what `caldera status` shows afterwards).
+    pub fn final_state(&self) -> Option<TaskState> {
+        match self {
+            Outcome::Ignored(_) => None,
+            Outcome::Steps(steps) => steps.iter().rev().find_map(|s| match s {
+                Step::Enter { state, .. } => Some(*state),
+                _ => None,
+            }),
+        }
+    }
+}
+
+/// The next state of a task and the actions to take, for one input.
+pub fn decide(rec: &TaskRecord, stopping: Option<&Stopping>, input: Input<'_>) -> Outcome {
+    let state = rec.state;
+    if state.is_terminal() && state != TaskState::Released {
+        return Outcome::Ignored("the task has ended");
+    }
+    match input {
+        Input::Placed { allocation } => placed(state, allocation),
+        Input::Pending {
+            reason,
+            estimated_start_ms,
+        } => pending(state, reason, estimated_start_ms),
+        Input::Workload { allocation_id, .. } if !holds(rec, allocation_id) => {
+            Outcome::Ignored("an older attempt's news")
+        }
+        Input::Workload { kind, .. } => workload(rec, stopping, kind),
+        Input::ReleaseRequested { by, node_connected } => release(rec, by, node_connected),
+        Input::Preempt {
+            allocation_id,
+            by,
+            reason,
+            stop_grace_ms,
+        } => preempt(rec, stopping, allocation_id, (by, reason), stop_grace_ms),
+        Input::Reclaim {
+            allocation_id,
+            reason,
+        } => reclaim(rec, stopping, allocation_id, reason),
+        Input::NodeLost { node } => node_lost(rec, node),
+        Input::WorkloadMissing { node } => workload_missing(rec, node),
+        Input::DispatchFailed { node, why } => dispatch_failed(rec, node, why),
+        Input::PreparingTimeout {
+            attempt,
+            after_secs,
+        } => preparing_timeout(rec, attempt, after_secs),
+        Input::StopOverdue { allocation_id } => stop_overdue(rec, stopping, allocation_id),
+        Input::ReleaseOverdue => steps(vec![finish("released; stop not confirmed in time")]),
+    }
+}
+
+/// A Released task keeps its allocation until its stop is confirmed or its
+/// release deadline passes; a preemption (or an earlier stop's deadline) in
+/// that window must not send it back to the queue.
+const RELEASING: &str = "released: its room is already on its way back";
+
+fn steps(s: Vec<Step>) -> Outcome {
+    Outcome::Steps(s)
+}
+
+fn enter(state: TaskState, reason: impl Into<String>) -> Step {
+    Step::Enter {
+        state,
+        reason: Some(reason.into()),
+    }
+}
+
+fn finish(reason: impl Into<String>) -> Step {
+    Step::Finish {
+        reason: reason.into(),
+    }
+}
+
+/// Waiting for room: the only states a grant is taken in.
+fn waiting(state: TaskState) -> bool {
+    matches!(state, TaskState::Queued | TaskState::Preempted)
+}
+
+/// Whether `allocation_id` is the task's current allocation (news of an older
+/// attempt is ignored).
+fn holds(rec: &TaskRecord, allocation_id: &str) -> bool {
+    rec.allocation
+        .as_ref()
+        .is_some_and(|a| a.allocation_id == allocation_id)
+}
+
+fn placed(state: TaskState, allocation: &Allocation) -> Outcome {
+    if !waiting(state) {
+        return steps(vec![Step::Decline {
+            allocation_id: allocation.allocation_id.clone(),
+            reason: "task no longer waiting".into(),
+        }]);
+    }
+    steps(vec![
+        Step::Bind {
+            allocation: allocation.clone(),
+        },
+        enter(
+            TaskState::Scheduled,
+            format!("placed on {}", allocation.node),
+        ),
+        Step::Dispatch,
+    ])
+}
+
+fn pending(state: TaskState, reason: &str, estimated_start_ms: Option<u64>) -> Outcome {
+    if !waiting(state) {
+        return Outcome::Ignored("no longer waiting");
+    }
+    steps(vec![Step::NotePending {
+        reason: reason.to_string(),
+        estimated_start_ms,
+    }])
+}
+
+fn workload(rec: &TaskRecord, stopping: Option<&Stopping>, kind: &WorkloadEventKind) -> Outcome {
+    let state = rec.state;
+    let releasing = state == TaskState::Released;
+    match kind {
+        WorkloadEventKind::Preparing if state == TaskState::Scheduled => steps(vec![Step::Enter {
+            state: TaskState::Preparing,
+            reason: None,
+        }]),
+        WorkloadEventKind::Ready { isolation }
+            if matches!(state, TaskState::Scheduled | TaskState::Preparing) =>
+        {
+            steps(vec![enter(
+                TaskState::Ready,
+                format!("isolation: {isolation}"),
+            )])
+        }
+        WorkloadEventKind::Started { pid } if !releasing && state != TaskState::Running => {
+            let how = pid.map_or("reservation held (no command)".to_string(), |p| {
+                format!("pid {p}")
+            });
+            steps(vec![enter(TaskState::Running, how)])
+        }
+        WorkloadEventKind::Exited(st) => exited(rec, stopping, st),
+        WorkloadEventKind::StartFailed { .. } if releasing => steps(vec![finish("released")]),
+        WorkloadEventKind::StartFailed { reason } => steps(vec![
+            Step::RecordFailure(reason.clone()),
+            enter(TaskState::Failed, reason.clone()),
+            finish(reason.clone()),
+        ]),
+        WorkloadEventKind::CheckpointSaved { path } => {
+            steps(vec![Step::SaveCheckpoint { path: path.clone() }])
+        }
+        _ => Outcome::Ignored("already past that stage"),
+    }
+}
+
+/// The workload ended: the outcome of a stop the control plane asked for, or
+/// the task's own end (code 0 finishes it, anything else fails it).
+fn exited(rec: &TaskRecord, stopping: Option<&Stopping>, st: &ExitStatus) -> Outcome {
+    if rec.state == TaskState::Released {
+        return steps(vec![finish("released")]);
+    }
+    match stopping {
+        Some(Stopping::Preempted { by, reason }) => {
+            let mut s = vec![Step::ForgetStop];
+            s.extend(requeue_preempted(rec, by, reason));
+            return steps(s);
+        }
+        Some(Stopping::Reclaimed { reason }) => {
+            return steps(vec![
+                Step::ForgetStop,
+                enter(TaskState::Released, reason.clone()),
+                finish(reason.clone()),
+            ])
+        }
+        None => {}
+    }
+    let (state, why) = match (st.code, st.signal) {
+        (Some(0), _) => (TaskState::Finished, "exited with code 0".to_string()),
+        (Some(c), _) => (TaskState::Failed, format!("exited with code {c}")),
+        (None, Some(s)) => (TaskState::Failed, format!("killed by signal {s}")),
+        (None, None) => (
+            TaskState::Failed,
+            "ended without an exit status".to_string(),
+        ),
+    };
+    let mut s = vec![Step::RecordExitCode(st.code)];
+    if state == TaskState::Failed {
+        s.push(Step::RecordFailure(why.clone()));
+    }
+    s.push(enter(state, why.clone()));
+    s.push(finish(why));
+    steps(s)
+}
+
+/// Release resources: a waiting task is cancelled; a placed one is Released,
+/// its workload stopped, and its room freed at once when nothing can confirm
+/// the stop (a reservation runs nothing, a Scheduled task has not started, a
+/// node without an actor answers nothing) or else when the stop is confirmed.
+fn release(rec: &TaskRecord, by: &str, node_connected: bool) -> Outcome {
+    let state = rec.state;
+    if waiting(state) {
+        return steps(vec![
+            Step::Dequeue,
+            enter(
+                TaskState::Cancelled,
+                format!("released by {by} before it was placed"),
+            ),
+            Step::Leave,
+        ]);
+    }
+    if !state.holds_allocation() {
+        return Outcome::Ignored("already released");
+    }
+    let reservation = rec.spec.command.is_empty();
+    let last = if reservation || !node_connected || state == TaskState::Scheduled {
+        finish("released")
+    } else {
+        Step::AwaitRelease
+    };
+    steps(vec![
+        enter(TaskState::Released, format!("released by {by}")),
+        Step::StopWorkload {
+            reason: "released".into(),
+        },
+        last,
+    ])
+}
+
+/// A victim that runs is asked to checkpoint and stop; one that has not run
+/// yet has nothing to save and goes back to the queue at once.
+fn preempt(
+    rec: &TaskRecord,
+    stopping: Option<&Stopping>,
+    allocation_id: &str,
+    (by, reason): (&str, &str),
+    stop_grace_ms: u64,
+) -> Outcome {
+    if rec.state == TaskState::Released {
+        return Outcome::Ignored(RELEASING);
+    }
+    if !holds(rec, allocation_id) || stopping.is_some() {
+        return Outcome::Ignored("not this allocation, or a stop is already under way");
+    }
+    let id = &rec.spec.task_id;
+    let mut s = vec![Step::Announce(vec![
+        (
+            EventKind::Preempted,
+            format!("task {id} preempted by {by}: {reason}"),
+        ),
+        (
+            EventKind::CheckpointRequested,
+            format!(
+                "checkpoint requested from {id}: SIGTERM, then {stop_grace_ms} ms to save before SIGKILL"
+            ),
+        ),
+    ])];
+    if rec.state != TaskState::Running {
+        s.push(Step::StopWorkload {
+            reason: "preempted before it ran".into(),
+        });
+        s.extend(requeue_preempted(rec, by, reason));
+    } else {
+        s.push(Step::StopWorkload {
+            reason: format!("preempted by {by}"),
+        });
+        s.push(Step::AwaitStop(Stopping::Preempted {
+            by: by.to_string(),
+            reason: reason.to_string(),
+        }));
+    }
+    steps(s)
+}
+
+/// An idle allocation is reclaimed: a replica's service decides (it may stay
+/// at its minimum); a task is asked to checkpoint and stop, then Released.
+fn reclaim(
+    rec: &TaskRecord,
+    stopping: Option<&Stopping>,
+    allocation_id: &str,
+    reason: &str,
+) -> Outcome {
+    if !holds(rec, allocation_id)
+        || stopping.is_some()
+        || rec.spec.idle_exempt
+        || !rec.state.holds_allocation()
+    {
+        return Outcome::Ignored("not reclaimable now");
+    }
+    if rec.service.is_some() {
+        return steps(vec![Step::AskServiceToScaleIn {
+            reason: reason.to_string(),
+        }]);
+    }
+    steps(vec![
+        Step::Record {
+            kind: EventKind::CheckpointRequested,
+            message: format!("checkpoint requested from {}: {reason}", rec.spec.task_id),
+        },
+        Step::StopWorkload {
+            reason: reason.to_string(),
+        },
+        Step::AwaitStop(Stopping::Reclaimed {
+            reason: reason.to_string(),
+        }),
+    ])
+}
+
+fn preparing_timeout(rec: &TaskRecord, attempt: u32, after_secs: u64) -> Outcome {
+    let stage = rec.state;
+    if attempt != rec.attempts || !matches!(stage, TaskState::Scheduled | TaskState::Preparing) {
+        return Outcome::Ignored("past preparing, or a later attempt");
+    }
+    let node = rec.allocation.as_ref().map_or("", |a| a.node.as_str());
+    let why = format!(
+        "stuck in {} for {after_secs}s on node {node} (preparing timeout)",
+        stage.as_str()
+    );
+    steps(vec![
+        Step::StopWorkload {
+            reason: why.clone(),
+        },
+        Step::RecordFailure(why.clone()),
+        enter(TaskState::Failed, why.clone()),
+        finish(why),
+    ])
+}
+
+/// A requested stop was never confirmed: its outcome happens anyway.
+fn stop_overdue(rec: &TaskRecord, stopping: Option<&Stopping>, allocation_id: &str) -> Outcome {
+    if !holds(rec, allocation_id) {
+        return Outcome::Ignored("an older attempt's stop");
+    }
+    if rec.state == TaskState::Released {
+        return Outcome::Ignored(RELEASING);
+    }
+    match stopping {
+        Some(Stopping::Preempted { by, .. }) => {
+            let mut s = vec![Step::ForgetStop];
+            s.extend(requeue_preempted(rec, by, "stop not confirmed in time"));
+            steps(s)
+        }
+        Some(Stopping::Reclaimed { reason }) => steps(vec![
+            Step::ForgetStop,
+            enter(
+                TaskState::Released,
+                format!("{reason}; stop not confirmed in time"),
+            ),
+            finish("reclaimed"),
+        ]),
+        None => Outcome::Ignored("no stop was asked for"),
+    }
+}
+
+fn node_lost(rec: &TaskRecord, node: &str) -> Outcome {
+    if rec.allocation.as_ref().map(|a| a.node.as_str()) != Some(node) {
+        return Outcome::Ignored("the task holds nothing on that node");
+    }
+    if rec.state == TaskState::Released {
+        // No exit will ever be reported: free the room now.
+        return steps(vec![finish("released; node lost")]);
+    }
+    requeue(rec, format!("node {node} lost"), true)
+}
+
+fn workload_missing(rec: &TaskRecord, node: &str) -> Outcome {
+    match rec.state {
+        // Never started there: send the start command again.
+        TaskState::Scheduled => steps(vec![Step::Dispatch]),
+        TaskState::Released => steps(vec![finish("released")]),
+        s if s.holds_allocation() => {
+            requeue(rec, format!("workload vanished from node {node}"), true)
+        }
+        _ => Outcome::Ignored("the task holds no allocation"),
+    }
+}
+
+fn dispatch_failed(rec: &TaskRecord, node: &str, why: &str) -> Outcome {
+    if !rec.state.holds_allocation() {
+        return Outcome::Ignored("the task holds no allocation");
+    }
+    // Nothing ran, so the retry budget is not spent.
+    requeue(rec, format!("could not dispatch to {node}: {why}"), false)
+}
+
+/// Preempted -> Queued, keeping the checkpoint pointer for the next start.
+fn requeue_preempted(rec: &TaskRecord, by: &str, reason: &str) -> Vec<Step> {
+    let resume = match &rec.checkpoint {
+        Some(c) => format!("requeued; resumes from checkpoint {c}"),
+        None => "requeued; no checkpoint was saved, it starts over".to_string(),
+    };
+    vec![
+        Step::Free {
+            reason: format!("preempted by {by}"),
+        },
+        Step::CountPreemption,
+        Step::Unbind,
+        enter(TaskState::Preempted, format!("preempted by {by}: {reason}")),
+        enter(TaskState::Queued, resume),
+        Step::Enqueue,
+    ]
+}
+
+/// Back to the queue (node lost, workload vanished, dispatch failed), or
+/// Failed once a lost node would spend more than the retry budget. A planned
+/// stop never gets here, so it never spends the budget.
+fn requeue(rec: &TaskRecord, why: String, counts_as_loss: bool) -> Outcome {
+    let mut s = vec![
+        Step::ForgetStop,
+        Step::Free {
+            reason: why.clone(),
+        },
+    ];
+    let mut losses = rec.node_losses;
+    if counts_as_loss {
+        s.push(Step::CountNodeLoss);
+        losses += 1;
+    }
+    let budget = rec.spec.retry_budget();
+    if losses > budget {
+        let why = format!("{why}; retry budget of {budget} spent");
+        s.extend([
+            Step::RecordFailure(why.clone()),
+            enter(TaskState::Failed, why),
+            Step::Leave,
+        ]);
+    } else {
+        s.extend([
+            Step::Unbind,
+            enter(TaskState::Queued, format!("{why}; requeued")),
+            Step::Enqueue,
+        ]);
+    }
+    steps(s)
+}
+
+/// Applies a step's change to the record, for the steps that only change the
+/// record; answers false for the others (the actor carries those out).
+pub fn apply_to_record(rec: &mut TaskRecord, step: &Step) -> bool {
+    match step {
+        Step::Bind { allocation } => {
+            rec.allocation = Some(allocation.clone());
+            rec.attempts += 1;
+            rec.pending_reason = None;
+            rec.estimated_start_ms = None;
+        }
+        Step::Unbind => rec.allocation = None,
+        Step::CountNodeLoss => rec.node_losses += 1,
+        Step::CountPreemption => rec.preemptions += 1,
+        Step::RecordFailure(why) => rec.failure = Some(why.clone()),
+        Step::RecordExitCode(code) => rec.exit_code = *code,
+        Step::NotePending {
+            reason,
+            estimated_start_ms,
+        } => {
+            rec.pending_reason = Some(reason.clone());
+            rec.estimated_start_ms = *estimated_start_ms;
+        }
+        _ => return false,
+    }
+    true
+}
