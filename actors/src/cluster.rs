@@ -2,7 +2,6 @@
 //! from what was recorded (tenants, nodes, the ledger, live tasks), and owns
 //! the operations that create actors: submitting a task, creating a tenant,
 //! opening a node session.
-use crate::clock::now_ms;
 use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::errors::{ActorError, Result};
@@ -52,9 +51,10 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
     let gate = FlushGate::start(store.clone());
     let registry = Arc::new(Registry::default());
     let largest_gpu_mb = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let scheduler = start_scheduler(&gate, &registry, &config, &largest_gpu_mb)?;
+    let clock = crate::clock::Clock::start();
+    let scheduler = start_scheduler(clock, &gate, &registry, &config, &largest_gpu_mb)?;
     let sh = Arc::new(Shared {
-        clock: crate::clock::Clock::start(),
+        clock,
         gate,
         registry,
         scheduler,
@@ -105,12 +105,14 @@ fn open_store(config: &ServerConfig) -> Result<Store> {
 /// supervised: if it ever stops on a fatal error, it is restarted on the same
 /// mailbox and rebuilds itself from sled.
 fn start_scheduler(
+    clock: crate::clock::Clock,
     gate: &Arc<FlushGate>,
     registry: &Arc<Registry>,
     config: &ServerConfig,
     largest_gpu_mb: &Arc<std::sync::atomic::AtomicU64>,
 ) -> Result<SchedulerHandle> {
     let s = Scheduler::load(
+        clock,
         gate.clone(),
         registry.clone(),
         config,
@@ -247,7 +249,7 @@ impl Cluster {
                 "task_id {id:?} is already used by a different task; choose another id or resubmit the identical spec"
             )));
         }
-        let now = now_ms();
+        let now = self.sh.now_ms();
         let rec = TaskRecord::new(m.spec, m.tenant.clone(), now, self.next_seq);
         self.next_seq += 1;
         let mut b = self.sh.batch();
@@ -367,13 +369,13 @@ impl Cluster {
             token_sha256: tokens::hash(&token),
             quota: m.quota,
             borrowing_limit: m.borrowing_limit,
-            created_ms: now_ms(),
+            created_ms: self.sh.now_ms(),
         };
         let mut b = self.sh.batch();
         b.put_tenant(&rec);
         b.append_event(
             Event::new(
-                now_ms(),
+                self.sh.now_ms(),
                 EventKind::TenantCreated,
                 format!("tenant {} created", rec.name),
             )
@@ -428,7 +430,7 @@ impl Handler<NodeSession> for Cluster {
         let addr = match self.sh.registry.node(&name) {
             Some(a) => a,
             None => {
-                let now = now_ms();
+                let now = self.sh.now_ms();
                 let rec = NodeRecord {
                     name: name.clone(),
                     inventory: m.hello.inventory.clone(),

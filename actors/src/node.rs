@@ -2,7 +2,6 @@
 //! lease epoch, heartbeats and liveness, commands out, events in. A node silent
 //! past the timeout is declared lost: its epoch is bumped (fencing whatever the
 //! old session still runs) and its tasks are requeued.
-use crate::clock::now_ms;
 use crate::errors::{ActorError, Result};
 use crate::protocol::lifecycle::{Observe, Rebuild};
 use crate::protocol::node::{
@@ -54,9 +53,9 @@ impl NodeActor {
     pub fn new(rec: NodeRecord, sh: Arc<Shared>, grace: Duration) -> Self {
         NodeActor {
             rec,
+            last_seen: sh.clock.instant() + grace,
             sh,
             session: None,
-            last_seen: Instant::now() + grace,
             metrics: NodeMetrics::default(),
             log_waiters: HashMap::new(),
             next_request: 1,
@@ -79,7 +78,7 @@ impl NodeActor {
     fn persist(&self, kind: EventKind, msg: String) -> Option<crate::durability::Ticket> {
         let mut b = self.sh.batch();
         b.put_node(&self.rec);
-        b.append_event(Event::new(now_ms(), kind, msg).node(&self.rec.name));
+        b.append_event(Event::new(self.sh.now_ms(), kind, msg).node(&self.rec.name));
         let t = self.sh.commit(b);
         if t.is_none() {
             self.sup.fail(format!(
@@ -118,7 +117,7 @@ impl NodeActor {
 
     fn check_liveness(&mut self, ctx: &mut Context<Self>) {
         let timeout = Duration::from_millis(self.sh.config.node_timeout_ms);
-        let now = Instant::now();
+        let now = self.sh.clock.instant();
         if self.rec.state == NodeState::Ready
             && now > self.last_seen
             && now - self.last_seen > timeout
@@ -129,7 +128,7 @@ impl NodeActor {
 
     /// Declares the node lost: fence its epoch, drop the session, requeue its tasks.
     fn lose(&mut self, ctx: &mut Context<Self>) {
-        let silent = Instant::now().saturating_duration_since(self.last_seen);
+        let silent = self.sh.clock.since(self.last_seen);
         self.rec.state = NodeState::Lost;
         self.rec.epoch += 1;
         self.session = None;
@@ -167,8 +166,8 @@ impl NodeActor {
         self.rec.epoch += 1;
         self.rec.state = NodeState::Ready;
         self.rec.inventory = hello.inventory.clone();
-        self.rec.last_seen_ms = now_ms();
-        self.last_seen = Instant::now();
+        self.rec.last_seen_ms = self.sh.now_ms();
+        self.last_seen = self.sh.clock.instant();
         self.session = Some(Session { id: session_id, tx });
         self.exits_forwarded.clear();
         let notice = join_notice(
@@ -186,8 +185,9 @@ impl NodeActor {
     fn welcome(&mut self, owned: &[caldera_spec::Allocation], reported: &[WorkloadReport]) {
         let r = reconcile(owned, reported);
         if let Some(notice) = r.kill_notice(&self.rec.name) {
-            self.sh
-                .record(Event::new(now_ms(), EventKind::NodeFenced, notice).node(&self.rec.name));
+            self.sh.record(
+                Event::new(self.sh.now_ms(), EventKind::NodeFenced, notice).node(&self.rec.name),
+            );
         }
         self.send(ServerMessage::Welcome(Welcome {
             node_name: self.rec.name.clone(),
@@ -288,7 +288,7 @@ impl Handler<AgentMessage> for NodeActor {
         if self.session.as_ref().map(|s| s.id) != Some(m.session_id) {
             return; // a superseded or fenced session
         }
-        self.last_seen = Instant::now();
+        self.last_seen = self.sh.clock.instant();
         match m.msg {
             NodeMessage::Heartbeat(hb) => {
                 if hb.epoch != self.rec.epoch {
@@ -301,7 +301,7 @@ impl Handler<AgentMessage> for NodeActor {
                     self.session = None;
                     return;
                 }
-                self.rec.last_seen_ms = now_ms();
+                self.rec.last_seen_ms = self.sh.now_ms();
                 self.metrics = hb.metrics.clone();
                 self.forward_exits(&hb.workloads);
                 let usage = hb

@@ -3,7 +3,6 @@
 //! with its own allocation, and is Running while at least one replica runs.
 //! Scaling adds or releases replicas; the idle inspector scales in down to the
 //! service's minimum.
-use crate::clock::now_ms;
 use crate::durability::Ticket;
 use crate::errors::{ActorError, Result};
 use crate::protocol::task::Release;
@@ -71,14 +70,19 @@ impl TaskActor {
             let mut spec = self.rec.spec.clone();
             spec.task_id = id.clone();
             spec.replicas = None;
-            let mut rec = TaskRecord::new(spec, self.rec.tenant.clone(), now_ms(), self.rec.seq);
+            let mut rec = TaskRecord::new(
+                spec,
+                self.rec.tenant.clone(),
+                self.sh.now_ms(),
+                self.rec.seq,
+            );
             rec.service = Some(self.id().to_string());
             rec.attempts = earlier_attempts;
             let mut b = self.sh.batch();
             b.put_task(&rec);
             b.append_event(
                 Event::new(
-                    now_ms(),
+                    self.sh.now_ms(),
                     EventKind::TaskSubmitted,
                     format!("replica {id} of service {}", self.id()),
                 )

@@ -3,7 +3,6 @@
 //! Cancelled, Released and requeue on node loss — persists every transition
 //! before acting on it, and stops itself once the task is terminal (the record
 //! stays in sled).
-use crate::clock::now_ms;
 use crate::durability::Ticket;
 use crate::errors::{ActorError, Result};
 use crate::lifecycle::{self, Input, Outcome, Step, Stopping};
@@ -181,7 +180,7 @@ impl TaskActor {
     /// The workload saved a checkpoint: the next start resumes from it, and
     /// the scheduler counts work since then as what a preemption would lose.
     fn save_checkpoint(&mut self, path: String) {
-        let now = now_ms();
+        let now = self.sh.now_ms();
         self.rec.checkpoint = Some(path.clone());
         self.rec.checkpoint_ms = Some(now);
         self.persist(
@@ -213,7 +212,7 @@ impl TaskActor {
     }
 
     fn event(&self, kind: EventKind, msg: String) -> Event {
-        let mut e = Event::new(now_ms(), kind, msg)
+        let mut e = Event::new(self.sh.now_ms(), kind, msg)
             .task(self.id())
             .tenant(&self.rec.tenant);
         if let Some(a) = &self.rec.allocation {
@@ -251,7 +250,7 @@ impl TaskActor {
                 });
             }
         }
-        self.rec.transition(state, now_ms(), reason.clone());
+        self.rec.transition(state, self.sh.now_ms(), reason.clone());
         let msg = match &reason {
             Some(r) => format!("{} -> {}: {r}", from.as_str(), state.as_str()),
             None => format!("{} -> {}", from.as_str(), state.as_str()),

@@ -1,5 +1,4 @@
 //! TenantActor: one per tenant; owns its quota record.
-use crate::clock::now_ms;
 use crate::errors::Result;
 use crate::protocol::lifecycle::{Observe, Rebuild};
 use crate::protocol::scheduler::SetQuota;
@@ -108,7 +107,7 @@ impl Handler<ChangeQuota> for TenantActor {
         b.put_tenant(&self.rec);
         b.append_event(
             Event::new(
-                now_ms(),
+                self.sh.now_ms(),
                 EventKind::QuotaChanged,
                 format!(
                     "quota of {} changed from {before} to {after}",

@@ -75,7 +75,14 @@ fn a_stopped_scheduler_is_restarted_and_rebuilt_from_storage() {
         let gate = FlushGate::start(store);
         let registry = Arc::new(Registry::default());
         let config = ServerConfig::default();
-        let s = Scheduler::load(gate, registry, &config, Arc::new(AtomicU64::new(0))).unwrap();
+        let s = Scheduler::load(
+            caldera_actors::clock::Clock::start(),
+            gate,
+            registry,
+            &config,
+            Arc::new(AtomicU64::new(0)),
+        )
+        .unwrap();
         let addr = actix::Supervisor::start(move |_| s);
         let before = addr.send(Stats).await.unwrap();
         assert_eq!(before.allocations, 1);

@@ -5,7 +5,6 @@
 //! task is exempt. It also samples allocated-vs-used per tenant over time — the
 //! report that ends quota hoarding.
 use super::Scheduler;
-use crate::clock::now_ms;
 use crate::config::ServerConfig;
 use crate::protocol::scheduler::TenantUsage;
 use crate::protocol::task::Reclaim;
@@ -135,7 +134,7 @@ impl Scheduler {
     /// One pass of the inspector: survey the ledger against measured use,
     /// then warn, reclaim and sample.
     pub(crate) fn inspect_idle(&mut self) {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let survey = self.survey_idle(now);
         self.warn_idle(&survey.warn, now);
         self.reclaim_idle(&survey.reclaim);

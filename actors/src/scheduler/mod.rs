@@ -5,7 +5,7 @@
 pub mod idle;
 pub mod utilization;
 
-use crate::clock::now_ms;
+use crate::clock::Clock;
 use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::protocol::scheduler::{
@@ -31,6 +31,8 @@ const CYCLE_DEBOUNCE: Duration = Duration::from_millis(2);
 const CYCLE_PERIOD: Duration = Duration::from_secs(1);
 
 pub struct Scheduler {
+    /// The shells' one clock: timestamps and the cycle's `now` come from it.
+    clock: Clock,
     gate: Arc<FlushGate>,
     registry: Arc<Registry>,
     config: ServerConfig,
@@ -49,6 +51,7 @@ impl Scheduler {
     /// Rebuilds the scheduler from sled: the ledger, node inventories and quotas.
     /// Nodes count as unhealthy until their agents say hello again.
     pub fn load(
+        clock: Clock,
         gate: Arc<FlushGate>,
         registry: Arc<Registry>,
         config: &ServerConfig,
@@ -88,6 +91,7 @@ impl Scheduler {
             }
         }
         Ok(Scheduler {
+            clock,
             gate,
             registry,
             config: config.clone(),
@@ -110,7 +114,7 @@ impl Scheduler {
 
     fn cycle(&mut self, ctx: &mut Context<Self>) {
         self.cycle_pending = false;
-        let now = now_ms();
+        let now = self.clock.now_ms();
         for d in self.core.cycle(now) {
             self.apply(d, now);
         }
@@ -124,6 +128,7 @@ impl Scheduler {
     /// (each connected node announces itself again).
     fn rebuild(&mut self) {
         match Scheduler::load(
+            self.clock,
             self.gate.clone(),
             self.registry.clone(),
             &self.config,
@@ -305,7 +310,7 @@ impl Handler<Free> for Scheduler {
         b.remove_allocation(&a.allocation_id);
         b.append_event(
             Event::new(
-                now_ms(),
+                self.clock.now_ms(),
                 EventKind::AllocationReleased,
                 format!(
                     "allocation {} on {} released: {}",
@@ -405,7 +410,9 @@ impl Handler<SetQuota> for Scheduler {
                     now_borrowed.join(", ")
                 )
             };
-            b.append_event(Event::new(now_ms(), EventKind::QuotaChanged, msg).tenant(&m.tenant));
+            b.append_event(
+                Event::new(self.clock.now_ms(), EventKind::QuotaChanged, msg).tenant(&m.tenant),
+            );
             if let Err(e) = self.gate.commit(b) {
                 tracing::error!(error = %e, "could not record borrowed marks");
             }
