@@ -18,10 +18,14 @@ pub mod registry;
 pub mod scheduler;
 pub mod service;
 pub mod shared;
+#[cfg(test)]
+mod stand_ins;
 pub mod supervision;
 #[cfg(test)]
 mod supervision_tests;
 pub mod task;
+#[cfg(test)]
+mod task_tests;
 pub mod tenant;
 pub mod tokens;
 pub mod views;

@@ -260,3 +260,30 @@ pub fn parse_replicas(body: &[u8]) -> Result<u32> {
     }
     Ok(b.replicas)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse_replicas;
+
+    #[test]
+    fn a_replicas_body_is_a_whole_number_from_1_to_the_maximum() {
+        let max = caldera_spec::validate::MAX_REPLICAS;
+        assert_eq!(parse_replicas(br#"{"replicas":3}"#).unwrap(), 3);
+        assert_eq!(
+            parse_replicas(format!(r#"{{"replicas":{max}}}"#).as_bytes()).unwrap(),
+            max
+        );
+        let rows: &[(&str, &str)] = &[
+            (r#"{"replicas":0}"#, "replicas"),
+            (r#"{"replicas":100000}"#, "replicas"),
+            (r#"{"replicas":-1}"#, "replicas"),
+            (r#"{"replicas":2,"extra":1}"#, "extra"),
+            (r#"{}"#, "replicas"),
+        ];
+        for (body, field) in rows {
+            let e = parse_replicas(body.as_bytes()).unwrap_err();
+            assert_eq!(e.field(), Some(*field), "{body}: {e}");
+        }
+        assert!(parse_replicas(b"not json").is_err());
+    }
+}

@@ -1,104 +1,16 @@
 //! Shell tests: real actors over a real sled store, a stand-in Scheduler (any
 //! port will do: that is what the protocol's handles are for), and paused,
 //! advanced tokio time.
-use crate::clock::Clock;
-use crate::config::ServerConfig;
-use crate::durability::FlushGate;
 use crate::node::NodeActor;
 use crate::protocol::lifecycle::{Observe, Rebuild};
 use crate::protocol::node::{AgentHello, NodeSnapshot};
-use crate::protocol::scheduler::*;
 use crate::protocol::tenant::{ChangeQuota, TenantSnapshot};
-use crate::protocol::{Reply, SchedulerHandle};
-use crate::registry::Registry;
-use crate::shared::Shared;
+use crate::stand_ins::{shared, Heard};
 use crate::tenant::TenantActor;
-use crate::tokens::TokenBook;
-use crate::views::{NodeAllocated, SchedulerStats, UsageSample, Utilization};
 use caldera_spec::wire::{Hello, ServerMessage, PROTOCOL_VERSION};
-use caldera_spec::{Allocation, NodeInventory, NodeRecord, NodeState, Quota, TenantRecord};
+use caldera_spec::{NodeInventory, NodeRecord, NodeState, Quota, TenantRecord};
 use caldera_storage::{Store, StoreConfig};
-use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// A Scheduler that only writes down what it was told.
-#[derive(Default, Clone)]
-struct Heard(Arc<Mutex<Vec<String>>>);
-
-impl Heard {
-    fn note(&self, s: String) {
-        if let Ok(mut v) = self.0.lock() {
-            v.push(s);
-        }
-    }
-    fn all(&self) -> Vec<String> {
-        self.0.lock().map(|v| v.clone()).unwrap_or_default()
-    }
-}
-
-fn ready<T: Send + 'static>(v: T) -> Reply<T> {
-    Box::pin(async move { Ok(v) })
-}
-
-impl SchedulerPort for Heard {
-    fn restart(&self, _: Restart) {}
-    fn enqueue(&self, m: Enqueue) {
-        self.note(format!("enqueue {}", m.task_id))
-    }
-    fn dequeue(&self, m: Dequeue) {
-        self.note(format!("dequeue {}", m.task_id))
-    }
-    fn free(&self, m: Free) {
-        self.note(format!("free {}", m.allocation_id))
-    }
-    fn node_up(&self, m: NodeUp) {
-        self.note(format!("node_up {}", m.name))
-    }
-    fn node_down(&self, m: NodeDown) {
-        self.note(format!("node_down {}", m.name))
-    }
-    fn node_metrics(&self, _: NodeMetricsUpdate) {}
-    fn checkpointed(&self, _: Checkpointed) {}
-    fn set_quota(&self, m: SetQuota) {
-        self.note(format!(
-            "set_quota {} gpus={:?}",
-            m.tenant, m.limits.guaranteed.gpus
-        ))
-    }
-    fn allocations_on(&self, _: AllocationsOn) -> Reply<Vec<Allocation>> {
-        ready(Vec::new())
-    }
-    fn allocated_by_node(&self, _: AllocatedByNode) -> Reply<HashMap<String, NodeAllocated>> {
-        ready(HashMap::new())
-    }
-    fn stats(&self, _: Stats) -> Reply<SchedulerStats> {
-        ready(SchedulerStats {
-            queued: 0,
-            allocations: 0,
-            healthy_nodes: 0,
-        })
-    }
-    fn tenant_usage(&self, _: TenantUsage) -> Reply<Vec<UsageSample>> {
-        ready(Vec::new())
-    }
-    fn utilization(&self, _: QueryUtilization) -> Reply<Utilization> {
-        Box::pin(async { Err(actix::MailboxError::Closed) })
-    }
-}
-
-fn shared(store: Store, heard: &Heard) -> Arc<Shared> {
-    Arc::new(Shared {
-        clock: Clock::starting_at(1_700_000_000_000),
-        gate: FlushGate::start(store),
-        registry: Arc::new(Registry::default()),
-        scheduler: SchedulerHandle::new(heard.clone()),
-        config: ServerConfig::default(),
-        tokens: Arc::new(TokenBook::default()),
-        largest_gpu_mb: Arc::new(AtomicU64::new(0)),
-    })
-}
 
 fn gpus(n: f64) -> Quota {
     Quota {

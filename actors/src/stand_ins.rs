@@ -1,0 +1,94 @@
+//! Stand-ins the shell tests share: a Scheduler that writes down what it is
+//! told (any port will do behind a handle), and the `Shared` a shell is born
+//! with, over a real sled store and a clock that starts at a known time.
+use crate::clock::Clock;
+use crate::config::ServerConfig;
+use crate::durability::FlushGate;
+use crate::protocol::scheduler::*;
+use crate::protocol::{Reply, SchedulerHandle};
+use crate::registry::Registry;
+use crate::shared::Shared;
+use crate::tokens::TokenBook;
+use crate::views::{NodeAllocated, SchedulerStats, UsageSample, Utilization};
+use caldera_spec::Allocation;
+use caldera_storage::Store;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+/// A Scheduler that only writes down what it was told.
+#[derive(Default, Clone)]
+pub struct Heard(Arc<Mutex<Vec<String>>>);
+
+impl Heard {
+    pub fn note(&self, s: String) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(s);
+        }
+    }
+    pub fn all(&self) -> Vec<String> {
+        self.0.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+fn ready<T: Send + 'static>(v: T) -> Reply<T> {
+    Box::pin(async move { Ok(v) })
+}
+
+impl SchedulerPort for Heard {
+    fn restart(&self, _: Restart) {}
+    fn enqueue(&self, m: Enqueue) {
+        self.note(format!("enqueue {}", m.task_id))
+    }
+    fn dequeue(&self, m: Dequeue) {
+        self.note(format!("dequeue {}", m.task_id))
+    }
+    fn free(&self, m: Free) {
+        self.note(format!("free {}", m.allocation_id))
+    }
+    fn node_up(&self, m: NodeUp) {
+        self.note(format!("node_up {}", m.name))
+    }
+    fn node_down(&self, m: NodeDown) {
+        self.note(format!("node_down {}", m.name))
+    }
+    fn node_metrics(&self, _: NodeMetricsUpdate) {}
+    fn checkpointed(&self, _: Checkpointed) {}
+    fn set_quota(&self, m: SetQuota) {
+        self.note(format!(
+            "set_quota {} gpus={:?}",
+            m.tenant, m.limits.guaranteed.gpus
+        ))
+    }
+    fn allocations_on(&self, _: AllocationsOn) -> Reply<Vec<Allocation>> {
+        ready(Vec::new())
+    }
+    fn allocated_by_node(&self, _: AllocatedByNode) -> Reply<HashMap<String, NodeAllocated>> {
+        ready(HashMap::new())
+    }
+    fn stats(&self, _: Stats) -> Reply<SchedulerStats> {
+        ready(SchedulerStats {
+            queued: 0,
+            allocations: 0,
+            healthy_nodes: 0,
+        })
+    }
+    fn tenant_usage(&self, _: TenantUsage) -> Reply<Vec<UsageSample>> {
+        ready(Vec::new())
+    }
+    fn utilization(&self, _: QueryUtilization) -> Reply<Utilization> {
+        Box::pin(async { Err(actix::MailboxError::Closed) })
+    }
+}
+
+pub fn shared(store: Store, heard: &Heard) -> Arc<Shared> {
+    Arc::new(Shared {
+        clock: Clock::starting_at(1_700_000_000_000),
+        gate: FlushGate::start(store),
+        registry: Arc::new(Registry::default()),
+        scheduler: SchedulerHandle::new(heard.clone()),
+        config: ServerConfig::default(),
+        tokens: Arc::new(TokenBook::default()),
+        largest_gpu_mb: Arc::new(AtomicU64::new(0)),
+    })
+}

@@ -1,0 +1,129 @@
+//! TaskActor and service shells over a real sled store and a stand-in
+//! Scheduler: what the task tells the Scheduler, and what it records.
+use crate::protocol::lifecycle::Observe;
+use crate::protocol::task::{Placed, Scale, TaskSnapshot};
+use crate::stand_ins::{shared, Heard};
+use crate::task::TaskActor;
+use caldera_spec::{Allocation, TaskRecord, TaskState};
+use caldera_storage::{Store, StoreConfig};
+use std::time::Duration;
+
+fn record(json: &str, seq: u64) -> TaskRecord {
+    let spec = caldera_spec::parse_task_spec(json.as_bytes()).unwrap();
+    TaskRecord::new(spec, "acme".into(), 1, seq)
+}
+
+fn states(r: &TaskRecord) -> Vec<&'static str> {
+    r.history.iter().map(|t| t.state.as_str()).collect()
+}
+
+/// Waits (on real time, a few ms) until `pred` holds for what `heard` heard.
+async fn until_heard(heard: &Heard, pred: impl Fn(&[String]) -> bool) -> Vec<String> {
+    for _ in 0..200 {
+        let all = heard.all();
+        if pred(&all) {
+            return all;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    heard.all()
+}
+
+/// A queued task enqueues itself; placed on a node nobody knows, it cannot
+/// dispatch: it frees the allocation and goes back to the queue — without
+/// counting a node loss (the node was never lost).
+#[test]
+fn a_task_placed_on_an_unknown_node_frees_and_requeues() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
+    let rec = record(
+        r#"{"task_id":"t1","task_type":"training","resources":{"gpu":{"count":1}},"command":["true"]}"#,
+        0,
+    );
+    let heard = Heard::default();
+    actix_rt::System::new().block_on(async move {
+        let sh = shared(store, &heard);
+        let t = TaskActor::spawn(rec, sh.clone(), None);
+        sh.registry.add_task("t1", t.clone());
+        let h = until_heard(&heard, |h| h.contains(&"enqueue t1".to_string())).await;
+        assert_eq!(h, vec!["enqueue t1"]);
+
+        let allocation = Allocation {
+            allocation_id: "t1.1".into(),
+            task_id: "t1".into(),
+            tenant: "acme".into(),
+            node: "nowhere".into(),
+            gpus: vec![],
+            cpu_milli: 1000,
+            memory_mb: 0,
+            disk_mb: 0,
+            exclusive: false,
+            epoch: 0,
+            created_ms: 1,
+            borrowed: false,
+            priority: 500,
+        };
+        let mut b = sh.batch();
+        b.put_allocation(&allocation);
+        let ticket = sh.gate.commit(b).unwrap();
+        t.do_send(Placed { allocation, ticket });
+        let h = until_heard(&heard, |h| h.len() >= 3).await;
+        assert_eq!(h, vec!["enqueue t1", "free t1.1", "enqueue t1"]);
+
+        let r = t.send(TaskSnapshot).await.unwrap();
+        assert_eq!(r.state, TaskState::Queued);
+        assert_eq!(states(&r), vec!["queued", "scheduled", "queued"]);
+        assert_eq!((r.attempts, r.node_losses), (1, 0));
+        assert!(r.allocation.is_none());
+        // What the actor holds is what sled holds.
+        let stored = sh.gate.store().task("t1").unwrap().unwrap();
+        assert_eq!(states(&stored), states(&r));
+        assert_eq!(t.send(Observe).await.unwrap().state, "queued");
+    });
+}
+
+/// A service keeps `replicas` replica tasks (`svc.r0`, `svc.r1`), each an
+/// ordinary queued task; scaling to 1 releases the highest (queued: cancelled,
+/// dequeued).
+#[test]
+fn a_service_keeps_its_replicas_and_scales_in_from_the_top() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
+    let rec = record(
+        r#"{"task_id":"svc","task_type":"inference","replicas":2,"resources":{"gpu":{"count":1,"share":0.25}},"command":["true"]}"#,
+        0,
+    );
+    let heard = Heard::default();
+    actix_rt::System::new().block_on(async move {
+        let sh = shared(store, &heard);
+        let svc = TaskActor::spawn(rec, sh.clone(), None);
+        sh.registry.add_task("svc", svc.clone());
+        let h = until_heard(&heard, |h| h.len() >= 2).await;
+        let mut enq = h.clone();
+        enq.sort();
+        assert_eq!(enq, vec!["enqueue svc.r0", "enqueue svc.r1"]);
+        assert!(sh.registry.task("svc.r0").is_some() && sh.registry.task("svc.r1").is_some());
+        for r in ["svc.r0", "svc.r1"] {
+            let stored = sh.gate.store().task(r).unwrap().unwrap();
+            assert_eq!(
+                (stored.service.as_deref(), stored.state),
+                (Some("svc"), TaskState::Queued)
+            );
+        }
+
+        let after = svc.send(Scale { replicas: 1 }).await.unwrap().unwrap();
+        assert_eq!(after.desired_replicas, Some(1));
+        let h = until_heard(&heard, |h| h.contains(&"dequeue svc.r1".to_string())).await;
+        assert!(h.contains(&"dequeue svc.r1".to_string()), "{h:?}");
+        let mut r1 = None;
+        for _ in 0..100 {
+            r1 = sh.gate.store().task("svc.r1").unwrap();
+            if r1.as_ref().is_some_and(|r| r.state == TaskState::Cancelled) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(r1.map(|r| r.state), Some(TaskState::Cancelled));
+        assert!(sh.registry.task("svc.r0").is_some());
+    });
+}
