@@ -1,7 +1,7 @@
 //! Builders the queue's tests share: A100 nodes, task specs written the way a
 //! user writes them, and readers of a pass's decisions.
-use super::core::{Core, CoreConfig, Decision, WaitingTask};
-use crate::placement::PolicyName;
+use super::core::{build_allocation, Core, CoreConfig, Decision, WaitingTask};
+use crate::placement::{NodeId, Placement, PolicyName};
 use caldera_spec::{GpuInfo, NodeInventory, TaskSpec};
 
 /// A node of `gpus` 80 GiB A100s (indices 0.., uuids `G0`..), 64 cores, 512 GiB.
@@ -82,4 +82,24 @@ pub fn core_with(nodes: &[(&str, u32)]) -> Core {
         c.node_up(n, node(*g));
     }
     c
+}
+
+/// Restores `w` as running on `node`'s whole GPUs `gpus` since t = 0, last
+/// checkpointed at `checkpoint_ms`; its allocation id is `task_id.attempt`.
+pub fn running(
+    core: &mut Core,
+    node: &str,
+    w: WaitingTask,
+    gpus: &[u32],
+    borrowed: bool,
+    checkpoint_ms: u64,
+) {
+    let inv = core.inventory(node).expect("node is known").clone();
+    let demand = core.demand_for(&w.spec);
+    let p = Placement {
+        node: NodeId(0),
+        gpus: gpus.iter().map(|&i| (i, 81920)).collect(),
+    };
+    let a = build_allocation(&inv, node, &w, &demand, &p, borrowed, 0);
+    core.restore(a, &w.spec, Some(checkpoint_ms), w.attempt);
 }

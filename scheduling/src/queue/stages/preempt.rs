@@ -236,3 +236,195 @@ impl Core {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::fixtures::{core_with, running, spec, waiting};
+
+    const LOW: u16 = 100;
+    const MEDIUM: u16 = 500;
+    const HIGH: u16 = 900;
+
+    /// The whole-GPU demand of a task asking `gpus` (as the core computes it).
+    fn asking(core: &Core, gpus: u32) -> Demand {
+        core.demand_for(&spec("p", gpus, "medium", None))
+    }
+
+    #[test]
+    fn a_victims_cost_is_guaranteed_then_priority_then_gpu_weighted_work_lost() {
+        let mut c = core_with(&[("a", 8)]);
+        // (task, GPUs, priority, borrowed, last checkpoint s) at now = 100 s
+        let rows = [
+            // Guaranteed, low, 1 GPU x (100 - 0) s = 1000 milli x 100000 ms = 1e8.
+            ("one", 1, "low", false, 0, (true, LOW, 100_000_000)),
+            // 8 GPUs x 100 s: 8000 x 100000 = 8e8, eight times "one".
+            ("eight", 8, "low", false, 0, (true, LOW, 800_000_000)),
+            // Checkpointed at 90 s: 1000 x (100 - 90) s = 1e7.
+            ("saved", 1, "low", false, 90, (true, LOW, 10_000_000)),
+            // Borrowed, high: not guaranteed (false sorts first), priority 900.
+            ("lent", 1, "high", true, 0, (false, HIGH, 100_000_000)),
+        ];
+        for (id, gpus, prio, borrowed, ckpt_s, want) in rows {
+            let indices: Vec<u32> = (0..gpus).collect();
+            let w = waiting("t", spec(id, gpus, prio, None), 1, 1);
+            running(&mut c, "a", w, &indices, borrowed, ckpt_s * 1000);
+            let e = c.ledger.get(&format!("{id}.1")).expect("restored");
+            assert_eq!(victim_cost(e, 100_000), want, "{id}");
+        }
+        // A 0.25 share for 100 s: 250 milli x 100000 ms = 2.5e7.
+        let e = c.ledger.get("one.1").expect("restored").clone();
+        let share = Entry {
+            demand: Demand {
+                gpu: GpuDemand::Share { milli: 250 },
+                ..e.demand.clone()
+            },
+            ..e
+        };
+        assert_eq!(victim_cost(&share, 100_000), (true, LOW, 25_000_000));
+    }
+
+    #[test]
+    fn a_restarted_task_is_protected_until_it_has_run_its_minimum() {
+        let mut c = core_with(&[("a", 1)]);
+        running(
+            &mut c,
+            "a",
+            waiting("t", spec("x", 1, "low", None), 1, 2),
+            &[0],
+            false,
+            0,
+        );
+        let mut e = c.ledger.get("x.2").expect("restored").clone();
+        // (attempt, started s, now s, protected?) with a 60 s minimum runtime
+        let rows = [
+            // First start: never protected.
+            (1, 0, 10, false),
+            // Restarted, ran 10 - 0 = 10 s < 60 s: protected.
+            (2, 0, 10, true),
+            // Ran 60 s, not < 60 s: no longer protected.
+            (2, 0, 60, false),
+            // Third attempt, started at 50 s, ran 100 - 50 = 50 s < 60 s.
+            (3, 50, 100, true),
+        ];
+        for (attempt, started_s, now_s, want) in rows {
+            e.attempt = attempt;
+            e.allocation.created_ms = started_s * 1000;
+            assert_eq!(
+                protected(&e, 60_000, now_s * 1000),
+                want,
+                "{attempt} {started_s} {now_s}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_cheapest_set_on_one_node_wins() {
+        // Node a: a-low (GPU 0, low) and a-med (GPU 1, medium); node b: b-low2
+        // (GPUs 0 and 1, low). All tenant t, guaranteed, checkpointed at 0.
+        let mut c = core_with(&[("a", 2), ("b", 2)]);
+        let run = |c: &mut Core, node, id, gpus: &[u32], prio| {
+            let w = waiting("t", spec(id, gpus.len() as u32, prio, None), 1, 1);
+            running(c, node, w, gpus, false, 0);
+        };
+        run(&mut c, "a", "a-low", &[0], "low");
+        run(&mut c, "a", "a-med", &[1], "medium");
+        run(&mut c, "b", "b-low2", &[0, 1], "low");
+        // (preemptor priority, GPUs asked, chosen) at now = 100 s. Costs are
+        // (guaranteed victims, highest priority, GPU-milli x ms lost, victims).
+        let rows = [
+            // a: {a-low} = (1, 100, 1000 x 100000 = 1e8, 1) frees 1 GPU: fits.
+            // b: {b-low2} = (1, 100, 2000 x 100000 = 2e8, 1). 1e8 < 2e8 -> a.
+            (HIGH, 1, Some(("a", vec!["a-low.1"]))),
+            // a: a-low (cheaper: 100 < 500) frees 1 of 2, then a-med:
+            // (2, 500, 2e8, 2). b: (1, 100, 2e8, 1). 1 < 2 guaranteed -> b.
+            (HIGH, 2, Some(("b", vec!["b-low2.1"]))),
+            // a-med is not lower than medium: a can free only 1 GPU of 2 -> b.
+            (MEDIUM, 2, Some(("b", vec!["b-low2.1"]))),
+            // Medium, 1 GPU: as the first row, a-low (1e8 < 2e8).
+            (MEDIUM, 1, Some(("a", vec!["a-low.1"]))),
+            // Low outranks nothing (100 is not < 100).
+            (LOW, 1, None),
+        ];
+        for (priority, gpus, want) in rows {
+            let demand = asking(&c, gpus);
+            let who = Preemptor {
+                demand: &demand,
+                priority,
+                tenant: "t",
+                within_guarantee: false,
+            };
+            let got = choose_victims(&mut c, &who, 100_000);
+            let want =
+                want.map(|(n, v)| (n.to_string(), v.iter().map(|s| s.to_string()).collect()));
+            assert_eq!(got, want, "priority {priority}, {gpus} GPUs");
+        }
+    }
+
+    #[test]
+    fn borrowed_room_goes_first_to_a_tenant_within_its_guarantee() {
+        // Node c: "lent", tenant t, medium, borrowed, checkpointed at 0 ->
+        // cost (0, 500, 1000 x 100000 = 1e8, 1). Node d: "owned", tenant t,
+        // low, guaranteed, checkpointed at 99 s -> (1, 100, 1000 x 1000 = 1e6, 1).
+        let mut c = core_with(&[("c", 1), ("d", 1)]);
+        running(
+            &mut c,
+            "c",
+            waiting("t", spec("lent", 1, "medium", None), 1, 1),
+            &[0],
+            true,
+            0,
+        );
+        running(
+            &mut c,
+            "d",
+            waiting("t", spec("owned", 1, "low", None), 2, 1),
+            &[0],
+            false,
+            99_000,
+        );
+        // (tenant, priority, within its guarantee, chosen)
+        let rows = [
+            // u within its guarantee may take t's borrowed room: 0 guaranteed
+            // victims beats 1, though it loses 100x the work -> lent.
+            ("u", MEDIUM, true, "lent.1"),
+            // u borrowing itself: lent is not lower (500), only owned (100).
+            ("u", MEDIUM, false, "owned.1"),
+            // t may not reclaim its own borrowed room: owned.
+            ("t", MEDIUM, true, "owned.1"),
+            // High outranks both; 0 guaranteed victims still wins -> lent.
+            ("u", HIGH, true, "lent.1"),
+        ];
+        for (tenant, priority, within_guarantee, want) in rows {
+            let demand = asking(&c, 1);
+            let who = Preemptor {
+                demand: &demand,
+                priority,
+                tenant,
+                within_guarantee,
+            };
+            let got = choose_victims(&mut c, &who, 100_000).map(|(_, v)| v);
+            assert_eq!(
+                got,
+                Some(vec![want.to_string()]),
+                "{tenant} {priority} {within_guarantee}"
+            );
+        }
+        // What each victim is told.
+        let demand = asking(&c, 1);
+        let who = Preemptor {
+            demand: &demand,
+            priority: MEDIUM,
+            tenant: "u",
+            within_guarantee: true,
+        };
+        let told = |id: &str| who.reason(&c.ledger.get(id).expect("running").allocation);
+        // 500 > 100: by priority.
+        assert_eq!(told("owned.1"), "priority 500 outranks 100");
+        // 500 = 500, borrowed: by the guarantee.
+        assert_eq!(
+            told("lent.1"),
+            "tenant u reclaims its guarantee from borrowed capacity"
+        );
+    }
+}
