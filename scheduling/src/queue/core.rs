@@ -322,7 +322,8 @@ impl Core {
     /// One pass over the queue: the tasks it looks at, in queue order, each
     /// admitted, placed, and then started or held (see [`super::stages`]).
     /// A pass after room grew looks at the whole queue; otherwise only at the
-    /// tasks that arrived since the last one (nothing else could have changed).
+    /// tasks that arrived since the last one (room only shrank, so the tasks
+    /// that waited then still wait).
     pub fn cycle(&mut self, now_ms: u64) -> Vec<Decision> {
         self.now_ms = now_ms;
         let full = std::mem::take(&mut self.room_grew);

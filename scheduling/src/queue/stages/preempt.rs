@@ -361,28 +361,21 @@ mod tests {
         }
     }
 
+    /// Node c: "lent", tenant t, medium, borrowed, checkpointed at 0 ->
+    /// cost (0, 500, 1000 x 100000 = 1e8, 1). Node d: "owned", tenant t, low,
+    /// guaranteed, checkpointed at 99 s -> (1, 100, 1000 x 1000 = 1e6, 1).
+    fn lent_and_owned() -> Core {
+        let mut c = core_with(&[("c", 1), ("d", 1)]);
+        let lent = waiting("t", spec("lent", 1, "medium", None), 1, 1);
+        running(&mut c, "c", lent, &[0], true, 0);
+        let owned = waiting("t", spec("owned", 1, "low", None), 2, 1);
+        running(&mut c, "d", owned, &[0], false, 99_000);
+        c
+    }
+
     #[test]
     fn borrowed_room_goes_first_to_a_tenant_within_its_guarantee() {
-        // Node c: "lent", tenant t, medium, borrowed, checkpointed at 0 ->
-        // cost (0, 500, 1000 x 100000 = 1e8, 1). Node d: "owned", tenant t,
-        // low, guaranteed, checkpointed at 99 s -> (1, 100, 1000 x 1000 = 1e6, 1).
-        let mut c = core_with(&[("c", 1), ("d", 1)]);
-        running(
-            &mut c,
-            "c",
-            waiting("t", spec("lent", 1, "medium", None), 1, 1),
-            &[0],
-            true,
-            0,
-        );
-        running(
-            &mut c,
-            "d",
-            waiting("t", spec("owned", 1, "low", None), 2, 1),
-            &[0],
-            false,
-            99_000,
-        );
+        let mut c = lent_and_owned();
         // (tenant, priority, within its guarantee, chosen)
         let rows = [
             // u within its guarantee may take t's borrowed room: 0 guaranteed
@@ -410,7 +403,11 @@ mod tests {
                 "{tenant} {priority} {within_guarantee}"
             );
         }
-        // What each victim is told.
+    }
+
+    #[test]
+    fn a_victim_is_told_whether_priority_or_a_guarantee_stops_it() {
+        let c = lent_and_owned();
         let demand = asking(&c, 1);
         let who = Preemptor {
             demand: &demand,
