@@ -73,45 +73,53 @@ pub fn best_fit_gpus(state: &NodeState, demand: &Demand) -> Option<Vec<(usize, u
     )
 }
 
-/// Check that `placement` is a valid way to host `demand` on `view` right now.
+/// Check that `placement` is a valid way to host `demand` on `view` right now:
+/// the node as a whole, then every GPU placed.
 pub fn validate(
     view: &NodeView,
     demand: &Demand,
     placement: &Placement,
 ) -> Result<(), PlacementError> {
     let node = placement.node;
-    let no_room = |reason: String| PlacementError::NoRoom { node, reason };
+    validate_node(view, demand).map_err(|reason| PlacementError::NoRoom { node, reason })?;
+    validate_gpus(view, demand, placement)
+}
+
+/// The node-wide part of [`validate`]: health, exclusivity, CPU, memory,
+/// disk and labels; `Err(why)` names the first that fails.
+fn validate_node(view: &NodeView, demand: &Demand) -> Result<(), String> {
     if !view.healthy {
-        return Err(no_room("node is unhealthy".into()));
+        return Err("node is unhealthy".into());
     }
     if view.exclusive_held || (demand.exclusive && view.allocations > 0) {
-        return Err(no_room("node is held exclusively or in use".into()));
+        return Err("node is held exclusively or in use".into());
     }
-    if view.cpu_free_milli < demand.cpu_milli {
-        return Err(no_room(format!(
-            "cpu {} < {}",
-            view.cpu_free_milli, demand.cpu_milli
-        )));
-    }
-    if view.memory_free_mib < demand.memory_mib {
-        return Err(no_room(format!(
-            "memory {} < {}",
-            view.memory_free_mib, demand.memory_mib
-        )));
-    }
-    if view.disk_free_mib < demand.disk_mib {
-        return Err(no_room(format!(
-            "disk {} < {}",
-            view.disk_free_mib, demand.disk_mib
-        )));
+    let room = [
+        ("cpu", view.cpu_free_milli, demand.cpu_milli),
+        ("memory", view.memory_free_mib, demand.memory_mib),
+        ("disk", view.disk_free_mib, demand.disk_mib),
+    ];
+    if let Some((what, free, asked)) = room.into_iter().find(|(_, free, asked)| free < asked) {
+        return Err(format!("{what} {free} < {asked}"));
     }
     if let Some((k, _)) = demand
         .labels
         .iter()
         .find(|(k, v)| view.labels.get(*k) != Some(*v))
     {
-        return Err(no_room(format!("label {k} missing")));
+        return Err(format!("label {k} missing"));
     }
+    Ok(())
+}
+
+/// The per-GPU part of [`validate`]: as many GPUs as asked, none twice, each
+/// known to the node and with room for exactly the units placed on it.
+fn validate_gpus(
+    view: &NodeView,
+    demand: &Demand,
+    placement: &Placement,
+) -> Result<(), PlacementError> {
+    let node = placement.node;
     let want = demand.gpu.count() as usize;
     if placement.gpus.len() != want {
         return Err(PlacementError::Mismatch(format!(
@@ -143,10 +151,10 @@ pub fn validate(
                 )))
             }
             None => {
-                return Err(no_room(format!(
-                    "GPU {index} ({}) has {} free",
-                    g.model, g.free
-                )))
+                return Err(PlacementError::NoRoom {
+                    node,
+                    reason: format!("GPU {index} ({}) has {} free", g.model, g.free),
+                })
             }
         }
     }

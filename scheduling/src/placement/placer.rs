@@ -93,12 +93,42 @@ impl Placer {
     pub fn place(&mut self, pool: &Pool, demand: &Demand) -> Result<Placement, Rejections> {
         self.sync(pool);
         let did = self.intern(demand);
+        let mut rejections = Rejections::new(pool.unit());
+        let Some(slot) = self.select(pool, demand, did, &mut rejections) else {
+            return Err(rejections);
+        };
+        let Some(class) = pool.class_at(slot) else {
+            return Err(rejections);
+        };
+        let Some(mut gpus) = self.gpus_in(class, demand, did) else {
+            return Err(rejections);
+        };
+        // The node is drawn before any GPU redraw: the seeded sequence is part
+        // of what a replay reproduces.
+        let node = class.members[self.rng.below(class.members.len() as u64) as usize];
+        if self.policy == PolicyName::Random && demand.gpu.is_sharing() {
+            self.redraw_shared_gpu(class, demand, &mut gpus);
+        }
+        Ok(pool.placement_from_positions(node, &gpus))
+    }
+
+    /// Filter -> score -> select over the pool's classes: the slot of the
+    /// best-scoring feasible class, ties broken uniformly over their nodes
+    /// (a weighted reservoir). Counts every rejected node in `rejections`.
+    /// A pool over the search limit is walked from a seeded random slot and
+    /// only `bounded_scores` feasible classes are scored.
+    fn select(
+        &mut self,
+        pool: &Pool,
+        demand: &Demand,
+        did: u32,
+        rejections: &mut Rejections,
+    ) -> Option<usize> {
         let (max_cpu, max_gpu) = pool.max_sizes();
         let norm = Norm {
             max_cpu: max_cpu as f64,
             max_gpu: max_gpu as f64,
         };
-        let mut rejections = Rejections::new(pool.unit());
         let slots = pool.class_slots();
         let bounded = pool.class_count() > self.search_limit;
         let start = if bounded {
@@ -126,7 +156,6 @@ impl Placer {
             match best {
                 Some((b, _)) if score < b => {}
                 Some((b, _)) if score == b => {
-                    // Weighted reservoir: uniform over the tied nodes.
                     tied_nodes += members as u64;
                     if self.rng.below(tied_nodes) < members as u64 {
                         best = Some((score, slot));
@@ -142,31 +171,32 @@ impl Placer {
                 break;
             }
         }
-        let Some((_, slot)) = best else {
-            return Err(rejections);
-        };
-        let Some(class) = pool.class_at(slot) else {
-            return Err(rejections);
-        };
+        best.map(|(_, slot)| slot)
+    }
+
+    /// The GPUs `demand` takes in the chosen `class`: those its score chose
+    /// (cached), else best-fit.
+    fn gpus_in(&self, class: &Class, demand: &Demand, did: u32) -> Option<Vec<(usize, u64)>> {
         let cached = self
             .scores
             .get(&(class.handle.key(), did))
             .and_then(Option::as_ref)
             .map(|s| s.gpus.clone());
-        let mut gpus = match cached {
-            Some(g) => g,
-            None => fit::best_fit_gpus(&class.state, demand).ok_or(rejections)?,
-        };
-        let node = class.members[self.rng.below(class.members.len() as u64) as usize];
-        if self.policy == PolicyName::Random && demand.gpu.is_sharing() {
-            let usable = fit::usable_positions(&class.state, demand);
-            if let Some(&p) = usable.get(self.rng.below(usable.len() as u64) as usize) {
-                if let Some(units) = fit::gpu_take(&class.state.gpus[p], demand) {
-                    gpus = vec![(p, units)];
-                }
+        match cached {
+            Some(g) => Some(g),
+            None => fit::best_fit_gpus(&class.state, demand),
+        }
+    }
+
+    /// The random policy's sharing demand takes a uniformly drawn usable GPU
+    /// of the class rather than the one best-fit chose.
+    fn redraw_shared_gpu(&mut self, class: &Class, demand: &Demand, gpus: &mut Vec<(usize, u64)>) {
+        let usable = fit::usable_positions(&class.state, demand);
+        if let Some(&p) = usable.get(self.rng.below(usable.len() as u64) as usize) {
+            if let Some(units) = fit::gpu_take(&class.state.gpus[p], demand) {
+                *gpus = vec![(p, units)];
             }
         }
-        Ok(pool.placement_from_positions(node, &gpus))
     }
 
     /// Score of `class` for the demand (cached); `None` when it cannot host it.

@@ -3,24 +3,27 @@
 //! tasks and nodes); `caldera sim --dynamic` drives the very same code with a
 //! virtual clock.
 //!
-//! A pass: order the waiting tasks (priority, then the tenant's dominant share
-//! of its guarantee in use, then arrival), admit each against its tenant's
-//! guarantee and borrowing limit, place it (filter -> score -> select), and
-//! keep the first task that found no room as the queue's head: later tasks may
-//! only start if they do not delay the head's estimated start (EASY backfill).
-//! A task that outranks running work (higher priority, or within its guarantee
-//! against borrowed allocations) preempts the cheapest set of victims on one node.
+//! A pass ([`Core::cycle`]) runs the stages of [`super::stages`] for each
+//! waiting task: order the queue (priority, then the tenant's dominant share
+//! of its guarantee in use, then arrival), admit each task against its
+//! tenant's guarantee and borrowing limit, place it (filter -> score ->
+//! select), and keep the first task that found no room as the queue's head:
+//! later tasks may only start if they do not delay the head's estimated start
+//! (EASY backfill). A task that outranks running work (higher priority, or
+//! within its guarantee against borrowed allocations) preempts the cheapest
+//! set of victims on one node. What starts is bound into the pool and ledger.
 use super::demand;
 use super::estimate::{self, Planned};
 use super::ledger::{allocation_usage, Entry, Ledger};
-use super::preempt;
+use super::stages::backfill::Reservation;
+use super::stages::place::NoRoom;
+use super::stages::Pass;
 use crate::placement::{Demand, GpuUnit, Placement, Placer, PolicyName, Pool, WorkloadMix};
-use caldera_spec::{
-    Allocation, GpuGrant, NodeInventory, Quota, Standing, TaskSpec, TaskType, Usage,
-};
-use std::cmp::Reverse;
+use caldera_spec::{Allocation, NodeInventory, Quota, Standing, TaskSpec, TaskType, Usage};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+pub use super::stages::bind::build_allocation;
 
 /// Knobs of the core. Defaults in the doc of each field.
 #[derive(Debug, Clone)]
@@ -73,12 +76,28 @@ pub struct WaitingTask {
 /// A waiting task. Shared parts are behind `Arc` so a pass over a long queue
 /// copies pointers, not specs.
 #[derive(Debug, Clone)]
-struct Waiting {
-    task: Arc<WaitingTask>,
-    demand: Arc<Demand>,
-    usage: Usage,
-    shape: Arc<str>,
+pub(in crate::queue) struct Waiting {
+    pub task: Arc<WaitingTask>,
+    pub demand: Arc<Demand>,
+    /// What it counts against its tenant's quota once placed.
+    pub usage: Usage,
+    /// Its demand and priority: tasks of one shape find the same room.
+    pub shape: Arc<str>,
+    /// The pending reason and estimate it was last told (told once, not every pass).
     told: Option<(String, Option<u64>)>,
+}
+
+impl Waiting {
+    /// A copy for the pass to hold while it changes the queue (pointers, not specs).
+    fn snapshot(&self) -> Waiting {
+        Waiting {
+            task: self.task.clone(),
+            demand: self.demand.clone(),
+            usage: self.usage,
+            shape: self.shape.clone(),
+            told: None,
+        }
+    }
 }
 
 /// What a pass decided. The caller records and carries out each one in order.
@@ -100,33 +119,26 @@ pub enum Decision {
     },
 }
 
-/// Room held for one task: the queue head (backfill must not delay it) or a
-/// task whose victims are being stopped.
-#[derive(Debug, Clone)]
-struct Reservation {
-    task_id: String,
-    priority: u16,
-    node: String,
-    start_ms: Option<u64>,
-    preempting: bool,
-}
-
+/// The queue, the pool, the ledger and the tenants' limits; its stages (in
+/// `super::stages`) read and change them, one pass at a time.
 pub struct Core {
     pub(crate) pool: Pool,
-    placer: Placer,
+    pub(in crate::queue) placer: Placer,
     /// Best-fit placer for hypothetical node states (estimates, victim sets).
     pub(crate) checker: Placer,
     pub(crate) ledger: Ledger,
-    waiting: HashMap<String, Waiting>,
+    pub(in crate::queue) waiting: HashMap<String, Waiting>,
     pub(crate) inventories: HashMap<String, NodeInventory>,
     /// Distinct GPU models of `inventories`, kept with them.
     models: Vec<String>,
     pub(crate) healthy: HashSet<String>,
-    limits: HashMap<String, TenantLimits>,
+    pub(in crate::queue) limits: HashMap<String, TenantLimits>,
+    /// Room was freed or limits changed: the next pass looks at the whole queue.
     room_grew: bool,
+    /// Tasks enqueued since the last pass (all a pass looks at otherwise).
     arrivals: Vec<String>,
-    head: Option<Reservation>,
-    estimates: HashMap<String, Option<u64>>,
+    pub(in crate::queue) head: Option<Reservation>,
+    pub(in crate::queue) estimates: HashMap<String, Option<u64>>,
     last_estimate_ms: Option<u64>,
     /// The time of the pass in progress.
     now_ms: u64,
@@ -203,7 +215,7 @@ impl Core {
         demand::demand_for(spec, self.models.iter().map(String::as_str))
     }
 
-    fn refresh_node(&mut self, name: &str) {
+    pub(in crate::queue) fn refresh_node(&mut self, name: &str) {
         if let Some(inv) = self.inventories.get(name) {
             let view = self
                 .ledger
@@ -307,284 +319,112 @@ impl Core {
         }
     }
 
-    fn usage_of(&self, tenant: &str) -> Usage {
-        self.ledger.tenant_usage(tenant)
-    }
-
-    fn share_of(&self, tenant: &str, usage: &Usage) -> f64 {
-        self.limits
-            .get(tenant)
-            .map_or(0.0, |l| caldera_spec::dominant_share(&l.guaranteed, usage))
-    }
-
-    /// Whether `tenant` may hold `after` (guaranteed or borrowing).
-    pub(crate) fn admits(&self, tenant: &str, after: &Usage) -> bool {
-        !matches!(self.standing(tenant, after), Standing::OverQuota { .. })
-    }
-
-    fn standing(&self, tenant: &str, after: &Usage) -> Standing {
-        match self.limits.get(tenant) {
-            None => Standing::Guaranteed,
-            Some(l) => caldera_spec::standing(&l.guaranteed, &l.borrowing_limit, after),
-        }
-    }
-
-    /// Queue order: priority, then fair share, then arrival.
-    fn ordered(&self, ids: Vec<String>) -> Vec<String> {
-        let mut shares: HashMap<&str, f64> = HashMap::new();
-        for w in self.waiting.values() {
-            let t = w.task.tenant.as_str();
-            if !shares.contains_key(t) {
-                shares.insert(t, self.share_of(t, &self.usage_of(t)));
-            }
-        }
-        let mut keyed: Vec<(Reverse<u16>, u64, u64, String)> = ids
-            .into_iter()
-            .filter_map(|id| {
-                let w = self.waiting.get(&id)?;
-                let share = shares.get(w.task.tenant.as_str()).copied().unwrap_or(0.0);
-                // f64 shares as ordered integers (micro-units) so the sort is total.
-                Some((
-                    Reverse(w.task.spec.priority.0),
-                    (share * 1e6).min(u64::MAX as f64) as u64,
-                    w.task.seq,
-                    id,
-                ))
-            })
-            .collect();
-        keyed.sort();
-        keyed.into_iter().map(|k| k.3).collect()
-    }
-
-    /// One pass over the queue.
+    /// One pass over the queue: the tasks it looks at, in queue order, each
+    /// admitted, placed, and then started or held (see [`super::stages`]).
+    /// A pass after room grew looks at the whole queue; otherwise only at the
+    /// tasks that arrived since the last one (room only shrank, so the tasks
+    /// that waited then still wait).
     pub fn cycle(&mut self, now_ms: u64) -> Vec<Decision> {
         self.now_ms = now_ms;
         let full = std::mem::take(&mut self.room_grew);
         let ids = if full {
             self.arrivals.clear();
+            self.reconsider_head();
             self.waiting.keys().cloned().collect()
         } else {
             std::mem::take(&mut self.arrivals)
         };
-        if full {
-            // A preemption in flight keeps its room; any other head is recomputed.
-            self.head = self
-                .head
-                .take()
-                .filter(|h| h.preempting && self.waiting.contains_key(&h.task_id));
-        }
-        let order = self.ordered(ids);
         let refresh_estimates = full
             && self
                 .last_estimate_ms
                 .is_none_or(|t| now_ms >= t + self.config.estimate_every_ms);
-        let mut out = Vec::new();
-        let mut usage_of: HashMap<String, Usage> = HashMap::new();
-        let mut no_room: HashMap<Arc<str>, String> = HashMap::new();
-        let mut quota_est: HashMap<Arc<str>, Option<u64>> = HashMap::new();
-        let mut blocked: Vec<String> = Vec::new();
-        for id in order {
-            let Some(w) = self.waiting.get(&id) else {
+        let mut pass = Pass::default();
+        for id in self.order(ids) {
+            let Some(w) = self.waiting.get(&id).map(Waiting::snapshot) else {
                 continue;
             };
-            let w = Waiting {
-                told: None,
-                ..w.clone()
-            };
-            let tenant = w.task.tenant.clone();
-            let usage = *usage_of
-                .entry(tenant.clone())
-                .or_insert_with(|| self.ledger.tenant_usage(&tenant));
-            let mut after = usage;
-            after += w.usage;
-            let standing = self.standing(&tenant, &after);
-            if let Standing::OverQuota { dim, limit, would } = standing {
-                let key: Arc<str> = format!("{tenant}/{}", w.shape).into();
-                let est = match quota_est.get(&key) {
-                    Some(e) => *e,
-                    None => {
-                        let e = estimate::quota_start(self, &tenant, &w.usage, now_ms);
-                        quota_est.insert(key, e);
-                        e
-                    }
-                };
-                let reason = format!("over quota: {dim} would be {would:.2}, tenant {tenant} may use {limit:.2} (guarantee + borrowing limit)");
-                self.pending(&mut out, &id, reason, est);
+            let Some(standing) = self.admit(&id, &w, &mut pass, now_ms) else {
                 continue;
-            }
-            let borrowed = standing == Standing::Borrowing;
-            let seen_no_room = no_room.contains_key(&w.shape);
-            let placed = match no_room.get(&w.shape) {
-                Some(r) => Err(r.clone()),
-                None => self
-                    .placer
-                    .place(&self.pool, &w.demand)
-                    .map_err(|rej| rej.summary(&w.demand)),
             };
-            match placed {
-                Ok(p) => {
-                    let node = self
-                        .pool
-                        .node(p.node)
-                        .map(|n| n.name.clone())
-                        .unwrap_or_default();
-                    let (model_over, model_borrowed) =
-                        self.model_standing(&tenant, &node, &w.demand, &p);
-                    if let Some(why) = model_over {
-                        self.pending(&mut out, &id, why, None);
-                        continue;
-                    }
-                    let borrowed = borrowed || model_borrowed;
-                    if let Some(why) = self.blocks(&id, &node, now_ms) {
-                        let est = self.estimates.get(&id).copied().flatten();
-                        self.pending(&mut out, &id, why, est);
-                        continue;
-                    }
-                    match self.grant(&id, p, borrowed, now_ms) {
-                        Ok(a) => {
-                            *usage_of.entry(tenant).or_default() +=
-                                allocation_usage_of(&a, &self.ledger);
-                            out.push(Decision::Place { allocation: a });
-                        }
-                        Err(why) => self.pending(&mut out, &id, why, None),
-                    }
-                }
-                Err(reason) => {
-                    no_room.insert(w.shape.clone(), reason.clone());
-                    // One preemption attempt per shape and pass: the same shape
-                    // finds the same victims (or none).
-                    if !seen_no_room
-                        && self.try_preempt(&id, standing == Standing::Guaranteed, now_ms, &mut out)
-                    {
-                        continue;
-                    }
-                    blocked.push(id.clone());
-                    if self.head.is_none() {
-                        let dur = w.task.spec.duration_ms();
-                        let demand = (*w.demand).clone();
-                        let est = estimate::queue_starts(self, &[(demand, dur)], now_ms);
-                        let (start, node) = est
-                            .into_iter()
-                            .next()
-                            .flatten()
-                            .map_or((None, String::new()), |(t, n)| (Some(t), n));
-                        self.head = Some(Reservation {
-                            task_id: id.clone(),
-                            priority: w.task.spec.priority.0,
-                            node,
-                            start_ms: start,
-                            preempting: false,
-                        });
-                        self.estimates.insert(id.clone(), start);
-                    }
-                    let est = self.estimates.get(&id).copied().flatten();
-                    self.pending(&mut out, &id, reason, est);
-                }
+            match pass
+                .no_room
+                .place(&mut self.placer, &self.pool, &w.shape, &w.demand)
+            {
+                Ok(p) => self.start(&id, &w, p, standing, &mut pass, now_ms),
+                Err(no_room) => self.hold(&id, &w, no_room, standing, &mut pass, now_ms),
             }
         }
-        if refresh_estimates && !blocked.is_empty() {
-            self.refresh_estimates(&blocked, now_ms, &mut out);
+        if refresh_estimates && !pass.blocked.is_empty() {
+            self.refresh_estimates(&pass.blocked, now_ms, &mut pass.out);
         }
-        out
+        pass.out
     }
 
-    /// Per-GPU-model quota of a placement: `(over the limit: why, beyond the guarantee)`.
-    fn model_standing(
-        &self,
-        tenant: &str,
-        node: &str,
-        demand: &Demand,
-        p: &Placement,
-    ) -> (Option<String>, bool) {
-        let Some(l) = self.limits.get(tenant) else {
-            return (None, false);
+    /// `w` found room: it starts, unless a GPU model's quota refuses it or it
+    /// would delay the head (backfill), and then it is bound.
+    fn start(
+        &mut self,
+        id: &str,
+        w: &Waiting,
+        p: Placement,
+        standing: Standing,
+        pass: &mut Pass,
+        now_ms: u64,
+    ) {
+        let tenant = w.task.tenant.as_str();
+        let node = self
+            .pool
+            .node(p.node)
+            .map(|n| n.name.clone())
+            .unwrap_or_default();
+        let model_borrowed = match self.model_admission(tenant, &node, &w.demand, &p) {
+            Ok(borrowed) => borrowed,
+            Err(why) => return self.pending(&mut pass.out, id, why, None),
         };
-        if l.guaranteed.gpus_by_model.is_empty() && l.borrowing_limit.gpus_by_model.is_empty() {
-            return (None, false);
+        if let Some(why) = self.backfill_blocks(id, w, &node, now_ms) {
+            let est = self.estimates.get(id).copied().flatten();
+            return self.pending(&mut pass.out, id, why, est);
         }
-        let Some(inv) = self.inventories.get(node) else {
-            return (None, false);
-        };
-        let fraction = match demand.gpu {
-            crate::placement::GpuDemand::Share { milli } => milli as f64 / 1000.0,
-            _ => 1.0,
-        };
-        let mut borrowed = false;
-        let keys: std::collections::BTreeSet<&String> = l
-            .guaranteed
-            .gpus_by_model
-            .keys()
-            .chain(l.borrowing_limit.gpus_by_model.keys())
-            .collect();
-        for key in keys {
-            let matches = |model: &str| {
-                model
-                    .to_ascii_lowercase()
-                    .contains(&key.to_ascii_lowercase())
-            };
-            let asked: f64 = p
-                .gpus
-                .iter()
-                .filter(|(i, _)| inv.gpus.iter().any(|g| g.index == *i && matches(&g.model)))
-                .count() as f64
-                * fraction;
-            if asked == 0.0 {
-                continue;
+        let borrowed = standing == Standing::Borrowing || model_borrowed;
+        match self.bind(id, p, borrowed, now_ms) {
+            Ok(a) => {
+                pass.granted(tenant, allocation_usage_of(&a, &self.ledger));
+                pass.out.push(Decision::Place { allocation: a });
             }
-            let held: f64 = self
-                .ledger
-                .all()
-                .filter(|e| e.allocation.tenant == tenant)
-                .map(|e| {
-                    let f = match e.demand.gpu {
-                        crate::placement::GpuDemand::Share { milli } => milli as f64 / 1000.0,
-                        _ => 1.0,
-                    };
-                    e.allocation
-                        .gpus
-                        .iter()
-                        .filter(|g| matches(&g.model))
-                        .count() as f64
-                        * f
-                })
-                .sum();
-            let would = held + asked;
-            let guaranteed = l.guaranteed.gpus_by_model.get(key).copied();
-            if let (Some(g), Some(b)) = (guaranteed, l.borrowing_limit.gpus_by_model.get(key)) {
-                if would > g + b + 1e-9 {
-                    return (Some(format!("over quota for GPU model {key}: would hold {would:.2}, tenant {tenant} may hold {:.2}", g + b)), false);
-                }
-            }
-            borrowed |= guaranteed.is_some_and(|g| would > g + 1e-9);
-        }
-        (None, borrowed)
-    }
-
-    /// Whether placing `id` on `node` now would delay the head's reserved start.
-    fn blocks(&self, id: &str, node: &str, now_ms: u64) -> Option<String> {
-        let h = self.head.as_ref()?;
-        if h.task_id == id || h.node != node {
-            return None;
-        }
-        let w = self.waiting.get(id)?;
-        if w.task.spec.priority.0 > h.priority {
-            return None;
-        }
-        if h.preempting {
-            return Some(format!("room on {node} is being freed for {}", h.task_id));
-        }
-        let start = h.start_ms?;
-        match w.task.spec.duration_ms() {
-            Some(d) if now_ms + d <= start => None,
-            _ => Some(format!(
-                "waiting behind {} (earlier in the queue): starting now on {node} would delay it; backfill needs a declared duration that ends before {}",
-                h.task_id,
-                caldera_spec::time::rfc3339(start)
-            )),
+            Err(why) => self.pending(&mut pass.out, id, why, None),
         }
     }
 
-    fn pending(&mut self, out: &mut Vec<Decision>, id: &str, reason: String, est: Option<u64>) {
+    /// `w` found no room: it preempts if it may (the first of its shape this
+    /// pass), else it waits, as the head if there is none yet.
+    fn hold(
+        &mut self,
+        id: &str,
+        w: &Waiting,
+        no_room: NoRoom,
+        standing: Standing,
+        pass: &mut Pass,
+        now_ms: u64,
+    ) {
+        let within_guarantee = standing == Standing::Guaranteed;
+        if no_room.first_of_shape && self.preempt(id, w, within_guarantee, now_ms, &mut pass.out) {
+            return;
+        }
+        pass.blocked.push(id.to_string());
+        self.reserve_head(id, w, now_ms);
+        let est = self.estimates.get(id).copied().flatten();
+        self.pending(&mut pass.out, id, no_room.reason, est);
+    }
+
+    /// Tells `id` why it still waits and when it should start, unless it was
+    /// told exactly that already.
+    pub(in crate::queue) fn pending(
+        &mut self,
+        out: &mut Vec<Decision>,
+        id: &str,
+        reason: String,
+        est: Option<u64>,
+    ) {
         // An estimate that has passed is stale (it is recomputed for the first
         // tasks in line each second); better none than a time in the past.
         let est = est.filter(|t| *t >= self.now_ms);
@@ -626,119 +466,6 @@ impl Core {
                 self.pending(out, id, reason, start);
             }
         }
-    }
-
-    fn try_preempt(
-        &mut self,
-        id: &str,
-        within_guarantee: bool,
-        now_ms: u64,
-        out: &mut Vec<Decision>,
-    ) -> bool {
-        if !self.config.preemption || self.head.as_ref().is_some_and(|h| h.preempting) {
-            return false;
-        }
-        let Some(w) = self.waiting.get(id).cloned() else {
-            return false;
-        };
-        // Cheap gate before the search: is there any possible victim at all?
-        let prio = w.task.spec.priority.0;
-        let tenant = w.task.tenant.as_str();
-        let any_victim = self.ledger.all().any(|e| {
-            !e.preempting
-                && (e.allocation.priority < prio
-                    || (within_guarantee && e.allocation.borrowed && e.allocation.tenant != tenant))
-        });
-        if !any_victim {
-            return false;
-        }
-        let Some((node, victims)) = preempt::choose_victims(
-            self,
-            &w.demand,
-            w.task.spec.priority.0,
-            &w.task.tenant,
-            within_guarantee,
-            now_ms,
-        ) else {
-            return false;
-        };
-        let (prio, tenant) = (w.task.spec.priority.0, w.task.tenant.clone());
-        for v in &victims {
-            if let Some(e) = self.ledger.get_mut(v) {
-                e.preempting = true;
-                let why = if e.allocation.priority < prio {
-                    format!("priority {} outranks {}", prio, e.allocation.priority)
-                } else {
-                    format!("tenant {tenant} reclaims its guarantee from borrowed capacity")
-                };
-                out.push(Decision::Preempt {
-                    victim: e.allocation.clone(),
-                    for_task: id.to_string(),
-                    reason: why,
-                });
-            }
-        }
-        let start = now_ms + self.config.stop_grace_ms;
-        self.head = Some(Reservation {
-            task_id: id.to_string(),
-            priority: prio,
-            node: node.clone(),
-            start_ms: Some(start),
-            preempting: true,
-        });
-        self.estimates.insert(id.to_string(), Some(start));
-        let reason = format!(
-            "preempting {} allocation(s) on {node} to make room",
-            victims.len()
-        );
-        self.pending(out, id, reason, Some(start));
-        true
-    }
-
-    /// Binds a placement into the ledger and the pool. An `Err` is an internal
-    /// inconsistency (the pool refused what the placer chose); the task stays
-    /// queued and the reason is shown as its pending reason, not logged here —
-    /// this crate has no logger.
-    fn grant(
-        &mut self,
-        id: &str,
-        p: Placement,
-        borrowed: bool,
-        now_ms: u64,
-    ) -> Result<Allocation, String> {
-        let w = self.waiting.get(id).ok_or("no longer waiting")?;
-        let node = self
-            .pool
-            .node(p.node)
-            .ok_or("placed on an unknown node")?
-            .name
-            .clone();
-        let inventory = self
-            .inventories
-            .get(&node)
-            .ok_or("placed on a node without inventory")?;
-        let allocation =
-            build_allocation(inventory, &node, &w.task, &w.demand, &p, borrowed, now_ms);
-        if let Err(e) = self.pool.commit(&w.demand, &p) {
-            return Err(format!("placement did not fit at bind: {e}"));
-        }
-        let w = self.waiting.remove(id).ok_or("no longer waiting")?;
-        if self.head.as_ref().is_some_and(|h| h.task_id == id) {
-            self.head = None;
-        }
-        self.estimates.remove(id);
-        self.placer.observe(&w.demand);
-        self.ledger.insert(Entry {
-            allocation: allocation.clone(),
-            demand: Arc::unwrap_or_clone(w.demand),
-            duration_ms: w.task.spec.duration_ms(),
-            checkpoint_ms: now_ms,
-            preempting: false,
-            idle_exempt: w.task.spec.idle_exempt,
-            attempt: w.task.attempt,
-        });
-        self.refresh_node(&node);
-        Ok(allocation)
     }
 
     /// Re-marks `tenant`'s allocations after a quota change: the oldest stay
@@ -787,44 +514,4 @@ fn allocation_usage_of(a: &Allocation, ledger: &Ledger) -> Usage {
         .get(&a.allocation_id)
         .map(allocation_usage)
         .unwrap_or_default()
-}
-
-/// The allocation a placement grants (GPU ids and models from the inventory).
-pub fn build_allocation(
-    inv: &NodeInventory,
-    node: &str,
-    t: &WaitingTask,
-    d: &Demand,
-    p: &Placement,
-    borrowed: bool,
-    now_ms: u64,
-) -> Allocation {
-    let gpus = p
-        .gpus
-        .iter()
-        .filter_map(|(idx, units)| {
-            inv.gpus.iter().find(|g| g.index == *idx).map(|g| GpuGrant {
-                index: g.index,
-                uuid: g.uuid.clone(),
-                model: g.model.clone(),
-                memory_mb: *units,
-                simulated: g.simulated,
-            })
-        })
-        .collect();
-    Allocation {
-        allocation_id: format!("{}.{}", t.task_id, t.attempt),
-        task_id: t.task_id.clone(),
-        tenant: t.tenant.clone(),
-        node: node.to_string(),
-        gpus,
-        cpu_milli: d.cpu_milli,
-        memory_mb: d.memory_mib,
-        disk_mb: d.disk_mib,
-        exclusive: d.exclusive,
-        epoch: 0,
-        created_ms: now_ms,
-        borrowed,
-        priority: t.spec.priority.0,
-    }
 }

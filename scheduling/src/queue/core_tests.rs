@@ -1,85 +1,8 @@
 //! The scheduling core on hand-built pools: victim choice, protection of
 //! restarted work, backfill, estimates. Pure: no actors, time passed in.
-use super::core::{Core, CoreConfig, Decision, TenantLimits, WaitingTask};
-use crate::placement::PolicyName;
-use caldera_spec::{GpuInfo, NodeInventory, Quota, TaskSpec};
-
-fn node(gpus: u32) -> NodeInventory {
-    NodeInventory {
-        hostname: "n".into(),
-        gpus: (0..gpus)
-            .map(|i| GpuInfo {
-                index: i,
-                uuid: format!("G{i}"),
-                model: "A100".into(),
-                memory_total_mb: 81920,
-                memory_used_mb: 0,
-                utilization_pct: 0,
-                simulated: true,
-            })
-            .collect(),
-        cpu_cores: 64,
-        memory_total_mb: 512 * 1024,
-        disks: vec![],
-        disk_offered_mb: 1 << 20,
-        labels: Default::default(),
-        simulated_host: true,
-        isolation: "none".into(),
-        gpu_source: "simulated".into(),
-    }
-}
-
-fn spec(id: &str, gpus: u32, priority: &str, duration: Option<&str>) -> TaskSpec {
-    let dur = duration
-        .map(|d| format!(r#","duration":"{d}""#))
-        .unwrap_or_default();
-    let body = format!(
-        r#"{{"task_id":"{id}","task_type":"training","priority":"{priority}","resources":{{"gpu":{{"count":{gpus}}},"cpu":{{"cores":1}}}}{dur}}}"#
-    );
-    caldera_spec::parse_task_spec(body.as_bytes()).unwrap()
-}
-
-fn submit(core: &mut Core, tenant: &str, s: TaskSpec, seq: u64, attempt: u32) {
-    core.enqueue(WaitingTask {
-        task_id: s.task_id.clone(),
-        tenant: tenant.into(),
-        spec: s,
-        seq,
-        attempt,
-    });
-}
-
-fn placed(d: &[Decision]) -> Vec<String> {
-    d.iter()
-        .filter_map(|d| {
-            if let Decision::Place { allocation } = d {
-                Some(allocation.task_id.clone())
-            } else {
-                None
-            }
-        })
-        .collect()
-}
-
-fn victims(d: &[Decision]) -> Vec<String> {
-    d.iter()
-        .filter_map(|d| {
-            if let Decision::Preempt { victim, .. } = d {
-                Some(victim.task_id.clone())
-            } else {
-                None
-            }
-        })
-        .collect()
-}
-
-fn core_with(nodes: &[(&str, u32)]) -> Core {
-    let mut c = Core::new(PolicyName::BestFit, 1, CoreConfig::default());
-    for (n, g) in nodes {
-        c.node_up(n, node(*g));
-    }
-    c
-}
+use super::core::{Decision, TenantLimits};
+use super::fixtures::{core_with, placed, spec, submit, victims};
+use caldera_spec::Quota;
 
 #[test]
 fn the_cheapest_victim_is_borrowed_then_lower_priority_then_less_gpu_work_lost() {

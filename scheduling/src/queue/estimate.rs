@@ -4,7 +4,7 @@
 //! Work without a declared duration is assumed never to end.
 use super::core::Core;
 use super::ledger::{node_view, Entry};
-use crate::placement::{Demand, GpuUnit, Pool};
+use crate::placement::{Demand, GpuUnit, Placement, Pool};
 use caldera_spec::{Allocation, GpuGrant, Usage};
 
 /// Most nodes examined per estimate (the freest first), to bound the cost.
@@ -81,6 +81,8 @@ fn end_of(e: &Entry, core: &Core, now_ms: u64) -> Option<u64> {
     e.expected_end_ms()
 }
 
+/// The first time at which `demand` fits on `node` (now, or when a running
+/// allocation or a planned task there ends), with the allocation it would get.
 fn earliest_on(
     core: &mut Core,
     node: &str,
@@ -95,17 +97,7 @@ fn earliest_on(
         .map(|e| (end_of(e, core, now_ms), e.allocation.clone()))
         .collect();
     let mine: Vec<&Planned> = planned.iter().filter(|p| p.node == node).collect();
-    let mut times: Vec<u64> = vec![now_ms];
-    times.extend(
-        running
-            .iter()
-            .filter_map(|(end, _)| *end)
-            .filter(|t| *t > now_ms),
-    );
-    times.extend(mine.iter().filter_map(|p| p.end));
-    times.sort_unstable();
-    times.dedup();
-    for t in times {
+    for t in room_changes(now_ms, &running, &mine) {
         let active = running
             .iter()
             .filter(|(end, _)| end.is_none_or(|e| e > t))
@@ -119,36 +111,57 @@ fn earliest_on(
         let mut pool = Pool::new(GpuUnit::MiB);
         pool.upsert_node(view);
         if let Ok(p) = core.checker.place(&pool, demand) {
-            let gpus = p
-                .gpus
-                .iter()
-                .map(|(i, units)| GpuGrant {
-                    index: *i,
-                    uuid: String::new(),
-                    model: String::new(),
-                    memory_mb: *units,
-                    simulated: false,
-                })
-                .collect();
-            let a = Allocation {
-                allocation_id: String::new(),
-                task_id: String::new(),
-                tenant: String::new(),
-                node: node.to_string(),
-                gpus,
-                cpu_milli: demand.cpu_milli,
-                memory_mb: demand.memory_mib,
-                disk_mb: demand.disk_mib,
-                exclusive: demand.exclusive,
-                epoch: 0,
-                created_ms: t,
-                borrowed: false,
-                priority: 0,
-            };
-            return Some((t, a));
+            return Some((t, planned_allocation(node, demand, &p, t)));
         }
     }
     None
+}
+
+/// When room on a node may grow: now, and every later declared end of what
+/// runs or is planned there, ascending and distinct.
+fn room_changes(now_ms: u64, running: &[(Option<u64>, Allocation)], mine: &[&Planned]) -> Vec<u64> {
+    let mut times: Vec<u64> = vec![now_ms];
+    times.extend(
+        running
+            .iter()
+            .filter_map(|(end, _)| *end)
+            .filter(|t| *t > now_ms),
+    );
+    times.extend(mine.iter().filter_map(|p| p.end));
+    times.sort_unstable();
+    times.dedup();
+    times
+}
+
+/// The stand-in allocation of a planned task: only what later estimates
+/// subtract from the node (its GPU units, CPU, memory, disk, exclusivity).
+fn planned_allocation(node: &str, demand: &Demand, p: &Placement, start_ms: u64) -> Allocation {
+    let gpus = p
+        .gpus
+        .iter()
+        .map(|(i, units)| GpuGrant {
+            index: *i,
+            uuid: String::new(),
+            model: String::new(),
+            memory_mb: *units,
+            simulated: false,
+        })
+        .collect();
+    Allocation {
+        allocation_id: String::new(),
+        task_id: String::new(),
+        tenant: String::new(),
+        node: node.to_string(),
+        gpus,
+        cpu_milli: demand.cpu_milli,
+        memory_mb: demand.memory_mib,
+        disk_mb: demand.disk_mib,
+        exclusive: demand.exclusive,
+        epoch: 0,
+        created_ms: start_ms,
+        borrowed: false,
+        priority: 0,
+    }
 }
 
 /// When an over-quota task of `tenant` asking `request` is expected to be

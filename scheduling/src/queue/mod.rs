@@ -1,11 +1,16 @@
 //! The scheduling core: what runs next and where, as pure functions over the
 //! pool, the ledger and the queue. [`core::Core`] holds the state; the cycle's
-//! stages (order, admit, place, backfill, preempt, bind) decide; the Scheduler
-//! actor in `caldera-actors` records and carries out the decisions.
+//! [`stages`] (order, admit, place, backfill, preempt, bind) decide; the
+//! Scheduler actor in `caldera-actors` records and carries out the decisions.
 pub mod core;
 #[cfg(test)]
 mod core_tests;
 pub mod demand;
 pub mod estimate;
+#[cfg(test)]
+mod fixtures;
 pub mod ledger;
-pub mod preempt;
+pub mod stages;
+
+/// Choosing victims; the preempt stage.
+pub use stages::preempt;
