@@ -157,7 +157,7 @@ pub fn replay_bounded(
                     allocated += request;
                     placed += 1;
                 }
-                Err(e) => *failed.entry(e.code().to_string()).or_insert(0) += 1,
+                Err(e) => *failed.entry(e.name().to_string()).or_insert(0) += 1,
             },
             Err(rej) => {
                 let reason = rej.counts().first().map(|(r, _)| *r).unwrap_or("no_nodes");

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use caldera_scheduling::placement::{Demand, GpuDemand, GpuSlot, NodeView};
+use caldera_spec::codes::{self, ErrorCode};
 
 /// A trace file could not be read or parsed.
 #[derive(Debug, thiserror::Error)]
@@ -40,13 +41,23 @@ pub enum TraceError {
 }
 
 impl TraceError {
-    /// Stable code.
-    pub fn code(&self) -> &'static str {
+    /// Its entry in the one error registry (`caldera_spec::codes`).
+    pub fn error_code(&self) -> &'static ErrorCode {
         match self {
-            TraceError::Io { .. } => "trace_io",
-            TraceError::MissingColumn { .. } => "trace_missing_column",
-            TraceError::Field { .. } => "trace_bad_field",
+            TraceError::Io { .. } => &codes::TRACE_IO,
+            TraceError::MissingColumn { .. } => &codes::TRACE_MISSING_COLUMN,
+            TraceError::Field { .. } => &codes::TRACE_BAD_FIELD,
         }
+    }
+
+    /// Stable numeric code.
+    pub fn code(&self) -> u32 {
+        self.error_code().code
+    }
+
+    /// Stable machine-readable name.
+    pub fn name(&self) -> &'static str {
+        self.error_code().name
     }
 }
 
@@ -369,7 +380,7 @@ mod tests {
             ),
             "{text}"
         );
-        assert_eq!(err.code(), "trace_bad_field");
+        assert_eq!(err.name(), "trace_bad_field");
     }
 
     #[test]

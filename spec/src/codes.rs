@@ -7,7 +7,9 @@
 //!   HTTP status (`40400` is a 404), so the status is never a separate guess.
 //! - `1PPxx`: errors of a process, never an HTTP answer (`http_status` 0):
 //!   `100xx` the control-plane server, `101xx` the node agent, `102xx` a
-//!   workload the agent could not start.
+//!   workload the agent could not start, `103xx` the placement engine
+//!   (internal inconsistencies, shown as pending reasons and sim failures),
+//!   `104xx` `caldera sim`'s trace loading.
 //!
 //! The README's error table lists exactly these entries; a test checks it.
 
@@ -52,6 +54,13 @@ registry! {
     SPAWN_FAILED = 10202, "spawn_failed", 0, "a workload's process could not be spawned";
     PREPARE_FAILED = 10203, "prepare_failed", 0, "a workload's directories or log file could not be created";
     DUPLICATE_ALLOCATION = 10204, "duplicate_allocation", 0, "a node was asked to start an allocation it already runs";
+    PLACEMENT_UNKNOWN_NODE = 10301, "placement_unknown_node", 0, "a placement names a node the pool does not know";
+    PLACEMENT_UNKNOWN_GPU = 10302, "placement_unknown_gpu", 0, "a placement names a GPU index its node does not have";
+    PLACEMENT_NO_ROOM = 10303, "placement_no_room", 0, "the node no longer has room for the demand (a stale decision)";
+    PLACEMENT_MISMATCH = 10304, "placement_mismatch", 0, "a placement does not match its demand (GPU count or amounts)";
+    TRACE_IO = 10401, "trace_io", 0, "a trace file cannot be read; the message names the file";
+    TRACE_MISSING_COLUMN = 10402, "trace_missing_column", 0, "a trace file lacks a required column";
+    TRACE_BAD_FIELD = 10403, "trace_bad_field", 0, "a trace value cannot be parsed; the message names file, line and column";
     // 400: the request is wrong; the field path says where.
     MALFORMED_JSON = 40001, "malformed_json", 400, "the body is not JSON, or it is truncated";
     UNKNOWN_FIELD = 40002, "unknown_field", 400, "a field the schema does not know";

@@ -1,5 +1,6 @@
 //! Errors of the placement engine, each with a stable code for APIs and logs.
 use super::types::NodeId;
+use caldera_spec::codes::{self, ErrorCode};
 
 /// Why a placement could not be committed to (or read from) the pool.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -19,13 +20,23 @@ pub enum PlacementError {
 }
 
 impl PlacementError {
-    /// Stable machine-readable code.
-    pub fn code(&self) -> &'static str {
+    /// Its entry in the one error registry (`caldera_spec::codes`).
+    pub fn error_code(&self) -> &'static ErrorCode {
         match self {
-            PlacementError::UnknownNode(_) => "placement_unknown_node",
-            PlacementError::UnknownGpu { .. } => "placement_unknown_gpu",
-            PlacementError::NoRoom { .. } => "placement_no_room",
-            PlacementError::Mismatch(_) => "placement_mismatch",
+            PlacementError::UnknownNode(_) => &codes::PLACEMENT_UNKNOWN_NODE,
+            PlacementError::UnknownGpu { .. } => &codes::PLACEMENT_UNKNOWN_GPU,
+            PlacementError::NoRoom { .. } => &codes::PLACEMENT_NO_ROOM,
+            PlacementError::Mismatch(_) => &codes::PLACEMENT_MISMATCH,
         }
+    }
+
+    /// Stable numeric code.
+    pub fn code(&self) -> u32 {
+        self.error_code().code
+    }
+
+    /// Stable machine-readable name.
+    pub fn name(&self) -> &'static str {
+        self.error_code().name
     }
 }

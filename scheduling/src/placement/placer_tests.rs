@@ -95,7 +95,7 @@ fn commit_refuses_what_does_not_fit_and_release_restores() {
         gpus: vec![(0, 20 * GB)],
     };
     let err = pool.commit(&demand, &bad).expect_err("no room");
-    assert_eq!(err.code(), "placement_no_room");
+    assert_eq!(err.name(), "placement_no_room");
     assert_eq!(pool.node(id).map(|n| n.gpus[0].free), Some(10 * GB));
     let small = mem_demand(1, 4);
     let p = Placement {
