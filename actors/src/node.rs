@@ -3,7 +3,7 @@
 //! past the timeout is declared lost: its epoch is bumped (fencing whatever the
 //! old session still runs) and its tasks are requeued.
 use crate::errors::{ActorError, Result};
-use crate::protocol::lifecycle::{Observe, Rebuild};
+use crate::protocol::lifecycle::Observe;
 use crate::protocol::node::{
     AgentGone, AgentHello, AgentMessage, Dispatch, FetchLogs, NodeSnapshot, Reannounce,
     StopWorkload,
@@ -13,7 +13,7 @@ use crate::protocol::task::{NodeLost, Workload, WorkloadMissing};
 use crate::protocol::NodeHandle;
 use crate::reconcile::{join_notice, reconcile};
 use crate::shared::Shared;
-use crate::supervision::Supervision;
+use crate::supervision::{reread, Reread, Supervision};
 use actix::prelude::*;
 use caldera_spec::wire::{
     Hello, NodeMessage, ServerMessage, StopCommand, Welcome, WorkloadEventKind, WorkloadReport,
@@ -231,23 +231,14 @@ impl actix::Supervised for NodeActor {
     fn restarting(&mut self, _: &mut Context<Self>) {
         self.sup.restarted();
         self.log_waiters.clear();
-        match self.sh.gate.store().node(&self.rec.name) {
-            Ok(Some(r)) => self.rec = r,
-            Ok(None) => {}
-            Err(e) => {
-                tracing::error!(node = %self.rec.name, error = %e, "node rebuilt from memory: storage unreadable")
-            }
+        let read = self.sh.gate.store().node(&self.rec.name);
+        if let Reread::Found(r) = reread("node", &self.rec.name, read) {
+            self.rec = r;
         }
     }
 }
 
-impl Handler<Rebuild> for NodeActor {
-    type Result = ();
-    fn handle(&mut self, m: Rebuild, ctx: &mut Context<Self>) {
-        self.sup.stopping(m.why);
-        ctx.stop();
-    }
-}
+crate::supervision::rebuild_on_request!(NodeActor);
 
 impl Handler<Observe> for NodeActor {
     type Result = MessageResult<Observe>;

@@ -10,6 +10,7 @@
 use crate::protocol::lifecycle::{Observation, Rebuild};
 use actix::prelude::*;
 use actix::WeakAddr;
+use caldera_storage::StorageError;
 
 pub struct Supervision<A: Actor> {
     me: Option<WeakAddr<A>>,
@@ -67,3 +68,44 @@ where
         }
     }
 }
+
+/// What a shell finds when it reads its record back in `restarting()`.
+pub enum Reread<T> {
+    Found(T),
+    /// No record: the entity is gone.
+    Gone,
+    /// Storage itself cannot be read (logged): the actor keeps what it had,
+    /// and the next failed commit stops it again.
+    Unreadable,
+}
+
+/// Classifies a record read back from sled, logging an unreadable store once.
+pub fn reread<T>(what: &str, name: &str, read: Result<Option<T>, StorageError>) -> Reread<T> {
+    match read {
+        Ok(Some(r)) => Reread::Found(r),
+        Ok(None) => Reread::Gone,
+        Err(e) => {
+            tracing::error!(%what, %name, error = %e, "rebuilt from memory: storage unreadable");
+            Reread::Unreadable
+        }
+    }
+}
+
+/// `Rebuild` for a shell with a `sup: Supervision<Self>` field: note why, stop,
+/// and let the supervisor restart it (then `restarting()` reads sled).
+macro_rules! rebuild_on_request {
+    ($actor:ty) => {
+        impl actix::Handler<$crate::protocol::lifecycle::Rebuild> for $actor {
+            type Result = ();
+            fn handle(
+                &mut self,
+                m: $crate::protocol::lifecycle::Rebuild,
+                ctx: &mut actix::Context<Self>,
+            ) {
+                self.sup.stopping(m.why);
+                actix::ActorContext::stop(ctx);
+            }
+        }
+    };
+}
+pub(crate) use rebuild_on_request;

@@ -6,7 +6,7 @@
 use crate::durability::Ticket;
 use crate::errors::{ActorError, Result};
 use crate::lifecycle::{self, Input, Outcome, Step, Stopping};
-use crate::protocol::lifecycle::{Observe, Rebuild};
+use crate::protocol::lifecycle::Observe;
 use crate::protocol::node::{Dispatch, StopWorkload};
 use crate::protocol::scheduler::{Checkpointed, Dequeue, Enqueue, Free};
 use crate::protocol::task::{
@@ -15,7 +15,7 @@ use crate::protocol::task::{
 };
 use crate::protocol::TaskHandle;
 use crate::shared::Shared;
-use crate::supervision::Supervision;
+use crate::supervision::{reread, Reread, Supervision};
 use actix::prelude::*;
 use caldera_spec::wire::StartCommand;
 use caldera_spec::{Allocation, Event, EventKind, TaskRecord, TaskState};
@@ -408,17 +408,14 @@ impl actix::Supervised for TaskActor {
         self.boot = None;
         self.replicas.clear();
         self.replica_restarts = 0;
-        match self.sh.gate.store().task(self.id()) {
-            Ok(Some(r)) => {
+        let read = self.sh.gate.store().task(self.id());
+        match reread("task", self.id(), read) {
+            Reread::Found(r) => {
                 self.retired = r.state.is_terminal();
                 self.rec = r;
             }
-            Ok(None) => self.retired = true,
-            Err(e) => {
-                // Storage itself is failing: keep the last known record; the
-                // next failed commit stops the actor again.
-                tracing::error!(task = %self.id(), error = %e, "task rebuilt from memory: storage unreadable");
-            }
+            Reread::Gone => self.retired = true,
+            Reread::Unreadable => {}
         }
         if self.retired {
             self.sh.registry.remove_task(self.id());
@@ -431,13 +428,7 @@ impl actix::Supervised for TaskActor {
     }
 }
 
-impl Handler<Rebuild> for TaskActor {
-    type Result = ();
-    fn handle(&mut self, m: Rebuild, ctx: &mut Context<Self>) {
-        self.sup.stopping(m.why);
-        ctx.stop();
-    }
-}
+crate::supervision::rebuild_on_request!(TaskActor);
 
 impl Handler<Observe> for TaskActor {
     type Result = MessageResult<Observe>;

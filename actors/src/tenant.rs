@@ -1,11 +1,11 @@
 //! TenantActor: one per tenant; owns its quota record.
 use crate::errors::Result;
-use crate::protocol::lifecycle::{Observe, Rebuild};
+use crate::protocol::lifecycle::Observe;
 use crate::protocol::scheduler::SetQuota;
 use crate::protocol::tenant::{ChangeQuota, TenantSnapshot};
 use crate::protocol::TenantHandle;
 use crate::shared::Shared;
-use crate::supervision::Supervision;
+use crate::supervision::{reread, Reread, Supervision};
 use actix::prelude::*;
 use caldera_scheduling::queue::core::TenantLimits;
 use caldera_spec::{Event, EventKind, TenantRecord};
@@ -45,23 +45,14 @@ impl actix::Supervised for TenantActor {
     /// is gone from memory too.
     fn restarting(&mut self, _: &mut Context<Self>) {
         self.sup.restarted();
-        match self.sh.gate.store().tenant(&self.rec.name) {
-            Ok(Some(r)) => self.rec = r,
-            Ok(None) => {}
-            Err(e) => {
-                tracing::error!(tenant = %self.rec.name, error = %e, "tenant rebuilt from memory: storage unreadable")
-            }
+        let read = self.sh.gate.store().tenant(&self.rec.name);
+        if let Reread::Found(r) = reread("tenant", &self.rec.name, read) {
+            self.rec = r;
         }
     }
 }
 
-impl Handler<Rebuild> for TenantActor {
-    type Result = ();
-    fn handle(&mut self, m: Rebuild, ctx: &mut Context<Self>) {
-        self.sup.stopping(m.why);
-        ctx.stop();
-    }
-}
+crate::supervision::rebuild_on_request!(TenantActor);
 
 impl Handler<Observe> for TenantActor {
     type Result = MessageResult<Observe>;
