@@ -1,6 +1,14 @@
-//! caldera-actors: the control plane. Supervised actix actors (Cluster,
-//! Scheduler, NodeActor, TenantActor, TaskActor). The pure placement engine and
-//! queue live in `caldera-scheduling`; the simulator in `caldera-sim`.
+//! caldera-actors: the control plane. The supervised actix shells that own
+//! state and exchange messages (Cluster, Scheduler, NodeActor, TenantActor,
+//! TaskActor), their protocol ([`protocol`]: every message and the typed
+//! handles they hold of each other) and the facade the gateway calls
+//! ([`control_plane`]). The pure placement engine and queue live in
+//! `caldera-scheduling`; decisions are made there and carried out here.
+//!
+//! It may depend on spec, storage and scheduling, never on the gateway (HTTP is
+//! not its concern) nor on `caldera-sim` (no plots or trace code in the server).
+//! How the pieces fit, and where a new message or actor goes:
+//! `docs/architecture.md`.
 pub mod clock;
 pub mod cluster;
 pub mod config;

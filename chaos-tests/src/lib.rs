@@ -1,6 +1,8 @@
 //! Harness for tests that run Caldera as real processes: a control plane and
 //! node agents as separate OS processes, talking over real sockets, with real
 //! sled files. Faults are real too: SIGKILL, SIGSTOP/SIGCONT, restarts.
+//! It links no control-plane crate: it drives the built `caldera` binary the
+//! way a user and an operator would.
 pub mod bench;
 pub mod fake_node;
 pub mod http;

@@ -2,6 +2,10 @@
 //! WebSocket session with the control plane ([`session`]), and runs each
 //! allocation's workload as a supervised process group ([`runtime`]), all from
 //! one event loop ([`agent`]).
+//!
+//! It links `caldera-spec` only of Caldera's crates: it talks to the control
+//! plane over the network, never by linking it, so an agent is upgraded on its
+//! own and trusts nothing it was not told over the wire.
 pub mod agent;
 pub mod cgroup;
 pub mod config;

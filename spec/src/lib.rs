@@ -3,7 +3,9 @@
 //! Every other crate speaks in these types: what a user asks for ([`TaskSpec`]),
 //! what a node offers ([`NodeInventory`]), what the control plane and the agents
 //! say to each other ([`wire`]), and the records the control plane keeps
-//! ([`TaskRecord`], [`Allocation`], [`Event`]). No I/O lives here.
+//! ([`TaskRecord`], [`Allocation`], [`Event`]), and the one error-code
+//! registry ([`codes`]). No I/O lives here, and it depends on no other Caldera
+//! crate: its Cargo.toml lists serde, serde_json and thiserror only.
 pub mod api;
 pub mod codes;
 pub mod error;

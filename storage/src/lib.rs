@@ -6,6 +6,10 @@
 //! and not durable; [`Store::flush_async`] is the durability point, called
 //! once for a group of commits. Dropping the last handle also flushes.
 //!
+//! It knows nothing of actors or scheduling: of Caldera's crates it links spec
+//! only (plus sled, serde and tracing),
+//! and only the control plane links it (the agent never does).
+//!
 //! Cost (`cargo run --release -p caldera-storage --example commit_rate`, on
 //! the 2-core dev machine while other builds ran, load average 9-13): a
 //! submission (task record + one event = 4 sled keys) commits in ~200 µs,
