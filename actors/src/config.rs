@@ -43,6 +43,16 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// HTTP worker threads. Default 2.
     pub http_workers: usize,
+    /// How long a client may take to send a request's head, and then its
+    /// whole body, ms; past it the request is answered 408 and closed, so a
+    /// client that declares a body and never sends it cannot hold a
+    /// connection. Default 5000.
+    pub client_request_timeout_ms: u64,
+    /// Requests one client (one bearer token, or one address without a token)
+    /// may have in flight at once; more are answered 429 at once. The node
+    /// WebSocket and `/healthz` are exempt. Default 256 (above the 128
+    /// connections the submit benchmark drives from one token).
+    pub max_requests_per_client: usize,
     /// An allocation using less than this (GPU utilisation, or CPU % for
     /// CPU-only work) counts as idle. Default 5.
     pub idle_threshold_pct: f32,
@@ -77,6 +87,8 @@ impl Default for ServerConfig {
             cache_mb: 64,
             max_body_bytes: 64 * 1024,
             http_workers: 2,
+            client_request_timeout_ms: 5000,
+            max_requests_per_client: 256,
             idle_threshold_pct: 5.0,
             idle_window_ms: 1_800_000,
             idle_grace_ms: 1_800_000,
@@ -130,6 +142,15 @@ impl ServerConfig {
         }
         if self.http_workers == 0 {
             return err("http-workers", "must be greater than 0");
+        }
+        if !(100..=600_000).contains(&self.client_request_timeout_ms) {
+            return err(
+                "client-request-timeout-ms",
+                "must be from 100 to 600000 (10 minutes)",
+            );
+        }
+        if self.max_requests_per_client == 0 {
+            return err("max-requests-per-client", "must be greater than 0");
         }
         // Checked here, not when the Scheduler starts: there an unknown name
         // would surface as a boot ("storage") failure that names no key.

@@ -4,6 +4,7 @@
 //! It may not read sled, name an actor or a message (the facade is its one
 //! door into the control plane), nor depend on `caldera-sim`.
 pub mod body;
+pub mod client_limit;
 pub mod envelope;
 pub mod error;
 pub mod principal;

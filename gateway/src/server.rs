@@ -78,17 +78,29 @@ async fn serve(
         .map_err(|e| GatewayError::Storage(e.to_string()))?;
     tracing::info!(live_tasks = booted.tasks_loaded, data_dir = %config.data_dir.display(), "control plane booted");
     let cp = ControlPlane::new(&booted);
+    let request_timeout = std::time::Duration::from_millis(config.client_request_timeout_ms);
     let state = web::Data::new(AppState {
         cp: cp.clone(),
         next_session: AtomicU64::new(1),
-        max_body_bytes: config.max_body_bytes,
+        body_limit: crate::body::BodyLimit {
+            bytes: config.max_body_bytes,
+            timeout: request_timeout,
+        },
     });
+    let limit = web::Data::new(crate::client_limit::ClientLimit::new(
+        config.max_requests_per_client,
+    ));
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            .app_data(limit.clone())
+            .wrap(actix_web::middleware::from_fn(crate::client_limit::cap))
             .configure(crate::routes::configure)
     })
     .workers(config.http_workers)
+    // A request's head must arrive in time too (its body: `body::read`).
+    .client_request_timeout(request_timeout)
+    .client_disconnect_timeout(std::time::Duration::from_secs(1))
     .shutdown_timeout(5)
     .listen(listener)
     .map_err(|source| GatewayError::Bind {

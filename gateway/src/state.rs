@@ -1,10 +1,12 @@
 //! What every HTTP handler is handed: the control plane's facade and the
 //! gateway's own settings. Routes reach the control plane only through it.
+use crate::body::BodyLimit;
 use caldera_actors::control_plane::ControlPlane;
 use std::sync::atomic::AtomicU64;
 
 pub struct AppState {
     pub cp: ControlPlane,
     pub next_session: AtomicU64,
-    pub max_body_bytes: usize,
+    /// How large a request body may be, and how long it may take to arrive.
+    pub body_limit: BodyLimit,
 }

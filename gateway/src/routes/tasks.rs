@@ -35,7 +35,7 @@ pub async fn submit(
             ))
         }
     };
-    let body = body::read(payload, st.max_body_bytes).await?;
+    let body = body::read(payload, st.body_limit).await?;
     let spec = caldera_spec::parse_task_spec(&body)?;
     let (rec, created) = st.cp.submit(tenant, spec).await?;
     let status = if created {
@@ -145,7 +145,7 @@ pub async fn scale(
     payload: web::Payload,
 ) -> Result<Reply<TaskView>, ApiError> {
     visible(&user, &st, &id).await?;
-    let body = body::read(payload, st.max_body_bytes).await?;
+    let body = body::read(payload, st.body_limit).await?;
     let n = caldera_actors::control_plane::parse_replicas(&body)?;
     let rec = st.cp.scale(&id, n).await?;
     Ok(Reply::ok(TaskView::from(&rec)))

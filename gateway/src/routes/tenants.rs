@@ -42,7 +42,7 @@ pub async fn create(
     st: web::Data<AppState>,
     payload: web::Payload,
 ) -> Result<Reply<Value>, ApiError> {
-    let body = body::read(payload, st.max_body_bytes).await?;
+    let body = body::read(payload, st.body_limit).await?;
     let nt: NewTenant = parse_json(&body)?;
     let (rec, token) = st
         .cp
@@ -60,7 +60,7 @@ pub async fn set_quota(
     name: web::Path<String>,
     payload: web::Payload,
 ) -> Result<Reply<Value>, ApiError> {
-    let body = body::read(payload, st.max_body_bytes).await?;
+    let body = body::read(payload, st.body_limit).await?;
     let change = match parse_json::<QuotaChange>(&body) {
         Ok(c) if c.guaranteed.is_some() || c.borrowing_limit.is_some() => c,
         _ => QuotaChange {
