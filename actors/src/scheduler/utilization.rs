@@ -1,17 +1,37 @@
 //! `GET /v1/utilization`: capacity, allocated and measured use per dimension,
 //! for the pool, by node, by tenant and by GPU model.
+//!
+//! One accounting rule for every view (issue 9, finding 10): a GPU counts as
+//! allocated by the fraction of its memory the ledger holds on it
+//! ([`gpu_fraction`]), whoever asks — so by tenant, by node, by model and the
+//! total add up to the same figure. Measured use on a node with simulated
+//! hardware is its workloads' own process trees (what each allocation reports),
+//! never the host's totals scaled onto simulated cores: two simulated nodes on
+//! one host would otherwise each count the whole host.
 use super::Scheduler;
 use crate::protocol::scheduler::QueryUtilization;
-use crate::views::{Dims, Keyed, Utilization};
+use crate::views::{Dim, Dims, Keyed, Utilization};
 use actix::prelude::*;
-use caldera_scheduling::queue::ledger::allocation_usage;
-use std::collections::BTreeMap;
+use caldera_spec::wire::AllocationUse;
+use caldera_spec::{Allocation, GpuInfo, NodeInventory, NodeMetrics};
+use std::collections::{BTreeMap, HashMap};
 
 impl Handler<QueryUtilization> for Scheduler {
     type Result = MessageResult<QueryUtilization>;
     fn handle(&mut self, _: QueryUtilization, _: &mut Context<Self>) -> Self::Result {
         MessageResult(self.utilization())
     }
+}
+
+/// The share of one GPU that `allocated_mb` of its memory is: the one figure
+/// every view sums.
+pub fn gpu_fraction(allocated_mb: u64, gpu: &GpuInfo) -> f64 {
+    (allocated_mb as f64 / gpu.memory_total_mb.max(1) as f64).min(1.0)
+}
+
+/// The GPU of `inv` with `index`.
+fn gpu_of(inv: &NodeInventory, index: u32) -> Option<&GpuInfo> {
+    inv.gpus.iter().find(|g| g.index == index)
 }
 
 impl Scheduler {
@@ -25,49 +45,23 @@ impl Scheduler {
             let Some(inv) = self.core.inventory(name) else {
                 continue;
             };
+            simulated |= inv.gpus.iter().any(|g| g.simulated);
+            let allocations: Vec<&Allocation> = self
+                .core
+                .ledger()
+                .on_node(name)
+                .map(|e| &e.allocation)
+                .collect();
             let m = self.metrics.get(name).cloned().unwrap_or_default();
-            let totals = self.core.ledger().node_totals(name);
-            let mut d = Dims::default();
-            for g in &inv.gpus {
-                simulated |= g.simulated;
-                let live = m.gpus.iter().find(|l| l.index == g.index);
-                let alloc_mb = totals.gpu_memory_mb.get(&g.index).copied().unwrap_or(0) as f64;
-                let mut gd = Dims::default();
-                gd.gpus.capacity = 1.0;
-                gd.gpus.allocated = (alloc_mb / g.memory_total_mb.max(1) as f64).min(1.0);
-                gd.gpus.used = live.map_or(0.0, |l| l.utilization_pct as f64 / 100.0);
-                gd.gpu_memory_mb.capacity = g.memory_total_mb as f64;
-                gd.gpu_memory_mb.allocated = alloc_mb;
-                gd.gpu_memory_mb.used = live.map_or(0.0, |l| l.memory_used_mb as f64);
-                add(&mut d, &gd);
-                add(by_model.entry(g.model.clone()).or_default(), &gd);
-            }
-            d.cpu_cores.capacity = inv.cpu_cores as f64;
-            d.cpu_cores.allocated = totals.cpu_milli as f64 / 1000.0;
-            d.cpu_cores.used = m.cpu_used_pct as f64 / 100.0 * inv.cpu_cores as f64;
-            d.memory_mb.capacity = inv.memory_total_mb as f64;
-            d.memory_mb.allocated = totals.memory_mb as f64;
-            d.memory_mb.used = m.memory_used_mb as f64;
-            d.disk_mb.capacity = inv.disk_offered_mb as f64;
-            d.disk_mb.allocated = totals.disk_mb as f64;
-            d.disk_mb.used = inv.disk_offered_mb.saturating_sub(m.disk_free_mb) as f64;
+            let d = self.node_dims(inv, &m, &allocations, &mut by_model);
             add(&mut total, &d);
             by_node.insert(name.clone(), d);
-        }
-        for e in self.core.ledger().all() {
-            let u = allocation_usage(e);
-            let measured = self.usage.get(&e.allocation.allocation_id);
-            let d = by_tenant.entry(e.allocation.tenant.clone()).or_default();
-            d.gpus.allocated += u.gpus;
-            d.gpu_memory_mb.allocated += u.gpu_memory_gb * 1024.0;
-            d.cpu_cores.allocated += u.cpu_cores;
-            d.memory_mb.allocated += u.memory_gb * 1024.0;
-            d.disk_mb.allocated += u.disk_gb * 1024.0;
-            if let Some(m) = measured {
-                d.gpus.used += m.gpu_utilization_pct as f64 / 100.0 * u.gpus;
-                d.gpu_memory_mb.used += m.gpu_memory_used_mb as f64;
-                d.cpu_cores.used += m.cpu_pct as f64 / 100.0;
-                d.memory_mb.used += m.memory_mb as f64;
+            for a in allocations {
+                let t = by_tenant.entry(a.tenant.clone()).or_default();
+                add(
+                    t,
+                    &allocation_dims(a, inv, self.usage.get(&a.allocation_id)),
+                );
             }
         }
         let keyed = |m: BTreeMap<String, Dims>| {
@@ -83,6 +77,104 @@ impl Scheduler {
             simulated_gpus: simulated,
         }
     }
+
+    /// One node: capacity from its inventory, allocated from the ledger, used
+    /// from its metrics (real hosts) or its workloads (simulated hosts). Adds
+    /// each GPU to `by_model` as it goes.
+    fn node_dims(
+        &self,
+        inv: &NodeInventory,
+        m: &NodeMetrics,
+        allocations: &[&Allocation],
+        by_model: &mut BTreeMap<String, Dims>,
+    ) -> Dims {
+        let mut alloc_mb: HashMap<u32, u64> = HashMap::new();
+        for a in allocations {
+            for g in &a.gpus {
+                *alloc_mb.entry(g.index).or_default() += g.memory_mb;
+            }
+        }
+        let mut d = Dims::default();
+        for g in &inv.gpus {
+            let live = m.gpus.iter().find(|l| l.index == g.index);
+            let mb = alloc_mb.get(&g.index).copied().unwrap_or(0);
+            let gd = Dims {
+                gpus: Dim {
+                    capacity: 1.0,
+                    allocated: gpu_fraction(mb, g),
+                    used: live.map_or(0.0, |l| l.utilization_pct as f64 / 100.0),
+                },
+                gpu_memory_mb: Dim {
+                    capacity: g.memory_total_mb as f64,
+                    allocated: mb as f64,
+                    used: live.map_or(0.0, |l| l.memory_used_mb as f64),
+                },
+                ..Dims::default()
+            };
+            add(&mut d, &gd);
+            add(by_model.entry(g.model.clone()).or_default(), &gd);
+        }
+        let (cpu_used, memory_used) = if inv.simulated_host {
+            let mut cpu = 0.0;
+            let mut mem = 0.0;
+            for u in allocations
+                .iter()
+                .filter_map(|a| self.usage.get(&a.allocation_id))
+            {
+                cpu += u.cpu_pct as f64 / 100.0;
+                mem += u.memory_mb as f64;
+            }
+            (cpu, mem)
+        } else {
+            (
+                m.cpu_used_pct as f64 / 100.0 * inv.cpu_cores as f64,
+                m.memory_used_mb as f64,
+            )
+        };
+        d.cpu_cores = Dim {
+            capacity: inv.cpu_cores as f64,
+            allocated: allocations.iter().map(|a| a.cpu_milli).sum::<u64>() as f64 / 1000.0,
+            used: cpu_used,
+        };
+        d.memory_mb = Dim {
+            capacity: inv.memory_total_mb as f64,
+            allocated: allocations.iter().map(|a| a.memory_mb).sum::<u64>() as f64,
+            used: memory_used,
+        };
+        d.disk_mb = Dim {
+            capacity: inv.disk_offered_mb as f64,
+            allocated: allocations.iter().map(|a| a.disk_mb).sum::<u64>() as f64,
+            used: if inv.simulated_host {
+                0.0
+            } else {
+                inv.disk_offered_mb.saturating_sub(m.disk_free_mb) as f64
+            },
+        };
+        d
+    }
+}
+
+/// One allocation's allocated and measured dimensions (its tenant's share of
+/// the pool), by the same rule as the nodes': a GPU by its memory fraction.
+fn allocation_dims(a: &Allocation, inv: &NodeInventory, measured: Option<&AllocationUse>) -> Dims {
+    let gpus: f64 = a
+        .gpus
+        .iter()
+        .map(|g| gpu_of(inv, g.index).map_or(0.0, |info| gpu_fraction(g.memory_mb, info)))
+        .sum();
+    let mut d = Dims::default();
+    d.gpus.allocated = gpus;
+    d.gpu_memory_mb.allocated = a.gpus.iter().map(|g| g.memory_mb).sum::<u64>() as f64;
+    d.cpu_cores.allocated = a.cpu_milli as f64 / 1000.0;
+    d.memory_mb.allocated = a.memory_mb as f64;
+    d.disk_mb.allocated = a.disk_mb as f64;
+    if let Some(m) = measured {
+        d.gpus.used = m.gpu_utilization_pct as f64 / 100.0 * gpus;
+        d.gpu_memory_mb.used = m.gpu_memory_used_mb as f64;
+        d.cpu_cores.used = m.cpu_pct as f64 / 100.0;
+        d.memory_mb.used = m.memory_mb as f64;
+    }
+    d
 }
 
 fn add(into: &mut Dims, d: &Dims) {
