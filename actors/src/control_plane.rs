@@ -148,6 +148,7 @@ impl ControlPlane {
         };
         let m = FetchLogs {
             allocation_id: a.allocation_id.clone(),
+            task_id: a.task_id.clone(),
             tail_bytes,
         };
         node.send(m).await?

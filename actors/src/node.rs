@@ -372,6 +372,7 @@ impl Handler<FetchLogs> for NodeActor {
             request_id: id,
             epoch: self.rec.epoch,
             allocation_id: m.allocation_id,
+            task_id: m.task_id,
             tail_bytes: m.tail_bytes,
         });
         if sent {

@@ -215,10 +215,12 @@ impl Agent {
                 request_id,
                 epoch,
                 allocation_id,
+                task_id,
                 tail_bytes,
             } => {
                 if self.current_epoch(epoch, "fetch_logs", &allocation_id) {
-                    let (content, truncated) = self.runtime.tail_log(&allocation_id, tail_bytes);
+                    let (content, truncated) =
+                        self.runtime.tail_log(&allocation_id, &task_id, tail_bytes);
                     self.send(NodeMessage::Logs {
                         request_id,
                         allocation_id,

@@ -149,7 +149,7 @@ async fn workload_sees_its_allocation_and_exit_code_and_log_are_kept() {
         log.contains("CKPT_OK") && log.contains("to-stderr"),
         "{log}"
     );
-    assert_eq!(h.rt.tail_log("a1", 10).0, "to-stderr\n");
+    assert_eq!(h.rt.tail_log("a1", "", 10).0, "to-stderr\n");
 
     // A requeued run of the same task appends to the same file; no GPUs: empty CUDA_VISIBLE_DEVICES.
     let mut again = start_cmd("a2", "echo \"second CVD=[$CUDA_VISIBLE_DEVICES]\"");

@@ -331,6 +331,7 @@ async fn hello_welcome_start_heartbeat_reconnect_adopt_stop() {
         request_id: 9,
         epoch: 2,
         allocation_id: "a1".into(),
+        task_id: "t1".into(),
         tail_bytes: 1000,
     });
     let logs = c2

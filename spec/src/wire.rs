@@ -139,6 +139,11 @@ pub enum ServerMessage {
         request_id: u64,
         epoch: u64,
         allocation_id: String,
+        /// The allocation's task: its log file's name, so a restarted agent
+        /// finds the log of an allocation it no longer remembers. Absent from
+        /// older servers (then only remembered allocations are found).
+        #[serde(default)]
+        task_id: String,
         tail_bytes: u64,
     },
     /// The hello was refused (bad protocol, duplicate live session); the agent retries later.

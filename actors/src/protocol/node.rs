@@ -51,6 +51,7 @@ pub struct StopWorkload {
 #[rtype(result = "Result<(String, bool)>")]
 pub struct FetchLogs {
     pub allocation_id: String,
+    pub task_id: String,
     pub tail_bytes: u64,
 }
 

@@ -131,6 +131,15 @@ pub async fn logs(
             "the task has not run yet, so it has no logs",
         ));
     };
+    if rec.spec.command.is_empty() {
+        // A reservation holds room and runs nothing: say so, rather than
+        // answering an empty log as if a process had been silent.
+        return Ok(Reply::ok(
+            json!({"task_id": *id, "node": a.node, "content": "",
+            "truncated": false, "reservation": true,
+            "note": "this task is a reservation: it runs no process, so it has no log"}),
+        ));
+    }
     let (content, truncated) = st.cp.logs(&a, tail).await?;
     Ok(Reply::ok(
         json!({"task_id": *id, "node": a.node, "content": content, "truncated": truncated}),

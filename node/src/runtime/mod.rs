@@ -487,12 +487,14 @@ impl Runtime {
     }
 
     /// The tail of an allocation's log (its task's file, also after the workload
-    /// is gone), and whether it was cut.
-    pub fn tail_log(&self, allocation_id: &str, tail_bytes: u64) -> (String, bool) {
+    /// is gone, and after this agent restarted: then the control plane's
+    /// `task_id` names the file), and whether it was cut.
+    pub fn tail_log(&self, allocation_id: &str, task_id: &str, tail_bytes: u64) -> (String, bool) {
         let path = match self.workloads.get(allocation_id) {
             Some(w) => w.log_path.clone(),
             None => match self.finished.iter().rev().find(|(a, _)| a == allocation_id) {
                 Some((_, task)) => logs::log_path(&self.data_dir, task),
+                None if !task_id.is_empty() => logs::log_path(&self.data_dir, task_id),
                 None => return (String::new(), false),
             },
         };
