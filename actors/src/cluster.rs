@@ -210,22 +210,25 @@ fn setup_tokens(
 
 impl Handler<Submit> for Cluster {
     type Result = ResponseFuture<Result<(TaskRecord, bool)>>;
+    /// Both answers wait for durability: a new task for its own batch, an
+    /// identical resubmission for the latest batch committed (which covers
+    /// the original's, still in flight when the duplicate arrives on another
+    /// connection) — a 200 must not promise a task that a crash can lose.
     fn handle(&mut self, m: Submit, _: &mut Context<Self>) -> Self::Result {
         let res = self.submit(m);
         let gate = self.sh.gate.clone();
         Box::pin(async move {
-            let (rec, ticket) = res?;
-            if let Some(t) = ticket {
-                gate.durable(t).await;
-                return Ok((rec, true));
-            }
-            Ok((rec, false))
+            let (rec, created, ticket) = res?;
+            gate.durable(ticket).await;
+            Ok((rec, created))
         })
     }
 }
 
 impl Cluster {
-    fn submit(&mut self, m: Submit) -> Result<(TaskRecord, Option<crate::durability::Ticket>)> {
+    /// Answers the record, whether it is new, and the ticket to wait for
+    /// before acknowledging it.
+    fn submit(&mut self, m: Submit) -> Result<(TaskRecord, bool, crate::durability::Ticket)> {
         let id = m.spec.task_id.clone();
         if self.sh.registry.tenant(&m.tenant).is_none() {
             return Err(ActorError::not_found("tenant", &m.tenant));
@@ -239,11 +242,9 @@ impl Cluster {
         )?;
         if let Some(existing) = self.sh.gate.store().task(&id)? {
             if existing.tenant == m.tenant && existing.spec == m.spec {
-                let current = match self.sh.registry.task(&id) {
-                    Some(_) => existing, // the live actor's view is fetched by the caller if needed
-                    None => existing,
-                };
-                return Ok((current, None));
+                // Readable is not durable: the original's batch is applied but
+                // may not be flushed yet. Its ticket is at most the latest.
+                return Ok((existing, false, self.sh.gate.latest()));
             }
             return Err(ActorError::Conflict(format!(
                 "task_id {id:?} is already used by a different task; choose another id or resubmit the identical spec"
@@ -262,7 +263,7 @@ impl Cluster {
         let ticket = self.sh.gate.commit(b)?;
         let actor = TaskActor::spawn(rec.clone(), self.sh.clone(), Some(ticket));
         self.sh.registry.add_task(&id, actor);
-        Ok((rec, Some(ticket)))
+        Ok((rec, true, ticket))
     }
 }
 

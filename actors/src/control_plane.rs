@@ -11,7 +11,9 @@ use crate::cluster::{Booted, Cluster};
 use crate::errors::{ActorError, Result};
 use crate::protocol::cluster::{CreateTenant, NodeSession, Submit};
 use crate::protocol::node::{AgentGone, AgentMessage, FetchLogs, NodeSnapshot};
-use crate::protocol::scheduler::{AllocatedByNode, QueryUtilization, Stats, TenantUsage};
+use crate::protocol::scheduler::{
+    AllocatedByNode, LedgerAllocations, QueryUtilization, Stats, TenantUsage,
+};
 use crate::protocol::task::{Release, Scale, TaskSnapshot};
 use crate::protocol::tenant::{ChangeQuota, TenantSnapshot};
 use crate::protocol::NodeHandle;
@@ -252,6 +254,17 @@ impl ControlPlane {
     ) -> Result<EventPage> {
         let store = self.store();
         blocking(move || store.events_page(&filter, after_seq, limit, EVENT_SCAN_BUDGET)).await
+    }
+
+    /// The allocation ledger twice: the Scheduler's in memory and sled's
+    /// `a/` records, each ordered by id. Operator-only (the route checks): it
+    /// is how an operator, or a chaos test, checks that every allocation
+    /// belongs to a task that holds one and that the two copies agree.
+    pub async fn allocations(&self) -> Result<(Vec<Allocation>, Vec<Allocation>)> {
+        let ledger = self.sh.scheduler.send(LedgerAllocations).await?;
+        let store = self.store();
+        let stored = blocking(move || store.allocations().collect()).await?;
+        Ok((ledger, stored))
     }
 
     /// The pool's counters.

@@ -83,6 +83,12 @@ impl FlushGate {
         self.commit_logged(b);
     }
 
+    /// The ticket of the latest batch committed so far: waiting for it covers
+    /// every batch already readable (tickets are ordered).
+    pub fn latest(&self) -> Ticket {
+        Ticket(self.committed.load(Ordering::SeqCst))
+    }
+
     /// Test fault: the next `n` commits fail as if sled had.
     #[cfg(test)]
     pub fn refuse_commits(&self, n: u64) {

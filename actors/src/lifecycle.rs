@@ -162,6 +162,12 @@ impl Outcome {
 /// The next state of a task and the actions to take, for one input.
 pub fn decide(rec: &TaskRecord, stopping: Option<&Stopping>, input: Input<'_>) -> Outcome {
     let state = rec.state;
+    // A grant can cross a release in the mailboxes (the scheduler placed the
+    // task while it was being cancelled): it is handed back even to an ended
+    // task, or its room would stay taken for good.
+    if let Input::Placed { allocation } = input {
+        return placed(state, allocation);
+    }
     if state.is_terminal() && state != TaskState::Released {
         return Outcome::Ignored("the task has ended");
     }

@@ -60,6 +60,9 @@ impl SchedulerPort for Heard {
             m.tenant, m.limits.guaranteed.gpus
         ))
     }
+    fn ledger_allocations(&self, _: LedgerAllocations) -> Reply<Vec<Allocation>> {
+        ready(Vec::new())
+    }
     fn allocations_on(&self, _: AllocationsOn) -> Reply<Vec<Allocation>> {
         ready(Vec::new())
     }

@@ -57,6 +57,10 @@ fn a_stopped_scheduler_is_restarted_and_rebuilt_from_storage() {
         borrowed: false,
         priority: 500,
     };
+    // A running task's record names the allocation it holds (boot keeps only
+    // allocations whose task holds exactly them).
+    let mut running = running;
+    running.allocation = Some(alloc.clone());
     let mut b = store.batch();
     b.put_node(&NodeRecord {
         name: "n".into(),

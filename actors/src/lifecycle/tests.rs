@@ -242,6 +242,24 @@ fn placement_and_waiting() {
             }]),
         ),
         row(
+            "cancelled + placed -> hand it back: a grant that crossed the cancel (leaked before)",
+            task(Cancelled),
+            Input::Placed { allocation: a2 },
+            s(vec![Step::Decline {
+                allocation_id: "a2".into(),
+                reason: "task no longer waiting".into(),
+            }]),
+        ),
+        row(
+            "finished + placed -> hand it back: an ended task holds no room",
+            task(Finished),
+            Input::Placed { allocation: a2 },
+            s(vec![Step::Decline {
+                allocation_id: "a2".into(),
+                reason: "task no longer waiting".into(),
+            }]),
+        ),
+        row(
             "queued + pending -> note why it waits and when it should start",
             task(Queued),
             Input::Pending {

@@ -107,6 +107,12 @@ pub struct TenantUsage {
 #[rtype(result = "Utilization")]
 pub struct QueryUtilization;
 
+/// Every allocation of the ledger in memory, ordered by id: the operator's
+/// view for checking the ledger against the tasks' states.
+#[derive(Message)]
+#[rtype(result = "Vec<Allocation>")]
+pub struct LedgerAllocations;
+
 handle! {
     /// The Scheduler (supervised: the handle survives its rebuilds).
     SchedulerHandle: SchedulerPort {
@@ -127,6 +133,7 @@ handle! {
             stats: Stats,
             tenant_usage: TenantUsage,
             utilization: QueryUtilization,
+            ledger_allocations: LedgerAllocations,
         }
     }
 }

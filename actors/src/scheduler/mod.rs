@@ -9,8 +9,8 @@ use crate::clock::Clock;
 use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::protocol::scheduler::{
-    AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, Enqueue, Free, NodeDown,
-    NodeMetricsUpdate, NodeUp, Restart, SetQuota, Stats,
+    AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, Enqueue, Free, LedgerAllocations,
+    NodeDown, NodeMetricsUpdate, NodeUp, Restart, SetQuota, Stats,
 };
 use crate::protocol::task::{Pending, Placed, Preempt, Remarked};
 use crate::registry::Registry;
@@ -81,15 +81,7 @@ impl Scheduler {
                 },
             );
         }
-        for a in store.allocations() {
-            let a = a?;
-            match store.task(&a.task_id)? {
-                Some(task) => core.restore(a, &task.spec, task.checkpoint_ms, task.attempts.max(1)),
-                None => {
-                    tracing::warn!(allocation = %a.allocation_id, "allocation without task record; dropped from the ledger")
-                }
-            }
-        }
+        reconcile_ledger(&gate, &mut core, clock.now_ms())?;
         Ok(Scheduler {
             clock,
             gate,
@@ -219,6 +211,66 @@ impl Scheduler {
             }
         }
     }
+}
+
+/// Restores the ledger from sled, reconciled with the task records: an
+/// allocation is kept only when its task holds exactly it (a state that holds
+/// room, and the record names that allocation) and the ledger admits it (a
+/// new id, the task's only one). Any other — of an ended task, of one that
+/// waits again, of a vanished record, a duplicate — is freed in sled with an
+/// event saying why: nothing would ever free it later (an ended task has no
+/// actor), so keeping it would leak its room for good, and a waiting task
+/// would be granted a second allocation.
+fn reconcile_ledger(
+    gate: &FlushGate,
+    core: &mut Core,
+    now: u64,
+) -> Result<(), crate::errors::ActorError> {
+    let store = gate.store();
+    let mut freed = store.batch();
+    let mut n = 0;
+    for a in store.allocations() {
+        let a = a?;
+        let task = store.task(&a.task_id)?;
+        let why = match &task {
+            None => Some("its task has no record".to_string()),
+            Some(t) if !t.state.holds_allocation() => {
+                Some(format!("its task is {}", t.state.as_str()))
+            }
+            Some(t)
+                if t.allocation.as_ref().map(|x| x.allocation_id.as_str())
+                    != Some(a.allocation_id.as_str()) =>
+            {
+                Some("its task holds another allocation".to_string())
+            }
+            Some(t) => core
+                .restore(a.clone(), &t.spec, t.checkpoint_ms, t.attempts.max(1))
+                .err()
+                .map(|e| format!("the ledger refused it: {e}")),
+        };
+        if let Some(why) = why {
+            tracing::warn!(allocation = %a.allocation_id, %why, "allocation freed at boot");
+            freed.remove_allocation(&a.allocation_id);
+            freed.append_event(
+                Event::new(
+                    now,
+                    EventKind::AllocationReleased,
+                    format!(
+                        "allocation {} on {} released at boot: {why}",
+                        a.allocation_id, a.node
+                    ),
+                )
+                .task(&a.task_id)
+                .tenant(&a.tenant)
+                .node(&a.node),
+            );
+            n += 1;
+        }
+    }
+    if n > 0 {
+        gate.commit(freed)?;
+    }
+    Ok(())
 }
 
 fn grant_message(a: &Allocation) -> String {
@@ -442,5 +494,19 @@ impl Handler<Stats> for Scheduler {
             allocations: self.core.ledger().len(),
             healthy_nodes: self.core.healthy_nodes().len(),
         })
+    }
+}
+
+impl Handler<LedgerAllocations> for Scheduler {
+    type Result = MessageResult<LedgerAllocations>;
+    fn handle(&mut self, _: LedgerAllocations, _: &mut Context<Self>) -> Self::Result {
+        let mut all: Vec<Allocation> = self
+            .core
+            .ledger()
+            .all()
+            .map(|e| e.allocation.clone())
+            .collect();
+        all.sort_by(|a, b| a.allocation_id.cmp(&b.allocation_id));
+        MessageResult(all)
     }
 }

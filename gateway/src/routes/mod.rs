@@ -33,6 +33,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/v1/tenants/{name}/usage", web::get().to(tenants::usage))
         .route("/v1/tasks/{id}/replicas", web::put().to(tasks::scale))
         .route("/v1/events", web::get().to(events::list))
+        .route("/v1/allocations", web::get().to(nodes::allocations))
         .default_service(web::to(|| async {
             Err::<actix_web::HttpResponse, _>(ApiError::new(
                 &codes::NOT_FOUND,

@@ -1,7 +1,7 @@
 //! Nodes: inventory, health, allocation and live metrics.
 use crate::envelope::Reply;
 use crate::error::ApiError;
-use crate::principal::User;
+use crate::principal::{Operator, User};
 use crate::state::AppState;
 use actix_web::web;
 use caldera_actors::views::NodeView;
@@ -23,4 +23,11 @@ pub async fn get(
         Some(v) => Ok(Reply::ok(v)),
         None => Err(ApiError::not_found("node", &name)),
     }
+}
+
+/// GET /v1/allocations (operator): the Scheduler's ledger and sled's copy of
+/// it, so the ledger can be checked against the tasks' states.
+pub async fn allocations(_: Operator, st: web::Data<AppState>) -> Result<Reply<Value>, ApiError> {
+    let (ledger, stored) = st.cp.allocations().await?;
+    Ok(Reply::ok(json!({ "ledger": ledger, "stored": stored })))
 }

@@ -248,14 +248,15 @@ impl Core {
         self.room_grew = true;
     }
 
-    /// An allocation recorded before a restart.
+    /// An allocation recorded before a restart. Refused (and not counted) when
+    /// its id is already in the ledger or its task already holds one.
     pub fn restore(
         &mut self,
         allocation: Allocation,
         spec: &TaskSpec,
         checkpoint_ms: Option<u64>,
         attempt: u32,
-    ) {
+    ) -> Result<(), crate::queue::ledger::Refused> {
         let demand = self.demand_for(spec);
         let node = allocation.node.clone();
         let created = allocation.created_ms;
@@ -267,8 +268,9 @@ impl Core {
             preempting: false,
             idle_exempt: spec.idle_exempt,
             attempt,
-        });
+        })?;
         self.refresh_node(&node);
+        Ok(())
     }
 
     pub fn enqueue(&mut self, t: WaitingTask) {

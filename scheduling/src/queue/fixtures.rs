@@ -101,5 +101,6 @@ pub fn running(
         gpus: gpus.iter().map(|&i| (i, 81920)).collect(),
     };
     let a = build_allocation(&inv, node, &w, &demand, &p, borrowed, 0);
-    core.restore(a, &w.spec, Some(checkpoint_ms), w.attempt);
+    core.restore(a, &w.spec, Some(checkpoint_ms), w.attempt)
+        .expect("the fixture's allocation is new");
 }

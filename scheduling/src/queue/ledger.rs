@@ -32,15 +32,49 @@ impl Entry {
 pub struct Ledger {
     by_id: HashMap<String, Entry>,
     by_node: HashMap<String, BTreeSet<String>>,
+    /// The one live allocation of each task that holds one.
+    by_task: HashMap<String, String>,
+}
+
+/// Why the ledger refused an allocation: either would count the same room
+/// twice (a replaced entry's room would never come back), or let one task
+/// hold two grants.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("allocation {0} is already in the ledger")]
+    DuplicateId(String),
+    #[error("task {task} already holds allocation {holds}")]
+    TaskHoldsOne { task: String, holds: String },
 }
 
 impl Ledger {
-    pub fn insert(&mut self, e: Entry) {
+    /// Whether `a` may enter the ledger: a new id, for a task holding none.
+    pub fn admits(&self, a: &Allocation) -> Result<(), Refused> {
+        if self.by_id.contains_key(&a.allocation_id) {
+            return Err(Refused::DuplicateId(a.allocation_id.clone()));
+        }
+        if let Some(holds) = self.by_task.get(&a.task_id) {
+            return Err(Refused::TaskHoldsOne {
+                task: a.task_id.clone(),
+                holds: holds.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Records `e`, unless [`Ledger::admits`] refuses it (nothing changes then).
+    pub fn insert(&mut self, e: Entry) -> Result<(), Refused> {
+        self.admits(&e.allocation)?;
         self.by_node
             .entry(e.allocation.node.clone())
             .or_default()
             .insert(e.allocation.allocation_id.clone());
+        self.by_task.insert(
+            e.allocation.task_id.clone(),
+            e.allocation.allocation_id.clone(),
+        );
         self.by_id.insert(e.allocation.allocation_id.clone(), e);
+        Ok(())
     }
 
     pub fn remove(&mut self, allocation_id: &str) -> Option<Entry> {
@@ -48,6 +82,7 @@ impl Ledger {
         if let Some(s) = self.by_node.get_mut(&e.allocation.node) {
             s.remove(allocation_id);
         }
+        self.by_task.remove(&e.allocation.task_id);
         Some(e)
     }
 
@@ -192,5 +227,61 @@ impl NodeAllocated {
         self.memory_mb += a.memory_mb;
         self.disk_mb += a.disk_mb;
         self.count += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str, task: &str) -> Entry {
+        Entry {
+            allocation: Allocation {
+                allocation_id: id.into(),
+                task_id: task.into(),
+                tenant: "t".into(),
+                node: "n".into(),
+                gpus: Vec::new(),
+                cpu_milli: 1000,
+                memory_mb: 0,
+                disk_mb: 0,
+                exclusive: false,
+                epoch: 0,
+                created_ms: 0,
+                borrowed: false,
+                priority: 0,
+            },
+            demand: Demand::default(),
+            duration_ms: None,
+            checkpoint_ms: 0,
+            preempting: false,
+            idle_exempt: false,
+            attempt: 1,
+        }
+    }
+
+    /// A duplicate id would replace an entry whose room then never comes
+    /// back; a second live allocation would let one task hold two grants.
+    /// Both are refused and leave the ledger as it was; once the first is
+    /// removed, the task may hold a new one.
+    #[test]
+    fn refuses_a_duplicate_id_and_a_second_allocation_for_one_task() {
+        let mut l = Ledger::default();
+        assert_eq!(l.insert(entry("job.1", "job")), Ok(()));
+        assert_eq!(
+            l.insert(entry("job.1", "other")),
+            Err(Refused::DuplicateId("job.1".into()))
+        );
+        assert_eq!(
+            l.insert(entry("job.2", "job")),
+            Err(Refused::TaskHoldsOne {
+                task: "job".into(),
+                holds: "job.1".into()
+            })
+        );
+        assert_eq!(l.len(), 1);
+        assert_eq!(l.node_totals("n").cpu_milli, 1000);
+        assert!(l.remove("job.1").is_some());
+        assert_eq!(l.insert(entry("job.2", "job")), Ok(()));
     }
 }

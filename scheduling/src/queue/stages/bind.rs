@@ -33,6 +33,9 @@ impl Core {
             .ok_or("placed on a node without inventory")?;
         let allocation =
             build_allocation(inventory, &node, &w.task, &w.demand, &p, borrowed, now_ms);
+        if let Err(e) = self.ledger.admits(&allocation) {
+            return Err(format!("refused by the ledger: {e}"));
+        }
         if let Err(e) = self.pool.commit(&w.demand, &p) {
             return Err(format!("placement did not fit at bind: {e}"));
         }
@@ -42,15 +45,18 @@ impl Core {
         }
         self.estimates.remove(id);
         self.placer.observe(&w.demand);
-        self.ledger.insert(Entry {
-            allocation: allocation.clone(),
-            demand: Arc::unwrap_or_clone(w.demand),
-            duration_ms: w.task.spec.duration_ms(),
-            checkpoint_ms: now_ms,
-            preempting: false,
-            idle_exempt: w.task.spec.idle_exempt,
-            attempt: w.task.attempt,
-        });
+        // Admitted above, and nothing changed the ledger since.
+        self.ledger
+            .insert(Entry {
+                allocation: allocation.clone(),
+                demand: Arc::unwrap_or_clone(w.demand),
+                duration_ms: w.task.spec.duration_ms(),
+                checkpoint_ms: now_ms,
+                preempting: false,
+                idle_exempt: w.task.spec.idle_exempt,
+                attempt: w.task.attempt,
+            })
+            .map_err(|e| format!("refused by the ledger: {e}"))?;
         self.refresh_node(&node);
         Ok(allocation)
     }
