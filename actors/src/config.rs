@@ -28,6 +28,11 @@ pub struct ServerConfig {
     /// A task restarted after a preemption or node loss cannot be preempted
     /// again before it has run this long, ms (stops eviction ping-pong). Default 60000.
     pub preemption_min_runtime_ms: u64,
+    /// How long past its declared `duration` a training task or reservation
+    /// may run before its time limit stops it (training: checkpoint signal,
+    /// stop grace, then failed with reason `time_limit`; a reservation is
+    /// released), ms. Default 60000.
+    pub time_limit_grace_ms: u64,
     /// A task stuck in Preparing this long fails, ms. Default 120000.
     pub preparing_timeout_ms: u64,
     /// Grace between SIGTERM and SIGKILL when stopping a workload, ms. Default 10000.
@@ -80,6 +85,7 @@ impl Default for ServerConfig {
             node_timeout_ms: 4000,
             boot_grace_ms: 10_000,
             preemption_min_runtime_ms: 60_000,
+            time_limit_grace_ms: 60_000,
             preparing_timeout_ms: 120_000,
             stop_grace_ms: 10_000,
             placement_policy: "caldera".into(),

@@ -25,6 +25,10 @@ pub enum Stopping {
     Preempted { by: String, reason: String },
     /// Idle too long: the room goes back to the pool for good.
     Reclaimed { reason: String },
+    /// Ran past its declared `duration` (plus the grace): it fails with
+    /// reason `time_limit`, like Slurm's `--time`. `limit` is the duration as
+    /// the user wrote it.
+    TimeLimit { limit: String },
 }
 
 /// Something that happened to a task: a message to its actor, an answer to
@@ -72,6 +76,13 @@ pub enum Input<'a> {
     StopOverdue { allocation_id: &'a str },
     /// The deadline of a release's stop passed.
     ReleaseOverdue,
+    /// The time limit (declared `duration` + `time-limit-grace-ms`) of the
+    /// run of `allocation_id` passed. `limit` is the duration as written.
+    TimeLimit {
+        allocation_id: &'a str,
+        limit: &'a str,
+        stop_grace_ms: u64,
+    },
 }
 
 /// One thing to do, in the order [`decide`] lists them.
@@ -201,7 +212,72 @@ pub fn decide(rec: &TaskRecord, stopping: Option<&Stopping>, input: Input<'_>) -
         } => preparing_timeout(rec, attempt, after_secs),
         Input::StopOverdue { allocation_id } => stop_overdue(rec, stopping, allocation_id),
         Input::ReleaseOverdue => steps(vec![finish("released; stop not confirmed in time")]),
+        Input::TimeLimit {
+            allocation_id,
+            limit,
+            stop_grace_ms,
+        } => time_limit(rec, stopping, allocation_id, limit, stop_grace_ms),
     }
+}
+
+/// Why a task that ran past its limit failed, as its record says.
+fn past_limit(limit: &str) -> String {
+    format!("time_limit: ran past its duration of {limit}")
+}
+
+/// The time limit of a running task passed. A reservation is released (it
+/// runs nothing to save); a workload is asked to checkpoint (SIGTERM), given
+/// the stop grace, then stopped, and fails with reason `time_limit`.
+fn time_limit(
+    rec: &TaskRecord,
+    stopping: Option<&Stopping>,
+    allocation_id: &str,
+    limit: &str,
+    stop_grace_ms: u64,
+) -> Outcome {
+    if !holds(rec, allocation_id) || rec.state != TaskState::Running {
+        return Outcome::Ignored("not this run, or it is not running");
+    }
+    if stopping.is_some() {
+        return Outcome::Ignored("a stop is already under way");
+    }
+    let id = &rec.spec.task_id;
+    if rec.spec.command.is_empty() {
+        let why = format!("time limit of {limit} reached: the reservation is released");
+        return steps(vec![
+            enter(TaskState::Released, why.clone()),
+            Step::StopWorkload {
+                reason: why.clone(),
+            },
+            finish(why),
+        ]);
+    }
+    steps(vec![
+        Step::Announce(vec![(
+            EventKind::CheckpointRequested,
+            format!(
+                "time limit of {limit} reached for {id}: SIGTERM, then {stop_grace_ms} ms to save before SIGKILL"
+            ),
+        )]),
+        Step::StopWorkload {
+            reason: format!("time limit of {limit} reached"),
+        },
+        Step::AwaitStop(Stopping::TimeLimit {
+            limit: limit.to_string(),
+        }),
+    ])
+}
+
+/// A run stopped for its time limit ends failed, whatever its exit said.
+fn failed_past_limit(limit: &str, code: Option<i32>) -> Vec<Step> {
+    let why = past_limit(limit);
+    vec![
+        Step::ForgetStop,
+        Step::RecordExitCode(code),
+        Step::RecordFailure(why.clone()),
+        enter(TaskState::Failed, why.clone()),
+        finish(why),
+    ]
 }
 
 /// A Released task keeps its allocation until its stop is confirmed or its
@@ -323,6 +399,7 @@ fn exited(rec: &TaskRecord, stopping: Option<&Stopping>, st: &ExitStatus) -> Out
                 finish(reason.clone()),
             ])
         }
+        Some(Stopping::TimeLimit { limit }) => return steps(failed_past_limit(limit, st.code)),
         None => {}
     }
     let (state, why) = match (st.code, st.signal) {
@@ -498,6 +575,7 @@ fn stop_overdue(rec: &TaskRecord, stopping: Option<&Stopping>, allocation_id: &s
             ),
             finish("reclaimed"),
         ]),
+        Some(Stopping::TimeLimit { limit }) => steps(failed_past_limit(limit, None)),
         None => Outcome::Ignored("no stop was asked for"),
     }
 }

@@ -96,6 +96,9 @@ impl TaskActor {
                     if let Some(t) = self.transition(state, reason) {
                         ticket = Some(t);
                     }
+                    if state == TaskState::Running {
+                        self.arm_time_limit(ctx);
+                    }
                 }
                 Step::Decline {
                     allocation_id,
@@ -174,6 +177,46 @@ impl TaskActor {
                 },
                 None,
             );
+        });
+    }
+
+    /// Arms the time limit of the current run: its declared `duration` plus
+    /// `time-limit-grace-ms`, counted from when it entered Running (so a
+    /// control plane rebuilt mid-run keeps the same deadline). Training and
+    /// reservations only: an inference service runs until it is released.
+    fn arm_time_limit(&mut self, ctx: &mut Context<Self>) {
+        let (Some(limit_ms), Some(limit)) =
+            (self.rec.spec.duration_ms(), self.rec.spec.duration.clone())
+        else {
+            return;
+        };
+        if self.rec.spec.task_type == caldera_spec::TaskType::Inference
+            || self.rec.state != TaskState::Running
+        {
+            return;
+        }
+        let Some(alloc) = self
+            .rec
+            .allocation
+            .as_ref()
+            .map(|a| a.allocation_id.clone())
+        else {
+            return;
+        };
+        let deadline = self
+            .rec
+            .since_ms()
+            .saturating_add(limit_ms)
+            .saturating_add(self.sh.config.time_limit_grace_ms);
+        let wait = Duration::from_millis(deadline.saturating_sub(self.sh.now_ms()));
+        let stop_grace_ms = self.sh.config.stop_grace_ms;
+        ctx.run_later(wait, move |act, ctx| {
+            let input = Input::TimeLimit {
+                allocation_id: &alloc,
+                limit: &limit,
+                stop_grace_ms,
+            };
+            act.react(ctx, input, None);
         });
     }
 
@@ -381,6 +424,10 @@ impl Actor for TaskActor {
         if self.is_service() {
             let boot = self.boot.take();
             return self.start_service(ctx, boot);
+        }
+        if self.rec.state == TaskState::Running {
+            // Rebuilt (boot or supervisor) mid-run: the deadline still holds.
+            self.arm_time_limit(ctx);
         }
         if matches!(self.rec.state, TaskState::Queued | TaskState::Preempted) {
             match self.boot.take() {

@@ -928,6 +928,102 @@ fn preparing_timeout() {
     ]);
 }
 
+fn time_is_up() -> Input<'static> {
+    Input::TimeLimit {
+        allocation_id: "a1",
+        limit: "00:00:02",
+        stop_grace_ms: 10_000,
+    }
+}
+
+fn over_time() -> Option<Stopping> {
+    Some(Stopping::TimeLimit {
+        limit: "00:00:02".into(),
+    })
+}
+
+#[test]
+fn time_limit() {
+    let past = "time_limit: ran past its duration of 00:00:02";
+    let released = "time limit of 00:00:02 reached: the reservation is released";
+    let failed_past = |code| {
+        s(vec![
+            Step::ForgetStop,
+            Step::RecordExitCode(code),
+            failure(past),
+            to(Failed, past),
+            fin(past),
+        ])
+    };
+    check(vec![
+        row(
+            "running past its limit -> asked to checkpoint (SIGTERM), the stop awaited",
+            task(Running),
+            time_is_up(),
+            s(vec![
+                Step::Announce(vec![(
+                    EventKind::CheckpointRequested,
+                    "time limit of 00:00:02 reached for t1: SIGTERM, then 10000 ms to save before SIGKILL".into(),
+                )]),
+                stop("time limit of 00:00:02 reached"),
+                Step::AwaitStop(Stopping::TimeLimit {
+                    limit: "00:00:02".into(),
+                }),
+            ]),
+        ),
+        row(
+            "a reservation past its limit -> released at once: it runs nothing to save",
+            with(task(Running), |r| r.spec.command.clear()),
+            time_is_up(),
+            s(vec![to(Released, released), stop(released), fin(released)]),
+        ),
+        stopping_row(
+            "stopped for its limit, exits 0 after saving -> still failed: time_limit",
+            task(Running),
+            over_time(),
+            exit(Some(0), None),
+            failed_past(Some(0)),
+        ),
+        stopping_row(
+            "stopped for its limit, killed by SIGKILL after the grace -> failed: time_limit",
+            task(Running),
+            over_time(),
+            exit(None, Some(9)),
+            failed_past(None),
+        ),
+        stopping_row(
+            "the limit's stop is never confirmed -> failed anyway when its deadline passes",
+            task(Running),
+            over_time(),
+            Input::StopOverdue { allocation_id: "a1" },
+            failed_past(None),
+        ),
+        row(
+            "the limit of an earlier run (a2 ran before a requeue) -> ignored",
+            task(Running),
+            Input::TimeLimit {
+                allocation_id: "a2",
+                limit: "00:00:02",
+                stop_grace_ms: 10_000,
+            },
+            Outcome::Ignored("not this run, or it is not running"),
+        ),
+        row(
+            "the limit while still preparing -> ignored: the clock starts at running",
+            task(Preparing),
+            time_is_up(),
+            Outcome::Ignored("not this run, or it is not running"),
+        ),
+        stopping_row(
+            "the limit while a preemption's stop is under way -> ignored: that stop decides",
+            task(Running),
+            preempting(),
+            time_is_up(),
+            Outcome::Ignored("a stop is already under way"),
+        ),
+    ]);
+}
+
 #[test]
 fn record_steps_change_only_the_record() {
     let mut r = with(task(Queued), |r| r.pending_reason = Some("no room".into()));
