@@ -1,11 +1,15 @@
 //! NodeActor: one per node. It is the session with the node's agent: inventory,
 //! lease epoch, heartbeats and liveness, commands out, events in. A node silent
 //! past the timeout is declared lost: its epoch is bumped (fencing whatever the
-//! old session still runs) and its tasks are requeued.
+//! old session still runs) and its tasks are requeued. It trusts its agent
+//! only for what the node holds (`node_trust`): one session per name, opened
+//! with the name's secret; events and reports only for its own allocations
+//! under its current epoch.
 use crate::errors::{ActorError, Result};
+use crate::node_trust::{self, Held, Refusal, Verdict};
 use crate::protocol::lifecycle::Observe;
 use crate::protocol::node::{
-    AgentGone, AgentHello, AgentMessage, Dispatch, FetchLogs, NodeSnapshot, Reannounce,
+    AgentGone, AgentHello, AgentMessage, Dispatch, FetchLogs, NodeSnapshot, Reannounce, Revoke,
     StopWorkload,
 };
 use crate::protocol::scheduler::{AllocationsOn, NodeDown, NodeMetricsUpdate, NodeUp};
@@ -16,7 +20,8 @@ use crate::shared::Shared;
 use crate::supervision::{reread, Reread, Supervision};
 use actix::prelude::*;
 use caldera_spec::wire::{
-    Hello, NodeMessage, ServerMessage, StopCommand, Welcome, WorkloadEventKind, WorkloadReport,
+    AllocationUse, Hello, NodeMessage, ServerMessage, StopCommand, Welcome, WorkloadEvent,
+    WorkloadEventKind, WorkloadReport,
 };
 use caldera_spec::{Event, EventKind, NodeMetrics, NodeRecord, NodeState};
 use std::collections::{HashMap, HashSet};
@@ -44,6 +49,10 @@ pub struct NodeActor {
     next_request: u64,
     /// Exits already forwarded, so a heartbeat repeating one does not double it.
     exits_forwarded: HashSet<String>,
+    /// The allocations this session may speak for.
+    held: Held,
+    /// The agent's data dir, from its hello (checkpoint paths are inside it).
+    data_dir: String,
     sup: Supervision<NodeActor>,
 }
 
@@ -60,6 +69,8 @@ impl NodeActor {
             log_waiters: HashMap::new(),
             next_request: 1,
             exits_forwarded: HashSet::new(),
+            held: Held::default(),
+            data_dir: String::new(),
             sup: Supervision::default(),
         }
     }
@@ -99,20 +110,77 @@ impl NodeActor {
             t.do_send(Workload {
                 allocation_id: allocation_id.to_string(),
                 kind,
+                node: self.rec.name.clone(),
+                node_data_dir: self.data_dir.clone(),
             });
         }
     }
 
-    fn forward_exits(&mut self, reports: &[WorkloadReport]) {
-        for w in reports {
-            if let Some(x) = &w.exit {
-                self.forward(
-                    &w.task_id,
-                    &w.allocation_id,
-                    WorkloadEventKind::Exited(x.clone()),
+    /// Whether the session may speak for `allocation_id`: the task to tell,
+    /// or None (dropped, or refused and counted).
+    fn vouch(&self, epoch: u64, allocation_id: &str, task_id: &str, what: &str) -> Option<String> {
+        match self
+            .held
+            .check(self.rec.epoch, epoch, allocation_id, task_id)
+        {
+            Verdict::Accept(task) => Some(task),
+            Verdict::Drop => None,
+            Verdict::Refuse(why) => {
+                let detail = format!(
+                    "{what} for allocation {allocation_id} (task {task_id:?}, epoch {epoch}; current epoch {})",
+                    self.rec.epoch
                 );
+                node_trust::refuse(&self.sh, &self.rec.name, why, &detail);
+                None
             }
         }
+    }
+
+    fn on_event(&mut self, ev: WorkloadEvent) {
+        // Once its exit is in, the node has nothing more to say for it.
+        if self.exits_forwarded.contains(&ev.allocation_id) {
+            return;
+        }
+        let what = format!("{:?} event", ev.kind);
+        if let Some(task) = self.vouch(ev.epoch, &ev.allocation_id, &ev.task_id, &what) {
+            self.forward(&task, &ev.allocation_id, ev.kind);
+        }
+    }
+
+    /// The usage of the heartbeat's reports the node may speak for; their
+    /// exits are forwarded.
+    fn take_reports(&mut self, reports: &[WorkloadReport]) -> Vec<(String, AllocationUse)> {
+        let mut usage = Vec::new();
+        for w in reports {
+            if self.exits_forwarded.contains(&w.allocation_id) {
+                continue;
+            }
+            let Some(task) = self.vouch(w.epoch, &w.allocation_id, &w.task_id, "heartbeat report")
+            else {
+                continue;
+            };
+            usage.push((w.allocation_id.clone(), w.usage.clone()));
+            if let Some(x) = &w.exit {
+                let kind = WorkloadEventKind::Exited(x.clone());
+                self.forward(&task, &w.allocation_id, kind);
+            }
+        }
+        usage
+    }
+
+    /// Refuses a hello: the agent is told why, the refusal is counted, and
+    /// dropping `tx` closes that socket.
+    fn refuse_hello(&self, tx: UnboundedSender<ServerMessage>, why: Refusal, detail: String) {
+        node_trust::refuse(
+            &self.sh,
+            &self.rec.name,
+            why,
+            &format!("hello refused: {detail}"),
+        );
+        let _ = tx.send(ServerMessage::Refused {
+            reason: detail,
+            code: why.code().code,
+        });
     }
 
     fn check_liveness(&mut self, ctx: &mut Context<Self>) {
@@ -182,8 +250,16 @@ impl NodeActor {
     /// Answers the hello once the ledger's view of the node is known: keep
     /// and kill lists, the node's room back in the pool, exits it kept while
     /// away, and news for the tasks whose workload it no longer has.
-    fn welcome(&mut self, owned: &[caldera_spec::Allocation], reported: &[WorkloadReport]) {
+    fn welcome(
+        &mut self,
+        owned: &[caldera_spec::Allocation],
+        reported: &[WorkloadReport],
+        node_secret: Option<String>,
+    ) {
         let r = reconcile(owned, reported);
+        let mine = owned.iter().filter(|a| a.node == self.rec.name);
+        let mine = mine.map(|a| (a.allocation_id.clone(), a.task_id.clone()));
+        self.held.reset(mine, &r.kill);
         if let Some(notice) = r.kill_notice(&self.rec.name) {
             self.sh.record(
                 Event::new(self.sh.now_ms(), EventKind::NodeFenced, notice).node(&self.rec.name),
@@ -195,6 +271,7 @@ impl NodeActor {
             heartbeat_interval_ms: self.sh.config.heartbeat_interval_ms,
             keep: r.keep,
             kill: r.kill,
+            node_secret,
         }));
         self.sh.scheduler.do_send(NodeUp {
             name: self.rec.name.clone(),
@@ -254,6 +331,35 @@ impl Handler<Observe> for NodeActor {
 impl Handler<AgentHello> for NodeActor {
     type Result = ();
     fn handle(&mut self, m: AgentHello, ctx: &mut Context<Self>) {
+        let presented = m.hello.node_secret.as_deref();
+        let issue = match node_trust::admit(&self.rec, self.session.is_some(), presented) {
+            Ok(issue) => issue,
+            Err(why) => {
+                let detail = match why {
+                    Refusal::Revoked => format!("node {} was revoked by an operator", self.rec.name),
+                    Refusal::LiveSession => format!(
+                        "node {} already has a live session; a second one is refused while it lasts",
+                        self.rec.name
+                    ),
+                    _ => format!(
+                        "node {} is registered: the hello must carry its node_secret",
+                        self.rec.name
+                    ),
+                };
+                return self.refuse_hello(m.tx, why, detail);
+            }
+        };
+        let secret = match issue.then(crate::tokens::generate).transpose() {
+            Ok(s) => s,
+            Err(e) => {
+                let detail = format!("no node secret could be generated: {e}");
+                return self.refuse_hello(m.tx, Refusal::BadSecret, detail);
+            }
+        };
+        if let Some(s) = &secret {
+            self.rec.secret_sha256 = Some(crate::tokens::hash(s));
+        }
+        self.data_dir = m.hello.data_dir.clone();
         let ticket = self.open_session(&m.hello, m.session_id, m.tx);
         let sh = self.sh.clone();
         let name = self.rec.name.clone();
@@ -268,7 +374,7 @@ impl Handler<AgentHello> for NodeActor {
                     .unwrap_or_default()
             }
             .into_actor(self)
-            .map(move |owned, act, _| act.welcome(&owned, &m.hello.workloads)),
+            .map(move |owned, act, _| act.welcome(&owned, &m.hello.workloads, secret)),
         );
     }
 }
@@ -283,30 +389,28 @@ impl Handler<AgentMessage> for NodeActor {
         match m.msg {
             NodeMessage::Heartbeat(hb) => {
                 if hb.epoch != self.rec.epoch {
+                    let reason = format!(
+                        "heartbeat under stale epoch {} (current {}): reconnect",
+                        hb.epoch, self.rec.epoch
+                    );
+                    node_trust::refuse(&self.sh, &self.rec.name, Refusal::StaleEpoch, &reason);
                     self.send(ServerMessage::Refused {
-                        reason: format!(
-                            "stale epoch {} (current {}): reconnect",
-                            hb.epoch, self.rec.epoch
-                        ),
+                        reason,
+                        code: Refusal::StaleEpoch.code().code,
                     });
                     self.session = None;
                     return;
                 }
                 self.rec.last_seen_ms = self.sh.now_ms();
                 self.metrics = hb.metrics.clone();
-                self.forward_exits(&hb.workloads);
-                let usage = hb
-                    .workloads
-                    .iter()
-                    .map(|w| (w.allocation_id.clone(), w.usage.clone()))
-                    .collect();
+                let usage = self.take_reports(&hb.workloads).into_iter().collect();
                 self.sh.scheduler.do_send(NodeMetricsUpdate {
                     name: self.rec.name.clone(),
                     metrics: hb.metrics,
                     usage,
                 });
             }
-            NodeMessage::Event(ev) => self.forward(&ev.task_id, &ev.allocation_id, ev.kind),
+            NodeMessage::Event(ev) => self.on_event(ev),
             NodeMessage::Logs {
                 request_id,
                 content,
@@ -320,6 +424,7 @@ impl Handler<AgentMessage> for NodeActor {
             NodeMessage::Hello(_) => {
                 self.send(ServerMessage::Refused {
                     reason: "hello sent twice in one session".into(),
+                    code: caldera_spec::codes::NODE_SESSION_LIVE.code,
                 });
             }
         }
@@ -342,6 +447,7 @@ impl Handler<Dispatch> for NodeActor {
             return Err("node is lost".into());
         }
         m.0.epoch = self.rec.epoch;
+        self.held.insert(&m.0.allocation_id, &m.0.task_id);
         if self.send(ServerMessage::Start(m.0)) {
             Ok(self.rec.epoch)
         } else {
@@ -414,5 +520,37 @@ impl Handler<Reannounce> for NodeActor {
                 inventory: self.rec.inventory.clone(),
             });
         }
+    }
+}
+
+impl Handler<Revoke> for NodeActor {
+    type Result = ResponseFuture<bool>;
+    /// Answers once the revocation is durable.
+    fn handle(&mut self, _: Revoke, ctx: &mut Context<Self>) -> Self::Result {
+        if self.rec.revoked {
+            return Box::pin(async { false });
+        }
+        self.rec.revoked = true;
+        self.rec.secret_sha256 = None;
+        self.send(ServerMessage::Refused {
+            reason: format!("node {} was revoked by an operator", self.rec.name),
+            code: caldera_spec::codes::NODE_REVOKED.code,
+        });
+        let notice = format!(
+            "node {} revoked by an operator: its secret no longer opens a session",
+            self.rec.name
+        );
+        let ticket = self.persist(EventKind::NodeRevoked, notice);
+        if self.rec.state == NodeState::Ready {
+            self.lose(ctx);
+        }
+        self.session = None;
+        let sh = self.sh.clone();
+        Box::pin(async move {
+            if let Some(t) = ticket {
+                sh.gate.durable(t).await;
+            }
+            true
+        })
     }
 }

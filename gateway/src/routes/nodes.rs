@@ -1,7 +1,7 @@
 //! Nodes: inventory, health, allocation and live metrics.
 use crate::envelope::Reply;
 use crate::error::ApiError;
-use crate::principal::User;
+use crate::principal::{Operator, User};
 use crate::state::AppState;
 use actix_web::web;
 use caldera_actors::views::NodeView;
@@ -20,6 +20,19 @@ pub async fn get(
     name: web::Path<String>,
 ) -> Result<Reply<NodeView>, ApiError> {
     match st.cp.node(&name).await? {
+        Some(v) => Ok(Reply::ok(v)),
+        None => Err(ApiError::not_found("node", &name)),
+    }
+}
+
+/// POST /v1/nodes/{name}/revoke (operator): the node's secret stops working
+/// and its live session is closed; its tasks are handled as on node loss.
+pub async fn revoke(
+    _: Operator,
+    st: web::Data<AppState>,
+    name: web::Path<String>,
+) -> Result<Reply<NodeView>, ApiError> {
+    match st.cp.revoke_node(&name).await? {
         Some(v) => Ok(Reply::ok(v)),
         None => Err(ApiError::not_found("node", &name)),
     }
