@@ -168,6 +168,15 @@ impl NodeActor {
         usage
     }
 
+    /// Whether the current session still speaks: heard within two heartbeat
+    /// periods. A silent one (a half-open socket the agent already gave up
+    /// on, as its pings went unanswered) may be superseded by a hello that
+    /// carries the secret; a live one never is.
+    fn session_alive(&self) -> bool {
+        let quiet = Duration::from_millis(2 * self.sh.config.heartbeat_interval_ms);
+        self.session.is_some() && self.sh.clock.since(self.last_seen) < quiet
+    }
+
     /// Refuses a hello: the agent is told why, the refusal is counted, and
     /// dropping `tx` closes that socket.
     fn refuse_hello(&self, tx: UnboundedSender<ServerMessage>, why: Refusal, detail: String) {
@@ -332,7 +341,7 @@ impl Handler<AgentHello> for NodeActor {
     type Result = ();
     fn handle(&mut self, m: AgentHello, ctx: &mut Context<Self>) {
         let presented = m.hello.node_secret.as_deref();
-        let issue = match node_trust::admit(&self.rec, self.session.is_some(), presented) {
+        let issue = match node_trust::admit(&self.rec, self.session_alive(), presented) {
             Ok(issue) => issue,
             Err(why) => {
                 let detail = match why {
@@ -342,7 +351,7 @@ impl Handler<AgentHello> for NodeActor {
                         self.rec.name
                     ),
                     _ => format!(
-                        "node {} is registered: the hello must carry its node_secret",
+                        "node {} is registered: the hello must carry its node_secret (kept in that agent's data dir)",
                         self.rec.name
                     ),
                 };
