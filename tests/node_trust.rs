@@ -73,14 +73,19 @@ fn allocation_id(v: &Value) -> String {
         .to_string()
 }
 
+/// A control plane and one real agent with one GPU, connected. Each test
+/// names its agent apart: agents of one name share a cgroup on this host.
+fn one_real_node(dir: &Path, name: &str) -> (ControlPlane, Agent) {
+    let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), &[]);
+    let real = Agent::start(Path::new(BIN), &cp, name, "1xA100-80GB", dir);
+    assert!(wait_until(Duration::from_secs(20), || connected(&cp, name)));
+    (cp, real)
+}
+
 #[test]
 fn a_rogue_node_cannot_end_fail_or_checkpoint_another_nodes_task() {
     let dir = tempfile::tempdir().unwrap();
-    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
-    let _real = Agent::start(Path::new(BIN), &cp, "node-1", "1xA100-80GB", dir.path());
-    assert!(wait_until(Duration::from_secs(20), || connected(
-        &cp, "node-1"
-    )));
+    let (cp, _real) = one_real_node(dir.path(), "node-1");
     // The rogue joins under its own name, with no GPUs: nothing is placed on it.
     let (mut rogue, epoch) = fake_node::join(&cp.addr, JOIN_TOKEN, "rogue-1", 0).unwrap();
     let api = cp.api(&cp.tenant("team-a"));
@@ -179,18 +184,14 @@ fn revoke(cp: &ControlPlane, name: &str) -> std::process::Output {
 #[test]
 fn a_registered_name_needs_its_secret_one_session_at_a_time_until_revoked() {
     let dir = tempfile::tempdir().unwrap();
-    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
-    let mut real = Agent::start(Path::new(BIN), &cp, "node-1", "1xA100-80GB", dir.path());
-    assert!(wait_until(Duration::from_secs(20), || connected(
-        &cp, "node-1"
-    )));
+    let (cp, mut real) = one_real_node(dir.path(), "node-3");
     let api = cp.api(&cp.tenant("team-a"));
     assert_eq!(api.post("/v1/tasks", &sleeper("victim")).status, 201);
     let alloc = allocation_id(&wait_running(&api, "victim"));
-    let epoch = node_view(&cp, "node-1")["epoch"].clone();
+    let epoch = node_view(&cp, "node-3")["epoch"].clone();
 
     // The join token alone does not take over a registered name.
-    let (_s, reply) = fake_node::hello(&cp.addr, JOIN_TOKEN, "node-1", 1, None).unwrap();
+    let (_s, reply) = fake_node::hello(&cp.addr, JOIN_TOKEN, "node-3", 1, None).unwrap();
     assert_eq!(reply["type"], "refused", "impostor welcomed: {reply}");
     // The agent kept its secret in its data dir, readable by it alone.
     let file = real.data_dir.join("node-secret");
@@ -200,34 +201,34 @@ fn a_registered_name_needs_its_secret_one_session_at_a_time_until_revoked() {
     assert_eq!(mode & 0o777, 0o600);
     // Even with the secret: one session at a time.
     let (_s, reply) =
-        fake_node::hello(&cp.addr, JOIN_TOKEN, "node-1", 1, Some(secret.trim())).unwrap();
+        fake_node::hello(&cp.addr, JOIN_TOKEN, "node-3", 1, Some(secret.trim())).unwrap();
     assert_eq!(reply["type"], "refused", "second session welcomed: {reply}");
     let v = api.get("/v1/tasks/victim").data().clone();
     assert_eq!(
         (v["state"].clone(), allocation_id(&v)),
         ("running".into(), alloc)
     );
-    assert_eq!(node_view(&cp, "node-1")["epoch"], epoch);
-    assert!(refused(&cp, "node-1") >= 2);
+    assert_eq!(node_view(&cp, "node-3")["epoch"], epoch);
+    assert!(refused(&cp, "node-3") >= 2);
 
     // A restarted agent keeps its name: the secret survives in its data dir.
     real.restart();
     assert!(wait_until(Duration::from_secs(20), || {
-        let n = node_view(&cp, "node-1");
+        let n = node_view(&cp, "node-3");
         n["connected"] == true && n["epoch"] != epoch
     }));
 
     // Revoked: the live session is closed and the secret no longer works.
-    let out = revoke(&cp, "node-1");
+    let out = revoke(&cp, "node-3");
     assert!(out.status.success(), "{out:?}");
     assert!(wait_until(Duration::from_secs(10), || !connected(
-        &cp, "node-1"
+        &cp, "node-3"
     )));
     let (_s, reply) =
-        fake_node::hello(&cp.addr, JOIN_TOKEN, "node-1", 1, Some(secret.trim())).unwrap();
+        fake_node::hello(&cp.addr, JOIN_TOKEN, "node-3", 1, Some(secret.trim())).unwrap();
     assert_eq!(reply["type"], "refused", "revoked secret welcomed: {reply}");
     std::thread::sleep(Duration::from_secs(2));
-    assert!(!connected(&cp, "node-1"), "the revoked agent came back");
+    assert!(!connected(&cp, "node-3"), "the revoked agent came back");
     // Revoking is for operators only, and names the node it did not find.
     let tenant = cp.api(&cp.tenant("team-b"));
     assert_eq!(tenant.post("/v1/nodes/node-1/revoke", "").status, 403);

@@ -28,21 +28,26 @@ pub fn load(data_dir: &Path) -> Result<Option<String>, AgentError> {
 /// Stores `secret` with mode 0600.
 pub fn store(data_dir: &Path, secret: &str) -> Result<(), AgentError> {
     let p = path(data_dir);
-    let tmp = data_dir.join(format!("{FILE}.tmp"));
-    let err = |source| AgentError::NodeSecret {
-        path: p.clone(),
-        source,
-    };
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
+    write_private(&p, secret.as_bytes())
+        .map_err(|source| AgentError::NodeSecret { path: p, source })
+}
+
+/// Writes `body` to `file` whole or not at all (a temp file beside it, fsync,
+/// rename), readable by the owner only (also `caldera up`'s token file).
+pub fn write_private(file: &Path, body: &[u8]) -> std::io::Result<()> {
+    let mut name = file.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    let temp = file.with_file_name(name);
+    // A stale temp file may have another mode; `mode` only applies on creation.
+    let _ = std::fs::remove_file(&temp);
+    let mut out = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(&tmp)
-        .map_err(err)?;
-    f.write_all(secret.as_bytes()).map_err(err)?;
-    f.sync_all().map_err(err)?;
-    std::fs::rename(&tmp, &p).map_err(err)
+        .open(&temp)?;
+    out.write_all(body)?;
+    out.sync_all()?;
+    std::fs::rename(&temp, file)
 }
 
 #[cfg(test)]
