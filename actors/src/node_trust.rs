@@ -233,6 +233,47 @@ mod tests {
     }
 
     #[test]
+    fn a_hello_needs_the_names_secret_no_live_session_and_no_revocation() {
+        let inv = caldera_spec::NodeInventory {
+            hostname: "n".into(),
+            gpus: vec![],
+            cpu_cores: 1,
+            memory_total_mb: 1,
+            disks: vec![],
+            disk_offered_mb: 0,
+            labels: Default::default(),
+            simulated_host: true,
+            isolation: String::new(),
+            gpu_source: String::new(),
+        };
+        let mut rec = caldera_spec::NodeRecord {
+            name: "n".into(),
+            inventory: inv,
+            epoch: 1,
+            state: caldera_spec::NodeState::Ready,
+            joined_ms: 0,
+            last_seen_ms: 0,
+            secret_sha256: None,
+            revoked: false,
+        };
+        // A new name (or one from before node secrets): claimed, a secret issued.
+        assert_eq!(admit(&rec, false, None), Ok(true));
+        assert_eq!(admit(&rec, false, Some("anything")), Ok(true));
+        rec.secret_sha256 = Some(crate::tokens::hash("s"));
+        assert_eq!(admit(&rec, false, Some("s")), Ok(false));
+        assert_eq!(admit(&rec, false, None), Err(Refusal::BadSecret));
+        assert_eq!(admit(&rec, false, Some("t")), Err(Refusal::BadSecret));
+        assert_eq!(
+            admit(&rec, true, None),
+            Err(Refusal::BadSecret),
+            "no hint a session is up"
+        );
+        assert_eq!(admit(&rec, true, Some("s")), Err(Refusal::LiveSession));
+        rec.revoked = true;
+        assert_eq!(admit(&rec, false, Some("s")), Err(Refusal::Revoked));
+    }
+
+    #[test]
     fn a_session_speaks_only_for_what_it_holds_under_its_epoch() {
         let mut h = Held::default();
         h.reset(
