@@ -193,6 +193,7 @@ fn a_registered_name_needs_its_secret_one_session_at_a_time_until_revoked() {
     // The join token alone does not take over a registered name.
     let (_s, reply) = fake_node::hello(&cp.addr, JOIN_TOKEN, "node-3", 1, None).unwrap();
     assert_eq!(reply["type"], "refused", "impostor welcomed: {reply}");
+    assert_eq!(reply["code"], 10005, "{reply}");
     // The agent kept its secret in its data dir, readable by it alone.
     let file = real.data_dir.join("node-secret");
     let secret = std::fs::read_to_string(&file).unwrap();
@@ -227,6 +228,12 @@ fn a_registered_name_needs_its_secret_one_session_at_a_time_until_revoked() {
     let (_s, reply) =
         fake_node::hello(&cp.addr, JOIN_TOKEN, "node-3", 1, Some(secret.trim())).unwrap();
     assert_eq!(reply["type"], "refused", "revoked secret welcomed: {reply}");
+    assert_eq!(reply["code"], 10007, "{reply}");
+    let events = node_events(&cp, "node-3");
+    assert!(
+        events.iter().any(|m| m.contains("revoked by an operator")),
+        "{events:?}"
+    );
     std::thread::sleep(Duration::from_secs(2));
     assert!(!connected(&cp, "node-3"), "the revoked agent came back");
     // Revoking is for operators only, and names the node it did not find.

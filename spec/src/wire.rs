@@ -239,4 +239,27 @@ mod tests {
         let text = serde_json::to_string(&e).unwrap();
         assert_eq!(serde_json::from_str::<NodeMessage>(&text).unwrap(), e);
     }
+
+    #[test]
+    fn credentials_are_optional_on_the_wire_and_the_secret_is_sent_only_when_issued() {
+        let w = Welcome {
+            node_name: "n".into(),
+            epoch: 1,
+            heartbeat_interval_ms: 1000,
+            keep: vec![],
+            kill: vec![],
+            node_secret: None,
+        };
+        let text = serde_json::to_string(&ServerMessage::Welcome(w)).unwrap();
+        assert!(!text.contains("node_secret"), "{text}");
+        let refused: ServerMessage =
+            serde_json::from_str(r#"{"type":"refused","reason":"r"}"#).unwrap();
+        assert_eq!(
+            refused,
+            ServerMessage::Refused {
+                reason: "r".into(),
+                code: 0
+            }
+        );
+    }
 }
