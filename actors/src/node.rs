@@ -6,10 +6,10 @@
 //! with the name's secret; events and reports only for its own allocations
 //! under its current epoch.
 use crate::errors::{ActorError, Result};
-use crate::node_trust::{self, Held, Refusal, Verdict};
+use crate::node_trust::{self, Held, Refusal};
 use crate::protocol::lifecycle::Observe;
 use crate::protocol::node::{
-    AgentGone, AgentHello, AgentMessage, Dispatch, FetchLogs, NodeSnapshot, Reannounce, Revoke,
+    AgentGone, AgentHello, AgentMessage, Dispatch, FetchLogs, NodeSnapshot, Reannounce,
     StopWorkload,
 };
 use crate::protocol::scheduler::{AllocationsOn, NodeDown, NodeMetricsUpdate, NodeUp};
@@ -20,13 +20,14 @@ use crate::shared::Shared;
 use crate::supervision::{reread, Reread, Supervision};
 use actix::prelude::*;
 use caldera_spec::wire::{
-    AllocationUse, Hello, NodeMessage, ServerMessage, StopCommand, Welcome, WorkloadEvent,
-    WorkloadEventKind, WorkloadReport,
+    Hello, NodeMessage, ServerMessage, StopCommand, Welcome, WorkloadEventKind, WorkloadReport,
 };
 use caldera_spec::{Event, EventKind, NodeMetrics, NodeRecord, NodeState};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+mod trust;
+
 // tokio's clock: liveness runs on the same (pausable) time as the timers.
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
 use tokio::time::Instant;
@@ -114,82 +115,6 @@ impl NodeActor {
                 node_data_dir: self.data_dir.clone(),
             });
         }
-    }
-
-    /// Whether the session may speak for `allocation_id`: the task to tell,
-    /// or None (dropped, or refused and counted).
-    fn vouch(&self, epoch: u64, allocation_id: &str, task_id: &str, what: &str) -> Option<String> {
-        match self
-            .held
-            .check(self.rec.epoch, epoch, allocation_id, task_id)
-        {
-            Verdict::Accept(task) => Some(task),
-            Verdict::Drop => None,
-            Verdict::Refuse(why) => {
-                let detail = format!(
-                    "{what} for allocation {allocation_id} (task {task_id:?}, epoch {epoch}; current epoch {})",
-                    self.rec.epoch
-                );
-                node_trust::refuse(&self.sh, &self.rec.name, why, &detail);
-                None
-            }
-        }
-    }
-
-    fn on_event(&mut self, ev: WorkloadEvent) {
-        // Once its exit is in, the node has nothing more to say for it.
-        if self.exits_forwarded.contains(&ev.allocation_id) {
-            return;
-        }
-        let what = format!("{:?} event", ev.kind);
-        if let Some(task) = self.vouch(ev.epoch, &ev.allocation_id, &ev.task_id, &what) {
-            self.forward(&task, &ev.allocation_id, ev.kind);
-        }
-    }
-
-    /// The usage of the heartbeat's reports the node may speak for; their
-    /// exits are forwarded.
-    fn take_reports(&mut self, reports: &[WorkloadReport]) -> Vec<(String, AllocationUse)> {
-        let mut usage = Vec::new();
-        for w in reports {
-            if self.exits_forwarded.contains(&w.allocation_id) {
-                continue;
-            }
-            let Some(task) = self.vouch(w.epoch, &w.allocation_id, &w.task_id, "heartbeat report")
-            else {
-                continue;
-            };
-            usage.push((w.allocation_id.clone(), w.usage.clone()));
-            if let Some(x) = &w.exit {
-                let kind = WorkloadEventKind::Exited(x.clone());
-                self.forward(&task, &w.allocation_id, kind);
-            }
-        }
-        usage
-    }
-
-    /// Whether the current session still speaks: heard within two heartbeat
-    /// periods. A silent one (a half-open socket the agent already gave up
-    /// on, as its pings went unanswered) may be superseded by a hello that
-    /// carries the secret; a live one never is.
-    fn session_alive(&self) -> bool {
-        let quiet = Duration::from_millis(2 * self.sh.config.heartbeat_interval_ms);
-        self.session.is_some() && self.sh.clock.since(self.last_seen) < quiet
-    }
-
-    /// Refuses a hello: the agent is told why, the refusal is counted, and
-    /// dropping `tx` closes that socket.
-    fn refuse_hello(&self, tx: UnboundedSender<ServerMessage>, why: Refusal, detail: String) {
-        node_trust::refuse(
-            &self.sh,
-            &self.rec.name,
-            why,
-            &format!("hello refused: {detail}"),
-        );
-        let _ = tx.send(ServerMessage::Refused {
-            reason: detail,
-            code: why.code().code,
-        });
     }
 
     fn check_liveness(&mut self, ctx: &mut Context<Self>) {
@@ -340,34 +265,9 @@ impl Handler<Observe> for NodeActor {
 impl Handler<AgentHello> for NodeActor {
     type Result = ();
     fn handle(&mut self, m: AgentHello, ctx: &mut Context<Self>) {
-        let presented = m.hello.node_secret.as_deref();
-        let issue = match node_trust::admit(&self.rec, self.session_alive(), presented) {
-            Ok(issue) => issue,
-            Err(why) => {
-                let detail = match why {
-                    Refusal::Revoked => format!("node {} was revoked by an operator", self.rec.name),
-                    Refusal::LiveSession => format!(
-                        "node {} already has a live session; a second one is refused while it lasts",
-                        self.rec.name
-                    ),
-                    _ => format!(
-                        "node {} is registered: the hello must carry its node_secret (kept in that agent's data dir)",
-                        self.rec.name
-                    ),
-                };
-                return self.refuse_hello(m.tx, why, detail);
-            }
+        let Some(secret) = self.admit_hello(&m) else {
+            return;
         };
-        let secret = match issue.then(crate::tokens::generate).transpose() {
-            Ok(s) => s,
-            Err(e) => {
-                let detail = format!("no node secret could be generated: {e}");
-                return self.refuse_hello(m.tx, Refusal::BadSecret, detail);
-            }
-        };
-        if let Some(s) = &secret {
-            self.rec.secret_sha256 = Some(crate::tokens::hash(s));
-        }
         self.data_dir = m.hello.data_dir.clone();
         let ticket = self.open_session(&m.hello, m.session_id, m.tx);
         let sh = self.sh.clone();
@@ -529,37 +429,5 @@ impl Handler<Reannounce> for NodeActor {
                 inventory: self.rec.inventory.clone(),
             });
         }
-    }
-}
-
-impl Handler<Revoke> for NodeActor {
-    type Result = ResponseFuture<bool>;
-    /// Answers once the revocation is durable.
-    fn handle(&mut self, _: Revoke, ctx: &mut Context<Self>) -> Self::Result {
-        if self.rec.revoked {
-            return Box::pin(async { false });
-        }
-        self.rec.revoked = true;
-        self.rec.secret_sha256 = None;
-        self.send(ServerMessage::Refused {
-            reason: format!("node {} was revoked by an operator", self.rec.name),
-            code: caldera_spec::codes::NODE_REVOKED.code,
-        });
-        let notice = format!(
-            "node {} revoked by an operator: its secret no longer opens a session",
-            self.rec.name
-        );
-        let ticket = self.persist(EventKind::NodeRevoked, notice);
-        if self.rec.state == NodeState::Ready {
-            self.lose(ctx);
-        }
-        self.session = None;
-        let sh = self.sh.clone();
-        Box::pin(async move {
-            if let Some(t) = ticket {
-                sh.gate.durable(t).await;
-            }
-            true
-        })
     }
 }
