@@ -61,6 +61,7 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
         config,
         tokens: book,
         largest_gpu_mb,
+        refusals: Default::default(),
     });
     restore_tenants(&store, &sh)?;
     restore_nodes(&store, &sh)?;
@@ -439,6 +440,8 @@ impl Handler<NodeSession> for Cluster {
                     state: NodeState::Ready,
                     joined_ms: now,
                     last_seen_ms: now,
+                    secret_sha256: None,
+                    revoked: false,
                 };
                 let a = NodeActor::spawn(rec, self.sh.clone(), std::time::Duration::ZERO);
                 self.sh.registry.add_node(&name, a.clone());

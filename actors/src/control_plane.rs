@@ -10,7 +10,7 @@ pub use task_page::{TaskPage, TaskQuery, SCAN_BUDGET};
 use crate::cluster::{Booted, Cluster};
 use crate::errors::{ActorError, Result};
 use crate::protocol::cluster::{CreateTenant, NodeSession, Submit};
-use crate::protocol::node::{AgentGone, AgentMessage, FetchLogs, NodeSnapshot};
+use crate::protocol::node::{AgentGone, AgentMessage, FetchLogs, NodeSnapshot, Revoke};
 use crate::protocol::scheduler::{
     AllocatedByNode, LedgerAllocations, QueryUtilization, Stats, TenantUsage,
 };
@@ -178,6 +178,21 @@ impl ControlPlane {
     /// One node's view.
     pub async fn node(&self, name: &str) -> Result<Option<NodeView>> {
         Ok(self.nodes(Some(name)).await?.into_iter().next())
+    }
+
+    /// Revokes a node (operators only): its secret stops working and its live
+    /// session is closed. None when there is no such node.
+    pub async fn revoke_node(&self, name: &str) -> Result<Option<NodeView>> {
+        let Some(node) = self.sh.registry.node(name) else {
+            return Ok(None);
+        };
+        node.send(Revoke).await?;
+        self.node(name).await
+    }
+
+    /// Refusals of what nodes said, as `(node, reason, count)`, for `/metrics`.
+    pub fn node_refusals(&self) -> Vec<(String, &'static str, u64)> {
+        self.sh.refusals.snapshot()
     }
 
     /// Every tenant, ordered by name.

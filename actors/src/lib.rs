@@ -20,6 +20,7 @@ mod fixtures;
 pub mod lifecycle;
 pub mod node;
 pub mod node_loss;
+pub mod node_trust;
 pub mod protocol;
 pub mod reconcile;
 pub mod registry;

@@ -1,8 +1,12 @@
 //! NodeActor: one per node. It is the session with the node's agent: inventory,
 //! lease epoch, heartbeats and liveness, commands out, events in. A node silent
 //! past the timeout is declared lost: its epoch is bumped (fencing whatever the
-//! old session still runs) and its tasks are requeued.
+//! old session still runs) and its tasks are requeued. It trusts its agent
+//! only for what the node holds (`node_trust`): one session per name, opened
+//! with the name's secret; events and reports only for its own allocations
+//! under its current epoch.
 use crate::errors::{ActorError, Result};
+use crate::node_trust::{self, Held, Refusal};
 use crate::protocol::lifecycle::Observe;
 use crate::protocol::node::{
     AgentGone, AgentHello, AgentMessage, Dispatch, FetchLogs, NodeSnapshot, Reannounce,
@@ -22,6 +26,8 @@ use caldera_spec::{Event, EventKind, NodeMetrics, NodeRecord, NodeState};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+mod trust;
+
 // tokio's clock: liveness runs on the same (pausable) time as the timers.
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
 use tokio::time::Instant;
@@ -44,6 +50,10 @@ pub struct NodeActor {
     next_request: u64,
     /// Exits already forwarded, so a heartbeat repeating one does not double it.
     exits_forwarded: HashSet<String>,
+    /// The allocations this session may speak for.
+    held: Held,
+    /// The agent's data dir, from its hello (checkpoint paths are inside it).
+    data_dir: String,
     sup: Supervision<NodeActor>,
 }
 
@@ -60,6 +70,8 @@ impl NodeActor {
             log_waiters: HashMap::new(),
             next_request: 1,
             exits_forwarded: HashSet::new(),
+            held: Held::default(),
+            data_dir: String::new(),
             sup: Supervision::default(),
         }
     }
@@ -99,19 +111,9 @@ impl NodeActor {
             t.do_send(Workload {
                 allocation_id: allocation_id.to_string(),
                 kind,
+                node: self.rec.name.clone(),
+                node_data_dir: self.data_dir.clone(),
             });
-        }
-    }
-
-    fn forward_exits(&mut self, reports: &[WorkloadReport]) {
-        for w in reports {
-            if let Some(x) = &w.exit {
-                self.forward(
-                    &w.task_id,
-                    &w.allocation_id,
-                    WorkloadEventKind::Exited(x.clone()),
-                );
-            }
         }
     }
 
@@ -182,8 +184,16 @@ impl NodeActor {
     /// Answers the hello once the ledger's view of the node is known: keep
     /// and kill lists, the node's room back in the pool, exits it kept while
     /// away, and news for the tasks whose workload it no longer has.
-    fn welcome(&mut self, owned: &[caldera_spec::Allocation], reported: &[WorkloadReport]) {
+    fn welcome(
+        &mut self,
+        owned: &[caldera_spec::Allocation],
+        reported: &[WorkloadReport],
+        node_secret: Option<String>,
+    ) {
         let r = reconcile(owned, reported);
+        let mine = owned.iter().filter(|a| a.node == self.rec.name);
+        let mine = mine.map(|a| (a.allocation_id.clone(), a.task_id.clone()));
+        self.held.reset(mine, &r.kill);
         if let Some(notice) = r.kill_notice(&self.rec.name) {
             self.sh.record(
                 Event::new(self.sh.now_ms(), EventKind::NodeFenced, notice).node(&self.rec.name),
@@ -195,6 +205,7 @@ impl NodeActor {
             heartbeat_interval_ms: self.sh.config.heartbeat_interval_ms,
             keep: r.keep,
             kill: r.kill,
+            node_secret,
         }));
         self.sh.scheduler.do_send(NodeUp {
             name: self.rec.name.clone(),
@@ -254,6 +265,10 @@ impl Handler<Observe> for NodeActor {
 impl Handler<AgentHello> for NodeActor {
     type Result = ();
     fn handle(&mut self, m: AgentHello, ctx: &mut Context<Self>) {
+        let Some(secret) = self.admit_hello(&m) else {
+            return;
+        };
+        self.data_dir = m.hello.data_dir.clone();
         let ticket = self.open_session(&m.hello, m.session_id, m.tx);
         let sh = self.sh.clone();
         let name = self.rec.name.clone();
@@ -268,7 +283,7 @@ impl Handler<AgentHello> for NodeActor {
                     .unwrap_or_default()
             }
             .into_actor(self)
-            .map(move |owned, act, _| act.welcome(&owned, &m.hello.workloads)),
+            .map(move |owned, act, _| act.welcome(&owned, &m.hello.workloads, secret)),
         );
     }
 }
@@ -283,30 +298,28 @@ impl Handler<AgentMessage> for NodeActor {
         match m.msg {
             NodeMessage::Heartbeat(hb) => {
                 if hb.epoch != self.rec.epoch {
+                    let reason = format!(
+                        "heartbeat under stale epoch {} (current {}): reconnect",
+                        hb.epoch, self.rec.epoch
+                    );
+                    node_trust::refuse(&self.sh, &self.rec.name, Refusal::StaleEpoch, &reason);
                     self.send(ServerMessage::Refused {
-                        reason: format!(
-                            "stale epoch {} (current {}): reconnect",
-                            hb.epoch, self.rec.epoch
-                        ),
+                        reason,
+                        code: Refusal::StaleEpoch.code().code,
                     });
                     self.session = None;
                     return;
                 }
                 self.rec.last_seen_ms = self.sh.now_ms();
                 self.metrics = hb.metrics.clone();
-                self.forward_exits(&hb.workloads);
-                let usage = hb
-                    .workloads
-                    .iter()
-                    .map(|w| (w.allocation_id.clone(), w.usage.clone()))
-                    .collect();
+                let usage = self.take_reports(&hb.workloads).into_iter().collect();
                 self.sh.scheduler.do_send(NodeMetricsUpdate {
                     name: self.rec.name.clone(),
                     metrics: hb.metrics,
                     usage,
                 });
             }
-            NodeMessage::Event(ev) => self.forward(&ev.task_id, &ev.allocation_id, ev.kind),
+            NodeMessage::Event(ev) => self.on_event(ev),
             NodeMessage::Logs {
                 request_id,
                 content,
@@ -320,6 +333,7 @@ impl Handler<AgentMessage> for NodeActor {
             NodeMessage::Hello(_) => {
                 self.send(ServerMessage::Refused {
                     reason: "hello sent twice in one session".into(),
+                    code: caldera_spec::codes::NODE_SESSION_LIVE.code,
                 });
             }
         }
@@ -342,6 +356,7 @@ impl Handler<Dispatch> for NodeActor {
             return Err("node is lost".into());
         }
         m.0.epoch = self.rec.epoch;
+        self.held.insert(&m.0.allocation_id, &m.0.task_id);
         if self.send(ServerMessage::Start(m.0)) {
             Ok(self.rec.epoch)
         } else {

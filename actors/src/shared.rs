@@ -19,6 +19,8 @@ pub struct Shared {
     pub tokens: Arc<TokenBook>,
     /// Largest GPU in the pool, MiB (kept by the Scheduler), for the inference cap.
     pub largest_gpu_mb: Arc<std::sync::atomic::AtomicU64>,
+    /// What nodes said that was refused, per node and reason (for `/metrics`).
+    pub refusals: crate::node_trust::Refusals,
 }
 
 impl Shared {

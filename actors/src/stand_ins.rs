@@ -93,5 +93,6 @@ pub fn shared(store: Store, heard: &Heard) -> Arc<Shared> {
         config: ServerConfig::default(),
         tokens: Arc::new(TokenBook::default()),
         largest_gpu_mb: Arc::new(AtomicU64::new(0)),
+        refusals: Default::default(),
     })
 }

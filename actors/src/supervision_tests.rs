@@ -147,6 +147,8 @@ fn a_silent_node_is_lost_after_the_timeout_in_accelerated_time() {
             state: NodeState::Ready,
             joined_ms: 1,
             last_seen_ms: 1,
+            secret_sha256: None,
+            revoked: false,
         };
         let node = NodeActor::spawn(rec, sh.clone(), Duration::ZERO);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -155,6 +157,8 @@ fn a_silent_node_is_lost_after_the_timeout_in_accelerated_time() {
                 protocol: PROTOCOL_VERSION,
                 node_name: "gpu-7".into(),
                 agent_version: "test".into(),
+                node_secret: None,
+                data_dir: String::new(),
                 inventory: inventory(),
                 workloads: vec![],
             },

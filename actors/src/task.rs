@@ -6,6 +6,7 @@
 use crate::durability::Ticket;
 use crate::errors::{ActorError, Result};
 use crate::lifecycle::{self, Input, Outcome, Step, Stopping};
+use crate::node_trust::{self, Refusal};
 use crate::protocol::lifecycle::Observe;
 use crate::protocol::node::{Dispatch, StopWorkload};
 use crate::protocol::scheduler::{Checkpointed, Dequeue, Enqueue, Free};
@@ -17,7 +18,7 @@ use crate::protocol::TaskHandle;
 use crate::shared::Shared;
 use crate::supervision::{reread, Reread, Supervision};
 use actix::prelude::*;
-use caldera_spec::wire::StartCommand;
+use caldera_spec::wire::{StartCommand, WorkloadEventKind};
 use caldera_spec::{Allocation, Event, EventKind, TaskRecord, TaskState};
 use std::sync::Arc;
 use std::time::Duration;
@@ -508,6 +509,22 @@ impl Handler<Pending> for TaskActor {
 impl Handler<Workload> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Workload, ctx: &mut Context<Self>) {
+        if let WorkloadEventKind::CheckpointSaved { path } = &m.kind {
+            let spec_dir = self.rec.spec.checkpoint_dir.as_deref();
+            if !node_trust::checkpoint_inside(
+                path,
+                &m.node_data_dir,
+                &self.rec.spec.task_id,
+                spec_dir,
+            ) {
+                let what = format!(
+                    "checkpoint {path:?} for allocation {} is outside task {}'s checkpoint dir",
+                    m.allocation_id, self.rec.spec.task_id
+                );
+                node_trust::refuse(&self.sh, &m.node, Refusal::CheckpointOutsideDir, &what);
+                return;
+            }
+        }
         let input = Input::Workload {
             allocation_id: &m.allocation_id,
             kind: &m.kind,

@@ -150,6 +150,7 @@ impl NodeView {
         NodeView {
             name: rec.name.clone(),
             state: match rec.state {
+                _ if rec.revoked => "revoked",
                 NodeState::Ready => "ready",
                 NodeState::Lost => "lost",
             },

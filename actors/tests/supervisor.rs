@@ -69,6 +69,8 @@ fn a_stopped_scheduler_is_restarted_and_rebuilt_from_storage() {
         state: NodeState::Ready,
         joined_ms: 1,
         last_seen_ms: 1,
+        secret_sha256: None,
+        revoked: false,
     });
     b.put_task(&running);
     b.put_task(&task("waiting", 1));

@@ -1,13 +1,34 @@
 //! A fake node agent speaking the real wire protocol over a hand-rolled
 //! WebSocket client: enough to hold a session open and heartbeat, so that a
 //! benchmark can put a thousand nodes in front of one control plane.
-//! It runs no workloads; its hello says every GPU is simulated.
+//! It runs no workloads; its hello says every GPU is simulated. Tests use it
+//! as a rogue or impostor agent: it says exactly what a test tells it to.
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+/// The wire protocol version this fake speaks (`caldera_spec::wire::PROTOCOL_VERSION`).
+pub const PROTOCOL: u32 = 2;
+
 /// Opens a session as `name` with `gpus` simulated 80 GB GPUs; returns the socket and the epoch.
 pub fn join(addr: &str, token: &str, name: &str, gpus: u32) -> std::io::Result<(TcpStream, u64)> {
+    let (s, reply) = hello(addr, token, name, gpus, None)?;
+    let epoch = reply["epoch"]
+        .as_u64()
+        .ok_or_else(|| std::io::Error::other(format!("no welcome: {reply}")))?;
+    Ok((s, epoch))
+}
+
+/// Upgrades to the node WebSocket, says hello as `name` (presenting `secret`
+/// when given, data dir `/tmp/fake-node/<name>`) and returns the socket with
+/// the control plane's first answer: a welcome, or a refusal.
+pub fn hello(
+    addr: &str,
+    token: &str,
+    name: &str,
+    gpus: u32,
+    secret: Option<&str>,
+) -> std::io::Result<(TcpStream, serde_json::Value)> {
     let mut s = TcpStream::connect(addr)?;
     s.set_nodelay(true)?;
     write!(
@@ -32,17 +53,62 @@ pub fn join(addr: &str, token: &str, name: &str, gpus: u32) -> std::io::Result<(
                 "memory_used_mb": 0, "utilization_pct": 0, "simulated": true})
         })
         .collect();
-    let hello = serde_json::json!({"type": "hello", "protocol": 1, "node_name": name, "agent_version": "fake-node",
+    let hello = serde_json::json!({"type": "hello", "protocol": PROTOCOL, "node_name": name, "agent_version": "fake-node",
+        "node_secret": secret, "data_dir": data_dir(name),
         "inventory": {"hostname": name, "gpus": gpu_list, "cpu_cores": 96, "memory_total_mb": 1048576, "disks": [],
             "disk_offered_mb": 4194304, "labels": {}, "simulated_host": true, "isolation": "none (fake node)", "gpu_source": "simulated"},
         "workloads": []});
     send_text(&mut s, &hello.to_string())?;
-    let welcome = read_text(&mut s)?;
-    let v: serde_json::Value = serde_json::from_str(&welcome).map_err(std::io::Error::other)?;
-    let epoch = v["epoch"]
-        .as_u64()
-        .ok_or_else(|| std::io::Error::other(format!("no welcome: {welcome}")))?;
-    Ok((s, epoch))
+    let reply = read_json(&mut s)?;
+    Ok((s, reply))
+}
+
+/// The data dir a fake node's hello declares.
+pub fn data_dir(name: &str) -> String {
+    format!("/tmp/fake-node/{name}")
+}
+
+/// Sends one message (any JSON the agent could send).
+pub fn send(s: &mut TcpStream, msg: &serde_json::Value) -> std::io::Result<()> {
+    send_text(s, &msg.to_string())
+}
+
+/// Sends one workload event: `kind` is the event's tagged body, e.g.
+/// `{"kind": "exited", "code": 0, "signal": null, "stopped": false}`.
+pub fn event(
+    s: &mut TcpStream,
+    epoch: u64,
+    allocation_id: &str,
+    task_id: &str,
+    kind: serde_json::Value,
+) -> std::io::Result<()> {
+    let msg = serde_json::json!({"type": "event", "allocation_id": allocation_id, "task_id": task_id,
+        "epoch": epoch, "at_ms": 1, "kind": kind});
+    send(s, &msg)
+}
+
+/// Reads the next message of the control plane's whose `type` is `kind`,
+/// skipping others, waiting at most `timeout`.
+pub fn expect(
+    s: &mut TcpStream,
+    kind: &str,
+    timeout: Duration,
+) -> std::io::Result<serde_json::Value> {
+    s.set_read_timeout(Some(timeout))?;
+    let found = loop {
+        let m = read_json(s)?;
+        if m["type"] == kind {
+            break m;
+        }
+    };
+    s.set_read_timeout(None)?;
+    Ok(found)
+}
+
+/// Reads one text frame as JSON.
+pub fn read_json(s: &mut TcpStream) -> std::io::Result<serde_json::Value> {
+    let text = read_text(s)?;
+    serde_json::from_str(&text).map_err(std::io::Error::other)
 }
 
 /// Sends one heartbeat with empty metrics.

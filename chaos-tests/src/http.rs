@@ -11,7 +11,8 @@ pub struct Api {
     pub token: Option<String>,
 }
 
-/// Status and parsed JSON body (Null when the body is not JSON).
+/// Status and parsed JSON body (the raw text as a JSON string when the body
+/// is not JSON, e.g. `/metrics`).
 #[derive(Debug, Clone)]
 pub struct Reply {
     pub status: u16,
@@ -97,7 +98,7 @@ impl Api {
         };
         Ok(Reply {
             status,
-            body: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
+            body: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
         })
     }
 }

@@ -58,15 +58,15 @@ async fn run_session(
     let hello = match first {
         Some(Ok(AggregatedMessage::Text(t))) => match serde_json::from_str::<NodeMessage>(&t) {
             Ok(NodeMessage::Hello(h)) => h,
-            Ok(_) => return refuse(session, "the first frame must be a hello").await,
-            Err(e) => return refuse(session, &format!("bad hello: {e}")).await,
+            Ok(_) => return refuse(session, "the first frame must be a hello", 0).await,
+            Err(e) => return refuse(session, &format!("bad hello: {e}"), 0).await,
         },
-        _ => return refuse(session, "the first frame must be a text hello").await,
+        _ => return refuse(session, "the first frame must be a text hello", 0).await,
     };
     let node_name = hello.node_name.clone();
     let node = match st.cp.open_node_session(hello, session_id, tx).await {
         Ok(link) => link,
-        Err(e) => return refuse(session, &e.to_string()).await,
+        Err(e) => return refuse(session, &e.to_string(), e.code()).await,
     };
     tracing::info!(node = %node_name, session_id, "node session open");
     // 2. frames both ways until either side ends
@@ -103,9 +103,11 @@ async fn run_session(
     result
 }
 
-async fn refuse(mut session: Session, reason: &str) -> Result<(), String> {
+/// Answers a hello that cannot open a session (`code`: the registry entry, 0 when none fits).
+async fn refuse(mut session: Session, reason: &str, code: u32) -> Result<(), String> {
     let m = ServerMessage::Refused {
         reason: reason.to_string(),
+        code,
     };
     if let Ok(t) = serde_json::to_string(&m) {
         let _ = session.text(t).await;

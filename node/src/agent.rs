@@ -39,6 +39,8 @@ struct Agent {
     connection: Option<Connection>,
     /// A new heartbeat period from a welcome, for the loop to apply.
     new_heartbeat: Option<Duration>,
+    /// This name's node secret (None until the first welcome issues it).
+    secret: Option<String>,
 }
 
 /// Runs the agent until `shutdown` completes, then stops every workload (SIGTERM,
@@ -51,6 +53,7 @@ pub async fn run_until(
     config.validate()?;
     let mut config = config;
     config.data_dir = prepare_data_dir(&config.data_dir)?;
+    let secret = crate::secret::load(&config.data_dir)?;
     let isolation = Isolation::detect(&config.node_name);
     let probe = Probe::new(&config)?;
     tracing::info!(
@@ -83,6 +86,7 @@ pub async fn run_until(
         runtime,
         connection: None,
         new_heartbeat: None,
+        secret,
     };
     tokio::pin!(shutdown);
     loop {
@@ -177,6 +181,8 @@ impl Agent {
             protocol: PROTOCOL_VERSION,
             node_name: self.config.node_name.clone(),
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
+            node_secret: self.secret.clone(),
+            data_dir: self.config.data_dir.display().to_string(),
             inventory: self
                 .probe
                 .inventory(&self.config.labels, &self.runtime.isolation().label()),
@@ -194,8 +200,11 @@ impl Agent {
     fn on_message(&mut self, message: ServerMessage) {
         match message {
             ServerMessage::Welcome(welcome) => self.welcome(welcome),
-            ServerMessage::Refused { reason } => {
-                tracing::warn!("control plane refused this node: {reason}; will retry");
+            ServerMessage::Refused { reason, code } => {
+                tracing::warn!(
+                    code,
+                    "control plane refused this node: {reason}; will retry"
+                );
             }
             ServerMessage::Start(cmd) => {
                 if self.current_epoch(cmd.epoch, "start", &cmd.allocation_id) {
@@ -249,6 +258,17 @@ impl Agent {
             return;
         };
         conn.epoch = Some(welcome.epoch);
+        if let Some(secret) = welcome.node_secret {
+            // Kept in memory even when the file cannot be written: this run
+            // can still reconnect; a restart would need the operator.
+            if let Err(e) = crate::secret::store(&self.config.data_dir, &secret) {
+                tracing::error!(
+                    code = e.error_code().code,
+                    "{e}: the name cannot be rejoined after a restart"
+                );
+            }
+            self.secret = Some(secret);
+        }
         let reported = std::mem::take(&mut conn.reported);
         let killed = self
             .runtime

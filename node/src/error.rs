@@ -23,6 +23,9 @@ pub enum AgentError {
     /// The host could not be probed at all.
     #[error("hardware probe failed: {0}")]
     Probe(String),
+    /// The node secret file cannot be read or written.
+    #[error("node secret {path}: {source}")]
+    NodeSecret { path: PathBuf, source: io::Error },
 }
 
 impl AgentError {
@@ -34,6 +37,7 @@ impl AgentError {
             AgentError::DataDir { .. } => &codes::DATA_DIR_UNUSABLE,
             AgentError::Runtime(_) => &codes::RUNTIME_FAILED,
             AgentError::Probe(_) => &codes::PROBE_FAILED,
+            AgentError::NodeSecret { .. } => &codes::NODE_SECRET_UNUSABLE,
         }
     }
 

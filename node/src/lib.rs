@@ -12,6 +12,7 @@ pub mod config;
 pub mod error;
 pub mod probe;
 pub mod runtime;
+pub mod secret;
 pub mod session;
 pub mod sim_gpus;
 

@@ -225,6 +225,7 @@ fn welcome(epoch: u64, keep: &[&str], kill: &[&str]) -> ServerMessage {
         heartbeat_interval_ms: 100,
         keep: keep.iter().map(|s| s.to_string()).collect(),
         kill: kill.iter().map(|s| s.to_string()).collect(),
+        node_secret: None,
     })
 }
 
@@ -440,6 +441,7 @@ async fn a_refused_hello_is_retried() {
     c1.hello().await;
     c1.send(ServerMessage::Refused {
         reason: "duplicate live session".into(),
+        code: 10006,
     });
     let mut c2 = next_conn(&mut conns).await;
     c2.hello().await;
@@ -475,6 +477,47 @@ async fn a_hung_server_is_detected_by_ping_timeout() {
     let hello = c2.hello().await;
     assert_eq!(hello.workloads.len(), 1);
     assert!(hello.workloads[0].exit.is_none());
+    agent.stop();
+    agent.join().await;
+    server.stop(false).await;
+}
+
+#[actix_rt::test]
+async fn the_issued_node_secret_is_kept_and_presented_on_every_later_hello() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = agent_config(&url, dir.path());
+    config.node_name = "fake-node-9".into();
+    let mut agent = RunningAgent::spawn(config.clone());
+    let mut c1 = next_conn(&mut conns).await;
+    let first = c1.hello().await;
+    assert_eq!(first.node_secret, None);
+    assert!(first.data_dir.starts_with('/'), "{}", first.data_dir);
+    let ServerMessage::Welcome(mut w) = welcome(1, &[], &[]) else {
+        unreachable!()
+    };
+    w.node_secret = Some("issued-secret".into());
+    c1.send(ServerMessage::Welcome(w));
+    c1.until(|m| matches!(m, NodeMessage::Heartbeat(_)).then_some(()))
+        .await;
+    // A new connection of the same run presents it (a ping answered, then a hang)...
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c1.freeze();
+    let mut c2 = next_conn(&mut conns).await;
+    assert_eq!(
+        c2.hello().await.node_secret.as_deref(),
+        Some("issued-secret")
+    );
+    agent.stop();
+    agent.join().await;
+    // ...and so does a restarted agent: it is in the data dir.
+    let mut agent = RunningAgent::spawn(config);
+    let mut c3 = next_conn(&mut conns).await;
+    assert_eq!(
+        c3.hello().await.node_secret.as_deref(),
+        Some("issued-secret")
+    );
     agent.stop();
     agent.join().await;
     server.stop(false).await;

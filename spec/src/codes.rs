@@ -45,11 +45,16 @@ registry! {
     SERVER_BIND_FAILED = 10002, "server_bind_failed", 0, "the control plane cannot listen on its address";
     SERVER_STORAGE_FAILED = 10003, "server_storage_failed", 0, "the control plane cannot open, rebuild from or flush its data directory";
     SERVER_IO_FAILED = 10004, "server_io_failed", 0, "the HTTP server stopped on an I/O error";
+    NODE_SECRET_INVALID = 10005, "node_secret_invalid", 0, "a hello for a registered node name without its node secret, or with a wrong one";
+    NODE_SESSION_LIVE = 10006, "node_session_live", 0, "a hello for a node name that already has a live session";
+    NODE_REVOKED = 10007, "node_revoked", 0, "a hello for a node an operator revoked";
+    NODE_REPORT_REFUSED = 10008, "node_report_refused", 0, "a node's event or report for an allocation it does not hold under its current epoch, or a checkpoint outside the task's checkpoint dir";
     AGENT_CONFIG_INVALID = 10101, "config_invalid", 0, "the node agent's configuration is unusable; the message names the value";
     SIMULATE_GPUS_INVALID = 10102, "simulate_gpus_invalid", 0, "the agent's --simulate-gpus value cannot be parsed";
     DATA_DIR_UNUSABLE = 10103, "data_dir_unusable", 0, "the agent's data dir cannot be created or written";
     RUNTIME_FAILED = 10104, "runtime_failed", 0, "the agent's async runtime or signal handlers could not be set up";
     PROBE_FAILED = 10105, "probe_failed", 0, "the agent could not probe the host's hardware";
+    NODE_SECRET_UNUSABLE = 10106, "node_secret_unusable", 0, "the agent cannot read or write its node secret file in the data dir";
     PROGRAM_NOT_FOUND = 10201, "program_not_found", 0, "a workload's program does not exist or is not executable";
     SPAWN_FAILED = 10202, "spawn_failed", 0, "a workload's process could not be spawned";
     PREPARE_FAILED = 10203, "prepare_failed", 0, "a workload's directories or log file could not be created";

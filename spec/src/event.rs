@@ -12,6 +12,10 @@ pub enum EventKind {
     NodeJoined,
     NodeLost,
     NodeFenced,
+    /// A hello, event or report of a node was refused (not its allocation,
+    /// stale epoch, wrong secret, a checkpoint outside the task's dir...).
+    NodeRefused,
+    NodeRevoked,
     TenantCreated,
     QuotaChanged,
     WorkloadExited,

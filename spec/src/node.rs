@@ -80,6 +80,13 @@ pub struct NodeRecord {
     pub state: NodeState,
     pub joined_ms: u64,
     pub last_seen_ms: u64,
+    /// SHA-256 (hex) of the node secret issued when the name was registered;
+    /// None for a record from before node secrets (the next hello claims it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_sha256: Option<String>,
+    /// Revoked by an operator: no hello for this name is welcomed again.
+    #[serde(default)]
+    pub revoked: bool,
 }
 
 /// Whether the node is in the pool.
@@ -89,4 +96,25 @@ pub enum NodeState {
     Ready,
     /// Silent past the heartbeat timeout; its tasks were requeued and its epoch fenced.
     Lost,
+}
+
+/// A name safe as one path component: anything but `[A-Za-z0-9._-]` becomes `_`,
+/// and `.`/`..` cannot occur. The agent names a task's checkpoint dir and log
+/// with it, and the control plane checks reported checkpoint paths against it.
+pub fn safe_file_name(s: &str) -> String {
+    let name: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() || name.chars().all(|c| c == '.') {
+        format!("_{name}")
+    } else {
+        name
+    }
 }

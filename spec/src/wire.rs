@@ -8,12 +8,17 @@
 //! heartbeats flow one way and commands the other. Every command carries the
 //! epoch it was issued under; an agent ignores commands of any other epoch, so
 //! a command delayed across a reconnect can never act twice.
+//!
+//! Credentials (protocol 2): the join token only registers a name that is not
+//! yet registered; the welcome of that first session carries the node's own
+//! secret ([`Welcome::node_secret`]), which every later hello for the name must
+//! present ([`Hello::node_secret`]). The control plane keeps only its SHA-256.
 use crate::node::{NodeInventory, NodeMetrics};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bumped on any incompatible change; a mismatching hello is refused.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Agent -> control plane.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,6 +41,13 @@ pub struct Hello {
     pub protocol: u32,
     pub node_name: String,
     pub agent_version: String,
+    /// The secret this name was registered with; None on a first join.
+    #[serde(default)]
+    pub node_secret: Option<String>,
+    /// The agent's absolute data dir: a task's checkpoint dir is inside it, so a
+    /// checkpoint path the node reports is accepted only below that dir.
+    #[serde(default)]
+    pub data_dir: String,
     pub inventory: NodeInventory,
     /// Workloads still alive on the node (or exited since the last session, not yet reported).
     pub workloads: Vec<WorkloadReport>,
@@ -146,9 +158,14 @@ pub enum ServerMessage {
         task_id: String,
         tail_bytes: u64,
     },
-    /// The hello was refused (bad protocol, duplicate live session); the agent retries later.
+    /// The hello (or a report) was refused (bad protocol, wrong node secret,
+    /// a live session for the name, a revoked node, a stale epoch); the agent
+    /// retries later.
     Refused {
         reason: String,
+        /// The error's number in `caldera_spec::codes` (0 from older servers).
+        #[serde(default)]
+        code: u32,
     },
 }
 
@@ -161,6 +178,11 @@ pub struct Welcome {
     pub keep: Vec<String>,
     /// Reported workloads it no longer owns: kill them now.
     pub kill: Vec<String>,
+    /// Issued once, on the session that registered the name (or claimed a name
+    /// registered before node secrets existed): keep it, present it on every
+    /// later hello.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_secret: Option<String>,
 }
 
 /// Prepare and start one allocation's workload.
@@ -221,5 +243,28 @@ mod tests {
         });
         let text = serde_json::to_string(&e).unwrap();
         assert_eq!(serde_json::from_str::<NodeMessage>(&text).unwrap(), e);
+    }
+
+    #[test]
+    fn credentials_are_optional_on_the_wire_and_the_secret_is_sent_only_when_issued() {
+        let w = Welcome {
+            node_name: "n".into(),
+            epoch: 1,
+            heartbeat_interval_ms: 1000,
+            keep: vec![],
+            kill: vec![],
+            node_secret: None,
+        };
+        let text = serde_json::to_string(&ServerMessage::Welcome(w)).unwrap();
+        assert!(!text.contains("node_secret"), "{text}");
+        let refused: ServerMessage =
+            serde_json::from_str(r#"{"type":"refused","reason":"r"}"#).unwrap();
+        assert_eq!(
+            refused,
+            ServerMessage::Refused {
+                reason: "r".into(),
+                code: 0
+            }
+        );
     }
 }

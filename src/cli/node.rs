@@ -1,18 +1,29 @@
-//! `caldera node --join URL --token T`: run a node agent on this machine.
+//! `caldera node --join URL --token T`: run a node agent on this machine;
+//! `caldera node revoke NAME`: an operator revokes a node's credentials.
+use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
 use super::CliError;
 use caldera_node::{AgentConfig, AgentError};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// Flags of `caldera node`.
+/// Flags of `caldera node` (running an agent), or one of its subcommands.
 #[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct NodeArgs {
+    #[command(subcommand)]
+    pub action: Option<NodeAction>,
     /// Control plane URL, e.g. http://10.0.0.5:7070.
-    #[arg(long, value_name = "URL")]
-    pub join: String,
-    /// Cluster join token.
-    #[arg(long, env = "CALDERA_JOIN_TOKEN", hide_env_values = true)]
-    pub token: String,
+    #[arg(long, value_name = "URL", required = true)]
+    pub join: Option<String>,
+    /// Cluster join token (registers a new node name; later joins use the
+    /// node secret kept in the data dir).
+    #[arg(
+        long,
+        env = "CALDERA_JOIN_TOKEN",
+        hide_env_values = true,
+        required = true
+    )]
+    pub token: Option<String>,
     /// Node name, unique in the cluster [default: the hostname].
     #[arg(long)]
     pub name: Option<String>,
@@ -55,9 +66,11 @@ impl NodeArgs {
         let node_name = self
             .name
             .unwrap_or_else(caldera_node::config::default_node_name);
+        let missing =
+            |flag: &str| CliError::Usage(format!("{flag} is required to run a node agent"));
         let config = AgentConfig {
-            join_url: self.join,
-            token: self.token,
+            join_url: self.join.ok_or_else(|| missing("--join"))?,
+            token: self.token.ok_or_else(|| missing("--token"))?,
             data_dir: self
                 .data_dir
                 .unwrap_or_else(|| caldera_node::config::default_data_dir(&node_name)),
@@ -82,8 +95,43 @@ fn agent_error(e: AgentError) -> CliError {
     }
 }
 
-/// Runs the agent until SIGINT/SIGTERM.
+/// Subcommands of `caldera node`.
+#[derive(clap::Subcommand, Debug)]
+pub enum NodeAction {
+    /// Revoke a node (operator token): its secret no longer opens a session,
+    /// its live session is closed and its tasks are handled as on node loss.
+    Revoke(RevokeArgs),
+}
+
+/// `caldera node revoke NAME`
+#[derive(clap::Args, Debug)]
+pub struct RevokeArgs {
+    /// The node to revoke.
+    pub name: String,
+    #[command(flatten)]
+    pub opts: ClientOpts,
+}
+
+fn revoke(args: RevokeArgs) -> Result<(), CliError> {
+    let client = ApiClient::from_opts(&args.opts);
+    let path = format!("/v1/nodes/{}/revoke", encode(&args.name));
+    let data = block_on(client.send_json(Verb::Post, &path, &serde_json::json!({})))?.data;
+    if args.opts.json {
+        return print_json(&data);
+    }
+    println!(
+        "node {} revoked (state {})",
+        args.name,
+        data["state"].as_str().unwrap_or("?")
+    );
+    Ok(())
+}
+
+/// Runs the agent until SIGINT/SIGTERM, or the subcommand given.
 pub fn run(args: NodeArgs) -> Result<(), CliError> {
+    if let Some(NodeAction::Revoke(r)) = args.action {
+        return revoke(r);
+    }
     init_logs();
     let config = args.into_config()?;
     caldera_node::run(config).map_err(agent_error)

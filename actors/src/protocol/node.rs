@@ -55,6 +55,13 @@ pub struct FetchLogs {
     pub tail_bytes: u64,
 }
 
+/// An operator revoked the node: its secret stops working, its live session
+/// is closed and its tasks are handled as on node loss. Answers false when it
+/// was revoked already.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct Revoke;
+
 /// Record, connection state and latest metrics.
 #[derive(Message)]
 #[rtype(result = "(NodeRecord, bool, NodeMetrics)")]
@@ -83,6 +90,7 @@ handle! {
             stop_workload: StopWorkload,
             fetch_logs: FetchLogs,
             snapshot: NodeSnapshot,
+            revoke: Revoke,
         }
     }
 }

@@ -30,6 +30,10 @@ pub struct Pending {
 pub struct Workload {
     pub allocation_id: String,
     pub kind: WorkloadEventKind,
+    /// The node that said it, and its data dir (from its hello): a checkpoint
+    /// path is accepted only inside the task's checkpoint dir there.
+    pub node: String,
+    pub node_data_dir: String,
 }
 
 /// Release resources (the data platform's "release"): stop the workload if it

@@ -17,8 +17,31 @@ pub async fn metrics(st: web::Data<AppState>) -> Result<HttpResponse, ApiError> 
          # HELP caldera_healthy_nodes Nodes with a live agent session.\n# TYPE caldera_healthy_nodes gauge\ncaldera_healthy_nodes {}\n\
          # HELP caldera_live_tasks Tasks with a live TaskActor.\n# TYPE caldera_live_tasks gauge\ncaldera_live_tasks {}\n",
         s.queued, s.allocations, s.healthy_nodes, s.live_tasks
-    );
+    ) + &refusals(&st.cp.node_refusals());
     Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(body))
+}
+
+/// `caldera_node_reports_refused_total{node,reason}`: what nodes said that was
+/// refused (not their allocation, stale epoch, wrong secret...).
+fn refusals(counts: &[(String, &'static str, u64)]) -> String {
+    let mut out = String::from(
+        "# HELP caldera_node_reports_refused_total Hellos, events and reports of nodes that were refused.\n\
+         # TYPE caldera_node_reports_refused_total counter\n",
+    );
+    for (node, reason, n) in counts {
+        out.push_str(&format!(
+            "caldera_node_reports_refused_total{{node=\"{}\",reason=\"{reason}\"}} {n}\n",
+            label(node)
+        ));
+    }
+    out
+}
+
+/// A Prometheus label value: backslash, quote and newline escaped.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

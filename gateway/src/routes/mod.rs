@@ -22,6 +22,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/v1/nodes/connect", web::get().to(crate::ws::connect))
         .route("/v1/nodes", web::get().to(nodes::list))
         .route("/v1/nodes/{name}", web::get().to(nodes::get))
+        .route("/v1/nodes/{name}/revoke", web::post().to(nodes::revoke))
         .route("/v1/utilization", web::get().to(utilization::get))
         .route("/v1/tenants", web::post().to(tenants::create))
         .route("/v1/tenants", web::get().to(tenants::list))

@@ -31,3 +31,16 @@ pub async fn allocations(_: Operator, st: web::Data<AppState>) -> Result<Reply<V
     let (ledger, stored) = st.cp.allocations().await?;
     Ok(Reply::ok(json!({ "ledger": ledger, "stored": stored })))
 }
+
+/// POST /v1/nodes/{name}/revoke (operator): the node's secret stops working
+/// and its live session is closed; its tasks are handled as on node loss.
+pub async fn revoke(
+    _: Operator,
+    st: web::Data<AppState>,
+    name: web::Path<String>,
+) -> Result<Reply<NodeView>, ApiError> {
+    match st.cp.revoke_node(&name).await? {
+        Some(v) => Ok(Reply::ok(v)),
+        None => Err(ApiError::not_found("node", &name)),
+    }
+}

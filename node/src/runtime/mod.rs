@@ -66,25 +66,9 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// A name safe as one path component: anything but `[A-Za-z0-9._-]` becomes `_`,
-/// and `.`/`..` cannot occur.
-pub fn safe_file_name(s: &str) -> String {
-    let name: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if name.is_empty() || name.chars().all(|c| c == '.') {
-        format!("_{name}")
-    } else {
-        name
-    }
-}
+/// One path component from any name (shared with the control plane, which
+/// checks checkpoint paths against the same dir).
+pub use caldera_spec::node::safe_file_name;
 
 impl Runtime {
     /// A runtime keeping its files under `data_dir`; the receiver carries its notes.

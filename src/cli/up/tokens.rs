@@ -7,8 +7,6 @@
 //! owner can read (mode 0600), next to the data they protect.
 use crate::cli::CliError;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Name of the token file inside the data directory.
@@ -71,23 +69,10 @@ pub fn load_or_create(
 /// Writes the tokens atomically (temp file, fsync, rename) with mode 0600.
 pub fn save(data_dir: &Path, tokens: &UpTokens) -> Result<(), CliError> {
     let file = path(data_dir);
-    let temp = data_dir.join(format!("{FILE_NAME}.tmp"));
-    let fail =
-        |what: &str, e: std::io::Error| CliError::Failed(format!("{what} {}: {e}", file.display()));
     let body = serde_json::to_vec_pretty(tokens)
         .map_err(|e| CliError::Failed(format!("encoding tokens: {e}")))?;
-    // A stale temp file may have another mode; `mode` only applies on creation.
-    let _ = std::fs::remove_file(&temp);
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temp)
-        .map_err(|e| fail("writing", e))?;
-    out.write_all(&body)
-        .and_then(|()| out.sync_all())
-        .map_err(|e| fail("writing", e))?;
-    std::fs::rename(&temp, &file).map_err(|e| fail("replacing", e))
+    caldera_node::secret::write_private(&file, &body)
+        .map_err(|e| CliError::Failed(format!("writing {}: {e}", file.display())))
 }
 
 /// A new token: 32 random bytes from the operating system, hex-encoded.

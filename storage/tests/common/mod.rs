@@ -87,6 +87,8 @@ pub fn node(name: &str) -> NodeRecord {
         state: NodeState::Ready,
         joined_ms: 10,
         last_seen_ms: 20,
+        secret_sha256: None,
+        revoked: false,
     }
 }
 

@@ -1,0 +1,177 @@
+//! What a node's session may say, applied to the NodeActor (the rules are in
+//! `crate::node_trust`): which hellos open a session, which events and
+//! reports reach a task, and revocation.
+use super::NodeActor;
+use crate::node_trust::{self, Refusal, Verdict};
+use crate::protocol::node::{AgentHello, Revoke};
+use actix::prelude::*;
+use caldera_spec::wire::{
+    AllocationUse, ServerMessage, WorkloadEvent, WorkloadEventKind, WorkloadReport,
+};
+use caldera_spec::{EventKind, NodeState};
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// What the agent is told when its hello is refused.
+fn hello_refusal(why: Refusal, name: &str) -> String {
+    match why {
+        Refusal::Revoked => format!("node {name} was revoked by an operator"),
+        Refusal::LiveSession => format!(
+            "node {name} already has a live session; a second one is refused while it lasts"
+        ),
+        _ => format!(
+            "node {name} is registered: the hello must carry its node_secret \
+             (kept in that agent's data dir)"
+        ),
+    }
+}
+
+impl NodeActor {
+    /// Whether `m` may open a session: `Some(secret to issue, if any)`, or
+    /// None when it was refused (the agent told, the refusal counted).
+    pub(super) fn admit_hello(&mut self, m: &AgentHello) -> Option<Option<String>> {
+        let presented = m.hello.node_secret.as_deref();
+        let issue = match node_trust::admit(&self.rec, self.session_alive(), presented) {
+            Ok(issue) => issue,
+            Err(why) => {
+                let detail = hello_refusal(why, &self.rec.name);
+                self.refuse_hello(&m.tx, why, detail);
+                return None;
+            }
+        };
+        let secret = match issue.then(crate::tokens::generate).transpose() {
+            Ok(s) => s,
+            Err(e) => {
+                let detail = format!("no node secret could be generated: {e}");
+                self.refuse_hello(&m.tx, Refusal::BadSecret, detail);
+                return None;
+            }
+        };
+        if let Some(s) = &secret {
+            self.rec.secret_sha256 = Some(crate::tokens::hash(s));
+        }
+        Some(secret)
+    }
+
+    /// Whether the session may speak for `allocation_id`: the task to tell,
+    /// or None (dropped, or refused and counted).
+    pub(super) fn vouch(
+        &self,
+        epoch: u64,
+        allocation_id: &str,
+        task_id: &str,
+        what: &str,
+    ) -> Option<String> {
+        match self
+            .held
+            .check(self.rec.epoch, epoch, allocation_id, task_id)
+        {
+            Verdict::Accept(task) => Some(task),
+            Verdict::Drop => None,
+            Verdict::Refuse(why) => {
+                let detail = format!(
+                    "{what} for allocation {allocation_id} (task {task_id:?}, epoch {epoch}; current epoch {})",
+                    self.rec.epoch
+                );
+                node_trust::refuse(&self.sh, &self.rec.name, why, &detail);
+                None
+            }
+        }
+    }
+
+    pub(super) fn on_event(&mut self, ev: WorkloadEvent) {
+        // Once its exit is in, the node has nothing more to say for it.
+        if self.exits_forwarded.contains(&ev.allocation_id) {
+            return;
+        }
+        let what = format!("{:?} event", ev.kind);
+        if let Some(task) = self.vouch(ev.epoch, &ev.allocation_id, &ev.task_id, &what) {
+            self.forward(&task, &ev.allocation_id, ev.kind);
+        }
+    }
+
+    /// The usage of the heartbeat's reports the node may speak for; their
+    /// exits are forwarded.
+    pub(super) fn take_reports(
+        &mut self,
+        reports: &[WorkloadReport],
+    ) -> Vec<(String, AllocationUse)> {
+        let mut usage = Vec::new();
+        for w in reports {
+            if self.exits_forwarded.contains(&w.allocation_id) {
+                continue;
+            }
+            let Some(task) = self.vouch(w.epoch, &w.allocation_id, &w.task_id, "heartbeat report")
+            else {
+                continue;
+            };
+            usage.push((w.allocation_id.clone(), w.usage.clone()));
+            if let Some(x) = &w.exit {
+                let kind = WorkloadEventKind::Exited(x.clone());
+                self.forward(&task, &w.allocation_id, kind);
+            }
+        }
+        usage
+    }
+
+    /// Whether the current session still speaks: heard within two heartbeat
+    /// periods. A silent one (a half-open socket the agent already gave up
+    /// on, as its pings went unanswered) may be superseded by a hello that
+    /// carries the secret; a live one never is.
+    pub(super) fn session_alive(&self) -> bool {
+        let quiet = Duration::from_millis(2 * self.sh.config.heartbeat_interval_ms);
+        self.session.is_some() && self.sh.clock.since(self.last_seen) < quiet
+    }
+
+    /// Refuses a hello: the agent is told why, the refusal is counted, and
+    /// dropping `tx` closes that socket.
+    pub(super) fn refuse_hello(
+        &self,
+        tx: &UnboundedSender<ServerMessage>,
+        why: Refusal,
+        detail: String,
+    ) {
+        node_trust::refuse(
+            &self.sh,
+            &self.rec.name,
+            why,
+            &format!("hello refused: {detail}"),
+        );
+        let _ = tx.send(ServerMessage::Refused {
+            reason: detail,
+            code: why.code().code,
+        });
+    }
+}
+
+impl Handler<Revoke> for NodeActor {
+    type Result = ResponseFuture<bool>;
+    /// Answers once the revocation is durable.
+    fn handle(&mut self, _: Revoke, ctx: &mut Context<Self>) -> Self::Result {
+        if self.rec.revoked {
+            return Box::pin(async { false });
+        }
+        self.rec.revoked = true;
+        self.rec.secret_sha256 = None;
+        self.send(ServerMessage::Refused {
+            reason: format!("node {} was revoked by an operator", self.rec.name),
+            code: caldera_spec::codes::NODE_REVOKED.code,
+        });
+        let notice = format!(
+            "node {} revoked by an operator: its secret no longer opens a session",
+            self.rec.name
+        );
+        let ticket = self.persist(EventKind::NodeRevoked, notice);
+        if self.rec.state == NodeState::Ready {
+            self.lose(ctx);
+        }
+        self.session = None;
+        let sh = self.sh.clone();
+        Box::pin(async move {
+            if let Some(t) = ticket {
+                sh.gate.durable(t).await;
+            }
+            true
+        })
+    }
+}

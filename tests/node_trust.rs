@@ -1,0 +1,243 @@
+//! Trust I (issue 9): a node speaks only for itself. Real processes: a control
+//! plane, real agents, and fake agents (`fake_node`) that speak the real wire
+//! protocol but say whatever a test tells them to: a rogue that joined under
+//! its own name, an impostor that takes another node's name.
+use caldera_chaos_tests::fake_node;
+use caldera_chaos_tests::{wait_until, Agent, Api, ControlPlane, JOIN_TOKEN, OPERATOR_TOKEN};
+use serde_json::{json, Value};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_caldera");
+
+fn sleeper(id: &str) -> String {
+    json!({
+        "task_id": id, "task_type": "training",
+        "resources": {"gpu": {"count": 1, "memory_gb": 10}, "cpu": {"cores": 1}},
+        "command": ["sleep", "120"], "env": {"TENANT_SECRET": "s3cr3t"}
+    })
+    .to_string()
+}
+
+fn wait_running(api: &Api, id: &str) -> Value {
+    api.wait_task(id, 20, "running", |v| v["state"] == "running")
+}
+
+fn exited(code: i32) -> Value {
+    json!({"kind": "exited", "code": code, "signal": null, "stopped": false})
+}
+
+/// Sum of `caldera_node_reports_refused_total` for `node` on /metrics.
+fn refused(cp: &ControlPlane, node: &str) -> u64 {
+    let text = cp.operator().get("/metrics").body;
+    let prefix = format!("caldera_node_reports_refused_total{{node=\"{node}\"");
+    text.as_str()
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Messages of the events naming `node`.
+fn node_events(cp: &ControlPlane, node: &str) -> Vec<String> {
+    let r = cp
+        .operator()
+        .get(&format!("/v1/events?node={node}&limit=500"));
+    r.data()["events"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn node_view(cp: &ControlPlane, name: &str) -> Value {
+    cp.operator()
+        .get(&format!("/v1/nodes/{name}"))
+        .data()
+        .clone()
+}
+
+fn connected(cp: &ControlPlane, name: &str) -> bool {
+    node_view(cp, name)["connected"] == true
+}
+
+fn allocation_id(v: &Value) -> String {
+    v["allocation"]["allocation_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A control plane and one real agent with one GPU, connected. Each test
+/// names its agent apart: agents of one name share a cgroup on this host.
+fn one_real_node(dir: &Path, name: &str) -> (ControlPlane, Agent) {
+    let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), &[]);
+    let real = Agent::start(Path::new(BIN), &cp, name, "1xA100-80GB", dir);
+    assert!(wait_until(Duration::from_secs(20), || connected(&cp, name)));
+    (cp, real)
+}
+
+#[test]
+fn a_rogue_node_cannot_end_fail_or_checkpoint_another_nodes_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _real) = one_real_node(dir.path(), "node-1");
+    // The rogue joins under its own name, with no GPUs: nothing is placed on it.
+    let (mut rogue, epoch) = fake_node::join(&cp.addr, JOIN_TOKEN, "rogue-1", 0).unwrap();
+    let api = cp.api(&cp.tenant("team-a"));
+    assert_eq!(api.post("/v1/tasks", &sleeper("victim")).status, 201);
+    let v = wait_running(&api, "victim");
+    let alloc = allocation_id(&v);
+
+    fake_node::event(&mut rogue, epoch, &alloc, "victim", exited(0)).unwrap();
+    let report = json!({"allocation_id": alloc, "task_id": "victim", "epoch": epoch, "pid": 1,
+        "exit": {"code": 1, "signal": null, "stopped": false}});
+    let hb = json!({"type": "heartbeat", "epoch": epoch, "metrics": {"gpus": [], "cpu_used_pct": 0.0,
+        "memory_used_mb": 0, "disk_free_mb": 0, "disk_read_bytes_per_s": 0, "disk_write_bytes_per_s": 0},
+        "workloads": [report]});
+    fake_node::send(&mut rogue, &hb).unwrap();
+    let shadow = json!({"kind": "checkpoint_saved", "path": "/etc/shadow"});
+    fake_node::event(&mut rogue, epoch, &alloc, "victim", shadow).unwrap();
+    fake_node::event(&mut rogue, 0, &alloc, "victim", exited(0)).unwrap();
+
+    let counted = wait_until(Duration::from_secs(5), || refused(&cp, "rogue-1") >= 4);
+    let v = api.get("/v1/tasks/victim").data().clone();
+    assert_eq!(v["state"], "running", "rogue-node events accepted: {v}");
+    assert_eq!(allocation_id(&v), alloc);
+    assert!(v["checkpoint"].is_null(), "{v}");
+    assert!(counted, "refusals counted: {}", refused(&cp, "rogue-1"));
+    assert_eq!(refused(&cp, "node-1"), 0, "the honest agent was refused");
+    let events = node_events(&cp, "rogue-1");
+    assert!(
+        events
+            .iter()
+            .any(|m| m.contains("refused") && m.contains(&alloc)),
+        "{events:?}"
+    );
+}
+
+/// A fake node holding the one GPU of the cluster, after it got its start command.
+fn holder(cp: &ControlPlane, api: &Api, task: &str) -> (TcpStream, u64, String) {
+    let (mut s, epoch) = fake_node::join(&cp.addr, JOIN_TOKEN, "node-f", 1).unwrap();
+    assert_eq!(api.post("/v1/tasks", &sleeper(task)).status, 201);
+    let start = fake_node::expect(&mut s, "start", Duration::from_secs(10)).unwrap();
+    let alloc = start["allocation_id"].as_str().unwrap().to_string();
+    let started = json!({"kind": "started", "pid": 4242});
+    fake_node::event(&mut s, epoch, &alloc, task, started).unwrap();
+    wait_running(api, task);
+    (s, epoch, alloc)
+}
+
+#[test]
+fn the_holding_node_is_held_to_its_epoch_and_its_tasks_checkpoint_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    // A long node timeout: the fake node does not heartbeat.
+    let cp = ControlPlane::start(
+        Path::new(BIN),
+        &dir.path().join("cp"),
+        &[("CALDERA_NODE_TIMEOUT_MS", "60000")],
+    );
+    let api = cp.api(&cp.tenant("team-a"));
+    let (mut s, epoch, alloc) = holder(&cp, &api, "ckpt-1");
+    let own = format!("{}/checkpoints/ckpt-1", fake_node::data_dir("node-f"));
+    for path in [
+        "/etc/shadow".to_string(),
+        format!("{own}/../../../../etc/shadow"),
+        format!("{own}-other/step-1"),
+        own.clone(),
+    ] {
+        let kind = json!({"kind": "checkpoint_saved", "path": path});
+        fake_node::event(&mut s, epoch, &alloc, "ckpt-1", kind).unwrap();
+    }
+    fake_node::event(&mut s, 0, &alloc, "ckpt-1", exited(0)).unwrap();
+    let counted = wait_until(Duration::from_secs(5), || refused(&cp, "node-f") >= 5);
+    let v = api.get("/v1/tasks/ckpt-1").data().clone();
+    assert!(
+        v["checkpoint"].is_null(),
+        "checkpoint outside its dir accepted: {v}"
+    );
+    assert_eq!(v["state"], "running", "stale-epoch exit accepted: {v}");
+    assert!(counted, "refusals counted: {}", refused(&cp, "node-f"));
+
+    // Inside its own dir, under its epoch: accepted.
+    let good = format!("{own}/step-1.pt");
+    let kind = json!({"kind": "checkpoint_saved", "path": good});
+    fake_node::event(&mut s, epoch, &alloc, "ckpt-1", kind).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || {
+        api.get("/v1/tasks/ckpt-1").data()["checkpoint"] == good.as_str()
+    }));
+    assert_eq!(refused(&cp, "node-f"), 5);
+}
+
+fn revoke(cp: &ControlPlane, name: &str) -> std::process::Output {
+    std::process::Command::new(BIN)
+        .args(["node", "revoke", name, "--server", &cp.url()])
+        .args(["--token", OPERATOR_TOKEN])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_registered_name_needs_its_secret_one_session_at_a_time_until_revoked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, mut real) = one_real_node(dir.path(), "node-3");
+    let api = cp.api(&cp.tenant("team-a"));
+    assert_eq!(api.post("/v1/tasks", &sleeper("victim")).status, 201);
+    let alloc = allocation_id(&wait_running(&api, "victim"));
+    let epoch = node_view(&cp, "node-3")["epoch"].clone();
+
+    // The join token alone does not take over a registered name.
+    let (_s, reply) = fake_node::hello(&cp.addr, JOIN_TOKEN, "node-3", 1, None).unwrap();
+    assert_eq!(reply["type"], "refused", "impostor welcomed: {reply}");
+    assert_eq!(reply["code"], 10005, "{reply}");
+    // The agent kept its secret in its data dir, readable by it alone.
+    let file = real.data_dir.join("node-secret");
+    let secret = std::fs::read_to_string(&file).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // Even with the secret: one session at a time.
+    let (_s, reply) =
+        fake_node::hello(&cp.addr, JOIN_TOKEN, "node-3", 1, Some(secret.trim())).unwrap();
+    assert_eq!(reply["type"], "refused", "second session welcomed: {reply}");
+    let v = api.get("/v1/tasks/victim").data().clone();
+    assert_eq!(
+        (v["state"].clone(), allocation_id(&v)),
+        ("running".into(), alloc)
+    );
+    assert_eq!(node_view(&cp, "node-3")["epoch"], epoch);
+    assert!(refused(&cp, "node-3") >= 2);
+
+    // A restarted agent keeps its name: the secret survives in its data dir.
+    real.restart();
+    assert!(wait_until(Duration::from_secs(20), || {
+        let n = node_view(&cp, "node-3");
+        n["connected"] == true && n["epoch"] != epoch
+    }));
+
+    // Revoked: the live session is closed and the secret no longer works.
+    let out = revoke(&cp, "node-3");
+    assert!(out.status.success(), "{out:?}");
+    assert!(wait_until(Duration::from_secs(10), || !connected(
+        &cp, "node-3"
+    )));
+    let (_s, reply) =
+        fake_node::hello(&cp.addr, JOIN_TOKEN, "node-3", 1, Some(secret.trim())).unwrap();
+    assert_eq!(reply["type"], "refused", "revoked secret welcomed: {reply}");
+    assert_eq!(reply["code"], 10007, "{reply}");
+    let events = node_events(&cp, "node-3");
+    assert!(
+        events.iter().any(|m| m.contains("revoked by an operator")),
+        "{events:?}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!connected(&cp, "node-3"), "the revoked agent came back");
+    // Revoking is for operators only, and names the node it did not find.
+    let tenant = cp.api(&cp.tenant("team-b"));
+    assert_eq!(tenant.post("/v1/nodes/node-1/revoke", "").status, 403);
+    assert_eq!(cp.operator().post("/v1/nodes/nope/revoke", "").status, 404);
+}
