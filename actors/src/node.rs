@@ -277,13 +277,36 @@ impl Handler<AgentHello> for NodeActor {
                 if let Some(t) = ticket {
                     sh.gate.durable(t).await;
                 }
-                sh.scheduler
-                    .send(AllocationsOn { node: name })
-                    .await
-                    .unwrap_or_default()
+                sh.scheduler.send(AllocationsOn { node: name }).await
             }
             .into_actor(self)
-            .map(move |owned, act, _| act.welcome(&owned, &m.hello.workloads, secret)),
+            .map(move |owned, act, _| match owned {
+                Ok(owned) => act.welcome(&owned, &m.hello.workloads, secret),
+                // Without the Scheduler's answer nothing is known to be
+                // owned: welcoming now would tell the agent to kill every
+                // workload it reported. Refuse; the agent says hello again.
+                Err(e) => act.refuse_unanswered(&e.to_string()),
+            }),
+        );
+    }
+}
+
+impl NodeActor {
+    /// The hello could not be answered (the Scheduler is being rebuilt):
+    /// refused with a code the agent retries on, the session dropped, and no
+    /// workload touched.
+    fn refuse_unanswered(&mut self, why: &str) {
+        let reason = format!(
+            "node {}: the control plane cannot answer the hello now ({why}); say hello again",
+            self.rec.name
+        );
+        self.send(ServerMessage::Refused {
+            reason: reason.clone(),
+            code: caldera_spec::codes::NODE_HELLO_UNANSWERED.code,
+        });
+        self.session = None;
+        self.sh.record(
+            Event::new(self.sh.now_ms(), EventKind::NodeRefused, reason).node(&self.rec.name),
         );
     }
 }

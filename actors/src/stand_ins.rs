@@ -16,11 +16,17 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
-/// A Scheduler that only writes down what it was told.
+/// A Scheduler that only writes down what it was told. Made `deaf`, it
+/// answers no question (as a Scheduler being rebuilt does not).
 #[derive(Default, Clone)]
-pub struct Heard(Arc<Mutex<Vec<String>>>);
+pub struct Heard(Arc<Mutex<Vec<String>>>, Arc<std::sync::atomic::AtomicBool>);
 
 impl Heard {
+    pub fn deaf() -> Heard {
+        let h = Heard::default();
+        h.1.store(true, std::sync::atomic::Ordering::SeqCst);
+        h
+    }
     pub fn note(&self, s: String) {
         if let Ok(mut v) = self.0.lock() {
             v.push(s);
@@ -64,6 +70,9 @@ impl SchedulerPort for Heard {
         ready(Vec::new())
     }
     fn allocations_on(&self, _: AllocationsOn) -> Reply<Vec<Allocation>> {
+        if self.1.load(std::sync::atomic::Ordering::SeqCst) {
+            return Box::pin(async { Err(actix::MailboxError::Closed) });
+        }
         ready(Vec::new())
     }
     fn allocated_by_node(&self, _: AllocatedByNode) -> Reply<HashMap<String, NodeAllocated>> {

@@ -189,3 +189,61 @@ fn a_silent_node_is_lost_after_the_timeout_in_accelerated_time() {
         );
     });
 }
+
+/// A hello the control plane cannot answer (the Scheduler does not reply) is
+/// refused — the agent says hello again — and never welcomed with a kill list
+/// of every workload it reported (issue 9, finding 6).
+#[test]
+fn a_hello_the_scheduler_cannot_answer_is_refused_not_welcomed_with_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
+    let heard = Heard::deaf();
+    actix_rt::System::new().block_on(async move {
+        let sh = shared(store, &heard);
+        let rec = NodeRecord {
+            name: "gpu-8".into(),
+            inventory: inventory(),
+            epoch: 0,
+            state: NodeState::Ready,
+            joined_ms: 1,
+            last_seen_ms: 1,
+            secret_sha256: None,
+            revoked: false,
+        };
+        let node = NodeActor::spawn(rec, sh.clone(), Duration::ZERO);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let running = caldera_spec::wire::WorkloadReport {
+            allocation_id: "train.1".into(),
+            task_id: "train".into(),
+            epoch: 1,
+            pid: Some(4242),
+            exit: None,
+            usage: Default::default(),
+        };
+        node.do_send(AgentHello {
+            hello: Hello {
+                protocol: PROTOCOL_VERSION,
+                node_name: "gpu-8".into(),
+                agent_version: "test".into(),
+                node_secret: None,
+                data_dir: String::new(),
+                inventory: inventory(),
+                workloads: vec![running],
+            },
+            session_id: 1,
+            tx,
+        });
+        match rx.recv().await {
+            Some(ServerMessage::Refused { code, reason }) => {
+                assert_eq!(
+                    code,
+                    caldera_spec::codes::NODE_HELLO_UNANSWERED.code,
+                    "{reason}"
+                );
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        let (_, connected, _) = node.send(NodeSnapshot).await.unwrap();
+        assert!(!connected, "the session is dropped; the agent reconnects");
+    });
+}

@@ -49,6 +49,7 @@ registry! {
     NODE_SESSION_LIVE = 10006, "node_session_live", 0, "a hello for a node name that already has a live session";
     NODE_REVOKED = 10007, "node_revoked", 0, "a hello for a node an operator revoked";
     NODE_REPORT_REFUSED = 10008, "node_report_refused", 0, "a node's event or report for an allocation it does not hold under its current epoch, or a checkpoint outside the task's checkpoint dir";
+    NODE_HELLO_UNANSWERED = 10009, "node_hello_unanswered", 0, "a hello the control plane could not answer (its Scheduler was not answering); the agent says hello again, and no workload is touched";
     AGENT_CONFIG_INVALID = 10101, "config_invalid", 0, "the node agent's configuration is unusable; the message names the value";
     SIMULATE_GPUS_INVALID = 10102, "simulate_gpus_invalid", 0, "the agent's --simulate-gpus value cannot be parsed";
     DATA_DIR_UNUSABLE = 10103, "data_dir_unusable", 0, "the agent's data dir cannot be created or written";
