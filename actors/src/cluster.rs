@@ -426,6 +426,7 @@ impl Handler<NodeSession> for Cluster {
         validate_name(&m.hello.node_name).map_err(|_| {
             ActorError::Conflict(format!("node name {:?} is not valid", m.hello.node_name))
         })?;
+        m.hello.inventory.validate()?;
         let name = m.hello.node_name.clone();
         let addr = match self.sh.registry.node(&name) {
             Some(a) => a,

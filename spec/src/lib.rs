@@ -11,6 +11,7 @@ pub mod codes;
 pub mod error;
 pub mod event;
 pub mod gpu_model;
+mod json;
 pub mod node;
 pub mod record;
 pub mod resources;
