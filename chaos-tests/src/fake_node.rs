@@ -8,6 +8,19 @@ use std::time::Duration;
 
 /// Opens a session as `name` with `gpus` simulated 80 GB GPUs; returns the socket and the epoch.
 pub fn join(addr: &str, token: &str, name: &str, gpus: u32) -> std::io::Result<(TcpStream, u64)> {
+    let indices: Vec<u32> = (0..gpus).collect();
+    join_with_gpus(addr, token, name, &indices)
+}
+
+/// Opens a session as `name` whose hello lists one simulated 80 GB GPU per
+/// entry of `indices`, with that index (a test may list one twice). An error
+/// carries the control plane's answer when it is not a welcome.
+pub fn join_with_gpus(
+    addr: &str,
+    token: &str,
+    name: &str,
+    indices: &[u32],
+) -> std::io::Result<(TcpStream, u64)> {
     let mut s = TcpStream::connect(addr)?;
     s.set_nodelay(true)?;
     write!(
@@ -26,9 +39,11 @@ pub fn join(addr: &str, token: &str, name: &str, gpus: u32) -> std::io::Result<(
             String::from_utf8_lossy(&head).to_string(),
         ));
     }
-    let gpu_list: Vec<serde_json::Value> = (0..gpus)
-        .map(|i| {
-            serde_json::json!({"index": i, "uuid": format!("GPU-SIM-{name}-{i}"), "model": "A100", "memory_total_mb": 81920,
+    let gpu_list: Vec<serde_json::Value> = indices
+        .iter()
+        .enumerate()
+        .map(|(n, i)| {
+            serde_json::json!({"index": i, "uuid": format!("GPU-SIM-{name}-{n}"), "model": "A100", "memory_total_mb": 81920,
                 "memory_used_mb": 0, "utilization_pct": 0, "simulated": true})
         })
         .collect();

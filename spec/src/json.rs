@@ -93,7 +93,8 @@ fn classify(path: String, err: &serde_json::Error) -> SpecError {
             let named = between_backticks(&msg);
             if let Some(key) = named.filter(|_| msg.starts_with(DUPLICATE_KEY)) {
                 let field = join(&path, key);
-                let message = format!("{field} is given twice; give each key once");
+                let message =
+                    format!("the key {key:?} appears twice in one object; give each key once");
                 SpecError::new(K::MalformedJson, field, message)
             } else if let Some(name) = named.filter(|_| msg.starts_with("missing field")) {
                 SpecError::new(
@@ -120,19 +121,15 @@ fn classify(path: String, err: &serde_json::Error) -> SpecError {
     }
 }
 
-/// serde's "invalid type: string \"four\", expected u32" as "resources.gpu.count
-/// must be a whole number from 1 to 64, not the string \"four\"".
+/// serde's "invalid type: string \"four\", expected u32" as "expected a whole
+/// number from 1 to 64, got the string \"four\"" (the field is named beside it).
 fn wrong_type_in_words(path: &str, msg: &str) -> Option<String> {
     let rest = msg
         .strip_prefix("invalid type: ")
         .or_else(|| msg.strip_prefix("invalid value: "))?;
     let (got, expected) = rest.rsplit_once(", expected ")?;
     let expected = field_in_words(path).unwrap_or_else(|| type_in_words(expected));
-    let field = if path.is_empty() { "the body" } else { path };
-    Some(format!(
-        "{field} must be {expected}, not {}",
-        value_in_words(got)
-    ))
+    Some(format!("expected {expected}, got {}", value_in_words(got)))
 }
 
 /// What the fields whose range matters must be, as the documentation says it.

@@ -169,21 +169,17 @@ fn validate_min_replicas(min: u32, replicas: u32) -> Result<(), SpecError> {
 /// A directory under the node's data dir: relative, no `..`, no NUL.
 fn validate_relative_dir(field: &str, dir: &str) -> Result<(), SpecError> {
     let why = if dir.trim().is_empty() {
-        "is empty"
+        "the directory is empty; omit it for the default"
     } else if dir.contains('\0') {
         "contains a NUL byte"
     } else if dir.starts_with(['/', '\\']) {
-        "must be relative to the node's data dir, not an absolute path"
+        "an absolute path is not allowed; give a directory relative to the node's data dir"
     } else if dir.split(['/', '\\']).any(|part| part == "..") {
-        "may not leave the node's data dir with '..'"
+        "'..' is not allowed; the directory stays inside the node's data dir"
     } else {
         return Ok(());
     };
-    Err(SpecError::new(
-        K::BadFormat,
-        field,
-        format!("{field} {why}"),
-    ))
+    Err(SpecError::new(K::BadFormat, field, why))
 }
 
 fn validate_task_id(id: &str) -> Result<(), SpecError> {

@@ -396,23 +396,23 @@ fn messages_use_words_a_person_uses_not_serde_type_names() {
     let cases = [
         (
             seed_with("/resources/gpu/count", Some(json!("four"))),
-            "resources.gpu.count must be a whole number from 1 to 64, not the string \"four\"",
+            "expected a whole number from 1 to 64, got the string \"four\"",
         ),
         (
             seed_with("/resources/gpu/count", Some(json!(-1))),
-            "resources.gpu.count must be a whole number from 1 to 64, not -1",
+            "expected a whole number from 1 to 64, got -1",
         ),
         (
             seed_with("/command", Some(json!("sleep 1"))),
-            "command must be a list of strings (the program and its arguments), not the string \"sleep 1\"",
+            "expected a list of strings (the program and its arguments), got the string \"sleep 1\"",
         ),
         (
             seed_with("/resources/cpu/cores", Some(json!("2"))),
-            "resources.cpu.cores must be a number, not the string \"2\"",
+            "expected a number, got the string \"2\"",
         ),
         (
             seed_with("/env", Some(json!(["A=1"]))),
-            "env must be an object of names to strings, not a list",
+            "expected an object of names to strings, got a list",
         ),
     ];
     for (body, want) in cases {
