@@ -411,6 +411,18 @@ fn messages_use_words_a_person_uses_not_serde_type_names() {
             "expected a number, got the string \"2\"",
         ),
         (
+            seed_with("/resources/gpu/count", Some(json!(null))),
+            "expected a whole number from 1 to 64, got null",
+        ),
+        (
+            seed_with("/resources/gpu/count", Some(json!(1.5))),
+            "expected a whole number from 1 to 64, got 1.5",
+        ),
+        (
+            seed_with("/idle_exempt", Some(json!("yes"))),
+            "expected true or false, got the string \"yes\"",
+        ),
+        (
             seed_with("/env", Some(json!(["A=1"]))),
             "expected an object of names to strings, got a list",
         ),
