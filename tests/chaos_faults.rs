@@ -46,7 +46,12 @@ fn lines(p: &Path) -> Vec<String> {
 }
 
 fn start_cluster(dir: &Path) -> (ControlPlane, Agent, Agent) {
-    let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), &[]);
+    start_cluster_with(dir, &[])
+}
+
+/// A control plane with `env` set and two agents of 2 A100s each, joined.
+fn start_cluster_with(dir: &Path, env: &[(&str, &str)]) -> (ControlPlane, Agent, Agent) {
+    let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), env);
     let a = Agent::start(Path::new(BIN), &cp, "node-a", "2xA100-80GB", dir);
     let b = Agent::start(Path::new(BIN), &cp, "node-b", "2xA100-80GB", dir);
     let op = cp.operator();
@@ -112,7 +117,9 @@ fn killing_an_agent_requeues_its_task_onto_the_other_node() {
 #[test]
 fn restarting_the_control_plane_loses_nothing_and_starts_nothing_twice() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut cp, _a, _b) = start_cluster(dir.path());
+    // It accepts requests no node could hold, so one can wait across the restart.
+    let (mut cp, _a, _b) =
+        start_cluster_with(dir.path(), &[("CALDERA_ACCEPT_UNSCHEDULABLE", "true")]);
     let token = cp.tenant("team-a");
     let api = cp.api(&token);
     let starts = dir.path().join("starts");

@@ -50,9 +50,9 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
     let (gen_op, gen_join) = setup_tokens(&store, &config, &book)?;
     let gate = FlushGate::start(store.clone());
     let registry = Arc::new(Registry::default());
-    let largest_gpu_mb = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let offers = Arc::new(crate::shared::PoolOffers::default());
     let clock = crate::clock::Clock::start();
-    let scheduler = start_scheduler(clock, &gate, &registry, &config, &largest_gpu_mb)?;
+    let scheduler = start_scheduler(clock, &gate, &registry, &config, &offers)?;
     let sh = Arc::new(Shared {
         clock,
         gate,
@@ -60,7 +60,7 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
         scheduler,
         config,
         tokens: book,
-        largest_gpu_mb,
+        offers,
         refusals: Default::default(),
     });
     restore_tenants(&store, &sh)?;
@@ -110,14 +110,14 @@ fn start_scheduler(
     gate: &Arc<FlushGate>,
     registry: &Arc<Registry>,
     config: &ServerConfig,
-    largest_gpu_mb: &Arc<std::sync::atomic::AtomicU64>,
+    offers: &Arc<crate::shared::PoolOffers>,
 ) -> Result<SchedulerHandle> {
     let s = Scheduler::load(
         clock,
         gate.clone(),
         registry.clone(),
         config,
-        largest_gpu_mb.clone(),
+        offers.clone(),
     )?;
     let arbiter = actix::Arbiter::new();
     Ok(SchedulerHandle::new(actix::Supervisor::start_in_arbiter(
@@ -234,13 +234,17 @@ impl Cluster {
         if self.sh.registry.tenant(&m.tenant).is_none() {
             return Err(ActorError::not_found("tenant", &m.tenant));
         }
+        let offers = self.sh.offers.current();
         check_inference_cap(
             &m.spec,
             self.sh.config.inference_replica_cap,
-            self.sh
-                .largest_gpu_mb
-                .load(std::sync::atomic::Ordering::Relaxed),
+            offers.largest_gpu_mb(),
         )?;
+        if let Some(why) = offers.never_fits(&m.spec) {
+            if !self.sh.config.accept_unschedulable {
+                return Err(ActorError::Unschedulable(why));
+            }
+        }
         if let Some(existing) = self.sh.gate.store().task(&id)? {
             if existing.tenant == m.tenant && existing.spec == m.spec {
                 // Readable is not durable: the original's batch is applied but
@@ -428,6 +432,7 @@ impl Handler<NodeSession> for Cluster {
         validate_name(&m.hello.node_name).map_err(|_| {
             ActorError::Conflict(format!("node name {:?} is not valid", m.hello.node_name))
         })?;
+        m.hello.inventory.validate()?;
         let name = m.hello.node_name.clone();
         let addr = match self.sh.registry.node(&name) {
             Some(a) => a,

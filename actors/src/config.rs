@@ -72,6 +72,9 @@ pub struct ServerConfig {
     /// Most GPU memory one inference replica may ask for, as a fraction of the
     /// largest GPU in the pool: scale out with replicas, not up. Default 0.5.
     pub inference_replica_cap: f64,
+    /// Queue a request no registered node could ever hold (pending reason
+    /// `unschedulable: ...`) instead of refusing it with 422. Default false.
+    pub accept_unschedulable: bool,
 }
 
 impl Default for ServerConfig {
@@ -101,6 +104,7 @@ impl Default for ServerConfig {
             idle_webhook_url: None,
             usage_sample_ms: 10_000,
             inference_replica_cap: 0.5,
+            accept_unschedulable: false,
         }
     }
 }

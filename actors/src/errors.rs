@@ -15,6 +15,9 @@ pub enum ActorError {
     Conflict(String),
     #[error("{0}")]
     Unavailable(String),
+    /// No registered node could ever hold the request (the message says why).
+    #[error("{0}")]
+    Unschedulable(String),
     /// Keeps the storage error's own code (a corrupt record is not a full disk).
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
@@ -28,6 +31,7 @@ impl ActorError {
             ActorError::NotFound { .. } => &codes::NOT_FOUND,
             ActorError::Conflict(_) => &codes::CONFLICT,
             ActorError::Unavailable(_) => &codes::UNAVAILABLE,
+            ActorError::Unschedulable(_) => &codes::UNSCHEDULABLE,
             ActorError::Storage(e) => e.error_code(),
         }
     }

@@ -5,9 +5,10 @@ use crate::durability::{FlushGate, Ticket};
 use crate::protocol::SchedulerHandle;
 use crate::registry::Registry;
 use crate::tokens::TokenBook;
+use caldera_scheduling::queue::offers::Offers;
 use caldera_spec::Event;
 use caldera_storage::WriteBatch;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 pub struct Shared {
     /// The one clock of the shells (monotonic; paused and advanced in tests).
@@ -17,10 +18,33 @@ pub struct Shared {
     pub scheduler: SchedulerHandle,
     pub config: ServerConfig,
     pub tokens: Arc<TokenBook>,
-    /// Largest GPU in the pool, MiB (kept by the Scheduler), for the inference cap.
-    pub largest_gpu_mb: Arc<std::sync::atomic::AtomicU64>,
     /// What nodes said that was refused, per node and reason (for `/metrics`).
     pub refusals: crate::node_trust::Refusals,
+    /// What the registered nodes offer (kept by the Scheduler), for the
+    /// checks at submission: the inference cap, requests no node could hold.
+    pub offers: Arc<PoolOffers>,
+}
+
+/// The Scheduler's latest [`Offers`], readable without asking it.
+#[derive(Debug, Default)]
+pub struct PoolOffers(RwLock<Arc<Offers>>);
+
+impl PoolOffers {
+    /// The offers as last published.
+    pub fn current(&self) -> Arc<Offers> {
+        match self.0.read() {
+            Ok(o) => o.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Publishes new offers (the Scheduler, when a node's inventory changes).
+    pub fn publish(&self, offers: Arc<Offers>) {
+        match self.0.write() {
+            Ok(mut o) => *o = offers,
+            Err(poisoned) => *poisoned.into_inner() = offers,
+        }
+    }
 }
 
 impl Shared {

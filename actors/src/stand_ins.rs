@@ -13,7 +13,6 @@ use crate::views::{NodeAllocated, SchedulerStats, UsageSample, Utilization};
 use caldera_spec::Allocation;
 use caldera_storage::Store;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 /// A Scheduler that only writes down what it was told. Made `deaf`, it
@@ -101,7 +100,7 @@ pub fn shared(store: Store, heard: &Heard) -> Arc<Shared> {
         scheduler: SchedulerHandle::new(heard.clone()),
         config: ServerConfig::default(),
         tokens: Arc::new(TokenBook::default()),
-        largest_gpu_mb: Arc::new(AtomicU64::new(0)),
+        offers: Arc::default(),
         refusals: Default::default(),
     })
 }

@@ -7,7 +7,6 @@ use caldera_actors::registry::Registry;
 use caldera_actors::scheduler::Scheduler;
 use caldera_spec::{Allocation, NodeInventory, NodeRecord, NodeState, TaskRecord, TaskState};
 use caldera_storage::{Store, StoreConfig};
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 fn task(id: &str, seq: u64) -> TaskRecord {
@@ -86,7 +85,7 @@ fn a_stopped_scheduler_is_restarted_and_rebuilt_from_storage() {
             gate,
             registry,
             &config,
-            Arc::new(AtomicU64::new(0)),
+            Arc::default(),
         )
         .unwrap();
         let addr = actix::Supervisor::start(move |_| s);

@@ -19,6 +19,22 @@ pub fn join(addr: &str, token: &str, name: &str, gpus: u32) -> std::io::Result<(
     Ok((s, epoch))
 }
 
+/// Opens a session as `name` whose hello lists one simulated 80 GB GPU per
+/// entry of `indices`, with that index (a test may list one twice). An error
+/// carries the control plane's answer when it is not a welcome.
+pub fn join_with_gpus(
+    addr: &str,
+    token: &str,
+    name: &str,
+    indices: &[u32],
+) -> std::io::Result<(TcpStream, u64)> {
+    let (s, reply) = hello_listing(addr, token, name, indices, None)?;
+    let epoch = reply["epoch"]
+        .as_u64()
+        .ok_or_else(|| std::io::Error::other(format!("no welcome: {reply}")))?;
+    Ok((s, epoch))
+}
+
 /// Upgrades to the node WebSocket, says hello as `name` (presenting `secret`
 /// when given, data dir `/tmp/fake-node/<name>`) and returns the socket with
 /// the control plane's first answer: a welcome, or a refusal.
@@ -27,6 +43,18 @@ pub fn hello(
     token: &str,
     name: &str,
     gpus: u32,
+    secret: Option<&str>,
+) -> std::io::Result<(TcpStream, serde_json::Value)> {
+    let indices: Vec<u32> = (0..gpus).collect();
+    hello_listing(addr, token, name, &indices, secret)
+}
+
+/// [`hello`] with one GPU per entry of `indices`.
+fn hello_listing(
+    addr: &str,
+    token: &str,
+    name: &str,
+    indices: &[u32],
     secret: Option<&str>,
 ) -> std::io::Result<(TcpStream, serde_json::Value)> {
     let mut s = TcpStream::connect(addr)?;
@@ -47,9 +75,11 @@ pub fn hello(
             String::from_utf8_lossy(&head).to_string(),
         ));
     }
-    let gpu_list: Vec<serde_json::Value> = (0..gpus)
-        .map(|i| {
-            serde_json::json!({"index": i, "uuid": format!("GPU-SIM-{name}-{i}"), "model": "A100", "memory_total_mb": 81920,
+    let gpu_list: Vec<serde_json::Value> = indices
+        .iter()
+        .enumerate()
+        .map(|(n, i)| {
+            serde_json::json!({"index": i, "uuid": format!("GPU-SIM-{name}-{n}"), "model": "A100", "memory_total_mb": 81920,
                 "memory_used_mb": 0, "utilization_pct": 0, "simulated": true})
         })
         .collect();

@@ -17,9 +17,20 @@ pub struct Api {
 pub struct Reply {
     pub status: u16,
     pub body: serde_json::Value,
+    /// Response headers, names in lower case.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Reply {
+    /// The value of header `name` (any case), if the response had it.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// The envelope's `data`.
     pub fn data(&self) -> &serde_json::Value {
         &self.body["data"]
@@ -60,6 +71,7 @@ impl Api {
             Err(e) => Reply {
                 status: 0,
                 body: serde_json::json!({"transport_error": e.to_string()}),
+                headers: Vec::new(),
             },
         }
     }
@@ -96,9 +108,16 @@ impl Api {
         } else {
             rest.to_string()
         };
+        let headers = head
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
         Ok(Reply {
             status,
             body: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
+            headers,
         })
     }
 }

@@ -14,6 +14,8 @@ pub struct ApiError {
     code: &'static ErrorCode,
     msg: String,
     field: Option<String>,
+    /// The methods a path answers, for a 405's `Allow` header.
+    allow: Option<String>,
 }
 
 impl ApiError {
@@ -22,7 +24,18 @@ impl ApiError {
             code,
             msg: msg.into(),
             field: None,
+            allow: None,
         }
+    }
+
+    /// 405: the path exists and answers `allow` (e.g. "GET, POST") only.
+    pub fn method_not_allowed(allow: &str) -> Self {
+        let mut e = ApiError::new(
+            &codes::METHOD_NOT_ALLOWED,
+            format!("this path answers {allow} only"),
+        );
+        e.allow = Some(allow.to_string());
+        e
     }
 
     /// The same error, naming the offending field or query parameter.
@@ -62,6 +75,7 @@ impl From<ActorError> for ApiError {
             code: e.error_code(),
             field: e.field().map(str::to_string),
             msg: e.to_string(),
+            allow: None,
         }
     }
 }
@@ -84,6 +98,10 @@ impl ResponseError for ApiError {
             self.field.clone(),
             request_id(),
         );
-        HttpResponse::build(self.status_code()).json(body)
+        let mut reply = HttpResponse::build(self.status_code());
+        if let Some(allow) = &self.allow {
+            reply.insert_header((actix_web::http::header::ALLOW, allow.as_str()));
+        }
+        reply.json(body)
     }
 }

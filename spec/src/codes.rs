@@ -80,10 +80,12 @@ registry! {
     UNAUTHENTICATED = 40100, "unauthenticated", 401, "no bearer token, or one that is not valid";
     FORBIDDEN = 40300, "forbidden", 403, "the token is valid but may not do this";
     NOT_FOUND = 40400, "not_found", 404, "no such task, tenant, node or path (or the caller may not see it)";
+    METHOD_NOT_ALLOWED = 40501, "method_not_allowed", 405, "the path exists but does not answer this method; `Allow` lists those it does";
     REQUEST_TIMEOUT = 40801, "request_timeout", 408, "the request's head or body did not arrive within client-request-timeout-ms";
     CONFLICT = 40901, "conflict", 409, "the request contradicts what exists (a reused task_id, an ended service)";
     NO_LOGS_YET = 40902, "no_logs_yet", 409, "the task has not run yet, so it has no logs";
     BODY_TOO_LARGE = 41301, "body_too_large", 413, "the body is larger than the gateway accepts";
+    UNSCHEDULABLE = 42201, "unschedulable", 422, "no registered node could ever hold the request; the message names the dimension and the largest offer";
     TOO_MANY_REQUESTS = 42901, "too_many_requests", 429, "this client already has max-requests-per-client requests in flight; retry when one is answered";
     // 500 / 503: the caller did nothing wrong, the server did.
     STORAGE_IO = 50001, "storage_io", 500, "sled failed: I/O, a lock held by another process, a corrupt log";

@@ -10,6 +10,8 @@ pub mod api;
 pub mod codes;
 pub mod error;
 pub mod event;
+pub mod gpu_model;
+mod json;
 pub mod node;
 pub mod record;
 pub mod resources;

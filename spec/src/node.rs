@@ -1,4 +1,5 @@
 //! What a node offers and how busy it is, as its agent reports it.
+use crate::error::{SpecError, SpecErrorKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -44,10 +45,41 @@ pub struct NodeInventory {
 }
 
 impl NodeInventory {
+    /// Refuses an inventory no real machine reports: a GPU index or uuid
+    /// listed twice (placement would hand the same GPU out as two).
+    pub fn validate(&self) -> Result<(), SpecError> {
+        for (i, g) in self.gpus.iter().enumerate() {
+            let earlier = &self.gpus[..i];
+            if earlier.iter().any(|e| e.index == g.index) {
+                return Err(twice(
+                    i,
+                    "index",
+                    format!("GPU index {} is listed twice", g.index),
+                ));
+            }
+            if earlier.iter().any(|e| e.uuid == g.uuid) {
+                return Err(twice(
+                    i,
+                    "uuid",
+                    format!("GPU uuid {:?} is listed twice", g.uuid),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// True when any part of this node is simulated.
     pub fn any_simulated(&self) -> bool {
         self.simulated_host || self.gpus.iter().any(|g| g.simulated)
     }
+}
+
+fn twice(i: usize, what: &str, message: String) -> SpecError {
+    SpecError::new(
+        SpecErrorKind::Conflict,
+        format!("inventory.gpus[{i}].{what}"),
+        message,
+    )
 }
 
 /// Live metrics in each heartbeat.

@@ -30,8 +30,9 @@ pub struct GpuRequest {
     /// Fraction (0, 1] of one GPU; only with count = 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share: Option<f64>,
-    /// GPU model, matched as a case-insensitive substring of the node's model
-    /// name ("A100" matches "NVIDIA A100-SXM4-80GB"); `A|B` allows either.
+    /// GPU model, matched by whole tokens of the node's model name, ignoring
+    /// case, separators and the vendor ([`crate::gpu_model::matches`]: "A100"
+    /// matches "NVIDIA A100-SXM4-80GB", "A10" does not); `A|B` allows either.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
 }

@@ -1,5 +1,6 @@
 //! Parsing and validation of task specs: every rejection names the field.
 use crate::error::{SpecError, SpecErrorKind as K};
+pub use crate::json::parse_json;
 use crate::resources::{GpuRequest, ResourceRequest};
 use crate::task::{TaskSpec, TaskType};
 
@@ -36,70 +37,25 @@ pub fn parse_task_spec(body: &[u8]) -> Result<TaskSpec, SpecError> {
         ));
     }
     let spec: TaskSpec = parse_json(body)?;
+    refuse_empty_command(body)?;
     validate_task_spec(&spec)?;
     Ok(spec)
 }
 
-/// Deserializes any JSON document, turning serde's error into a [`SpecError`]
-/// that names the field path.
-pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, SpecError> {
-    let de = &mut serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        classify(path, &inner)
-    })
-}
-
-fn classify(path: String, err: &serde_json::Error) -> SpecError {
-    use serde_json::error::Category;
-    let text = err.to_string();
-    // serde_json appends " at line L column C"; keep the sentence only.
-    let msg = text.split(" at line ").next().unwrap_or(&text).to_string();
-    match err.classify() {
-        Category::Syntax | Category::Eof | Category::Io => SpecError::new(
-            K::MalformedJson,
-            ".",
-            format!("the body is not valid JSON ({text})"),
-        ),
-        Category::Data => {
-            if let Some(name) = between_backticks(&msg).filter(|_| msg.starts_with("missing field"))
-            {
-                SpecError::new(
-                    K::MissingField,
-                    join(&path, name),
-                    format!("{name} is required"),
-                )
-            } else if msg.starts_with("unknown field") {
-                let name = between_backticks(&msg).unwrap_or("?");
-                let field = if path.ends_with(name) {
-                    path.clone()
-                } else {
-                    join(&path, name)
-                };
-                SpecError::new(K::UnknownField, field, msg)
-            } else if msg.starts_with("unknown variant") {
-                SpecError::new(K::BadFormat, path, msg)
-            } else if msg.starts_with("invalid type") || msg.starts_with("invalid value") {
-                SpecError::new(K::WrongType, path, msg)
-            } else {
-                SpecError::new(K::OutOfRange, path, msg)
-            }
-        }
+/// `"command": []` is neither a program nor the absence that asks for a
+/// reservation; the typed spec cannot tell it from an absent command.
+fn refuse_empty_command(body: &[u8]) -> Result<(), SpecError> {
+    #[derive(serde::Deserialize)]
+    struct Command {
+        command: Option<Vec<serde::de::IgnoredAny>>,
     }
-}
-
-fn between_backticks(s: &str) -> Option<&str> {
-    let start = s.find('`')? + 1;
-    let len = s[start..].find('`')?;
-    Some(&s[start..start + len])
-}
-
-fn join(path: &str, name: &str) -> String {
-    if path.is_empty() || path == "." {
-        name.to_string()
-    } else {
-        format!("{path}.{name}")
+    match serde_json::from_slice::<Command>(body) {
+        Ok(Command { command: Some(c) }) if c.is_empty() => Err(SpecError::new(
+            K::BadFormat,
+            "command",
+            "command must name a program; omit it for a reservation",
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -174,6 +130,12 @@ pub fn validate_task_spec(spec: &TaskSpec) -> Result<(), SpecError> {
             ));
         }
     }
+    if let Some(m) = spec.min_replicas {
+        validate_min_replicas(m, spec.replicas.unwrap_or(1))?;
+    }
+    if let Some(dir) = &spec.checkpoint_dir {
+        validate_relative_dir("checkpoint_dir", dir)?;
+    }
     if let Some(r) = spec.max_retries {
         if r > MAX_RETRIES {
             return Err(SpecError::new(
@@ -184,6 +146,40 @@ pub fn validate_task_spec(spec: &TaskSpec) -> Result<(), SpecError> {
         }
     }
     Ok(())
+}
+
+fn validate_min_replicas(min: u32, replicas: u32) -> Result<(), SpecError> {
+    if min == 0 {
+        return Err(SpecError::new(
+            K::OutOfRange,
+            "min_replicas",
+            "min_replicas must be at least 1",
+        ));
+    }
+    if min > replicas {
+        return Err(SpecError::new(
+            K::Conflict,
+            "min_replicas",
+            format!("min_replicas ({min}) may not be more than replicas ({replicas})"),
+        ));
+    }
+    Ok(())
+}
+
+/// A directory under the node's data dir: relative, no `..`, no NUL.
+fn validate_relative_dir(field: &str, dir: &str) -> Result<(), SpecError> {
+    let why = if dir.trim().is_empty() {
+        "the directory is empty; omit it for the default"
+    } else if dir.contains('\0') {
+        "contains a NUL byte"
+    } else if dir.starts_with(['/', '\\']) {
+        "an absolute path is not allowed; give a directory relative to the node's data dir"
+    } else if dir.split(['/', '\\']).any(|part| part == "..") {
+        "'..' is not allowed; the directory stays inside the node's data dir"
+    } else {
+        return Ok(());
+    };
+    Err(SpecError::new(K::BadFormat, field, why))
 }
 
 fn validate_task_id(id: &str) -> Result<(), SpecError> {
@@ -287,11 +283,30 @@ fn validate_gpu(g: &GpuRequest) -> Result<(), SpecError> {
         }
     }
     if let Some(model) = &g.model {
-        if model.split('|').any(|m| m.trim().is_empty()) {
-            return Err(SpecError::new(
-                K::BadFormat,
-                "resources.gpu.model",
-                "a GPU model name is empty",
+        validate_gpu_model(model)?;
+    }
+    Ok(())
+}
+
+/// Model names as GPUs report them: letters, digits, spaces, `-`, `_`, `.`,
+/// alternatives split by `|`, each naming at least one model token.
+fn validate_gpu_model(model: &str) -> Result<(), SpecError> {
+    let bad = |why: String| Err(SpecError::new(K::BadFormat, "resources.gpu.model", why));
+    for alt in model.split('|').map(str::trim) {
+        if alt.is_empty() {
+            return bad("a GPU model name is empty".into());
+        }
+        let plain = alt
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, ' ' | '-' | '_' | '.'));
+        if !plain || alt.contains("..") {
+            return bad(format!(
+                "GPU model {alt:?} may hold letters, digits, spaces, '-', '_' and '.' only (e.g. A100-80GB)"
+            ));
+        }
+        if crate::gpu_model::tokens(alt).is_empty() {
+            return bad(format!(
+                "{alt:?} names no GPU model; give the model, e.g. A100"
             ));
         }
     }

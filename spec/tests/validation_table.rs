@@ -22,6 +22,16 @@ fn seed_with(pointer: &str, value: Option<serde_json::Value>) -> Vec<u8> {
     serde_json::to_vec(&doc).unwrap()
 }
 
+/// An inference service (no GPU model) with `extra`'s fields added.
+fn inference_with(extra: serde_json::Value) -> Vec<u8> {
+    let mut doc = serde_json::json!({"task_id": "svc", "task_type": "inference",
+        "resources": {"cpu": {"cores": 1}}, "command": ["sleep", "1"]});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        doc[k] = v.clone();
+    }
+    serde_json::to_vec(&doc).unwrap()
+}
+
 #[test]
 fn the_seed_example_is_accepted_as_written() {
     let spec = parse_task_spec(SEED.as_bytes()).unwrap();
@@ -249,17 +259,99 @@ fn bad_inputs_are_rejected_with_code_and_field() {
             K::BadFormat,
             "resources.gpu.model",
         ),
+        (
+            "min_replicas above replicas",
+            inference_with(json!({"replicas": 2, "min_replicas": 3})),
+            K::Conflict,
+            "min_replicas",
+        ),
+        (
+            "min_replicas of u32::MAX",
+            inference_with(json!({"replicas": 2, "min_replicas": 4294967295u32})),
+            K::Conflict,
+            "min_replicas",
+        ),
+        (
+            "zero min_replicas",
+            inference_with(json!({"replicas": 2, "min_replicas": 0})),
+            K::OutOfRange,
+            "min_replicas",
+        ),
+        (
+            "empty command",
+            seed_with("/command", Some(json!([]))),
+            K::BadFormat,
+            "command",
+        ),
+        (
+            "duplicate key",
+            br#"{"task_id":"a","task_id":"b","task_type":"training","resources":{"cpu":{"cores":1}}}"#
+                .to_vec(),
+            K::MalformedJson,
+            "task_id",
+        ),
+        (
+            "duplicate nested key",
+            br#"{"task_id":"a","task_type":"training","resources":{"cpu":{"cores":1}},"env":{"A":"1","A":"2"}}"#
+                .to_vec(),
+            K::MalformedJson,
+            "env.A",
+        ),
+        (
+            "NUL in checkpoint_dir",
+            seed_with("/checkpoint_dir", Some(json!("ckpt\u{0}x"))),
+            K::BadFormat,
+            "checkpoint_dir",
+        ),
+        (
+            "parent dir in checkpoint_dir",
+            seed_with("/checkpoint_dir", Some(json!("ckpt/../../etc"))),
+            K::BadFormat,
+            "checkpoint_dir",
+        ),
+        (
+            "absolute checkpoint_dir",
+            seed_with("/checkpoint_dir", Some(json!("/etc/cron.d"))),
+            K::BadFormat,
+            "checkpoint_dir",
+        ),
+        (
+            "NUL in gpu model",
+            seed_with("/resources/gpu/model", Some(json!("A100\u{0}"))),
+            K::BadFormat,
+            "resources.gpu.model",
+        ),
+        (
+            "path in gpu model",
+            seed_with("/resources/gpu/model", Some(json!("../A100"))),
+            K::BadFormat,
+            "resources.gpu.model",
+        ),
+        (
+            "absolute path as gpu model",
+            seed_with("/resources/gpu/model", Some(json!("/dev/nvidia0"))),
+            K::BadFormat,
+            "resources.gpu.model",
+        ),
+        (
+            "gpu model that is only a vendor",
+            seed_with("/resources/gpu/model", Some(json!("NVIDIA"))),
+            K::BadFormat,
+            "resources.gpu.model",
+        ),
     ];
+    // Every row is tried; the failure lists all rows that went wrong.
+    let mut wrong = Vec::new();
     for (name, body, kind, field) in cases {
         match parse_task_spec(&body) {
-            Ok(_) => panic!("{name}: accepted"),
-            Err(e) => {
-                assert_eq!(e.kind, kind, "{name}: {e}");
-                assert_eq!(e.field, field, "{name}: {e}");
-                assert!(!e.message.is_empty(), "{name}");
+            Ok(_) => wrong.push(format!("{name}: accepted")),
+            Err(e) if e.kind != kind || e.field != field || e.message.is_empty() => {
+                wrong.push(format!("{name}: {:?} {e}", e.kind))
             }
+            Err(_) => {}
         }
     }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
 #[test]
@@ -296,4 +388,111 @@ fn every_error_kind_has_a_distinct_code() {
     codes.sort();
     codes.dedup();
     assert_eq!(codes.len(), kinds.len());
+}
+
+#[test]
+fn messages_use_words_a_person_uses_not_serde_type_names() {
+    use serde_json::json;
+    let cases = [
+        (
+            seed_with("/resources/gpu/count", Some(json!("four"))),
+            "expected a whole number from 1 to 64, got the string \"four\"",
+        ),
+        (
+            seed_with("/resources/gpu/count", Some(json!(-1))),
+            "expected a whole number from 1 to 64, got -1",
+        ),
+        (
+            seed_with("/command", Some(json!("sleep 1"))),
+            "expected a list of strings (the program and its arguments), got the string \"sleep 1\"",
+        ),
+        (
+            seed_with("/resources/cpu/cores", Some(json!("2"))),
+            "expected a number, got the string \"2\"",
+        ),
+        (
+            seed_with("/resources/gpu/count", Some(json!(null))),
+            "expected a whole number from 1 to 64, got null",
+        ),
+        (
+            seed_with("/resources/gpu/count", Some(json!(1.5))),
+            "expected a whole number from 1 to 64, got 1.5",
+        ),
+        (
+            seed_with("/idle_exempt", Some(json!("yes"))),
+            "expected true or false, got the string \"yes\"",
+        ),
+        (
+            seed_with("/env", Some(json!(["A=1"]))),
+            "expected an object of names to strings, got a list",
+        ),
+    ];
+    for (body, want) in cases {
+        let e = parse_task_spec(&body).unwrap_err();
+        assert_eq!(e.message, want);
+        for serde_word in ["u32", "u16", "f64", "a sequence", "a map"] {
+            assert!(!e.message.contains(serde_word), "{}", e.message);
+        }
+    }
+}
+
+#[test]
+fn an_empty_command_names_the_way_to_ask_for_a_reservation() {
+    let e = parse_task_spec(&seed_with("/command", Some(serde_json::json!([])))).unwrap_err();
+    assert_eq!(
+        e.message,
+        "command must name a program; omit it for a reservation"
+    );
+}
+
+#[test]
+fn a_hello_inventory_with_a_gpu_index_twice_is_refused() {
+    use caldera_spec::{GpuInfo, NodeInventory};
+    let gpu = |index: u32, uuid: &str| GpuInfo {
+        index,
+        uuid: uuid.into(),
+        model: "NVIDIA A100-SXM4-80GB".into(),
+        memory_total_mb: 81920,
+        memory_used_mb: 0,
+        utilization_pct: 0,
+        simulated: false,
+    };
+    let inv = |gpus: Vec<GpuInfo>| NodeInventory {
+        hostname: "n1".into(),
+        gpus,
+        cpu_cores: 8,
+        memory_total_mb: 65536,
+        disks: Vec::new(),
+        disk_offered_mb: 0,
+        labels: Default::default(),
+        simulated_host: false,
+        isolation: "none".into(),
+        gpu_source: "nvml".into(),
+    };
+    assert!(inv(vec![gpu(0, "GPU-a"), gpu(1, "GPU-b")])
+        .validate()
+        .is_ok());
+    let cases = [
+        (
+            "index twice",
+            inv(vec![gpu(0, "GPU-a"), gpu(0, "GPU-b")]),
+            "inventory.gpus[1].index",
+            "GPU index 0 is listed twice",
+        ),
+        (
+            "uuid twice",
+            inv(vec![gpu(0, "GPU-a"), gpu(1, "GPU-a")]),
+            "inventory.gpus[1].uuid",
+            "GPU uuid \"GPU-a\" is listed twice",
+        ),
+    ];
+    for (name, inventory, field, message) in cases {
+        let e = inventory.validate().expect_err(name);
+        assert_eq!(e.kind, K::Conflict, "{name}");
+        assert_eq!(
+            (e.field.as_str(), e.message.as_str()),
+            (field, message),
+            "{name}"
+        );
+    }
 }

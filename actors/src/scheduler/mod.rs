@@ -14,6 +14,7 @@ use crate::protocol::scheduler::{
 };
 use crate::protocol::task::{Pending, Placed, Preempt, Remarked};
 use crate::registry::Registry;
+use crate::shared::PoolOffers;
 use crate::views::SchedulerStats;
 use actix::prelude::*;
 use caldera_scheduling::placement::PolicyName;
@@ -21,7 +22,6 @@ use caldera_scheduling::queue::core::{Core, CoreConfig, Decision, TenantLimits, 
 use caldera_spec::wire::AllocationUse;
 use caldera_spec::{Allocation, Event, EventKind, NodeMetrics};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,8 +40,8 @@ pub struct Scheduler {
     pub(crate) metrics: HashMap<String, NodeMetrics>,
     pub(crate) usage: HashMap<String, AllocationUse>,
     pub(crate) idle: idle::Inspector,
-    /// Largest GPU in the pool, MiB, published for the inference cap check at submission.
-    largest_gpu_mb: Arc<AtomicU64>,
+    /// What the registered nodes offer, published for the checks at submission.
+    offers: Arc<PoolOffers>,
     cycle_pending: bool,
     /// A decision could not be recorded: stop after this pass and be rebuilt.
     fatal: bool,
@@ -55,7 +55,7 @@ impl Scheduler {
         gate: Arc<FlushGate>,
         registry: Arc<Registry>,
         config: &ServerConfig,
-        largest_gpu_mb: Arc<AtomicU64>,
+        offers: Arc<PoolOffers>,
     ) -> Result<Scheduler, crate::errors::ActorError> {
         let policy: PolicyName = config.placement_policy.parse().map_err(
             |e: caldera_scheduling::placement::UnknownPolicy| {
@@ -72,6 +72,7 @@ impl Scheduler {
         for n in store.nodes()? {
             core.node_known(&n.name, n.inventory);
         }
+        offers.publish(core.offers().clone());
         for t in store.tenants()? {
             core.set_limits(
                 &t.name,
@@ -91,7 +92,7 @@ impl Scheduler {
             metrics: HashMap::new(),
             usage: HashMap::new(),
             idle: idle::Inspector::new(config),
-            largest_gpu_mb,
+            offers,
             cycle_pending: false,
             fatal: false,
         })
@@ -124,7 +125,7 @@ impl Scheduler {
             self.gate.clone(),
             self.registry.clone(),
             &self.config,
-            self.largest_gpu_mb.clone(),
+            self.offers.clone(),
         ) {
             Ok(fresh) => *self = fresh,
             Err(e) => {
@@ -384,8 +385,7 @@ impl Handler<NodeUp> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: NodeUp, ctx: &mut Context<Self>) {
         self.core.node_up(&m.name, m.inventory);
-        self.largest_gpu_mb
-            .store(self.core.largest_gpu_mb(), Ordering::Relaxed);
+        self.offers.publish(self.core.offers().clone());
         self.request_cycle(ctx);
     }
 }

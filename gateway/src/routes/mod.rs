@@ -7,40 +7,100 @@ pub mod tenants;
 pub mod utilization;
 
 use crate::error::ApiError;
-use actix_web::web;
+use actix_web::http::Method;
+use actix_web::{web, Resource, Route};
 use caldera_spec::codes;
 use std::collections::HashMap;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/healthz", web::get().to(health::healthz))
-        .route("/metrics", web::get().to(health::metrics))
-        .route("/v1/tasks", web::post().to(tasks::submit))
-        .route("/v1/tasks", web::get().to(tasks::list))
-        .route("/v1/tasks/{id}", web::get().to(tasks::get))
-        .route("/v1/tasks/{id}/release", web::post().to(tasks::release))
-        .route("/v1/tasks/{id}/logs", web::get().to(tasks::logs))
-        .route("/v1/nodes/connect", web::get().to(crate::ws::connect))
-        .route("/v1/nodes", web::get().to(nodes::list))
-        .route("/v1/nodes/{name}", web::get().to(nodes::get))
-        .route("/v1/nodes/{name}/revoke", web::post().to(nodes::revoke))
-        .route("/v1/utilization", web::get().to(utilization::get))
-        .route("/v1/tenants", web::post().to(tenants::create))
-        .route("/v1/tenants", web::get().to(tenants::list))
-        .route("/v1/tenants/{name}", web::get().to(tenants::get))
-        .route(
+    use actix_web::http::Method as M;
+    let on = |m: M, route: Route| (m, route);
+    let paths = [
+        ("/healthz", vec![on(M::GET, web::to(health::healthz))]),
+        ("/metrics", vec![on(M::GET, web::to(health::metrics))]),
+        (
+            "/v1/tasks",
+            vec![
+                on(M::GET, web::to(tasks::list)),
+                on(M::POST, web::to(tasks::submit)),
+            ],
+        ),
+        ("/v1/tasks/{id}", vec![on(M::GET, web::to(tasks::get))]),
+        (
+            "/v1/tasks/{id}/release",
+            vec![on(M::POST, web::to(tasks::release))],
+        ),
+        (
+            "/v1/tasks/{id}/logs",
+            vec![on(M::GET, web::to(tasks::logs))],
+        ),
+        (
+            "/v1/tasks/{id}/replicas",
+            vec![on(M::PUT, web::to(tasks::scale))],
+        ),
+        (
+            "/v1/nodes/connect",
+            vec![on(M::GET, web::to(crate::ws::connect))],
+        ),
+        ("/v1/nodes", vec![on(M::GET, web::to(nodes::list))]),
+        ("/v1/nodes/{name}", vec![on(M::GET, web::to(nodes::get))]),
+        (
+            "/v1/nodes/{name}/revoke",
+            vec![on(M::POST, web::to(nodes::revoke))],
+        ),
+        (
+            "/v1/utilization",
+            vec![on(M::GET, web::to(utilization::get))],
+        ),
+        (
+            "/v1/tenants",
+            vec![
+                on(M::GET, web::to(tenants::list)),
+                on(M::POST, web::to(tenants::create)),
+            ],
+        ),
+        (
+            "/v1/tenants/{name}",
+            vec![on(M::GET, web::to(tenants::get))],
+        ),
+        (
             "/v1/tenants/{name}/quota",
-            web::put().to(tenants::set_quota),
-        )
-        .route("/v1/tenants/{name}/usage", web::get().to(tenants::usage))
-        .route("/v1/tasks/{id}/replicas", web::put().to(tasks::scale))
-        .route("/v1/events", web::get().to(events::list))
-        .route("/v1/allocations", web::get().to(nodes::allocations))
-        .default_service(web::to(|| async {
-            Err::<actix_web::HttpResponse, _>(ApiError::new(
-                &codes::NOT_FOUND,
-                "no such path; see the API table in the README",
-            ))
-        }));
+            vec![on(M::PUT, web::to(tenants::set_quota))],
+        ),
+        (
+            "/v1/tenants/{name}/usage",
+            vec![on(M::GET, web::to(tenants::usage))],
+        ),
+        ("/v1/events", vec![on(M::GET, web::to(events::list))]),
+        (
+            "/v1/allocations",
+            vec![on(M::GET, web::to(nodes::allocations))],
+        ),
+    ];
+    for (path, routes) in paths {
+        cfg.service(resource(path, routes));
+    }
+    cfg.default_service(web::to(|| async {
+        Err::<actix_web::HttpResponse, _>(ApiError::new(
+            &codes::NOT_FOUND,
+            "no such path; see the API table in the README",
+        ))
+    }));
+}
+
+/// `path` answering each `(method, route)`; any other method is answered
+/// 405 with an `Allow` header naming the methods it does answer.
+fn resource(path: &str, routes: Vec<(Method, Route)>) -> Resource {
+    let allow: Vec<&str> = routes.iter().map(|(m, _)| m.as_str()).collect();
+    let allow = allow.join(", ");
+    let mut r = web::resource(path);
+    for (m, route) in routes {
+        r = r.route(route.method(m));
+    }
+    r.default_service(web::to(move || {
+        let allow = allow.clone();
+        async move { Err::<actix_web::HttpResponse, _>(ApiError::method_not_allowed(&allow)) }
+    }))
 }
 
 /// The query string of a request, as names to values.

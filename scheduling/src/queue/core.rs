@@ -15,6 +15,7 @@
 use super::demand;
 use super::estimate::{self, Planned};
 use super::ledger::{allocation_usage, Entry, Ledger};
+use super::offers::Offers;
 use super::stages::backfill::Reservation;
 use super::stages::place::NoRoom;
 use super::stages::Pass;
@@ -85,6 +86,8 @@ pub(in crate::queue) struct Waiting {
     pub shape: Arc<str>,
     /// The pending reason and estimate it was last told (told once, not every pass).
     told: Option<(String, Option<u64>)>,
+    /// Why no registered node could ever hold it (kept with the offers).
+    never_fits: Option<Arc<str>>,
 }
 
 impl Waiting {
@@ -96,6 +99,7 @@ impl Waiting {
             usage: self.usage,
             shape: self.shape.clone(),
             told: None,
+            never_fits: self.never_fits.clone(),
         }
     }
 }
@@ -131,6 +135,8 @@ pub struct Core {
     pub(crate) inventories: HashMap<String, NodeInventory>,
     /// Distinct GPU models of `inventories`, kept with them.
     models: Vec<String>,
+    /// What `inventories` offer empty, kept with them.
+    offers: Arc<Offers>,
     pub(crate) healthy: HashSet<String>,
     pub(in crate::queue) limits: HashMap<String, TenantLimits>,
     /// Room was freed or limits changed: the next pass looks at the whole queue.
@@ -171,6 +177,7 @@ impl Core {
             waiting: HashMap::new(),
             inventories: HashMap::new(),
             models: Vec::new(),
+            offers: Arc::default(),
             healthy: HashSet::new(),
             limits: HashMap::new(),
             room_grew: true,
@@ -191,7 +198,9 @@ impl Core {
     /// Records `inv` and recomputes the model list: once per node change, not
     /// once per submission.
     fn remember(&mut self, name: &str, inv: NodeInventory) {
-        self.inventories.insert(name.to_string(), inv);
+        let kind_kept = self.offers.has_kind_of(&inv);
+        let previous = self.inventories.insert(name.to_string(), inv.clone());
+        let kind_kept = kind_kept && previous.is_none_or(|p| Offers::same_kind(&p, &inv));
         let mut m: Vec<String> = self
             .inventories
             .values()
@@ -200,15 +209,17 @@ impl Core {
         m.sort();
         m.dedup();
         self.models = m;
+        if !kind_kept {
+            self.offers = Arc::new(Offers::of(self.inventories.values()));
+            for w in self.waiting.values_mut() {
+                w.never_fits = self.offers.never_fits(&w.task.spec).map(Into::into);
+            }
+        }
     }
 
-    /// Largest GPU memory of any node, MiB (for the inference cap).
-    pub fn largest_gpu_mb(&self) -> u64 {
-        self.inventories
-            .values()
-            .flat_map(|i| i.gpus.iter().map(|g| g.memory_total_mb))
-            .max()
-            .unwrap_or(0)
+    /// What the registered nodes (lost ones included) offer empty.
+    pub fn offers(&self) -> &Arc<Offers> {
+        &self.offers
     }
 
     pub fn demand_for(&self, spec: &TaskSpec) -> Demand {
@@ -278,9 +289,11 @@ impl Core {
         let usage = demand::requested_usage(&t.spec, &demand);
         let shape = format!("{demand:?}/{}", t.spec.priority.0);
         let id = t.task_id.clone();
+        let never_fits = self.offers.never_fits(&t.spec).map(Into::into);
         self.waiting.insert(
             id.clone(),
             Waiting {
+                never_fits,
                 task: Arc::new(t),
                 demand: Arc::new(demand),
                 usage,
@@ -432,6 +445,10 @@ impl Core {
         let est = est.filter(|t| *t >= self.now_ms);
         let Some(w) = self.waiting.get_mut(id) else {
             return;
+        };
+        let reason = match &w.never_fits {
+            Some(why) => format!("unschedulable: {why}"),
+            None => reason,
         };
         let told = (reason, est);
         if w.told.as_ref() == Some(&told) {

@@ -125,3 +125,29 @@ fn an_over_quota_estimate_is_when_the_tenants_own_work_ends_and_never_in_the_pas
         }
     }
 }
+
+#[test]
+fn a_request_no_node_could_ever_hold_waits_marked_unschedulable() {
+    // Nodes of 2 and 4 GPUs (a lost node counts: it may come back).
+    let mut c = core_with(&[("a", 2), ("b", 4)]);
+    c.node_down("b");
+    submit(&mut c, "t", spec("nine", 9, "medium", None), 1, 1);
+    submit(&mut c, "t", spec("four", 4, "medium", None), 2, 1);
+    let d = c.cycle(0);
+    let reason = |id: &str| {
+        d.iter().find_map(|d| match d {
+            Decision::Pending {
+                task_id, reason, ..
+            } if task_id == id => Some(reason.clone()),
+            _ => None,
+        })
+    };
+    assert_eq!(
+        reason("nine").as_deref(),
+        Some("unschedulable: no node has 9 GPUs; the largest has 4")
+    );
+    assert!(
+        reason("four").is_some_and(|r| !r.starts_with("unschedulable")),
+        "{d:#?}"
+    );
+}

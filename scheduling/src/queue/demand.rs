@@ -1,12 +1,14 @@
 //! From what a user wrote (GB, shares, model names) to what placement reasons in
 //! (MiB per GPU, milli-shares, concrete model names of this pool).
 use crate::placement::{Demand, GpuDemand};
+use caldera_spec::gpu_model;
 use caldera_spec::resources::gb_to_mib;
 use caldera_spec::{TaskSpec, Usage};
 
 /// The placement demand of one allocation of `spec`. `known_models` are the GPU
-/// models present in the pool; a requested model matches every known model that
-/// contains it, case-insensitively ("A100" matches "NVIDIA A100-SXM4-80GB").
+/// models present in the pool; a requested model resolves to every known model
+/// [`caldera_spec::gpu_model::matches`] says it names ("A100" names
+/// "NVIDIA A100-SXM4-80GB", "A10" does not).
 pub fn demand_for<'a>(
     spec: &TaskSpec,
     known_models: impl Iterator<Item = &'a str> + Clone,
@@ -49,10 +51,9 @@ fn resolve_models<'a>(
     };
     let mut out = Vec::new();
     for alt in wanted.split('|').map(str::trim) {
-        let needle = alt.to_ascii_lowercase();
         let mut matched = false;
         for k in known.clone() {
-            if k.to_ascii_lowercase().contains(&needle) && !out.iter().any(|o: &String| o == k) {
+            if gpu_model::matches(alt, k) && !out.iter().any(|o: &String| o == k) {
                 out.push(k.to_string());
                 matched = true;
             }
@@ -118,5 +119,25 @@ mod tests {
         );
         assert!(matches!(d.gpu, GpuDemand::Whole { count: 4 }));
         assert_eq!(d.gpu_models, vec!["H100".to_string()]);
+    }
+
+    #[test]
+    fn a10_names_no_a100_and_a100_80gb_only_the_80gb_ones() {
+        let models = [
+            "NVIDIA A10",
+            "NVIDIA A100-SXM4-40GB",
+            "NVIDIA A100-SXM4-80GB",
+            "NVIDIA A100 80GB PCIe",
+        ];
+        let resolved = |model: &str| {
+            let body = format!(r#"{{"count":2,"model":"{model}"}}"#);
+            demand_for(&spec(&body), models.iter().copied()).gpu_models
+        };
+        assert_eq!(resolved("A10"), ["NVIDIA A10"]);
+        assert_eq!(
+            resolved("A100-80GB"),
+            ["NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe"]
+        );
+        assert_eq!(resolved("A100").len(), 3);
     }
 }

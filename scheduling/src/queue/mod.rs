@@ -10,6 +10,7 @@ pub mod estimate;
 #[cfg(test)]
 mod fixtures;
 pub mod ledger;
+pub mod offers;
 pub mod stages;
 
 /// Choosing victims; the preempt stage.

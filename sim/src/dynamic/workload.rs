@@ -309,23 +309,13 @@ pub fn fits_empty(t: &SimTask, n: &NodeInventory) -> bool {
     let gpu_ok = match &r.gpu {
         None => true,
         Some(g) => {
-            let models: Vec<String> = g
-                .model
-                .as_deref()
-                .map(|m| {
-                    m.split('|')
-                        .map(|a| a.trim().to_ascii_lowercase())
-                        .collect()
-                })
-                .unwrap_or_default();
             let usable = n
                 .gpus
                 .iter()
                 .filter(|x| {
-                    models.is_empty()
-                        || models
-                            .iter()
-                            .any(|m| x.model.to_ascii_lowercase().contains(m.as_str()))
+                    g.model
+                        .as_deref()
+                        .is_none_or(|m| caldera_spec::gpu_model::matches(m, &x.model))
                 })
                 .count() as u32;
             usable >= g.count.max(1)

@@ -63,12 +63,10 @@ fn gpu_fraction(demand: &Demand) -> f64 {
     }
 }
 
-/// Whether `model` is what a quota key names: the key is contained in it,
-/// case-insensitively ("a100" names "NVIDIA A100-SXM4-80GB").
+/// Whether `model` is what a quota key names, by the one model matcher
+/// ("a100" names "NVIDIA A100-SXM4-80GB", "a10" does not).
 fn names(key: &str, model: &str) -> bool {
-    model
-        .to_ascii_lowercase()
-        .contains(&key.to_ascii_lowercase())
+    caldera_spec::gpu_model::matches(key, model)
 }
 
 impl Core {
@@ -294,5 +292,14 @@ mod tests {
             crate::queue::core::Decision::Pending { task_id, reason, estimated_start_ms: None }
                 if task_id == "third" && reason.contains("would hold 3.00, tenant t may hold 2.00"))),
             "{d:#?}");
+    }
+
+    #[test]
+    fn a_model_quota_key_names_whole_models_only() {
+        // "a10" is not "NVIDIA A100-SXM4-80GB"; "a100-80gb" is.
+        assert!(!names("a10", "NVIDIA A100-SXM4-80GB"));
+        assert!(names("a10", "NVIDIA A10"));
+        assert!(names("a100-80gb", "NVIDIA A100-SXM4-80GB"));
+        assert!(!names("a100-80gb", "NVIDIA A100-SXM4-40GB"));
     }
 }
