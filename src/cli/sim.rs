@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use caldera_scheduling::placement::PolicyName;
 use caldera_sim::report::{markdown_table, Published};
-use caldera_sim::{load_nodes, load_tasks, plot, run_policies, PolicyReport, RunSpec, Trace};
+use caldera_sim::{
+    load_nodes, load_tasks, plot, run_policies, PolicyReport, RunSpec, Trace, TraceError,
+};
 
 use super::CliError;
 
@@ -108,8 +110,8 @@ pub fn run(args: SimArgs) -> Result<(), CliError> {
     if args.table {
         return table(&args, &spec, started);
     }
-    let nodes = load_nodes(&args.nodes).map_err(|e| CliError::Failed(e.to_string()))?;
-    let tasks = load_tasks(&args.tasks).map_err(|e| CliError::Failed(e.to_string()))?;
+    let nodes = load_nodes(&args.nodes).map_err(|e| trace_failed(e, "--nodes"))?;
+    let tasks = load_tasks(&args.tasks).map_err(|e| trace_failed(e, "--tasks"))?;
     let trace = Trace {
         name: trace_name(&args.tasks),
         nodes,
@@ -152,10 +154,27 @@ pub fn run(args: SimArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// A trace that cannot be loaded, named with the flag that points at it: the
+/// defaults are relative to the working directory (`../shared/data/...`, as
+/// laid out beside this repository), so from anywhere else the file is simply
+/// not there and a bare "No such file or directory" says nothing useful.
+pub fn trace_failed(e: TraceError, flag: &str) -> CliError {
+    match &e {
+        TraceError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            CliError::Failed(format!(
+                "{e} [{}]: pass {flag} with the path of the Alibaba GPU trace (openb) files; \
+                 the defaults are relative to the working directory ({DATA_DIR})",
+                e.name()
+            ))
+        }
+        _ => CliError::Failed(format!("{e} [{}]", e.name())),
+    }
+}
+
 fn table(args: &SimArgs, spec: &RunSpec, started: Instant) -> Result<(), CliError> {
     let dir = &args.data_dir;
     let nodes = load_nodes(&dir.join("openb_node_list_gpu_node.csv"))
-        .map_err(|e| CliError::Failed(e.to_string()))?;
+        .map_err(|e| trace_failed(e, "--data-dir"))?;
     let published = Published::load(&dir.join("published_alloc_shared.csv")).unwrap_or_default();
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| CliError::Failed(format!("{}: {e}", dir.display())))?
@@ -170,7 +189,7 @@ fn table(args: &SimArgs, spec: &RunSpec, started: Instant) -> Result<(), CliErro
     files.sort_by_key(|p| (trace_name(p) != "default", trace_name(p)));
     let mut traces = Vec::new();
     for f in &files {
-        let tasks = load_tasks(f).map_err(|e| CliError::Failed(e.to_string()))?;
+        let tasks = load_tasks(f).map_err(|e| trace_failed(e, "--data-dir"))?;
         traces.push(Trace {
             name: trace_name(f),
             nodes: nodes.clone(),
@@ -268,4 +287,20 @@ fn parse_seeds(raw: &str) -> Result<Vec<u64>, CliError> {
         return Err(bad());
     }
     Ok(seeds)
+}
+
+#[cfg(test)]
+mod trace_error_tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_trace_names_the_flag_that_points_at_it() {
+        let e = load_nodes(std::path::Path::new("/nowhere/nodes.csv")).unwrap_err();
+        let CliError::Failed(msg) = trace_failed(e, "--nodes") else {
+            panic!("a failure, not a usage error");
+        };
+        assert!(msg.contains("/nowhere/nodes.csv"), "{msg}");
+        assert!(msg.contains("pass --nodes"), "{msg}");
+        assert!(msg.contains("[trace_io]"), "{msg}");
+    }
 }

@@ -62,6 +62,15 @@ pub fn run(
             "--inference-share must be in [0, 1] and --borrow in [0, 10]".into(),
         ));
     }
+    for (path, flag) in [(nodes, "--nodes"), (tasks, "--tasks")] {
+        if !path.exists() {
+            return Err(CliError::Failed(format!(
+                "{}: no such file: pass {flag} with the path of the Alibaba GPU trace (openb) file; \
+                 the defaults are relative to the working directory",
+                path.display()
+            )));
+        }
+    }
     let cfg = DynamicConfig {
         nodes: nodes.to_path_buf(),
         tasks: tasks.to_path_buf(),

@@ -27,7 +27,7 @@ const SEED_EXAMPLE: &str = r#"{"task_id":"train_20240716_001","task_type":"train
 /// Flags of `caldera up`.
 #[derive(clap::Args, Debug)]
 pub struct UpArgs {
-    /// Address of the HTTP gateway and portal.
+    /// Address of the HTTP gateway (the REST API, the node WebSocket, /metrics).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7070")]
     pub listen: String,
     /// Everything `up` keeps: the control plane (server/), the agents
