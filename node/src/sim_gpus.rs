@@ -92,6 +92,9 @@ fn parse_group(part: &str) -> Result<SimGpuGroup, SimGpuError> {
 }
 
 /// The GPUs the groups declare, indexed in order, with stable per-node UUIDs.
+/// Each is named with its memory (`A100-80GB`), as NVML names real ones
+/// (`NVIDIA A100-SXM4-80GB`): a request for `A100-80GB` then names exactly
+/// the 80 GB A100s, and one for `A100` all of them (`caldera_spec::gpu_model`).
 pub fn simulated_gpus(groups: &[SimGpuGroup], node_name: &str) -> Vec<GpuInfo> {
     let mut gpus = Vec::new();
     for group in groups {
@@ -100,7 +103,7 @@ pub fn simulated_gpus(groups: &[SimGpuGroup], node_name: &str) -> Vec<GpuInfo> {
             gpus.push(GpuInfo {
                 index,
                 uuid: format!("GPU-SIM-{node_name}-{index}"),
-                model: group.model.clone(),
+                model: format!("{}-{}GB", group.model, group.memory_gb),
                 memory_total_mb: group.memory_gb * 1024,
                 memory_used_mb: 0,
                 utilization_pct: 0,
@@ -136,9 +139,25 @@ mod tests {
         let gpus = simulated_gpus(&groups, "n1");
         assert_eq!(gpus.len(), 10);
         assert_eq!(gpus[0].memory_total_mb, 80 * 1024);
-        assert_eq!(gpus[9].model, "T4");
+        assert_eq!(gpus[9].model, "T4-16GB");
         assert_eq!(gpus[9].uuid, "GPU-SIM-n1-9");
         assert!(gpus.iter().all(|g| g.simulated));
+    }
+
+    /// Named with their memory, simulated GPUs answer to the names people ask
+    /// for exactly as real ones do: `A100-80GB` only the 80 GB ones.
+    #[test]
+    fn a_sized_model_name_names_only_gpus_of_that_size() {
+        let gpus = simulated_gpus(&parse("1xA100-80GB,1xA100-40GB,1xA10-24GB").unwrap(), "n");
+        let named = |want: &str| -> Vec<u32> {
+            gpus.iter()
+                .filter(|g| caldera_spec::gpu_model::matches(want, &g.model))
+                .map(|g| g.index)
+                .collect()
+        };
+        assert_eq!(named("A100-80GB"), vec![0]);
+        assert_eq!(named("A100"), vec![0, 1]);
+        assert_eq!(named("A10"), vec![2]);
     }
 
     #[test]
