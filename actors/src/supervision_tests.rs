@@ -123,6 +123,33 @@ fn inventory() -> NodeInventory {
     }
 }
 
+/// A registered, ready node named `name` that has no secret yet.
+fn node_record(name: &str) -> NodeRecord {
+    NodeRecord {
+        name: name.into(),
+        inventory: inventory(),
+        epoch: 0,
+        state: NodeState::Ready,
+        joined_ms: 1,
+        last_seen_ms: 1,
+        secret_sha256: None,
+        revoked: false,
+    }
+}
+
+/// A first hello (no secret yet) from `name`, reporting `workloads`.
+fn hello(name: &str, workloads: Vec<caldera_spec::wire::WorkloadReport>) -> Hello {
+    Hello {
+        protocol: PROTOCOL_VERSION,
+        node_name: name.into(),
+        agent_version: "test".into(),
+        node_secret: None,
+        data_dir: String::new(),
+        inventory: inventory(),
+        workloads,
+    }
+}
+
 /// Accelerated time: a node that said hello and then went silent is lost
 /// once the (default 4 s) node timeout passes on tokio's paused clock — not
 /// before — its epoch is fenced (1 at hello -> 2) and the Scheduler is told.
@@ -140,28 +167,10 @@ fn a_silent_node_is_lost_after_the_timeout_in_accelerated_time() {
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
         let sh = shared(store, &heard);
-        let rec = NodeRecord {
-            name: "gpu-7".into(),
-            inventory: inventory(),
-            epoch: 0,
-            state: NodeState::Ready,
-            joined_ms: 1,
-            last_seen_ms: 1,
-            secret_sha256: None,
-            revoked: false,
-        };
-        let node = NodeActor::spawn(rec, sh.clone(), Duration::ZERO);
+        let node = NodeActor::spawn(node_record("gpu-7"), sh.clone(), Duration::ZERO);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         node.do_send(AgentHello {
-            hello: Hello {
-                protocol: PROTOCOL_VERSION,
-                node_name: "gpu-7".into(),
-                agent_version: "test".into(),
-                node_secret: None,
-                data_dir: String::new(),
-                inventory: inventory(),
-                workloads: vec![],
-            },
+            hello: hello("gpu-7", vec![]),
             session_id: 1,
             tx,
         });
@@ -200,17 +209,7 @@ fn a_hello_the_scheduler_cannot_answer_is_refused_not_welcomed_with_kills() {
     let heard = Heard::deaf();
     actix_rt::System::new().block_on(async move {
         let sh = shared(store, &heard);
-        let rec = NodeRecord {
-            name: "gpu-8".into(),
-            inventory: inventory(),
-            epoch: 0,
-            state: NodeState::Ready,
-            joined_ms: 1,
-            last_seen_ms: 1,
-            secret_sha256: None,
-            revoked: false,
-        };
-        let node = NodeActor::spawn(rec, sh.clone(), Duration::ZERO);
+        let node = NodeActor::spawn(node_record("gpu-8"), sh.clone(), Duration::ZERO);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let running = caldera_spec::wire::WorkloadReport {
             allocation_id: "train.1".into(),
@@ -221,15 +220,7 @@ fn a_hello_the_scheduler_cannot_answer_is_refused_not_welcomed_with_kills() {
             usage: Default::default(),
         };
         node.do_send(AgentHello {
-            hello: Hello {
-                protocol: PROTOCOL_VERSION,
-                node_name: "gpu-8".into(),
-                agent_version: "test".into(),
-                node_secret: None,
-                data_dir: String::new(),
-                inventory: inventory(),
-                workloads: vec![running],
-            },
+            hello: hello("gpu-8", vec![running]),
             session_id: 1,
             tx,
         });
