@@ -308,11 +308,7 @@ impl TaskActor {
     }
 
     /// Takes a grant: plans the record (the allocation bound, Scheduled) and
-    /// asks the Scheduler to record it with the allocation in one batch,
-    /// handling nothing else meanwhile (no message sees a half-taken grant).
-    /// Recorded, the plan is the record and `then` runs (the dispatch waits
-    /// for the batch to be durable); refused, the task stays queued (the
-    /// Scheduler queues it again).
+    /// has the Scheduler record it with the allocation in one batch.
     fn record_grant(
         &mut self,
         ctx: &mut Context<Self>,
@@ -328,7 +324,44 @@ impl TaskActor {
             .task(self.id())
             .tenant(&self.rec.tenant)
             .node(&allocation.node);
+        self.ask_to_record(ctx, planned, event, then);
+    }
+
+    /// A dispatch was answered under another epoch than the one recorded
+    /// (the node said hello again since the grant): the Scheduler records
+    /// the allocation under it, with the task's record, in one batch.
+    fn record_epoch(&mut self, ctx: &mut Context<Self>, epoch: u64) {
+        let mut planned = self.rec.clone();
+        let Some(a) = planned.allocation.as_mut() else {
+            return;
+        };
+        let msg = format!(
+            "allocation {} on {} dispatched under epoch {epoch} (granted under {})",
+            a.allocation_id, a.node, a.epoch
+        );
+        a.epoch = epoch;
+        let event = self.event(EventKind::AllocationGranted, msg);
+        self.ask_to_record(ctx, planned, event, Vec::new());
+    }
+
+    /// Asks the Scheduler to record `planned` (Scheduled, holding its
+    /// allocation) with the allocation in one batch, handling nothing else
+    /// meanwhile (no message sees a half-taken grant). Recorded, the plan is
+    /// the record and `then` runs (a dispatch waits for the batch to be
+    /// durable); refused, the record stays as it was (a task that waited
+    /// stays queued: the Scheduler queues it again).
+    fn ask_to_record(
+        &mut self,
+        ctx: &mut Context<Self>,
+        planned: TaskRecord,
+        event: Event,
+        then: Vec<Step>,
+    ) {
+        let Some(allocation) = planned.allocation.clone() else {
+            return;
+        };
         let id = allocation.allocation_id.clone();
+        let entered = planned.state != self.rec.state;
         let ask = self.sh.scheduler.send(RecordGrant {
             allocation,
             record: planned.clone(),
@@ -337,15 +370,17 @@ impl TaskActor {
         ctx.wait(ask.into_actor(self).map(move |res, act, ctx| match res {
             Ok(Ok(ticket)) => {
                 act.rec = planned;
-                act.tell_service(TaskState::Scheduled);
+                if entered {
+                    act.tell_service(act.rec.state);
+                }
                 act.carry_out(ctx, then, Some(ticket));
             }
             Ok(Err(why)) => {
-                tracing::info!(task = %act.id(), allocation = %id, %why, "grant not recorded; the task stays queued");
+                tracing::info!(task = %act.id(), allocation = %id, %why, "not recorded; the record stays as it was");
             }
-            // Whether the grant was recorded is unknown: sled says.
+            // Whether it was recorded is unknown: sled says.
             Err(e) => act.sup.fail(format!(
-                "task {}: the grant of {id} went unanswered: {e}",
+                "task {}: recording allocation {id} went unanswered: {e}",
                 act.id()
             )),
         }));
@@ -420,8 +455,9 @@ impl TaskActor {
             .into_actor(self)
             .map(move |res, act, ctx| match res {
                 Ok(epoch) => {
-                    if let Some(a) = act.rec.allocation.as_mut() {
-                        a.epoch = epoch;
+                    let recorded = act.rec.allocation.as_ref().map(|a| a.epoch);
+                    if recorded.is_some_and(|e| e != epoch) {
+                        act.record_epoch(ctx, epoch);
                     }
                 }
                 Err(why) => {

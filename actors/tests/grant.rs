@@ -4,7 +4,7 @@
 use caldera_actors::clock::Clock;
 use caldera_actors::config::ServerConfig;
 use caldera_actors::durability::FlushGate;
-use caldera_actors::protocol::scheduler::{Enqueue, RecordGrant, Stats};
+use caldera_actors::protocol::scheduler::{Enqueue, LedgerAllocations, RecordGrant, Stats};
 use caldera_actors::registry::Registry;
 use caldera_actors::scheduler::Scheduler;
 use caldera_spec::{Allocation, Event, EventKind, TaskRecord, TaskState};
@@ -139,6 +139,29 @@ fn a_grant_the_ledger_holds_is_recorded_with_the_task_record() {
         assert_eq!(stored.allocation.as_ref(), Some(&a));
         assert_eq!(store.allocation("s.1").unwrap().as_ref(), Some(&a));
         assert_eq!(stored.allocation.unwrap().epoch, 4);
+
+        // Dispatched again under a newer epoch (the node said hello again):
+        // recorded under it, in the ledger, sled's copy and the record alike.
+        let mut again = a.clone();
+        again.epoch = 6;
+        let mut record = store.task("s").unwrap().unwrap();
+        record.allocation = Some(again.clone());
+        let event = Event::new(4, EventKind::AllocationGranted, "dispatched under epoch 6");
+        let ticket = s
+            .send(RecordGrant {
+                allocation: again.clone(),
+                record,
+                event,
+            })
+            .await
+            .unwrap()
+            .expect("the same allocation under another epoch");
+        gate.durable(ticket).await;
+        assert_eq!(store.allocation("s.1").unwrap(), Some(again.clone()));
+        let stored = store.task("s").unwrap().unwrap();
+        assert_eq!(stored.allocation, Some(again.clone()));
+        let ledger = s.send(LedgerAllocations).await.unwrap();
+        assert_eq!(ledger, vec![again]);
     });
 }
 

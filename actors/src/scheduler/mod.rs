@@ -45,6 +45,8 @@ pub struct Scheduler {
     /// Each node's lease epoch (from sled at load, then `NodeUp`): stamped
     /// into every allocation granted there.
     epochs: HashMap<String, u64>,
+    /// Grants offered (`Placed`) and not yet recorded (`RecordGrant`).
+    unrecorded: std::collections::HashSet<String>,
     /// What the registered nodes offer, published for the checks at submission.
     offers: Arc<PoolOffers>,
     cycle_pending: bool,
@@ -100,6 +102,7 @@ impl Scheduler {
             usage: HashMap::new(),
             idle: idle::Inspector::new(config),
             epochs,
+            unrecorded: Default::default(),
             offers,
             cycle_pending: false,
             fatal: false,
@@ -169,6 +172,7 @@ impl Scheduler {
         let Some(e) = self.core.release(allocation_id) else {
             return;
         };
+        self.unrecorded.remove(allocation_id);
         self.usage.remove(allocation_id);
         self.idle.forget(allocation_id);
         let a = &e.allocation;
@@ -192,48 +196,64 @@ impl Scheduler {
         }
     }
 
-    /// Records a grant its task took, or says why not. The ledger's copy
-    /// (with the epoch) is what is recorded, in one batch with the task's
-    /// planned record and both events.
+    /// Records a grant its task took, or says why not. What is recorded is
+    /// the ledger's allocation under the epoch the task names (the one it was
+    /// stamped with at grant, or the one a later dispatch was answered under),
+    /// in one batch with the task's planned record and the events.
     fn record_grant(
         &mut self,
         m: RecordGrant,
         ctx: &mut Context<Self>,
     ) -> Result<crate::durability::Ticket, String> {
-        let id = &m.allocation.allocation_id;
-        let held = self.core.ledger().get(id).map(|e| e.allocation.clone());
-        let Some(granted) = held.filter(|a| {
-            a.task_id == m.record.spec.task_id
+        let id = m.allocation.allocation_id.clone();
+        let a = &m.allocation;
+        let held = self.core.ledger().get(&id).is_some_and(|e| {
+            e.allocation
+                == Allocation {
+                    epoch: e.allocation.epoch,
+                    ..a.clone()
+                }
+                && m.record.spec.task_id == a.task_id
                 && m.record.allocation.as_ref() == Some(a)
                 && m.record.state == caldera_spec::TaskState::Scheduled
-        }) else {
+        });
+        if !held {
             // A rebuild dropped it, or it was freed (the task asked for room
             // again): the task stays queued, and waits in the queue.
             self.keep_waiting(&m.record, ctx);
             return Err(format!("allocation {id} is no longer in the ledger"));
-        };
+        }
         let mut b = self.gate.store().batch();
-        b.put_allocation(&granted);
+        b.put_allocation(a);
         b.put_task(&m.record);
-        b.append_event(
-            Event::new(
-                self.clock.now_ms(),
-                EventKind::AllocationGranted,
-                grant_message(&granted),
-            )
-            .task(&granted.task_id)
-            .tenant(&granted.tenant)
-            .node(&granted.node),
-        );
+        if self.unrecorded.contains(&id) {
+            b.append_event(
+                Event::new(
+                    self.clock.now_ms(),
+                    EventKind::AllocationGranted,
+                    grant_message(a),
+                )
+                .task(&a.task_id)
+                .tenant(&a.tenant)
+                .node(&a.node),
+            );
+        }
         b.append_event(m.event);
-        self.gate.commit(b).map_err(|e| {
-            // The ledger in memory is ahead of sled: fatal. Stop, and the
-            // supervisor rebuilds the scheduler (and its queue) from sled.
-            tracing::error!(task = %granted.task_id, error = %e, "could not record a grant; restarting the scheduler");
-            self.fatal = true;
-            ctx.stop();
-            format!("the grant of {id} could not be recorded: {e}")
-        })
+        match self.gate.commit(b) {
+            Ok(ticket) => {
+                self.unrecorded.remove(&id);
+                self.core.stamp_epoch(&id, a.epoch);
+                Ok(ticket)
+            }
+            Err(e) => {
+                // The ledger in memory is ahead of sled: fatal. Stop, and the
+                // supervisor rebuilds the scheduler (and its queue) from sled.
+                tracing::error!(task = %a.task_id, error = %e, "could not record a grant; restarting the scheduler");
+                self.fatal = true;
+                ctx.stop();
+                Err(format!("the grant of {id} could not be recorded: {e}"))
+            }
+        }
     }
 
     /// A task whose grant was refused waits again: enqueued, unless it is
@@ -266,6 +286,7 @@ impl Scheduler {
                 let epoch = self.epochs.get(&allocation.node).copied().unwrap_or(0);
                 allocation.epoch = epoch;
                 self.core.stamp_epoch(&allocation.allocation_id, epoch);
+                self.unrecorded.insert(allocation.allocation_id.clone());
                 task.do_send(Placed { allocation });
             }
             Decision::Preempt {
