@@ -178,19 +178,7 @@ impl Scheduler {
         let a = &e.allocation;
         let mut b = self.gate.store().batch();
         b.remove_allocation(&a.allocation_id);
-        b.append_event(
-            Event::new(
-                self.clock.now_ms(),
-                EventKind::AllocationReleased,
-                format!(
-                    "allocation {} on {} released: {reason}",
-                    a.allocation_id, a.node
-                ),
-            )
-            .task(&a.task_id)
-            .tenant(&a.tenant)
-            .node(&a.node),
-        );
+        b.append_event(released(a, self.clock.now_ms(), &format!(": {reason}")));
         if let Err(err) = self.gate.commit(b) {
             tracing::error!(allocation = %a.allocation_id, error = %err, "could not record release");
         }
@@ -356,19 +344,7 @@ fn reconcile_ledger(
         if let Some(why) = why {
             tracing::warn!(allocation = %a.allocation_id, %why, "allocation freed at boot");
             freed.remove_allocation(&a.allocation_id);
-            freed.append_event(
-                Event::new(
-                    now,
-                    EventKind::AllocationReleased,
-                    format!(
-                        "allocation {} on {} released at boot: {why}",
-                        a.allocation_id, a.node
-                    ),
-                )
-                .task(&a.task_id)
-                .tenant(&a.tenant)
-                .node(&a.node),
-            );
+            freed.append_event(released(&a, now, &format!(" at boot: {why}")));
             n += 1;
         }
     }
@@ -376,6 +352,15 @@ fn reconcile_ledger(
         gate.commit(freed)?;
     }
     Ok(())
+}
+
+/// The `allocation_released` event of `a`; `why` follows "released".
+fn released(a: &Allocation, at_ms: u64, why: &str) -> Event {
+    let msg = format!("allocation {} on {} released{why}", a.allocation_id, a.node);
+    Event::new(at_ms, EventKind::AllocationReleased, msg)
+        .task(&a.task_id)
+        .tenant(&a.tenant)
+        .node(&a.node)
 }
 
 fn grant_message(a: &Allocation) -> String {
