@@ -88,9 +88,14 @@ pub enum Input<'a> {
 /// One thing to do, in the order [`decide`] lists them.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
-    /// Take the granted allocation: it is the task's now, one more attempt is
-    /// counted, and the pending note and start estimate are cleared.
-    Bind { allocation: Allocation },
+    /// Take the granted allocation and enter Scheduled ([`bind`], then the
+    /// transition), recorded by the Scheduler in the grant's one batch. The
+    /// steps after it run once that is done; none run if it is refused (the
+    /// task stays queued, and the Scheduler queues it again).
+    Grant {
+        allocation: Allocation,
+        reason: String,
+    },
     /// Hand a grant back unused (the task no longer waits).
     Decline {
         allocation_id: String,
@@ -164,6 +169,7 @@ impl Outcome {
             Outcome::Ignored(_) => None,
             Outcome::Steps(steps) => steps.iter().rev().find_map(|s| match s {
                 Step::Enter { state, .. } => Some(*state),
+                Step::Grant { .. } => Some(TaskState::Scheduled),
                 _ => None,
             }),
         }
@@ -323,13 +329,10 @@ fn placed(state: TaskState, allocation: &Allocation) -> Outcome {
         }]);
     }
     steps(vec![
-        Step::Bind {
+        Step::Grant {
             allocation: allocation.clone(),
+            reason: format!("placed on {}", allocation.node),
         },
-        enter(
-            TaskState::Scheduled,
-            format!("placed on {}", allocation.node),
-        ),
         Step::Dispatch,
     ])
 }
@@ -662,16 +665,20 @@ fn requeue(rec: &TaskRecord, why: String, counts_as_loss: bool) -> Outcome {
     steps(s)
 }
 
+/// What taking a grant does to the record: the allocation is the task's now,
+/// one more attempt is counted, and the pending note and start estimate are
+/// cleared (the first half of [`Step::Grant`]; the transition is the second).
+pub fn bind(rec: &mut TaskRecord, allocation: &Allocation) {
+    rec.allocation = Some(allocation.clone());
+    rec.attempts += 1;
+    rec.pending_reason = None;
+    rec.estimated_start_ms = None;
+}
+
 /// Applies a step's change to the record, for the steps that only change the
 /// record; answers false for the others (the actor carries those out).
 pub fn apply_to_record(rec: &mut TaskRecord, step: &Step) -> bool {
     match step {
-        Step::Bind { allocation } => {
-            rec.allocation = Some(allocation.clone());
-            rec.attempts += 1;
-            rec.pending_reason = None;
-            rec.estimated_start_ms = None;
-        }
         Step::Unbind => rec.allocation = None,
         Step::CountNodeLoss => rec.node_losses += 1,
         Step::CountPreemption => rec.preemptions += 1,

@@ -210,6 +210,7 @@ impl NodeActor {
         self.sh.scheduler.do_send(NodeUp {
             name: self.rec.name.clone(),
             inventory: self.rec.inventory.clone(),
+            epoch: self.rec.epoch,
         });
         for x in r.exits {
             let kind = WorkloadEventKind::Exited(x.status);
@@ -451,6 +452,7 @@ impl Handler<Reannounce> for NodeActor {
             self.sh.scheduler.do_send(NodeUp {
                 name: self.rec.name.clone(),
                 inventory: self.rec.inventory.clone(),
+                epoch: self.rec.epoch,
             });
         }
     }

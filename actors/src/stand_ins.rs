@@ -16,9 +16,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// A Scheduler that only writes down what it was told. Made `deaf`, it
-/// answers no question (as a Scheduler being rebuilt does not).
+/// answers no question (as a Scheduler being rebuilt does not). A grant it is
+/// asked to record it records as the real one does (allocation and task
+/// record in one batch) in the store `shared` gave it.
 #[derive(Default, Clone)]
-pub struct Heard(Arc<Mutex<Vec<String>>>, Arc<std::sync::atomic::AtomicBool>);
+pub struct Heard(
+    Arc<Mutex<Vec<String>>>,
+    Arc<std::sync::atomic::AtomicBool>,
+    Arc<std::sync::OnceLock<Arc<FlushGate>>>,
+);
 
 impl Heard {
     pub fn deaf() -> Heard {
@@ -65,6 +71,17 @@ impl SchedulerPort for Heard {
             m.tenant, m.limits.guaranteed.gpus
         ))
     }
+    fn record_grant(&self, m: RecordGrant) -> Reply<Result<crate::durability::Ticket, String>> {
+        self.note(format!("record_grant {}", m.allocation.allocation_id));
+        let Some(gate) = self.2.get() else {
+            return ready(Err("no store".into()));
+        };
+        let mut b = gate.store().batch();
+        b.put_allocation(&m.allocation);
+        b.put_task(&m.record);
+        b.append_event(m.event);
+        ready(gate.commit(b).map_err(|e| e.to_string()))
+    }
     fn ledger_allocations(&self, _: LedgerAllocations) -> Reply<Vec<Allocation>> {
         ready(Vec::new())
     }
@@ -93,9 +110,11 @@ impl SchedulerPort for Heard {
 }
 
 pub fn shared(store: Store, heard: &Heard) -> Arc<Shared> {
+    let gate = FlushGate::start(store);
+    let _ = heard.2.set(gate.clone());
     Arc::new(Shared {
         clock: Clock::starting_at(1_700_000_000_000),
-        gate: FlushGate::start(store),
+        gate,
         registry: Arc::new(Registry::default()),
         scheduler: SchedulerHandle::new(heard.clone()),
         config: ServerConfig::default(),

@@ -9,7 +9,7 @@ use crate::lifecycle::{self, Input, Outcome, Step, Stopping};
 use crate::node_trust::{self, Refusal};
 use crate::protocol::lifecycle::Observe;
 use crate::protocol::node::{Dispatch, StopWorkload};
-use crate::protocol::scheduler::{Checkpointed, Dequeue, Enqueue, Free};
+use crate::protocol::scheduler::{Checkpointed, Dequeue, Enqueue, Free, RecordGrant};
 use crate::protocol::task::{
     NodeLost, Pending, Placed, Preempt, Reclaim, Release, Remarked, TaskSnapshot, Workload,
     WorkloadMissing,
@@ -81,18 +81,24 @@ impl TaskActor {
 
     /// Carries out the lifecycle table's steps in order. A dispatch waits for
     /// the latest durable transition (tickets are ordered, so that covers the
-    /// allocation record too).
+    /// allocation record too). A grant is recorded by the Scheduler: the steps
+    /// after it run once it answers.
     fn carry_out(
         &mut self,
         ctx: &mut Context<Self>,
         steps: Vec<Step>,
         mut ticket: Option<Ticket>,
     ) -> Option<Ticket> {
-        for step in steps {
+        let mut steps = steps.into_iter();
+        while let Some(step) = steps.next() {
             if lifecycle::apply_to_record(&mut self.rec, &step) {
                 continue;
             }
             match step {
+                Step::Grant { allocation, reason } => {
+                    self.record_grant(ctx, allocation, reason, steps.collect());
+                    return ticket;
+                }
                 Step::Enter { state, reason } => {
                     if let Some(t) = self.transition(state, reason) {
                         ticket = Some(t);
@@ -130,8 +136,7 @@ impl TaskActor {
                     ctx.stop();
                 }
                 // The record-only steps, applied above.
-                Step::Bind { .. }
-                | Step::Unbind
+                Step::Unbind
                 | Step::CountNodeLoss
                 | Step::CountPreemption
                 | Step::RecordFailure(_)
@@ -285,7 +290,13 @@ impl TaskActor {
         state: TaskState,
         reason: Option<String>,
     ) -> Option<Ticket> {
-        let from = self.rec.state;
+        self.tell_service(state);
+        let msg = move_to(&mut self.rec, state, self.sh.now_ms(), reason);
+        self.persist(EventKind::TaskTransition, msg)
+    }
+
+    /// A replica tells its service where it moved.
+    fn tell_service(&self, state: TaskState) {
         if let Some(svc) = &self.rec.service {
             if let Some(parent) = self.sh.registry.task(svc) {
                 parent.do_send(crate::protocol::task::ReplicaState {
@@ -294,12 +305,85 @@ impl TaskActor {
                 });
             }
         }
-        self.rec.transition(state, self.sh.now_ms(), reason.clone());
-        let msg = match &reason {
-            Some(r) => format!("{} -> {}: {r}", from.as_str(), state.as_str()),
-            None => format!("{} -> {}", from.as_str(), state.as_str()),
+    }
+
+    /// Takes a grant: plans the record (the allocation bound, Scheduled) and
+    /// has the Scheduler record it with the allocation in one batch.
+    fn record_grant(
+        &mut self,
+        ctx: &mut Context<Self>,
+        allocation: Allocation,
+        reason: String,
+        then: Vec<Step>,
+    ) {
+        let now = self.sh.now_ms();
+        let mut planned = self.rec.clone();
+        lifecycle::bind(&mut planned, &allocation);
+        let msg = move_to(&mut planned, TaskState::Scheduled, now, Some(reason));
+        let event = Event::new(now, EventKind::TaskTransition, msg)
+            .task(self.id())
+            .tenant(&self.rec.tenant)
+            .node(&allocation.node);
+        self.ask_to_record(ctx, planned, event, then);
+    }
+
+    /// A dispatch was answered under another epoch than the one recorded
+    /// (the node said hello again since the grant): the Scheduler records
+    /// the allocation under it, with the task's record, in one batch.
+    fn record_epoch(&mut self, ctx: &mut Context<Self>, epoch: u64) {
+        let mut planned = self.rec.clone();
+        let Some(a) = planned.allocation.as_mut() else {
+            return;
         };
-        self.persist(EventKind::TaskTransition, msg)
+        let msg = format!(
+            "allocation {} on {} dispatched under epoch {epoch} (granted under {})",
+            a.allocation_id, a.node, a.epoch
+        );
+        a.epoch = epoch;
+        let event = self.event(EventKind::AllocationGranted, msg);
+        self.ask_to_record(ctx, planned, event, Vec::new());
+    }
+
+    /// Asks the Scheduler to record `planned` (Scheduled, holding its
+    /// allocation) with the allocation in one batch, handling nothing else
+    /// meanwhile (no message sees a half-taken grant). Recorded, the plan is
+    /// the record and `then` runs (a dispatch waits for the batch to be
+    /// durable); refused, the record stays as it was (a task that waited
+    /// stays queued: the Scheduler queues it again).
+    fn ask_to_record(
+        &mut self,
+        ctx: &mut Context<Self>,
+        planned: TaskRecord,
+        event: Event,
+        then: Vec<Step>,
+    ) {
+        let Some(allocation) = planned.allocation.clone() else {
+            return;
+        };
+        let id = allocation.allocation_id.clone();
+        let entered = planned.state != self.rec.state;
+        let ask = self.sh.scheduler.send(RecordGrant {
+            allocation,
+            record: planned.clone(),
+            event,
+        });
+        ctx.wait(ask.into_actor(self).map(move |res, act, ctx| match res {
+            Ok(Ok(ticket)) => {
+                act.rec = planned;
+                if entered {
+                    act.tell_service(act.rec.state);
+                }
+                act.carry_out(ctx, then, Some(ticket));
+            }
+            Ok(Err(why)) => {
+                tracing::info!(task = %act.id(), allocation = %id, %why, "not recorded; the record stays as it was");
+            }
+            // Whether it was recorded is unknown: sled says.
+            Err(e) => act.sup.fail(format!(
+                "task {}: recording allocation {id} went unanswered: {e}",
+                act.id()
+            )),
+        }));
     }
 
     fn enqueue(&self) {
@@ -371,8 +455,9 @@ impl TaskActor {
             .into_actor(self)
             .map(move |res, act, ctx| match res {
                 Ok(epoch) => {
-                    if let Some(a) = act.rec.allocation.as_mut() {
-                        a.epoch = epoch;
+                    let recorded = act.rec.allocation.as_ref().map(|a| a.epoch);
+                    if recorded.is_some_and(|e| e != epoch) {
+                        act.record_epoch(ctx, epoch);
                     }
                 }
                 Err(why) => {
@@ -491,7 +576,7 @@ impl Handler<Placed> for TaskActor {
         let input = Input::Placed {
             allocation: &m.allocation,
         };
-        self.react(ctx, input, Some(m.ticket));
+        self.react(ctx, input, None);
     }
 }
 
@@ -630,6 +715,17 @@ impl Handler<TaskSnapshot> for TaskActor {
     fn handle(&mut self, _: TaskSnapshot, _: &mut Context<Self>) -> Self::Result {
         MessageResult(self.rec.clone())
     }
+}
+
+/// Moves `rec` to `state` and answers the transition's event text.
+fn move_to(rec: &mut TaskRecord, state: TaskState, now: u64, reason: Option<String>) -> String {
+    let from = rec.state;
+    let msg = match &reason {
+        Some(r) => format!("{} -> {}: {r}", from.as_str(), state.as_str()),
+        None => format!("{} -> {}", from.as_str(), state.as_str()),
+    };
+    rec.transition(state, now, reason);
+    msg
 }
 
 /// Convenience for callers that only have a directory entry.

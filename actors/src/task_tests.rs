@@ -63,12 +63,12 @@ fn a_task_placed_on_an_unknown_node_frees_and_requeues() {
             borrowed: false,
             priority: 500,
         };
-        let mut b = sh.batch();
-        b.put_allocation(&allocation);
-        let ticket = sh.gate.commit(b).unwrap();
-        t.do_send(Placed { allocation, ticket });
-        let h = until_heard(&heard, |h| h.len() >= 3).await;
-        assert_eq!(h, vec!["enqueue t1", "free t1.1", "enqueue t1"]);
+        t.do_send(Placed { allocation });
+        let h = until_heard(&heard, |h| h.len() >= 4).await;
+        assert_eq!(
+            h,
+            vec!["enqueue t1", "record_grant t1.1", "free t1.1", "enqueue t1"]
+        );
 
         let r = t.send(TaskSnapshot).await.unwrap();
         assert_eq!(r.state, TaskState::Queued);

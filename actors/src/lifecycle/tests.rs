@@ -200,14 +200,14 @@ fn placement_and_waiting() {
     let a2 = leak(alloc("a2", "n2"));
     check(vec![
         row(
-            "queued + placed -> scheduled: take the grant, then send the start command",
+            "queued + placed -> scheduled: take the grant (recorded in the Scheduler's batch), then send the start command",
             task(Queued),
             Input::Placed { allocation: a2 },
             s(vec![
-                Step::Bind {
+                Step::Grant {
                     allocation: a2.clone(),
+                    reason: "placed on n2".into(),
                 },
-                to(Scheduled, "placed on n2"),
                 Step::Dispatch,
             ]),
         ),
@@ -216,10 +216,10 @@ fn placement_and_waiting() {
             task(Preempted),
             Input::Placed { allocation: a2 },
             s(vec![
-                Step::Bind {
+                Step::Grant {
                     allocation: a2.clone(),
+                    reason: "placed on n2".into(),
                 },
-                to(Scheduled, "placed on n2"),
                 Step::Dispatch,
             ]),
         ),
@@ -1028,12 +1028,7 @@ fn time_limit() {
 fn record_steps_change_only_the_record() {
     let mut r = with(task(Queued), |r| r.pending_reason = Some("no room".into()));
     r.estimated_start_ms = Some(5);
-    assert!(apply_to_record(
-        &mut r,
-        &Step::Bind {
-            allocation: alloc("a2", "n2")
-        }
-    ));
+    crate::lifecycle::bind(&mut r, &alloc("a2", "n2"));
     assert_eq!(r.attempts, 1, "a grant is one more attempt");
     assert_eq!(r.pending_reason, None);
     assert_eq!(r.estimated_start_ms, None);

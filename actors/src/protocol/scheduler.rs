@@ -4,7 +4,7 @@ use crate::views::{NodeAllocated, SchedulerStats, UsageSample, Utilization};
 use actix::prelude::*;
 use caldera_scheduling::queue::core::TenantLimits;
 use caldera_spec::wire::AllocationUse;
-use caldera_spec::{Allocation, NodeInventory, NodeMetrics, TaskSpec};
+use caldera_spec::{Allocation, Event, NodeInventory, NodeMetrics, TaskRecord, TaskSpec};
 use std::collections::HashMap;
 
 /// Stops the scheduler as a fatal error would; its supervisor restarts it and it
@@ -40,12 +40,28 @@ pub struct Free {
     pub reason: String,
 }
 
-/// A node's agent said hello: its room joins the pool.
+/// A node's agent said hello: its room joins the pool. `epoch` is the lease
+/// epoch of its session: every grant on the node is stamped with it.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct NodeUp {
     pub name: String,
     pub inventory: NodeInventory,
+    pub epoch: u64,
+}
+
+/// A task still waiting takes the grant it was sent (`Placed`): `record` is
+/// its planned record (Scheduled, holding `allocation`, one more attempt) and
+/// `event` that transition's event. The Scheduler records the allocation, the
+/// record and both events in ONE batch and answers its ticket; or refuses
+/// (the allocation is no longer in its ledger — a rebuild dropped it, or the
+/// task asked for room again) and the task stays queued, re-enqueued.
+#[derive(Message)]
+#[rtype(result = "std::result::Result<crate::durability::Ticket, String>")]
+pub struct RecordGrant {
+    pub allocation: Allocation,
+    pub record: TaskRecord,
+    pub event: Event,
 }
 
 /// A node was lost: nothing more is placed there.
@@ -128,6 +144,7 @@ handle! {
             set_quota: SetQuota,
         }
         ask {
+            record_grant: RecordGrant,
             allocations_on: AllocationsOn,
             allocated_by_node: AllocatedByNode,
             stats: Stats,

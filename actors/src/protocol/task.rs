@@ -2,18 +2,17 @@
 //! replica ones), and [`TaskHandle`], what others hold of a task.
 use super::handle::handle;
 use super::lifecycle::{Observe, Rebuild};
-use crate::durability::Ticket;
 use crate::errors::Result;
 use actix::prelude::*;
 use caldera_spec::wire::WorkloadEventKind;
 use caldera_spec::{Allocation, TaskRecord, TaskState};
 
-/// The scheduler granted an allocation.
+/// The scheduler granted an allocation, decided in memory only: the task,
+/// if it still waits, asks the Scheduler to record it (`RecordGrant`).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Placed {
     pub allocation: Allocation,
-    pub ticket: Ticket,
 }
 
 /// Why the task is still waiting (placement rejections or quota).

@@ -1,7 +1,9 @@
 //! The Scheduler actor: the ONE writer of the allocation ledger. It owns the
 //! scheduling [`caldera_scheduling::queue::core::Core`] (pool index, ledger, queue, quotas) and carries out
-//! the core's decisions: records each allocation durably before a task hears of
-//! it, tells victims to checkpoint and stop, tells waiting tasks why they wait.
+//! the core's decisions: offers each grant to its task (`Placed`, in memory
+//! only) and records it when the task takes it (`RecordGrant`: the allocation,
+//! the task's `scheduled` record and the epoch in one batch), tells victims to
+//! checkpoint and stop, tells waiting tasks why they wait.
 pub mod idle;
 pub mod utilization;
 
@@ -10,7 +12,7 @@ use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::protocol::scheduler::{
     AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, Enqueue, Free, LedgerAllocations,
-    NodeDown, NodeMetricsUpdate, NodeUp, Restart, SetQuota, Stats,
+    NodeDown, NodeMetricsUpdate, NodeUp, RecordGrant, Restart, SetQuota, Stats,
 };
 use crate::protocol::task::{Pending, Placed, Preempt, Remarked};
 use crate::registry::Registry;
@@ -40,6 +42,11 @@ pub struct Scheduler {
     pub(crate) metrics: HashMap<String, NodeMetrics>,
     pub(crate) usage: HashMap<String, AllocationUse>,
     pub(crate) idle: idle::Inspector,
+    /// Each node's lease epoch (from sled at load, then `NodeUp`): stamped
+    /// into every allocation granted there.
+    epochs: HashMap<String, u64>,
+    /// Grants offered (`Placed`) and not yet recorded (`RecordGrant`).
+    unrecorded: std::collections::HashSet<String>,
     /// What the registered nodes offer, published for the checks at submission.
     offers: Arc<PoolOffers>,
     cycle_pending: bool,
@@ -69,7 +76,9 @@ impl Scheduler {
             ..CoreConfig::default()
         };
         let mut core = Core::new(policy, config.placement_seed, core_config);
+        let mut epochs = HashMap::new();
         for n in store.nodes()? {
+            epochs.insert(n.name.clone(), n.epoch);
             core.node_known(&n.name, n.inventory);
         }
         offers.publish(core.offers().clone());
@@ -92,6 +101,8 @@ impl Scheduler {
             metrics: HashMap::new(),
             usage: HashMap::new(),
             idle: idle::Inspector::new(config),
+            epochs,
+            unrecorded: Default::default(),
             offers,
             cycle_pending: false,
             fatal: false,
@@ -109,7 +120,7 @@ impl Scheduler {
         self.cycle_pending = false;
         let now = self.clock.now_ms();
         for d in self.core.cycle(now) {
-            self.apply(d, now);
+            self.apply(d);
         }
         if self.fatal {
             ctx.stop();
@@ -156,34 +167,115 @@ impl Scheduler {
         }
     }
 
-    fn apply(&mut self, d: Decision, now: u64) {
+    /// Frees an allocation of the ledger, in sled too, with an event.
+    fn free(&mut self, allocation_id: &str, reason: &str) {
+        let Some(e) = self.core.release(allocation_id) else {
+            return;
+        };
+        self.unrecorded.remove(allocation_id);
+        self.usage.remove(allocation_id);
+        self.idle.forget(allocation_id);
+        let a = &e.allocation;
+        let mut b = self.gate.store().batch();
+        b.remove_allocation(&a.allocation_id);
+        b.append_event(released(a, self.clock.now_ms(), &format!(": {reason}")));
+        if let Err(err) = self.gate.commit(b) {
+            tracing::error!(allocation = %a.allocation_id, error = %err, "could not record release");
+        }
+    }
+
+    /// Records a grant its task took, or says why not. What is recorded is
+    /// the ledger's allocation under the epoch the task names (the one it was
+    /// stamped with at grant, or the one a later dispatch was answered under),
+    /// in one batch with the task's planned record and the events.
+    fn record_grant(
+        &mut self,
+        m: RecordGrant,
+        ctx: &mut Context<Self>,
+    ) -> Result<crate::durability::Ticket, String> {
+        let id = m.allocation.allocation_id.clone();
+        let a = &m.allocation;
+        let held = self.core.ledger().get(&id).is_some_and(|e| {
+            e.allocation
+                == Allocation {
+                    epoch: e.allocation.epoch,
+                    ..a.clone()
+                }
+                && m.record.spec.task_id == a.task_id
+                && m.record.allocation.as_ref() == Some(a)
+                && m.record.state == caldera_spec::TaskState::Scheduled
+        });
+        if !held {
+            // A rebuild dropped it, or it was freed (the task asked for room
+            // again): the task stays queued, and waits in the queue.
+            self.keep_waiting(&m.record, ctx);
+            return Err(format!("allocation {id} is no longer in the ledger"));
+        }
+        let mut b = self.gate.store().batch();
+        b.put_allocation(a);
+        b.put_task(&m.record);
+        if self.unrecorded.contains(&id) {
+            b.append_event(
+                Event::new(
+                    self.clock.now_ms(),
+                    EventKind::AllocationGranted,
+                    grant_message(a),
+                )
+                .task(&a.task_id)
+                .tenant(&a.tenant)
+                .node(&a.node),
+            );
+        }
+        b.append_event(m.event);
+        match self.gate.commit(b) {
+            Ok(ticket) => {
+                self.unrecorded.remove(&id);
+                self.core.stamp_epoch(&id, a.epoch);
+                Ok(ticket)
+            }
+            Err(e) => {
+                // The ledger in memory is ahead of sled: fatal. Stop, and the
+                // supervisor rebuilds the scheduler (and its queue) from sled.
+                tracing::error!(task = %a.task_id, error = %e, "could not record a grant; restarting the scheduler");
+                self.fatal = true;
+                ctx.stop();
+                Err(format!("the grant of {id} could not be recorded: {e}"))
+            }
+        }
+    }
+
+    /// A task whose grant was refused waits again: enqueued, unless it is
+    /// queued already or another grant of it is on its way.
+    fn keep_waiting(&mut self, planned: &caldera_spec::TaskRecord, ctx: &mut Context<Self>) {
+        let id = &planned.spec.task_id;
+        if self.core.waiting_type(id).is_some() || self.core.ledger().of_task(id).is_some() {
+            return;
+        }
+        self.core.enqueue(WaitingTask {
+            task_id: id.clone(),
+            tenant: planned.tenant.clone(),
+            seq: planned.seq,
+            // The planned record counted the attempt it did not get.
+            attempt: planned.attempts,
+            spec: planned.spec.clone(),
+        });
+        self.request_cycle(ctx);
+    }
+
+    fn apply(&mut self, d: Decision) {
         match d {
-            Decision::Place { allocation } => {
+            Decision::Place { mut allocation } => {
                 let Some(task) = self.registry.task(&allocation.task_id) else {
                     self.core.release(&allocation.allocation_id);
                     return;
                 };
-                let mut b = self.gate.store().batch();
-                b.put_allocation(&allocation);
-                b.append_event(
-                    Event::new(
-                        now,
-                        EventKind::AllocationGranted,
-                        grant_message(&allocation),
-                    )
-                    .task(&allocation.task_id)
-                    .tenant(&allocation.tenant)
-                    .node(&allocation.node),
-                );
-                match self.gate.commit(b) {
-                    Ok(ticket) => task.do_send(Placed { allocation, ticket }),
-                    Err(e) => {
-                        // The ledger in memory is ahead of sled: fatal. Stop, and
-                        // the supervisor rebuilds the scheduler from what was recorded.
-                        tracing::error!(task = %allocation.task_id, error = %e, "could not record allocation; restarting the scheduler");
-                        self.fatal = true;
-                    }
-                }
+                // Nothing is recorded yet: the task records its grant with
+                // `RecordGrant` if it still waits (else it hands it back).
+                let epoch = self.epochs.get(&allocation.node).copied().unwrap_or(0);
+                allocation.epoch = epoch;
+                self.core.stamp_epoch(&allocation.allocation_id, epoch);
+                self.unrecorded.insert(allocation.allocation_id.clone());
+                task.do_send(Placed { allocation });
             }
             Decision::Preempt {
                 victim,
@@ -252,19 +344,7 @@ fn reconcile_ledger(
         if let Some(why) = why {
             tracing::warn!(allocation = %a.allocation_id, %why, "allocation freed at boot");
             freed.remove_allocation(&a.allocation_id);
-            freed.append_event(
-                Event::new(
-                    now,
-                    EventKind::AllocationReleased,
-                    format!(
-                        "allocation {} on {} released at boot: {why}",
-                        a.allocation_id, a.node
-                    ),
-                )
-                .task(&a.task_id)
-                .tenant(&a.tenant)
-                .node(&a.node),
-            );
+            freed.append_event(released(&a, now, &format!(" at boot: {why}")));
             n += 1;
         }
     }
@@ -272,6 +352,15 @@ fn reconcile_ledger(
         gate.commit(freed)?;
     }
     Ok(())
+}
+
+/// The `allocation_released` event of `a`; `why` follows "released".
+fn released(a: &Allocation, at_ms: u64, why: &str) -> Event {
+    let msg = format!("allocation {} on {} released{why}", a.allocation_id, a.node);
+    Event::new(at_ms, EventKind::AllocationReleased, msg)
+        .task(&a.task_id)
+        .tenant(&a.tenant)
+        .node(&a.node)
 }
 
 fn grant_message(a: &Allocation) -> String {
@@ -331,6 +420,13 @@ impl Actor for Scheduler {
 impl Handler<Enqueue> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: Enqueue, ctx: &mut Context<Self>) {
+        // A task that asks for room holds none: an allocation the ledger still
+        // has for it (a grant it never recorded, or its actor was rebuilt from
+        // sled after a failed commit) is stale, and freed.
+        if let Some(stale) = self.core.ledger().of_task(&m.task_id) {
+            let stale = stale.allocation.allocation_id.clone();
+            self.free(&stale, "its task asks for room again, so it holds none");
+        }
         self.core.enqueue(WaitingTask {
             task_id: m.task_id,
             tenant: m.tenant,
@@ -353,37 +449,22 @@ impl Handler<Dequeue> for Scheduler {
 impl Handler<Free> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: Free, ctx: &mut Context<Self>) {
-        let Some(e) = self.core.release(&m.allocation_id) else {
-            return;
-        };
-        self.usage.remove(&m.allocation_id);
-        self.idle.forget(&m.allocation_id);
-        let a = &e.allocation;
-        let mut b = self.gate.store().batch();
-        b.remove_allocation(&a.allocation_id);
-        b.append_event(
-            Event::new(
-                self.clock.now_ms(),
-                EventKind::AllocationReleased,
-                format!(
-                    "allocation {} on {} released: {}",
-                    a.allocation_id, a.node, m.reason
-                ),
-            )
-            .task(&a.task_id)
-            .tenant(&a.tenant)
-            .node(&a.node),
-        );
-        if let Err(err) = self.gate.commit(b) {
-            tracing::error!(allocation = %a.allocation_id, error = %err, "could not record release");
-        }
+        self.free(&m.allocation_id, &m.reason);
         self.request_cycle(ctx);
+    }
+}
+
+impl Handler<RecordGrant> for Scheduler {
+    type Result = Result<crate::durability::Ticket, String>;
+    fn handle(&mut self, m: RecordGrant, ctx: &mut Context<Self>) -> Self::Result {
+        self.record_grant(m, ctx)
     }
 }
 
 impl Handler<NodeUp> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: NodeUp, ctx: &mut Context<Self>) {
+        self.epochs.insert(m.name.clone(), m.epoch);
         self.core.node_up(&m.name, m.inventory);
         self.offers.publish(self.core.offers().clone());
         self.request_cycle(ctx);

@@ -334,6 +334,14 @@ impl Core {
         }
     }
 
+    /// Stamps the lease epoch of the allocation's node (known to the shell,
+    /// not to the core) into the ledger's copy, as granted.
+    pub fn stamp_epoch(&mut self, allocation_id: &str, epoch: u64) {
+        if let Some(e) = self.ledger.get_mut(allocation_id) {
+            e.allocation.epoch = epoch;
+        }
+    }
+
     /// One pass over the queue: the tasks it looks at, in queue order, each
     /// admitted, placed, and then started or held (see [`super::stages`]).
     /// A pass after room grew looks at the whole queue; otherwise only at the

@@ -90,6 +90,11 @@ impl Ledger {
         self.by_id.get(allocation_id)
     }
 
+    /// The one live allocation `task_id` holds, if any.
+    pub fn of_task(&self, task_id: &str) -> Option<&Entry> {
+        self.by_task.get(task_id).and_then(|id| self.by_id.get(id))
+    }
+
     pub fn get_mut(&mut self, allocation_id: &str) -> Option<&mut Entry> {
         self.by_id.get_mut(allocation_id)
     }
