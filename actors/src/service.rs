@@ -84,7 +84,11 @@ impl TaskActor {
                 Event::new(
                     self.sh.now_ms(),
                     EventKind::TaskSubmitted,
-                    format!("replica {id} of service {}", self.id()),
+                    format!(
+                        "replica {} of service {}",
+                        caldera_spec::local_id(&id),
+                        caldera_spec::local_id(self.id())
+                    ),
                 )
                 .task(&id)
                 .tenant(&rec.tenant),
@@ -122,7 +126,7 @@ impl TaskActor {
         for id in self.replicas.keys() {
             if let Some(r) = self.sh.registry.task(id) {
                 r.do_send(Release {
-                    by: format!("service {} released", self.rec.spec.task_id),
+                    by: format!("service {} released", caldera_spec::local_id(self.id())),
                 });
             }
         }
@@ -150,7 +154,7 @@ impl TaskActor {
             let id = self.replica_id(i);
             if let Some(r) = self.sh.registry.task(&id) {
                 r.do_send(Release {
-                    by: format!("scale-in of {}", self.rec.spec.task_id),
+                    by: format!("scale-in of {}", caldera_spec::local_id(self.id())),
                 });
             }
             self.replicas.remove(&id);
