@@ -50,7 +50,11 @@ fn task_ids_are_scoped_by_tenant() {
     for (api, me, other) in [(&a, "alpha", "bravo"), (&b, "bravo", "alpha")] {
         let list = api.get("/v1/tasks");
         assert_eq!(list.status, 200, "{}", list.body);
-        assert!(!list.body.to_string().contains(other), "{me} sees {other}: {}", list.body);
+        assert!(
+            !list.body.to_string().contains(other),
+            "{me} sees {other}: {}",
+            list.body
+        );
         let tasks = list.data()["tasks"].as_array().cloned().unwrap_or_default();
         assert_eq!(tasks.len(), 1, "{me}: {}", list.body);
     }

@@ -12,8 +12,8 @@
 //! - the event log is not rewritten: events recorded before the upgrade stay
 //!   indexed under the bare id.
 use crate::errors::Result;
-use caldera_spec::task_key::is_scoped;
 use caldera_spec::task_key;
+use caldera_spec::task_key::is_scoped;
 use caldera_storage::Store;
 use std::collections::HashMap;
 
@@ -97,7 +97,10 @@ mod tests {
         let moved = store.task("alpha/old").unwrap().unwrap();
         assert_eq!(moved.spec.task_id, "alpha/old");
         let a = moved.allocation.unwrap();
-        assert_eq!((a.allocation_id.as_str(), a.task_id.as_str()), ("old.1", "alpha/old"));
+        assert_eq!(
+            (a.allocation_id.as_str(), a.task_id.as_str()),
+            ("old.1", "alpha/old")
+        );
         let stored = store.allocation("old.1").unwrap().unwrap();
         assert_eq!(stored.task_id, "alpha/old");
         // Once: a second boot finds nothing to move.

@@ -185,7 +185,7 @@ impl Handler<ReplicaState> for TaskActor {
                 EventKind::TaskTransition,
                 format!(
                     "replica {} ended ({}); replaced in {}s",
-                    m.replica,
+                    caldera_spec::local_id(&m.replica),
                     m.state.as_str(),
                     delay.as_secs()
                 ),
@@ -240,7 +240,14 @@ impl Handler<ScaleInIdle> for TaskActor {
         }
         // Scale in by releasing the idle replica itself, then renumber nothing:
         // the highest index is what `scale` removes, so release that one.
-        self.scale(n - 1, &format!("scale-in: {} ({})", m.replica, m.reason));
+        self.scale(
+            n - 1,
+            &format!(
+                "scale-in: {} ({})",
+                caldera_spec::local_id(&m.replica),
+                m.reason
+            ),
+        );
     }
 }
 

@@ -49,6 +49,16 @@ pub struct TaskView {
     pub spec: TaskSpec,
 }
 
+/// An allocation as the API shows it: its `task_id` and `allocation_id` in
+/// the tenant's own terms (`train.2`, not `alpha/train.2`); its `tenant` field
+/// says whose. The workload sees the same id (`CALDERA_ALLOCATION_ID`).
+pub fn allocation_view(a: &Allocation) -> Allocation {
+    let mut a = a.clone();
+    a.task_id = caldera_spec::local_id(&a.task_id).to_string();
+    a.allocation_id = caldera_spec::local_id(&a.allocation_id).to_string();
+    a
+}
+
 /// A view shows the tenant's own ids: the record is keyed `tenant/id`
 /// (`caldera_spec::task_key`), and the tenant is its own field.
 impl From<&TaskRecord> for TaskView {
@@ -72,10 +82,7 @@ impl From<&TaskRecord> for TaskView {
                     reason: t.reason.clone(),
                 })
                 .collect(),
-            allocation: r.allocation.clone().map(|mut a| {
-                a.task_id = local(&a.task_id);
-                a
-            }),
+            allocation: r.allocation.as_ref().map(allocation_view),
             pending_reason: r.pending_reason.clone(),
             exit_code: r.exit_code,
             failure: r.failure.clone(),

@@ -109,8 +109,9 @@ pub async fn get(
     Ok(Reply::ok(TaskView::from(&r)))
 }
 
-/// GET /v1/tasks?state=&type=&limit=&cursor= — ordered by task id; `cursor` is
-/// the last id seen. A page examines a bounded number of tasks, so it may hold
+/// GET /v1/tasks?state=&type=&limit=&cursor= — a tenant's tasks ordered by its
+/// own ids, `cursor` the last id seen; the operator's: every tenant's, ordered
+/// by key (`tenant/id`), `cursor` the last key seen. A page examines a bounded number of tasks, so it may hold
 /// fewer than `limit` with a `next_cursor` to go on from.
 pub async fn list(user: User, st: web::Data<AppState>, q: Query) -> Result<Reply<Value>, ApiError> {
     let state = match q.get("state") {
