@@ -72,19 +72,8 @@ mod tests {
         .unwrap();
         let mut rec = TaskRecord::new(spec, "alpha".into(), 0, 0);
         let alloc = caldera_spec::Allocation {
-            allocation_id: "old.1".into(),
-            task_id: "old".into(),
             tenant: "alpha".into(),
-            node: "n".into(),
-            gpus: vec![],
-            cpu_milli: 1000,
-            memory_mb: 0,
-            disk_mb: 0,
-            exclusive: false,
-            epoch: 1,
-            created_ms: 0,
-            borrowed: false,
-            priority: 0,
+            ..crate::fixtures::allocation("old.1", "old", "n")
         };
         rec.allocation = Some(alloc.clone());
         let mut b = store.batch();
