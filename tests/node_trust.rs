@@ -91,23 +91,26 @@ fn a_rogue_node_cannot_end_fail_or_checkpoint_another_nodes_task() {
     let api = cp.api(&cp.tenant("team-a"));
     assert_eq!(api.post("/v1/tasks", &sleeper("victim")).status, 201);
     let v = wait_running(&api, "victim");
-    let alloc = allocation_id(&v);
+    // What the real agent was told (the API shows the tenant's own ids; the
+    // wire carries the keys `tenant/id`): the rogue knows the exact ids.
+    let alloc = format!("team-a/{}", allocation_id(&v));
+    let key = "team-a/victim";
 
-    fake_node::event(&mut rogue, epoch, &alloc, "victim", exited(0)).unwrap();
-    let report = json!({"allocation_id": alloc, "task_id": "victim", "epoch": epoch, "pid": 1,
+    fake_node::event(&mut rogue, epoch, &alloc, key, exited(0)).unwrap();
+    let report = json!({"allocation_id": alloc, "task_id": key, "epoch": epoch, "pid": 1,
         "exit": {"code": 1, "signal": null, "stopped": false}});
     let hb = json!({"type": "heartbeat", "epoch": epoch, "metrics": {"gpus": [], "cpu_used_pct": 0.0,
         "memory_used_mb": 0, "disk_free_mb": 0, "disk_read_bytes_per_s": 0, "disk_write_bytes_per_s": 0},
         "workloads": [report]});
     fake_node::send(&mut rogue, &hb).unwrap();
     let shadow = json!({"kind": "checkpoint_saved", "path": "/etc/shadow"});
-    fake_node::event(&mut rogue, epoch, &alloc, "victim", shadow).unwrap();
-    fake_node::event(&mut rogue, 0, &alloc, "victim", exited(0)).unwrap();
+    fake_node::event(&mut rogue, epoch, &alloc, key, shadow).unwrap();
+    fake_node::event(&mut rogue, 0, &alloc, key, exited(0)).unwrap();
 
     let counted = wait_until(Duration::from_secs(5), || refused(&cp, "rogue-1") >= 4);
     let v = api.get("/v1/tasks/victim").data().clone();
     assert_eq!(v["state"], "running", "rogue-node events accepted: {v}");
-    assert_eq!(allocation_id(&v), alloc);
+    assert_eq!(format!("team-a/{}", allocation_id(&v)), alloc);
     assert!(v["checkpoint"].is_null(), "{v}");
     assert!(counted, "refusals counted: {}", refused(&cp, "rogue-1"));
     assert_eq!(refused(&cp, "node-1"), 0, "the honest agent was refused");
@@ -121,15 +124,19 @@ fn a_rogue_node_cannot_end_fail_or_checkpoint_another_nodes_task() {
 }
 
 /// A fake node holding the one GPU of the cluster, after it got its start command.
-fn holder(cp: &ControlPlane, api: &Api, task: &str) -> (TcpStream, u64, String) {
+/// The fake node holding `task`: its stream, epoch, and the allocation id
+/// and task key (`tenant/id`) as the Start command named them — what an
+/// agent echoes back in its events.
+fn holder(cp: &ControlPlane, api: &Api, task: &str) -> (TcpStream, u64, String, String) {
     let (mut s, epoch) = fake_node::join(&cp.addr, JOIN_TOKEN, "node-f", 1).unwrap();
     assert_eq!(api.post("/v1/tasks", &sleeper(task)).status, 201);
     let start = fake_node::expect(&mut s, "start", Duration::from_secs(10)).unwrap();
     let alloc = start["allocation_id"].as_str().unwrap().to_string();
+    let key = start["task_id"].as_str().unwrap().to_string();
     let started = json!({"kind": "started", "pid": 4242});
-    fake_node::event(&mut s, epoch, &alloc, task, started).unwrap();
+    fake_node::event(&mut s, epoch, &alloc, &key, started).unwrap();
     wait_running(api, task);
-    (s, epoch, alloc)
+    (s, epoch, alloc, key)
 }
 
 #[test]
@@ -142,8 +149,12 @@ fn the_holding_node_is_held_to_its_epoch_and_its_tasks_checkpoint_dir() {
         &[("CALDERA_NODE_TIMEOUT_MS", "60000")],
     );
     let api = cp.api(&cp.tenant("team-a"));
-    let (mut s, epoch, alloc) = holder(&cp, &api, "ckpt-1");
-    let own = format!("{}/checkpoints/ckpt-1", fake_node::data_dir("node-f"));
+    let (mut s, epoch, alloc, key) = holder(&cp, &api, "ckpt-1");
+    // The agent's checkpoint dir is named after the task key (`/` as `+`).
+    let own = format!(
+        "{}/checkpoints/team-a+ckpt-1",
+        fake_node::data_dir("node-f")
+    );
     for path in [
         "/etc/shadow".to_string(),
         format!("{own}/../../../../etc/shadow"),
@@ -151,9 +162,9 @@ fn the_holding_node_is_held_to_its_epoch_and_its_tasks_checkpoint_dir() {
         own.clone(),
     ] {
         let kind = json!({"kind": "checkpoint_saved", "path": path});
-        fake_node::event(&mut s, epoch, &alloc, "ckpt-1", kind).unwrap();
+        fake_node::event(&mut s, epoch, &alloc, &key, kind).unwrap();
     }
-    fake_node::event(&mut s, 0, &alloc, "ckpt-1", exited(0)).unwrap();
+    fake_node::event(&mut s, 0, &alloc, &key, exited(0)).unwrap();
     let counted = wait_until(Duration::from_secs(5), || refused(&cp, "node-f") >= 5);
     let v = api.get("/v1/tasks/ckpt-1").data().clone();
     assert!(
@@ -166,7 +177,7 @@ fn the_holding_node_is_held_to_its_epoch_and_its_tasks_checkpoint_dir() {
     // Inside its own dir, under its epoch: accepted.
     let good = format!("{own}/step-1.pt");
     let kind = json!({"kind": "checkpoint_saved", "path": good});
-    fake_node::event(&mut s, epoch, &alloc, "ckpt-1", kind).unwrap();
+    fake_node::event(&mut s, epoch, &alloc, &key, kind).unwrap();
     assert!(wait_until(Duration::from_secs(5), || {
         api.get("/v1/tasks/ckpt-1").data()["checkpoint"] == good.as_str()
     }));

@@ -46,6 +46,8 @@ impl Actor for Cluster {
 /// Opens the store and brings every actor back. Must run inside an actix System.
 pub fn boot(config: ServerConfig) -> Result<Booted> {
     let store = open_store(&config)?;
+    // Before anything reads `t/` or `a/`: every record is keyed tenant/id.
+    crate::migrate::scope_task_keys(&store)?;
     let book = Arc::new(TokenBook::default());
     let (gen_op, gen_join) = setup_tokens(&store, &config, &book)?;
     let gate = FlushGate::start(store.clone());
@@ -229,11 +231,17 @@ impl Handler<Submit> for Cluster {
 impl Cluster {
     /// Answers the record, whether it is new, and the ticket to wait for
     /// before acknowledging it.
-    fn submit(&mut self, m: Submit) -> Result<(TaskRecord, bool, crate::durability::Ticket)> {
-        let id = m.spec.task_id.clone();
+    ///
+    /// The spec arrives with the tenant's own `task_id`; from here on the
+    /// task is known by its key `tenant/task_id` (`caldera_spec::task_key`),
+    /// so two tenants' ids never meet. The key is scoped once, here.
+    fn submit(&mut self, mut m: Submit) -> Result<(TaskRecord, bool, crate::durability::Ticket)> {
         if self.sh.registry.tenant(&m.tenant).is_none() {
             return Err(ActorError::not_found("tenant", &m.tenant));
         }
+        let own_id = caldera_spec::local_id(&m.spec.task_id).to_string();
+        m.spec.task_id = caldera_spec::task_key(&m.tenant, &own_id);
+        let id = m.spec.task_id.clone();
         let offers = self.sh.offers.current();
         check_inference_cap(
             &m.spec,
@@ -251,8 +259,10 @@ impl Cluster {
                 // may not be flushed yet. Its ticket is at most the latest.
                 return Ok((existing, false, self.sh.gate.latest()));
             }
+            // The key holds the tenant, so `existing` is the caller's own
+            // task: the message names only the caller's id.
             return Err(ActorError::Conflict(format!(
-                "task_id {id:?} is already used by a different task; choose another id or resubmit the identical spec"
+                "task_id {own_id:?} is already used by a different task of yours; choose another id or resubmit the identical spec"
             )));
         }
         let now = self.sh.now_ms();

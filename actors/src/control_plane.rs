@@ -103,6 +103,20 @@ impl ControlPlane {
         blocking(move || store.task(&id)).await
     }
 
+    /// The keys of every task, of any tenant, whose own id is `id`: the
+    /// operator's bare address names a task only when exactly one tenant
+    /// holds the id. A scan of keys on the blocking pool (operator-only).
+    pub async fn task_keys_named(&self, id: &str) -> Result<Vec<String>> {
+        let (store, id) = (self.store(), id.to_string());
+        blocking(move || {
+            store
+                .task_keys()
+                .filter(|k| k.as_ref().map_or(true, |k| caldera_spec::local_id(k) == id))
+                .collect()
+        })
+        .await
+    }
+
     /// One page of tasks ordered by id, read on the blocking pool with a
     /// bounded scan. Live tasks show their actor's pending reason and start
     /// estimate (sled does not keep them), as `task` does.

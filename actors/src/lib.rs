@@ -18,6 +18,7 @@ pub mod errors;
 #[cfg(test)]
 mod fixtures;
 pub mod lifecycle;
+pub mod migrate;
 pub mod node;
 pub mod node_loss;
 pub mod node_trust;

@@ -84,7 +84,11 @@ impl TaskActor {
                 Event::new(
                     self.sh.now_ms(),
                     EventKind::TaskSubmitted,
-                    format!("replica {id} of service {}", self.id()),
+                    format!(
+                        "replica {} of service {}",
+                        caldera_spec::local_id(&id),
+                        caldera_spec::local_id(self.id())
+                    ),
                 )
                 .task(&id)
                 .tenant(&rec.tenant),
@@ -122,7 +126,7 @@ impl TaskActor {
         for id in self.replicas.keys() {
             if let Some(r) = self.sh.registry.task(id) {
                 r.do_send(Release {
-                    by: format!("service {} released", self.rec.spec.task_id),
+                    by: format!("service {} released", caldera_spec::local_id(self.id())),
                 });
             }
         }
@@ -150,7 +154,7 @@ impl TaskActor {
             let id = self.replica_id(i);
             if let Some(r) = self.sh.registry.task(&id) {
                 r.do_send(Release {
-                    by: format!("scale-in of {}", self.rec.spec.task_id),
+                    by: format!("scale-in of {}", caldera_spec::local_id(self.id())),
                 });
             }
             self.replicas.remove(&id);
@@ -181,7 +185,7 @@ impl Handler<ReplicaState> for TaskActor {
                 EventKind::TaskTransition,
                 format!(
                     "replica {} ended ({}); replaced in {}s",
-                    m.replica,
+                    caldera_spec::local_id(&m.replica),
                     m.state.as_str(),
                     delay.as_secs()
                 ),
@@ -236,7 +240,14 @@ impl Handler<ScaleInIdle> for TaskActor {
         }
         // Scale in by releasing the idle replica itself, then renumber nothing:
         // the highest index is what `scale` removes, so release that one.
-        self.scale(n - 1, &format!("scale-in: {} ({})", m.replica, m.reason));
+        self.scale(
+            n - 1,
+            &format!(
+                "scale-in: {} ({})",
+                caldera_spec::local_id(&m.replica),
+                m.reason
+            ),
+        );
     }
 }
 

@@ -49,10 +49,25 @@ pub struct TaskView {
     pub spec: TaskSpec,
 }
 
+/// An allocation as the API shows it: its `task_id` and `allocation_id` in
+/// the tenant's own terms (`train.2`, not `alpha/train.2`); its `tenant` field
+/// says whose. The workload sees the same id (`CALDERA_ALLOCATION_ID`).
+pub fn allocation_view(a: &Allocation) -> Allocation {
+    let mut a = a.clone();
+    a.task_id = caldera_spec::local_id(&a.task_id).to_string();
+    a.allocation_id = caldera_spec::local_id(&a.allocation_id).to_string();
+    a
+}
+
+/// A view shows the tenant's own ids: the record is keyed `tenant/id`
+/// (`caldera_spec::task_key`), and the tenant is its own field.
 impl From<&TaskRecord> for TaskView {
     fn from(r: &TaskRecord) -> Self {
+        let local = |k: &str| caldera_spec::local_id(k).to_string();
+        let mut spec = r.spec.clone();
+        spec.task_id = local(&spec.task_id);
         TaskView {
-            task_id: r.spec.task_id.clone(),
+            task_id: local(&r.spec.task_id),
             tenant: r.tenant.clone(),
             task_type: r.spec.task_type.as_str(),
             priority: r.spec.priority.label(),
@@ -67,7 +82,7 @@ impl From<&TaskRecord> for TaskView {
                     reason: t.reason.clone(),
                 })
                 .collect(),
-            allocation: r.allocation.clone(),
+            allocation: r.allocation.as_ref().map(allocation_view),
             pending_reason: r.pending_reason.clone(),
             exit_code: r.exit_code,
             failure: r.failure.clone(),
@@ -76,7 +91,7 @@ impl From<&TaskRecord> for TaskView {
             estimated_start: r.estimated_start_ms.map(rfc3339),
             estimated_start_ms: r.estimated_start_ms,
             preemptions: r.preemptions,
-            service: r.service.clone(),
+            service: r.service.as_deref().map(local),
             replicas: if r.spec.task_type == caldera_spec::TaskType::Inference
                 && r.service.is_none()
             {
@@ -85,7 +100,7 @@ impl From<&TaskRecord> for TaskView {
                 None
             },
             created_at: rfc3339(r.created_ms),
-            spec: r.spec.clone(),
+            spec,
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod node;
 pub mod record;
 pub mod resources;
 pub mod task;
+pub mod task_key;
 pub mod tenant;
 pub mod time;
 pub mod validate;
@@ -29,5 +30,6 @@ pub use node::{DiskInfo, GpuInfo, NodeInventory, NodeMetrics, NodeRecord, NodeSt
 pub use record::{Allocation, GpuGrant, TaskRecord, TaskState, Transition};
 pub use resources::{CpuRequest, GpuRequest, ResourceRequest, SizeRequest};
 pub use task::{Priority, TaskSpec, TaskType};
+pub use task_key::{local_id, task_key};
 pub use tenant::{dominant_share, standing, Quota, Standing, TenantRecord, Usage};
 pub use validate::{parse_task_spec, MAX_BODY_BYTES};

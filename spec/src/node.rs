@@ -130,8 +130,9 @@ pub enum NodeState {
     Lost,
 }
 
-/// A name safe as one path component: anything but `[A-Za-z0-9._-]` becomes `_`,
-/// and `.`/`..` cannot occur. The agent names a task's checkpoint dir and log
+/// A name safe as one path component: `/` becomes `+` (task keys are
+/// `tenant/id`, and `_` would make `a_b/c` and `a/b_c` one file), anything
+/// else but `[A-Za-z0-9._-]` becomes `_`, and `.`/`..` cannot occur. The agent names a task's checkpoint dir and log
 /// with it, and the control plane checks reported checkpoint paths against it.
 pub fn safe_file_name(s: &str) -> String {
     let name: String = s
@@ -139,6 +140,8 @@ pub fn safe_file_name(s: &str) -> String {
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
                 c
+            } else if c == '/' {
+                '+'
             } else {
                 '_'
             }

@@ -11,6 +11,10 @@ use std::io::Read;
 pub struct SubmitArgs {
     /// Task spec as JSON (the seed's format plus `command`, `env`, `labels`); `-` reads stdin.
     pub file: String,
+    /// The task's tenant (`?tenant=`): task ids are each tenant's own, so
+    /// the operator token names the tenant; a tenant token may leave it out.
+    #[arg(long)]
+    pub tenant: Option<String>,
     #[command(flatten)]
     pub opts: ClientOpts,
 }
@@ -20,6 +24,10 @@ pub struct SubmitArgs {
 pub struct StatusArgs {
     /// Task id.
     pub id: String,
+    /// The task's tenant (`?tenant=`): task ids are each tenant's own, so
+    /// the operator token names the tenant; a tenant token may leave it out.
+    #[arg(long)]
+    pub tenant: Option<String>,
     #[command(flatten)]
     pub opts: ClientOpts,
 }
@@ -48,6 +56,10 @@ pub struct TasksArgs {
 pub struct ReleaseArgs {
     /// Task id: its workload is stopped and everything it holds is freed.
     pub id: String,
+    /// The task's tenant (`?tenant=`): task ids are each tenant's own, so
+    /// the operator token names the tenant; a tenant token may leave it out.
+    #[arg(long)]
+    pub tenant: Option<String>,
     #[command(flatten)]
     pub opts: ClientOpts,
 }
@@ -60,6 +72,10 @@ pub struct LogsArgs {
     /// Only the last BYTES bytes of the log.
     #[arg(long, value_name = "BYTES")]
     pub tail: Option<u64>,
+    /// The task's tenant (`?tenant=`): task ids are each tenant's own, so
+    /// the operator token names the tenant; a tenant token may leave it out.
+    #[arg(long)]
+    pub tenant: Option<String>,
     #[command(flatten)]
     pub opts: ClientOpts,
 }
@@ -69,7 +85,8 @@ pub struct LogsArgs {
 pub fn submit(args: SubmitArgs) -> Result<(), CliError> {
     let body = read_spec(&args.file)?;
     let client = ApiClient::from_opts(&args.opts);
-    let answer = block_on(client.call(Verb::Post, "/v1/tasks", &[], Some(body)))?;
+    let query = [("tenant", args.tenant.unwrap_or_default())];
+    let answer = block_on(client.call(Verb::Post, "/v1/tasks", &query, Some(body)))?;
     if args.opts.json {
         return print_json(&answer.data);
     }
@@ -100,7 +117,8 @@ fn read_spec(file: &str) -> Result<Vec<u8>, CliError> {
 /// Shows one task in full.
 pub fn status(args: StatusArgs) -> Result<(), CliError> {
     let client = ApiClient::from_opts(&args.opts);
-    let task = block_on(client.get(&format!("/v1/tasks/{}", encode(&args.id)), &[]))?;
+    let query = [("tenant", args.tenant.unwrap_or_default())];
+    let task = block_on(client.get(&format!("/v1/tasks/{}", encode(&args.id)), &query))?;
     if args.opts.json {
         return print_json(&task);
     }
@@ -132,7 +150,8 @@ pub fn list(args: TasksArgs) -> Result<(), CliError> {
 pub fn release(args: ReleaseArgs) -> Result<(), CliError> {
     let client = ApiClient::from_opts(&args.opts);
     let path = format!("/v1/tasks/{}/release", encode(&args.id));
-    let task = block_on(client.call(Verb::Post, &path, &[], None))?.data;
+    let query = [("tenant", args.tenant.unwrap_or_default())];
+    let task = block_on(client.call(Verb::Post, &path, &query, None))?.data;
     if args.opts.json {
         return print_json(&task);
     }
@@ -144,10 +163,13 @@ pub fn release(args: ReleaseArgs) -> Result<(), CliError> {
 pub fn logs(args: LogsArgs) -> Result<(), CliError> {
     let client = ApiClient::from_opts(&args.opts);
     let path = format!("/v1/tasks/{}/logs", encode(&args.id));
-    let query = [(
-        "tail_bytes",
-        args.tail.map(|n| n.to_string()).unwrap_or_default(),
-    )];
+    let query = [
+        (
+            "tail_bytes",
+            args.tail.map(|n| n.to_string()).unwrap_or_default(),
+        ),
+        ("tenant", args.tenant.unwrap_or_default()),
+    ];
     let log = block_on(client.get(&path, &query))?;
     if args.opts.json {
         return print_json(&log);

@@ -5,7 +5,7 @@
 //!
 //! | key | value |
 //! |---|---|
-//! | `t/<task_id>` | `TaskRecord` JSON |
+//! | `t/<tenant>/<task_id>` | `TaskRecord` JSON (the task key, `caldera_spec::task_key`) |
 //! | `a/<allocation_id>` | `Allocation` JSON |
 //! | `u/<tenant>` | `TenantRecord` JSON |
 //! | `n/<node>` | `NodeRecord` JSON |

@@ -126,6 +126,16 @@ impl Store {
         })
     }
 
+    /// Every task key (`t/` without the prefix), ordered, without decoding a
+    /// record: how the operator's bare `GET /v1/tasks/{id}` finds which
+    /// tenants hold an id (keys are `tenant/id`).
+    pub fn task_keys(&self) -> impl Iterator<Item = Result<String>> {
+        self.db.scan_prefix(keys::TASK).keys().map(|k| {
+            let k = k?;
+            Ok(String::from_utf8_lossy(&k[keys::TASK.len()..]).into_owned())
+        })
+    }
+
     /// The live allocation ledger, ordered by allocation id.
     pub fn allocations(&self) -> impl Iterator<Item = Result<Allocation>> {
         self.scan(keys::ALLOCATION)

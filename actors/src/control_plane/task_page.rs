@@ -18,7 +18,8 @@ pub struct TaskQuery {
     pub tenant: Option<String>,
     pub state: Option<TaskState>,
     pub task_type: Option<TaskType>,
-    /// The last task id the client has seen ("" from the start).
+    /// The last task id the client has seen ("" from the start): a tenant's
+    /// own id when `tenant` is set, else a task key (`tenant/id`).
     pub cursor: String,
     /// Most tasks in the page.
     pub limit: usize,
@@ -43,22 +44,41 @@ pub struct TaskPage {
 
 /// Reads one page, examining at most `budget` records. Blocking: sled reads
 /// and JSON decoding; call it on the blocking pool.
+///
+/// Keys are `tenant/id`, so one tenant's tasks are one contiguous run of
+/// keys: a tenant's page starts at `tenant/cursor` and ends where the run
+/// does, and examines none of the other tenants' records. Its cursor is the
+/// tenant's own id; the operator's (every tenant) is the key.
 pub fn read(store: &Store, q: &TaskQuery, budget: usize) -> Result<TaskPage> {
+    let (start, prefix) = match &q.tenant {
+        Some(t) => (
+            caldera_spec::task_key(t, &q.cursor),
+            caldera_spec::task_key(t, ""),
+        ),
+        None => (q.cursor.clone(), String::new()),
+    };
+    let cursor_of = |r: &TaskRecord| match &q.tenant {
+        Some(_) => caldera_spec::local_id(&r.spec.task_id).to_string(),
+        None => r.spec.task_id.clone(),
+    };
     let mut page = TaskPage::default();
     let mut examined = 0usize;
-    for r in store.tasks_after(&q.cursor) {
+    for r in store.tasks_after(&start) {
         let r = r?;
+        if !r.spec.task_id.starts_with(&prefix) {
+            break;
+        }
         examined += 1;
         let wanted = q.matches(&r);
         if wanted && page.tasks.len() == q.limit {
             // One more match exists: the page is full and there is more.
-            page.next_cursor = page.tasks.last().map(|t| t.spec.task_id.clone());
+            page.next_cursor = page.tasks.last().map(cursor_of);
             break;
         }
         let out_of_budget = examined >= budget;
         if out_of_budget {
             // Everything up to this record was examined: resume after it.
-            page.next_cursor = Some(r.spec.task_id.clone());
+            page.next_cursor = Some(cursor_of(&r));
         }
         if wanted {
             page.tasks.push(r);
@@ -83,7 +103,8 @@ mod tests {
             let json = format!(
                 r#"{{"task_id":"{id}","task_type":"training","resources":{{"cpu":{{"cores":1}}}}}}"#
             );
-            let spec = caldera_spec::parse_task_spec(json.as_bytes()).unwrap();
+            let mut spec = caldera_spec::parse_task_spec(json.as_bytes()).unwrap();
+            spec.task_id = caldera_spec::task_key(tenant, id);
             b.put_task(&TaskRecord::new(spec, tenant.to_string(), 0, i as u64));
         }
         store.commit(b).unwrap();
@@ -95,29 +116,30 @@ mod tests {
     }
 
     #[test]
-    fn a_page_is_full_then_the_cursor_is_its_last_id() {
-        let (_d, store) = store_with(&[("a", "x"), ("b", "x"), ("c", "x")]);
+    fn a_page_is_full_then_the_cursor_is_its_last_key() {
+        let (_d, store) = store_with(&[("a", "x"), ("b", "x"), ("c", "y")]);
         let q = TaskQuery {
             limit: 2,
             ..Default::default()
         };
         let p = read(&store, &q, 100).unwrap();
-        assert_eq!(ids(&p), ["a", "b"]);
-        assert_eq!(p.next_cursor.as_deref(), Some("b"));
+        assert_eq!(ids(&p), ["x/a", "x/b"]);
+        assert_eq!(p.next_cursor.as_deref(), Some("x/b"));
         let q = TaskQuery {
-            cursor: "b".into(),
+            cursor: "x/b".into(),
             ..q
         };
         let p = read(&store, &q, 100).unwrap();
-        assert_eq!(ids(&p), ["c"]);
+        assert_eq!(ids(&p), ["y/c"]);
         assert_eq!(p.next_cursor, None);
     }
 
     #[test]
-    fn a_rare_match_costs_a_bounded_scan_per_page_and_pages_reach_it() {
-        // Tenant y owns only "e"; with a budget of 2 records a page, the
-        // client reaches it on the third page and loses nothing.
-        let (_d, store) = store_with(&[("a", "x"), ("b", "x"), ("c", "x"), ("d", "x"), ("e", "y")]);
+    fn a_tenants_pages_read_only_its_own_keys_and_its_cursor_is_its_own_id() {
+        // Tenants x and y both own "b": y's listing never examines x's
+        // records, and its cursor is y's own id; a budget of 2 records a
+        // page still reaches every task.
+        let (_d, store) = store_with(&[("a", "x"), ("b", "x"), ("b", "y"), ("c", "y"), ("d", "y")]);
         let mut q = TaskQuery {
             tenant: Some("y".into()),
             limit: 10,
@@ -135,9 +157,8 @@ mod tests {
         assert_eq!(
             pages,
             [
-                (String::new(), Some("b".to_string())),
-                (String::new(), Some("d".to_string())),
-                ("e".to_string(), None),
+                ("y/b,y/c".to_string(), Some("c".to_string())),
+                ("y/d".to_string(), None),
             ]
         );
     }

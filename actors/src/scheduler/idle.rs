@@ -185,10 +185,14 @@ impl Scheduler {
     /// An `idle_warning` event per allocation, and the webhook POST.
     fn warn_idle(&self, warn: &[(Allocation, u64, String)], now: u64) {
         for (a, idle_for, source) in warn {
+            // The message and the webhook speak to the tenant: its own ids
+            // (the keys are `tenant/id`; the tenant is its own field).
+            let (task, allocation) = (
+                caldera_spec::local_id(&a.task_id),
+                caldera_spec::local_id(&a.allocation_id),
+            );
             let msg = format!(
-                "allocation {} of task {} idle for {}s (measured {} below {}%); reclaimed in {}s unless it gets busy",
-                a.allocation_id,
-                a.task_id,
+                "allocation {allocation} of task {task} idle for {}s (measured {} below {}%); reclaimed in {}s unless it gets busy",
                 idle_for / 1000,
                 source,
                 self.idle.threshold_pct,
@@ -201,8 +205,8 @@ impl Scheduler {
                     .node(&a.node),
             );
             if let Some(url) = self.idle.webhook.clone() {
-                let body = serde_json::json!({"event": "idle_warning", "tenant": a.tenant, "task": a.task_id,
-                    "allocation": a.allocation_id, "node": a.node, "idle_for_s": idle_for / 1000, "message": msg});
+                let body = serde_json::json!({"event": "idle_warning", "tenant": a.tenant, "task": task,
+                    "allocation": allocation, "node": a.node, "idle_for_s": idle_for / 1000, "message": msg});
                 actix::spawn(async move {
                     let client = awc::Client::default();
                     if let Err(e) = client

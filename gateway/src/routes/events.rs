@@ -26,6 +26,13 @@ pub async fn list(user: User, st: web::Data<AppState>, q: Query) -> Result<Reply
         }
         filter.tenant = Some(t.to_string());
     }
+    // Events are indexed by task key (`tenant/id`); the caller names its own id.
+    filter.task = match (filter.task.take(), &filter.tenant) {
+        (None, _) => None,
+        (Some(id), Some(t)) => Some(caldera_spec::task_key(t, &id)),
+        (Some(key), None) if key.contains('/') => Some(key),
+        (Some(id), None) => Some(operator_task_key(&st, &id).await?),
+    };
     let cursor = match q.get("cursor") {
         None => 0,
         Some(c) => c.parse::<u64>().map_err(|_| {
@@ -45,8 +52,27 @@ pub async fn list(user: User, st: web::Data<AppState>, q: Query) -> Result<Reply
         .map(|e| {
             let mut v = serde_json::to_value(e).unwrap_or_default();
             v["at"] = Value::String(rfc3339(e.at_ms));
+            if let Some(task) = &e.task {
+                // The tenant is the event's own field; the task is its own id.
+                v["task"] = Value::String(caldera_spec::local_id(task).to_string());
+            }
             v
         })
         .collect();
     Ok(Reply::ok(json!({"events": out, "next_cursor": next})))
+}
+
+/// The operator's `?task=ID` without `?tenant=`: the key of the one tenant's
+/// task with that id; a 409 when several tenants hold it; the id as it is
+/// when none does (the page is then empty).
+async fn operator_task_key(st: &AppState, id: &str) -> Result<String, ApiError> {
+    let mut keys = st.cp.task_keys_named(id).await?;
+    match keys.len() {
+        0 => Ok(id.to_string()),
+        1 => Ok(keys.remove(0)),
+        _ => Err(ApiError::new(
+            &caldera_spec::codes::CONFLICT,
+            format!("task id {id:?} is used by several tenants: add &tenant=NAME"),
+        )),
+    }
 }

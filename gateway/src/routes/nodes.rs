@@ -26,10 +26,19 @@ pub async fn get(
 }
 
 /// GET /v1/allocations (operator): the Scheduler's ledger and sled's copy of
-/// it, so the ledger can be checked against the tasks' states.
+/// it, so the ledger can be checked against the tasks' states. Ids as every
+/// view shows them (the tenant's own, beside the `tenant` field), so they
+/// compare with `GET /v1/tasks/{id}?tenant=`.
 pub async fn allocations(_: Operator, st: web::Data<AppState>) -> Result<Reply<Value>, ApiError> {
     let (ledger, stored) = st.cp.allocations().await?;
-    Ok(Reply::ok(json!({ "ledger": ledger, "stored": stored })))
+    let view = |v: Vec<caldera_spec::Allocation>| -> Vec<caldera_spec::Allocation> {
+        v.iter()
+            .map(caldera_actors::views::allocation_view)
+            .collect()
+    };
+    Ok(Reply::ok(
+        json!({ "ledger": view(ledger), "stored": view(stored) }),
+    ))
 }
 
 /// POST /v1/nodes/{name}/revoke (operator): the node's secret stops working

@@ -46,26 +46,72 @@ pub async fn submit(
     Ok(Reply::with_status(status, TaskView::from(&rec)))
 }
 
-/// A task the caller may see, or the 404 (another tenant's task is "not found").
-async fn visible(user: &User, st: &AppState, id: &str) -> Result<TaskRecord, ApiError> {
-    match st.cp.task(id).await? {
-        Some(r) if user.may_see(&r.tenant) => Ok(r),
+/// The key (`tenant/id`, `caldera_spec::task_key`) of the task a request
+/// addresses. Task ids are the tenant's own, so the address needs a tenant: a
+/// tenant token's own (a `?tenant=` naming another is refused), or the
+/// operator's `?tenant=NAME`. An operator without `?tenant=` reaches the id
+/// when exactly one tenant holds it; when several do, a 409 asks for the
+/// tenant (the operator sees every tenant, so naming them reveals nothing).
+async fn address(user: &User, st: &AppState, q: &Query, id: &str) -> Result<String, ApiError> {
+    match (user.tenant(), q.get("tenant")) {
+        (Some(t), None) => Ok(caldera_spec::task_key(t, id)),
+        (Some(t), Some(asked)) if asked == t => Ok(caldera_spec::task_key(t, id)),
+        (Some(_), Some(_)) => Err(ApiError::forbidden(
+            "a tenant token addresses only its own tenant's tasks",
+        )),
+        (None, Some(asked)) => Ok(caldera_spec::task_key(asked, id)),
+        (None, None) => {
+            let mut keys = st.cp.task_keys_named(id).await?;
+            match keys.len() {
+                0 => Err(ApiError::not_found("task", id)),
+                1 => Ok(keys.remove(0)),
+                _ => {
+                    let tenants: Vec<&str> = keys
+                        .iter()
+                        .filter_map(|k| k.split_once('/').map(|(t, _)| t))
+                        .collect();
+                    Err(ApiError::new(
+                        &codes::CONFLICT,
+                        format!(
+                            "task id {id:?} is used by tenants {}: add ?tenant=NAME",
+                            tenants.join(", ")
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// A task the caller may see and its key, or the 404 (another tenant's task
+/// is "not found", and the message names only the id the caller gave).
+async fn visible(
+    user: &User,
+    st: &AppState,
+    q: &Query,
+    id: &str,
+) -> Result<(String, TaskRecord), ApiError> {
+    let key = address(user, st, q, id).await?;
+    match st.cp.task(&key).await? {
+        Some(r) if user.may_see(&r.tenant) => Ok((key, r)),
         _ => Err(ApiError::not_found("task", id)),
     }
 }
 
-/// GET /v1/tasks/{id}
+/// GET /v1/tasks/{id}?tenant=
 pub async fn get(
     user: User,
     st: web::Data<AppState>,
     id: web::Path<String>,
+    q: Query,
 ) -> Result<Reply<TaskView>, ApiError> {
-    let r = visible(&user, &st, &id).await?;
+    let (_, r) = visible(&user, &st, &q, &id).await?;
     Ok(Reply::ok(TaskView::from(&r)))
 }
 
-/// GET /v1/tasks?state=&type=&limit=&cursor= — ordered by task id; `cursor` is
-/// the last id seen. A page examines a bounded number of tasks, so it may hold
+/// GET /v1/tasks?state=&type=&limit=&cursor= — a tenant's tasks ordered by its
+/// own ids, `cursor` the last id seen; the operator's: every tenant's, ordered
+/// by key (`tenant/id`), `cursor` the last key seen. A page examines a bounded number of tasks, so it may hold
 /// fewer than `limit` with a `next_cursor` to go on from.
 pub async fn list(user: User, st: web::Data<AppState>, q: Query) -> Result<Reply<Value>, ApiError> {
     let state = match q.get("state") {
@@ -100,30 +146,31 @@ pub async fn list(user: User, st: web::Data<AppState>, q: Query) -> Result<Reply
     ))
 }
 
-/// POST /v1/tasks/{id}/release — stop, free, Released (queued: Cancelled).
+/// POST /v1/tasks/{id}/release?tenant= — stop, free, Released (queued: Cancelled).
 pub async fn release(
     user: User,
     st: web::Data<AppState>,
     id: web::Path<String>,
+    q: Query,
 ) -> Result<Reply<TaskView>, ApiError> {
-    let rec = visible(&user, &st, &id).await?;
+    let (key, rec) = visible(&user, &st, &q, &id).await?;
     let by = match user.tenant() {
         Some(t) => format!("tenant {t}"),
         None => "operator".to_string(),
     };
     // No live actor: already terminal, and releasing again changes nothing.
-    let rec = st.cp.release(&id, by).await?.unwrap_or(rec);
+    let rec = st.cp.release(&key, by).await?.unwrap_or(rec);
     Ok(Reply::ok(TaskView::from(&rec)))
 }
 
-/// GET /v1/tasks/{id}/logs?tail_bytes=N — fetched from the node that ran it.
+/// GET /v1/tasks/{id}/logs?tail_bytes=N&tenant= — fetched from the node that ran it.
 pub async fn logs(
     user: User,
     st: web::Data<AppState>,
     id: web::Path<String>,
     q: Query,
 ) -> Result<Reply<Value>, ApiError> {
-    let rec = visible(&user, &st, &id).await?;
+    let (_, rec) = visible(&user, &st, &q, &id).await?;
     let tail = query_num(&q, "tail_bytes", 64 * 1024, 16 * 1024 * 1024)?;
     let Some(a) = rec.allocation else {
         return Err(ApiError::new(
@@ -146,16 +193,17 @@ pub async fn logs(
     ))
 }
 
-/// PUT /v1/tasks/{id}/replicas {"replicas": N} — scale an inference service.
+/// PUT /v1/tasks/{id}/replicas?tenant= {"replicas": N} — scale an inference service.
 pub async fn scale(
     user: User,
     st: web::Data<AppState>,
     id: web::Path<String>,
+    q: Query,
     payload: web::Payload,
 ) -> Result<Reply<TaskView>, ApiError> {
-    visible(&user, &st, &id).await?;
+    let (key, _) = visible(&user, &st, &q, &id).await?;
     let body = body::read(payload, st.body_limit).await?;
     let n = caldera_actors::control_plane::parse_replicas(&body)?;
-    let rec = st.cp.scale(&id, n).await?;
+    let rec = st.cp.scale(&key, n).await?;
     Ok(Reply::ok(TaskView::from(&rec)))
 }

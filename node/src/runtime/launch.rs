@@ -68,8 +68,14 @@ pub fn workload_env(cmd: &StartCommand, checkpoint_dir: &Path) -> Vec<(String, S
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     env.push(("CUDA_VISIBLE_DEVICES".into(), gpus.join(",")));
-    env.push(("CALDERA_TASK_ID".into(), cmd.task_id.clone()));
-    env.push(("CALDERA_ALLOCATION_ID".into(), cmd.allocation_id.clone()));
+    // The control plane keys tasks `tenant/id`; the workload sees its
+    // tenant's own ids, as the API shows them, and the tenant beside them.
+    let own = |k: &str| caldera_spec::local_id(k).to_string();
+    env.push(("CALDERA_TASK_ID".into(), own(&cmd.task_id)));
+    env.push(("CALDERA_ALLOCATION_ID".into(), own(&cmd.allocation_id)));
+    if let Some((tenant, _)) = cmd.task_id.split_once('/') {
+        env.push(("CALDERA_TENANT".into(), tenant.to_string()));
+    }
     env.push((
         "CALDERA_GPU_MEMORY_MB".into(),
         cmd.gpu_memory_mb.to_string(),

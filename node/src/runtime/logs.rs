@@ -1,4 +1,5 @@
-//! Per-task log files: `<data-dir>/logs/<task_id>.log`, appended by every run
+//! Per-task log files: `<data-dir>/logs/<tenant>+<task_id>.log` (the task
+//! key `tenant/id` through `safe_file_name`), appended by every run
 //! of the task so a requeued run continues the same file.
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
@@ -48,8 +49,10 @@ mod tests {
     #[test]
     fn tail_returns_the_end_and_says_when_cut() {
         let dir = tempfile::tempdir().unwrap();
+        // A task key `tenant/id` is one file; `a_b/c` and `a/b_c` are two.
         let path = log_path(dir.path(), "t/1");
-        assert!(path.ends_with("logs/t_1.log"));
+        assert!(path.ends_with("logs/t+1.log"));
+        assert_ne!(log_path(dir.path(), "a_b/c"), log_path(dir.path(), "a/b_c"));
         let mut f = open_for_append(&path).unwrap();
         f.write_all(b"0123456789").unwrap();
         assert_eq!(tail(&path, 4).unwrap(), ("6789".to_string(), true));

@@ -27,6 +27,18 @@ pub struct Candidate<'a> {
     pub node: &'a str,
 }
 
+/// The head as a waiting task's pending reason names it: task ids are keys
+/// `tenant/id`, and a tenant learns only its own tenant's ids (issue 9,
+/// finding 7) — another tenant's head is named without its id.
+fn head_as_seen_by(head: &str, candidate: &str) -> String {
+    let tenant = |k: &str| k.split_once('/').map(|(t, _)| t.to_string());
+    if tenant(head) == tenant(candidate) {
+        caldera_spec::local_id(head).to_string()
+    } else {
+        "another tenant's task".to_string()
+    }
+}
+
 /// Why starting `c` now would delay the head's reserved start; `None` when it
 /// may start.
 pub fn blocks(head: Option<&Reservation>, c: Candidate, now_ms: u64) -> Option<String> {
@@ -35,15 +47,15 @@ pub fn blocks(head: Option<&Reservation>, c: Candidate, now_ms: u64) -> Option<S
         return None;
     }
     let node = c.node;
+    let head_name = head_as_seen_by(&h.task_id, c.task_id);
     if h.preempting {
-        return Some(format!("room on {node} is being freed for {}", h.task_id));
+        return Some(format!("room on {node} is being freed for {head_name}"));
     }
     let start = h.start_ms?;
     match c.duration_ms {
         Some(d) if now_ms + d <= start => None,
         _ => Some(format!(
-            "waiting behind {} (earlier in the queue): starting now on {node} would delay it; backfill needs a declared duration that ends before {}",
-            h.task_id,
+            "waiting behind {head_name} (earlier in the queue): starting now on {node} would delay it; backfill needs a declared duration that ends before {}",
             caldera_spec::time::rfc3339(start)
         )),
     }

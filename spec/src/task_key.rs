@@ -1,0 +1,44 @@
+//! The internal key of a task: `"{tenant}/{task_id}"`.
+//!
+//! A task id is the tenant's own name for its task, so two tenants may both
+//! call a task `train_20240716_001` (issue 9, finding 7). Everything inside the
+//! control plane — sled `t/` keys, the registry, the Scheduler's queue and
+//! ledger, allocation ids (`"{key}.{attempt}"`), replica ids (`"{key}.r{i}"`),
+//! the agent's log and checkpoint file names — is keyed by this key, so
+//! nothing derived from one tenant's id can meet another tenant's. The API
+//! shows each tenant its own `task_id` ([`local_id`]). Neither a tenant name
+//! (`[A-Za-z0-9_-]`) nor a task id (`[A-Za-z0-9._-]`) may contain `/`, so the
+//! first `/` splits a key unambiguously.
+
+/// The key of `tenant`'s task `task_id`.
+pub fn task_key(tenant: &str, task_id: &str) -> String {
+    format!("{tenant}/{task_id}")
+}
+
+/// The tenant's own id in `key` (everything after the first `/`); a string
+/// without `/` is returned as it is, so a view of an unscoped id stays readable.
+pub fn local_id(key: &str) -> &str {
+    key.split_once('/').map_or(key, |(_, id)| id)
+}
+
+/// Whether `key` is already a tenant-scoped key (records written before
+/// scoping hold a bare id: see `caldera_actors::migrate`).
+pub fn is_scoped(key: &str) -> bool {
+    key.contains('/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_splits_back_into_the_tenants_id() {
+        let k = task_key("alpha", "svc.r1");
+        assert_eq!(k, "alpha/svc.r1");
+        assert_eq!(local_id(&k), "svc.r1");
+        assert_eq!(local_id(&format!("{k}.3")), "svc.r1.3");
+        assert_eq!(local_id("bare"), "bare");
+        assert!(is_scoped(&k) && !is_scoped("bare"));
+        assert_ne!(task_key("a", "b"), task_key("b", "a"));
+    }
+}
