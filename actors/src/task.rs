@@ -290,9 +290,15 @@ impl TaskActor {
         state: TaskState,
         reason: Option<String>,
     ) -> Option<Ticket> {
-        self.tell_service(state);
         let msg = move_to(&mut self.rec, state, self.sh.now_ms(), reason);
-        self.persist(EventKind::TaskTransition, msg)
+        // Persist, then act: the service hears of a move only once it is
+        // recorded (a failed commit stops this actor and it is rebuilt from
+        // sled in its earlier state, which the service must not have heard of).
+        let ticket = self.persist(EventKind::TaskTransition, msg);
+        if ticket.is_some() {
+            self.tell_service(state);
+        }
+        ticket
     }
 
     /// A replica tells its service where it moved.

@@ -4,6 +4,8 @@
 //! only) and records it when the task takes it (`RecordGrant`: the allocation,
 //! the task's `scheduled` record and the epoch in one batch), tells victims to
 //! checkpoint and stop, tells waiting tasks why they wait.
+#[cfg(test)]
+mod free_tests;
 pub mod idle;
 pub mod utilization;
 
@@ -180,7 +182,10 @@ impl Scheduler {
         b.remove_allocation(&a.allocation_id);
         b.append_event(released(a, self.clock.now_ms(), &format!(": {reason}")));
         if let Err(err) = self.gate.commit(b) {
-            tracing::error!(allocation = %a.allocation_id, error = %err, "could not record release");
+            // Memory has let the room go, sled has not: fatal. The next pass
+            // stops the Scheduler and its supervisor rebuilds it from sled.
+            tracing::error!(allocation = %a.allocation_id, error = %err, "could not record release; restarting the scheduler");
+            self.fatal = true;
         }
     }
 
@@ -547,7 +552,8 @@ impl Handler<SetQuota> for Scheduler {
                 Event::new(self.clock.now_ms(), EventKind::QuotaChanged, msg).tenant(&m.tenant),
             );
             if let Err(e) = self.gate.commit(b) {
-                tracing::error!(error = %e, "could not record borrowed marks");
+                tracing::error!(error = %e, "could not record borrowed marks; restarting the scheduler");
+                self.fatal = true;
             }
         }
         self.request_cycle(ctx);
