@@ -275,7 +275,11 @@ impl Cluster {
                 .task(&id)
                 .tenant(&m.tenant),
         );
-        let ticket = self.sh.gate.commit(b)?;
+        let ticket = self
+            .sh
+            .gate
+            .commit(b)
+            .map_err(|e| ActorError::not_recorded("the task", e))?;
         let actor = TaskActor::spawn(rec.clone(), self.sh.clone(), Some(ticket));
         self.sh.registry.add_task(&id, actor);
         Ok((rec, true, ticket))
@@ -397,7 +401,11 @@ impl Cluster {
             )
             .tenant(&rec.name),
         );
-        let ticket = self.sh.gate.commit(b)?;
+        let ticket = self
+            .sh
+            .gate
+            .commit(b)
+            .map_err(|e| ActorError::not_recorded("the tenant", e))?;
         self.sh.tokens.insert_hash(
             rec.token_sha256.clone(),
             Principal::Tenant(rec.name.clone()),

@@ -57,6 +57,16 @@ impl ActorError {
     }
 }
 
+impl ActorError {
+    /// A change that could not be recorded: nothing of it was applied, and
+    /// the caller may retry (503), rather than a bare storage failure (500).
+    pub fn not_recorded(what: &str, e: StorageError) -> Self {
+        ActorError::Unavailable(format!(
+            "{what} could not be recorded ({e}); nothing was changed; retry"
+        ))
+    }
+}
+
 impl From<actix::MailboxError> for ActorError {
     fn from(e: actix::MailboxError) -> Self {
         ActorError::Unavailable(format!("control plane actor unavailable: {e}"))

@@ -64,9 +64,11 @@ fn a_tenant_whose_commit_fails_is_rebuilt_from_sled_on_the_same_handle() {
 
         sh.gate.refuse_commits(1);
         let refused = t.send(change(16.0)).await.unwrap();
-        assert!(
-            refused.is_err(),
-            "a change that was not recorded is refused"
+        // Refused as "not recorded, retry" (503), not a bare storage error.
+        assert_eq!(
+            refused.as_ref().err().map(|e| e.error_code().http_status),
+            Some(503),
+            "a change that was not recorded is refused: {refused:?}"
         );
 
         // Same handle, after the rebuild: 8 (what sled holds), not 16.

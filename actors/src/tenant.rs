@@ -1,5 +1,5 @@
 //! TenantActor: one per tenant; owns its quota record.
-use crate::errors::Result;
+use crate::errors::{ActorError, Result};
 use crate::protocol::lifecycle::Observe;
 use crate::protocol::scheduler::SetQuota;
 use crate::protocol::tenant::{ChangeQuota, TenantSnapshot};
@@ -116,7 +116,8 @@ impl Handler<ChangeQuota> for TenantActor {
                     "tenant {}: quota change not recorded: {e}",
                     self.rec.name
                 ));
-                return Box::pin(async move { Err(e.into()) });
+                let refused = ActorError::not_recorded("the quota change", e);
+                return Box::pin(async move { Err(refused) });
             }
         };
         let rec = self.rec.clone();
