@@ -1,6 +1,7 @@
 //! The Scheduler records a grant in one batch when its task takes it
 //! (`RecordGrant`), refuses one its ledger no longer holds, and frees an
 //! allocation the ledger still holds for a task that asks for room again.
+mod common;
 use caldera_actors::clock::Clock;
 use caldera_actors::config::ServerConfig;
 use caldera_actors::durability::FlushGate;
@@ -22,23 +23,7 @@ fn task(id: &str, seq: u64) -> TaskRecord {
     TaskRecord::new(spec, "t".into(), 1, seq)
 }
 
-fn allocation(id: &str, task: &str, epoch: u64) -> Allocation {
-    Allocation {
-        allocation_id: id.into(),
-        task_id: task.into(),
-        tenant: "t".into(),
-        node: "n".into(),
-        gpus: vec![],
-        cpu_milli: 1000,
-        memory_mb: 0,
-        disk_mb: 0,
-        exclusive: false,
-        epoch,
-        created_ms: 2,
-        borrowed: false,
-        priority: 500,
-    }
-}
+use common::allocation;
 
 /// What the task would plan on taking `a`: bound, Scheduled.
 fn planned(mut rec: TaskRecord, a: &Allocation) -> (TaskRecord, Event) {

@@ -1,11 +1,12 @@
 //! The Scheduler is supervised: stopped as a fatal error would stop it, it is
 //! restarted on the same address and rebuilds its ledger and queue from sled.
+mod common;
 use caldera_actors::config::ServerConfig;
 use caldera_actors::durability::FlushGate;
 use caldera_actors::protocol::scheduler::{Restart, Stats};
 use caldera_actors::registry::Registry;
 use caldera_actors::scheduler::Scheduler;
-use caldera_spec::{Allocation, NodeInventory, NodeRecord, NodeState, TaskRecord, TaskState};
+use caldera_spec::{NodeRecord, NodeState, TaskRecord, TaskState};
 use caldera_storage::{Store, StoreConfig};
 use std::sync::Arc;
 
@@ -24,38 +25,13 @@ fn task(id: &str, seq: u64) -> TaskRecord {
 fn a_stopped_scheduler_is_restarted_and_rebuilt_from_storage() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
-    let inv = NodeInventory {
-        hostname: "n".into(),
-        gpus: vec![],
-        cpu_cores: 8,
-        memory_total_mb: 1024,
-        disks: vec![],
-        disk_offered_mb: 1024,
-        labels: Default::default(),
-        simulated_host: true,
-        isolation: "none".into(),
-        gpu_source: "simulated".into(),
-    };
+    let inv = common::inventory();
     let running = {
         let mut t = task("running", 0);
         t.transition(TaskState::Running, 2, None);
         t
     };
-    let alloc = Allocation {
-        allocation_id: "running.1".into(),
-        task_id: "running".into(),
-        tenant: "t".into(),
-        node: "n".into(),
-        gpus: vec![],
-        cpu_milli: 1000,
-        memory_mb: 0,
-        disk_mb: 0,
-        exclusive: false,
-        epoch: 1,
-        created_ms: 2,
-        borrowed: false,
-        priority: 500,
-    };
+    let alloc = common::allocation("running.1", "running", 1);
     // A running task's record names the allocation it holds (boot keeps only
     // allocations whose task holds exactly them).
     let mut running = running;

@@ -7,7 +7,7 @@ use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::protocol::scheduler::{Free, Stats};
 use crate::registry::Registry;
-use caldera_spec::{Allocation, TaskRecord, TaskState};
+use caldera_spec::{TaskRecord, TaskState};
 use caldera_storage::{Store, StoreConfig};
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,21 +18,8 @@ fn held(store: &Store) {
     )
     .unwrap();
     spec.task_id = caldera_spec::task_key("t", "run");
-    let a = Allocation {
-        allocation_id: "t/run.1".into(),
-        task_id: "t/run".into(),
-        tenant: "t".into(),
-        node: "n".into(),
-        gpus: vec![],
-        cpu_milli: 1000,
-        memory_mb: 0,
-        disk_mb: 0,
-        exclusive: false,
-        epoch: 1,
-        created_ms: 2,
-        borrowed: false,
-        priority: 500,
-    };
+    let mut a = crate::fixtures::allocation("t/run.1", "t/run", "n");
+    a.tenant = "t".into();
     let mut rec = TaskRecord::new(spec, "t".into(), 1, 0);
     rec.allocation = Some(a.clone());
     rec.attempts = 1;
