@@ -68,17 +68,7 @@ impl ClientLimit {
 
 /// Who the client is: its bearer token, else its address.
 fn client_of(req: &ServiceRequest) -> String {
-    let token = req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|h| {
-            h.strip_prefix("Bearer ")
-                .or_else(|| h.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .filter(|t| !t.is_empty());
-    match token {
+    match crate::principal::bearer_token(req.headers()) {
         Some(t) => format!("token:{t}"),
         None => format!(
             "addr:{}",

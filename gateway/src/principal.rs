@@ -5,29 +5,30 @@
 use crate::error::ApiError;
 use crate::state::AppState;
 use actix_web::dev::Payload;
+use actix_web::http::header::HeaderMap;
 use actix_web::{web, FromRequest, HttpRequest};
 use caldera_actors::tokens::Principal;
 use caldera_spec::codes;
 use std::future::{ready, Ready};
 
-/// The bearer token's holder, or the 401.
-fn principal(req: &HttpRequest) -> Result<Principal, ApiError> {
-    let header = req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let token = header
+/// The bearer token a request carries, if any (`Authorization: Bearer T`).
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let header = headers.get("authorization")?.to_str().ok()?;
+    header
         .strip_prefix("Bearer ")
         .or_else(|| header.strip_prefix("bearer "))
         .map(str::trim)
-        .unwrap_or("");
-    if token.is_empty() {
+        .filter(|t| !t.is_empty())
+}
+
+/// The bearer token's holder, or the 401.
+fn principal(req: &HttpRequest) -> Result<Principal, ApiError> {
+    let Some(token) = bearer_token(req.headers()) else {
         return Err(ApiError::new(
             &codes::UNAUTHENTICATED,
             "send a bearer token: Authorization: Bearer <token>",
         ));
-    }
+    };
     let Some(st) = req.app_data::<web::Data<AppState>>() else {
         return Err(ApiError::new(
             &codes::UNAVAILABLE,
