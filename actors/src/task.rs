@@ -4,7 +4,7 @@
 //! before acting on it, and stops itself once the task is terminal (the record
 //! stays in sled).
 use crate::durability::Ticket;
-use crate::errors::{ActorError, Result};
+use crate::errors::Result;
 use crate::lifecycle::{self, Input, Outcome, Step, Stopping};
 use crate::node_trust::{self, Refusal};
 use crate::protocol::lifecycle::Observe;
@@ -658,7 +658,7 @@ impl Handler<Release> for TaskActor {
 impl Handler<Preempt> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Preempt, ctx: &mut Context<Self>) {
-        let by = preemptor_as_seen_by(&self.rec.tenant, &m.by);
+        let by = caldera_spec::as_seen_by(Some(&self.rec.tenant), &m.by);
         let input = Input::Preempt {
             allocation_id: &m.allocation_id,
             by: &by,
@@ -666,17 +666,6 @@ impl Handler<Preempt> for TaskActor {
             stop_grace_ms: self.sh.config.stop_grace_ms,
         };
         self.react(ctx, input, None);
-    }
-}
-
-/// The preemptor as the preempted task's history and events name it: the
-/// tenant's own id when it is the same tenant's task, else no id at all —
-/// a tenant never learns another tenant's task ids (issue 9, finding 7).
-fn preemptor_as_seen_by(tenant: &str, by_key: &str) -> String {
-    match by_key.split_once('/') {
-        Some((t, id)) if t == tenant => id.to_string(),
-        Some(_) => "another tenant's task".to_string(),
-        None => by_key.to_string(),
     }
 }
 
@@ -746,20 +735,15 @@ fn move_to(rec: &mut TaskRecord, state: TaskState, now: u64, reason: Option<Stri
     msg
 }
 
-/// Convenience for callers that only have a directory entry.
-pub async fn snapshot(addr: &TaskHandle) -> Result<TaskRecord> {
-    addr.send(TaskSnapshot).await.map_err(ActorError::from)
-}
-
 #[cfg(test)]
 mod preemptor_tests {
-    use super::preemptor_as_seen_by;
+    use caldera_spec::as_seen_by;
 
     #[test]
     fn a_preempted_task_learns_only_its_own_tenants_ids() {
-        assert_eq!(preemptor_as_seen_by("alpha", "alpha/svc.r0"), "svc.r0");
+        assert_eq!(as_seen_by(Some("alpha"), "alpha/svc.r0"), "svc.r0");
         assert_eq!(
-            preemptor_as_seen_by("alpha", "bravo/svc.r0"),
+            as_seen_by(Some("alpha"), "bravo/svc.r0"),
             "another tenant's task"
         );
     }

@@ -21,6 +21,22 @@ pub fn local_id(key: &str) -> &str {
     key.split_once('/').map_or(key, |(_, id)| id)
 }
 
+/// The tenant of `key`, `None` for an unscoped id.
+pub fn tenant_of(key: &str) -> Option<&str> {
+    key.split_once('/').map(|(tenant, _)| tenant)
+}
+
+/// How the task `key` is named to `viewer` (a tenant): its own id when it is
+/// the viewer's tenant's task, else without any id — a tenant never learns
+/// another tenant's task ids. An unscoped id is shown as it is.
+pub fn as_seen_by(viewer: Option<&str>, key: &str) -> String {
+    match tenant_of(key) {
+        None => key.to_string(),
+        Some(t) if Some(t) == viewer => local_id(key).to_string(),
+        Some(_) => "another tenant's task".to_string(),
+    }
+}
+
 /// Whether `key` is already a tenant-scoped key (records written before
 /// scoping hold a bare id: see `caldera_actors::migrate`).
 pub fn is_scoped(key: &str) -> bool {
@@ -40,5 +56,9 @@ mod tests {
         assert_eq!(local_id("bare"), "bare");
         assert!(is_scoped(&k) && !is_scoped("bare"));
         assert_ne!(task_key("a", "b"), task_key("b", "a"));
+        assert_eq!((tenant_of(&k), tenant_of("bare")), (Some("alpha"), None));
+        assert_eq!(as_seen_by(Some("alpha"), &k), "svc.r1");
+        assert_eq!(as_seen_by(Some("bravo"), &k), "another tenant's task");
+        assert_eq!(as_seen_by(Some("bravo"), "bare"), "bare");
     }
 }

@@ -68,7 +68,7 @@ async fn address(user: &User, st: &AppState, q: &Query, id: &str) -> Result<Stri
                 _ => {
                     let tenants: Vec<&str> = keys
                         .iter()
-                        .filter_map(|k| k.split_once('/').map(|(t, _)| t))
+                        .filter_map(|k| caldera_spec::tenant_of(k))
                         .collect();
                     Err(ApiError::new(
                         &codes::CONFLICT,

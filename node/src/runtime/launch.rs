@@ -73,7 +73,7 @@ pub fn workload_env(cmd: &StartCommand, checkpoint_dir: &Path) -> Vec<(String, S
     let own = |k: &str| caldera_spec::local_id(k).to_string();
     env.push(("CALDERA_TASK_ID".into(), own(&cmd.task_id)));
     env.push(("CALDERA_ALLOCATION_ID".into(), own(&cmd.allocation_id)));
-    if let Some((tenant, _)) = cmd.task_id.split_once('/') {
+    if let Some(tenant) = caldera_spec::tenant_of(&cmd.task_id) {
         env.push(("CALDERA_TENANT".into(), tenant.to_string()));
     }
     env.push((

@@ -27,18 +27,6 @@ pub struct Candidate<'a> {
     pub node: &'a str,
 }
 
-/// The head as a waiting task's pending reason names it: task ids are keys
-/// `tenant/id`, and a tenant learns only its own tenant's ids (issue 9,
-/// finding 7) — another tenant's head is named without its id.
-fn head_as_seen_by(head: &str, candidate: &str) -> String {
-    let tenant = |k: &str| k.split_once('/').map(|(t, _)| t.to_string());
-    if tenant(head) == tenant(candidate) {
-        caldera_spec::local_id(head).to_string()
-    } else {
-        "another tenant's task".to_string()
-    }
-}
-
 /// Why starting `c` now would delay the head's reserved start; `None` when it
 /// may start.
 pub fn blocks(head: Option<&Reservation>, c: Candidate, now_ms: u64) -> Option<String> {
@@ -47,7 +35,9 @@ pub fn blocks(head: Option<&Reservation>, c: Candidate, now_ms: u64) -> Option<S
         return None;
     }
     let node = c.node;
-    let head_name = head_as_seen_by(&h.task_id, c.task_id);
+    // Task ids are keys `tenant/id`: a waiting task learns only its own
+    // tenant's ids (issue 9, finding 7).
+    let head_name = caldera_spec::as_seen_by(caldera_spec::tenant_of(c.task_id), &h.task_id);
     if h.preempting {
         return Some(format!("room on {node} is being freed for {head_name}"));
     }
