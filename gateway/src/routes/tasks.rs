@@ -19,21 +19,11 @@ pub async fn submit(
     q: Query,
     payload: web::Payload,
 ) -> Result<Reply<TaskView>, ApiError> {
-    let tenant = match (user.tenant(), q.get("tenant")) {
-        (Some(t), None) => t.to_string(),
-        (Some(t), Some(asked)) if asked == t => t.to_string(),
-        (Some(_), Some(_)) => {
-            return Err(ApiError::forbidden(
-                "a tenant token submits only for its own tenant",
-            ))
-        }
-        (None, Some(asked)) => asked.clone(),
-        (None, None) => {
-            return Err(ApiError::bad_query(
-                "tenant",
-                "the operator submits on behalf of a tenant: add ?tenant=NAME",
-            ))
-        }
+    let Some(tenant) = tenant_asked(&user, &q, "submits only for its own tenant")? else {
+        return Err(ApiError::bad_query(
+            "tenant",
+            "the operator submits on behalf of a tenant: add ?tenant=NAME",
+        ));
     };
     let body = body::read(payload, st.body_limit).await?;
     let spec = caldera_spec::parse_task_spec(&body)?;
@@ -46,6 +36,18 @@ pub async fn submit(
     Ok(Reply::with_status(status, TaskView::from(&rec)))
 }
 
+/// The tenant a request acts for: a tenant token's own (a `?tenant=` naming
+/// another is refused: a tenant token `refused`), or the operator's
+/// `?tenant=NAME`; `None` for the operator without one.
+fn tenant_asked(user: &User, q: &Query, refused: &str) -> Result<Option<String>, ApiError> {
+    match (user.tenant(), q.get("tenant")) {
+        (Some(t), None) => Ok(Some(t.to_string())),
+        (Some(t), Some(asked)) if asked == t => Ok(Some(t.to_string())),
+        (Some(_), Some(_)) => Err(ApiError::forbidden(&format!("a tenant token {refused}"))),
+        (None, asked) => Ok(asked.cloned()),
+    }
+}
+
 /// The key (`tenant/id`, `caldera_spec::task_key`) of the task a request
 /// addresses. Task ids are the tenant's own, so the address needs a tenant: a
 /// tenant token's own (a `?tenant=` naming another is refused), or the
@@ -53,14 +55,9 @@ pub async fn submit(
 /// when exactly one tenant holds it; when several do, a 409 asks for the
 /// tenant (the operator sees every tenant, so naming them reveals nothing).
 async fn address(user: &User, st: &AppState, q: &Query, id: &str) -> Result<String, ApiError> {
-    match (user.tenant(), q.get("tenant")) {
-        (Some(t), None) => Ok(caldera_spec::task_key(t, id)),
-        (Some(t), Some(asked)) if asked == t => Ok(caldera_spec::task_key(t, id)),
-        (Some(_), Some(_)) => Err(ApiError::forbidden(
-            "a tenant token addresses only its own tenant's tasks",
-        )),
-        (None, Some(asked)) => Ok(caldera_spec::task_key(asked, id)),
-        (None, None) => {
+    match tenant_asked(user, q, "addresses only its own tenant's tasks")? {
+        Some(tenant) => Ok(caldera_spec::task_key(&tenant, id)),
+        None => {
             let mut keys = st.cp.task_keys_named(id).await?;
             match keys.len() {
                 0 => Err(ApiError::not_found("task", id)),
