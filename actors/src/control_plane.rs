@@ -320,14 +320,7 @@ impl ControlPlane {
             session_id,
             tx,
         };
-        let node = match self.cluster.send(m).await {
-            Ok(r) => r?,
-            Err(e) => {
-                return Err(ActorError::Unavailable(format!(
-                    "control plane unavailable: {e}"
-                )))
-            }
-        };
+        let node = ask(&self.cluster, m).await?;
         Ok(NodeLink { node, session_id })
     }
 

@@ -297,18 +297,13 @@ impl NodeActor {
     /// refused with a code the agent retries on, the session dropped, and no
     /// workload touched.
     fn refuse_unanswered(&mut self, why: &str) {
-        let reason = format!(
+        let detail = format!(
             "node {}: the control plane cannot answer the hello now ({why}); say hello again",
             self.rec.name
         );
-        self.send(ServerMessage::Refused {
-            reason: reason.clone(),
-            code: caldera_spec::codes::NODE_HELLO_UNANSWERED.code,
-        });
-        self.session = None;
-        self.sh.record(
-            Event::new(self.sh.now_ms(), EventKind::NodeRefused, reason).node(&self.rec.name),
-        );
+        if let Some(session) = self.session.take() {
+            self.refuse_hello(&session.tx, Refusal::HelloUnanswered, detail);
+        }
     }
 }
 

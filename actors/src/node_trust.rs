@@ -27,6 +27,8 @@ pub enum Refusal {
     LiveSession,
     /// A hello for a revoked node.
     Revoked,
+    /// A hello the control plane could not answer (its Scheduler did not).
+    HelloUnanswered,
 }
 
 impl Refusal {
@@ -39,6 +41,7 @@ impl Refusal {
             Refusal::BadSecret => "bad_secret",
             Refusal::LiveSession => "live_session",
             Refusal::Revoked => "revoked",
+            Refusal::HelloUnanswered => "hello_unanswered",
         }
     }
 
@@ -49,6 +52,7 @@ impl Refusal {
             Refusal::BadSecret => &codes::NODE_SECRET_INVALID,
             Refusal::LiveSession => &codes::NODE_SESSION_LIVE,
             Refusal::Revoked => &codes::NODE_REVOKED,
+            Refusal::HelloUnanswered => &codes::NODE_HELLO_UNANSWERED,
             _ => &codes::NODE_REPORT_REFUSED,
         }
     }

@@ -22,7 +22,7 @@ use crate::shared::PoolOffers;
 use crate::views::SchedulerStats;
 use actix::prelude::*;
 use caldera_scheduling::placement::PolicyName;
-use caldera_scheduling::queue::core::{Core, CoreConfig, Decision, TenantLimits, WaitingTask};
+use caldera_scheduling::queue::core::{Core, CoreConfig, Decision, WaitingTask};
 use caldera_spec::wire::AllocationUse;
 use caldera_spec::{Allocation, Event, EventKind, NodeMetrics};
 use std::collections::HashMap;
@@ -85,13 +85,7 @@ impl Scheduler {
         }
         offers.publish(core.offers().clone());
         for t in store.tenants()? {
-            core.set_limits(
-                &t.name,
-                TenantLimits {
-                    guaranteed: t.quota,
-                    borrowing_limit: t.borrowing_limit,
-                },
-            );
+            core.set_limits(&t.name, crate::tenant::limits(&t));
         }
         reconcile_ledger(&gate, &mut core, clock.now_ms())?;
         Ok(Scheduler {
