@@ -4,6 +4,7 @@
 //! reclaimed (training: checkpoint and stop; inference: scale in) unless its
 //! task is exempt. It also samples allocated-vs-used per tenant over time — the
 //! report that ends quota hoarding.
+use super::utilization::measured_use;
 use super::Scheduler;
 use crate::config::ServerConfig;
 use crate::protocol::scheduler::TenantUsage;
@@ -11,7 +12,6 @@ use crate::protocol::task::Reclaim;
 use crate::views::UsageSample;
 use actix::prelude::*;
 use caldera_scheduling::queue::ledger::allocation_usage;
-use caldera_spec::wire::AllocationUse;
 use caldera_spec::{Allocation, Event, EventKind, Usage};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -60,18 +60,6 @@ impl Watch {
             }
             _ => Verdict::Nothing,
         }
-    }
-}
-
-/// What an allocation measurably uses, in the dimensions of its grant: its
-/// GPU fraction scaled by utilisation, the GPU memory, cores and memory used.
-fn measured_use(granted: &Usage, m: &AllocationUse) -> Usage {
-    Usage {
-        gpus: granted.gpus * (m.gpu_utilization_pct as f64 / 100.0).min(1.0),
-        gpu_memory_gb: m.gpu_memory_used_mb as f64 / 1024.0,
-        cpu_cores: m.cpu_pct as f64 / 100.0,
-        memory_gb: m.memory_mb as f64 / 1024.0,
-        disk_gb: 0.0,
     }
 }
 
@@ -258,6 +246,7 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use caldera_spec::wire::AllocationUse;
 
     /// Window 60 s, grace 30 s. Each row is one inspection of one allocation,
     /// in order; the watch carries over from row to row.

@@ -13,7 +13,7 @@ use crate::protocol::scheduler::QueryUtilization;
 use crate::views::{Dim, Dims, Keyed, Utilization};
 use actix::prelude::*;
 use caldera_spec::wire::AllocationUse;
-use caldera_spec::{Allocation, GpuInfo, NodeInventory, NodeMetrics};
+use caldera_spec::{Allocation, GpuInfo, NodeInventory, NodeMetrics, Usage};
 use std::collections::{BTreeMap, HashMap};
 
 impl Handler<QueryUtilization> for Scheduler {
@@ -27,6 +27,20 @@ impl Handler<QueryUtilization> for Scheduler {
 /// every view sums.
 pub fn gpu_fraction(allocated_mb: u64, gpu: &GpuInfo) -> f64 {
     (allocated_mb as f64 / gpu.memory_total_mb.max(1) as f64).min(1.0)
+}
+
+/// What an allocation measurably uses, in the dimensions of its grant: its
+/// GPU fraction scaled by utilisation, the GPU memory, cores and memory used.
+/// The one rule for "used" that the utilisation views and the idle
+/// inspector's usage samples share.
+pub(super) fn measured_use(granted: &Usage, m: &AllocationUse) -> Usage {
+    Usage {
+        gpus: granted.gpus * (m.gpu_utilization_pct as f64 / 100.0).min(1.0),
+        gpu_memory_gb: m.gpu_memory_used_mb as f64 / 1024.0,
+        cpu_cores: m.cpu_pct as f64 / 100.0,
+        memory_gb: m.memory_mb as f64 / 1024.0,
+        disk_gb: 0.0,
+    }
 }
 
 /// The GPU of `inv` with `index`.
@@ -169,10 +183,15 @@ fn allocation_dims(a: &Allocation, inv: &NodeInventory, measured: Option<&Alloca
     d.memory_mb.allocated = a.memory_mb as f64;
     d.disk_mb.allocated = a.disk_mb as f64;
     if let Some(m) = measured {
-        d.gpus.used = m.gpu_utilization_pct as f64 / 100.0 * gpus;
-        d.gpu_memory_mb.used = m.gpu_memory_used_mb as f64;
-        d.cpu_cores.used = m.cpu_pct as f64 / 100.0;
-        d.memory_mb.used = m.memory_mb as f64;
+        let granted = Usage {
+            gpus,
+            ..Usage::default()
+        };
+        let u = measured_use(&granted, m);
+        d.gpus.used = u.gpus;
+        d.gpu_memory_mb.used = u.gpu_memory_gb * 1024.0;
+        d.cpu_cores.used = u.cpu_cores;
+        d.memory_mb.used = u.memory_gb * 1024.0;
     }
     d
 }
