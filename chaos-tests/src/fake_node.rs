@@ -12,11 +12,8 @@ pub const PROTOCOL: u32 = 2;
 
 /// Opens a session as `name` with `gpus` simulated 80 GB GPUs; returns the socket and the epoch.
 pub fn join(addr: &str, token: &str, name: &str, gpus: u32) -> std::io::Result<(TcpStream, u64)> {
-    let (s, reply) = hello(addr, token, name, gpus, None)?;
-    let epoch = reply["epoch"]
-        .as_u64()
-        .ok_or_else(|| std::io::Error::other(format!("no welcome: {reply}")))?;
-    Ok((s, epoch))
+    let indices: Vec<u32> = (0..gpus).collect();
+    join_with_gpus(addr, token, name, &indices)
 }
 
 /// Opens a session as `name` whose hello lists one simulated 80 GB GPU per
