@@ -12,7 +12,7 @@ use crate::errors::{ActorError, Result};
 use crate::protocol::cluster::{CreateTenant, NodeSession, Submit};
 use crate::protocol::node::{AgentGone, AgentMessage, FetchLogs, NodeSnapshot, Revoke};
 use crate::protocol::scheduler::{
-    AllocatedByNode, LedgerAllocations, QueryUtilization, Stats, TenantUsage,
+    AllocatedByNode, AllocationsOn, LedgerAllocations, QueryUtilization, Stats, TenantUsage,
 };
 use crate::protocol::task::{Release, Scale, TaskSnapshot};
 use crate::protocol::tenant::{ChangeQuota, TenantSnapshot};
@@ -20,7 +20,7 @@ use crate::protocol::NodeHandle;
 
 use crate::shared::Shared;
 use crate::tokens::Principal;
-use crate::views::{NodeView, UsageSample, Utilization};
+use crate::views::{NodeAllocated, NodeView, UsageSample, Utilization};
 use actix::Addr;
 use caldera_spec::wire::{Hello, NodeMessage, ServerMessage};
 use caldera_spec::{Allocation, Quota, TaskRecord, TaskSpec, TenantRecord};
@@ -170,10 +170,9 @@ impl ControlPlane {
         node.send(m).await?
     }
 
-    /// Node views ordered by name (`only`: just that node, if it exists).
-    pub async fn nodes(&self, only: Option<&str>) -> Result<Vec<NodeView>> {
+    /// Every node's view, ordered by name.
+    pub async fn nodes(&self) -> Result<Vec<NodeView>> {
         let mut nodes = self.sh.registry.nodes();
-        nodes.retain(|(name, _)| only.is_none_or(|o| o == name));
         nodes.sort_by(|a, b| a.0.cmp(&b.0));
         // All snapshots are asked at once: a thousand nodes cost one round of
         // mailbox turns, not a thousand in a row.
@@ -189,9 +188,22 @@ impl ControlPlane {
         Ok(out)
     }
 
-    /// One node's view.
+    /// One node's view: its snapshot and only its allocations (not the
+    /// whole pool's totals).
     pub async fn node(&self, name: &str) -> Result<Option<NodeView>> {
-        Ok(self.nodes(Some(name)).await?.into_iter().next())
+        let Some(node) = self.sh.registry.node(name) else {
+            return Ok(None);
+        };
+        let on = AllocationsOn {
+            node: name.to_string(),
+        };
+        let (snap, allocations) = join(node.send(NodeSnapshot), self.sh.scheduler.send(on)).await;
+        let (rec, connected, metrics) = snap?;
+        let mut alloc = NodeAllocated::default();
+        for a in &allocations? {
+            alloc.add(a);
+        }
+        Ok(Some(NodeView::build(&rec, connected, &metrics, &alloc)))
     }
 
     /// Revokes a node (operators only): its secret stops working and its live

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 /// GET /v1/nodes
 pub async fn list(_: User, st: web::Data<AppState>) -> Result<Reply<Value>, ApiError> {
-    let nodes = st.cp.nodes(None).await?;
+    let nodes = st.cp.nodes().await?;
     Ok(Reply::ok(json!({ "nodes": nodes })))
 }
 
