@@ -168,12 +168,7 @@ impl TaskActor {
     /// is reported by then, the stop's outcome happens anyway.
     fn await_stop(&mut self, ctx: &mut Context<Self>, why: Stopping) {
         self.stopping = Some(why);
-        let alloc = self
-            .rec
-            .allocation
-            .as_ref()
-            .map(|a| a.allocation_id.clone())
-            .unwrap_or_default();
+        let alloc = self.allocation_id().unwrap_or_default();
         let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
         ctx.run_later(wait, move |act, ctx| {
             act.react(
@@ -201,12 +196,7 @@ impl TaskActor {
         {
             return;
         }
-        let Some(alloc) = self
-            .rec
-            .allocation
-            .as_ref()
-            .map(|a| a.allocation_id.clone())
-        else {
+        let Some(alloc) = self.allocation_id() else {
             return;
         };
         let deadline = self
@@ -258,6 +248,14 @@ impl TaskActor {
 
     pub(crate) fn id(&self) -> &str {
         &self.rec.spec.task_id
+    }
+
+    /// The current allocation's id, for a timer that must only act on this run.
+    fn allocation_id(&self) -> Option<String> {
+        self.rec
+            .allocation
+            .as_ref()
+            .map(|a| a.allocation_id.clone())
     }
 
     fn event(&self, kind: EventKind, msg: String) -> Event {
