@@ -203,6 +203,7 @@ impl NodeActor {
             node_name: self.rec.name.clone(),
             epoch: self.rec.epoch,
             heartbeat_interval_ms: self.sh.config.heartbeat_interval_ms,
+            lease_ms: 0,
             keep: r.keep,
             kill: r.kill,
             node_secret,
@@ -348,6 +349,10 @@ impl Handler<AgentMessage> for NodeActor {
                 if let Some(w) = self.log_waiters.remove(&request_id) {
                     let _ = w.send((content, truncated));
                 }
+            }
+            NodeMessage::Draining { reason, .. } => {
+                // Drain is not built yet: the node keeps its work until it goes.
+                tracing::info!("node {} says it is draining ({reason})", self.rec.name);
             }
             NodeMessage::Hello(_) => {
                 self.send(ServerMessage::Refused {

@@ -200,6 +200,8 @@ impl Agent {
     fn on_message(&mut self, message: ServerMessage) {
         match message {
             ServerMessage::Welcome(welcome) => self.welcome(welcome),
+            // Leases are not yet handed to workloads (no shim yet): nothing to renew.
+            ServerMessage::LeaseRenewed { .. } => {}
             ServerMessage::Refused { reason, code } => {
                 tracing::warn!(
                     code,
@@ -325,6 +327,7 @@ impl Agent {
         let metrics = self.probe.metrics(&self.runtime.simulated_gpu_use());
         self.send(NodeMessage::Heartbeat(Heartbeat {
             epoch,
+            seq: 0,
             metrics,
             workloads: self.runtime.reports(),
         }));

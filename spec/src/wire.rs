@@ -13,12 +13,27 @@
 //! yet registered; the welcome of that first session carries the node's own
 //! secret ([`Welcome::node_secret`]), which every later hello for the name must
 //! present ([`Hello::node_secret`]). The control plane keeps only its SHA-256.
+//!
+//! Leases (protocol 3): every heartbeat carries a sequence number; the control
+//! plane answers each one it accepts under the current epoch with
+//! [`ServerMessage::LeaseRenewed`]. The node's lease then runs until the
+//! instant the agent *sent* that heartbeat plus [`Welcome::lease_ms`] — measured
+//! from the send, not the receipt, so the agent's deadline is never later than
+//! the control plane's (which counts from when it answered). The agent hands the
+//! deadline to each workload's shim; a shim whose lease runs out stops its
+//! workload by itself, so a frozen or cut-off node cannot keep running a task
+//! the control plane has requeued elsewhere.
+//!
+//! Drain (protocol 3): an agent asked to stop (SIGTERM) sends
+//! [`NodeMessage::Draining`]; the control plane cordons the node and moves its
+//! work away as a planned stop (no retry spent), then the agent exits once
+//! nothing is left on it.
 use crate::node::{NodeInventory, NodeMetrics};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bumped on any incompatible change; a mismatching hello is refused.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Agent -> control plane.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,6 +48,12 @@ pub enum NodeMessage {
         allocation_id: String,
         content: String,
         truncated: bool,
+    },
+    /// The agent is going away on purpose (SIGTERM, an upgrade): cordon the
+    /// node and move its work elsewhere as a planned stop.
+    Draining {
+        epoch: u64,
+        reason: String,
     },
 }
 
@@ -56,6 +77,10 @@ pub struct Hello {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Heartbeat {
     pub epoch: u64,
+    /// Numbers heartbeats within a session (from 1), so the answering
+    /// [`ServerMessage::LeaseRenewed`] names the one it renews from.
+    #[serde(default)]
+    pub seq: u64,
     pub metrics: NodeMetrics,
     pub workloads: Vec<WorkloadReport>,
 }
@@ -167,6 +192,12 @@ pub enum ServerMessage {
         #[serde(default)]
         code: u32,
     },
+    /// Heartbeat `seq` was accepted under `epoch`: the node's lease runs until
+    /// the agent's send instant of that heartbeat plus [`Welcome::lease_ms`].
+    LeaseRenewed {
+        epoch: u64,
+        seq: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -174,6 +205,10 @@ pub struct Welcome {
     pub node_name: String,
     pub epoch: u64,
     pub heartbeat_interval_ms: u64,
+    /// How long a lease lasts after the heartbeat that renewed it; 0 from a
+    /// server without leases (then shims run without one).
+    #[serde(default)]
+    pub lease_ms: u64,
     /// Reported workloads the node still owns: adopt them under the new epoch.
     pub keep: Vec<String>,
     /// Reported workloads it no longer owns: kill them now.
@@ -251,6 +286,7 @@ mod tests {
             node_name: "n".into(),
             epoch: 1,
             heartbeat_interval_ms: 1000,
+            lease_ms: 0,
             keep: vec![],
             kill: vec![],
             node_secret: None,
