@@ -465,6 +465,7 @@ impl Handler<NodeSession> for Cluster {
                     last_seen_ms: now,
                     secret_sha256: None,
                     revoked: false,
+                    cordon: None,
                 };
                 let a = NodeActor::spawn(rec, self.sh.clone(), std::time::Duration::ZERO);
                 self.sh.registry.add_node(&name, a.clone());

@@ -37,6 +37,13 @@ pub struct ServerConfig {
     pub preparing_timeout_ms: u64,
     /// Grace between SIGTERM and SIGKILL when stopping a workload, ms. Default 10000.
     pub stop_grace_ms: u64,
+    /// How long a node's workloads may run after the heartbeat the control
+    /// plane last confirmed (`LeaseRenewed`), ms: a node cut off for longer
+    /// stops them by itself, and a lost node's `fence` tasks are requeued
+    /// only once this plus the stop grace has passed since that renewal.
+    /// Longer leases ride out longer control-plane outages; shorter ones
+    /// move fenced work sooner. Default 30000.
+    pub workload_lease_ms: u64,
     /// Placement policy of the live scheduler. Default `caldera`.
     pub placement_policy: String,
     /// Seed of the placement tie-break. Default 42.
@@ -91,6 +98,7 @@ impl Default for ServerConfig {
             time_limit_grace_ms: 60_000,
             preparing_timeout_ms: 120_000,
             stop_grace_ms: 10_000,
+            workload_lease_ms: 30_000,
             placement_policy: "caldera".into(),
             placement_seed: 42,
             cache_mb: 64,
@@ -132,6 +140,13 @@ impl ServerConfig {
         if self.node_timeout_ms < 2 * self.heartbeat_interval_ms {
             return err(
                 "node-timeout-ms",
+                "must be at least twice heartbeat-interval-ms",
+            );
+        }
+        if self.workload_lease_ms < 2 * self.heartbeat_interval_ms {
+            // Shorter, and a healthy node's leases would lapse between heartbeats.
+            return err(
+                "workload-lease-ms",
                 "must be at least twice heartbeat-interval-ms",
             );
         }
@@ -206,6 +221,20 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(c.validate().unwrap_err().key, "node-timeout-ms");
+    }
+
+    #[test]
+    fn a_lease_shorter_than_two_heartbeats_is_refused() {
+        let c = ServerConfig {
+            workload_lease_ms: 1500,
+            ..Default::default()
+        };
+        assert_eq!(c.validate().unwrap_err().key, "workload-lease-ms");
+        let ok = ServerConfig {
+            workload_lease_ms: 2000,
+            ..Default::default()
+        };
+        assert_eq!(ok.validate(), Ok(()));
     }
 
     #[test]

@@ -10,7 +10,9 @@ pub use task_page::{TaskPage, TaskQuery, SCAN_BUDGET};
 use crate::cluster::{Booted, Cluster};
 use crate::errors::{ActorError, Result};
 use crate::protocol::cluster::{CreateTenant, NodeSession, Submit};
-use crate::protocol::node::{AgentGone, AgentMessage, FetchLogs, NodeSnapshot, Revoke};
+use crate::protocol::node::{
+    AgentGone, AgentMessage, CordonNode, FetchLogs, NodeSnapshot, Revoke, Uncordon,
+};
 use crate::protocol::scheduler::{
     AllocatedByNode, AllocationsOn, LedgerAllocations, QueryUtilization, Stats, TenantUsage,
 };
@@ -32,6 +34,17 @@ use tokio::sync::mpsc::UnboundedSender;
 
 /// Most events one `events` call examines (see [`SCAN_BUDGET`] for tasks).
 pub const EVENT_SCAN_BUDGET: usize = 5_000;
+
+/// What an operator asks of a node's placements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CordonChange {
+    /// No new placements; what runs there stays.
+    Cordon,
+    /// Cordon, and move its work away as a planned stop.
+    Drain,
+    /// Placements there again.
+    Uncordon,
+}
 
 /// A cheap, cloneable handle on a booted control plane.
 #[derive(Clone)]
@@ -213,6 +226,24 @@ impl ControlPlane {
             return Ok(None);
         };
         node.send(Revoke).await?;
+        self.node(name).await
+    }
+
+    /// Cordons, drains or uncordons a node (operators only), once recorded.
+    /// None when there is no such node.
+    pub async fn change_cordon(
+        &self,
+        name: &str,
+        change: CordonChange,
+    ) -> Result<Option<NodeView>> {
+        let Some(node) = self.sh.registry.node(name) else {
+            return Ok(None);
+        };
+        match change {
+            CordonChange::Cordon => node.send(CordonNode { drain: false }).await??,
+            CordonChange::Drain => node.send(CordonNode { drain: true }).await??,
+            CordonChange::Uncordon => node.send(Uncordon).await??,
+        }
         self.node(name).await
     }
 

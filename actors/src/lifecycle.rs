@@ -15,8 +15,12 @@
 use caldera_spec::wire::{ExitStatus, WorkloadEventKind};
 use caldera_spec::{Allocation, EventKind, TaskRecord, TaskState};
 
+mod moves;
 #[cfg(test)]
 mod tests;
+
+pub use moves::fence_notice;
+use moves::{drain, fence_over, node_lost, requeue_planned};
 
 /// A stop the control plane asked for, and what follows the workload's exit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +33,9 @@ pub enum Stopping {
     /// reason `time_limit`, like Slurm's `--time`. `limit` is the duration as
     /// the user wrote it.
     TimeLimit { limit: String },
+    /// Its node is being drained (a planned stop): back to the queue to
+    /// resume from the latest checkpoint, no retry spent.
+    Drained { node: String },
 }
 
 /// Something that happened to a task: a message to its actor, an answer to
@@ -64,8 +71,24 @@ pub enum Input<'a> {
         allocation_id: &'a str,
         reason: &'a str,
     },
-    /// `node` was declared lost.
-    NodeLost { node: &'a str },
+    /// `node` was declared lost. `fence_wait_ms`: how long until the lease
+    /// the control plane last renewed there, plus the stop grace, has run out
+    /// (0: already); `now_ms` dates the fence.
+    NodeLost {
+        node: &'a str,
+        fence_wait_ms: u64,
+        now_ms: u64,
+    },
+    /// The fence armed when the node of `allocation_id` was lost is over:
+    /// the old copy has stopped by itself.
+    FenceOver { allocation_id: &'a str },
+    /// The node of `allocation_id` is being drained (an operator's drain, or
+    /// its agent stopping): move the work away as a planned stop.
+    Drain {
+        allocation_id: &'a str,
+        node: &'a str,
+        stop_grace_ms: u64,
+    },
     /// `node` said hello again without this task's workload.
     WorkloadMissing { node: &'a str },
     /// The start command could not be handed to `node`.
@@ -123,8 +146,13 @@ pub enum Step {
     AwaitStop(Stopping),
     /// The stop that was awaited is over (or moot).
     ForgetStop,
-    /// A lost node (or vanished workload) spent one retry.
+    /// A lost node spent one retry.
     CountNodeLoss,
+    /// Wait before requeueing: the lost node may still run the workload
+    /// until its lease runs out. Remember `until_ms` and arm a timer for it.
+    Fence { until_ms: u64 },
+    /// The fence is over (or moot).
+    Unfence,
     /// One more preemption in the task's history.
     CountPreemption,
     /// Why the task failed, for the record.
@@ -209,7 +237,17 @@ pub fn decide(rec: &TaskRecord, stopping: Option<&Stopping>, input: Input<'_>) -
             allocation_id,
             reason,
         } => reclaim(rec, stopping, allocation_id, reason),
-        Input::NodeLost { node } => node_lost(rec, node),
+        Input::NodeLost {
+            node,
+            fence_wait_ms,
+            now_ms,
+        } => node_lost(rec, node, fence_wait_ms, now_ms),
+        Input::FenceOver { allocation_id } => fence_over(rec, allocation_id),
+        Input::Drain {
+            allocation_id,
+            node,
+            stop_grace_ms,
+        } => drain(rec, stopping, allocation_id, node, stop_grace_ms),
         Input::WorkloadMissing { node } => workload_missing(rec, node),
         Input::DispatchFailed { node, why } => dispatch_failed(rec, node, why),
         Input::PreparingTimeout {
@@ -403,6 +441,18 @@ fn exited(rec: &TaskRecord, stopping: Option<&Stopping>, st: &ExitStatus) -> Out
             ])
         }
         Some(Stopping::TimeLimit { limit }) => return steps(failed_past_limit(limit, st.code)),
+        Some(Stopping::Drained { node }) => {
+            let mut s = vec![Step::ForgetStop];
+            s.extend(requeue_planned(rec, &format!("node {node} drained")));
+            return steps(s);
+        }
+        None if st.stopped => {
+            // Stopped on purpose without the control plane asking: its agent
+            // shut down. A planned stop, not the workload's failure.
+            let node = rec.allocation.as_ref().map_or("", |a| a.node.as_str());
+            let why = format!("stopped by the agent of node {node} as it shut down");
+            return steps(requeue_planned(rec, &why));
+        }
         None => {}
     }
     let (state, why) = match (st.code, st.signal) {
@@ -579,19 +629,14 @@ fn stop_overdue(rec: &TaskRecord, stopping: Option<&Stopping>, allocation_id: &s
             finish("reclaimed"),
         ]),
         Some(Stopping::TimeLimit { limit }) => steps(failed_past_limit(limit, None)),
+        Some(Stopping::Drained { node }) => {
+            let mut s = vec![Step::ForgetStop];
+            let why = format!("node {node} drained; stop not confirmed in time");
+            s.extend(requeue_planned(rec, &why));
+            steps(s)
+        }
         None => Outcome::Ignored("no stop was asked for"),
     }
-}
-
-fn node_lost(rec: &TaskRecord, node: &str) -> Outcome {
-    if rec.allocation.as_ref().map(|a| a.node.as_str()) != Some(node) {
-        return Outcome::Ignored("the task holds nothing on that node");
-    }
-    if rec.state == TaskState::Released {
-        // No exit will ever be reported: free the room now.
-        return steps(vec![finish("released; node lost")]);
-    }
-    requeue(rec, format!("node {node} lost"), true)
 }
 
 fn workload_missing(rec: &TaskRecord, node: &str) -> Outcome {
@@ -599,8 +644,10 @@ fn workload_missing(rec: &TaskRecord, node: &str) -> Outcome {
         // Never started there: send the start command again.
         TaskState::Scheduled => steps(vec![Step::Dispatch]),
         TaskState::Released => steps(vec![finish("released")]),
+        // The agent restarted without it: not the workload's failure, so
+        // no retry is spent.
         s if s.holds_allocation() => {
-            requeue(rec, format!("workload vanished from node {node}"), true)
+            requeue(rec, format!("workload vanished from node {node}"), false)
         }
         _ => Outcome::Ignored("the task holds no allocation"),
     }
@@ -634,7 +681,7 @@ fn requeue_preempted(rec: &TaskRecord, by: &str, reason: &str) -> Vec<Step> {
 
 /// Back to the queue (node lost, workload vanished, dispatch failed), or
 /// Failed once a lost node would spend more than the retry budget. A planned
-/// stop never gets here, so it never spends the budget.
+/// stop goes through [`requeue_planned`] instead, so it never spends the budget.
 fn requeue(rec: &TaskRecord, why: String, counts_as_loss: bool) -> Outcome {
     let mut s = vec![
         Step::ForgetStop,
@@ -681,6 +728,7 @@ pub fn apply_to_record(rec: &mut TaskRecord, step: &Step) -> bool {
     match step {
         Step::Unbind => rec.allocation = None,
         Step::CountNodeLoss => rec.node_losses += 1,
+        Step::Unfence => rec.fenced_until_ms = None,
         Step::CountPreemption => rec.preemptions += 1,
         Step::RecordFailure(why) => rec.failure = Some(why.clone()),
         Step::RecordExitCode(code) => rec.exit_code = *code,

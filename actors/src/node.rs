@@ -12,7 +12,7 @@ use crate::protocol::node::{
     AgentGone, AgentHello, AgentMessage, Dispatch, FetchLogs, NodeSnapshot, Reannounce,
     StopWorkload,
 };
-use crate::protocol::scheduler::{AllocationsOn, NodeDown, NodeMetricsUpdate, NodeUp};
+use crate::protocol::scheduler::{AllocationsOn, NodeDown, NodeMetricsUpdate};
 use crate::protocol::task::{NodeLost, Workload, WorkloadMissing};
 use crate::protocol::NodeHandle;
 use crate::reconcile::{join_notice, reconcile};
@@ -26,6 +26,8 @@ use caldera_spec::{Event, EventKind, NodeMetrics, NodeRecord, NodeState};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+mod drain;
+mod lease;
 mod trust;
 
 // tokio's clock: liveness runs on the same (pausable) time as the timers.
@@ -54,6 +56,9 @@ pub struct NodeActor {
     held: Held,
     /// The agent's data dir, from its hello (checkpoint paths are inside it).
     data_dir: String,
+    /// When the last LeaseRenewed was sent (or, conservatively, when this
+    /// actor was created or welcomed the agent): see `lease.rs`.
+    lease_renewed: Instant,
     sup: Supervision<NodeActor>,
 }
 
@@ -64,6 +69,7 @@ impl NodeActor {
         NodeActor {
             rec,
             last_seen: sh.clock.instant() + grace,
+            lease_renewed: sh.clock.instant(),
             sh,
             session: None,
             metrics: NodeMetrics::default(),
@@ -131,10 +137,12 @@ impl NodeActor {
     /// Declares the node lost: fence its epoch, drop the session, requeue its tasks.
     fn lose(&mut self, ctx: &mut Context<Self>) {
         let silent = self.sh.clock.since(self.last_seen);
+        let fence = self.fence_wait();
+        let fence_until_ms = self.sh.now_ms().saturating_add(fence.as_millis() as u64);
         self.rec.state = NodeState::Lost;
         self.rec.epoch += 1;
         self.session = None;
-        let notice = crate::node_loss::loss_notice(&self.rec.name, silent, self.rec.epoch);
+        let notice = crate::node_loss::loss_notice(&self.rec.name, silent, self.rec.epoch, fence);
         self.persist(EventKind::NodeLost, notice);
         let name = self.rec.name.clone();
         self.sh.scheduler.do_send(NodeDown { name: name.clone() });
@@ -148,7 +156,10 @@ impl NodeActor {
                     .unwrap_or_default();
                 for task_id in crate::node_loss::tasks_to_tell(&name, &allocs) {
                     if let Some(t) = sh.registry.task(&task_id) {
-                        t.do_send(NodeLost { node: name.clone() });
+                        t.do_send(NodeLost {
+                            node: name.clone(),
+                            fence_until_ms,
+                        });
                     }
                 }
             }
@@ -170,6 +181,7 @@ impl NodeActor {
         self.rec.inventory = hello.inventory.clone();
         self.rec.last_seen_ms = self.sh.now_ms();
         self.last_seen = self.sh.clock.instant();
+        self.lift_agent_cordon();
         self.session = Some(Session { id: session_id, tx });
         self.exits_forwarded.clear();
         let notice = join_notice(
@@ -203,16 +215,14 @@ impl NodeActor {
             node_name: self.rec.name.clone(),
             epoch: self.rec.epoch,
             heartbeat_interval_ms: self.sh.config.heartbeat_interval_ms,
-            lease_ms: 0,
+            lease_ms: self.lease_ms(),
             keep: r.keep,
             kill: r.kill,
             node_secret,
         }));
-        self.sh.scheduler.do_send(NodeUp {
-            name: self.rec.name.clone(),
-            inventory: self.rec.inventory.clone(),
-            epoch: self.rec.epoch,
-        });
+        // The agent may count its lease from the welcome: so do we (conservative).
+        self.lease_renewed = self.sh.clock.instant();
+        self.announce_up();
         for x in r.exits {
             let kind = WorkloadEventKind::Exited(x.status);
             self.forward(&x.task_id, &x.allocation_id, kind);
@@ -310,7 +320,7 @@ impl NodeActor {
 
 impl Handler<AgentMessage> for NodeActor {
     type Result = ();
-    fn handle(&mut self, m: AgentMessage, _: &mut Context<Self>) {
+    fn handle(&mut self, m: AgentMessage, ctx: &mut Context<Self>) {
         if self.session.as_ref().map(|s| s.id) != Some(m.session_id) {
             return; // a superseded or fenced session
         }
@@ -331,6 +341,7 @@ impl Handler<AgentMessage> for NodeActor {
                     return;
                 }
                 self.rec.last_seen_ms = self.sh.now_ms();
+                self.renew_lease(hb.seq);
                 self.metrics = hb.metrics.clone();
                 let usage = self.take_reports(&hb.workloads).into_iter().collect();
                 self.sh.scheduler.do_send(NodeMetricsUpdate {
@@ -350,10 +361,7 @@ impl Handler<AgentMessage> for NodeActor {
                     let _ = w.send((content, truncated));
                 }
             }
-            NodeMessage::Draining { reason, .. } => {
-                // Drain is not built yet: the node keeps its work until it goes.
-                tracing::info!("node {} says it is draining ({reason})", self.rec.name);
-            }
+            NodeMessage::Draining { reason, epoch } => self.agent_draining(ctx, epoch, &reason),
             NodeMessage::Hello(_) => {
                 self.send(ServerMessage::Refused {
                     reason: "hello sent twice in one session".into(),
@@ -449,11 +457,7 @@ impl Handler<Reannounce> for NodeActor {
     type Result = ();
     fn handle(&mut self, _: Reannounce, _: &mut Context<Self>) {
         if self.session.is_some() && self.rec.state == NodeState::Ready {
-            self.sh.scheduler.do_send(NodeUp {
-                name: self.rec.name.clone(),
-                inventory: self.rec.inventory.clone(),
-                epoch: self.rec.epoch,
-            });
+            self.announce_up();
         }
     }
 }

@@ -259,6 +259,7 @@ mod tests {
             last_seen_ms: 0,
             secret_sha256: None,
             revoked: false,
+            cordon: None,
         };
         // A new name (or one from before node secrets): claimed, a secret issued.
         assert_eq!(admit(&rec, false, None), Ok(true));

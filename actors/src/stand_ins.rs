@@ -63,6 +63,9 @@ impl SchedulerPort for Heard {
     fn node_down(&self, m: NodeDown) {
         self.note(format!("node_down {}", m.name))
     }
+    fn node_cordoned(&self, m: NodeCordoned) {
+        self.note(format!("node_cordoned {} {}", m.name, m.cordoned))
+    }
     fn node_metrics(&self, _: NodeMetricsUpdate) {}
     fn checkpointed(&self, _: Checkpointed) {}
     fn set_quota(&self, m: SetQuota) {

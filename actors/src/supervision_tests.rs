@@ -136,6 +136,7 @@ fn node_record(name: &str) -> NodeRecord {
         last_seen_ms: 1,
         secret_sha256: None,
         revoked: false,
+        cordon: None,
     }
 }
 

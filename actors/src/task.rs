@@ -11,8 +11,7 @@ use crate::protocol::lifecycle::Observe;
 use crate::protocol::node::{Dispatch, StopWorkload};
 use crate::protocol::scheduler::{Checkpointed, Dequeue, Enqueue, Free, RecordGrant};
 use crate::protocol::task::{
-    NodeLost, Pending, Placed, Preempt, Reclaim, Release, Remarked, TaskSnapshot, Workload,
-    WorkloadMissing,
+    Pending, Placed, Preempt, Reclaim, Release, Remarked, TaskSnapshot, Workload, WorkloadMissing,
 };
 use crate::protocol::TaskHandle;
 use crate::shared::Shared;
@@ -22,6 +21,8 @@ use caldera_spec::wire::{StartCommand, WorkloadEventKind};
 use caldera_spec::{Allocation, Event, EventKind, TaskRecord, TaskState};
 use std::sync::Arc;
 use std::time::Duration;
+
+mod moves;
 
 /// Extra time past the stop grace before a release frees the room anyway.
 const STOP_SLACK: Duration = Duration::from_secs(5);
@@ -67,7 +68,7 @@ impl TaskActor {
     /// Asks the lifecycle table what `input` means for this task and carries
     /// the answer out. Answers the ticket of the last transition recorded, or
     /// `ticket` when none was.
-    fn react(
+    pub(crate) fn react(
         &mut self,
         ctx: &mut Context<Self>,
         input: Input<'_>,
@@ -129,6 +130,7 @@ impl TaskActor {
                     self.persist(kind, message);
                 }
                 Step::AskServiceToScaleIn { reason } => self.ask_service_to_scale_in(reason),
+                Step::Fence { until_ms } => self.fence(ctx, until_ms),
                 Step::AwaitRelease => self.await_release(ctx),
                 Step::Finish { reason } => self.finish(ctx, &reason),
                 Step::Leave => {
@@ -138,6 +140,7 @@ impl TaskActor {
                 // The record-only steps, applied above.
                 Step::Unbind
                 | Step::CountNodeLoss
+                | Step::Unfence
                 | Step::CountPreemption
                 | Step::RecordFailure(_)
                 | Step::RecordExitCode(_)
@@ -251,7 +254,7 @@ impl TaskActor {
     }
 
     /// The current allocation's id, for a timer that must only act on this run.
-    fn allocation_id(&self) -> Option<String> {
+    pub(crate) fn allocation_id(&self) -> Option<String> {
         self.rec
             .allocation
             .as_ref()
@@ -519,6 +522,8 @@ impl Actor for TaskActor {
             // Rebuilt (boot or supervisor) mid-run: the deadline still holds.
             self.arm_time_limit(ctx);
         }
+        // Rebuilt while fenced: the recorded deadline still holds.
+        self.arm_fence(ctx);
         if matches!(self.rec.state, TaskState::Queued | TaskState::Preempted) {
             match self.boot.take() {
                 Some(t) => {
@@ -698,13 +703,6 @@ impl Handler<Remarked> for TaskActor {
             m.allocation.allocation_id
         );
         self.persist(EventKind::QuotaChanged, msg);
-    }
-}
-
-impl Handler<NodeLost> for TaskActor {
-    type Result = ();
-    fn handle(&mut self, m: NodeLost, ctx: &mut Context<Self>) {
-        self.react(ctx, Input::NodeLost { node: &m.node }, None);
     }
 }
 

@@ -123,6 +123,9 @@ pub struct GpuView {
 pub struct NodeView {
     pub name: String,
     pub state: &'static str,
+    /// "cordoned", "drained" or "drained (agent stopping)": no new
+    /// placements there; null when it takes work.
+    pub cordon: Option<&'static str>,
     pub connected: bool,
     pub epoch: u64,
     pub simulated: bool,
@@ -169,6 +172,7 @@ impl NodeView {
                 NodeState::Ready => "ready",
                 NodeState::Lost => "lost",
             },
+            cordon: rec.cordon.as_ref().map(|c| c.label()),
             connected,
             epoch: rec.epoch,
             simulated: inv.any_simulated(),

@@ -46,6 +46,7 @@ fn a_stopped_scheduler_is_restarted_and_rebuilt_from_storage() {
         last_seen_ms: 1,
         secret_sha256: None,
         revoked: false,
+        cordon: None,
     });
     b.put_task(&running);
     b.put_task(&task("waiting", 1));

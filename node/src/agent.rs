@@ -17,6 +17,8 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
 use tokio::time::{interval_at, Interval, MissedTickBehavior};
 
+mod drain;
+
 /// How often checkpoint dirs are looked at.
 const CHECKPOINT_POLL: Duration = Duration::from_secs(1);
 /// Extra time after the shutdown grace for the last exits to be reaped.
@@ -107,6 +109,15 @@ pub async fn run_until(
             heartbeat = new_interval(period);
         }
     }
+    let inputs = drain::Inputs {
+        events: &mut events,
+        notes: &mut notes,
+        heartbeat: &mut heartbeat,
+        checkpoints: &mut checkpoints,
+    };
+    agent
+        .drain("the agent was asked to stop (SIGINT/SIGTERM)", inputs)
+        .await;
     agent.shut_down(&mut notes).await;
     if agent.runtime.all_exited() {
         agent.runtime.isolation().cleanup();

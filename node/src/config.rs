@@ -31,6 +31,11 @@ pub struct AgentConfig {
     pub heartbeat_ms: u64,
     /// Grace between SIGTERM and SIGKILL when the agent itself shuts down. Default 2000 ms.
     pub shutdown_grace_ms: u64,
+    /// On SIGINT/SIGTERM, how long the agent waits for the control plane to
+    /// drain the node (move its work away) before it stops what is left.
+    /// Longer than the control plane's stop grace (10 s by default), so
+    /// training gets its checkpoint window. Default 15000 ms.
+    pub drain_timeout_ms: u64,
 }
 
 impl Default for AgentConfig {
@@ -48,6 +53,7 @@ impl Default for AgentConfig {
             labels: BTreeMap::new(),
             heartbeat_ms: 1000,
             shutdown_grace_ms: 2000,
+            drain_timeout_ms: 15_000,
         }
     }
 }

@@ -197,6 +197,8 @@ fn agent_config(url: &str, data_dir: &std::path::Path) -> AgentConfig {
         simulate_gpus: Some("2xA100-80GB".into()),
         heartbeat_ms: 100,
         shutdown_grace_ms: 500,
+        // The fake control plane never drains: do not wait for it.
+        drain_timeout_ms: 300,
         ..AgentConfig::default()
     }
 }

@@ -52,6 +52,7 @@ fn cluster(n: usize, demands: &[Demand], rng: &mut SplitMix64) -> Pool {
         let view = NodeView {
             name: format!("node-{i:06}"),
             healthy: true,
+            cordoned: false,
             gpus: (0..8)
                 .map(|index| GpuSlot {
                     index,

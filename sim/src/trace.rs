@@ -82,6 +82,7 @@ impl TraceNode {
         NodeView {
             name: self.name.clone(),
             healthy: true,
+            cordoned: false,
             gpus: (0..self.gpus)
                 .map(|index| GpuSlot {
                     index,

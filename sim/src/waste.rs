@@ -125,6 +125,7 @@ mod tests {
         let id = pool.upsert_node(NodeView {
             name: "n".into(),
             healthy: true,
+            cordoned: false,
             gpus: vec![gpu(0), gpu(1), gpu(2)],
             cpu_capacity_milli: 8000,
             cpu_free_milli: 8000,

@@ -56,6 +56,7 @@ registry! {
     RUNTIME_FAILED = 10104, "runtime_failed", 0, "the agent's async runtime or signal handlers could not be set up";
     PROBE_FAILED = 10105, "probe_failed", 0, "the agent could not probe the host's hardware";
     NODE_SECRET_UNUSABLE = 10106, "node_secret_unusable", 0, "the agent cannot read or write its node secret file in the data dir";
+    AGENT_DRAIN_INCOMPLETE = 10107, "drain_incomplete", 0, "the agent was asked to stop, and the control plane had not moved all its work away within drain-timeout-ms; the log names what it left, which is then stopped";
     PROGRAM_NOT_FOUND = 10201, "program_not_found", 0, "a workload's program does not exist or is not executable";
     SPAWN_FAILED = 10202, "spawn_failed", 0, "a workload's process could not be spawned";
     PREPARE_FAILED = 10203, "prepare_failed", 0, "a workload's directories or log file could not be created";

@@ -16,6 +16,8 @@ pub enum EventKind {
     /// stale epoch, wrong secret, a checkpoint outside the task's dir...).
     NodeRefused,
     NodeRevoked,
+    /// A node was cordoned, drained or uncordoned.
+    NodeCordoned,
     TenantCreated,
     QuotaChanged,
     WorkloadExited,

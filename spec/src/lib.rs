@@ -26,10 +26,12 @@ pub use api::{Envelope, ErrorBody};
 pub use codes::ErrorCode;
 pub use error::{SpecError, SpecErrorKind};
 pub use event::{Event, EventKind};
-pub use node::{DiskInfo, GpuInfo, NodeInventory, NodeMetrics, NodeRecord, NodeState};
+pub use node::{
+    Cordon, CordonBy, DiskInfo, GpuInfo, NodeInventory, NodeMetrics, NodeRecord, NodeState,
+};
 pub use record::{Allocation, GpuGrant, TaskRecord, TaskState, Transition};
 pub use resources::{CpuRequest, GpuRequest, ResourceRequest, SizeRequest};
-pub use task::{Priority, TaskSpec, TaskType};
+pub use task::{OnNodeLoss, Priority, TaskSpec, TaskType};
 pub use task_key::{as_seen_by, local_id, task_key, tenant_of};
 pub use tenant::{dominant_share, standing, Quota, Standing, TenantRecord, Usage};
 pub use validate::{parse_task_spec, MAX_BODY_BYTES};

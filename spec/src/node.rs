@@ -119,6 +119,39 @@ pub struct NodeRecord {
     /// Revoked by an operator: no hello for this name is welcomed again.
     #[serde(default)]
     pub revoked: bool,
+    /// No new placements here (cordoned, or drained: its work moved away).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cordon: Option<Cordon>,
+}
+
+/// Why a node takes no new placements.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cordon {
+    pub by: CordonBy,
+    /// Its work was moved away too (a drain), not only new placements stopped.
+    pub drain: bool,
+    pub at_ms: u64,
+}
+
+/// Who cordoned a node, which decides what lifts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CordonBy {
+    /// `caldera node cordon|drain`: lifted only by `caldera node uncordon`.
+    Operator,
+    /// The agent said it is going away (SIGTERM): lifted by its next hello.
+    Agent,
+}
+
+impl Cordon {
+    /// How `caldera nodes` shows it.
+    pub fn label(&self) -> &'static str {
+        match (self.drain, self.by) {
+            (false, _) => "cordoned",
+            (true, CordonBy::Operator) => "drained",
+            (true, CordonBy::Agent) => "drained (agent stopping)",
+        }
+    }
 }
 
 /// Whether the node is in the pool.

@@ -147,6 +147,12 @@ pub struct TaskRecord {
     /// Times this task was preempted.
     #[serde(default)]
     pub preemptions: u32,
+    /// Its node was lost and it is fenced (`on_node_loss: fence`): it is
+    /// requeued at this wall-clock time, once the node's lease plus the stop
+    /// grace has run out. Persisted so a control plane restarted meanwhile
+    /// does not requeue it early.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fenced_until_ms: Option<u64>,
 }
 
 impl TaskRecord {
@@ -175,6 +181,7 @@ impl TaskRecord {
             service: None,
             desired_replicas: None,
             preemptions: 0,
+            fenced_until_ms: None,
         }
     }
 

@@ -125,6 +125,35 @@ pub struct TaskSpec {
     /// Inference: the fewest replicas the idle inspector may scale in to (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_replicas: Option<u32>,
+    /// What a lost node means for this task (default: `fence` for training
+    /// and reservations, `replace` for inference; see [`OnNodeLoss`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_node_loss: Option<OnNodeLoss>,
+}
+
+/// What happens to a task whose node is declared lost. A lost node may still
+/// be running the task (frozen, or cut off from the control plane): only its
+/// workload's lease, which the node's shim enforces, says when it has stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnNodeLoss {
+    /// Requeued only once the lease the control plane last renewed on that
+    /// node, plus the stop grace, has run out: the old copy is gone before a
+    /// new one starts, so the task never runs twice (two writers of one
+    /// checkpoint). The default for training and reservations.
+    Fence,
+    /// Requeued at once: two copies may overlap for up to the lease. The
+    /// default for inference replicas, which are stateless.
+    Replace,
+}
+
+impl OnNodeLoss {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnNodeLoss::Fence => "fence",
+            OnNodeLoss::Replace => "replace",
+        }
+    }
 }
 
 impl TaskSpec {
@@ -135,7 +164,17 @@ impl TaskSpec {
             .and_then(|d| crate::validate::parse_duration(d).ok())
     }
 
-    /// Retry budget for node loss.
+    /// The node-loss policy, written or the task type's default.
+    pub fn node_loss_policy(&self) -> OnNodeLoss {
+        match (self.on_node_loss, self.task_type) {
+            (Some(p), _) => p,
+            (None, TaskType::Inference) => OnNodeLoss::Replace,
+            (None, TaskType::Training) => OnNodeLoss::Fence,
+        }
+    }
+
+    /// Retry budget for failures (a workload crash, a lost node); planned
+    /// stops (drain, preemption, shutdown) never spend it.
     pub fn retry_budget(&self) -> u32 {
         self.max_retries.unwrap_or(3)
     }

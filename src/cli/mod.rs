@@ -4,6 +4,7 @@ pub mod events;
 pub mod fields;
 pub mod logging;
 pub mod node;
+pub mod node_ops;
 pub mod nodes;
 pub mod server;
 pub mod server_config;

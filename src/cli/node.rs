@@ -1,6 +1,7 @@
-//! `caldera node --join URL --token T`: run a node agent on this machine;
-//! `caldera node revoke NAME`: an operator revokes a node's credentials.
-use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
+//! `caldera node --join URL --token T`: run a node agent on this machine
+//! (the operator's `caldera node revoke|cordon|drain|uncordon NAME` are in
+//! `node_ops.rs`).
+use super::node_ops::NodeAction;
 use super::CliError;
 use caldera_node::{AgentConfig, AgentError};
 use std::collections::BTreeMap;
@@ -51,6 +52,12 @@ pub struct NodeArgs {
     /// On SIGINT/SIGTERM: grace between SIGTERM and SIGKILL for workloads, ms.
     #[arg(long, default_value_t = 2000)]
     pub shutdown_grace_ms: u64,
+    /// On SIGINT/SIGTERM the node is drained first: how long to wait for the
+    /// control plane to move its work away before stopping what is left, ms.
+    /// Longer than the control plane's stop-grace-ms (10 s by default), so
+    /// training has its checkpoint window.
+    #[arg(long, default_value_t = 15000)]
+    pub drain_timeout_ms: u64,
 }
 
 impl NodeArgs {
@@ -82,6 +89,7 @@ impl NodeArgs {
             labels,
             heartbeat_ms: self.heartbeat_ms,
             shutdown_grace_ms: self.shutdown_grace_ms,
+            drain_timeout_ms: self.drain_timeout_ms,
         };
         config.validate().map_err(agent_error)?;
         Ok(config)
@@ -95,42 +103,10 @@ fn agent_error(e: AgentError) -> CliError {
     }
 }
 
-/// Subcommands of `caldera node`.
-#[derive(clap::Subcommand, Debug)]
-pub enum NodeAction {
-    /// Revoke a node (operator token): its secret no longer opens a session,
-    /// its live session is closed and its tasks are handled as on node loss.
-    Revoke(RevokeArgs),
-}
-
-/// `caldera node revoke NAME`
-#[derive(clap::Args, Debug)]
-pub struct RevokeArgs {
-    /// The node to revoke.
-    pub name: String,
-    #[command(flatten)]
-    pub opts: ClientOpts,
-}
-
-fn revoke(args: RevokeArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
-    let path = format!("/v1/nodes/{}/revoke", encode(&args.name));
-    let data = block_on(client.send_json(Verb::Post, &path, &serde_json::json!({})))?.data;
-    if args.opts.json {
-        return print_json(&data);
-    }
-    println!(
-        "node {} revoked (state {})",
-        args.name,
-        data["state"].as_str().unwrap_or("?")
-    );
-    Ok(())
-}
-
 /// Runs the agent until SIGINT/SIGTERM, or the subcommand given.
 pub fn run(args: NodeArgs) -> Result<(), CliError> {
-    if let Some(NodeAction::Revoke(r)) = args.action {
-        return revoke(r);
+    if let Some(action) = args.action {
+        return super::node_ops::run(action);
     }
     init_logs();
     let config = args.into_config()?;

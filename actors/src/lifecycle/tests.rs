@@ -4,20 +4,20 @@ use super::*;
 use crate::fixtures;
 use caldera_spec::TaskSpec;
 
-fn spec(extra: &str) -> TaskSpec {
+pub(super) fn spec(extra: &str) -> TaskSpec {
     let body = format!(
         r#"{{"task_id":"t1","task_type":"training","resources":{{"gpu":{{"count":1}},"cpu":{{"cores":1}}}}{extra}}}"#
     );
     caldera_spec::parse_task_spec(body.as_bytes()).expect("test spec parses")
 }
 
-fn alloc(id: &str, node: &str) -> Allocation {
+pub(super) fn alloc(id: &str, node: &str) -> Allocation {
     fixtures::allocation(id, "t1", node)
 }
 
 /// A training task `t1` running `train` in `state`, first attempt; from
 /// Scheduled on (and while Released) it holds allocation `a1` on node `n1`.
-fn task(state: TaskState) -> TaskRecord {
+pub(super) fn task(state: TaskState) -> TaskRecord {
     let mut r = TaskRecord::new(spec(r#","command":["train"]"#), "acme".into(), 0, 1);
     r.state = state;
     if state.holds_allocation() || state == TaskState::Released {
@@ -27,24 +27,24 @@ fn task(state: TaskState) -> TaskRecord {
     r
 }
 
-fn with(mut r: TaskRecord, f: impl FnOnce(&mut TaskRecord)) -> TaskRecord {
+pub(super) fn with(mut r: TaskRecord, f: impl FnOnce(&mut TaskRecord)) -> TaskRecord {
     f(&mut r);
     r
 }
 
 /// Inputs borrow for the table's lifetime.
-fn leak<T>(v: T) -> &'static T {
+pub(super) fn leak<T>(v: T) -> &'static T {
     Box::leak(Box::new(v))
 }
 
-fn news(kind: WorkloadEventKind) -> Input<'static> {
+pub(super) fn news(kind: WorkloadEventKind) -> Input<'static> {
     Input::Workload {
         allocation_id: "a1",
         kind: leak(kind),
     }
 }
 
-fn exit(code: Option<i32>, signal: Option<i32>) -> Input<'static> {
+pub(super) fn exit(code: Option<i32>, signal: Option<i32>) -> Input<'static> {
     news(WorkloadEventKind::Exited(ExitStatus {
         code,
         signal,
@@ -68,7 +68,7 @@ fn reclaim() -> Input<'static> {
     }
 }
 
-fn preempting() -> Option<Stopping> {
+pub(super) fn preempting() -> Option<Stopping> {
     Some(Stopping::Preempted {
         by: "svc.r0".into(),
         reason: "room for inference".into(),
@@ -81,31 +81,31 @@ fn reclaiming() -> Option<Stopping> {
     })
 }
 
-fn s(v: Vec<Step>) -> Outcome {
+pub(super) fn s(v: Vec<Step>) -> Outcome {
     Outcome::Steps(v)
 }
 
-fn to(state: TaskState, reason: &str) -> Step {
+pub(super) fn to(state: TaskState, reason: &str) -> Step {
     enter(state, reason)
 }
 
-fn fin(reason: &str) -> Step {
+pub(super) fn fin(reason: &str) -> Step {
     finish(reason)
 }
 
-fn free(reason: &str) -> Step {
+pub(super) fn free(reason: &str) -> Step {
     Step::Free {
         reason: reason.into(),
     }
 }
 
-fn stop(reason: &str) -> Step {
+pub(super) fn stop(reason: &str) -> Step {
     Step::StopWorkload {
         reason: reason.into(),
     }
 }
 
-fn failure(why: &str) -> Step {
+pub(super) fn failure(why: &str) -> Step {
     Step::RecordFailure(why.into())
 }
 
@@ -139,7 +139,7 @@ fn announce_preemption() -> Step {
     ])
 }
 
-struct Row {
+pub(super) struct Row {
     why: &'static str,
     rec: TaskRecord,
     stopping: Option<Stopping>,
@@ -147,7 +147,7 @@ struct Row {
     want: Outcome,
 }
 
-fn row(why: &'static str, rec: TaskRecord, input: Input<'static>, want: Outcome) -> Row {
+pub(super) fn row(why: &'static str, rec: TaskRecord, input: Input<'static>, want: Outcome) -> Row {
     Row {
         why,
         rec,
@@ -157,7 +157,7 @@ fn row(why: &'static str, rec: TaskRecord, input: Input<'static>, want: Outcome)
     }
 }
 
-fn stopping_row(
+pub(super) fn stopping_row(
     why: &'static str,
     rec: TaskRecord,
     stopping: Option<Stopping>,
@@ -173,7 +173,7 @@ fn stopping_row(
     }
 }
 
-fn check(rows: Vec<Row>) {
+pub(super) fn check(rows: Vec<Row>) {
     let n = rows.len();
     let mut failed = Vec::new();
     for r in rows {
@@ -754,7 +754,12 @@ fn preemption_and_reclaim() {
 
 #[test]
 fn node_loss_and_retry_budget() {
-    let n1_lost = Input::NodeLost { node: "n1" };
+    // Its lease is over already (or it is a `replace` task): requeued at once.
+    let n1_lost = Input::NodeLost {
+        node: "n1",
+        fence_wait_ms: 0,
+        now_ms: 1_000,
+    };
     let requeued = |why: &str| {
         s(vec![
             Step::ForgetStop,
@@ -811,7 +816,11 @@ fn node_loss_and_retry_budget() {
         row(
             "running on n1 + node n2 lost -> ignored",
             task(Running),
-            Input::NodeLost { node: "n2" },
+            Input::NodeLost {
+                node: "n2",
+                fence_wait_ms: 0,
+                now_ms: 1_000,
+            },
             Outcome::Ignored("the task holds nothing on that node"),
         ),
         row(
@@ -833,16 +842,17 @@ fn node_loss_and_retry_budget() {
             s(vec![Step::Dispatch]),
         ),
         row(
-            "running + workload missing after hello -> requeued, spending a retry",
-            task(Running),
+            "running + workload missing after hello (its agent restarted), budget spent -> \
+             queued again: an agent restart is not the workload's failure, no retry spent",
+            with(task(Running), |r| r.node_losses = 3),
             Input::WorkloadMissing { node: "n1" },
-            requeued("workload vanished from node n1"),
-        ),
-        row(
-            "ready + workload missing, fourth loss of budget 3 -> failed",
-            with(task(Ready), |r| r.node_losses = 3),
-            Input::WorkloadMissing { node: "n1" },
-            spent("workload vanished from node n1", 3),
+            s(vec![
+                Step::ForgetStop,
+                free("workload vanished from node n1"),
+                Step::Unbind,
+                to(Queued, "workload vanished from node n1; requeued"),
+                Step::Enqueue,
+            ]),
         ),
         row(
             "released + workload missing -> free the room: the workload is gone",

@@ -62,6 +62,20 @@ pub struct FetchLogs {
 #[rtype(result = "bool")]
 pub struct Revoke;
 
+/// An operator's `caldera node cordon|drain NAME`: no new placements there;
+/// with `drain`, its work is moved away as a planned stop. Answers once the
+/// cordon is durable; a failed commit answers 503 and changes nothing.
+#[derive(Message)]
+#[rtype(result = "Result<()>")]
+pub struct CordonNode {
+    pub drain: bool,
+}
+
+/// `caldera node uncordon NAME`: placements there again.
+#[derive(Message)]
+#[rtype(result = "Result<()>")]
+pub struct Uncordon;
+
 /// Record, connection state and latest metrics.
 #[derive(Message)]
 #[rtype(result = "(NodeRecord, bool, NodeMetrics)")]
@@ -91,6 +105,8 @@ handle! {
             fetch_logs: FetchLogs,
             snapshot: NodeSnapshot,
             revoke: Revoke,
+            cordon: CordonNode,
+            uncordon: Uncordon,
         }
     }
 }

@@ -48,6 +48,16 @@ pub struct NodeUp {
     pub name: String,
     pub inventory: NodeInventory,
     pub epoch: u64,
+    /// Cordoned (or drained): known, but no new placements there.
+    pub cordoned: bool,
+}
+
+/// A node was cordoned (no new placements) or uncordoned.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct NodeCordoned {
+    pub name: String,
+    pub cordoned: bool,
 }
 
 /// A task still waiting takes the grant it was sent (`Placed`): `record` is
@@ -139,6 +149,7 @@ handle! {
             free: Free,
             node_up: NodeUp,
             node_down: NodeDown,
+            node_cordoned: NodeCordoned,
             node_metrics: NodeMetricsUpdate,
             checkpointed: Checkpointed,
             set_quota: SetQuota,

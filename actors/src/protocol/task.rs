@@ -68,10 +68,21 @@ pub struct Remarked {
     pub allocation: Allocation,
 }
 
-/// The task's node was declared lost.
+/// The task's node was declared lost. `fence_until_ms` (wall clock): when
+/// the lease the control plane last renewed there, plus the stop grace, has
+/// run out — a `fence` task is requeued only then.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct NodeLost {
+    pub node: String,
+    pub fence_until_ms: u64,
+}
+
+/// The task's node is being drained: move the work away as a planned stop.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Drain {
+    pub allocation_id: String,
     pub node: String,
 }
 
@@ -122,6 +133,7 @@ handle! {
             reclaim: Reclaim,
             remarked: Remarked,
             node_lost: NodeLost,
+            drain: Drain,
             workload_missing: WorkloadMissing,
             replica_state: ReplicaState,
             scale_in_idle: ScaleInIdle,

@@ -14,7 +14,7 @@ use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::protocol::scheduler::{
     AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, Enqueue, Free, LedgerAllocations,
-    NodeDown, NodeMetricsUpdate, NodeUp, RecordGrant, Restart, SetQuota, Stats,
+    NodeCordoned, NodeDown, NodeMetricsUpdate, NodeUp, RecordGrant, Restart, SetQuota, Stats,
 };
 use crate::protocol::task::{Pending, Placed, Preempt, Remarked};
 use crate::registry::Registry;
@@ -81,6 +81,7 @@ impl Scheduler {
         let mut epochs = HashMap::new();
         for n in store.nodes()? {
             epochs.insert(n.name.clone(), n.epoch);
+            core.set_cordoned(&n.name, n.cordon.is_some());
             core.node_known(&n.name, n.inventory);
         }
         offers.publish(core.offers().clone());
@@ -464,6 +465,7 @@ impl Handler<NodeUp> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: NodeUp, ctx: &mut Context<Self>) {
         self.epochs.insert(m.name.clone(), m.epoch);
+        self.core.set_cordoned(&m.name, m.cordoned);
         self.core.node_up(&m.name, m.inventory);
         self.offers.publish(self.core.offers().clone());
         self.request_cycle(ctx);
@@ -475,6 +477,14 @@ impl Handler<NodeDown> for Scheduler {
     fn handle(&mut self, m: NodeDown, _: &mut Context<Self>) {
         self.core.node_down(&m.name);
         self.metrics.remove(&m.name);
+    }
+}
+
+impl Handler<NodeCordoned> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, m: NodeCordoned, ctx: &mut Context<Self>) {
+        self.core.set_cordoned(&m.name, m.cordoned);
+        self.request_cycle(ctx);
     }
 }
 

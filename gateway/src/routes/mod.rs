@@ -49,6 +49,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             vec![on(M::POST, web::to(nodes::revoke))],
         ),
         (
+            "/v1/nodes/{name}/cordon",
+            vec![on(M::POST, web::to(nodes::cordon))],
+        ),
+        (
+            "/v1/nodes/{name}/drain",
+            vec![on(M::POST, web::to(nodes::drain))],
+        ),
+        (
+            "/v1/nodes/{name}/uncordon",
+            vec![on(M::POST, web::to(nodes::uncordon))],
+        ),
+        (
             "/v1/utilization",
             vec![on(M::GET, web::to(utilization::get))],
         ),

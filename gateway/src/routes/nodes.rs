@@ -4,6 +4,7 @@ use crate::error::ApiError;
 use crate::principal::{Operator, User};
 use crate::state::AppState;
 use actix_web::web;
+use caldera_actors::control_plane::CordonChange;
 use caldera_actors::views::NodeView;
 use serde_json::{json, Value};
 
@@ -51,5 +52,48 @@ pub async fn revoke(
     match st.cp.revoke_node(&name).await? {
         Some(v) => Ok(Reply::ok(v)),
         None => Err(ApiError::not_found("node", &name)),
+    }
+}
+
+/// POST /v1/nodes/{name}/cordon (operator): no new placements on the node;
+/// what runs there stays.
+pub async fn cordon(
+    op: Operator,
+    st: web::Data<AppState>,
+    name: web::Path<String>,
+) -> Result<Reply<NodeView>, ApiError> {
+    change(op, st, &name, CordonChange::Cordon).await
+}
+
+/// POST /v1/nodes/{name}/drain (operator): cordon, and move its work away as
+/// a planned stop (training checkpoints and resumes elsewhere, reservations
+/// and replicas are placed again; no retry spent).
+pub async fn drain(
+    op: Operator,
+    st: web::Data<AppState>,
+    name: web::Path<String>,
+) -> Result<Reply<NodeView>, ApiError> {
+    change(op, st, &name, CordonChange::Drain).await
+}
+
+/// POST /v1/nodes/{name}/uncordon (operator): placements there again.
+pub async fn uncordon(
+    op: Operator,
+    st: web::Data<AppState>,
+    name: web::Path<String>,
+) -> Result<Reply<NodeView>, ApiError> {
+    change(op, st, &name, CordonChange::Uncordon).await
+}
+
+/// The node's view once the change is recorded; 404 naming an unknown node.
+async fn change(
+    _: Operator,
+    st: web::Data<AppState>,
+    name: &str,
+    how: CordonChange,
+) -> Result<Reply<NodeView>, ApiError> {
+    match st.cp.change_cordon(name, how).await? {
+        Some(v) => Ok(Reply::ok(v)),
+        None => Err(ApiError::not_found("node", name)),
     }
 }

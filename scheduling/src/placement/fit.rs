@@ -91,6 +91,9 @@ fn validate_node(view: &NodeView, demand: &Demand) -> Result<(), String> {
     if !view.healthy {
         return Err("node is unhealthy".into());
     }
+    if view.cordoned {
+        return Err("node is cordoned".into());
+    }
     if view.exclusive_held || (demand.exclusive && view.allocations > 0) {
         return Err("node is held exclusively or in use".into());
     }

@@ -205,6 +205,7 @@ mod tests {
     fn node(free: &[u64], cpu_free: u64) -> NodeState {
         NodeState {
             healthy: true,
+            cordoned: false,
             exclusive_held: false,
             in_use: false,
             labels: Default::default(),

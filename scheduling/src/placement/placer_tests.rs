@@ -19,6 +19,7 @@ fn node(name: &str, gpus: Vec<GpuSlot>) -> NodeView {
     NodeView {
         name: name.into(),
         healthy: true,
+        cordoned: false,
         gpus,
         cpu_capacity_milli: 64_000,
         cpu_free_milli: 64_000,

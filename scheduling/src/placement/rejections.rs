@@ -4,6 +4,8 @@ use super::types::{Demand, GpuDemand, GpuUnit};
 
 /// Node is not healthy.
 pub const UNHEALTHY: &str = "unhealthy";
+/// Node is cordoned or drained: no new placements.
+pub const CORDONED: &str = "cordoned";
 /// Node's GPUs are not of an allowed model (or it has none).
 pub const GPU_MODEL: &str = "gpu_model";
 /// No (or too few) single GPUs with enough free room.
@@ -22,8 +24,8 @@ pub const LABELS: &str = "labels";
 pub const EXCLUSIVE: &str = "exclusive";
 
 /// Every reason code, in the order filters run.
-pub const ALL_REASONS: [&str; 9] = [
-    UNHEALTHY, EXCLUSIVE, LABELS, GPU_MODEL, GPU_ROOM, WHOLE_GPUS, CPU, MEMORY, DISK,
+pub const ALL_REASONS: [&str; 10] = [
+    UNHEALTHY, CORDONED, EXCLUSIVE, LABELS, GPU_MODEL, GPU_ROOM, WHOLE_GPUS, CPU, MEMORY, DISK,
 ];
 
 /// Count of rejected nodes per reason (each node counted once, under the first
@@ -92,6 +94,7 @@ impl Rejections {
     fn explain(&self, reason: &str, d: &Demand) -> String {
         match reason {
             UNHEALTHY => "unhealthy".into(),
+            CORDONED => "cordoned (no new placements)".into(),
             EXCLUSIVE => "held exclusively or in use".into(),
             LABELS => format!("missing labels {}", fmt_labels(d)),
             GPU_MODEL if d.gpu_models.is_empty() => "no GPU".into(),

@@ -37,6 +37,8 @@ pub type TaskKind = u32;
 pub struct NodeState {
     /// Node may receive work.
     pub healthy: bool,
+    /// Cordoned: no new placements.
+    pub cordoned: bool,
     /// A task holds it exclusively.
     pub exclusive_held: bool,
     /// At least one allocation is on it.
@@ -76,6 +78,7 @@ impl NodeState {
         gpus.sort();
         NodeState {
             healthy: view.healthy,
+            cordoned: view.cordoned,
             exclusive_held: view.exclusive_held,
             in_use: view.allocations > 0,
             labels: view.labels.clone(),

@@ -67,6 +67,8 @@ pub struct NodeView {
     pub name: String,
     /// Whether the node may receive work (heartbeating, not drained).
     pub healthy: bool,
+    /// Cordoned by an operator or drained: up, but no new placements.
+    pub cordoned: bool,
     /// The node's GPUs.
     pub gpus: Vec<GpuSlot>,
     /// CPU capacity in milli-cores.

@@ -138,6 +138,8 @@ pub struct Core {
     /// What `inventories` offer empty, kept with them.
     offers: Arc<Offers>,
     pub(crate) healthy: HashSet<String>,
+    /// Nodes that take no new placements (cordoned or drained).
+    pub(crate) cordoned: HashSet<String>,
     pub(in crate::queue) limits: HashMap<String, TenantLimits>,
     /// Room was freed or limits changed: the next pass looks at the whole queue.
     room_grew: bool,
@@ -179,6 +181,7 @@ impl Core {
             models: Vec::new(),
             offers: Arc::default(),
             healthy: HashSet::new(),
+            cordoned: HashSet::new(),
             limits: HashMap::new(),
             room_grew: true,
             arrivals: Vec::new(),
@@ -228,9 +231,10 @@ impl Core {
 
     pub(in crate::queue) fn refresh_node(&mut self, name: &str) {
         if let Some(inv) = self.inventories.get(name) {
-            let view = self
+            let mut view = self
                 .ledger
                 .pool_view(name, inv, self.healthy.contains(name));
+            view.cordoned = self.cordoned.contains(name);
             self.pool.upsert_node(view);
         }
     }
@@ -247,6 +251,24 @@ impl Core {
     pub fn node_down(&mut self, name: &str) {
         self.healthy.remove(name);
         self.refresh_node(name);
+    }
+
+    /// Cordons a node (no new placements; what runs there stays) or lifts it.
+    pub fn set_cordoned(&mut self, name: &str, cordoned: bool) {
+        let changed = if cordoned {
+            self.cordoned.insert(name.to_string())
+        } else {
+            self.cordoned.remove(name)
+        };
+        if changed {
+            self.refresh_node(name);
+            self.room_grew |= !cordoned;
+        }
+    }
+
+    /// Whether new work may go to `name`: up and not cordoned.
+    pub fn placeable(&self, name: &str) -> bool {
+        self.healthy.contains(name) && !self.cordoned.contains(name)
     }
 
     /// Remembers a node from storage without making it placeable.

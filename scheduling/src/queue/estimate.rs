@@ -58,6 +58,7 @@ fn candidate_nodes(core: &Core) -> Vec<String> {
     let mut nodes: Vec<(u64, String)> = core
         .healthy
         .iter()
+        .filter(|n| core.placeable(n))
         .filter_map(|n| {
             let inv = core.inventories.get(n)?;
             let held: u64 = core

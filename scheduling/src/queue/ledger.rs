@@ -169,6 +169,7 @@ pub fn node_view<'a>(
     PoolNode {
         name: name.to_string(),
         healthy,
+        cordoned: false,
         gpus: inv
             .gpus
             .iter()

@@ -112,6 +112,7 @@ fn spec_of(pod: &Pod, class: Class, priority: Priority, work_s: u64) -> TaskSpec
         // modelled, every task is exempt from it.
         idle_exempt: true,
         min_replicas: None,
+        on_node_loss: None,
     }
 }
 

@@ -89,6 +89,7 @@ pub fn node(name: &str) -> NodeRecord {
         last_seen_ms: 20,
         secret_sha256: None,
         revoked: false,
+        cordon: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Filter plugins (kube-scheduler "Filter" extension point): each answers "can this
 //! node state host the demand at all?" and names the reason when it cannot. They
 //! run in order; a node is counted under the first filter that rejects it.
+mod cordon;
 mod exclusive;
 mod gpu;
 mod health;
@@ -19,10 +20,14 @@ pub struct FilterPlugin {
 }
 
 /// All filters, cheapest and most decisive first.
-pub const FILTERS: [FilterPlugin; 5] = [
+pub const FILTERS: [FilterPlugin; 6] = [
     FilterPlugin {
         name: health::NAME,
         check: health::check,
+    },
+    FilterPlugin {
+        name: cordon::NAME,
+        check: cordon::check,
     },
     FilterPlugin {
         name: exclusive::NAME,

@@ -14,6 +14,7 @@ const NORM: Norm = Norm {
 fn node(free: &[u64], cpu_free: u64) -> NodeState {
     NodeState {
         healthy: true,
+        cordoned: false,
         exclusive_held: false,
         in_use: free.iter().any(|&f| f < 1000) || cpu_free < 96_000,
         labels: Default::default(),

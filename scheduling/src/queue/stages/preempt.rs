@@ -112,9 +112,7 @@ fn nodes_with_victims(core: &Core, who: &Preemptor, now_ms: u64) -> Vec<String> 
     let mut nodes: Vec<String> = core
         .ledger
         .all()
-        .filter(|e| {
-            evictable(e, who, min_runtime_ms, now_ms) && core.healthy.contains(&e.allocation.node)
-        })
+        .filter(|e| evictable(e, who, min_runtime_ms, now_ms) && core.placeable(&e.allocation.node))
         .map(|e| e.allocation.node.clone())
         .collect();
     nodes.sort();

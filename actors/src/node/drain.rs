@@ -1,0 +1,191 @@
+//! Cordon and drain (issue 10, item 3: a stop is a drain). A cordoned node
+//! takes no new placements; a drained one also has its work moved away as a
+//! planned stop, which spends no retry. An operator cordons or drains with
+//! `caldera node cordon|drain NAME` (lifted only by `uncordon`); an agent
+//! asked to stop (SIGTERM) says `Draining`, and that cordon is lifted by its
+//! next hello. Persist, then act: the cordon is committed before the
+//! Scheduler or any task hears of it, and a failed commit changes nothing.
+use super::NodeActor;
+use crate::durability::Ticket;
+use crate::errors::{ActorError, Result};
+use crate::protocol::node::{CordonNode, Uncordon};
+use crate::protocol::scheduler::{AllocationsOn, NodeCordoned, NodeUp};
+use crate::protocol::task::Drain;
+use actix::prelude::*;
+use caldera_spec::{Cordon, CordonBy, Event, EventKind, NodeState};
+
+impl NodeActor {
+    /// Tells the Scheduler the node is up, with its cordon.
+    pub(super) fn announce_up(&self) {
+        self.sh.scheduler.do_send(NodeUp {
+            name: self.rec.name.clone(),
+            inventory: self.rec.inventory.clone(),
+            epoch: self.rec.epoch,
+            cordoned: self.rec.cordon.is_some(),
+        });
+    }
+
+    /// A hello after the agent's own drain: it is back, so its cordon goes
+    /// (recorded with the session's record). An operator's cordon stays.
+    pub(super) fn lift_agent_cordon(&mut self) {
+        if self
+            .rec
+            .cordon
+            .as_ref()
+            .is_some_and(|c| c.by == CordonBy::Agent)
+        {
+            tracing::info!(node = %self.rec.name, "the agent is back: its drain's cordon is lifted");
+            self.rec.cordon = None;
+        }
+    }
+
+    /// Records `cordon` with an event; on a failed commit the record is left
+    /// as it was and the error says nothing changed.
+    fn record_cordon(&mut self, cordon: Option<Cordon>, message: String) -> Result<Ticket> {
+        let before = std::mem::replace(&mut self.rec.cordon, cordon);
+        let mut b = self.sh.batch();
+        b.put_node(&self.rec);
+        b.append_event(
+            Event::new(self.sh.now_ms(), EventKind::NodeCordoned, message).node(&self.rec.name),
+        );
+        match self.sh.gate.commit(b) {
+            Ok(t) => Ok(t),
+            Err(e) => {
+                self.rec.cordon = before;
+                let what = format!("the cordon of node {}", self.rec.name);
+                Err(ActorError::not_recorded(&what, e))
+            }
+        }
+    }
+
+    /// Cordons the node (`drain`: and moves its work away), once recorded.
+    /// An operator's cordon is not downgraded to an agent's.
+    fn cordon(
+        &mut self,
+        ctx: &mut Context<Self>,
+        by: CordonBy,
+        drain: bool,
+        why: &str,
+    ) -> Result<Ticket> {
+        let by = match &self.rec.cordon {
+            Some(c) if c.by == CordonBy::Operator => CordonBy::Operator,
+            _ => by,
+        };
+        let drain = drain || self.rec.cordon.as_ref().is_some_and(|c| c.drain);
+        let cordon = Cordon {
+            by,
+            drain,
+            at_ms: self.sh.now_ms(),
+        };
+        let what = if drain { "drained" } else { "cordoned" };
+        let message = format!(
+            "node {} {what} ({why}): no new placements{}",
+            self.rec.name,
+            if drain {
+                "; its work moves away as a planned stop (no retry spent)"
+            } else {
+                ""
+            }
+        );
+        let ticket = self.record_cordon(Some(cordon), message)?;
+        self.sh.scheduler.do_send(NodeCordoned {
+            name: self.rec.name.clone(),
+            cordoned: true,
+        });
+        if drain {
+            self.move_work_away(ctx, ticket);
+        }
+        Ok(ticket)
+    }
+
+    /// Tells every task with an allocation here to leave, as a planned stop,
+    /// once the drain is durable.
+    fn move_work_away(&self, ctx: &mut Context<Self>, ticket: Ticket) {
+        let sh = self.sh.clone();
+        let node = self.rec.name.clone();
+        ctx.spawn(
+            async move {
+                sh.gate.durable(ticket).await;
+                let allocs = sh
+                    .scheduler
+                    .send(AllocationsOn { node: node.clone() })
+                    .await
+                    .unwrap_or_default();
+                for a in allocs.iter().filter(|a| a.node == node) {
+                    if let Some(t) = sh.registry.task(&a.task_id) {
+                        t.do_send(Drain {
+                            allocation_id: a.allocation_id.clone(),
+                            node: node.clone(),
+                        });
+                    }
+                }
+            }
+            .into_actor(self),
+        );
+    }
+
+    /// The agent says it is stopping (SIGTERM): drain the node, unless the
+    /// message is of an older session.
+    pub(super) fn agent_draining(&mut self, ctx: &mut Context<Self>, epoch: u64, reason: &str) {
+        if epoch != self.rec.epoch || self.rec.state != NodeState::Ready {
+            return;
+        }
+        let why = format!("its agent is stopping: {reason}");
+        if let Err(e) = self.cordon(ctx, CordonBy::Agent, true, &why) {
+            // Not recorded: nothing moves; the agent waits out its bound and
+            // says what it left.
+            tracing::error!(node = %self.rec.name, error = %e, "the agent's drain could not be recorded");
+        }
+    }
+}
+
+impl Handler<CordonNode> for NodeActor {
+    type Result = ResponseFuture<Result<()>>;
+    /// Answers once the cordon is durable.
+    fn handle(&mut self, m: CordonNode, ctx: &mut Context<Self>) -> Self::Result {
+        let asked = if m.drain {
+            "caldera node drain"
+        } else {
+            "caldera node cordon"
+        };
+        let ticket = self.cordon(
+            ctx,
+            CordonBy::Operator,
+            m.drain,
+            &format!("an operator's {asked}"),
+        );
+        let gate = self.sh.gate.clone();
+        Box::pin(async move {
+            gate.durable(ticket?).await;
+            Ok(())
+        })
+    }
+}
+
+impl Handler<Uncordon> for NodeActor {
+    type Result = ResponseFuture<Result<()>>;
+    /// Answers once the lifted cordon is durable; the Scheduler hears of it
+    /// only then (persist, then act).
+    fn handle(&mut self, _: Uncordon, _: &mut Context<Self>) -> Self::Result {
+        let ticket = match &self.rec.cordon {
+            None => None,
+            Some(_) => {
+                let message = format!("node {} uncordoned: placements there again", self.rec.name);
+                Some(self.record_cordon(None, message))
+            }
+        };
+        let gate = self.sh.gate.clone();
+        let scheduler = self.sh.scheduler.clone();
+        let name = self.rec.name.clone();
+        Box::pin(async move {
+            if let Some(t) = ticket {
+                gate.durable(t?).await;
+                scheduler.do_send(NodeCordoned {
+                    name,
+                    cordoned: false,
+                });
+            }
+            Ok(())
+        })
+    }
+}

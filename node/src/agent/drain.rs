@@ -1,0 +1,83 @@
+//! A stop is a drain (issue 10, item 3): on SIGTERM the agent tells the
+//! control plane `Draining` and keeps its session — heartbeats, commands,
+//! events — while the control plane moves its work away as planned stops
+//! (training checkpoints, then resumes elsewhere; no retry spent). It leaves
+//! once nothing runs on it, or after `drain-timeout-ms`, saying what it left
+//! (the shutdown that follows stops that, and its exits say `stopped`, which
+//! the control plane also takes as a planned stop).
+use super::Agent;
+use crate::runtime::Note;
+use caldera_spec::codes;
+use caldera_spec::wire::NodeMessage;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::time::Interval;
+
+/// What the loop hands the drain: the same inputs it reads.
+pub(super) struct Inputs<'a> {
+    pub events: &'a mut UnboundedReceiver<crate::session::SessionEvent>,
+    pub notes: &'a mut UnboundedReceiver<Note>,
+    pub heartbeat: &'a mut Interval,
+    pub checkpoints: &'a mut Interval,
+}
+
+impl Agent {
+    /// Drains the node: `Draining`, then the usual loop until nothing is
+    /// left on it or the drain timeout passes. Without a welcomed session
+    /// there is no one to move the work, so it returns at once.
+    pub(super) async fn drain(&mut self, why: &str, inputs: Inputs<'_>) {
+        let Some(epoch) = self.live_epoch() else {
+            tracing::warn!(
+                "stopping without a session: the node cannot be drained; its workloads are stopped"
+            );
+            return;
+        };
+        if self.runtime.all_exited() {
+            return;
+        }
+        tracing::info!(
+            "draining: asking the control plane to move {} workload(s) away",
+            self.runtime.reports().len()
+        );
+        self.send(NodeMessage::Draining {
+            epoch,
+            reason: why.to_string(),
+        });
+        let bound = Duration::from_millis(self.config.drain_timeout_ms);
+        let deadline = tokio::time::Instant::now() + bound;
+        while !self.runtime.all_exited() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => break,
+                Some(event) = inputs.events.recv() => self.on_session(event),
+                Some(note) = inputs.notes.recv() => {
+                    self.runtime.handle(note);
+                    self.flush();
+                }
+                _ = inputs.checkpoints.tick() => {
+                    self.runtime.poll_checkpoints();
+                    self.flush();
+                }
+                _ = inputs.heartbeat.tick() => self.heartbeat(),
+            }
+        }
+        // The last exits go out with a heartbeat before the session closes.
+        self.heartbeat();
+        let left: Vec<String> = self
+            .runtime
+            .reports()
+            .into_iter()
+            .filter(|w| w.exit.is_none())
+            .map(|w| w.allocation_id)
+            .collect();
+        if left.is_empty() {
+            tracing::info!("drained: nothing left on this node");
+        } else {
+            tracing::warn!(
+                code = codes::AGENT_DRAIN_INCOMPLETE.code,
+                "drain not finished after {bound:?}: {} left ({}); stopping them",
+                left.len(),
+                left.join(", ")
+            );
+        }
+    }
+}
