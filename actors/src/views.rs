@@ -31,6 +31,13 @@ pub struct TaskView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
     pub attempts: u32,
+    /// Retries spent by failures (lost nodes), out of `max_retries`;
+    /// planned stops (drain, preemption, shutdown) never count.
+    pub retries_used: u32,
+    /// Its node was lost and it waits for the node's lease to run out
+    /// (`on_node_loss: fence`) until this time (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fenced_until: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<String>,
     /// While queued: the expected start (RFC 3339), from declared durations.
@@ -87,6 +94,8 @@ impl From<&TaskRecord> for TaskView {
             exit_code: r.exit_code,
             failure: r.failure.clone(),
             attempts: r.attempts,
+            retries_used: r.node_losses,
+            fenced_until: r.fenced_until_ms.map(rfc3339),
             checkpoint: r.checkpoint.clone(),
             estimated_start: r.estimated_start_ms.map(rfc3339),
             estimated_start_ms: r.estimated_start_ms,

@@ -54,6 +54,8 @@ impl ControlPlane {
             ("CALDERA_HEARTBEAT_INTERVAL_MS".into(), "250".into()),
             ("CALDERA_NODE_TIMEOUT_MS".into(), "1500".into()),
             ("CALDERA_STOP_GRACE_MS".into(), "2000".into()),
+            // A short lease, so a lost node's fenced tasks move within seconds.
+            ("CALDERA_WORKLOAD_LEASE_MS".into(), "2000".into()),
         ];
         for (k, v) in env {
             all.retain(|(key, _)| key != k);
@@ -259,6 +261,28 @@ impl Agent {
     pub fn restart(&mut self) {
         self.kill9();
         self.spawn();
+    }
+
+    /// SIGTERM: the agent is asked to stop (it drains its node first).
+    pub fn terminate(&self) {
+        if let Some(c) = &self.child {
+            signal(c, libc::SIGTERM);
+        }
+    }
+
+    /// Waits up to `timeout` for the agent to exit by itself; its status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    self.child = None;
+                    return Some(status);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
     }
 }
 

@@ -14,4 +14,4 @@ pub mod state;
 pub mod ws;
 
 pub use error::ApiError;
-pub use server::{run, GatewayError, Started};
+pub use server::{run, run_without_signals, GatewayError, Started};

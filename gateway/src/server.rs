@@ -15,6 +15,17 @@ pub struct Started {
     pub generated_operator_token: Option<String>,
     /// Set only on the first start when no join token was configured: shown once.
     pub generated_join_token: Option<String>,
+    /// Stops the server gracefully, as SIGTERM does when it listens for
+    /// signals itself ([`run`]; `caldera up` uses [`run_without_signals`]).
+    pub stop: actix_web::dev::ServerHandle,
+}
+
+/// Whether the server stops on SIGINT/SIGTERM itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signals {
+    Own,
+    /// The caller stops it through [`Started::stop`].
+    Caller,
 }
 
 /// Why the server could not start or stopped abnormally.
@@ -60,11 +71,26 @@ pub fn run(
         .validate()
         .map_err(|e| GatewayError::Config(e.to_string()))?;
     let system = actix_web::rt::System::new();
-    system.block_on(serve(config, on_started))
+    system.block_on(serve(config, Signals::Own, on_started))
+}
+
+/// [`run`] for a caller that handles the signals: the server runs until
+/// [`Started::stop`]. `caldera up` stops its agents first, so they drain
+/// (their work moved away as planned stops) while the control plane answers.
+pub fn run_without_signals(
+    config: ServerConfig,
+    on_started: impl FnOnce(&Started) + Send + 'static,
+) -> Result<(), GatewayError> {
+    config
+        .validate()
+        .map_err(|e| GatewayError::Config(e.to_string()))?;
+    let system = actix_web::rt::System::new();
+    system.block_on(serve(config, Signals::Caller, on_started))
 }
 
 async fn serve(
     config: ServerConfig,
+    signals: Signals,
     on_started: impl FnOnce(&Started),
 ) -> Result<(), GatewayError> {
     // Bind before booting: a port in use must not leave a fresh data dir with
@@ -90,7 +116,7 @@ async fn serve(
     let limit = web::Data::new(crate::client_limit::ClientLimit::new(
         config.max_requests_per_client,
     ));
-    let server = HttpServer::new(move || {
+    let mut server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
             .app_data(limit.clone())
@@ -107,17 +133,22 @@ async fn serve(
         addr: config.listen.clone(),
         source,
     })?;
+    if signals == Signals::Caller {
+        server = server.disable_signals();
+    }
     let addr = server
         .addrs()
         .first()
         .copied()
         .ok_or_else(|| GatewayError::Config(format!("{} bound no address", config.listen)))?;
+    let running = server.run();
     on_started(&Started {
         addr,
         generated_operator_token: booted.generated_operator_token,
         generated_join_token: booted.generated_join_token,
+        stop: running.handle(),
     });
-    server.run().await?;
+    running.await?;
     tracing::info!("control plane stopping; flushing storage");
     cp.flush()
         .map_err(|e| GatewayError::Storage(e.to_string()))?;

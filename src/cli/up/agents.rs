@@ -18,9 +18,11 @@ const FIRST_DELAY: Duration = Duration::from_millis(500);
 const MAX_DELAY: Duration = Duration::from_secs(30);
 /// An agent that ran this long before exiting was healthy: restart it quickly.
 const HEALTHY_RUN: Duration = Duration::from_secs(60);
-/// Time an agent gets after SIGTERM before SIGKILL. Longer than the default
-/// workload stop grace (10 s) so an agent can stop its workloads itself.
-const STOP_GRACE: Duration = Duration::from_secs(15);
+/// Time an agent gets after SIGTERM before SIGKILL: longer than its drain
+/// timeout (15 s, itself longer than the workload stop grace of 10 s) plus its
+/// shutdown grace (2 s), so the node is drained and its workloads stopped by
+/// the agent itself.
+const STOP_GRACE: Duration = Duration::from_secs(25);
 
 /// Restart delays: 0.5 s, 1 s, 2 s, ... up to 30 s.
 #[derive(Debug, Clone)]

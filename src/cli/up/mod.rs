@@ -71,13 +71,19 @@ async fn embedded(
 ) -> Result<(), CliError> {
     // Listen before the server starts so an early Ctrl-C is not lost.
     let mut shutdown = Shutdown::listen()?;
-    let (started_rx, mut server_done) = start_control_plane(config)?;
+    let (mut started_rx, mut server_done) = start_control_plane(config)?;
     let started = tokio::select! {
-        started = started_rx => match started {
+        started = &mut started_rx => match started {
             Ok(started) => started,
             Err(_) => return server_outcome(server_done.await),
         },
-        _ = shutdown.requested() => return wait_for_server(server_done).await,
+        _ = shutdown.requested() => {
+            // No agent runs yet: stop the server as soon as it has started.
+            if let Ok(started) = started_rx.await {
+                started.stop.stop(true).await;
+            }
+            return wait_for_server(server_done).await;
+        }
     };
     let url = format!("http://{}", started.addr);
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -105,10 +111,17 @@ async fn embedded(
         _ = shutdown.requested() => None,
         outcome = &mut server_done => Some(outcome),
     };
-    tracing::info!("stopping the node agents");
+    // The agents first, while the control plane still answers: each drains
+    // its node (training checkpoints and is requeued, reservations are
+    // requeued, no retry spent), so the next `up` resumes everything.
+    tracing::info!("stopping the node agents (each drains its node first)");
     let _ = stop_tx.send(true);
     for supervisor in supervisors {
         let _ = supervisor.await;
+    }
+    if ended_early.is_none() {
+        tracing::info!("stopping the control plane");
+        started.stop.stop(true).await;
     }
     match ended_early {
         Some(outcome) => match server_outcome(outcome) {
@@ -135,7 +148,8 @@ fn start_control_plane(
     std::thread::Builder::new()
         .name("control-plane".into())
         .spawn(move || {
-            let outcome = caldera_gateway::run(config, move |started| {
+            // `up` handles the signals: the agents stop (drain) before the server.
+            let outcome = caldera_gateway::run_without_signals(config, move |started| {
                 let _ = started_tx.send(started.clone());
             });
             let _ = done_tx.send(outcome);
@@ -154,20 +168,10 @@ fn server_outcome(outcome: ServerOutcome) -> Result<(), CliError> {
     }
 }
 
-/// Waits for the control plane to stop. It received the same signal as we
-/// did; if it has not stopped in time (it may have been still starting when
-/// the signal came), it is sent SIGTERM once more.
+/// Waits for the control plane, asked to stop, to flush and return.
 async fn wait_for_server(
-    mut done: oneshot::Receiver<Result<(), GatewayError>>,
+    done: oneshot::Receiver<Result<(), GatewayError>>,
 ) -> Result<(), CliError> {
-    if let Ok(outcome) = tokio::time::timeout(SERVER_STOP_WAIT, &mut done).await {
-        return server_outcome(outcome);
-    }
-    tracing::warn!("the control plane is still running; sending it SIGTERM");
-    // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
-    unsafe {
-        libc::kill(libc::getpid(), libc::SIGTERM);
-    }
     match tokio::time::timeout(SERVER_STOP_WAIT, done).await {
         Ok(outcome) => server_outcome(outcome),
         Err(_) => Err(CliError::Failed("the control plane did not stop".into())),
