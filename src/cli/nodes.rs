@@ -59,7 +59,7 @@ pub fn render_node_list(data: &Value) -> String {
     for node in items(data, "nodes") {
         table.row(vec![
             text(node, "name"),
-            text(node, "state"),
+            state_of(node),
             gpu_summary(items(node, "gpus")),
             gpu_memory(items(node, "gpus")),
             cpu_free_of_total(node),
@@ -69,6 +69,15 @@ pub fn render_node_list(data: &Value) -> String {
         ]);
     }
     table.render()
+}
+
+/// The node's state, and its cordon when it takes no new placements:
+/// "ready", "ready, cordoned", "lost, drained".
+fn state_of(node: &Value) -> String {
+    match get(node, "cordon").and_then(Value::as_str) {
+        Some(cordon) => format!("{}, {cordon}", text(node, "state")),
+        None => text(node, "state"),
+    }
 }
 
 /// GPUs grouped by model in the order they appear: "A100-80GB x8" or
@@ -124,7 +133,7 @@ fn cpu_free_of_total(node: &Value) -> String {
 pub fn render_node(node: &Value) -> String {
     let mut out = key_values(&[
         ("node", text(node, "name")),
-        ("state", text(node, "state")),
+        ("state", state_of(node)),
         ("connected", text(node, "connected")),
         ("epoch", text(node, "epoch")),
         ("gpu source", text(node, "gpu_source")),
@@ -354,6 +363,22 @@ mod tests {
              node-1   ready  A100-80GB x8 (simulated)             320G/640G  64/96  768G/1024G  4096G/4096G  2\n\
              node-2   lost   T4-16GB x2, A10-24GB x1 (simulated)  56G/56G    64/64  -/-         -/-          1\n\
              cpu-box  ready  none                                 -          -/-    -/-         -/-          -\n"
+        );
+    }
+
+    #[test]
+    fn a_cordoned_node_says_so_beside_its_state() {
+        let data = json!({"nodes": [
+            {"name": "n1", "state": "ready", "cordon": "cordoned", "gpus": []},
+            {"name": "n2", "state": "ready", "cordon": null, "gpus": []}
+        ]});
+        let out = render_node_list(&data);
+        assert!(out.contains("\nn1    ready, cordoned  none"), "{out}");
+        assert!(out.contains("\nn2    ready            none"), "{out}");
+        let one = render_node(&json!({"name": "n1", "state": "lost", "cordon": "drained"}));
+        assert!(
+            one.contains("state:") && one.contains("lost, drained"),
+            "{one}"
         );
     }
 
