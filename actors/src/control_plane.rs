@@ -11,7 +11,7 @@ use crate::cluster::{Booted, Cluster};
 use crate::errors::{ActorError, Result};
 use crate::protocol::cluster::{CreateTenant, NodeSession, Submit};
 use crate::protocol::node::{
-    AgentGone, AgentMessage, CordonNode, FetchLogs, NodeSnapshot, Revoke, Uncordon,
+    AgentGone, AgentMessage, CordonNode, FetchLogs, LogChunk, NodeSnapshot, Revoke, Uncordon,
 };
 use crate::protocol::scheduler::{
     AllocatedByNode, AllocationsOn, LedgerAllocations, QueryUtilization, Stats, TenantUsage,
@@ -170,8 +170,14 @@ impl ControlPlane {
         a.send(Scale { replicas }).await?
     }
 
-    /// The tail of an allocation's log, fetched from its node: `(content, truncated)`.
-    pub async fn logs(&self, a: &Allocation, tail_bytes: u64) -> Result<(String, bool)> {
+    /// The tail of an allocation's log, fetched from its node, or (with
+    /// `from_byte`) up to `tail_bytes` of it from that offset.
+    pub async fn logs(
+        &self,
+        a: &Allocation,
+        tail_bytes: u64,
+        from_byte: Option<u64>,
+    ) -> Result<LogChunk> {
         let Some(node) = self.sh.registry.node(&a.node) else {
             return Err(ActorError::not_found("node", &a.node));
         };
@@ -179,6 +185,7 @@ impl ControlPlane {
             allocation_id: a.allocation_id.clone(),
             task_id: a.task_id.clone(),
             tail_bytes,
+            from_byte,
         };
         node.send(m).await?
     }

@@ -9,7 +9,7 @@ use crate::errors::{ActorError, Result};
 use crate::node_trust::{self, Held, Refusal};
 use crate::protocol::lifecycle::Observe;
 use crate::protocol::node::{
-    AgentGone, AgentHello, AgentMessage, Dispatch, FetchLogs, NodeSnapshot, Reannounce,
+    AgentGone, AgentHello, AgentMessage, Dispatch, FetchLogs, LogChunk, NodeSnapshot, Reannounce,
     StopWorkload,
 };
 use crate::protocol::scheduler::{AllocationsOn, NodeDown, NodeMetricsUpdate};
@@ -48,7 +48,7 @@ pub struct NodeActor {
     session: Option<Session>,
     last_seen: Instant,
     metrics: NodeMetrics,
-    log_waiters: HashMap<u64, oneshot::Sender<(String, bool)>>,
+    log_waiters: HashMap<u64, oneshot::Sender<LogChunk>>,
     next_request: u64,
     /// Exits already forwarded, so a heartbeat repeating one does not double it.
     exits_forwarded: HashSet<String>,
@@ -355,10 +355,15 @@ impl Handler<AgentMessage> for NodeActor {
                 request_id,
                 content,
                 truncated,
+                end_byte,
                 ..
             } => {
                 if let Some(w) = self.log_waiters.remove(&request_id) {
-                    let _ = w.send((content, truncated));
+                    let _ = w.send(LogChunk {
+                        content,
+                        truncated,
+                        end_byte,
+                    });
                 }
             }
             NodeMessage::Draining { reason, epoch } => self.agent_draining(ctx, epoch, &reason),
@@ -410,7 +415,7 @@ impl Handler<StopWorkload> for NodeActor {
 }
 
 impl Handler<FetchLogs> for NodeActor {
-    type Result = ResponseFuture<Result<(String, bool)>>;
+    type Result = ResponseFuture<Result<LogChunk>>;
     fn handle(&mut self, m: FetchLogs, _: &mut Context<Self>) -> Self::Result {
         let id = self.next_request;
         self.next_request += 1;
@@ -421,6 +426,7 @@ impl Handler<FetchLogs> for NodeActor {
             allocation_id: m.allocation_id,
             task_id: m.task_id,
             tail_bytes: m.tail_bytes,
+            from_byte: m.from_byte,
         });
         if sent {
             self.log_waiters.insert(id, tx);

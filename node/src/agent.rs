@@ -239,15 +239,27 @@ impl Agent {
                 allocation_id,
                 task_id,
                 tail_bytes,
+                from_byte,
             } => {
                 if self.current_epoch(epoch, "fetch_logs", &allocation_id) {
-                    let (content, truncated) =
-                        self.runtime.tail_log(&allocation_id, &task_id, tail_bytes);
+                    let ((content, truncated), end_byte) = match from_byte {
+                        Some(from) => {
+                            let (content, end) =
+                                self.runtime
+                                    .read_log(&allocation_id, &task_id, from, tail_bytes);
+                            ((content, false), Some(end))
+                        }
+                        None => (
+                            self.runtime.tail_log(&allocation_id, &task_id, tail_bytes),
+                            None,
+                        ),
+                    };
                     self.send(NodeMessage::Logs {
                         request_id,
                         allocation_id,
                         content,
                         truncated,
+                        end_byte,
                     });
                 }
             }

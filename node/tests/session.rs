@@ -337,6 +337,7 @@ async fn hello_welcome_start_heartbeat_reconnect_adopt_stop() {
         allocation_id: "a1".into(),
         task_id: "t1".into(),
         tail_bytes: 1000,
+        from_byte: None,
     });
     let logs = c2
         .until(|m| match m {

@@ -48,6 +48,11 @@ pub enum NodeMessage {
         allocation_id: String,
         content: String,
         truncated: bool,
+        /// Asked `from_byte`: the log's offset just past `content`, where the
+        /// next read goes on (`caldera logs -f`). Absent otherwise, and from
+        /// older agents.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        end_byte: Option<u64>,
     },
     /// The agent is going away on purpose (SIGTERM, an upgrade): cordon the
     /// node and move its work elsewhere as a planned stop.
@@ -182,6 +187,11 @@ pub enum ServerMessage {
         #[serde(default)]
         task_id: String,
         tail_bytes: u64,
+        /// Read from this offset of the log, at most `tail_bytes` bytes,
+        /// instead of its tail: following a log (`caldera logs -f`). Older
+        /// agents ignore it and answer the tail without `end_byte`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_byte: Option<u64>,
     },
     /// The hello (or a report) was refused (bad protocol, wrong node secret,
     /// a live session for the name, a revoked node, a stale epoch); the agent

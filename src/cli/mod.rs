@@ -2,6 +2,7 @@
 pub mod client;
 pub mod events;
 pub mod fields;
+pub mod follow;
 pub mod logging;
 pub mod node;
 pub mod node_ops;

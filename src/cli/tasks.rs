@@ -1,4 +1,4 @@
-//! Task commands: `submit`, `status`, `tasks`, `release`, `logs`.
+//! Task commands: `submit`, `status`, `tasks`, `release`, `logs` (`-f`: `follow.rs`).
 use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
 use super::fields::{self, get, items, number, text, MISSING};
 use super::table::{key_values, Table};
@@ -64,14 +64,17 @@ pub struct ReleaseArgs {
     pub opts: ClientOpts,
 }
 
-/// `caldera logs ID [--tail BYTES]`
+/// `caldera logs ID [--tail BYTES] [-f]`
 #[derive(clap::Args, Debug)]
 pub struct LogsArgs {
     /// Task id.
     pub id: String,
     /// Only the last BYTES bytes of the log.
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", conflicts_with = "follow")]
     pub tail: Option<u64>,
+    /// Follow the log while the task runs; stop once it has ended.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
     /// The task's tenant (`?tenant=`): task ids are each tenant's own, so
     /// the operator token names the tenant; a tenant token may leave it out.
     #[arg(long)]
@@ -162,6 +165,9 @@ pub fn release(args: ReleaseArgs) -> Result<(), CliError> {
 /// Prints a task's log as it is (it is the workload's own output).
 pub fn logs(args: LogsArgs) -> Result<(), CliError> {
     let client = ApiClient::from_opts(&args.opts);
+    if args.follow {
+        return block_on(super::follow::follow(&client, &args.id, args.tenant));
+    }
     let path = format!("/v1/tasks/{}/logs", encode(&args.id));
     let query = [
         (

@@ -48,11 +48,22 @@ pub struct StopWorkload {
 
 /// The tail of an allocation's log, fetched from the node.
 #[derive(Message)]
-#[rtype(result = "Result<(String, bool)>")]
+#[rtype(result = "Result<LogChunk>")]
 pub struct FetchLogs {
     pub allocation_id: String,
     pub task_id: String,
     pub tail_bytes: u64,
+    /// Read from this offset instead of the tail (following a log).
+    pub from_byte: Option<u64>,
+}
+
+/// What a node sent of a log: the text, whether bytes before it were left
+/// out, and (read from an offset) the offset just past it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogChunk {
+    pub content: String,
+    pub truncated: bool,
+    pub end_byte: Option<u64>,
 }
 
 /// An operator revoked the node: its secret stops working, its live session

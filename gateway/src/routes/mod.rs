@@ -119,6 +119,19 @@ fn resource(path: &str, routes: Vec<(Method, Route)>) -> Resource {
 pub type Query = web::Query<HashMap<String, String>>;
 
 /// Parses an optional numeric query parameter in `1..=max`, naming it when it is bad.
+/// An optional byte offset (0 allowed): absent is None.
+pub fn query_offset(q: &HashMap<String, String>, key: &str) -> Result<Option<u64>, ApiError> {
+    match q.get(key) {
+        None => Ok(None),
+        Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
+            ApiError::bad_query(
+                key,
+                format!("{key} must be a byte offset (0 or more), not {v:?}"),
+            )
+        }),
+    }
+}
+
 pub fn query_num(
     q: &HashMap<String, String>,
     key: &str,

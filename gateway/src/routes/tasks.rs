@@ -1,5 +1,5 @@
 //! Tasks: request resources (submit), status, list, logs, release, scale.
-use super::{query_num, Query};
+use super::{query_num, query_offset, Query};
 use crate::body;
 use crate::envelope::Reply;
 use crate::error::ApiError;
@@ -184,10 +184,12 @@ pub async fn logs(
             "note": "this task is a reservation: it runs no process, so it has no log"}),
         ));
     }
-    let (content, truncated) = st.cp.logs(&a, tail).await?;
-    Ok(Reply::ok(
-        json!({"task_id": *id, "node": a.node, "content": content, "truncated": truncated}),
-    ))
+    // From an offset: the next piece of a log being followed (`logs -f`).
+    let from = query_offset(&q, "from_byte")?;
+    let chunk = st.cp.logs(&a, tail, from).await?;
+    Ok(Reply::ok(json!({"task_id": *id, "node": a.node,
+        "allocation_id": caldera_spec::local_id(&a.allocation_id),
+        "content": chunk.content, "truncated": chunk.truncated, "end_byte": chunk.end_byte})))
 }
 
 /// PUT /v1/tasks/{id}/replicas?tenant= {"replicas": N} — scale an inference service.

@@ -41,6 +41,30 @@ pub fn tail(path: &Path, tail_bytes: u64) -> io::Result<(String, bool)> {
     Ok((String::from_utf8_lossy(&buf).into_owned(), start > 0))
 }
 
+/// Up to `max_bytes` (capped at [`MAX_TAIL_BYTES`]) of the file from byte
+/// `from`, and the offset just past them: following a log. A character cut
+/// at the end is left for the next read, so no read splits one. A missing
+/// file is an empty log.
+pub fn read_from(path: &Path, from: u64, max_bytes: u64) -> io::Result<(String, u64)> {
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((String::new(), 0)),
+        Err(e) => return Err(e),
+    };
+    let start = from.min(f.metadata()?.len());
+    f.seek(SeekFrom::Start(start))?;
+    let mut buf = Vec::new();
+    f.take(max_bytes.min(MAX_TAIL_BYTES))
+        .read_to_end(&mut buf)?;
+    if let Err(e) = std::str::from_utf8(&buf) {
+        if e.error_len().is_none() {
+            buf.truncate(e.valid_up_to());
+        }
+    }
+    let end = start + buf.len() as u64;
+    Ok((String::from_utf8_lossy(&buf).into_owned(), end))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,6 +84,25 @@ mod tests {
         assert_eq!(
             tail(&dir.path().join("none"), 4).unwrap(),
             (String::new(), false)
+        );
+    }
+
+    #[test]
+    fn read_from_goes_on_where_the_last_read_ended_and_never_splits_a_character() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = log_path(dir.path(), "t/1");
+        let mut f = open_for_append(&path).unwrap();
+        f.write_all("ab\u{e9}".as_bytes()).unwrap(); // 'é' is two bytes: 4 in all
+        assert_eq!(read_from(&path, 0, 2).unwrap(), ("ab".to_string(), 2));
+        // Three bytes from 1 would end inside 'é': it waits for the next read.
+        assert_eq!(read_from(&path, 1, 2).unwrap(), ("b".to_string(), 2));
+        assert_eq!(read_from(&path, 2, 100).unwrap(), ("\u{e9}".to_string(), 4));
+        assert_eq!(read_from(&path, 4, 100).unwrap(), (String::new(), 4));
+        // Past the end (the file was replaced): read from its end.
+        assert_eq!(read_from(&path, 99, 100).unwrap(), (String::new(), 4));
+        assert_eq!(
+            read_from(&dir.path().join("none"), 7, 4).unwrap(),
+            (String::new(), 0)
         );
     }
 }

@@ -474,18 +474,44 @@ impl Runtime {
     /// is gone, and after this agent restarted: then the control plane's
     /// `task_id` names the file), and whether it was cut.
     pub fn tail_log(&self, allocation_id: &str, task_id: &str, tail_bytes: u64) -> (String, bool) {
-        let path = match self.workloads.get(allocation_id) {
-            Some(w) => w.log_path.clone(),
-            None => match self.finished.iter().rev().find(|(a, _)| a == allocation_id) {
-                Some((_, task)) => logs::log_path(&self.data_dir, task),
-                None if !task_id.is_empty() => logs::log_path(&self.data_dir, task_id),
-                None => return (String::new(), false),
-            },
+        let Some(path) = self.log_file(allocation_id, task_id) else {
+            return (String::new(), false);
         };
         logs::tail(&path, tail_bytes).unwrap_or_else(|e| {
             tracing::warn!("reading log {}: {e}", path.display());
             (String::new(), false)
         })
+    }
+
+    /// Up to `max_bytes` of the log from byte `from`, and the offset past
+    /// them (following a log, `caldera logs -f`).
+    pub fn read_log(
+        &self,
+        allocation_id: &str,
+        task_id: &str,
+        from: u64,
+        max_bytes: u64,
+    ) -> (String, u64) {
+        let Some(path) = self.log_file(allocation_id, task_id) else {
+            return (String::new(), from);
+        };
+        logs::read_from(&path, from, max_bytes).unwrap_or_else(|e| {
+            tracing::warn!("reading log {}: {e}", path.display());
+            (String::new(), from)
+        })
+    }
+
+    /// The log file of an allocation: a live or finished one it remembers,
+    /// else its task's (a restarted agent still finds it on disk).
+    fn log_file(&self, allocation_id: &str, task_id: &str) -> Option<std::path::PathBuf> {
+        match self.workloads.get(allocation_id) {
+            Some(w) => Some(w.log_path.clone()),
+            None => match self.finished.iter().rev().find(|(a, _)| a == allocation_id) {
+                Some((_, task)) => Some(logs::log_path(&self.data_dir, task)),
+                None if !task_id.is_empty() => Some(logs::log_path(&self.data_dir, task_id)),
+                None => None,
+            },
+        }
     }
 
     fn write_ledger(&self) {
