@@ -191,3 +191,32 @@ fn an_inference_replica_is_replaced_within_five_seconds() {
     assert!(replaced < 5000, "replaced only after {replaced} ms");
     victim.resume();
 }
+
+/// A heartbeat as the agent sends it, numbered `seq`.
+fn heartbeat(epoch: u64, seq: u64) -> Value {
+    serde_json::json!({"type": "heartbeat", "epoch": epoch, "seq": seq,
+        "metrics": {"gpus": [], "cpu_used_pct": 0.0, "memory_used_mb": 0, "disk_free_mb": 0,
+                    "disk_read_bytes_per_s": 0, "disk_write_bytes_per_s": 0},
+        "workloads": []})
+}
+
+#[test]
+fn every_heartbeat_accepted_under_the_current_epoch_renews_the_lease_and_no_other() {
+    use caldera_chaos_tests::{fake_node, JOIN_TOKEN};
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    let (mut s, welcome) = fake_node::hello(&cp.addr, JOIN_TOKEN, "fake-1", 1, None).unwrap();
+    assert_eq!(welcome["type"], "welcome", "{welcome}");
+    assert_eq!(welcome["lease_ms"], 2000, "the configured lease: {welcome}");
+    let epoch = welcome["epoch"].as_u64().unwrap_or(0);
+    for seq in [1, 2, 7] {
+        fake_node::send(&mut s, &heartbeat(epoch, seq)).unwrap();
+        let renewed = fake_node::expect(&mut s, "lease_renewed", Duration::from_secs(5)).unwrap();
+        assert_eq!(renewed["epoch"], epoch, "{renewed}");
+        assert_eq!(renewed["seq"], seq, "{renewed}");
+    }
+    // A heartbeat under another epoch renews nothing: it is refused.
+    fake_node::send(&mut s, &heartbeat(epoch + 5, 8)).unwrap();
+    let answer = fake_node::read_json(&mut s).unwrap();
+    assert_eq!(answer["type"], "refused", "{answer}");
+}

@@ -151,3 +151,31 @@ fn a_request_no_node_could_ever_hold_waits_marked_unschedulable() {
         "{d:#?}"
     );
 }
+
+#[test]
+fn a_cordoned_node_takes_no_new_work_says_so_and_gives_no_victims() {
+    let mut c = core_with(&[("a", 1), ("b", 1)]);
+    c.set_cordoned("a", true);
+    submit(&mut c, "t", spec("low", 1, "low", None), 1, 1);
+    assert_eq!(placed(&c.cycle(0)), ["low"]);
+    assert!(c.ledger.all().all(|e| e.allocation.node == "b"));
+    // b is full and a cordoned: the next waits, and the reason names the cordon.
+    submit(&mut c, "t", spec("next", 1, "low", None), 2, 1);
+    let d = c.cycle(1_000);
+    assert!(placed(&d).is_empty(), "{d:#?}");
+    assert!(
+        d.iter()
+            .any(|d| matches!(d, Decision::Pending { task_id, reason, .. }
+        if task_id == "next" && reason.contains("1 cordoned (no new placements)"))),
+        "{d:#?}"
+    );
+    // Cordoning b too: what runs there stays, and no preemption evicts it
+    // to make room on a node that takes no new work.
+    c.set_cordoned("b", true);
+    submit(&mut c, "t", spec("hi", 1, "high", None), 3, 1);
+    assert!(victims(&c.cycle(100_000)).is_empty());
+    assert_eq!(c.ledger.all().count(), 1);
+    // Uncordoned, a takes work again.
+    c.set_cordoned("a", false);
+    assert_eq!(placed(&c.cycle(101_000)), ["hi"]);
+}
