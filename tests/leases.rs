@@ -145,10 +145,15 @@ fn a_control_plane_restarted_during_the_fence_does_not_requeue_early() {
     });
     assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
     let (node, paused_at, victim) = silence(&api, "train", &a, &b);
+    // The fence is recorded (its event is in the task's batch): restart inside it.
     assert!(
-        wait_until(Duration::from_secs(10), || !events(&cp, &node, "node_lost")
-            .is_empty()),
-        "{node} not reported lost"
+        wait_until(Duration::from_secs(10), || !events(
+            &cp,
+            &node,
+            "node_fenced"
+        )
+        .is_empty()),
+        "train was not fenced on {node}"
     );
     cp.restart(); // kill -9 and start again, inside the fence
     let api = cp.api(&token);

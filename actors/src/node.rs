@@ -144,8 +144,16 @@ impl NodeActor {
         self.session = None;
         let notice = crate::node_loss::loss_notice(&self.rec.name, silent, self.rec.epoch, fence);
         self.persist(EventKind::NodeLost, notice);
+        self.sh.scheduler.do_send(NodeDown {
+            name: self.rec.name.clone(),
+        });
+        self.tell_tasks_lost(ctx, fence_until_ms);
+    }
+
+    /// Every task with an allocation on this lost node hears `NodeLost`
+    /// once (each decides: requeued, or fenced until `fence_until_ms`).
+    fn tell_tasks_lost(&mut self, ctx: &mut Context<Self>, fence_until_ms: u64) {
         let name = self.rec.name.clone();
-        self.sh.scheduler.do_send(NodeDown { name: name.clone() });
         let sh = self.sh.clone();
         ctx.spawn(
             async move {
@@ -165,6 +173,26 @@ impl NodeActor {
             }
             .into_actor(self),
         );
+    }
+
+    /// A node recorded lost before a restart may still have tasks that never
+    /// heard of it (the control plane stopped between recording the loss and
+    /// telling them). Once the boot grace has passed without the agent coming
+    /// back, they are told again; those that did hear ignore it. The fence
+    /// counts from this actor's creation: never earlier than the lease.
+    fn retell_loss_at_boot(&mut self, ctx: &mut Context<Self>) {
+        if self.rec.state != NodeState::Lost {
+            return;
+        }
+        let wait = self
+            .last_seen
+            .saturating_duration_since(self.sh.clock.instant());
+        ctx.run_later(wait, |act, ctx| {
+            if act.rec.state == NodeState::Lost {
+                let fence = act.fence_wait().as_millis() as u64;
+                act.tell_tasks_lost(ctx, act.sh.now_ms().saturating_add(fence));
+            }
+        });
     }
 
     /// Opens the session a hello asked for: a new epoch, the inventory it
@@ -244,6 +272,7 @@ impl Actor for NodeActor {
         self.sup.started(ctx);
         let every = Duration::from_millis((self.sh.config.heartbeat_interval_ms / 2).max(50));
         ctx.run_interval(every, |act, ctx| act.check_liveness(ctx));
+        self.retell_loss_at_boot(ctx);
     }
 }
 
