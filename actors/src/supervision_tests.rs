@@ -241,3 +241,68 @@ fn a_hello_the_scheduler_cannot_answer_is_refused_not_welcomed_with_kills() {
         assert!(!connected, "the session is dropped; the agent reconnects");
     });
 }
+
+/// Persist, then act: a cordon whose commit fails answers 503, leaves the
+/// node as it was and tells the Scheduler nothing; recorded, the Scheduler
+/// hears it, and an uncordon lifts it the same way.
+#[test]
+fn a_cordon_that_cannot_be_recorded_answers_503_and_changes_nothing() {
+    use crate::protocol::node::{CordonNode, Uncordon};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
+    let heard = Heard::default();
+    actix_rt::System::new().block_on(async move {
+        let sh = shared(store, &heard);
+        let node = NodeActor::spawn(node_record("gpu-9"), sh.clone(), Duration::ZERO);
+        sh.gate.refuse_commits(1);
+        let refused = node.send(CordonNode { drain: false }).await.unwrap();
+        assert_eq!(
+            refused.as_ref().err().map(|e| e.error_code().http_status),
+            Some(503),
+            "{refused:?}"
+        );
+        let (rec, _, _) = node.send(NodeSnapshot).await.unwrap();
+        assert_eq!(rec.cordon, None);
+        assert!(
+            !heard.all().iter().any(|h| h.starts_with("node_cordoned")),
+            "{:?}",
+            heard.all()
+        );
+
+        node.send(CordonNode { drain: false })
+            .await
+            .unwrap()
+            .unwrap();
+        let (rec, _, _) = node.send(NodeSnapshot).await.unwrap();
+        let cordon = rec.cordon.expect("cordoned");
+        assert_eq!(
+            (cordon.by, cordon.drain),
+            (caldera_spec::CordonBy::Operator, false)
+        );
+        let stored = sh
+            .gate
+            .store()
+            .node("gpu-9")
+            .unwrap()
+            .and_then(|n| n.cordon);
+        assert_eq!(stored.map(|c| c.by), Some(caldera_spec::CordonBy::Operator));
+        assert!(
+            heard
+                .all()
+                .contains(&"node_cordoned gpu-9 true".to_string()),
+            "{:?}",
+            heard.all()
+        );
+
+        node.send(Uncordon).await.unwrap().unwrap();
+        let (rec, _, _) = node.send(NodeSnapshot).await.unwrap();
+        assert_eq!(rec.cordon, None);
+        assert!(
+            heard
+                .all()
+                .contains(&"node_cordoned gpu-9 false".to_string()),
+            "{:?}",
+            heard.all()
+        );
+    });
+}
