@@ -22,16 +22,31 @@ pub(super) struct Inputs<'a> {
 }
 
 impl Agent {
+    /// Says `Draining` on the welcomed session, once per session: after a
+    /// reconnect (the control plane restarted) the new one has not heard it.
+    fn tell_draining(&mut self, told: &mut Option<u64>, why: &str) {
+        let Some(epoch) = self.live_epoch() else {
+            return;
+        };
+        if *told != Some(epoch) {
+            *told = Some(epoch);
+            self.send(NodeMessage::Draining {
+                epoch,
+                reason: why.to_string(),
+            });
+        }
+    }
+
     /// Drains the node: `Draining`, then the usual loop until nothing is
     /// left on it or the drain timeout passes. Without a welcomed session
     /// there is no one to move the work, so it returns at once.
     pub(super) async fn drain(&mut self, why: &str, inputs: Inputs<'_>) {
-        let Some(epoch) = self.live_epoch() else {
+        if self.live_epoch().is_none() {
             tracing::warn!(
                 "stopping without a session: the node cannot be drained; its workloads are stopped"
             );
             return;
-        };
+        }
         if self.runtime.all_exited() {
             return;
         }
@@ -39,16 +54,17 @@ impl Agent {
             "draining: asking the control plane to move {} workload(s) away",
             self.runtime.reports().len()
         );
-        self.send(NodeMessage::Draining {
-            epoch,
-            reason: why.to_string(),
-        });
+        let mut told = None;
+        self.tell_draining(&mut told, why);
         let bound = Duration::from_millis(self.config.drain_timeout_ms);
         let deadline = tokio::time::Instant::now() + bound;
         while !self.runtime.all_exited() {
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => break,
-                Some(event) = inputs.events.recv() => self.on_session(event),
+                Some(event) = inputs.events.recv() => {
+                    self.on_session(event);
+                    self.tell_draining(&mut told, why);
+                }
                 Some(note) = inputs.notes.recv() => {
                     self.runtime.handle(note);
                     self.flush();
