@@ -126,7 +126,7 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_replicas: Option<u32>,
     /// What a lost node means for this task (default: `fence` for training
-    /// and reservations, `replace` for inference; see [`OnNodeLoss`]).
+    /// and reservations, `replace` for inference replicas; see [`OnNodeLoss`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_node_loss: Option<OnNodeLoss>,
 }
@@ -164,12 +164,14 @@ impl TaskSpec {
             .and_then(|d| crate::validate::parse_duration(d).ok())
     }
 
-    /// The node-loss policy, written or the task type's default.
+    /// The node-loss policy, written or the default: `replace` for an
+    /// inference service's replicas (stateless, they run a command), `fence`
+    /// for training and for reservations of either type.
     pub fn node_loss_policy(&self) -> OnNodeLoss {
         match (self.on_node_loss, self.task_type) {
             (Some(p), _) => p,
-            (None, TaskType::Inference) => OnNodeLoss::Replace,
-            (None, TaskType::Training) => OnNodeLoss::Fence,
+            (None, TaskType::Inference) if !self.command.is_empty() => OnNodeLoss::Replace,
+            (None, _) => OnNodeLoss::Fence,
         }
     }
 

@@ -206,6 +206,12 @@ fn bad_inputs_are_rejected_with_code_and_field() {
             "task_type",
         ),
         (
+            "an on_node_loss that is neither fence nor replace",
+            seed_with("/on_node_loss", Some(json!("sometimes"))),
+            K::BadFormat,
+            "on_node_loss",
+        ),
+        (
             "empty task id",
             seed_with("/task_id", Some(json!(""))),
             K::BadFormat,
@@ -495,4 +501,20 @@ fn a_hello_inventory_with_a_gpu_index_twice_is_refused() {
             "{name}"
         );
     }
+}
+
+#[test]
+fn on_node_loss_defaults_by_task_type_and_can_be_chosen() {
+    use caldera_spec::OnNodeLoss;
+    let training = parse_task_spec(SEED.as_bytes()).unwrap();
+    assert_eq!(training.node_loss_policy(), OnNodeLoss::Fence);
+    let service = parse_task_spec(&inference_with(serde_json::json!({}))).unwrap();
+    assert_eq!(service.node_loss_policy(), OnNodeLoss::Replace);
+    let chosen = parse_task_spec(&seed_with("/on_node_loss", Some("replace".into()))).unwrap();
+    assert_eq!(chosen.node_loss_policy(), OnNodeLoss::Replace);
+    let fenced = inference_with(serde_json::json!({"on_node_loss": "fence"}));
+    assert_eq!(
+        parse_task_spec(&fenced).unwrap().node_loss_policy(),
+        OnNodeLoss::Fence
+    );
 }
