@@ -7,6 +7,7 @@ pub mod bench;
 pub mod fake_node;
 pub mod http;
 pub mod keepalive;
+pub mod ledger;
 pub mod process;
 pub mod task_view;
 

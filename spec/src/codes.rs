@@ -94,6 +94,7 @@ registry! {
     STORAGE_UNSUPPORTED_FORMAT = 50004, "storage_unsupported_format", 500, "the data directory was written by an incompatible version";
     STORAGE_CONFIG = 50005, "storage_config", 500, "a storage setting is out of range";
     UNAVAILABLE = 50301, "unavailable", 503, "a control-plane actor is not answering; retry";
+    NOT_RECORDED = 50302, "not_recorded", 503, "the change could not be recorded in storage; nothing of it was applied; retry";
 }
 
 /// The registered error with `code`, if any.

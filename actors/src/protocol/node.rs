@@ -59,7 +59,7 @@ pub struct FetchLogs {
 /// is closed and its tasks are handled as on node loss. Answers false when it
 /// was revoked already.
 #[derive(Message)]
-#[rtype(result = "bool")]
+#[rtype(result = "crate::errors::Result<bool>")]
 pub struct Revoke;
 
 /// Record, connection state and latest metrics.

@@ -10,6 +10,7 @@ pub mod idle;
 pub mod utilization;
 
 use crate::clock::Clock;
+use crate::commit_site::CommitSite;
 use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::protocol::scheduler::{
@@ -158,29 +159,36 @@ impl Scheduler {
                 });
             }
         }
+        // A quota change whose marks were not recorded: mark them now.
+        for t in self.gate.store().tenants().unwrap_or_default() {
+            self.remark(&t.name);
+        }
         for (_, n) in self.registry.nodes() {
             n.do_send(crate::protocol::node::Reannounce);
         }
     }
 
-    /// Frees an allocation of the ledger, in sled too, with an event.
+    /// Frees an allocation of the ledger: recorded in sled (with an event)
+    /// first, then let go in memory. Not recorded: the ledger keeps it, and
+    /// the next pass stops the Scheduler to be rebuilt from sled (where the
+    /// reconciliation with the task records frees it if its task is done).
     fn free(&mut self, allocation_id: &str, reason: &str) {
-        let Some(e) = self.core.release(allocation_id) else {
+        let Some(e) = self.core.ledger().get(allocation_id) else {
             return;
         };
-        self.unrecorded.remove(allocation_id);
-        self.usage.remove(allocation_id);
-        self.idle.forget(allocation_id);
         let a = &e.allocation;
         let mut b = self.gate.store().batch();
         b.remove_allocation(&a.allocation_id);
         b.append_event(released(a, self.clock.now_ms(), &format!(": {reason}")));
-        if let Err(err) = self.gate.commit(b) {
-            // Memory has let the room go, sled has not: fatal. The next pass
-            // stops the Scheduler and its supervisor rebuilds it from sled.
+        if let Err(err) = self.gate.commit(CommitSite::Free, b) {
             tracing::error!(allocation = %a.allocation_id, error = %err, "could not record release; restarting the scheduler");
             self.fatal = true;
+            return;
         }
+        self.core.release(allocation_id);
+        self.unrecorded.remove(allocation_id);
+        self.usage.remove(allocation_id);
+        self.idle.forget(allocation_id);
     }
 
     /// Records a grant its task took, or says why not. What is recorded is
@@ -226,7 +234,7 @@ impl Scheduler {
             );
         }
         b.append_event(m.event);
-        match self.gate.commit(b) {
+        match self.gate.commit(CommitSite::Grant, b) {
             Ok(ticket) => {
                 self.unrecorded.remove(&id);
                 self.core.stamp_epoch(&id, a.epoch);
@@ -348,7 +356,7 @@ fn reconcile_ledger(
         }
     }
     if n > 0 {
-        gate.commit(freed)?;
+        gate.commit(CommitSite::LedgerReconcile, freed)?;
     }
     Ok(())
 }
@@ -395,6 +403,7 @@ fn grant_message(a: &Allocation) -> String {
 impl actix::Supervised for Scheduler {
     fn restarting(&mut self, _: &mut Context<Self>) {
         tracing::warn!("scheduler restarting: rebuilding from storage");
+        crate::supervision::REBUILDS.count("scheduler");
         self.rebuild();
     }
 }
@@ -514,43 +523,53 @@ impl Handler<SetQuota> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: SetQuota, ctx: &mut Context<Self>) {
         self.core.set_limits(&m.tenant, m.limits);
-        let changed = self.core.remark_borrowed(&m.tenant);
-        if !changed.is_empty() {
-            let mut b = self.gate.store().batch();
-            let mut now_borrowed = Vec::new();
-            for a in &changed {
-                b.put_allocation(a);
-                if let Some(t) = self.registry.task(&a.task_id) {
-                    t.do_send(Remarked {
-                        allocation: a.clone(),
-                    });
-                }
-                if a.borrowed {
-                    now_borrowed.push(a.allocation_id.clone());
-                }
-            }
-            let msg = if now_borrowed.is_empty() {
-                format!(
-                    "quota of {} changed: {} allocation(s) back within the guarantee",
-                    m.tenant,
-                    changed.len()
-                )
-            } else {
-                format!(
-                    "quota of {} changed: allocations {} keep running but are now borrowed (preemptible)",
-                    m.tenant,
-                    now_borrowed.join(", ")
-                )
-            };
-            b.append_event(
-                Event::new(self.clock.now_ms(), EventKind::QuotaChanged, msg).tenant(&m.tenant),
-            );
-            if let Err(e) = self.gate.commit(b) {
-                tracing::error!(error = %e, "could not record borrowed marks; restarting the scheduler");
-                self.fatal = true;
+        self.remark(&m.tenant);
+        self.request_cycle(ctx);
+    }
+}
+
+impl Scheduler {
+    /// Marks `tenant`'s allocations borrowed or guaranteed under its current
+    /// limits: recorded first, and only then are their tasks told. Not
+    /// recorded: the next pass stops the Scheduler, whose rebuild marks them
+    /// again from sled's limits.
+    fn remark(&mut self, tenant: &str) {
+        let changed = self.core.remark_borrowed(tenant);
+        if changed.is_empty() {
+            return;
+        }
+        let mut b = self.gate.store().batch();
+        let mut now_borrowed = Vec::new();
+        for a in &changed {
+            b.put_allocation(a);
+            if a.borrowed {
+                now_borrowed.push(a.allocation_id.clone());
             }
         }
-        self.request_cycle(ctx);
+        let msg = if now_borrowed.is_empty() {
+            format!(
+                "quota of {tenant} changed: {} allocation(s) back within the guarantee",
+                changed.len()
+            )
+        } else {
+            format!(
+                "quota of {tenant} changed: allocations {} keep running but are now borrowed (preemptible)",
+                now_borrowed.join(", ")
+            )
+        };
+        b.append_event(
+            Event::new(self.clock.now_ms(), EventKind::QuotaChanged, msg).tenant(tenant),
+        );
+        if let Err(e) = self.gate.commit(CommitSite::BorrowMarks, b) {
+            tracing::error!(error = %e, "could not record borrowed marks; restarting the scheduler");
+            self.fatal = true;
+            return;
+        }
+        for a in changed {
+            if let Some(t) = self.registry.task(&a.task_id) {
+                t.do_send(Remarked { allocation: a });
+            }
+        }
     }
 }
 
