@@ -409,6 +409,9 @@ impl actix::Supervised for TaskActor {
             Reread::Found(r) => {
                 self.retired = r.state.is_terminal();
                 self.rec = r;
+                if !self.retired {
+                    self.adopt_ledger_mark();
+                }
             }
             Reread::Gone => self.retired = true,
             Reread::Unreadable => {}

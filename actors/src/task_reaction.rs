@@ -154,6 +154,37 @@ impl TaskActor {
         }
     }
 
+    /// The borrowed mark is the ledger's: the Scheduler records it in `a/`
+    /// first and then tells the task, so a mark the task could not record
+    /// (it was rebuilt since) is taken from `a/` when the task is rebuilt.
+    pub(crate) fn adopt_ledger_mark(&mut self) {
+        let Some(a) = &self.rec.allocation else {
+            return;
+        };
+        let Ok(Some(stored)) = self.sh.gate.store().allocation(&a.allocation_id) else {
+            return;
+        };
+        if stored.borrowed == a.borrowed {
+            return;
+        }
+        let mut planned = self.rec.clone();
+        if let Some(p) = planned.allocation.as_mut() {
+            p.borrowed = stored.borrowed;
+        }
+        let what = if stored.borrowed {
+            "borrowed (preemptible)"
+        } else {
+            "within the guarantee"
+        };
+        let msg = format!(
+            "allocation {} is {what}, as the ledger records it",
+            stored.allocation_id
+        );
+        let e = self.event_of(&planned, EventKind::QuotaChanged, msg);
+        // Not recorded: the next rebuild tries again.
+        let _ = self.record(CommitSite::TaskRecord, planned, vec![e]);
+    }
+
     /// Records one event about the task, its record unchanged.
     pub(crate) fn note(
         &mut self,
