@@ -187,6 +187,17 @@ fn free(c: &mut Cluster) {
     assert_eq!(c.state("sub"), "released");
     let left = settled(&c.op, &c.ids, 10);
     assert!(left.is_empty(), "{left:#?}");
+    // `ledger_reconcile` too: the rebuild that would free it fails as well;
+    // the Scheduler is rebuilt again until the room is freed.
+    c.submit("sub2", &training("sub2", None));
+    c.wait_holding("sub2");
+    c.op.arm_fault("free", 0, 1);
+    c.op.arm_fault("ledger_reconcile", 0, 1);
+    assert_eq!(c.api.post("/v1/tasks/sub2/release", "{}").status, 200);
+    c.op.wait_refused("ledger_reconcile", 1, 10);
+    c.op.clear_faults();
+    let left = settled(&c.op, &c.ids, 10);
+    assert!(left.is_empty(), "{left:#?}");
 }
 
 /// `service_scale` and `replica_create`: a scale that cannot be recorded

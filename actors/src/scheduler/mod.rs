@@ -137,8 +137,11 @@ impl Scheduler {
         ) {
             Ok(fresh) => *self = fresh,
             Err(e) => {
-                tracing::error!(error = %e, "scheduler rebuild failed; keeping the in-memory state");
-                self.fatal = false;
+                // Memory may hold what sled does not (an allocation whose
+                // free was not recorded): try again at the next pass rather
+                // than carry on with it for good.
+                tracing::error!(error = %e, "scheduler rebuild failed; retrying at the next pass");
+                self.fatal = true;
                 return;
             }
         }
