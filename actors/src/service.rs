@@ -27,7 +27,7 @@ impl TaskActor {
     }
 
     fn replica_id(&self, i: u32) -> String {
-        format!("{}.r{i}", self.id())
+        caldera_spec::replica_id(self.id(), i)
     }
 
     pub(crate) fn start_service(&mut self, ctx: &mut Context<Self>, boot: Option<Ticket>) {

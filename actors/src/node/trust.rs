@@ -104,10 +104,14 @@ impl NodeActor {
                 continue;
             };
             usage.push((w.allocation_id.clone(), w.usage.clone()));
-            if let Some(x) = &w.exit {
-                let kind = WorkloadEventKind::Exited(x.clone());
-                self.forward(&task, &w.allocation_id, kind);
-            }
+            // A running workload is reported as started on every heartbeat:
+            // a task rebuilt after its `running` could not be recorded learns
+            // it from the next one (a task already running ignores it).
+            let kind = match &w.exit {
+                Some(x) => WorkloadEventKind::Exited(x.clone()),
+                None => WorkloadEventKind::Started { pid: w.pid },
+            };
+            self.forward(&task, &w.allocation_id, kind);
         }
         usage
     }
