@@ -42,7 +42,10 @@ impl TaskActor {
                 }
             }
             .into_actor(self)
-            .map(|_, act, _| act.ensure_replicas()),
+            .map(|_, act, _| {
+                act.ensure_replicas();
+                act.settle();
+            }),
         );
     }
 
@@ -51,7 +54,13 @@ impl TaskActor {
         for i in 0..self.desired() {
             let id = self.replica_id(i);
             if self.sh.registry.task(&id).is_some() {
-                self.replicas.entry(id).or_insert(TaskState::Queued);
+                // A live replica: a service rebuilt from sled learns its
+                // state from the replica's record (it may never move again).
+                let known = match self.sh.gate.store().task(&id) {
+                    Ok(Some(r)) => r.state,
+                    _ => TaskState::Queued,
+                };
+                self.replicas.entry(id).or_insert(known);
                 continue;
             }
             // A replica that ran before keeps counting its attempts, so the
