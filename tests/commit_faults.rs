@@ -11,7 +11,7 @@
 //! `cargo test --test commit_faults -- --ignored --nocapture`.
 use caldera_chaos_tests::http::Reply;
 use caldera_chaos_tests::ledger::{holds, over_committed, settled};
-use caldera_chaos_tests::{wait_until, Agent, Api, ControlPlane};
+use caldera_chaos_tests::{fake_node, wait_until, Agent, Api, ControlPlane};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -64,7 +64,9 @@ struct Cluster {
 impl Cluster {
     fn start() -> Cluster {
         let dir = tempfile::tempdir().unwrap();
-        let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+        // A short grace past a task's `duration`: the time-limit path.
+        let env = [("CALDERA_TIME_LIMIT_GRACE_MS", "200")];
+        let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &env);
         let agent = Agent::start(Path::new(BIN), &cp, "node-1", "8xA100-80GB", dir.path());
         let op = cp.operator();
         assert!(wait_until(Duration::from_secs(20), || connected(&op)));
@@ -275,6 +277,67 @@ fn quota(c: &mut Cluster) {
         });
 }
 
+/// Events of `kind` about task `id` (the tenant's view).
+fn events(c: &Cluster, id: &str, kind: &str) -> usize {
+    let r = c.api.get(&format!("/v1/events?task={id}&limit=500"));
+    r.data()["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["kind"] == kind)
+        .count()
+}
+
+/// `task_events`: at its time limit a task announces the checkpoint request
+/// and then stops its workload; the announcement cannot be recorded, so no
+/// stop is sent; the rebuilt task finds the deadline passed, and this time
+/// the request is recorded once and the task ends `failed` (time limit).
+fn task_events(c: &mut Cluster) {
+    let body = json!({"task_id": "lim", "task_type": "training", "duration": "00:00:01",
+        "resources": {"gpu": {"count": 1, "memory_gb": 80}, "cpu": {"cores": 1}},
+        "command": ["sleep", "30"]});
+    c.submit("lim", &body.to_string());
+    c.wait_state("lim", "running");
+    let before = c.op.rebuilds("task");
+    c.op.arm_fault("task_events", 0, 1);
+    c.op.wait_refused("task_events", 1, 10);
+    c.op.wait_rebuilt("task", before, 10);
+    c.op.clear_faults();
+    let v = c.wait_state("lim", "failed");
+    assert!(
+        v["failure"].as_str().unwrap_or("").contains("time_limit"),
+        "{v:#}"
+    );
+    assert_eq!(events(c, "lim", "checkpoint_requested"), 1);
+}
+
+/// `event`: an event recorded on its own (here a refused hello's) that
+/// cannot be recorded is lost, and nothing else is: the refusal still
+/// happens and is counted, the connected node keeps its session.
+fn event(c: &mut Cluster) {
+    let refused = |op: &Api| {
+        let text = op
+            .get("/metrics")
+            .body
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        text.lines()
+            .filter(|l| l.starts_with("caldera_node_reports_refused_total{node=\"node-1\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    let (addr, join) = (c.cp.addr.clone(), caldera_chaos_tests::JOIN_TOKEN);
+    let before = refused(&c.op);
+    c.op.arm_fault("event", 0, 1);
+    let (_s, reply) = fake_node::hello(&addr, join, "node-1", 1, None).unwrap();
+    assert_eq!(reply["type"], "refused", "{reply}");
+    c.op.wait_refused("event", 1, 10);
+    assert_eq!(refused(&c.op), before + 1);
+    assert!(connected(&c.op));
+    c.op.clear_faults();
+}
+
 /// `node_loss`: a loss that cannot be recorded changes nothing (no fence, no
 /// requeue); the next liveness check records it once.
 /// `node_hello`: a hello that cannot be recorded is refused (no epoch, no
@@ -324,6 +387,8 @@ fn a_failed_commit_on_every_path_changes_nothing_and_the_retry_succeeds() {
     free(&mut c);
     service_paths(&mut c);
     quota(&mut c);
+    task_events(&mut c);
+    event(&mut c);
     node_paths(&mut c);
     let left = settled(&c.op, &c.ids, 20);
     assert!(left.is_empty(), "ledger/task mismatches: {left:#?}");

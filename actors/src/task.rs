@@ -42,6 +42,8 @@ pub struct TaskActor {
     /// Rebuilt after its record became terminal (or vanished): it only waits
     /// for the last handles to drop.
     retired: bool,
+    /// Rebuilt by its supervisor while starting: send the start again.
+    redispatch: bool,
 }
 
 impl TaskActor {
@@ -55,6 +57,7 @@ impl TaskActor {
             replica_restarts: 0,
             sup: Supervision::default(),
             retired: false,
+            redispatch: false,
         }
     }
 
@@ -378,6 +381,13 @@ impl Actor for TaskActor {
             // Rebuilt (boot or supervisor) mid-run: the deadline still holds.
             self.arm_time_limit(ctx);
         }
+        if std::mem::take(&mut self.redispatch) {
+            // Rebuilt while starting, its timers gone and perhaps a step not
+            // recorded: start again (an agent ignores a start it already
+            // ran, and reports a running workload on every heartbeat), with
+            // a fresh preparing timeout.
+            self.dispatch(ctx, None);
+        }
         if matches!(self.rec.state, TaskState::Queued | TaskState::Preempted) {
             match self.boot.take() {
                 Some(t) => {
@@ -416,6 +426,11 @@ impl actix::Supervised for TaskActor {
             Reread::Gone => self.retired = true,
             Reread::Unreadable => {}
         }
+        self.redispatch = !self.retired
+            && matches!(
+                self.rec.state,
+                TaskState::Scheduled | TaskState::Preparing | TaskState::Warming | TaskState::Ready
+            );
         if self.retired {
             self.sh.registry.remove_task(self.id());
         } else {
