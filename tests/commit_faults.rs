@@ -413,7 +413,8 @@ fn until_recorded(request: impl Fn() -> Reply) -> Reply {
 }
 
 /// One round of churn with ids prefixed `p`: tasks that hold room, finish
-/// or run on, releases, a service scaled out and released, a quota change.
+/// or run on, a service scaled out, a quota change, the node lost (paused
+/// past its timeout) and back, then releases.
 /// Answers the ids it used. Statuses are not asserted: a fault may refuse
 /// any step, and the step is retried until it is recorded.
 fn churn_round(c: &Cluster, p: &str) -> BTreeSet<String> {
@@ -433,6 +434,10 @@ fn churn_round(c: &Cluster, p: &str) -> BTreeSet<String> {
     let scale = format!("/v1/tasks/{}/replicas", ids[3]);
     until_recorded(|| c.api.put(&scale, r#"{"replicas":2}"#));
     until_recorded(|| c.op.put("/v1/tenants/team-a/quota", r#"{"gpus":8}"#));
+    c.agent.pause();
+    wait_until(Duration::from_secs(10), || node(&c.op)["state"] == "lost");
+    c.agent.resume();
+    wait_until(Duration::from_secs(20), || connected(&c.op));
     for id in [&ids[0], &ids[2], &ids[3]] {
         until_recorded(|| c.api.post(&format!("/v1/tasks/{id}/release"), "{}"));
     }
