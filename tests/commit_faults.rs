@@ -365,6 +365,24 @@ fn node_paths(c: &mut Cluster) {
     c.op.clear_faults();
 }
 
+/// `node_hello` for a name never seen: the refused first hello issues no
+/// secret (the agent never got one), so the agent's next hello, still
+/// without a secret, is welcomed. Before, the secret's hash stayed in memory
+/// and every later hello was refused for lacking it.
+fn new_node_hello(c: &mut Cluster) {
+    let (addr, join) = (c.cp.addr.clone(), caldera_chaos_tests::JOIN_TOKEN);
+    let before = c.op.rebuilds("node");
+    c.op.arm_fault("node_hello", 0, 1);
+    let (_s, reply) = fake_node::hello(&addr, join, "node-9", 1, None).unwrap();
+    assert_eq!(reply["type"], "refused", "{reply}");
+    assert_eq!(reply["code"], 10009, "hello_unanswered, retried: {reply}");
+    c.op.wait_rebuilt("node", before, 10);
+    c.op.clear_faults();
+    let (_s, reply) = fake_node::hello(&addr, join, "node-9", 1, None).unwrap();
+    assert_eq!(reply["type"], "welcome", "{reply}");
+    assert_eq!(reply["epoch"], 1, "{reply}");
+}
+
 /// `node_revoke`: 503 and the node stays connected; the retry revokes it.
 fn node_revoke(c: &mut Cluster) {
     let before = c.op.rebuilds("node");
@@ -390,6 +408,7 @@ fn a_failed_commit_on_every_path_changes_nothing_and_the_retry_succeeds() {
     task_events(&mut c);
     event(&mut c);
     node_paths(&mut c);
+    new_node_hello(&mut c);
     let left = settled(&c.op, &c.ids, 20);
     assert!(left.is_empty(), "ledger/task mismatches: {left:#?}");
     let over = over_committed(&c.op);
