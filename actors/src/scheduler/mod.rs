@@ -4,6 +4,7 @@
 //! only) and records it when the task takes it (`RecordGrant`: the allocation,
 //! the task's `scheduled` record and the epoch in one batch), tells victims to
 //! checkpoint and stop, tells waiting tasks why they wait.
+mod borrow_marks;
 #[cfg(test)]
 mod free_tests;
 pub mod idle;
@@ -15,9 +16,9 @@ use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::protocol::scheduler::{
     AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, Enqueue, Free, LedgerAllocations,
-    NodeDown, NodeMetricsUpdate, NodeUp, RecordGrant, Restart, SetQuota, Stats,
+    NodeDown, NodeMetricsUpdate, NodeUp, RecordGrant, Restart, Stats,
 };
-use crate::protocol::task::{Pending, Placed, Preempt, Remarked};
+use crate::protocol::task::{Pending, Placed, Preempt};
 use crate::registry::Registry;
 use crate::shared::PoolOffers;
 use crate::views::SchedulerStats;
@@ -519,60 +520,6 @@ impl Handler<Checkpointed> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: Checkpointed, _: &mut Context<Self>) {
         self.core.checkpointed(&m.allocation_id, m.at_ms);
-    }
-}
-
-impl Handler<SetQuota> for Scheduler {
-    type Result = ();
-    fn handle(&mut self, m: SetQuota, ctx: &mut Context<Self>) {
-        self.core.set_limits(&m.tenant, m.limits);
-        self.remark(&m.tenant);
-        self.request_cycle(ctx);
-    }
-}
-
-impl Scheduler {
-    /// Marks `tenant`'s allocations borrowed or guaranteed under its current
-    /// limits: recorded first, and only then are their tasks told. Not
-    /// recorded: the next pass stops the Scheduler, whose rebuild marks them
-    /// again from sled's limits.
-    fn remark(&mut self, tenant: &str) {
-        let changed = self.core.remark_borrowed(tenant);
-        if changed.is_empty() {
-            return;
-        }
-        let mut b = self.gate.store().batch();
-        let mut now_borrowed = Vec::new();
-        for a in &changed {
-            b.put_allocation(a);
-            if a.borrowed {
-                now_borrowed.push(a.allocation_id.clone());
-            }
-        }
-        let msg = if now_borrowed.is_empty() {
-            format!(
-                "quota of {tenant} changed: {} allocation(s) back within the guarantee",
-                changed.len()
-            )
-        } else {
-            format!(
-                "quota of {tenant} changed: allocations {} keep running but are now borrowed (preemptible)",
-                now_borrowed.join(", ")
-            )
-        };
-        b.append_event(
-            Event::new(self.clock.now_ms(), EventKind::QuotaChanged, msg).tenant(tenant),
-        );
-        if let Err(e) = self.gate.commit(CommitSite::BorrowMarks, b) {
-            tracing::error!(error = %e, "could not record borrowed marks; restarting the scheduler");
-            self.fatal = true;
-            return;
-        }
-        for a in changed {
-            if let Some(t) = self.registry.task(&a.task_id) {
-                t.do_send(Remarked { allocation: a });
-            }
-        }
     }
 }
 
