@@ -296,10 +296,11 @@ fn task_events(c: &mut Cluster) {
     let body = json!({"task_id": "lim", "task_type": "training", "duration": "00:00:01",
         "resources": {"gpu": {"count": 1, "memory_gb": 80}, "cpu": {"cores": 1}},
         "command": ["sleep", "30"]});
-    c.submit("lim", &body.to_string());
-    c.wait_state("lim", "running");
+    // Armed before the run starts, so its deadline cannot come first (no
+    // other path of this scenario appends events on their own).
     let before = c.op.rebuilds("task");
     c.op.arm_fault("task_events", 0, 1);
+    c.submit("lim", &body.to_string());
     c.op.wait_refused("task_events", 1, 10);
     c.op.wait_rebuilt("task", before, 10);
     c.op.clear_faults();
