@@ -2,7 +2,8 @@
 //! `GET /v1/utilization` — a GPU is allocated by the fraction of its memory
 //! held — so by tenant, by node, by GPU model and the pool total agree; and on
 //! simulated nodes measured use is the workloads' own, never the host's load
-//! scaled onto simulated cores. Real server, real agents (simulated GPUs).
+//! scaled onto simulated cores; and the tenant's usage view
+//! (`GET /v1/tenants/{name}/usage`) counts GPUs by the same rule. Real server, real agents (simulated GPUs).
 use caldera_chaos_tests::{wait_until, Agent, ControlPlane};
 use serde_json::Value;
 use std::path::Path;
@@ -29,7 +30,9 @@ fn sum(rows: &Value, dim: &str) -> f64 {
 #[test]
 fn gpus_allocated_reconcile_by_tenant_node_model_and_total() {
     let dir = tempfile::tempdir().unwrap();
-    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    // Usage samples every 300 ms, so `GET /v1/tenants/{name}/usage` has one.
+    let env = [("CALDERA_USAGE_SAMPLE_MS", "300")];
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &env);
     let _a = Agent::start(Path::new(BIN), &cp, "acct-a", "2xA100-80GB", dir.path());
     let _b = Agent::start(Path::new(BIN), &cp, "acct-b", "1xT4-16GB", dir.path());
     let op = cp.operator();
@@ -83,6 +86,23 @@ fn gpus_allocated_reconcile_by_tenant_node_model_and_total() {
         "a 10 GB slice is 0.125 of a GPU, not 1"
     );
     assert_eq!(tenant("team-b"), Some(0.5));
+    // The tenant's usage view counts by the same rule (it counted the
+    // 10 GB slice as a whole GPU: 2 for team-a, 1 for team-b).
+    for (api, name) in [(&ta, "team-a"), (&tb, "team-b")] {
+        let path = format!("/v1/tenants/{name}/usage");
+        let mut current = Value::Null;
+        // A sample taken before the last grant is older news: wait for one
+        // taken since (they come every 300 ms).
+        let agree = wait_until(Duration::from_secs(10), || {
+            current = api.get(&path).data()["current"]["allocated"].clone();
+            current["gpus"].as_f64() == tenant(name)
+        });
+        assert!(
+            agree,
+            "{name}: usage {current:#} disagrees with utilisation {:?}",
+            tenant(name)
+        );
+    }
     // Reservations run no process: on simulated hosts nothing is measured as
     // used, whatever load the host itself is under.
     let cpu_used = d["total"]["cpu_cores"]["used"].as_f64().unwrap_or(-1.0);

@@ -6,9 +6,10 @@
 //!
 //! The CI versions take seconds; the long ones are `#[ignore]`d:
 //! `cargo test --release --test ledger_integrity -- --ignored --nocapture`.
+use caldera_chaos_tests::ledger::{holds, settled};
 use caldera_chaos_tests::{wait_until, Agent, Api, ControlPlane};
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
@@ -58,86 +59,6 @@ fn wait_connected(cp: &ControlPlane) {
         }),
         "node-1 did not connect"
     );
-}
-
-/// States in which a task holds exactly one allocation. A released task
-/// keeps its room only until its stop is confirmed (or overdue), so once the
-/// run has settled it holds none.
-fn holds(state: &str) -> bool {
-    matches!(
-        state,
-        "scheduled" | "preparing" | "warming" | "ready" | "running"
-    )
-}
-
-/// The ledger checked against the tasks `ids`: one line per mismatch.
-fn mismatches(op: &Api, ids: &BTreeSet<String>) -> Vec<String> {
-    let reply = op.get("/v1/allocations");
-    if reply.status != 200 {
-        return vec![format!("GET /v1/allocations answered {}", reply.status)];
-    }
-    let mut out = Vec::new();
-    let list = |k: &str| -> BTreeMap<String, Value> {
-        reply.data()[k]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|a| {
-                (
-                    a["allocation_id"].as_str().unwrap_or("").to_string(),
-                    a.clone(),
-                )
-            })
-            .collect()
-    };
-    let (ledger, stored) = (list("ledger"), list("stored"));
-    if ledger.keys().ne(stored.keys()) {
-        out.push(format!(
-            "ledger {:?} and sled {:?} differ",
-            ledger.keys().collect::<Vec<_>>(),
-            stored.keys().collect::<Vec<_>>()
-        ));
-    }
-    let mut per_task: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (id, a) in &ledger {
-        per_task
-            .entry(a["task_id"].as_str().unwrap_or("").to_string())
-            .or_default()
-            .push(id.clone());
-    }
-    let all: BTreeSet<String> = ids
-        .iter()
-        .cloned()
-        .chain(per_task.keys().cloned())
-        .collect();
-    for t in &all {
-        let v = op.task(t);
-        let state = v["state"].as_str().unwrap_or("(missing)");
-        let held = per_task.get(t).cloned().unwrap_or_default();
-        let own = v["allocation"]["allocation_id"].as_str();
-        let ok = if holds(state) {
-            held.len() == 1 && own == held.first().map(String::as_str)
-        } else {
-            held.is_empty()
-        };
-        if !ok {
-            out.push(format!(
-                "task {t} is {state} (record: {own:?}) and the ledger holds {held:?} for it"
-            ));
-        }
-    }
-    out
-}
-
-/// Polls until the ledger agrees with the tasks (states settle after a
-/// restart or a release), for at most `secs`; answers the last mismatches.
-fn settled(op: &Api, ids: &BTreeSet<String>, secs: u64) -> Vec<String> {
-    let mut last = Vec::new();
-    wait_until(Duration::from_secs(secs), || {
-        last = mismatches(op, ids);
-        last.is_empty()
-    });
-    last
 }
 
 /// `clients` threads each submit a 1-GPU reservation and release it at once,

@@ -28,12 +28,18 @@ fn service(id: &str, replicas: u32) -> String {
     .to_string()
 }
 
+/// A control plane and one agent with 4 GPUs, connected.
+fn cluster(dir: &Path) -> (ControlPlane, Agent) {
+    let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), &[]);
+    let agent = Agent::start(Path::new(BIN), &cp, "ids-node", "4xA100-80GB", dir);
+    assert!(wait_until(Duration::from_secs(20), || connected(&cp)));
+    (cp, agent)
+}
+
 #[test]
 fn task_ids_are_scoped_by_tenant() {
     let dir = tempfile::tempdir().unwrap();
-    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
-    let _agent = Agent::start(Path::new(BIN), &cp, "ids-node", "4xA100-80GB", dir.path());
-    assert!(wait_until(Duration::from_secs(20), || connected(&cp)));
+    let (cp, _agent) = cluster(dir.path());
     let a = cp.api(&cp.tenant("alpha"));
     let b = cp.api(&cp.tenant("bravo"));
     let op = cp.operator();
@@ -66,10 +72,13 @@ fn task_ids_are_scoped_by_tenant() {
     assert_eq!(clash.status, 409, "{}", clash.body);
     assert!(!clash.body.to_string().contains("alpha"), "{}", clash.body);
 
-    // alpha runs a task whose id looks like bravo's replica id.
-    let r = a.post("/v1/tasks", &training("svc.r1", &["sleep", "300"]));
+    // Both tenants run a service `svc`: bravo scaling in and releasing its
+    // own touches none of alpha's replicas.
+    let r = a.post("/v1/tasks", &service("svc", 2));
     assert_eq!(r.status, 201, "{}", r.body);
-    a.wait_task("svc.r1", 20, "running", |v| v["state"] == "running");
+    a.wait_task("svc.r1", 20, "alpha's replica running", |v| {
+        v["state"] == "running"
+    });
     let r = b.post("/v1/tasks", &service("svc", 2));
     assert_eq!(r.status, 201, "{}", r.body);
     b.wait_task("svc.r1", 20, "bravo's replica running", |v| {
@@ -87,10 +96,12 @@ fn task_ids_are_scoped_by_tenant() {
     assert_eq!(mine["state"], "running", "alpha's svc.r1: {mine:#}");
     assert_eq!(mine["tenant"], "alpha", "{mine:#}");
 
-    // alpha's finished svc2.r0 survives bravo creating service svc2.
-    let r = a.post("/v1/tasks", &training("svc2.r0", &["true"]));
+    // alpha's released svc2.r0 survives bravo creating service svc2.
+    let r = a.post("/v1/tasks", &service("svc2", 1));
     assert_eq!(r.status, 201, "{}", r.body);
-    a.wait_task("svc2.r0", 20, "finished", |v| v["state"] == "finished");
+    a.wait_task("svc2.r0", 20, "running", |v| v["state"] == "running");
+    assert_eq!(a.post("/v1/tasks/svc2/release", "").status, 200);
+    a.wait_task("svc2.r0", 20, "released", |v| v["state"] == "released");
     let r = b.post("/v1/tasks", &service("svc2", 1));
     assert_eq!(r.status, 201, "{}", r.body);
     let theirs = b.wait_task("svc2.r0", 20, "bravo's replica running", |v| {
@@ -99,9 +110,8 @@ fn task_ids_are_scoped_by_tenant() {
     assert_eq!(theirs["tenant"], "bravo", "{theirs:#}");
     assert_eq!(theirs["service"], "svc2", "{theirs:#}");
     let mine = a.task("svc2.r0");
-    assert_eq!(mine["state"], "finished", "alpha's svc2.r0: {mine:#}");
+    assert_eq!(mine["state"], "released", "alpha's svc2.r0: {mine:#}");
     assert_eq!(mine["tenant"], "alpha", "{mine:#}");
-    assert!(mine.get("service").is_none_or(|s| s.is_null()), "{mine:#}");
 
     // The operator names the tenant explicitly.
     for t in ["alpha", "bravo"] {
@@ -120,4 +130,32 @@ fn task_ids_are_scoped_by_tenant() {
     let peek = a.get(&format!("/v1/tasks/{id}?tenant=bravo"));
     assert!(peek.status == 403 || peek.status == 404, "{}", peek.body);
     assert!(!peek.body.to_string().contains("302"), "{}", peek.body);
+}
+
+/// Replica ids cannot meet a tenant's own ids (issue 9, finding 7): before,
+/// a tenant's task `svc.r1` and replica 1 of its own service `svc` were one
+/// task. An id of the replica form is refused with 422 `reserved_id` naming
+/// `task_id`, and the replica is untouched.
+#[test]
+fn a_tenants_own_task_id_cannot_take_a_replicas_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _agent) = cluster(dir.path());
+    let a = cp.api(&cp.tenant("alpha"));
+    assert_eq!(a.post("/v1/tasks", &service("svc", 2)).status, 201);
+    let replica = a.wait_task("svc.r1", 20, "replica running", |v| v["state"] == "running");
+    for id in ["svc.r1", "svc.r2", "other.r0"] {
+        let r = a.post("/v1/tasks", &training(id, &["sleep", "300"]));
+        assert_eq!(r.status, 422, "{id}: {}", r.body);
+        assert_eq!(r.body["code"], 42202, "{id}: {}", r.body);
+        assert_eq!(r.body["field"], "task_id", "{id}: {}", r.body);
+    }
+    let now = a.task("svc.r1");
+    assert_eq!(now["state"], "running", "{now:#}");
+    assert_eq!(now["service"], "svc", "{now:#}");
+    assert_eq!(now["allocation"], replica["allocation"], "{now:#}");
+    // Ids that only look alike are the tenant's to use.
+    for id in ["svc.r", "svc.rx", "svc.r1x", "svc-r1"] {
+        let r = a.post("/v1/tasks", &training(id, &["true"]));
+        assert_eq!(r.status, 201, "{id}: {}", r.body);
+    }
 }

@@ -2,6 +2,7 @@
 //! from what was recorded (tenants, nodes, the ledger, live tasks), and owns
 //! the operations that create actors: submitting a task, creating a tenant,
 //! opening a node session.
+use crate::commit_site::CommitSite;
 use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::errors::{ActorError, Result};
@@ -278,7 +279,7 @@ impl Cluster {
         let ticket = self
             .sh
             .gate
-            .commit(b)
+            .commit(CommitSite::TaskSubmit, b)
             .map_err(|e| ActorError::not_recorded("the task", e))?;
         let actor = TaskActor::spawn(rec.clone(), self.sh.clone(), Some(ticket));
         self.sh.registry.add_task(&id, actor);
@@ -404,7 +405,7 @@ impl Cluster {
         let ticket = self
             .sh
             .gate
-            .commit(b)
+            .commit(CommitSite::TenantCreate, b)
             .map_err(|e| ActorError::not_recorded("the tenant", e))?;
         self.sh.tokens.insert_hash(
             rec.token_sha256.clone(),

@@ -232,7 +232,7 @@ impl ControlPlane {
         let Some(node) = self.sh.registry.node(name) else {
             return Ok(None);
         };
-        node.send(Revoke).await?;
+        node.send(Revoke).await??;
         self.node(name).await
     }
 
@@ -252,6 +252,17 @@ impl ControlPlane {
             CordonChange::Uncordon => node.send(Uncordon).await??,
         }
         self.node(name).await
+    }
+
+    /// Actor rebuilds since the process started, as `(kind, count)`, for `/metrics`.
+    pub fn actor_rebuilds(&self) -> Vec<(&'static str, u64)> {
+        crate::supervision::REBUILDS.snapshot()
+    }
+
+    /// The commit fail points (test builds only: the `failpoints` feature).
+    #[cfg(feature = "failpoints")]
+    pub fn commit_faults(&self) -> &crate::commit_faults::CommitFaults {
+        self.sh.gate.faults()
     }
 
     /// Refusals of what nodes said, as `(node, reason, count)`, for `/metrics`.

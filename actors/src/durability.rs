@@ -2,6 +2,7 @@
 //! makes all of them durable, and each writer waits only for the flush that
 //! covers its own batch. This is what lets the gateway acknowledge thousands of
 //! submissions a second while still answering 201 only after the record is on disk.
+use crate::commit_site::CommitSite;
 use caldera_storage::{StorageError, Store, WriteBatch};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,11 +18,10 @@ pub struct FlushGate {
     committed: AtomicU64,
     flushed: watch::Sender<u64>,
     kick: Notify,
-    /// Commits still to refuse: a fault injected by this crate's unit tests
-    /// (compiled only into them), to prove that a failed commit stops an
-    /// actor and its supervisor rebuilds it from sled.
-    #[cfg(test)]
-    refuse: AtomicU64,
+    /// Fail points (test builds only): to prove that a failed commit on
+    /// any path stops its actor and its supervisor rebuilds it from sled.
+    #[cfg(any(test, feature = "failpoints"))]
+    faults: crate::commit_faults::CommitFaults,
 }
 
 impl FlushGate {
@@ -33,8 +33,8 @@ impl FlushGate {
             committed: AtomicU64::new(0),
             flushed,
             kick: Notify::new(),
-            #[cfg(test)]
-            refuse: AtomicU64::new(0),
+            #[cfg(any(test, feature = "failpoints"))]
+            faults: Default::default(),
         });
         let flusher = gate.clone();
         actix::spawn(async move { flusher.run().await });
@@ -46,19 +46,18 @@ impl FlushGate {
         &self.store
     }
 
-    /// Applies `batch` atomically (visible to reads at once) and schedules a flush.
-    pub fn commit(&self, batch: WriteBatch) -> Result<Ticket, StorageError> {
-        #[cfg(test)]
-        if self
-            .refuse
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-        {
-            return Err(StorageError::Config(
-                "commit refused by a test fault".into(),
-            ));
+    /// Applies `batch` atomically (visible to reads at once) and schedules a
+    /// flush. `site` names the write path (logs, fail points).
+    pub fn commit(&self, site: CommitSite, batch: WriteBatch) -> Result<Ticket, StorageError> {
+        #[cfg(any(test, feature = "failpoints"))]
+        if self.faults.refuses(site) {
+            return Err(StorageError::Config(format!(
+                "commit at {site} refused by a test fault"
+            )));
         }
-        self.store.commit(batch)?;
+        self.store.commit(batch).inspect_err(|e| {
+            tracing::error!(%site, error = %e, "commit failed");
+        })?;
         let t = self.committed.fetch_add(1, Ordering::SeqCst) + 1;
         self.kick.notify_one();
         Ok(Ticket(t))
@@ -66,11 +65,11 @@ impl FlushGate {
 
     /// [`FlushGate::commit`] for changes whose failure is logged, not returned:
     /// `None` tells the caller not to act on what was not recorded.
-    pub fn commit_logged(&self, batch: WriteBatch) -> Option<Ticket> {
-        match self.commit(batch) {
+    pub fn commit_logged(&self, site: CommitSite, batch: WriteBatch) -> Option<Ticket> {
+        match self.commit(site, batch) {
             Ok(t) => Some(t),
             Err(e) => {
-                tracing::error!(error = %e, "could not record a change");
+                tracing::error!(%site, error = %e, "could not record a change");
                 None
             }
         }
@@ -80,7 +79,7 @@ impl FlushGate {
     pub fn record(&self, e: caldera_spec::Event) {
         let mut b = self.store.batch();
         b.append_event(e);
-        self.commit_logged(b);
+        self.commit_logged(CommitSite::Event, b);
     }
 
     /// The ticket of the latest batch committed so far: waiting for it covers
@@ -89,10 +88,17 @@ impl FlushGate {
         Ticket(self.committed.load(Ordering::SeqCst))
     }
 
-    /// Test fault: the next `n` commits fail as if sled had.
+    /// Test fault: the next `n` commits, at any site, fail as if sled had.
     #[cfg(test)]
     pub fn refuse_commits(&self, n: u64) {
-        self.refuse.store(n, Ordering::SeqCst);
+        let rule = crate::commit_faults::FaultRule { skip: 0, fail: n };
+        self.faults.arm(None, rule);
+    }
+
+    /// The fail points of this gate (test builds only).
+    #[cfg(any(test, feature = "failpoints"))]
+    pub fn faults(&self) -> &crate::commit_faults::CommitFaults {
+        &self.faults
     }
 
     /// Resolves once the batch behind `ticket` has been flushed to disk.
@@ -103,8 +109,12 @@ impl FlushGate {
     }
 
     /// Commits and waits for durability: the acknowledgement path.
-    pub async fn commit_durable(&self, batch: WriteBatch) -> Result<(), StorageError> {
-        let t = self.commit(batch)?;
+    pub async fn commit_durable(
+        &self,
+        site: CommitSite,
+        batch: WriteBatch,
+    ) -> Result<(), StorageError> {
+        let t = self.commit(site, batch)?;
         self.durable(t).await;
         Ok(())
     }
@@ -160,7 +170,7 @@ mod tests {
             for i in 0..3 {
                 let mut b = gate.store().batch();
                 b.meta_put(&format!("k{i}"), b"v");
-                tickets.push(gate.commit(b).unwrap());
+                tickets.push(gate.commit(CommitSite::Event, b).unwrap());
             }
             assert!(tickets[0] < tickets[1] && tickets[1] < tickets[2]);
             assert_eq!(store.meta_get("k2").unwrap().as_deref(), Some(&b"v"[..]));
@@ -182,11 +192,11 @@ mod tests {
             gate.refuse_commits(1);
             let mut b = gate.store().batch();
             b.meta_put("lost", b"v");
-            assert!(gate.commit(b).is_err());
+            assert!(gate.commit(CommitSite::Event, b).is_err());
             assert_eq!(store.meta_get("lost").unwrap(), None);
             let mut b = gate.store().batch();
             b.meta_put("kept", b"v");
-            gate.commit_durable(b).await.unwrap();
+            gate.commit_durable(CommitSite::Event, b).await.unwrap();
             assert!(store.meta_get("kept").unwrap().is_some());
         });
     }

@@ -15,6 +15,9 @@ pub enum ActorError {
     Conflict(String),
     #[error("{0}")]
     Unavailable(String),
+    /// A change whose commit failed: nothing of it was applied (503, retry).
+    #[error("{0}")]
+    NotRecorded(String),
     /// No registered node could ever hold the request (the message says why).
     #[error("{0}")]
     Unschedulable(String),
@@ -31,6 +34,7 @@ impl ActorError {
             ActorError::NotFound { .. } => &codes::NOT_FOUND,
             ActorError::Conflict(_) => &codes::CONFLICT,
             ActorError::Unavailable(_) => &codes::UNAVAILABLE,
+            ActorError::NotRecorded(_) => &codes::NOT_RECORDED,
             ActorError::Unschedulable(_) => &codes::UNSCHEDULABLE,
             ActorError::Storage(e) => e.error_code(),
         }
@@ -61,7 +65,7 @@ impl ActorError {
     /// A change that could not be recorded: nothing of it was applied, and
     /// the caller may retry (503), rather than a bare storage failure (500).
     pub fn not_recorded(what: &str, e: StorageError) -> Self {
-        ActorError::Unavailable(format!(
+        ActorError::NotRecorded(format!(
             "{what} could not be recorded ({e}); nothing was changed; retry"
         ))
     }

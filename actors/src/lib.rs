@@ -11,6 +11,9 @@
 //! `docs/architecture.md`.
 pub mod clock;
 pub mod cluster;
+#[cfg(any(test, feature = "failpoints"))]
+pub mod commit_faults;
+pub mod commit_site;
 pub mod config;
 pub mod control_plane;
 pub mod durability;
@@ -34,6 +37,7 @@ pub mod supervision;
 #[cfg(test)]
 mod supervision_tests;
 pub mod task;
+mod task_reaction;
 #[cfg(test)]
 mod task_tests;
 pub mod tenant;

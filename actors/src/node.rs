@@ -5,6 +5,7 @@
 //! only for what the node holds (`node_trust`): one session per name, opened
 //! with the name's secret; events and reports only for its own allocations
 //! under its current epoch.
+use crate::commit_site::CommitSite;
 use crate::errors::{ActorError, Result};
 use crate::node_trust::{self, Held, Refusal};
 use crate::protocol::lifecycle::Observe;
@@ -93,16 +94,26 @@ impl NodeActor {
         self.session.as_ref().is_some_and(|s| s.tx.send(m).is_ok())
     }
 
-    fn persist(&self, kind: EventKind, msg: String) -> Option<crate::durability::Ticket> {
+    /// Records `planned` with one event at `site`; only then is it the
+    /// record. Not recorded: the record stays as it was, and the actor is
+    /// rebuilt from sled.
+    fn record(
+        &mut self,
+        site: CommitSite,
+        planned: NodeRecord,
+        kind: EventKind,
+        msg: String,
+    ) -> Option<crate::durability::Ticket> {
         let mut b = self.sh.batch();
-        b.put_node(&self.rec);
-        b.append_event(Event::new(self.sh.now_ms(), kind, msg).node(&self.rec.name));
-        let t = self.sh.commit(b);
-        if t.is_none() {
-            self.sup.fail(format!(
-                "node {}: a change could not be recorded",
+        b.put_node(&planned);
+        b.append_event(Event::new(self.sh.now_ms(), kind, msg).node(&planned.name));
+        let t = self.sh.commit(site, b);
+        match t {
+            Some(_) => self.rec = planned,
+            None => self.sup.fail(format!(
+                "node {}: {site} could not be recorded",
                 self.rec.name
-            ));
+            )),
         }
         t
     }
@@ -139,11 +150,19 @@ impl NodeActor {
         let silent = self.sh.clock.since(self.last_seen);
         let fence = self.fence_wait();
         let fence_until_ms = self.sh.now_ms().saturating_add(fence.as_millis() as u64);
-        self.rec.state = NodeState::Lost;
-        self.rec.epoch += 1;
+        let mut planned = self.rec.clone();
+        planned.state = NodeState::Lost;
+        planned.epoch += 1;
+        let notice = crate::node_loss::loss_notice(&planned.name, silent, planned.epoch, fence);
+        // The fence must be on record before any task is requeued; not
+        // recorded, nothing happens, and the next liveness check tries again.
+        if self
+            .record(CommitSite::NodeLoss, planned, EventKind::NodeLost, notice)
+            .is_none()
+        {
+            return;
+        }
         self.session = None;
-        let notice = crate::node_loss::loss_notice(&self.rec.name, silent, self.rec.epoch, fence);
-        self.persist(EventKind::NodeLost, notice);
         self.sh.scheduler.do_send(NodeDown {
             name: self.rec.name.clone(),
         });
@@ -196,29 +215,44 @@ impl NodeActor {
     }
 
     /// Opens the session a hello asked for: a new epoch, the inventory it
-    /// brought, and the joined event; answers that event's ticket.
+    /// brought, the secret issued (its hash), and the joined event, recorded
+    /// before anything else; answers that event's ticket. Not recorded: the
+    /// hello is refused with a code the agent retries on, nothing changed.
     fn open_session(
         &mut self,
         hello: &Hello,
         session_id: u64,
         tx: UnboundedSender<ServerMessage>,
+        secret: Option<&str>,
     ) -> Option<crate::durability::Ticket> {
         let returned = self.rec.state == NodeState::Lost;
-        self.rec.epoch += 1;
-        self.rec.state = NodeState::Ready;
-        self.rec.inventory = hello.inventory.clone();
-        self.rec.last_seen_ms = self.sh.now_ms();
+        let mut planned = self.rec.clone();
+        planned.epoch += 1;
+        planned.state = NodeState::Ready;
+        planned.inventory = hello.inventory.clone();
+        planned.last_seen_ms = self.sh.now_ms();
+        NodeActor::lift_agent_cordon(&mut planned);
+        if let Some(s) = secret {
+            planned.secret_sha256 = Some(crate::tokens::hash(s));
+        }
+        let notice = join_notice(&planned.name, planned.epoch, returned, &planned.inventory);
+        let Some(t) = self.record(
+            CommitSite::NodeHello,
+            planned,
+            EventKind::NodeJoined,
+            notice,
+        ) else {
+            let detail = format!(
+                "node {}: the hello could not be recorded; say hello again",
+                self.rec.name
+            );
+            self.refuse_hello(&tx, Refusal::HelloUnanswered, detail);
+            return None;
+        };
         self.last_seen = self.sh.clock.instant();
-        self.lift_agent_cordon();
         self.session = Some(Session { id: session_id, tx });
         self.exits_forwarded.clear();
-        let notice = join_notice(
-            &self.rec.name,
-            self.rec.epoch,
-            returned,
-            &self.rec.inventory,
-        );
-        self.persist(EventKind::NodeJoined, notice)
+        Some(t)
     }
 
     /// Answers the hello once the ledger's view of the node is known: keep
@@ -281,7 +315,7 @@ impl actix::Supervised for NodeActor {
     /// session is not state to rebuild: it is the agent's socket, kept as is,
     /// so a connected agent stays connected across the rebuild.
     fn restarting(&mut self, _: &mut Context<Self>) {
-        self.sup.restarted();
+        self.sup.restarted("node");
         self.log_waiters.clear();
         let read = self.sh.gate.store().node(&self.rec.name);
         if let Reread::Found(r) = reread("node", &self.rec.name, read) {
@@ -309,15 +343,16 @@ impl Handler<AgentHello> for NodeActor {
         let Some(secret) = self.admit_hello(&m) else {
             return;
         };
+        let Some(ticket) = self.open_session(&m.hello, m.session_id, m.tx, secret.as_deref())
+        else {
+            return;
+        };
         self.data_dir = m.hello.data_dir.clone();
-        let ticket = self.open_session(&m.hello, m.session_id, m.tx);
         let sh = self.sh.clone();
         let name = self.rec.name.clone();
         ctx.wait(
             async move {
-                if let Some(t) = ticket {
-                    sh.gate.durable(t).await;
-                }
+                sh.gate.durable(ticket).await;
                 sh.scheduler.send(AllocationsOn { node: name }).await
             }
             .into_actor(self)

@@ -3,6 +3,7 @@
 //! with its own allocation, and is Running while at least one replica runs.
 //! Scaling adds or releases replicas; the idle inspector scales in down to the
 //! service's minimum.
+use crate::commit_site::CommitSite;
 use crate::durability::Ticket;
 use crate::errors::{ActorError, Result};
 use crate::protocol::task::Release;
@@ -26,7 +27,7 @@ impl TaskActor {
     }
 
     fn replica_id(&self, i: u32) -> String {
-        format!("{}.r{i}", self.id())
+        caldera_spec::replica_id(self.id(), i)
     }
 
     pub(crate) fn start_service(&mut self, ctx: &mut Context<Self>, boot: Option<Ticket>) {
@@ -41,7 +42,10 @@ impl TaskActor {
                 }
             }
             .into_actor(self)
-            .map(|_, act, _| act.ensure_replicas()),
+            .map(|_, act, _| {
+                act.ensure_replicas();
+                act.settle();
+            }),
         );
     }
 
@@ -50,7 +54,13 @@ impl TaskActor {
         for i in 0..self.desired() {
             let id = self.replica_id(i);
             if self.sh.registry.task(&id).is_some() {
-                self.replicas.entry(id).or_insert(TaskState::Queued);
+                // A live replica: a service rebuilt from sled learns its
+                // state from the replica's record (it may never move again).
+                let known = match self.sh.gate.store().task(&id) {
+                    Ok(Some(r)) => r.state,
+                    _ => TaskState::Queued,
+                };
+                self.replicas.entry(id).or_insert(known);
                 continue;
             }
             // A replica that ran before keeps counting its attempts, so the
@@ -93,8 +103,16 @@ impl TaskActor {
                 .task(&id)
                 .tenant(&rec.tenant),
             );
-            let ticket = self.sh.commit(b);
-            let actor = TaskActor::spawn(rec, self.sh.clone(), ticket);
+            let Some(ticket) = self.sh.commit(CommitSite::ReplicaCreate, b) else {
+                // No record, no replica: the service is rebuilt from sled and
+                // creates the replicas it still lacks then.
+                self.sup.fail(format!(
+                    "service {}: replica {id} could not be recorded",
+                    caldera_spec::local_id(self.id())
+                ));
+                return;
+            };
+            let actor = TaskActor::spawn(rec, self.sh.clone(), Some(ticket));
             self.sh.registry.add_task(&id, actor);
             self.replicas.insert(id, TaskState::Queued);
         }
@@ -114,7 +132,8 @@ impl TaskActor {
         };
         if self.rec.state != want && !self.rec.state.is_terminal() {
             let why = format!("{running} of {} replicas running", self.desired());
-            self.transition(want, Some(why));
+            // Not recorded: the rebuild reads sled and settles again.
+            let _ = self.transition(want, Some(why));
         }
     }
 
@@ -123,6 +142,16 @@ impl TaskActor {
         ctx: &mut Context<Self>,
         by: String,
     ) -> ResponseFuture<Result<TaskRecord>> {
+        // Recorded first: a release that could not be recorded releases no
+        // replica (503, retry).
+        let t = if self.rec.state.is_terminal() {
+            None
+        } else {
+            match self.transition(TaskState::Released, Some(format!("released by {by}"))) {
+                Ok(t) => Some(t),
+                Err(e) => return Box::pin(async move { Err(e) }),
+            }
+        };
         for id in self.replicas.keys() {
             if let Some(r) = self.sh.registry.task(id) {
                 r.do_send(Release {
@@ -130,11 +159,6 @@ impl TaskActor {
                 });
             }
         }
-        let t = if self.rec.state.is_terminal() {
-            None
-        } else {
-            self.transition(TaskState::Released, Some(format!("released by {by}")))
-        };
         self.sh.registry.remove_task(self.id());
         ctx.stop();
         let rec = self.rec.clone();
@@ -147,9 +171,15 @@ impl TaskActor {
         })
     }
 
-    fn scale(&mut self, n: u32, why: &str) {
+    /// Sets the replica count, recorded first; then releases the surplus
+    /// replicas or creates the missing ones. Not recorded: nothing changes.
+    fn scale(&mut self, n: u32, why: &str) -> Result<TaskRecord> {
         let before = self.desired();
-        self.rec.desired_replicas = Some(n);
+        let mut planned = self.rec.clone();
+        planned.desired_replicas = Some(n);
+        let msg = format!("replicas {before} -> {n}: {why}");
+        let e = self.event_of(&planned, EventKind::TaskTransition, msg);
+        self.record(CommitSite::ServiceScale, planned, vec![e])?;
         for i in n..before {
             let id = self.replica_id(i);
             if let Some(r) = self.sh.registry.task(&id) {
@@ -159,12 +189,9 @@ impl TaskActor {
             }
             self.replicas.remove(&id);
         }
-        self.persist(
-            EventKind::TaskTransition,
-            format!("replicas {before} -> {n}: {why}"),
-        );
         self.ensure_replicas();
         self.settle();
+        Ok(self.rec.clone())
     }
 }
 
@@ -181,7 +208,8 @@ impl Handler<ReplicaState> for TaskActor {
             self.replicas.remove(&m.replica);
             let delay = Duration::from_secs((1u64 << self.replica_restarts.min(6)).min(60));
             self.replica_restarts += 1;
-            self.persist(
+            let _ = self.note(
+                CommitSite::TaskEvents,
                 EventKind::TaskTransition,
                 format!(
                     "replica {} ended ({}); replaced in {}s",
@@ -218,8 +246,7 @@ impl Handler<Scale> for TaskActor {
                 self.id()
             )));
         }
-        self.scale(m.replicas, "scaled by request");
-        Ok(self.rec.clone())
+        self.scale(m.replicas, "scaled by request")
     }
 }
 
@@ -229,7 +256,8 @@ impl Handler<ScaleInIdle> for TaskActor {
         let min = self.rec.spec.min_replicas.unwrap_or(1);
         let n = self.desired();
         if n <= min {
-            self.persist(
+            let _ = self.note(
+                CommitSite::TaskEvents,
                 EventKind::IdleWarning,
                 format!(
                     "replica {} idle, but service stays at its minimum of {min} replicas",
@@ -240,7 +268,8 @@ impl Handler<ScaleInIdle> for TaskActor {
         }
         // Scale in by releasing the idle replica itself, then renumber nothing:
         // the highest index is what `scale` removes, so release that one.
-        self.scale(
+        // Not recorded: it stays as it is (logged; the actor is rebuilt).
+        let _ = self.scale(
             n - 1,
             &format!(
                 "scale-in: {} ({})",

@@ -1,5 +1,6 @@
 //! What every control-plane actor is handed at birth: the durable store behind
 //! its flush gate, the actor directory, the scheduler's address and the config.
+use crate::commit_site::CommitSite;
 use crate::config::ServerConfig;
 use crate::durability::{FlushGate, Ticket};
 use crate::protocol::SchedulerHandle;
@@ -55,8 +56,8 @@ impl Shared {
 
     /// Commits `b`; a storage failure is logged and reported as `None` (the
     /// caller does not act on a transition that was not recorded).
-    pub fn commit(&self, b: WriteBatch) -> Option<Ticket> {
-        self.gate.commit_logged(b)
+    pub fn commit(&self, site: CommitSite, b: WriteBatch) -> Option<Ticket> {
+        self.gate.commit_logged(site, b)
     }
 
     /// Milliseconds since the Unix epoch, from the injected clock.

@@ -83,7 +83,10 @@ impl SchedulerPort for Heard {
         b.put_allocation(&m.allocation);
         b.put_task(&m.record);
         b.append_event(m.event);
-        ready(gate.commit(b).map_err(|e| e.to_string()))
+        ready(
+            gate.commit(crate::commit_site::CommitSite::Grant, b)
+                .map_err(|e| e.to_string()),
+        )
     }
     fn ledger_allocations(&self, _: LedgerAllocations) -> Reply<Vec<Allocation>> {
         ready(Vec::new())

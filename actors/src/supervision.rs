@@ -12,6 +12,43 @@ use actix::prelude::*;
 use actix::WeakAddr;
 use caldera_storage::StorageError;
 
+/// Rebuilds since the process started, by actor kind, for `/metrics`
+/// (`caldera_actor_rebuilds_total`): a failed commit shows up there.
+/// Process-wide, like the process it counts in.
+pub static REBUILDS: Rebuilds = Rebuilds::new();
+
+/// Counters of [`REBUILDS`].
+pub struct Rebuilds {
+    counts: [std::sync::atomic::AtomicU64; 4],
+}
+
+impl Rebuilds {
+    /// The kinds counted, in the order of [`Rebuilds::snapshot`].
+    pub const KINDS: [&'static str; 4] = ["task", "node", "tenant", "scheduler"];
+
+    const fn new() -> Self {
+        Rebuilds {
+            counts: [const { std::sync::atomic::AtomicU64::new(0) }; 4],
+        }
+    }
+
+    /// One more rebuild of an actor of `kind` (one of [`Rebuilds::KINDS`]).
+    pub fn count(&self, kind: &str) {
+        if let Some(i) = Self::KINDS.iter().position(|k| *k == kind) {
+            self.counts[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// `(kind, rebuilds)` for every kind.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        Self::KINDS
+            .iter()
+            .zip(&self.counts)
+            .map(|(k, c)| (*k, c.load(std::sync::atomic::Ordering::Relaxed)))
+            .collect()
+    }
+}
+
 pub struct Supervision<A: Actor> {
     me: Option<WeakAddr<A>>,
     restarts: u32,
@@ -52,9 +89,10 @@ where
         self.last_fault = Some(why);
     }
 
-    /// Call from `Supervised::restarting`.
-    pub fn restarted(&mut self) {
+    /// Call from `Supervised::restarting`, naming the actor's kind.
+    pub fn restarted(&mut self, kind: &str) {
         self.restarts += 1;
+        REBUILDS.count(kind);
     }
 
     /// The observable state, with what the actor says of itself.

@@ -3,13 +3,14 @@
 //! Cancelled, Released and requeue on node loss — persists every transition
 //! before acting on it, and stops itself once the task is terminal (the record
 //! stays in sled).
+use crate::commit_site::CommitSite;
 use crate::durability::Ticket;
 use crate::errors::Result;
 use crate::lifecycle::{self, Input, Outcome, Step, Stopping};
 use crate::node_trust::{self, Refusal};
 use crate::protocol::lifecycle::Observe;
-use crate::protocol::node::{Dispatch, StopWorkload};
-use crate::protocol::scheduler::{Checkpointed, Dequeue, Enqueue, Free, RecordGrant};
+use crate::protocol::node::Dispatch;
+use crate::protocol::scheduler::{Enqueue, RecordGrant};
 use crate::protocol::task::{
     Pending, Placed, Preempt, Reclaim, Release, Remarked, TaskSnapshot, Workload, WorkloadMissing,
 };
@@ -38,10 +39,12 @@ pub struct TaskActor {
     pub(crate) replicas: std::collections::BTreeMap<String, TaskState>,
     /// An inference service: replicas replaced since one last ran (backoff).
     pub(crate) replica_restarts: u32,
-    sup: Supervision<TaskActor>,
+    pub(crate) sup: Supervision<TaskActor>,
     /// Rebuilt after its record became terminal (or vanished): it only waits
     /// for the last handles to drop.
     retired: bool,
+    /// Rebuilt by its supervisor while starting: send the start again.
+    redispatch: bool,
 }
 
 impl TaskActor {
@@ -55,6 +58,7 @@ impl TaskActor {
             replica_restarts: 0,
             sup: Supervision::default(),
             retired: false,
+            redispatch: false,
         }
     }
 
@@ -66,101 +70,33 @@ impl TaskActor {
     }
 
     /// Asks the lifecycle table what `input` means for this task and carries
-    /// the answer out. Answers the ticket of the last transition recorded, or
-    /// `ticket` when none was.
+    /// the answer out. Answers the ticket of what was recorded, or `ticket`
+    /// when nothing was; a change that could not be recorded was not made
+    /// (already logged, and the actor is being rebuilt).
     pub(crate) fn react(
         &mut self,
         ctx: &mut Context<Self>,
         input: Input<'_>,
         ticket: Option<Ticket>,
     ) -> Option<Ticket> {
+        self.try_react(ctx, input, ticket).unwrap_or(None)
+    }
+
+    /// [`TaskActor::react`] that says when the change could not be recorded.
+    fn try_react(
+        &mut self,
+        ctx: &mut Context<Self>,
+        input: Input<'_>,
+        ticket: Option<Ticket>,
+    ) -> Result<Option<Ticket>> {
         match lifecycle::decide(&self.rec, self.stopping.as_ref(), input) {
-            Outcome::Ignored(_) => ticket,
+            Outcome::Ignored(_) => Ok(ticket),
             Outcome::Steps(steps) => self.carry_out(ctx, steps, ticket),
         }
     }
 
-    /// Carries out the lifecycle table's steps in order. A dispatch waits for
-    /// the latest durable transition (tickets are ordered, so that covers the
-    /// allocation record too). A grant is recorded by the Scheduler: the steps
-    /// after it run once it answers.
-    fn carry_out(
-        &mut self,
-        ctx: &mut Context<Self>,
-        steps: Vec<Step>,
-        mut ticket: Option<Ticket>,
-    ) -> Option<Ticket> {
-        let mut steps = steps.into_iter();
-        while let Some(step) = steps.next() {
-            if lifecycle::apply_to_record(&mut self.rec, &step) {
-                continue;
-            }
-            match step {
-                Step::Grant { allocation, reason } => {
-                    self.record_grant(ctx, allocation, reason, steps.collect());
-                    return ticket;
-                }
-                Step::Enter { state, reason } => {
-                    if let Some(t) = self.transition(state, reason) {
-                        ticket = Some(t);
-                    }
-                    if state == TaskState::Running {
-                        self.arm_time_limit(ctx);
-                    }
-                }
-                Step::Decline {
-                    allocation_id,
-                    reason,
-                } => self.sh.scheduler.do_send(Free {
-                    allocation_id,
-                    reason,
-                }),
-                Step::Dispatch => self.dispatch(ctx, ticket),
-                Step::Enqueue => self.enqueue(),
-                Step::Dequeue => self.sh.scheduler.do_send(Dequeue {
-                    task_id: self.id().to_string(),
-                }),
-                Step::Free { reason } => self.free(&reason),
-                Step::StopWorkload { reason } => self.stop_workload(&reason),
-                Step::AwaitStop(why) => self.await_stop(ctx, why),
-                Step::ForgetStop => self.stopping = None,
-                Step::SaveCheckpoint { path } => self.save_checkpoint(path),
-                Step::Announce(events) => self.announce(events),
-                Step::Record { kind, message } => {
-                    self.persist(kind, message);
-                }
-                Step::AskServiceToScaleIn { reason } => self.ask_service_to_scale_in(reason),
-                Step::Fence { until_ms } => self.fence(ctx, until_ms),
-                Step::AwaitRelease => self.await_release(ctx),
-                Step::Finish { reason } => self.finish(ctx, &reason),
-                Step::Leave => {
-                    self.sh.registry.remove_task(self.id());
-                    ctx.stop();
-                }
-                // The record-only steps, applied above.
-                Step::Unbind
-                | Step::CountNodeLoss
-                | Step::Unfence
-                | Step::CountPreemption
-                | Step::RecordFailure(_)
-                | Step::RecordExitCode(_)
-                | Step::NotePending { .. } => {}
-            }
-        }
-        ticket
-    }
-
-    /// Appends events that leave the record as it is, in one batch.
-    fn announce(&mut self, events: Vec<(EventKind, String)>) {
-        let mut b = self.sh.batch();
-        for (kind, msg) in events {
-            b.append_event(self.event(kind, msg));
-        }
-        self.sh.commit(b);
-    }
-
     /// Arms the release's deadline: past it the room is freed anyway.
-    fn await_release(&mut self, ctx: &mut Context<Self>) {
+    pub(crate) fn await_release(&mut self, ctx: &mut Context<Self>) {
         let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
         ctx.run_later(wait, |act, ctx| {
             act.react(ctx, Input::ReleaseOverdue, None);
@@ -169,9 +105,14 @@ impl TaskActor {
 
     /// Remembers why a stop was asked for and arms its deadline: if no exit
     /// is reported by then, the stop's outcome happens anyway.
-    fn await_stop(&mut self, ctx: &mut Context<Self>, why: Stopping) {
+    pub(crate) fn await_stop(
+        &mut self,
+        ctx: &mut Context<Self>,
+        a: Option<&Allocation>,
+        why: Stopping,
+    ) {
         self.stopping = Some(why);
-        let alloc = self.allocation_id().unwrap_or_default();
+        let alloc = a.map(|a| a.allocation_id.clone()).unwrap_or_default();
         let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
         ctx.run_later(wait, move |act, ctx| {
             act.react(
@@ -188,7 +129,7 @@ impl TaskActor {
     /// `time-limit-grace-ms`, counted from when it entered Running (so a
     /// control plane rebuilt mid-run keeps the same deadline). Training and
     /// reservations only: an inference service runs until it is released.
-    fn arm_time_limit(&mut self, ctx: &mut Context<Self>) {
+    pub(crate) fn arm_time_limit(&mut self, ctx: &mut Context<Self>) {
         let (Some(limit_ms), Some(limit)) =
             (self.rec.spec.duration_ms(), self.rec.spec.duration.clone())
         else {
@@ -219,26 +160,8 @@ impl TaskActor {
         });
     }
 
-    /// The workload saved a checkpoint: the next start resumes from it, and
-    /// the scheduler counts work since then as what a preemption would lose.
-    fn save_checkpoint(&mut self, path: String) {
-        let now = self.sh.now_ms();
-        self.rec.checkpoint = Some(path.clone());
-        self.rec.checkpoint_ms = Some(now);
-        self.persist(
-            EventKind::CheckpointSaved,
-            format!("checkpoint saved: {path}"),
-        );
-        if let Some(a) = &self.rec.allocation {
-            self.sh.scheduler.do_send(Checkpointed {
-                allocation_id: a.allocation_id.clone(),
-                at_ms: now,
-            });
-        }
-    }
-
     /// An idle replica: its service decides whether to scale in.
-    fn ask_service_to_scale_in(&self, reason: String) {
+    pub(crate) fn ask_service_to_scale_in(&self, reason: String) {
         if let Some(svc) = &self.rec.service {
             if let Some(parent) = self.sh.registry.task(svc) {
                 parent.do_send(crate::protocol::task::ScaleInIdle {
@@ -261,49 +184,8 @@ impl TaskActor {
             .map(|a| a.allocation_id.clone())
     }
 
-    fn event(&self, kind: EventKind, msg: String) -> Event {
-        let mut e = Event::new(self.sh.now_ms(), kind, msg)
-            .task(self.id())
-            .tenant(&self.rec.tenant);
-        if let Some(a) = &self.rec.allocation {
-            e = e.node(&a.node);
-        }
-        e
-    }
-
-    /// Records the task and an event atomically.
-    pub(crate) fn persist(&mut self, kind: EventKind, msg: String) -> Option<Ticket> {
-        let mut b = self.sh.batch();
-        b.put_task(&self.rec);
-        b.append_event(self.event(kind, msg));
-        let t = self.sh.commit(b);
-        if t.is_none() {
-            self.sup.fail(format!(
-                "task {}: a transition could not be recorded",
-                self.id()
-            ));
-        }
-        t
-    }
-
-    pub(crate) fn transition(
-        &mut self,
-        state: TaskState,
-        reason: Option<String>,
-    ) -> Option<Ticket> {
-        let msg = move_to(&mut self.rec, state, self.sh.now_ms(), reason);
-        // Persist, then act: the service hears of a move only once it is
-        // recorded (a failed commit stops this actor and it is rebuilt from
-        // sled in its earlier state, which the service must not have heard of).
-        let ticket = self.persist(EventKind::TaskTransition, msg);
-        if ticket.is_some() {
-            self.tell_service(state);
-        }
-        ticket
-    }
-
     /// A replica tells its service where it moved.
-    fn tell_service(&self, state: TaskState) {
+    pub(crate) fn tell_service(&self, state: TaskState) {
         if let Some(svc) = &self.rec.service {
             if let Some(parent) = self.sh.registry.task(svc) {
                 parent.do_send(crate::protocol::task::ReplicaState {
@@ -316,7 +198,7 @@ impl TaskActor {
 
     /// Takes a grant: plans the record (the allocation bound, Scheduled) and
     /// has the Scheduler record it with the allocation in one batch.
-    fn record_grant(
+    pub(crate) fn record_grant(
         &mut self,
         ctx: &mut Context<Self>,
         allocation: Allocation,
@@ -347,7 +229,7 @@ impl TaskActor {
             a.allocation_id, a.node, a.epoch
         );
         a.epoch = epoch;
-        let event = self.event(EventKind::AllocationGranted, msg);
+        let event = self.event_of(&planned, EventKind::AllocationGranted, msg);
         self.ask_to_record(ctx, planned, event, Vec::new());
     }
 
@@ -380,7 +262,8 @@ impl TaskActor {
                 if entered {
                     act.tell_service(act.rec.state);
                 }
-                act.carry_out(ctx, then, Some(ticket));
+                // A failure here is logged and rebuilds the actor.
+                let _ = act.carry_out(ctx, then, Some(ticket));
             }
             Ok(Err(why)) => {
                 tracing::info!(task = %act.id(), allocation = %id, %why, "not recorded; the record stays as it was");
@@ -393,7 +276,7 @@ impl TaskActor {
         }));
     }
 
-    fn enqueue(&self) {
+    pub(crate) fn enqueue(&self) {
         self.sh.scheduler.do_send(Enqueue {
             task_id: self.id().to_string(),
             tenant: self.rec.tenant.clone(),
@@ -401,22 +284,6 @@ impl TaskActor {
             seq: self.rec.seq,
             attempt: self.rec.attempts + 1,
         });
-    }
-
-    fn free(&mut self, reason: &str) {
-        if let Some(a) = &self.rec.allocation {
-            self.sh.scheduler.do_send(Free {
-                allocation_id: a.allocation_id.clone(),
-                reason: reason.to_string(),
-            });
-        }
-    }
-
-    /// Terminal: free the room, leave the directory, stop.
-    pub(crate) fn finish(&mut self, ctx: &mut Context<Self>, reason: &str) {
-        self.free(reason);
-        self.sh.registry.remove_task(self.id());
-        ctx.stop();
     }
 
     fn start_command(&self, a: &Allocation) -> StartCommand {
@@ -438,7 +305,7 @@ impl TaskActor {
 
     /// Sends the start command to the allocation's node once the Scheduled
     /// transition is durable; arms the preparing timeout.
-    fn dispatch(&mut self, ctx: &mut Context<Self>, ticket: Option<Ticket>) {
+    pub(crate) fn dispatch(&mut self, ctx: &mut Context<Self>, ticket: Option<Ticket>) {
         let Some(a) = self.rec.allocation.clone() else {
             return;
         };
@@ -493,16 +360,9 @@ impl TaskActor {
         self.react(ctx, input, None);
     }
 
-    fn stop_workload(&self, reason: &str) {
-        if let Some(a) = &self.rec.allocation {
-            if let Some(n) = self.sh.registry.node(&a.node) {
-                n.do_send(StopWorkload {
-                    allocation_id: a.allocation_id.clone(),
-                    grace_ms: self.sh.config.stop_grace_ms,
-                    reason: reason.to_string(),
-                });
-            }
-        }
+    /// The stop that was awaited is over (or moot).
+    pub(crate) fn forget_stop(&mut self) {
+        self.stopping = None;
     }
 }
 
@@ -524,6 +384,13 @@ impl Actor for TaskActor {
         }
         // Rebuilt while fenced: the recorded deadline still holds.
         self.arm_fence(ctx);
+        if std::mem::take(&mut self.redispatch) {
+            // Rebuilt while starting, its timers gone and perhaps a step not
+            // recorded: start again (an agent ignores a start it already
+            // ran, and reports a running workload on every heartbeat), with
+            // a fresh preparing timeout.
+            self.dispatch(ctx, None);
+        }
         if matches!(self.rec.state, TaskState::Queued | TaskState::Preempted) {
             match self.boot.take() {
                 Some(t) => {
@@ -545,7 +412,7 @@ impl actix::Supervised for TaskActor {
     /// only lived in memory (a stop in progress, replica states) is rebuilt by
     /// `started()` and by the next reports.
     fn restarting(&mut self, ctx: &mut Context<Self>) {
-        self.sup.restarted();
+        self.sup.restarted("task");
         self.stopping = None;
         self.boot = None;
         self.replicas.clear();
@@ -555,10 +422,18 @@ impl actix::Supervised for TaskActor {
             Reread::Found(r) => {
                 self.retired = r.state.is_terminal();
                 self.rec = r;
+                if !self.retired {
+                    self.adopt_ledger_mark();
+                }
             }
             Reread::Gone => self.retired = true,
             Reread::Unreadable => {}
         }
+        self.redispatch = !self.retired
+            && matches!(
+                self.rec.state,
+                TaskState::Scheduled | TaskState::Preparing | TaskState::Warming | TaskState::Ready
+            );
         if self.retired {
             self.sh.registry.remove_task(self.id());
         } else {
@@ -643,7 +518,11 @@ impl Handler<Release> for TaskActor {
             by: &m.by,
             node_connected,
         };
-        let ticket = self.react(ctx, input, None);
+        // A release that could not be recorded was not made: 503, retry.
+        let ticket = match self.try_react(ctx, input, None) {
+            Ok(t) => t,
+            Err(e) => return Box::pin(async move { Err(e) }),
+        };
         // The answer is the record as released, once durable. It does not
         // depend on this actor living on: the workload may exit (and the actor
         // stop) before the flush completes.
@@ -686,7 +565,8 @@ impl Handler<Reclaim> for TaskActor {
 impl Handler<Remarked> for TaskActor {
     type Result = ();
     fn handle(&mut self, m: Remarked, _: &mut Context<Self>) {
-        let Some(a) = self.rec.allocation.as_mut() else {
+        let mut planned = self.rec.clone();
+        let Some(a) = planned.allocation.as_mut() else {
             return;
         };
         if a.allocation_id != m.allocation.allocation_id {
@@ -702,7 +582,9 @@ impl Handler<Remarked> for TaskActor {
             "allocation {} {what} after a quota change",
             m.allocation.allocation_id
         );
-        self.persist(EventKind::QuotaChanged, msg);
+        let e = self.event_of(&planned, EventKind::QuotaChanged, msg);
+        // Not recorded: the mark stays as it was, and the rebuild reads sled.
+        let _ = self.record(CommitSite::TaskRecord, planned, vec![e]);
     }
 }
 
@@ -721,7 +603,12 @@ impl Handler<TaskSnapshot> for TaskActor {
 }
 
 /// Moves `rec` to `state` and answers the transition's event text.
-fn move_to(rec: &mut TaskRecord, state: TaskState, now: u64, reason: Option<String>) -> String {
+pub(crate) fn move_to(
+    rec: &mut TaskRecord,
+    state: TaskState,
+    now: u64,
+    reason: Option<String>,
+) -> String {
     let from = rec.state;
     let msg = match &reason {
         Some(r) => format!("{} -> {}: {r}", from.as_str(), state.as_str()),

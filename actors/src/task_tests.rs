@@ -17,6 +17,33 @@ fn states(r: &TaskRecord) -> Vec<&'static str> {
     r.history.iter().map(|t| t.state.as_str()).collect()
 }
 
+/// A queued one-GPU training task `id` of tenant acme.
+fn training(id: &str) -> TaskRecord {
+    let spec = format!(
+        r#"{{"task_id":"{id}","task_type":"training","resources":{{"gpu":{{"count":1}}}},"command":["true"]}}"#
+    );
+    record(&spec, 0)
+}
+
+/// The first allocation of task `id` (tenant acme) on a node nobody knows.
+fn nowhere(id: &str) -> Allocation {
+    Allocation {
+        allocation_id: format!("{id}.1"),
+        task_id: id.into(),
+        tenant: "acme".into(),
+        node: "nowhere".into(),
+        gpus: vec![],
+        cpu_milli: 1000,
+        memory_mb: 0,
+        disk_mb: 0,
+        exclusive: false,
+        epoch: 0,
+        created_ms: 1,
+        borrowed: false,
+        priority: 500,
+    }
+}
+
 /// Waits (on real time, a few ms) until `pred` holds for what `heard` heard.
 async fn until_heard(heard: &Heard, pred: impl Fn(&[String]) -> bool) -> Vec<String> {
     for _ in 0..200 {
@@ -36,10 +63,7 @@ async fn until_heard(heard: &Heard, pred: impl Fn(&[String]) -> bool) -> Vec<Str
 fn a_task_placed_on_an_unknown_node_frees_and_requeues() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
-    let rec = record(
-        r#"{"task_id":"t1","task_type":"training","resources":{"gpu":{"count":1}},"command":["true"]}"#,
-        0,
-    );
+    let rec = training("t1");
     let heard = Heard::default();
     actix_rt::System::new().block_on(async move {
         let sh = shared(store, &heard);
@@ -48,22 +72,9 @@ fn a_task_placed_on_an_unknown_node_frees_and_requeues() {
         let h = until_heard(&heard, |h| h.contains(&"enqueue t1".to_string())).await;
         assert_eq!(h, vec!["enqueue t1"]);
 
-        let allocation = Allocation {
-            allocation_id: "t1.1".into(),
-            task_id: "t1".into(),
-            tenant: "acme".into(),
-            node: "nowhere".into(),
-            gpus: vec![],
-            cpu_milli: 1000,
-            memory_mb: 0,
-            disk_mb: 0,
-            exclusive: false,
-            epoch: 0,
-            created_ms: 1,
-            borrowed: false,
-            priority: 500,
-        };
-        t.do_send(Placed { allocation });
+        t.do_send(Placed {
+            allocation: nowhere("t1"),
+        });
         let h = until_heard(&heard, |h| h.len() >= 4).await;
         assert_eq!(
             h,
@@ -125,5 +136,53 @@ fn a_service_keeps_its_replicas_and_scales_in_from_the_top() {
         }
         assert_eq!(r1.map(|r| r.state), Some(TaskState::Cancelled));
         assert!(sh.registry.task("svc.r0").is_some());
+    });
+}
+
+/// Plan, record, then act (issue 9, finding 6): the requeue after a failed
+/// dispatch cannot be recorded, so nothing of it happens — no free, no
+/// enqueue; the task is rebuilt from sled (still Scheduled, holding its
+/// grant), starts again, and this time the requeue is recorded and carried
+/// out once. Before, the free and the enqueue went out while sled still said
+/// Scheduled with the allocation: the ledger and the task disagreed.
+#[test]
+fn a_reaction_that_cannot_be_recorded_acts_on_nothing() {
+    use crate::commit_faults::FaultRule;
+    use crate::commit_site::CommitSite;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
+    let rec = training("t2");
+    let heard = Heard::default();
+    actix_rt::System::new().block_on(async move {
+        let sh = shared(store, &heard);
+        let t = TaskActor::spawn(rec, sh.clone(), None);
+        sh.registry.add_task("t2", t.clone());
+        until_heard(&heard, |h| h.contains(&"enqueue t2".to_string())).await;
+        // The grant is recorded; the next transition (the requeue) is not.
+        let rule = FaultRule { skip: 0, fail: 1 };
+        sh.gate.faults().arm(Some(CommitSite::TaskTransition), rule);
+        t.do_send(Placed {
+            allocation: nowhere("t2"),
+        });
+        let h = until_heard(&heard, |h| h.len() >= 4).await;
+        assert_eq!(
+            h,
+            vec!["enqueue t2", "record_grant t2.1", "free t2.1", "enqueue t2"],
+            "one free and one enqueue: the requeue that was not recorded sent none"
+        );
+        assert_eq!(
+            sh.gate.faults().counts()[&CommitSite::TaskTransition].refused,
+            1
+        );
+        let o = t.send(Observe).await.unwrap();
+        assert_eq!(o.restarts, 1, "{o:?}");
+        let r = t.send(TaskSnapshot).await.unwrap();
+        let stored = sh.gate.store().task("t2").unwrap().unwrap();
+        assert_eq!(
+            (r.state, stored.state),
+            (TaskState::Queued, TaskState::Queued)
+        );
+        assert_eq!(states(&stored), vec!["queued", "scheduled", "queued"]);
+        assert!(r.allocation.is_none() && stored.allocation.is_none());
     });
 }

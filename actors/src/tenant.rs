@@ -1,4 +1,5 @@
 //! TenantActor: one per tenant; owns its quota record.
+use crate::commit_site::CommitSite;
 use crate::errors::{ActorError, Result};
 use crate::protocol::lifecycle::Observe;
 use crate::protocol::scheduler::SetQuota;
@@ -44,7 +45,7 @@ impl actix::Supervised for TenantActor {
     /// The quota record is read back from sled: a change whose commit failed
     /// is gone from memory too.
     fn restarting(&mut self, _: &mut Context<Self>) {
-        self.sup.restarted();
+        self.sup.restarted("tenant");
         let read = self.sh.gate.store().tenant(&self.rec.name);
         if let Reread::Found(r) = reread("tenant", &self.rec.name, read) {
             self.rec = r;
@@ -87,15 +88,17 @@ impl Handler<ChangeQuota> for TenantActor {
             )
         };
         let before = show(&self.rec);
+        // Planned on a copy: memory changes only once sled has it.
+        let mut planned = self.rec.clone();
         if let Some(q) = m.quota {
-            self.rec.quota = q;
+            planned.quota = q;
         }
         if let Some(b) = m.borrowing_limit {
-            self.rec.borrowing_limit = b;
+            planned.borrowing_limit = b;
         }
-        let after = show(&self.rec);
+        let after = show(&planned);
         let mut b = self.sh.batch();
-        b.put_tenant(&self.rec);
+        b.put_tenant(&planned);
         b.append_event(
             Event::new(
                 self.sh.now_ms(),
@@ -107,11 +110,11 @@ impl Handler<ChangeQuota> for TenantActor {
             )
             .tenant(&self.rec.name),
         );
-        let ticket = match self.sh.gate.commit(b) {
+        let ticket = match self.sh.gate.commit(CommitSite::QuotaChange, b) {
             Ok(t) => t,
             Err(e) => {
-                // Memory already holds the new quota: stop and be rebuilt from
-                // sled, where the old one still is.
+                // Memory still holds the old quota, as sled does; the actor
+                // is rebuilt from sled all the same (the rule for a failed commit).
                 self.sup.fail(format!(
                     "tenant {}: quota change not recorded: {e}",
                     self.rec.name
@@ -120,6 +123,7 @@ impl Handler<ChangeQuota> for TenantActor {
                 return Box::pin(async move { Err(refused) });
             }
         };
+        self.rec = planned;
         let rec = self.rec.clone();
         let sh = self.sh.clone();
         Box::pin(async move {

@@ -4,9 +4,11 @@
 //! It links no control-plane crate: it drives the built `caldera` binary the
 //! way a user and an operator would.
 pub mod bench;
+pub mod failpoints;
 pub mod fake_node;
 pub mod http;
 pub mod keepalive;
+pub mod ledger;
 pub mod process;
 pub mod task_view;
 

@@ -87,6 +87,7 @@ registry! {
     NO_LOGS_YET = 40902, "no_logs_yet", 409, "the task has not run yet, so it has no logs";
     BODY_TOO_LARGE = 41301, "body_too_large", 413, "the body is larger than the gateway accepts";
     UNSCHEDULABLE = 42201, "unschedulable", 422, "no registered node could ever hold the request; the message names the dimension and the largest offer";
+    RESERVED_ID = 42202, "reserved_id", 422, "a task_id ending in `.r` and a number names a replica of a service; choose another id";
     TOO_MANY_REQUESTS = 42901, "too_many_requests", 429, "this client already has max-requests-per-client requests in flight; retry when one is answered";
     // 500 / 503: the caller did nothing wrong, the server did.
     STORAGE_IO = 50001, "storage_io", 500, "sled failed: I/O, a lock held by another process, a corrupt log";
@@ -95,6 +96,7 @@ registry! {
     STORAGE_UNSUPPORTED_FORMAT = 50004, "storage_unsupported_format", 500, "the data directory was written by an incompatible version";
     STORAGE_CONFIG = 50005, "storage_config", 500, "a storage setting is out of range";
     UNAVAILABLE = 50301, "unavailable", 503, "a control-plane actor is not answering; retry";
+    NOT_RECORDED = 50302, "not_recorded", 503, "the change could not be recorded in storage; nothing of it was applied; retry";
 }
 
 /// The registered error with `code`, if any.

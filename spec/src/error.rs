@@ -22,6 +22,8 @@ pub enum SpecErrorKind {
     Conflict,
     /// The body is larger than the gateway accepts.
     TooLarge,
+    /// A value the control plane keeps for itself (a task id of the replica form).
+    Reserved,
 }
 
 impl SpecErrorKind {
@@ -36,6 +38,7 @@ impl SpecErrorKind {
             SpecErrorKind::BadFormat => &codes::BAD_FORMAT,
             SpecErrorKind::Conflict => &codes::CONFLICTING_FIELDS,
             SpecErrorKind::TooLarge => &codes::BODY_TOO_LARGE,
+            SpecErrorKind::Reserved => &codes::RESERVED_ID,
         }
     }
 

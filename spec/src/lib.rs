@@ -32,6 +32,6 @@ pub use node::{
 pub use record::{Allocation, GpuGrant, TaskRecord, TaskState, Transition};
 pub use resources::{CpuRequest, GpuRequest, ResourceRequest, SizeRequest};
 pub use task::{OnNodeLoss, Priority, TaskSpec, TaskType};
-pub use task_key::{as_seen_by, local_id, task_key, tenant_of};
+pub use task_key::{as_seen_by, local_id, names_a_replica, replica_id, task_key, tenant_of};
 pub use tenant::{dominant_share, standing, Quota, Standing, TenantRecord, Usage};
 pub use validate::{parse_task_spec, MAX_BODY_BYTES};

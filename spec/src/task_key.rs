@@ -10,6 +10,21 @@
 //! (`[A-Za-z0-9_-]`) nor a task id (`[A-Za-z0-9._-]`) may contain `/`, so the
 //! first `/` splits a key unambiguously.
 
+/// The id of replica `i` of the service `service` (a key or a tenant's own
+/// id): `"{service}.r{i}"`. Users may not choose ids of this form
+/// ([`names_a_replica`]), so a replica never meets a task of its own tenant.
+pub fn replica_id(service: &str, i: u32) -> String {
+    format!("{service}.r{i}")
+}
+
+/// Whether `id` has the form of a replica id (ends in `.r` and digits), so
+/// that it is refused as a user's own task id: the tenant's task `svc.r1`
+/// and replica 1 of its service `svc` would be one task.
+pub fn names_a_replica(id: &str) -> bool {
+    id.rsplit_once(".r")
+        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// The key of `tenant`'s task `task_id`.
 pub fn task_key(tenant: &str, task_id: &str) -> String {
     format!("{tenant}/{task_id}")
@@ -46,6 +61,19 @@ pub fn is_scoped(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replica_ids_have_the_reserved_form_and_nothing_else_does() {
+        assert_eq!(replica_id("alpha/svc", 1), "alpha/svc.r1");
+        for id in ["svc.r0", "svc.r12", "a.b.r3", &replica_id("svc", 7)] {
+            assert!(names_a_replica(id), "{id}");
+        }
+        for id in [
+            "svc", "svc.r", "svc.rx", "svc.r1x", "svcr1", "svc.1", "svc.r1.5", "r1",
+        ] {
+            assert!(!names_a_replica(id), "{id}");
+        }
+    }
 
     #[test]
     fn a_key_splits_back_into_the_tenants_id() {

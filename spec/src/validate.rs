@@ -201,6 +201,15 @@ fn validate_task_id(id: &str) -> Result<(), SpecError> {
             "task_id may hold letters, digits, '_', '-' and '.' only",
         ));
     }
+    if crate::names_a_replica(id) {
+        return Err(SpecError::new(
+            K::Reserved,
+            "task_id",
+            format!(
+                "task_id {id:?} ends in \".r\" and a number, which names a replica of a service; choose an id that does not"
+            ),
+        ));
+    }
     Ok(())
 }
 

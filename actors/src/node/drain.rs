@@ -6,13 +6,14 @@
 //! next hello. Persist, then act: the cordon is committed before the
 //! Scheduler or any task hears of it, and a failed commit changes nothing.
 use super::NodeActor;
+use crate::commit_site::CommitSite;
 use crate::durability::Ticket;
 use crate::errors::{ActorError, Result};
 use crate::protocol::node::{CordonNode, Uncordon};
 use crate::protocol::scheduler::{AllocationsOn, NodeCordoned, NodeUp};
 use crate::protocol::task::Drain;
 use actix::prelude::*;
-use caldera_spec::{Cordon, CordonBy, Event, EventKind, NodeState};
+use caldera_spec::{Cordon, CordonBy, EventKind, NodeRecord, NodeState};
 
 impl NodeActor {
     /// Tells the Scheduler the node is up, with its cordon.
@@ -26,36 +27,33 @@ impl NodeActor {
     }
 
     /// A hello after the agent's own drain: it is back, so its cordon goes
-    /// (recorded with the session's record). An operator's cordon stays.
-    pub(super) fn lift_agent_cordon(&mut self) {
-        if self
-            .rec
+    /// from `planned`, the session's record, and is recorded with it. An
+    /// operator's cordon stays.
+    pub(super) fn lift_agent_cordon(planned: &mut NodeRecord) {
+        if planned
             .cordon
             .as_ref()
             .is_some_and(|c| c.by == CordonBy::Agent)
         {
-            tracing::info!(node = %self.rec.name, "the agent is back: its drain's cordon is lifted");
-            self.rec.cordon = None;
+            tracing::info!(node = %planned.name, "the agent is back: its drain's cordon is lifted");
+            planned.cordon = None;
         }
     }
 
-    /// Records `cordon` with an event; on a failed commit the record is left
-    /// as it was and the error says nothing changed.
+    /// Records `cordon` with an event at `node_cordon`; not recorded, the
+    /// record stays as it was, the actor is rebuilt from sled, and the error
+    /// says nothing changed.
     fn record_cordon(&mut self, cordon: Option<Cordon>, message: String) -> Result<Ticket> {
-        let before = std::mem::replace(&mut self.rec.cordon, cordon);
-        let mut b = self.sh.batch();
-        b.put_node(&self.rec);
-        b.append_event(
-            Event::new(self.sh.now_ms(), EventKind::NodeCordoned, message).node(&self.rec.name),
-        );
-        match self.sh.gate.commit(b) {
-            Ok(t) => Ok(t),
-            Err(e) => {
-                self.rec.cordon = before;
-                let what = format!("the cordon of node {}", self.rec.name);
-                Err(ActorError::not_recorded(&what, e))
-            }
-        }
+        let mut planned = self.rec.clone();
+        planned.cordon = cordon;
+        let site = CommitSite::NodeCordon;
+        self.record(site, planned, EventKind::NodeCordoned, message)
+            .ok_or_else(|| {
+                ActorError::NotRecorded(format!(
+                    "the cordon of node {} could not be recorded; nothing was changed; retry",
+                    self.rec.name
+                ))
+            })
     }
 
     /// Cordons the node (`drain`: and moves its work away), once recorded.

@@ -47,9 +47,7 @@ impl NodeActor {
                 return None;
             }
         };
-        if let Some(s) = &secret {
-            self.rec.secret_sha256 = Some(crate::tokens::hash(s));
-        }
+        // Its hash goes into the record with the session it opens.
         Some(secret)
     }
 
@@ -106,10 +104,14 @@ impl NodeActor {
                 continue;
             };
             usage.push((w.allocation_id.clone(), w.usage.clone()));
-            if let Some(x) = &w.exit {
-                let kind = WorkloadEventKind::Exited(x.clone());
-                self.forward(&task, &w.allocation_id, kind);
-            }
+            // A running workload is reported as started on every heartbeat:
+            // a task rebuilt after its `running` could not be recorded learns
+            // it from the next one (a task already running ignores it).
+            let kind = match &w.exit {
+                Some(x) => WorkloadEventKind::Exited(x.clone()),
+                None => WorkloadEventKind::Started { pid: w.pid },
+            };
+            self.forward(&task, &w.allocation_id, kind);
         }
         usage
     }
@@ -145,33 +147,40 @@ impl NodeActor {
 }
 
 impl Handler<Revoke> for NodeActor {
-    type Result = ResponseFuture<bool>;
+    type Result = ResponseFuture<crate::errors::Result<bool>>;
     /// Answers once the revocation is durable.
     fn handle(&mut self, _: Revoke, ctx: &mut Context<Self>) -> Self::Result {
         if self.rec.revoked {
-            return Box::pin(async { false });
+            return Box::pin(async { Ok(false) });
         }
-        self.rec.revoked = true;
-        self.rec.secret_sha256 = None;
-        self.send(ServerMessage::Refused {
-            reason: format!("node {} was revoked by an operator", self.rec.name),
-            code: caldera_spec::codes::NODE_REVOKED.code,
-        });
+        let mut planned = self.rec.clone();
+        planned.revoked = true;
+        planned.secret_sha256 = None;
         let notice = format!(
             "node {} revoked by an operator: its secret no longer opens a session",
             self.rec.name
         );
-        let ticket = self.persist(EventKind::NodeRevoked, notice);
+        // Recorded first: a revocation that could not be recorded is not made.
+        let site = crate::commit_site::CommitSite::NodeRevoke;
+        let Some(ticket) = self.record(site, planned, EventKind::NodeRevoked, notice) else {
+            let e = crate::errors::ActorError::NotRecorded(format!(
+                "the revocation of node {} could not be recorded; nothing was changed; retry",
+                self.rec.name
+            ));
+            return Box::pin(async move { Err(e) });
+        };
+        self.send(ServerMessage::Refused {
+            reason: format!("node {} was revoked by an operator", self.rec.name),
+            code: caldera_spec::codes::NODE_REVOKED.code,
+        });
         if self.rec.state == NodeState::Ready {
             self.lose(ctx);
         }
         self.session = None;
         let sh = self.sh.clone();
         Box::pin(async move {
-            if let Some(t) = ticket {
-                sh.gate.durable(t).await;
-            }
-            true
+            sh.gate.durable(ticket).await;
+            Ok(true)
         })
     }
 }

@@ -70,7 +70,7 @@ pub struct LogChunk {
 /// is closed and its tasks are handled as on node loss. Answers false when it
 /// was revoked already.
 #[derive(Message)]
-#[rtype(result = "bool")]
+#[rtype(result = "crate::errors::Result<bool>")]
 pub struct Revoke;
 
 /// An operator's `caldera node cordon|drain NAME`: no new placements there;

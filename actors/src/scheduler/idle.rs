@@ -4,14 +4,13 @@
 //! reclaimed (training: checkpoint and stop; inference: scale in) unless its
 //! task is exempt. It also samples allocated-vs-used per tenant over time — the
 //! report that ends quota hoarding.
-use super::utilization::measured_use;
+use super::utilization::{allocated_use, measured_use};
 use super::Scheduler;
 use crate::config::ServerConfig;
 use crate::protocol::scheduler::TenantUsage;
 use crate::protocol::task::Reclaim;
 use crate::views::UsageSample;
 use actix::prelude::*;
-use caldera_scheduling::queue::ledger::allocation_usage;
 use caldera_spec::{Allocation, Event, EventKind, Usage};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -140,7 +139,9 @@ impl Scheduler {
         );
         for e in self.core.ledger().all() {
             let a = &e.allocation;
-            let u = allocation_usage(e);
+            // The views' rule (a GPU by its memory fraction), not the
+            // quota's count of whole GPUs: these samples are a view.
+            let u = allocated_use(a, self.core.inventory(&a.node));
             *out.allocated.entry(a.tenant.clone()).or_default() += u;
             let Some(m) = self.usage.get(&a.allocation_id) else {
                 continue;

@@ -4,19 +4,21 @@
 //! only) and records it when the task takes it (`RecordGrant`: the allocation,
 //! the task's `scheduled` record and the epoch in one batch), tells victims to
 //! checkpoint and stop, tells waiting tasks why they wait.
+mod borrow_marks;
 #[cfg(test)]
 mod free_tests;
 pub mod idle;
 pub mod utilization;
 
 use crate::clock::Clock;
+use crate::commit_site::CommitSite;
 use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::protocol::scheduler::{
     AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, Enqueue, Free, LedgerAllocations,
-    NodeCordoned, NodeDown, NodeMetricsUpdate, NodeUp, RecordGrant, Restart, SetQuota, Stats,
+    NodeCordoned, NodeDown, NodeMetricsUpdate, NodeUp, RecordGrant, Restart, Stats,
 };
-use crate::protocol::task::{Pending, Placed, Preempt, Remarked};
+use crate::protocol::task::{Pending, Placed, Preempt};
 use crate::registry::Registry;
 use crate::shared::PoolOffers;
 use crate::views::SchedulerStats;
@@ -137,8 +139,11 @@ impl Scheduler {
         ) {
             Ok(fresh) => *self = fresh,
             Err(e) => {
-                tracing::error!(error = %e, "scheduler rebuild failed; keeping the in-memory state");
-                self.fatal = false;
+                // Memory may hold what sled does not (an allocation whose
+                // free was not recorded): try again at the next pass rather
+                // than carry on with it for good.
+                tracing::error!(error = %e, "scheduler rebuild failed; retrying at the next pass");
+                self.fatal = true;
                 return;
             }
         }
@@ -159,29 +164,36 @@ impl Scheduler {
                 });
             }
         }
+        // A quota change whose marks were not recorded: mark them now.
+        for t in self.gate.store().tenants().unwrap_or_default() {
+            self.remark(&t.name);
+        }
         for (_, n) in self.registry.nodes() {
             n.do_send(crate::protocol::node::Reannounce);
         }
     }
 
-    /// Frees an allocation of the ledger, in sled too, with an event.
+    /// Frees an allocation of the ledger: recorded in sled (with an event)
+    /// first, then let go in memory. Not recorded: the ledger keeps it, and
+    /// the next pass stops the Scheduler to be rebuilt from sled (where the
+    /// reconciliation with the task records frees it if its task is done).
     fn free(&mut self, allocation_id: &str, reason: &str) {
-        let Some(e) = self.core.release(allocation_id) else {
+        let Some(e) = self.core.ledger().get(allocation_id) else {
             return;
         };
-        self.unrecorded.remove(allocation_id);
-        self.usage.remove(allocation_id);
-        self.idle.forget(allocation_id);
         let a = &e.allocation;
         let mut b = self.gate.store().batch();
         b.remove_allocation(&a.allocation_id);
         b.append_event(released(a, self.clock.now_ms(), &format!(": {reason}")));
-        if let Err(err) = self.gate.commit(b) {
-            // Memory has let the room go, sled has not: fatal. The next pass
-            // stops the Scheduler and its supervisor rebuilds it from sled.
+        if let Err(err) = self.gate.commit(CommitSite::Free, b) {
             tracing::error!(allocation = %a.allocation_id, error = %err, "could not record release; restarting the scheduler");
             self.fatal = true;
+            return;
         }
+        self.core.release(allocation_id);
+        self.unrecorded.remove(allocation_id);
+        self.usage.remove(allocation_id);
+        self.idle.forget(allocation_id);
     }
 
     /// Records a grant its task took, or says why not. What is recorded is
@@ -227,7 +239,7 @@ impl Scheduler {
             );
         }
         b.append_event(m.event);
-        match self.gate.commit(b) {
+        match self.gate.commit(CommitSite::Grant, b) {
             Ok(ticket) => {
                 self.unrecorded.remove(&id);
                 self.core.stamp_epoch(&id, a.epoch);
@@ -349,7 +361,7 @@ fn reconcile_ledger(
         }
     }
     if n > 0 {
-        gate.commit(freed)?;
+        gate.commit(CommitSite::LedgerReconcile, freed)?;
     }
     Ok(())
 }
@@ -396,6 +408,7 @@ fn grant_message(a: &Allocation) -> String {
 impl actix::Supervised for Scheduler {
     fn restarting(&mut self, _: &mut Context<Self>) {
         tracing::warn!("scheduler restarting: rebuilding from storage");
+        crate::supervision::REBUILDS.count("scheduler");
         self.rebuild();
     }
 }
@@ -517,50 +530,6 @@ impl Handler<Checkpointed> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: Checkpointed, _: &mut Context<Self>) {
         self.core.checkpointed(&m.allocation_id, m.at_ms);
-    }
-}
-
-impl Handler<SetQuota> for Scheduler {
-    type Result = ();
-    fn handle(&mut self, m: SetQuota, ctx: &mut Context<Self>) {
-        self.core.set_limits(&m.tenant, m.limits);
-        let changed = self.core.remark_borrowed(&m.tenant);
-        if !changed.is_empty() {
-            let mut b = self.gate.store().batch();
-            let mut now_borrowed = Vec::new();
-            for a in &changed {
-                b.put_allocation(a);
-                if let Some(t) = self.registry.task(&a.task_id) {
-                    t.do_send(Remarked {
-                        allocation: a.clone(),
-                    });
-                }
-                if a.borrowed {
-                    now_borrowed.push(a.allocation_id.clone());
-                }
-            }
-            let msg = if now_borrowed.is_empty() {
-                format!(
-                    "quota of {} changed: {} allocation(s) back within the guarantee",
-                    m.tenant,
-                    changed.len()
-                )
-            } else {
-                format!(
-                    "quota of {} changed: allocations {} keep running but are now borrowed (preemptible)",
-                    m.tenant,
-                    now_borrowed.join(", ")
-                )
-            };
-            b.append_event(
-                Event::new(self.clock.now_ms(), EventKind::QuotaChanged, msg).tenant(&m.tenant),
-            );
-            if let Err(e) = self.gate.commit(b) {
-                tracing::error!(error = %e, "could not record borrowed marks; restarting the scheduler");
-                self.fatal = true;
-            }
-        }
-        self.request_cycle(ctx);
     }
 }
 

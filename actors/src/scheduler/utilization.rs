@@ -29,6 +29,30 @@ pub fn gpu_fraction(allocated_mb: u64, gpu: &GpuInfo) -> f64 {
     (allocated_mb as f64 / gpu.memory_total_mb.max(1) as f64).min(1.0)
 }
 
+/// What one allocation holds, by the one accounting rule: each GPU it holds
+/// by the fraction of that GPU's memory ([`gpu_fraction`]), the rest as
+/// granted. Every per-allocation view sums this — utilisation by tenant and
+/// the idle inspector's usage samples (`GET /v1/tenants/{name}/usage`) — so
+/// they agree with each other and with the per-node and per-model figures.
+/// A GPU `inv` does not list (its node is unknown) counts whole.
+pub(super) fn allocated_use(a: &Allocation, inv: Option<&NodeInventory>) -> Usage {
+    let gpus = a
+        .gpus
+        .iter()
+        .map(|g| {
+            inv.and_then(|inv| gpu_of(inv, g.index))
+                .map_or(1.0, |info| gpu_fraction(g.memory_mb, info))
+        })
+        .sum();
+    Usage {
+        gpus,
+        gpu_memory_gb: a.gpus.iter().map(|g| g.memory_mb).sum::<u64>() as f64 / 1024.0,
+        cpu_cores: a.cpu_milli as f64 / 1000.0,
+        memory_gb: a.memory_mb as f64 / 1024.0,
+        disk_gb: a.disk_mb as f64 / 1024.0,
+    }
+}
+
 /// What an allocation measurably uses, in the dimensions of its grant: its
 /// GPU fraction scaled by utilisation, the GPU memory, cores and memory used.
 /// The one rule for "used" that the utilisation views and the idle
@@ -171,22 +195,14 @@ impl Scheduler {
 /// One allocation's allocated and measured dimensions (its tenant's share of
 /// the pool), by the same rule as the nodes': a GPU by its memory fraction.
 fn allocation_dims(a: &Allocation, inv: &NodeInventory, measured: Option<&AllocationUse>) -> Dims {
-    let gpus: f64 = a
-        .gpus
-        .iter()
-        .map(|g| gpu_of(inv, g.index).map_or(0.0, |info| gpu_fraction(g.memory_mb, info)))
-        .sum();
+    let granted = allocated_use(a, Some(inv));
     let mut d = Dims::default();
-    d.gpus.allocated = gpus;
+    d.gpus.allocated = granted.gpus;
     d.gpu_memory_mb.allocated = a.gpus.iter().map(|g| g.memory_mb).sum::<u64>() as f64;
     d.cpu_cores.allocated = a.cpu_milli as f64 / 1000.0;
     d.memory_mb.allocated = a.memory_mb as f64;
     d.disk_mb.allocated = a.disk_mb as f64;
     if let Some(m) = measured {
-        let granted = Usage {
-            gpus,
-            ..Usage::default()
-        };
         let u = measured_use(&granted, m);
         d.gpus.used = u.gpus;
         d.gpu_memory_mb.used = u.gpu_memory_gb * 1024.0;

@@ -8,16 +8,11 @@ use actix::prelude::*;
 use std::time::Duration;
 
 impl TaskActor {
-    /// Remembers the fence (recorded by the step that follows) and arms its
-    /// timer. A control plane restarted meanwhile arms it again from the
-    /// record's wall-clock deadline (`started`), so it never requeues early.
-    pub(super) fn fence(&mut self, ctx: &mut Context<Self>, until_ms: u64) {
-        self.rec.fenced_until_ms = Some(until_ms);
-        self.arm_fence(ctx);
-    }
-
-    /// Arms the timer of the recorded fence, if any.
-    pub(super) fn arm_fence(&mut self, ctx: &mut Context<Self>) {
+    /// Arms the timer of the recorded fence, if any. The fence's deadline is
+    /// recorded with the reaction that set it (`task_reaction`); a control
+    /// plane restarted meanwhile arms it again from that wall-clock deadline
+    /// (`started`), so it never requeues early.
+    pub(crate) fn arm_fence(&mut self, ctx: &mut Context<Self>) {
         let (Some(until_ms), Some(alloc)) = (self.rec.fenced_until_ms, self.allocation_id()) else {
             return;
         };

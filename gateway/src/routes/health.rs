@@ -17,7 +17,8 @@ pub async fn metrics(st: web::Data<AppState>) -> Result<HttpResponse, ApiError> 
          # HELP caldera_healthy_nodes Nodes with a live agent session.\n# TYPE caldera_healthy_nodes gauge\ncaldera_healthy_nodes {}\n\
          # HELP caldera_live_tasks Tasks with a live TaskActor.\n# TYPE caldera_live_tasks gauge\ncaldera_live_tasks {}\n",
         s.queued, s.allocations, s.healthy_nodes, s.live_tasks
-    ) + &refusals(&st.cp.node_refusals());
+    ) + &refusals(&st.cp.node_refusals())
+        + &rebuilds(&st.cp.actor_rebuilds());
     Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(body))
@@ -34,6 +35,21 @@ fn refusals(counts: &[(String, &'static str, u64)]) -> String {
         out.push_str(&format!(
             "caldera_node_reports_refused_total{{node=\"{}\",reason=\"{reason}\"}} {n}\n",
             label(node)
+        ));
+    }
+    out
+}
+
+/// `caldera_actor_rebuilds_total{kind}`: actors stopped (a failed commit, a
+/// lost answer) and rebuilt from storage by their supervisor.
+fn rebuilds(counts: &[(&'static str, u64)]) -> String {
+    let mut out = String::from(
+        "# HELP caldera_actor_rebuilds_total Actors stopped and rebuilt from storage by their supervisor.\n\
+         # TYPE caldera_actor_rebuilds_total counter\n",
+    );
+    for (kind, n) in counts {
+        out.push_str(&format!(
+            "caldera_actor_rebuilds_total{{kind=\"{kind}\"}} {n}\n"
         ));
     }
     out

@@ -1,5 +1,7 @@
 //! REST routes under /v1, the node WebSocket and health.
 pub mod events;
+#[cfg(feature = "failpoints")]
+pub mod failpoints;
 pub mod health;
 pub mod nodes;
 pub mod tasks;
@@ -91,6 +93,20 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     ];
     for (path, routes) in paths {
         cfg.service(resource(path, routes));
+    }
+    #[cfg(feature = "failpoints")]
+    {
+        cfg.service(resource(
+            "/v1/test/failpoints",
+            vec![
+                on(M::GET, web::to(failpoints::get)),
+                on(M::DELETE, web::to(failpoints::clear)),
+            ],
+        ));
+        cfg.service(resource(
+            "/v1/test/failpoints/{site}",
+            vec![on(M::PUT, web::to(failpoints::arm))],
+        ));
     }
     cfg.default_service(web::to(|| async {
         Err::<actix_web::HttpResponse, _>(ApiError::new(

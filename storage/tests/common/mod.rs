@@ -7,8 +7,21 @@ use caldera_spec::{
 use caldera_storage::{Store, StoreConfig};
 use std::path::Path;
 
+/// Opens the store, waiting (up to 5 s) for a just-dropped handle to let go:
+/// sled's background flusher of the previous handle can still hold the
+/// directory's lock for a moment after the drop, longest on a loaded machine.
 pub fn open(dir: &Path) -> Store {
-    Store::open(dir, &StoreConfig::default()).expect("open store")
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match Store::open(dir, &StoreConfig::default()) {
+            Ok(store) => return store,
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("store not open yet ({e}); retrying");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("open store: {e}"),
+        }
+    }
 }
 
 pub fn task(id: &str, tenant: &str, seq: u64) -> TaskRecord {
