@@ -37,6 +37,10 @@ pub struct ServerConfig {
     pub preparing_timeout_ms: u64,
     /// Grace between SIGTERM and SIGKILL when stopping a workload, ms. Default 10000.
     pub stop_grace_ms: u64,
+    /// A node's workload lease, ms: each heartbeat the control plane accepts
+    /// renews it (`LeaseRenewed`) until that heartbeat's send plus this; a
+    /// workload's shim whose lease runs out stops it. 0: no leases. Default 30000.
+    pub workload_lease_ms: u64,
     /// Placement policy of the live scheduler. Default `caldera`.
     pub placement_policy: String,
     /// Seed of the placement tie-break. Default 42.
@@ -91,6 +95,7 @@ impl Default for ServerConfig {
             time_limit_grace_ms: 60_000,
             preparing_timeout_ms: 120_000,
             stop_grace_ms: 10_000,
+            workload_lease_ms: 30_000,
             placement_policy: "caldera".into(),
             placement_seed: 42,
             cache_mb: 64,

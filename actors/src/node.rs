@@ -203,7 +203,7 @@ impl NodeActor {
             node_name: self.rec.name.clone(),
             epoch: self.rec.epoch,
             heartbeat_interval_ms: self.sh.config.heartbeat_interval_ms,
-            lease_ms: 0,
+            lease_ms: self.sh.config.workload_lease_ms,
             keep: r.keep,
             kill: r.kill,
             node_secret,
@@ -331,6 +331,12 @@ impl Handler<AgentMessage> for NodeActor {
                     return;
                 }
                 self.rec.last_seen_ms = self.sh.now_ms();
+                if self.sh.config.workload_lease_ms > 0 {
+                    self.send(ServerMessage::LeaseRenewed {
+                        epoch: hb.epoch,
+                        seq: hb.seq,
+                    });
+                }
                 self.metrics = hb.metrics.clone();
                 let usage = self.take_reports(&hb.workloads).into_iter().collect();
                 self.sh.scheduler.do_send(NodeMetricsUpdate {

@@ -8,6 +8,7 @@ pub mod fake_node;
 pub mod http;
 pub mod keepalive;
 pub mod process;
+pub mod shims;
 pub mod task_view;
 
 pub use http::Api;

@@ -197,6 +197,10 @@ fn agent_config(url: &str, data_dir: &std::path::Path) -> AgentConfig {
         simulate_gpus: Some("2xA100-80GB".into()),
         heartbeat_ms: 100,
         shutdown_grace_ms: 500,
+        shim: Some(caldera_node::runtime::ShimCommand {
+            program: env!("CARGO_BIN_EXE_caldera-shim").into(),
+            args: vec![],
+        }),
         ..AgentConfig::default()
     }
 }

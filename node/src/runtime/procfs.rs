@@ -14,6 +14,8 @@ pub struct ProcStat {
     /// Start time after boot, clock ticks (tells a reused pid from the original).
     pub start_ticks: u64,
     pub rss_pages: u64,
+    /// State `Z` or `X`: ended, not yet reaped by its parent.
+    pub zombie: bool,
 }
 
 /// Parses /proc/<pid>/stat. The command name may hold spaces and parentheses,
@@ -30,6 +32,7 @@ pub fn parse_stat(pid: u32, text: &str) -> Option<ProcStat> {
         cpu_ticks: num(14)? + num(15)?,
         start_ticks: num(22)?,
         rss_pages: num(24)?,
+        zombie: matches!(f.first(), Some(&"Z") | Some(&"X")),
     })
 }
 
