@@ -287,3 +287,10 @@ impl Drop for Agent {
         crate::shims::kill_shims(&self.data_dir);
     }
 }
+
+/// How many nodes the control plane shows as connected.
+pub fn nodes_connected(cp: &ControlPlane) -> usize {
+    cp.operator().get("/v1/nodes").data()["nodes"]
+        .as_array()
+        .map_or(0, |n| n.iter().filter(|n| n["connected"] == true).count())
+}

@@ -105,6 +105,17 @@ impl Harness {
         }
     }
 
+    /// The pid of the workload, once its shim said it started.
+    async fn started_pid(&mut self, alloc: &str) -> u32 {
+        match self
+            .wait_for(alloc, |k| matches!(k, WorkloadEventKind::Started { .. }))
+            .await
+        {
+            WorkloadEventKind::Started { pid: Some(pid) } => pid,
+            other => panic!("{alloc} started without a pid: {other:?}"),
+        }
+    }
+
     async fn exit_of(&mut self, alloc: &str) -> ExitStatus {
         match self
             .wait_for(alloc, |k| matches!(k, WorkloadEventKind::Exited(_)))
@@ -357,9 +368,7 @@ async fn a_restarted_agent_adopts_a_running_workload_and_reports_one_that_ended(
     let mut h = harness(false);
     h.rt.start(&start_cmd("a1", "echo first; sleep 30"));
     h.rt.start(&start_cmd("a2", "sleep 0.3; exit 7"));
-    let Some(pid) = h.rt.workload("a1").and_then(|w| w.pid) else {
-        panic!("no pid: {:?}", h.rt.take_events());
-    };
+    let pid = h.started_pid("a1").await;
     // A second runtime on the same data dir plays the agent after a kill -9;
     // the first one's waiters are gone with it (nothing of it is used again).
     tokio::time::sleep(Duration::from_millis(600)).await;
@@ -413,7 +422,7 @@ async fn a_kill_list_stops_an_adopted_workload() {
     let h = harness(false);
     let mut h = h;
     h.rt.start(&start_cmd("k1", "exec sleep 30"));
-    let pid = h.rt.workload("k1").and_then(|w| w.pid).expect("started");
+    let pid = h.started_pid("k1").await;
     let (mut reborn, _notes) = runtime(&h.data, Isolation::None("test".into()));
     assert_eq!(reborn.adopt_shims().running, 1);
     assert_eq!(reborn.apply_welcome(2, &[], &["k1".to_string()]), 1);
@@ -469,8 +478,10 @@ fn a_workload_outlives_the_thread_and_runtime_that_started_it() {
     let thread_data = data.clone();
     let pid = std::thread::spawn(move || {
         block_on(async {
-            let (mut rt, _notes) = runtime(&thread_data, Isolation::None("test".into()));
+            let (mut rt, mut notes) = runtime(&thread_data, Isolation::None("test".into()));
             rt.start(&start_cmd("a1", "exec sleep 30"));
+            let note = notes.recv().await.expect("the shim's start note");
+            rt.handle(note);
             rt.workload("a1").and_then(|w| w.pid).expect("started")
         })
     })
@@ -519,7 +530,7 @@ async fn a_stop_kills_what_left_the_process_group() {
         .trim()
         .parse()
         .unwrap();
-    let leader = h.rt.workload("s1").and_then(|w| w.pid).unwrap();
+    let leader = h.started_pid("s1").await;
     // The escaped process is in its own session: a process-group kill misses it.
     let mut escaped_group = 0;
     for _ in 0..100 {

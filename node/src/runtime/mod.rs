@@ -49,6 +49,13 @@ pub const EXIT_HEARTBEATS: u32 = 3;
 /// Something that completed outside the event loop.
 #[derive(Debug)]
 pub enum Note {
+    /// The shim of run `run` said the workload runs (its pid; None when it
+    /// already ended), or why it could not start it.
+    ShimStarted {
+        allocation_id: String,
+        run: u64,
+        outcome: Result<Option<PidRecord>, StartError>,
+    },
     /// The shim of run `run` (this agent's child) ended; the workload's exit
     /// is in its dir.
     ShimExited {
@@ -157,7 +164,8 @@ impl Runtime {
     }
 
     /// Prepares and starts one allocation's workload. Every outcome is an event:
-    /// Preparing, Ready, then Started or StartFailed. A start for an allocation
+    /// Preparing, Ready, then Started or StartFailed (once its shim says so,
+    /// see [`Note::ShimStarted`]; a reservation's at once). A start for an allocation
     /// this node already has (or recently had, or has a shim dir for) is
     /// ignored: nothing runs twice.
     pub fn start(&mut self, cmd: &StartCommand) {
@@ -179,26 +187,48 @@ impl Runtime {
         self.next_run += 1;
         match self.launch(cmd, run) {
             Ok(w) => {
-                let pid = w.pid;
+                let reservation = cmd.command.is_empty();
                 self.workloads.insert(id.clone(), w);
-                self.event(
-                    id,
-                    &cmd.task_id,
-                    cmd.epoch,
-                    WorkloadEventKind::Started { pid },
-                );
-                tracing::info!("started allocation {id} (task {}) pid {pid:?}", cmd.task_id);
+                if reservation {
+                    let started = WorkloadEventKind::Started { pid: None };
+                    self.event(id, &cmd.task_id, cmd.epoch, started);
+                }
+            }
+            Err(e) => self.start_failed(id, &cmd.task_id, cmd.epoch, &e),
+        }
+    }
+
+    fn start_failed(&mut self, id: &str, task_id: &str, epoch: u64, e: &StartError) {
+        tracing::warn!("allocation {id} failed to start [{}]: {e}", e.code());
+        self.remember_finished(id, task_id);
+        let reason = e.to_string();
+        self.event(
+            id,
+            task_id,
+            epoch,
+            WorkloadEventKind::StartFailed { reason },
+        );
+    }
+
+    /// The shim said how the start went.
+    fn shim_started(&mut self, id: &str, outcome: Result<Option<PidRecord>, StartError>) {
+        let Some(w) = self.workloads.get_mut(id) else {
+            return;
+        };
+        let (task, epoch) = (w.task_id.clone(), w.epoch);
+        match outcome {
+            Ok(pid) => {
+                w.pid = pid.map(|r| r.pid);
+                let pid = w.pid;
+                tracing::info!("started allocation {id} (task {task}) pid {pid:?}");
+                self.event(id, &task, epoch, WorkloadEventKind::Started { pid });
             }
             Err(e) => {
-                tracing::warn!("allocation {id} failed to start [{}]: {e}", e.code());
-                self.remember_finished(id, &cmd.task_id);
-                let reason = e.to_string();
-                self.event(
-                    id,
-                    &cmd.task_id,
-                    cmd.epoch,
-                    WorkloadEventKind::StartFailed { reason },
-                );
+                let dir = w.shim_dir.clone();
+                self.workloads.remove(id);
+                self.isolation.reap(id);
+                shim_link::remove(&dir);
+                self.start_failed(id, &task, epoch, &e);
             }
         }
     }
@@ -257,11 +287,11 @@ impl Runtime {
                 path: dir.clone(),
                 source,
             });
-        let started = created.and_then(|()| match reservation {
+        let spawned = created.and_then(|()| match reservation {
             true => Ok(None),
-            false => shim_link::start(&self.shim_command, &dir).map(Some),
+            false => shim_link::spawn(&self.shim_command, &dir).map(Some),
         });
-        let started = match started {
+        let spawned = match spawned {
             Ok(s) => s,
             Err(e) => {
                 if let Some(cg) = &cgroup {
@@ -271,11 +301,16 @@ impl Runtime {
                 return Err(e);
             }
         };
-        if let Some(s) = started {
-            w.pid = s.workload.map(|r| r.pid);
-            w.shim = s.child.id().and_then(PidRecord::of);
+        if let Some(child) = spawned {
+            w.shim = child.id().and_then(PidRecord::of);
             w.shim_is_child = true;
-            watch_shim(s.child, self.notes.clone(), cmd.allocation_id.clone(), run);
+            watch_shim(
+                child,
+                dir,
+                self.notes.clone(),
+                cmd.allocation_id.clone(),
+                run,
+            );
         }
         Ok(w)
     }
@@ -341,11 +376,27 @@ impl Runtime {
 
     /// Applies a note from a shim waiter.
     pub fn handle(&mut self, note: Note) {
-        let Note::ShimExited {
-            allocation_id,
-            run,
-            status,
-        } = note;
+        let (allocation_id, run, status) = match note {
+            Note::ShimStarted {
+                allocation_id,
+                run,
+                outcome,
+            } => {
+                if self
+                    .workloads
+                    .get(&allocation_id)
+                    .is_some_and(|w| w.run == run)
+                {
+                    self.shim_started(&allocation_id, outcome);
+                }
+                return;
+            }
+            Note::ShimExited {
+                allocation_id,
+                run,
+                status,
+            } => (allocation_id, run, status),
+        };
         let Some(w) = self.workloads.get(&allocation_id) else {
             return;
         };
@@ -617,14 +668,22 @@ fn agent_exit(signal: Option<i32>, why: &str) -> ExitRecord {
     }
 }
 
-/// Waits for the shim in the background (reaping it) and reports its end.
+/// Waits in the background for the shim to report the workload's start, then
+/// for the shim itself (reaping it), and reports both, in that order.
 fn watch_shim(
     mut child: tokio::process::Child,
+    dir: PathBuf,
     notes: UnboundedSender<Note>,
     allocation_id: String,
     run: u64,
 ) {
     tokio::spawn(async move {
+        let outcome = shim_link::started(&dir, &mut child).await;
+        let _ = notes.send(Note::ShimStarted {
+            allocation_id: allocation_id.clone(),
+            run,
+            outcome,
+        });
         let status = child.wait().await.map_err(|e| e.to_string());
         let _ = notes.send(Note::ShimExited {
             allocation_id,

@@ -51,15 +51,9 @@ pub fn create(dir: &Path, spec: &ShimSpec, lease: Option<u64>) -> io::Result<()>
     files::write_json(&dir.join(files::SPEC), spec)
 }
 
-/// A started shim: its process (our child) and the workload's pid.
-pub struct Started {
-    pub child: Child,
-    pub workload: Option<PidRecord>,
-}
-
-/// Starts the shim in a session of its own and waits (bounded) until it says
-/// the workload runs, or why it could not start it.
-pub fn start(cmd: &ShimCommand, dir: &Path) -> Result<Started, StartError> {
+/// Starts the shim in a session of its own. It reports the workload's start
+/// through its dir: see [`started`].
+pub fn spawn(cmd: &ShimCommand, dir: &Path) -> Result<Child, StartError> {
     let log = fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -84,9 +78,15 @@ pub fn start(cmd: &ShimCommand, dir: &Path) -> Result<Started, StartError> {
             Ok(())
         });
     }
-    let mut child = command
+    command
         .spawn()
-        .map_err(|e| StartError::Shim(format!("starting {}: {e}", cmd.program.display())))?;
+        .map_err(|e| StartError::Shim(format!("starting {}: {e}", cmd.program.display())))
+}
+
+/// Waits (bounded, without blocking the agent's loop) until the shim says
+/// the workload runs (its pid; None when it already ended), or why it could
+/// not start it.
+pub async fn started(dir: &Path, child: &mut Child) -> Result<Option<PidRecord>, StartError> {
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Some(exit) = read_exit(dir) {
@@ -94,16 +94,10 @@ pub fn start(cmd: &ShimCommand, dir: &Path) -> Result<Started, StartError> {
                 return Err(spawn_error(&exit.detail));
             }
             // It ran and ended before we looked: the exit is collected as usual.
-            return Ok(Started {
-                child,
-                workload: None,
-            });
+            return Ok(None);
         }
         if let Ok(rec) = files::read_json::<PidRecord>(&dir.join(files::WORKLOAD_PID)) {
-            return Ok(Started {
-                child,
-                workload: Some(rec),
-            });
+            return Ok(Some(rec));
         }
         if let Ok(Some(status)) = child.try_wait() {
             return Err(StartError::Shim(format!(
@@ -117,7 +111,7 @@ pub fn start(cmd: &ShimCommand, dir: &Path) -> Result<Started, StartError> {
                 "no workload pid within {START_TIMEOUT:?}"
             )));
         }
-        std::thread::sleep(Duration::from_millis(2));
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 
