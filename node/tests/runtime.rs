@@ -549,3 +549,58 @@ async fn a_stop_kills_what_left_the_process_group() {
     wait_dead(escaped).await;
     iso.cleanup();
 }
+
+#[tokio::test]
+async fn a_shim_stops_its_workload_when_the_lease_runs_out_and_not_before() {
+    let mut h = harness(false);
+    let now = caldera_node::shim::files::boottime_ms;
+    h.rt.renew_leases(Some(now() + 60_000));
+    h.rt.start(&start_cmd(
+        "l1",
+        "trap 'echo term; exit 0' TERM; while :; do sleep 0.05; done",
+    ));
+    h.started_pid("l1").await;
+    // A server without leases lifts it: the workload runs past any deadline.
+    h.rt.renew_leases(None);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(h.rt.workload("l1").is_some_and(|w| w.is_alive()));
+    // A deadline already past: the shim stops it (SIGTERM first) by itself.
+    h.rt.renew_leases(Some(now().saturating_sub(1)));
+    let exit = h.exit_of("l1").await;
+    assert_eq!(
+        (exit.code, exit.stopped),
+        (Some(0), false),
+        "not a requested stop"
+    );
+    let record = std::fs::read_to_string(h.data.join("shims/l1/exit.json")).unwrap();
+    assert!(record.contains(r#""reason":"lease_expired""#), "{record}");
+    assert!(h.log("l1").contains("term"));
+}
+
+#[tokio::test]
+async fn an_exit_is_kept_until_the_control_plane_no_longer_owns_it() {
+    let mut h = harness(false);
+    h.rt.start(&start_cmd("e1", "exit 5"));
+    assert_eq!(h.exit_of("e1").await.code, Some(5));
+    // Heartbeats carry it a while, then memory forgets it; the disk does not.
+    purge_all(&mut h.rt);
+    assert!(h.rt.reports().is_empty());
+    assert!(h.data.join("shims/e1/exit.json").exists());
+    // A restarted agent reports it again (a control plane that lost it, e.g.
+    // a failed commit, hears it again); a stop for it is answered with it.
+    let (mut reborn, _notes) = runtime(&h.data, Isolation::None("test".into()));
+    assert_eq!(reborn.adopt_shims().exited, 1);
+    reborn.stop("e1", Duration::from_secs(1), 3);
+    let answer = reborn.take_events();
+    assert!(
+        matches!(&answer[..], [e] if e.kind == WorkloadEventKind::Exited(ExitStatus { code: Some(5), signal: None, stopped: false })),
+        "{answer:?}"
+    );
+    // Still owned: kept. No longer owned: gone.
+    reborn.apply_welcome(4, &["e1".to_string()], &["e1".to_string()]);
+    assert!(h.data.join("shims/e1/exit.json").exists());
+    let (mut third, _notes) = runtime(&h.data, Isolation::None("test".into()));
+    third.adopt_shims();
+    third.apply_welcome(5, &[], &["e1".to_string()]);
+    assert!(!h.data.join("shims/e1").exists());
+}
