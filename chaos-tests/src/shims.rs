@@ -43,16 +43,36 @@ pub fn shims(data_dir: &Path) -> Vec<ShimProcs> {
     out
 }
 
-/// SIGKILLs every shim of the agent with `data_dir` and its workload's group.
+/// SIGKILLs every shim of the agent with `data_dir` and everything in its
+/// session (a shim leads a session of its own; its workload is in it, also
+/// one that has not recorded its pid yet).
 pub fn kill_shims(data_dir: &Path) {
-    for s in shims(data_dir) {
-        for (pid, group) in [(s.workload, true), (s.shim, false)] {
-            if let Some(pid) = pid {
-                let target = if group { -(pid as i32) } else { pid as i32 };
-                // SAFETY: kill(2) on a pid just checked against its record.
-                unsafe {
-                    libc::kill(target, libc::SIGKILL);
-                }
+    let leaders: Vec<u32> = shims(data_dir).iter().filter_map(|s| s.shim).collect();
+    if leaders.is_empty() {
+        return;
+    }
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for pid in procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+    {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        // Fields after the name: state, ppid, pgrp, session.
+        let session = rest
+            .split_whitespace()
+            .nth(3)
+            .and_then(|s| s.parse::<u32>().ok());
+        if session.is_some_and(|s| leaders.contains(&s)) {
+            // SAFETY: kill(2) on a process of a shim's session; no memory is touched.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGKILL);
             }
         }
     }
