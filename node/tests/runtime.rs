@@ -566,15 +566,37 @@ async fn a_shim_stops_its_workload_when_the_lease_runs_out_and_not_before() {
     assert!(h.rt.workload("l1").is_some_and(|w| w.is_alive()));
     // A deadline already past: the shim stops it (SIGTERM first) by itself.
     h.rt.renew_leases(Some(now().saturating_sub(1)));
-    let exit = h.exit_of("l1").await;
-    assert_eq!(
-        (exit.code, exit.stopped),
-        (Some(0), false),
-        "not a requested stop"
-    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while h.rt.workload("l1").is_some_and(|w| w.is_alive()) {
+        let note = tokio::time::timeout_at(deadline, h.notes.recv())
+            .await
+            .expect("the shim stopped it")
+            .expect("notes channel open");
+        h.rt.handle(note);
+    }
     let record = std::fs::read_to_string(h.data.join("shims/l1/exit.json")).unwrap();
     assert!(record.contains(r#""reason":"lease_expired""#), "{record}");
     assert!(h.log("l1").contains("term"));
+    // It exited 0 on SIGTERM, but did not end on its own: it is not reported
+    // as an exit (a code 0 would finish the task), and a hello leaves it out.
+    let events = h.rt.take_events();
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.kind, WorkloadEventKind::Exited(_))),
+        "{events:?}"
+    );
+    assert!(h.rt.reports().is_empty(), "{:?}", h.rt.reports());
+    // A stop for it is answered as stopped, without a code.
+    h.rt.stop("l1", Duration::from_secs(1), 1);
+    let answer = h.rt.take_events();
+    assert!(
+        matches!(&answer[..], [e] if matches!(&e.kind, WorkloadEventKind::Exited(x) if x.stopped && x.code.is_none())),
+        "{answer:?}"
+    );
+    // The next welcome (the hello left it out) forgets it.
+    h.rt.apply_welcome(2, &[], &[]);
+    assert!(!h.data.join("shims/l1").exists());
 }
 
 #[tokio::test]
@@ -603,4 +625,22 @@ async fn an_exit_is_kept_until_the_control_plane_no_longer_owns_it() {
     third.adopt_shims();
     third.apply_welcome(5, &[], &["e1".to_string()]);
     assert!(!h.data.join("shims/e1").exists());
+}
+
+#[tokio::test]
+async fn a_shim_killed_under_its_workload_takes_the_workload_with_it() {
+    let mut h = harness(false);
+    h.rt.start(&start_cmd("x1", "sleep 30 & exec sleep 30"));
+    let pid = h.started_pid("x1").await;
+    let shim =
+        h.rt.workload("x1")
+            .and_then(|w| w.shim.clone())
+            .expect("a shim");
+    // SAFETY: kill(2) on the shim this test started.
+    unsafe { libc::kill(shim.pid as i32, libc::SIGKILL) };
+    let exit = h.exit_of("x1").await;
+    assert_eq!((exit.signal, exit.stopped), (Some(9), false));
+    let record = std::fs::read_to_string(h.data.join("shims/x1/exit.json")).unwrap();
+    assert!(record.contains(r#""reason":"shim_lost""#), "{record}");
+    wait_dead(pid).await;
 }

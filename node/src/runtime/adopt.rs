@@ -40,6 +40,11 @@ impl Runtime {
                 w.exit = Some(exit.status());
                 self.remember_finished(&id, &spec.task_id);
                 counts.exited += 1;
+                if exit.reason == crate::shim::files::reason::LEASE_EXPIRED {
+                    // Not reported: see the runtime's module doc.
+                    w.lease_expired = true;
+                    w.exit = Some(super::lease_expired_status(exit));
+                }
             } else if reservation {
                 counts.held += 1;
             } else if lost {

@@ -14,6 +14,14 @@
 //! control plane no longer owns the allocation (then the dir is removed), and
 //! a `Stop` for it is answered with the recorded exit. So a control plane
 //! that lost an exit (a failed commit, a restart) hears it again.
+//!
+//! A workload its shim stopped because the lease ran out is the exception: it
+//! did not end on its own (a training job that checkpointed on SIGTERM and
+//! exited 0 must not read as finished), so it is not reported at all — the
+//! next hello leaves it out, and a control plane that still owns the
+//! allocation handles it as a workload that vanished (requeued). Only if it
+//! ran out between a hello that reported it and the welcome keeping it is it
+//! reported, as killed (failed, never finished).
 mod adopt;
 pub mod checkpoint;
 mod launch;
@@ -445,11 +453,25 @@ impl Runtime {
             if let Some(p) = pid.filter(PidRecord::alive) {
                 crate::shim::signal_group(p.pid, libc::SIGKILL);
             }
+            if let Some(shim) = &w.shim {
+                kill_session_of(shim);
+            }
             let record = agent_exit(Some(libc::SIGKILL), reason::SHIM_LOST);
             shim_link::record_exit(&w.shim_dir, &record);
             record
         });
         self.isolation.reap(allocation_id);
+        if record.reason == reason::LEASE_EXPIRED {
+            tracing::warn!(
+                "allocation {allocation_id}: its lease ran out, so its shim stopped it; \
+                 left out of reports (the control plane requeues it if it still owns it)"
+            );
+            w.lease_expired = true;
+            w.exit = Some(lease_expired_status(&record));
+            let task = w.task_id.clone();
+            self.remember_finished(allocation_id, &task);
+            return;
+        }
         let status = record.status();
         tracing::info!(
             "allocation {allocation_id} exited ({}{}): {status:?}",
@@ -508,9 +530,14 @@ impl Runtime {
         self.workloads.get(allocation_id)
     }
 
-    /// Reports of everything alive, and of exits not yet known to be delivered.
+    /// Reports of everything alive, and of exits not yet known to be delivered
+    /// (not of lease-expired ones: see the module doc).
     pub fn reports(&self) -> Vec<WorkloadReport> {
-        self.workloads.values().map(Workload::report).collect()
+        self.workloads
+            .values()
+            .filter(|w| !w.lease_expired)
+            .map(Workload::report)
+            .collect()
     }
 
     /// Takes the queued events for sending; an `Exited` handed out starts its
@@ -553,11 +580,24 @@ impl Runtime {
     /// Returns how many live workloads were killed.
     pub fn apply_welcome(&mut self, epoch: u64, keep: &[String], reported: &[String]) -> usize {
         let mut to_kill = Vec::new();
+        let mut expired_meanwhile = Vec::new();
         for id in reported {
             let Some(w) = self.workloads.get_mut(id) else {
                 continue;
             };
-            if !w.is_alive() {
+            if w.lease_expired && keep.contains(id) {
+                // Reported running, kept, and stopped by its lease since: say it ended.
+                let exit = w
+                    .exit
+                    .clone()
+                    .unwrap_or(ExitStatus::STOPPED_WITHOUT_PROCESS);
+                let exit = ExitStatus {
+                    stopped: false,
+                    ..exit
+                };
+                expired_meanwhile.push((id.clone(), w.task_id.clone(), exit));
+                w.lease_expired = false;
+            } else if !w.is_alive() {
                 if !keep.contains(id) {
                     shim_link::remove(&w.shim_dir);
                 }
@@ -567,6 +607,21 @@ impl Runtime {
             } else {
                 to_kill.push(id.clone());
             }
+        }
+        // Lease-expired ones the hello left out: the control plane has decided.
+        let left_out: Vec<String> = self
+            .workloads
+            .values()
+            .filter(|w| w.lease_expired)
+            .map(|w| w.allocation_id.clone())
+            .collect();
+        for id in left_out {
+            if let Some(w) = self.workloads.remove(&id) {
+                shim_link::remove(&w.shim_dir);
+            }
+        }
+        for (id, task, exit) in expired_meanwhile {
+            self.event(&id, &task, epoch, WorkloadEventKind::Exited(exit));
         }
         for e in self.outbox.iter_mut() {
             if keep.contains(&e.allocation_id) {
@@ -654,6 +709,34 @@ impl Runtime {
             tracing::warn!("reading log {}: {e}", path.display());
             (String::new(), false)
         })
+    }
+}
+
+/// SIGKILLs what is left in a dead shim's session: its workload (also one
+/// whose pid was never recorded) and the workload's children. Processes
+/// older than the shim are not of it (session ids are pids, and pids are reused).
+fn kill_session_of(shim: &PidRecord) {
+    if shim.pid <= 1 || shim.boot_id != procfs::boot_id() {
+        return;
+    }
+    for p in procfs::all()
+        .iter()
+        .filter(|p| p.session == shim.pid && p.start_ticks >= shim.start_ticks)
+    {
+        // SAFETY: kill(2) on a pid just read from /proc; no memory is touched.
+        unsafe {
+            libc::kill(p.pid as i32, libc::SIGKILL);
+        }
+    }
+}
+
+/// What a lease-expired workload answers a `Stop` with: stopped, and never a
+/// code (a code 0 would finish the task).
+fn lease_expired_status(record: &ExitRecord) -> ExitStatus {
+    ExitStatus {
+        code: None,
+        signal: record.signal.or(Some(libc::SIGTERM)),
+        stopped: true,
     }
 }
 

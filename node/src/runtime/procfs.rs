@@ -9,6 +9,8 @@ pub struct ProcStat {
     pub pid: u32,
     pub ppid: u32,
     pub pgrp: u32,
+    /// Session id (a shim leads one; its workload is in it).
+    pub session: u32,
     /// utime + stime, clock ticks.
     pub cpu_ticks: u64,
     /// Start time after boot, clock ticks (tells a reused pid from the original).
@@ -29,6 +31,7 @@ pub fn parse_stat(pid: u32, text: &str) -> Option<ProcStat> {
         pid,
         ppid: num(4)? as u32,
         pgrp: num(5)? as u32,
+        session: num(6)? as u32,
         cpu_ticks: num(14)? + num(15)?,
         start_ticks: num(22)?,
         rss_pages: num(24)?,

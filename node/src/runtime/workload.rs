@@ -30,6 +30,9 @@ pub struct Workload {
     pub exit_sent: bool,
     /// Heartbeats that still carry its exit after the event went out.
     pub reports_left: u32,
+    /// Its shim stopped it because the lease ran out: not reported as an
+    /// exit (see `Runtime::finish`).
+    pub lease_expired: bool,
     /// Distinguishes this run's notes from an older run's.
     pub run: u64,
     pub checkpoint: CheckpointWatch,
@@ -66,6 +69,7 @@ impl Workload {
             stop_requested: false,
             exit_sent: false,
             reports_left: 0,
+            lease_expired: false,
             run: 0,
             checkpoint: CheckpointWatch::new(PathBuf::new()),
             log_path,
