@@ -143,7 +143,7 @@ pub fn request_stop(dir: &Path, grace: Duration) -> io::Result<()> {
 
 /// Renews (or, with None, lifts) the shim's lease.
 pub fn write_lease(dir: &Path, deadline_ms: Option<u64>) -> io::Result<()> {
-    files::write_atomic(
+    files::replace(
         &dir.join(files::LEASE),
         files::lease_text(deadline_ms).as_bytes(),
     )

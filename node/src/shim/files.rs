@@ -1,8 +1,8 @@
 //! The files of one shim dir, `<data-dir>/shims/<allocation>/`: the one place
 //! the agent and a workload's shim share state. Each is written whole and
-//! atomically (temporary file, fsync, rename), so a reader sees the old or the
-//! new content, never half; the agent can die at any moment and a later agent
-//! reads the same files to adopt the shim.
+//! atomically (temporary file, fsync, rename; the lease without the fsync), so
+//! a reader sees the old or the new content, never half; the agent can die at
+//! any moment and a later agent reads the same files to adopt the shim.
 //!
 //! | file | written by | holds |
 //! |---|---|---|
@@ -171,6 +171,19 @@ pub fn boottime_ms() -> u64 {
 /// node secret's writer: a temp file beside it, fsync, rename).
 pub use crate::secret::write_private as write_atomic;
 
+/// Replaces `path` with `bytes` atomically but without fsync: for the lease,
+/// rewritten for every shim on every renewal, and meaningless after a reboot
+/// (the boot clock restarts and every workload with it).
+pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    fs::write(&tmp, bytes)?;
+    fs::rename(&tmp, path)
+}
+
 /// Writes `value` as JSON, atomically.
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
     let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
@@ -192,9 +205,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join(LEASE);
         assert!(read_lease(&p).is_err(), "missing");
-        write_atomic(&p, lease_text(Some(1234)).as_bytes()).unwrap();
+        replace(&p, lease_text(Some(1234)).as_bytes()).unwrap();
         assert_eq!(read_lease(&p).unwrap(), Some(1234));
-        write_atomic(&p, lease_text(None).as_bytes()).unwrap();
+        replace(&p, lease_text(None).as_bytes()).unwrap();
         assert_eq!(read_lease(&p).unwrap(), None);
         fs::write(&p, b"soon").unwrap();
         assert!(read_lease(&p).is_err());
