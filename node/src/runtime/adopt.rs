@@ -43,7 +43,7 @@ impl Runtime {
                 if exit.reason == crate::shim::files::reason::LEASE_EXPIRED {
                     // Not reported: see the runtime's module doc.
                     w.lease_expired = true;
-                    w.exit = Some(super::lease_expired_status(exit));
+                    w.exit = Some(super::exits::lease_expired_status(exit));
                 }
             } else if reservation {
                 counts.held += 1;

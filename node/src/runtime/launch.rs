@@ -4,6 +4,7 @@
 use super::{logs, safe_file_name};
 use crate::cgroup::{Isolation, WorkloadCgroup};
 use crate::error::StartError;
+use crate::shim::files::ShimSpec;
 use crate::tenancy::{own_dir, own_file};
 use caldera_spec::wire::StartCommand;
 use std::path::{Component, Path, PathBuf};
@@ -127,6 +128,34 @@ pub fn workload_env(cmd: &StartCommand, prepared: &Prepared) -> Vec<(String, Str
         env.push(("CALDERA_RESUME_FROM".into(), resume.clone()));
     }
     env
+}
+
+/// What the shim is told: the command, its environment, identity, cgroup,
+/// log, and the grace it gives the workload when the lease runs out.
+pub fn shim_spec(
+    cmd: &StartCommand,
+    prepared: Prepared,
+    uid: Option<u32>,
+    cgroup: Option<&WorkloadCgroup>,
+    lease_grace: std::time::Duration,
+) -> ShimSpec {
+    ShimSpec {
+        allocation_id: cmd.allocation_id.clone(),
+        task_id: cmd.task_id.clone(),
+        epoch: cmd.epoch,
+        argv: cmd.command.clone(),
+        env: workload_env(cmd, &prepared),
+        cwd: prepared.scratch_dir,
+        uid,
+        gid: uid,
+        cgroup_procs: cgroup.map(|c| c.procs_paths()).unwrap_or_default(),
+        cgroup_kill: cgroup.and_then(|c| c.kill_path()),
+        log: prepared.log_path,
+        stop_grace_ms: lease_grace.as_millis() as u64,
+        gpu_indices: cmd.gpu_indices.clone(),
+        gpu_memory_mb: cmd.gpu_memory_mb,
+        checkpoint_dir: prepared.checkpoint_dir,
+    }
 }
 
 /// What is done to keep a workload to its GPUs: `CUDA_VISIBLE_DEVICES`
