@@ -21,8 +21,13 @@ const CPU_PERIOD_US: u64 = 100_000;
 pub enum Isolation {
     /// Unified hierarchy; `base` is this agent's `caldera-<node>` directory.
     V2 { base: PathBuf },
-    /// Legacy hierarchy; one base per controller.
-    V1 { cpu: PathBuf, memory: PathBuf },
+    /// Legacy hierarchy; one base per controller (`devices` where the host
+    /// has that controller and lets the agent use it: GPU device files).
+    V1 {
+        cpu: PathBuf,
+        memory: PathBuf,
+        devices: Option<PathBuf>,
+    },
     /// No limits; the string says why.
     None(String),
 }
@@ -66,8 +71,22 @@ impl Isolation {
             let memory = mem_root
                 .join(own_path(&own, "memory").trim_start_matches('/'))
                 .join(leaf);
+            let devices_root = root.join("devices");
+            let devices = devices_root
+                .join("devices.deny")
+                .exists()
+                .then(|| {
+                    devices_root
+                        .join(own_path(&own, "devices").trim_start_matches('/'))
+                        .join(leaf)
+                })
+                .filter(|d| fs::create_dir_all(d).is_ok());
             return match fs::create_dir_all(&cpu).and_then(|_| fs::create_dir_all(&memory)) {
-                Ok(()) => Isolation::V1 { cpu, memory },
+                Ok(()) => Isolation::V1 {
+                    cpu,
+                    memory,
+                    devices,
+                },
                 Err(e) => Isolation::None(format!("cgroup v1 is not writable: {e}")),
             };
         }
@@ -100,7 +119,14 @@ impl Isolation {
     fn base_dirs(&self) -> Vec<&PathBuf> {
         match self {
             Isolation::V2 { base } => vec![base],
-            Isolation::V1 { cpu, memory } => vec![cpu, memory],
+            Isolation::V1 {
+                cpu,
+                memory,
+                devices,
+            } => [Some(cpu), Some(memory), devices.as_ref()]
+                .into_iter()
+                .flatten()
+                .collect(),
             Isolation::None(_) => Vec::new(),
         }
     }
@@ -123,13 +149,27 @@ impl Isolation {
         }
     }
 
+    /// True when workloads' device access can be limited (GPU device files).
+    pub fn limits_devices(&self) -> bool {
+        matches!(
+            self,
+            Isolation::V1 {
+                devices: Some(_),
+                ..
+            }
+        )
+    }
+
     /// Creates the allocation's cgroup with its limits. `cpu_milli` 0 or
-    /// `memory_mb` 0 leave that dimension unlimited.
+    /// `memory_mb` 0 leave that dimension unlimited; `deny` lists character
+    /// devices (major, minor) the workload may not open, where devices can be
+    /// limited.
     pub fn create(
         &self,
         allocation_id: &str,
         cpu_milli: u64,
         memory_mb: u64,
+        deny: &[(u32, u32)],
     ) -> io::Result<Option<WorkloadCgroup>> {
         let name = crate::runtime::safe_file_name(allocation_id);
         match self {
@@ -154,7 +194,11 @@ impl Isolation {
                     v2: true,
                 }))
             }
-            Isolation::V1 { cpu, memory } => {
+            Isolation::V1 {
+                cpu,
+                memory,
+                devices,
+            } => {
                 let cpu_dir = cpu.join(&name);
                 let mem_dir = memory.join(&name);
                 fs::create_dir_all(&cpu_dir)?;
@@ -175,10 +219,17 @@ impl Isolation {
                     (memory_mb * 1024 * 1024).to_string()
                 };
                 write_file(&mem_dir.join("memory.limit_in_bytes"), &limit)?;
-                Ok(Some(WorkloadCgroup {
-                    dirs: vec![cpu_dir, mem_dir],
-                    v2: false,
-                }))
+                let mut dirs = vec![cpu_dir, mem_dir];
+                if let (Some(devices), false) = (devices, deny.is_empty()) {
+                    let dev_dir = devices.join(&name);
+                    fs::create_dir_all(&dev_dir)?;
+                    for (major, minor) in deny {
+                        let rule = format!("c {major}:{minor} rwm");
+                        write_file(&dev_dir.join("devices.deny"), &rule)?;
+                    }
+                    dirs.push(dev_dir);
+                }
+                Ok(Some(WorkloadCgroup { dirs, v2: false }))
             }
         }
     }

@@ -32,9 +32,14 @@ fn runtime(data: &Path, iso: Isolation) -> (Runtime, UnboundedReceiver<Note>) {
 }
 
 fn harness(simulated: bool) -> Harness {
+    harness_with(Isolation::None("test".into()), simulated)
+}
+
+/// A runtime with `iso` on a fresh data dir.
+fn harness_with(iso: Isolation, simulated: bool) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_path_buf();
-    let (mut rt, notes) = Runtime::new(data.clone(), Isolation::None("test".into()), simulated);
+    let (mut rt, notes) = Runtime::new(data.clone(), iso, simulated);
     rt.set_shim_command(shim_command());
     Harness {
         rt,
@@ -431,17 +436,9 @@ async fn a_kill_list_stops_an_adopted_workload() {
 
 #[tokio::test]
 async fn workloads_join_their_cgroup_where_the_host_allows() {
-    let dir = tempfile::tempdir().unwrap();
     let iso = Isolation::detect("rt-test");
     let label = iso.label();
-    let (rt, notes) = runtime(dir.path(), iso);
-    let mut h = Harness {
-        rt,
-        notes,
-        events: Vec::new(),
-        data: dir.path().to_path_buf(),
-        _dir: dir,
-    };
+    let mut h = harness_with(iso, false);
     h.rt.start(&start_cmd("cg1", "cat /proc/self/cgroup; exit 0"));
     let ready = h
         .wait_for("cg1", |k| matches!(k, WorkloadEventKind::Ready { .. }))
@@ -508,17 +505,8 @@ async fn a_stop_kills_what_left_the_process_group() {
         eprintln!("no cgroup isolation on this host: {}", iso.label());
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().to_path_buf();
-    let (rt, notes) = runtime(&data, iso.clone());
-    let mut h = Harness {
-        rt,
-        notes,
-        events: Vec::new(),
-        data: data.clone(),
-        _dir: dir,
-    };
-    let pidfile = data.join("escaped.pid");
+    let mut h = harness_with(iso.clone(), false);
+    let pidfile = h.data.join("escaped.pid");
     let script = format!(
         "setsid sleep 30 & echo $! > {}; exec sleep 30",
         pidfile.display()
@@ -643,4 +631,56 @@ async fn a_shim_killed_under_its_workload_takes_the_workload_with_it() {
     let record = std::fs::read_to_string(h.data.join("shims/x1/exit.json")).unwrap();
     assert!(record.contains(r#""reason":"shim_lost""#), "{record}");
     wait_dead(pid).await;
+}
+
+#[tokio::test]
+async fn other_gpus_device_files_are_denied_where_the_host_has_a_devices_cgroup() {
+    let iso = Isolation::detect("rt-devices");
+    if !iso.limits_devices() {
+        eprintln!("no devices cgroup on this host: {}", iso.label());
+        return;
+    }
+    // Stand-ins for /dev/nvidia0 and /dev/nvidia1 (no driver behind them: an
+    // open that the cgroup allows fails with ENXIO instead).
+    let devices = tempfile::tempdir().unwrap();
+    for minor in [0, 1] {
+        let path =
+            std::ffi::CString::new(format!("{}/nvidia{minor}", devices.path().display())).unwrap();
+        // SAFETY: mknod with a valid C string; creates a device file in our temp dir.
+        let rc = unsafe {
+            libc::mknod(
+                path.as_ptr(),
+                libc::S_IFCHR | 0o666,
+                libc::makedev(195, minor),
+            )
+        };
+        assert_eq!(rc, 0, "mknod: {}", std::io::Error::last_os_error());
+    }
+    let mut h = harness_with(iso.clone(), false);
+    h.rt.set_device_dir(devices.path().to_path_buf());
+    let d = devices.path().display();
+    // The allocation holds GPUs 1 and 3 (start_cmd): nvidia1 is its own, nvidia0 not.
+    h.rt.start(&start_cmd(
+        "d1",
+        &format!("head -c1 {d}/nvidia0; head -c1 {d}/nvidia1; exit 0"),
+    ));
+    let ready = h
+        .wait_for("d1", |k| matches!(k, WorkloadEventKind::Ready { .. }))
+        .await;
+    assert!(format!("{ready:?}").contains("devices cgroup"), "{ready:?}");
+    assert_eq!(h.exit_of("d1").await.code, Some(0));
+    let log = h.log("d1");
+    assert!(
+        log.contains(&format!(
+            "{d}/nvidia0' for reading: Operation not permitted"
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "{d}/nvidia1' for reading: No such device or address"
+        )),
+        "allowed (there is no driver behind it): {log}"
+    );
+    iso.cleanup();
 }

@@ -82,9 +82,15 @@ pub fn prepare(
 pub fn isolate(
     isolation: &Isolation,
     cmd: &StartCommand,
+    deny_devices: &[(u32, u32)],
 ) -> Result<Option<WorkloadCgroup>, String> {
     isolation
-        .create(&cmd.allocation_id, cmd.cpu_milli, cmd.memory_mb)
+        .create(
+            &cmd.allocation_id,
+            cmd.cpu_milli,
+            cmd.memory_mb,
+            deny_devices,
+        )
         .map_err(|e| {
             tracing::warn!(
                 "allocation {}: cgroup setup failed, running without limits: {e}",
@@ -155,23 +161,5 @@ pub fn shim_spec(
         gpu_indices: cmd.gpu_indices.clone(),
         gpu_memory_mb: cmd.gpu_memory_mb,
         checkpoint_dir: prepared.checkpoint_dir,
-    }
-}
-
-/// What is done to keep a workload to its GPUs: `CUDA_VISIBLE_DEVICES`
-/// always; device files exist only where `/dev/nvidia*` does, and no device
-/// cgroup is set up by the agent yet, which the label says.
-pub fn gpu_isolation_label() -> String {
-    let has_devices = std::fs::read_dir("/dev")
-        .map(|d| {
-            d.flatten()
-                .any(|e| e.file_name().to_string_lossy().starts_with("nvidia"))
-        })
-        .unwrap_or(false);
-    if has_devices {
-        "gpus: CUDA_VISIBLE_DEVICES (no device cgroup: /dev/nvidia* stays open to workloads)"
-            .to_string()
-    } else {
-        "gpus: CUDA_VISIBLE_DEVICES (no /dev/nvidia* on this host)".to_string()
     }
 }

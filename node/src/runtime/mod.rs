@@ -25,6 +25,7 @@
 mod adopt;
 pub mod checkpoint;
 mod exits;
+pub mod gpu_devices;
 mod launch;
 pub mod logs;
 pub mod procfs;
@@ -83,6 +84,8 @@ pub struct Runtime {
     shim_command: ShimCommand,
     /// SIGTERM -> SIGKILL when a shim's lease runs out.
     lease_grace: Duration,
+    /// Where GPU device files are looked for (`/dev`).
+    device_dir: PathBuf,
     /// The node's lease deadline (ms on `CLOCK_BOOTTIME`) as the shims have it.
     lease: Option<u64>,
     simulated_gpus: bool,
@@ -122,6 +125,7 @@ impl Runtime {
             isolation,
             shim_command: ShimCommand::this_binary(),
             lease_grace: Duration::from_secs(2),
+            device_dir: PathBuf::from("/dev"),
             lease: None,
             simulated_gpus,
             workloads: BTreeMap::new(),
@@ -148,6 +152,16 @@ impl Runtime {
         self.lease_grace = grace;
     }
 
+    /// Looks for GPU device files in `dir` instead of `/dev` (tests).
+    pub fn set_device_dir(&mut self, dir: PathBuf) {
+        self.device_dir = dir;
+    }
+
+    fn gpu_label(&self) -> String {
+        let devices = gpu_devices::find(&self.device_dir);
+        gpu_devices::label(&devices, self.isolation.limits_devices())
+    }
+
     /// The cgroup isolation applied to workloads.
     pub fn isolation(&self) -> &Isolation {
         &self.isolation
@@ -159,7 +173,7 @@ impl Runtime {
             "{}; {}; {}",
             self.isolation.label(),
             self.tenancy.label(),
-            launch::gpu_isolation_label()
+            self.gpu_label()
         )
     }
 
@@ -252,7 +266,7 @@ impl Runtime {
         let reservation = cmd.command.is_empty();
         let (cgroup, cgroup_label) = match reservation {
             true => (None, self.isolation.label()),
-            false => match launch::isolate(&self.isolation, cmd) {
+            false => match launch::isolate(&self.isolation, cmd, &self.denied_devices(cmd)) {
                 Ok(cg) => (cg, self.isolation.label()),
                 Err(label) => (None, label),
             },
@@ -261,10 +275,7 @@ impl Runtime {
             Some(uid) => format!("uid {uid} (tenant {tenant})"),
             None => self.tenancy.label(),
         };
-        let isolation = format!(
-            "{cgroup_label}; {identity}; {}",
-            launch::gpu_isolation_label()
-        );
+        let isolation = format!("{cgroup_label}; {identity}; {}", self.gpu_label());
         let ready = WorkloadEventKind::Ready { isolation };
         self.event(&cmd.allocation_id, &cmd.task_id, cmd.epoch, ready);
         let mut w = Workload::new(
@@ -307,6 +318,11 @@ impl Runtime {
             );
         }
         Ok(w)
+    }
+
+    /// GPU device files of GPUs the command was not given.
+    fn denied_devices(&self, cmd: &StartCommand) -> Vec<(u32, u32)> {
+        gpu_devices::denied(&gpu_devices::find(&self.device_dir), &cmd.gpu_indices)
     }
 
     /// Stops a workload: its shim sends SIGTERM to the group, then SIGKILL
