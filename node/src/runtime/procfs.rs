@@ -79,7 +79,7 @@ pub fn page_size() -> u64 {
     }
 }
 
-/// Identifies this boot; pids in workloads.json mean nothing after a reboot.
+/// Identifies this boot; pids recorded in shim dirs mean nothing after a reboot.
 pub fn boot_id() -> String {
     fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string())
