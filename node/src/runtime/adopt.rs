@@ -4,6 +4,11 @@
 //! hello reports them all; the welcome's keep/kill lists then decide.
 use super::checkpoint::CheckpointWatch;
 use super::{shim_link, Runtime, Workload};
+use std::time::Duration;
+
+/// How long adoption waits for a shim dir without a shim pid (a start the
+/// earlier agent did not see through).
+const SHIM_PID_WAIT: Duration = Duration::from_secs(2);
 
 /// What [`Runtime::adopt_shims`] found.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +38,11 @@ impl Runtime {
             w.checkpoint = CheckpointWatch::new(spec.checkpoint_dir.clone());
             w.pid = found.workload.as_ref().map(|r| r.pid);
             w.shim = found.shim.clone();
+            if w.shim.is_none() && found.exit.is_none() && !spec.argv.is_empty() {
+                // The earlier agent died right after starting it: give the
+                // shim a moment to say it runs before calling it lost.
+                w.shim = shim_link::await_shim_pid(&found.dir, SHIM_PID_WAIT);
+            }
             w.shim_dir = found.dir.clone();
             let reservation = spec.argv.is_empty();
             let lost = !reservation && !w.shim.as_ref().is_some_and(|s| s.alive());

@@ -166,6 +166,20 @@ pub fn shim_pid(dir: &Path) -> Option<PidRecord> {
     files::read_json(&dir.join(files::SHIM_PID)).ok()
 }
 
+/// Polls (blocking, bounded by `wait`) for the shim's pid record.
+pub fn await_shim_pid(dir: &Path, wait: Duration) -> Option<PidRecord> {
+    let deadline = Instant::now() + wait;
+    loop {
+        if let Some(rec) = shim_pid(dir) {
+            return Some(rec);
+        }
+        if Instant::now() > deadline || read_exit(dir).is_some() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Forgets a shim dir (its exit is with the control plane).
 pub fn remove(dir: &Path) {
     if let Err(e) = fs::remove_dir_all(dir) {
