@@ -6,6 +6,12 @@ mod cli;
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
+    // `caldera shim <dir>` (started by the agent, one per workload) comes
+    // first: no argument parser, runtime or logging, so it stays small.
+    let mut raw = std::env::args_os().skip(1);
+    if raw.next().is_some_and(|a| a == "shim") {
+        return caldera_node::shim::command(raw.next());
+    }
     let args = cli::Cli::parse();
     match cli::dispatch(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -63,10 +63,15 @@ fn start_cluster_with(dir: &Path, env: &[(&str, &str)]) -> (ControlPlane, Agent,
     (cp, a, b)
 }
 
+/// The killed agent's workload outlives it (its shim is not tied to the
+/// agent) until its lease runs out: the lease is short here so the test sees
+/// the shim stop it. (Holding the requeue back until lease + grace has passed,
+/// so the two never overlap, is the control plane's part of issue 10 item 2.)
 #[test]
 fn killing_an_agent_requeues_its_task_onto_the_other_node() {
     let dir = tempfile::tempdir().unwrap();
-    let (cp, mut a, mut b) = start_cluster(dir.path());
+    let (cp, mut a, mut b) =
+        start_cluster_with(dir.path(), &[("CALDERA_WORKLOAD_LEASE_MS", "1500")]);
     let api = cp.api(&cp.tenant("team-a"));
     let starts = dir.path().join("starts");
     assert_eq!(
@@ -99,7 +104,8 @@ fn killing_an_agent_requeues_its_task_onto_the_other_node() {
         .cloned()
         .unwrap_or_default();
     assert!(lost.iter().any(|e| e["kind"] == "node_lost"), "{lost:#?}");
-    // The killed agent's workload died with it (PDEATHSIG): two starts, never two at once.
+    // Two starts; the killed agent's workload is stopped by its own shim once
+    // the lease (1.5 s) and the grace (2 s) have run out.
     assert!(
         wait_until(Duration::from_secs(5), || lines(&starts).len() == 2),
         "{:?}",
@@ -107,8 +113,8 @@ fn killing_an_agent_requeues_its_task_onto_the_other_node() {
     );
     let old = first["allocation"]["allocation_id"].as_str().unwrap_or("");
     assert!(
-        wait_until(Duration::from_secs(5), || !alive(&starts, old)),
-        "the dead agent's workload {old} survived it"
+        wait_until(Duration::from_secs(15), || !alive(&starts, old)),
+        "the dead agent's workload {old} outlived its lease"
     );
     let nodes = cp.operator().get(&format!("/v1/nodes/{node}"));
     assert_eq!(nodes.data()["state"], "lost");
@@ -169,6 +175,10 @@ fn restarting_the_control_plane_loses_nothing_and_starts_nothing_twice() {
     assert_eq!(r.data()["state"], "released", "{:#}", r.body);
 }
 
+/// A paused agent's node is lost and fenced: its shim stops the old copy
+/// when the lease runs out, before the fenced task starts elsewhere (the
+/// control plane waits lease + grace), and the agent that comes back runs
+/// nothing it no longer owns.
 #[test]
 fn a_paused_agent_is_fenced_and_kills_what_it_no_longer_owns() {
     let dir = tempfile::tempdir().unwrap();
@@ -182,6 +192,10 @@ fn a_paused_agent_is_fenced_and_kills_what_it_no_longer_owns() {
     );
     let first = wait_running(&api, "fenced", 20);
     let node = first["allocation"]["node"].as_str().unwrap().to_string();
+    let old_alloc = first["allocation"]["allocation_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let victim = if node == "node-a" { &a } else { &b };
     victim.pause();
     let mut v = Value::Null;
@@ -192,35 +206,33 @@ fn a_paused_agent_is_fenced_and_kills_what_it_no_longer_owns() {
         }),
         "{v:#}"
     );
-    victim.resume();
-    // The returning agent learns its epoch is stale and kills the old workload:
-    // the first allocation's process must be gone.
-    let old_alloc = first["allocation"]["allocation_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let fenced = wait_until(Duration::from_secs(20), || {
-        cp.operator().get(&format!("/v1/events?node={node}")).data()["events"]
-            .as_array()
-            .is_some_and(|e| {
-                e.iter().any(|e| {
-                    e["kind"] == "node_fenced"
-                        && e["message"].as_str().unwrap_or("").contains(&old_alloc)
-                })
-            })
-    });
-    assert!(fenced, "no fencing event for {old_alloc}");
+    // The new copy runs only once the old one is gone: its shim stopped it
+    // when the lease ran out, while its agent was still frozen.
     assert!(
-        wait_until(Duration::from_secs(10), || !alive(&starts, &old_alloc)),
-        "old workload {old_alloc} still runs"
+        !alive(&starts, &old_alloc),
+        "old workload {old_alloc} still runs beside the new one"
     );
+    victim.resume();
     let new_alloc = api.task("fenced")["allocation"]["allocation_id"]
         .as_str()
         .unwrap_or("")
         .to_string();
     assert!(
-        alive(&starts, &new_alloc),
+        wait_until(Duration::from_secs(10), || alive(&starts, &new_alloc)),
         "new workload {new_alloc} is not running"
+    );
+    // The returning agent is welcomed under a new epoch and starts nothing old.
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            cp.operator().get("/v1/nodes").data()["nodes"]
+                .as_array()
+                .is_some_and(|n| n.iter().all(|n| n["connected"] == true))
+        }),
+        "the paused agent did not come back"
+    );
+    assert!(
+        !alive(&starts, &old_alloc),
+        "old workload {old_alloc} came back"
     );
     assert_eq!(lines(&starts).len(), 2);
 }

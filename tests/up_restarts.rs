@@ -82,6 +82,12 @@ fn three_up_ctrl_c_cycles_resume_everything_without_spending_a_retry() {
     let addr = format!("127.0.0.1:{}", free_port());
     let op = Api::new(&addr, Some(OPERATOR_TOKEN));
     let starts = dir.path().join("starts");
+    // `up`'s agents run each tenant's workloads as its own unprivileged uid:
+    // let that uid reach the test's dir and append to the file it writes.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    std::fs::write(&starts, "").unwrap();
+    std::fs::set_permissions(&starts, std::fs::Permissions::from_mode(0o666)).unwrap();
     let train = serde_json::json!({
         "task_id": "train", "task_type": "training",
         "resources": {"gpu": {"count": 1, "memory_gb": 10}},

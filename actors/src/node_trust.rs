@@ -179,9 +179,11 @@ pub fn admit(
 }
 
 /// Whether `path` is strictly inside the checkpoint dir the agent makes for
-/// `task_id` under `data_dir` (`<data_dir>/<spec dir>`, an absolute spec dir
-/// replacing the data dir, or `<data_dir>/checkpoints/<task>`). Only absolute,
-/// lexically normal paths count: no `.` or `..` to climb out with.
+/// `task_id` under `data_dir`: `<data_dir>/checkpoints/<task>`, the task's own
+/// tree, or the spec's relative dir inside that tree (a spec dir is confined
+/// to its task's tree, so one tenant's task cannot name another's
+/// checkpoints). Only absolute, lexically normal paths count: no `.` or `..`
+/// to climb out with.
 pub fn checkpoint_inside(
     path: &str,
     data_dir: &str,
@@ -191,11 +193,13 @@ pub fn checkpoint_inside(
     if data_dir.is_empty() || !normal_absolute(path) || !normal_absolute(data_dir) {
         return false;
     }
+    let tree = Path::new(data_dir)
+        .join("checkpoints")
+        .join(caldera_spec::node::safe_file_name(task_id));
     let dir = match spec_dir {
-        Some(d) => Path::new(data_dir).join(d),
-        None => Path::new(data_dir)
-            .join("checkpoints")
-            .join(caldera_spec::node::safe_file_name(task_id)),
+        Some(d) if Path::new(d).is_absolute() => return false,
+        Some(d) => tree.join(d),
+        None => tree,
     };
     let dir = dir.to_string_lossy().to_string();
     if !normal_absolute(&dir) {
@@ -230,8 +234,13 @@ mod tests {
         );
         assert!(!ok("/d/checkpoints/t-2/x", None), "another task's dir");
         assert!(!ok("d/checkpoints/t-1/x", None), "relative");
-        assert!(ok("/d/ck/x", Some("ck")));
-        assert!(ok("/mnt/ck/x", Some("/mnt/ck")));
+        assert!(ok("/d/checkpoints/t-1/ck/x", Some("ck")));
+        assert!(!ok("/d/ck/x", Some("ck")), "outside the task's tree");
+        assert!(
+            !ok("/d/checkpoints/t-2/x", Some("checkpoints/t-2")),
+            "another task's tree, named from this one's"
+        );
+        assert!(!ok("/mnt/ck/x", Some("/mnt/ck")));
         assert!(!ok("/etc/x", Some("../etc")));
         assert!(!checkpoint_inside("/d/checkpoints/t-1/x", "", "t-1", None));
     }

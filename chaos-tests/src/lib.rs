@@ -10,10 +10,11 @@ pub mod http;
 pub mod keepalive;
 pub mod ledger;
 pub mod process;
+pub mod shims;
 pub mod task_view;
 
 pub use http::Api;
-pub use process::{free_port, wait_until, Agent, ControlPlane};
+pub use process::{free_port, nodes_connected, wait_until, Agent, ControlPlane};
 pub use task_view::history_states;
 
 /// Operator token the harness configures (tests only).

@@ -167,7 +167,8 @@ impl Drop for ControlPlane {
     }
 }
 
-/// A running `caldera node`. Killed with SIGKILL (and its workloads with it) when dropped.
+/// A running `caldera node`. Killed with SIGKILL when dropped, and so are the
+/// shims of its workloads (which outlive a killed agent by design).
 pub struct Agent {
     pub name: String,
     pub data_dir: PathBuf,
@@ -179,11 +180,25 @@ pub struct Agent {
 
 impl Agent {
     /// Starts an agent with simulated GPUs (`gpus` like "2xA100-80GB") and
-    /// declared host size, joining `cp`.
+    /// declared host size, joining `cp`. Its workloads run as the agent's uid
+    /// (`--workload-uid-range off`): tests count starts through files that
+    /// workloads of several tenants share. [`Agent::start_with`] sets flags.
     pub fn start(bin: &Path, cp: &ControlPlane, name: &str, gpus: &str, dir: &Path) -> Agent {
+        Self::start_with(bin, cp, name, gpus, dir, &["--workload-uid-range", "off"])
+    }
+
+    /// [`Agent::start`] with `extra` flags instead of the uid range being off.
+    pub fn start_with(
+        bin: &Path,
+        cp: &ControlPlane,
+        name: &str,
+        gpus: &str,
+        dir: &Path,
+        extra: &[&str],
+    ) -> Agent {
         let data_dir = dir.join(name);
         std::fs::create_dir_all(&data_dir).ok();
-        let args = vec![
+        let mut args = vec![
             "node".to_string(),
             "--join".into(),
             cp.url(),
@@ -202,6 +217,7 @@ impl Agent {
             "--simulate-disk-gb".into(),
             "100".into(),
         ];
+        args.extend(extra.iter().map(|a| a.to_string()));
         let mut a = Agent {
             name: name.into(),
             log: data_dir.join("agent.log"),
@@ -292,5 +308,13 @@ impl Drop for Agent {
             signal(c, libc::SIGCONT);
         }
         self.kill9();
+        crate::shims::kill_shims(&self.data_dir);
     }
+}
+
+/// How many nodes the control plane shows as connected.
+pub fn nodes_connected(cp: &ControlPlane) -> usize {
+    cp.operator().get("/v1/nodes").data()["nodes"]
+        .as_array()
+        .map_or(0, |n| n.iter().filter(|n| n["connected"] == true).count())
 }

@@ -1,14 +1,18 @@
 //! The agent's event loop: the one place that owns the probe, the runtime and
 //! the current session, so no state is shared or locked. It turns session
 //! events into hellos, heartbeats and command handling, and runtime notes into
-//! workload events. It runs on the thread that called [`crate::run`], which is
-//! also the thread every workload is forked from (see `runtime::spawn`).
+//! workload events, and the control plane's lease confirmations into the
+//! shims' lease files. Workloads run under their own shims (`caldera shim`),
+//! which outlive the agent: a restarted agent adopts them.
 use crate::cgroup::Isolation;
 use crate::config::AgentConfig;
 use crate::error::AgentError;
+use crate::lease::LeaseClock;
 use crate::probe::Probe;
 use crate::runtime::{Note, Runtime};
 use crate::session::{self, SessionConfig, SessionEvent};
+use crate::shim::files::boottime_ms;
+use crate::tenancy::Tenancy;
 use caldera_spec::wire::{Heartbeat, Hello, NodeMessage, ServerMessage, Welcome, PROTOCOL_VERSION};
 use std::future::Future;
 use std::path::PathBuf;
@@ -23,6 +27,8 @@ mod drain;
 const CHECKPOINT_POLL: Duration = Duration::from_secs(1);
 /// Extra time after the shutdown grace for the last exits to be reaped.
 const SHUTDOWN_SLACK: Duration = Duration::from_secs(2);
+/// How often adopted shims are looked at while shutting down.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
 
 /// The session as the loop knows it.
 struct Connection {
@@ -32,6 +38,9 @@ struct Connection {
     epoch: Option<u64>,
     /// Allocation ids the hello reported (the welcome's keep/kill refer to them).
     reported: Vec<String>,
+    /// When the hello went out (ms on `CLOCK_BOOTTIME`): the first lease counts from it.
+    hello_sent_ms: u64,
+    lease: LeaseClock,
 }
 
 struct Agent {
@@ -57,20 +66,32 @@ pub async fn run_until(
     config.data_dir = prepare_data_dir(&config.data_dir)?;
     let secret = crate::secret::load(&config.data_dir)?;
     let isolation = Isolation::detect(&config.node_name);
+    let tenancy = Tenancy::new(&config.data_dir, config.workload_uid_range);
+    if !tenancy.separates_tenants() {
+        tracing::warn!(
+            "tenants are NOT isolated by uid on this node: {}",
+            tenancy.label()
+        );
+    }
     let probe = Probe::new(&config)?;
-    tracing::info!(
-        node = %config.node_name,
-        isolation = %isolation.label(),
-        gpus = %probe.gpus.source(),
-        "node agent starting; data in {}",
-        config.data_dir.display()
-    );
     let (mut runtime, mut notes) = Runtime::new(
         config.data_dir.clone(),
         isolation,
         probe.gpus.is_simulated(),
     );
-    runtime.recover_leftovers();
+    runtime.set_tenancy(tenancy);
+    if let Some(shim) = &config.shim {
+        runtime.set_shim_command(shim.clone());
+    }
+    runtime.set_lease_grace(Duration::from_millis(config.shutdown_grace_ms));
+    tracing::info!(
+        node = %config.node_name,
+        isolation = %runtime.isolation_label(),
+        gpus = %probe.gpus.source(),
+        "node agent starting; data in {}",
+        config.data_dir.display()
+    );
+    runtime.adopt_shims();
 
     let (events_tx, mut events) = unbounded_channel();
     let (stop_session, session_stopped) = watch::channel(false);
@@ -100,6 +121,7 @@ pub async fn run_until(
                 agent.flush();
             }
             _ = checkpoints.tick() => {
+                agent.runtime.poll_adopted();
                 agent.runtime.poll_checkpoints();
                 agent.flush();
             }
@@ -196,23 +218,25 @@ impl Agent {
             data_dir: self.config.data_dir.display().to_string(),
             inventory: self
                 .probe
-                .inventory(&self.config.labels, &self.runtime.isolation().label()),
+                .inventory(&self.config.labels, &self.runtime.isolation_label()),
             workloads,
         };
+        let hello_sent_ms = boottime_ms();
         let _ = outbound.send(NodeMessage::Hello(hello));
         self.connection = Some(Connection {
             generation,
             outbound,
             epoch: None,
             reported,
+            hello_sent_ms,
+            lease: LeaseClock::default(),
         });
     }
 
     fn on_message(&mut self, message: ServerMessage) {
         match message {
             ServerMessage::Welcome(welcome) => self.welcome(welcome),
-            // Leases are not yet handed to workloads (no shim yet): nothing to renew.
-            ServerMessage::LeaseRenewed { .. } => {}
+            ServerMessage::LeaseRenewed { epoch, seq } => self.lease_renewed(epoch, seq),
             ServerMessage::Refused { reason, code } => {
                 tracing::warn!(
                     code,
@@ -278,11 +302,23 @@ impl Agent {
         false
     }
 
+    /// A heartbeat was confirmed under `epoch`: the shims' leases move on.
+    fn lease_renewed(&mut self, epoch: u64, seq: u64) {
+        let Some(conn) = self.connection.as_mut().filter(|c| c.epoch == Some(epoch)) else {
+            tracing::debug!("ignoring a lease renewal of epoch {epoch}");
+            return;
+        };
+        if let Some(deadline) = conn.lease.renewed(seq) {
+            self.runtime.renew_leases(Some(deadline));
+        }
+    }
+
     fn welcome(&mut self, welcome: Welcome) {
         let Some(conn) = self.connection.as_mut() else {
             return;
         };
         conn.epoch = Some(welcome.epoch);
+        let lease = conn.lease.welcomed(welcome.lease_ms, conn.hello_sent_ms);
         if let Some(secret) = welcome.node_secret {
             // Kept in memory even when the file cannot be written: this run
             // can still reconnect; a restart would need the operator.
@@ -298,11 +334,16 @@ impl Agent {
         let killed = self
             .runtime
             .apply_welcome(welcome.epoch, &welcome.keep, &reported);
+        self.runtime.renew_leases(lease);
         tracing::info!(
-            "welcomed as {} with epoch {}: adopted {}, killed {killed}",
+            "welcomed as {} with epoch {}: adopted {}, killed {killed}, workload lease {}",
             welcome.node_name,
             welcome.epoch,
             welcome.keep.len(),
+            match welcome.lease_ms {
+                0 => "none (the control plane has no leases)".to_string(),
+                ms => format!("{ms} ms"),
+            }
         );
         let period = if welcome.heartbeat_interval_ms >= 50 {
             Duration::from_millis(welcome.heartbeat_interval_ms)
@@ -348,9 +389,13 @@ impl Agent {
         let gpu_by_pid = self.probe.gpus.per_process();
         self.runtime.sample_usage(&gpu_by_pid);
         let metrics = self.probe.metrics(&self.runtime.simulated_gpu_use());
+        let Some(conn) = self.connection.as_mut() else {
+            return;
+        };
+        let seq = conn.lease.next_heartbeat(boottime_ms());
         self.send(NodeMessage::Heartbeat(Heartbeat {
             epoch,
-            seq: 0,
+            seq,
             metrics,
             workloads: self.runtime.reports(),
         }));
@@ -364,10 +409,12 @@ impl Agent {
         tracing::info!("shutting down: stopping workloads (grace {grace:?})");
         self.runtime.stop_all(grace);
         let deadline = tokio::time::Instant::now() + grace + SHUTDOWN_SLACK;
-        while !self.runtime.all_exited() {
-            match tokio::time::timeout_at(deadline, notes.recv()).await {
+        while !self.runtime.all_exited() && tokio::time::Instant::now() < deadline {
+            // Our own shims' ends come as notes; adopted ones are polled.
+            match tokio::time::timeout(SHUTDOWN_POLL, notes.recv()).await {
                 Ok(Some(note)) => self.runtime.handle(note),
-                Ok(None) | Err(_) => break,
+                Ok(None) => break,
+                Err(_) => self.runtime.poll_adopted(),
             }
         }
         self.flush();

@@ -4,12 +4,12 @@
 //! that are not there.
 //!
 //! Layout: under the agent's own cgroup (read from /proc/self/cgroup), one
-//! `caldera-<node>` directory, and in it one directory per allocation. A child
-//! joins its cgroup from `pre_exec` by writing "0" to a `cgroup.procs` file the
-//! parent opened beforehand, so it is limited before its first instruction.
-use std::fs::{self, File, OpenOptions};
+//! `caldera-<node>` directory, and in it one directory per allocation. The
+//! workload joins its cgroup from `pre_exec` by writing "0" to a `cgroup.procs`
+//! file its shim opened beforehand, so it is limited before its first
+//! instruction; the shim itself stays outside (a `cgroup.kill` spares it).
+use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -21,8 +21,13 @@ const CPU_PERIOD_US: u64 = 100_000;
 pub enum Isolation {
     /// Unified hierarchy; `base` is this agent's `caldera-<node>` directory.
     V2 { base: PathBuf },
-    /// Legacy hierarchy; one base per controller.
-    V1 { cpu: PathBuf, memory: PathBuf },
+    /// Legacy hierarchy; one base per controller (`devices` where the host
+    /// has that controller and lets the agent use it: GPU device files).
+    V1 {
+        cpu: PathBuf,
+        memory: PathBuf,
+        devices: Option<PathBuf>,
+    },
     /// No limits; the string says why.
     None(String),
 }
@@ -30,7 +35,7 @@ pub enum Isolation {
 impl Isolation {
     /// Finds a usable hierarchy and creates this node's base directory in it
     /// (`caldera-<node>`; agents of the same name share it, each touching only
-    /// the allocations it started or finds in its own ledger).
+    /// the allocations it started or finds in its own shim dirs).
     pub fn detect(node_name: &str) -> Isolation {
         Self::detect_at(Path::new(CGROUP_ROOT), &format!("caldera-{node_name}"))
     }
@@ -66,8 +71,22 @@ impl Isolation {
             let memory = mem_root
                 .join(own_path(&own, "memory").trim_start_matches('/'))
                 .join(leaf);
+            let devices_root = root.join("devices");
+            let devices = devices_root
+                .join("devices.deny")
+                .exists()
+                .then(|| {
+                    devices_root
+                        .join(own_path(&own, "devices").trim_start_matches('/'))
+                        .join(leaf)
+                })
+                .filter(|d| fs::create_dir_all(d).is_ok());
             return match fs::create_dir_all(&cpu).and_then(|_| fs::create_dir_all(&memory)) {
-                Ok(()) => Isolation::V1 { cpu, memory },
+                Ok(()) => Isolation::V1 {
+                    cpu,
+                    memory,
+                    devices,
+                },
                 Err(e) => Isolation::None(format!("cgroup v1 is not writable: {e}")),
             };
         }
@@ -77,10 +96,10 @@ impl Isolation {
         ))
     }
 
-    /// SIGKILLs whatever is left in an allocation's cgroup(s) from a previous
-    /// agent life and removes them; returns how many processes were killed.
-    /// This also catches processes that left the workload's process group
-    /// (setsid), which the ledger's group kill cannot see.
+    /// SIGKILLs whatever is left in an allocation's cgroup(s) once its
+    /// workload has ended (or its shim was lost) and removes them; returns how
+    /// many processes were killed. This also catches processes that left the
+    /// workload's process group (setsid), which a group kill cannot see.
     pub fn reap(&self, allocation_id: &str) -> usize {
         let name = crate::runtime::safe_file_name(allocation_id);
         let dirs: Vec<PathBuf> = self.base_dirs().iter().map(|b| b.join(&name)).collect();
@@ -100,7 +119,14 @@ impl Isolation {
     fn base_dirs(&self) -> Vec<&PathBuf> {
         match self {
             Isolation::V2 { base } => vec![base],
-            Isolation::V1 { cpu, memory } => vec![cpu, memory],
+            Isolation::V1 {
+                cpu,
+                memory,
+                devices,
+            } => [Some(cpu), Some(memory), devices.as_ref()]
+                .into_iter()
+                .flatten()
+                .collect(),
             Isolation::None(_) => Vec::new(),
         }
     }
@@ -123,13 +149,27 @@ impl Isolation {
         }
     }
 
+    /// True when workloads' device access can be limited (GPU device files).
+    pub fn limits_devices(&self) -> bool {
+        matches!(
+            self,
+            Isolation::V1 {
+                devices: Some(_),
+                ..
+            }
+        )
+    }
+
     /// Creates the allocation's cgroup with its limits. `cpu_milli` 0 or
-    /// `memory_mb` 0 leave that dimension unlimited.
+    /// `memory_mb` 0 leave that dimension unlimited; `deny` lists character
+    /// devices (major, minor) the workload may not open, where devices can be
+    /// limited.
     pub fn create(
         &self,
         allocation_id: &str,
         cpu_milli: u64,
         memory_mb: u64,
+        deny: &[(u32, u32)],
     ) -> io::Result<Option<WorkloadCgroup>> {
         let name = crate::runtime::safe_file_name(allocation_id);
         match self {
@@ -149,14 +189,16 @@ impl Isolation {
                     (memory_mb * 1024 * 1024).to_string()
                 };
                 write_file(&dir.join("memory.max"), &mem)?;
-                let procs = open_procs(&dir)?;
                 Ok(Some(WorkloadCgroup {
                     dirs: vec![dir],
-                    procs: vec![procs],
                     v2: true,
                 }))
             }
-            Isolation::V1 { cpu, memory } => {
+            Isolation::V1 {
+                cpu,
+                memory,
+                devices,
+            } => {
                 let cpu_dir = cpu.join(&name);
                 let mem_dir = memory.join(&name);
                 fs::create_dir_all(&cpu_dir)?;
@@ -177,12 +219,17 @@ impl Isolation {
                     (memory_mb * 1024 * 1024).to_string()
                 };
                 write_file(&mem_dir.join("memory.limit_in_bytes"), &limit)?;
-                let procs = vec![open_procs(&cpu_dir)?, open_procs(&mem_dir)?];
-                Ok(Some(WorkloadCgroup {
-                    dirs: vec![cpu_dir, mem_dir],
-                    procs,
-                    v2: false,
-                }))
+                let mut dirs = vec![cpu_dir, mem_dir];
+                if let (Some(devices), false) = (devices, deny.is_empty()) {
+                    let dev_dir = devices.join(&name);
+                    fs::create_dir_all(&dev_dir)?;
+                    for (major, minor) in deny {
+                        let rule = format!("c {major}:{minor} rwm");
+                        write_file(&dev_dir.join("devices.deny"), &rule)?;
+                    }
+                    dirs.push(dev_dir);
+                }
+                Ok(Some(WorkloadCgroup { dirs, v2: false }))
             }
         }
     }
@@ -265,39 +312,25 @@ fn write_file(path: &Path, content: &str) -> io::Result<()> {
         .map_err(|e| io::Error::new(e.kind(), format!("writing {}: {e}", path.display())))
 }
 
-fn open_procs(dir: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .open(dir.join("cgroup.procs"))
-}
-
-/// The cgroup(s) of one workload.
-#[derive(Debug)]
+/// The cgroup(s) of one workload, as paths: its shim opens `cgroup.procs`
+/// before forking, and the workload joins by writing "0" to it.
+#[derive(Debug, Clone)]
 pub struct WorkloadCgroup {
     dirs: Vec<PathBuf>,
-    /// `cgroup.procs` of each directory, opened for the child's pre_exec join.
-    procs: Vec<File>,
     v2: bool,
 }
 
 impl WorkloadCgroup {
-    /// File descriptors the child writes "0" to (async-signal-safe join).
-    pub fn join_fds(&self) -> Vec<RawFd> {
-        self.procs.iter().map(|f| f.as_raw_fd()).collect()
+    /// The `cgroup.procs` file of each directory.
+    pub fn procs_paths(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
     }
 
-    /// SIGKILLs every process in the cgroup, including ones that left the process group.
-    pub fn kill_all(&self) {
-        if self.v2 {
-            if let Some(dir) = self.dirs.first() {
-                if write_file(&dir.join("cgroup.kill"), "1").is_ok() {
-                    return;
-                }
-            }
-        }
-        for dir in &self.dirs {
-            kill_procs(dir);
-        }
+    /// cgroup v2's `cgroup.kill` (kills every member at once), where there is one.
+    pub fn kill_path(&self) -> Option<PathBuf> {
+        self.v2
+            .then(|| self.dirs.first().map(|d| d.join("cgroup.kill")))
+            .flatten()
     }
 
     /// Removes the directories (they must be empty of processes by now).

@@ -14,7 +14,7 @@ pub struct AgentConfig {
     pub token: String,
     /// Node name, unique in the cluster. Default: the hostname.
     pub node_name: String,
-    /// Where logs, checkpoints and `workloads.json` live. Default `./caldera-node-data/<name>`.
+    /// Where logs, checkpoints, shim dirs and the tenant uid map live. Default `./caldera-node-data/<name>`.
     pub data_dir: PathBuf,
     /// `--simulate-gpus`, e.g. `8xA100-80GB,2xT4-16GB`. Default: none (probe with NVML).
     pub simulate_gpus: Option<String>,
@@ -29,13 +29,20 @@ pub struct AgentConfig {
     /// Heartbeat period until the control plane's welcome sets its own; also the
     /// WebSocket ping period. Default 1000 ms.
     pub heartbeat_ms: u64,
-    /// Grace between SIGTERM and SIGKILL when the agent itself shuts down. Default 2000 ms.
+    /// Grace between SIGTERM and SIGKILL when the agent itself shuts down, and
+    /// when a shim's lease runs out. Default 2000 ms.
     pub shutdown_grace_ms: u64,
     /// On SIGINT/SIGTERM, how long the agent waits for the control plane to
     /// drain the node (move its work away) before it stops what is left.
     /// Longer than the control plane's stop grace (10 s by default), so
     /// training gets its checkpoint window. Default 15000 ms.
     pub drain_timeout_ms: u64,
+    /// Workloads run as one uid per tenant from this range, when the agent is
+    /// root (`--workload-uid-range FIRST-LAST`, or `off`). Default 61000-61999.
+    pub workload_uid_range: Option<(u32, u32)>,
+    /// How workload shims are started (not a flag). Default: `caldera shim`
+    /// of the running binary; tests that embed the agent name `caldera-shim`.
+    pub shim: Option<crate::runtime::ShimCommand>,
 }
 
 impl Default for AgentConfig {
@@ -54,6 +61,8 @@ impl Default for AgentConfig {
             heartbeat_ms: 1000,
             shutdown_grace_ms: 2000,
             drain_timeout_ms: 15_000,
+            workload_uid_range: Some((61000, 61999)),
+            shim: None,
         }
     }
 }

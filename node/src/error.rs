@@ -14,7 +14,7 @@ pub enum AgentError {
     /// `--simulate-gpus` could not be parsed.
     #[error("invalid --simulate-gpus: {0}")]
     SimulatedGpus(#[from] crate::sim_gpus::SimGpuError),
-    /// The data dir (logs, checkpoints, workloads.json) cannot be created or written.
+    /// The data dir (logs, checkpoints, shim dirs) cannot be created or written.
     #[error("data dir {path}: {source}")]
     DataDir { path: PathBuf, source: io::Error },
     /// The async runtime or the signal handlers could not be set up.
@@ -62,6 +62,12 @@ pub enum StartError {
     /// A command for this allocation was already accepted (never run a task twice).
     #[error("allocation {0} already has a workload on this node")]
     Duplicate(String),
+    /// The tenant needs a uid of its own and the range has none left.
+    #[error("tenant {tenant} needs a uid of its own and every uid of {range} is taken")]
+    UidsExhausted { tenant: String, range: String },
+    /// The shim could not be started or did not say the workload started.
+    #[error("workload shim: {0}")]
+    Shim(String),
 }
 
 impl StartError {
@@ -72,6 +78,8 @@ impl StartError {
             StartError::Spawn { .. } => &codes::SPAWN_FAILED,
             StartError::Prepare { .. } => &codes::PREPARE_FAILED,
             StartError::Duplicate(_) => &codes::DUPLICATE_ALLOCATION,
+            StartError::UidsExhausted { .. } => &codes::WORKLOAD_UIDS_EXHAUSTED,
+            StartError::Shim(_) => &codes::SHIM_FAILED,
         }
     }
 

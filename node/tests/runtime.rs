@@ -1,6 +1,7 @@
-//! The process runtime against real processes (`sh -c`).
+//! The process runtime against real processes (`sh -c`), each under a real
+//! shim (the `caldera-shim` binary, which is `caldera shim`).
 use caldera_node::cgroup::Isolation;
-use caldera_node::runtime::{Note, Runtime};
+use caldera_node::runtime::{Note, Runtime, ShimCommand};
 use caldera_spec::wire::{ExitStatus, StartCommand, WorkloadEvent, WorkloadEventKind};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,10 +16,31 @@ struct Harness {
     data: std::path::PathBuf,
 }
 
+/// Shims are this crate's `caldera-shim` binary.
+fn shim_command() -> ShimCommand {
+    ShimCommand {
+        program: env!("CARGO_BIN_EXE_caldera-shim").into(),
+        args: vec![],
+    }
+}
+
+/// A runtime on `data` as a (re)started agent makes it.
+fn runtime(data: &Path, iso: Isolation) -> (Runtime, UnboundedReceiver<Note>) {
+    let (mut rt, notes) = Runtime::new(data.to_path_buf(), iso, false);
+    rt.set_shim_command(shim_command());
+    (rt, notes)
+}
+
 fn harness(simulated: bool) -> Harness {
+    harness_with(Isolation::None("test".into()), simulated)
+}
+
+/// A runtime with `iso` on a fresh data dir.
+fn harness_with(iso: Isolation, simulated: bool) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_path_buf();
-    let (rt, notes) = Runtime::new(data.clone(), Isolation::None("test".into()), simulated);
+    let (mut rt, notes) = Runtime::new(data.clone(), iso, simulated);
+    rt.set_shim_command(shim_command());
     Harness {
         rt,
         notes,
@@ -49,6 +71,20 @@ fn start_cmd(alloc: &str, script: &str) -> StartCommand {
     }
 }
 
+impl Drop for Harness {
+    /// Shims outlive their agent by design: a test's must not outlive the test.
+    fn drop(&mut self) {
+        self.rt.stop_all(Duration::ZERO);
+    }
+}
+
+/// Forgets reported exits as enough heartbeats would.
+fn purge_all(rt: &mut Runtime) {
+    for _ in 0..caldera_node::runtime::EXIT_HEARTBEATS {
+        rt.purge_reported();
+    }
+}
+
 impl Harness {
     /// Feeds notes to the runtime until an event matching `pred` for `alloc` shows up.
     async fn wait_for(
@@ -71,6 +107,17 @@ impl Harness {
                 .unwrap_or_else(|_| panic!("timed out; events so far: {:#?}", self.events))
                 .expect("notes channel open");
             self.rt.handle(note);
+        }
+    }
+
+    /// The pid of the workload, once its shim said it started.
+    async fn started_pid(&mut self, alloc: &str) -> u32 {
+        match self
+            .wait_for(alloc, |k| matches!(k, WorkloadEventKind::Started { .. }))
+            .await
+        {
+            WorkloadEventKind::Started { pid: Some(pid) } => pid,
+            other => panic!("{alloc} started without a pid: {other:?}"),
         }
     }
 
@@ -99,8 +146,8 @@ impl Harness {
     }
 
     fn log(&self, alloc: &str) -> String {
-        std::fs::read_to_string(self.data.join("logs").join(format!("task-{alloc}.log")))
-            .unwrap_or_default()
+        let path = caldera_node::runtime::logs::log_path(&self.data, &format!("task-{alloc}"));
+        std::fs::read_to_string(path).unwrap_or_default()
     }
 }
 
@@ -267,7 +314,7 @@ async fn a_reservation_holds_until_stopped_and_duplicates_never_run() {
     h.rt.stop("ghost", Duration::from_secs(5), 1);
     let exit = h.exit_of("ghost").await;
     assert_eq!(exit, ExitStatus::STOPPED_WITHOUT_PROCESS);
-    h.rt.purge_reported();
+    purge_all(&mut h.rt);
     h.rt.start(&start_cmd("r1", "echo SHOULD-NOT-RUN"));
     assert_eq!(h.rt.pending_events(), 0);
     assert!(h.rt.workload("r1").is_none());
@@ -313,58 +360,93 @@ async fn checkpoints_usage_and_reports() {
     assert!(per_gpu[&1].0 > 2 && per_gpu[&3].0 > 2, "{per_gpu:?}");
     h.rt.stop("a1", Duration::ZERO, 1);
     assert!(h.exit_of("a1").await.stopped);
-    // The exit stays reported until it went out and a heartbeat followed.
+    // The exit stays reported until it went out and heartbeats carried it.
     assert_eq!(h.rt.reports().len(), 1);
     h.rt.purge_reported();
+    assert_eq!(h.rt.reports().len(), 1, "one heartbeat is not enough");
+    purge_all(&mut h.rt);
     assert!(h.rt.reports().is_empty());
 }
 
 #[tokio::test]
-async fn a_restarted_agent_kills_what_the_previous_one_left() {
+async fn a_restarted_agent_adopts_a_running_workload_and_reports_one_that_ended() {
     let mut h = harness(false);
-    h.rt.start(&start_cmd("a1", "sleep 30 & sleep 30"));
-    let Some(pid) = h.rt.workload("a1").and_then(|w| w.pid) else {
-        panic!("no pid: {:?}", h.rt.take_events());
-    };
-    // A second runtime on the same data dir plays the agent after a kill -9.
-    let (mut reborn, _notes) = Runtime::new(h.data.clone(), Isolation::None("test".into()), false);
-    reborn.recover_leftovers();
-    wait_dead(pid).await;
+    h.rt.start(&start_cmd("a1", "echo first; sleep 30"));
+    h.rt.start(&start_cmd("a2", "sleep 0.3; exit 7"));
+    let pid = h.started_pid("a1").await;
+    // A second runtime on the same data dir plays the agent after a kill -9;
+    // the first one's waiters are gone with it (nothing of it is used again).
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let (mut reborn, _notes) = runtime(&h.data, Isolation::None("test".into()));
+    let adopted = reborn.adopt_shims();
+    assert_eq!((adopted.running, adopted.exited), (1, 1), "{adopted:?}");
     let reports = reborn.reports();
-    assert_eq!(reports.len(), 1);
-    assert_eq!(reports[0].exit.as_ref().and_then(|e| e.signal), Some(9));
-    // Its allocation can never be started again by this agent.
-    reborn.apply_welcome(2, &[], &["a1".to_string()]);
-    assert!(reborn.reports().is_empty());
-    reborn.start(&start_cmd("a1", "echo SHOULD-NOT-RUN"));
-    assert_eq!(reborn.pending_events(), 0);
-    let ledger = std::fs::read_to_string(h.data.join("workloads.json")).unwrap();
-    assert_eq!(ledger.trim(), "[]");
+    let a1 = reports.iter().find(|r| r.allocation_id == "a1").unwrap();
+    assert_eq!(
+        (a1.pid, a1.exit.clone()),
+        (Some(pid), None),
+        "same process, running"
+    );
+    let a2 = reports.iter().find(|r| r.allocation_id == "a2").unwrap();
+    assert_eq!(a2.exit.as_ref().and_then(|e| e.code), Some(7), "{a2:?}");
+    assert!(alive(pid));
+    // The welcome keeps a1 (adopted under epoch 2) and no longer owns a2.
+    let reported = vec!["a1".to_string(), "a2".to_string()];
+    assert_eq!(reborn.apply_welcome(2, &["a1".to_string()], &reported), 0);
+    assert!(alive(pid));
+    assert!(
+        !h.data.join("shims/a2").exists(),
+        "an exit acted on is forgotten"
+    );
+    // An allocation it had can never be started again.
+    reborn.start(&start_cmd("a2", "echo SHOULD-NOT-RUN"));
+    assert_eq!(reborn.workload("a1").map(|w| w.epoch), Some(2));
+    // Stopping an adopted workload goes through its shim; its end is polled.
+    reborn.stop("a1", Duration::ZERO, 2);
+    let mut exit = None;
+    for _ in 0..100 {
+        reborn.poll_adopted();
+        exit = reborn.workload("a1").and_then(|w| w.exit.clone());
+        if exit.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(exit.map(|e| (e.signal, e.stopped)), Some((Some(9), true)));
+    wait_dead(pid).await;
+    let events = reborn.take_events();
+    assert!(
+        !events.iter().any(|e| e.allocation_id == "a2"),
+        "a2 never started again: {events:?}"
+    );
+    assert_eq!(h.log("a1"), "first\n");
+}
+
+#[tokio::test]
+async fn a_kill_list_stops_an_adopted_workload() {
+    let h = harness(false);
+    let mut h = h;
+    h.rt.start(&start_cmd("k1", "exec sleep 30"));
+    let pid = h.started_pid("k1").await;
+    let (mut reborn, _notes) = runtime(&h.data, Isolation::None("test".into()));
+    assert_eq!(reborn.adopt_shims().running, 1);
+    assert_eq!(reborn.apply_welcome(2, &[], &["k1".to_string()]), 1);
+    wait_dead(pid).await;
 }
 
 #[tokio::test]
 async fn workloads_join_their_cgroup_where_the_host_allows() {
-    let dir = tempfile::tempdir().unwrap();
     let iso = Isolation::detect("rt-test");
     let label = iso.label();
-    let (rt, notes) = Runtime::new(dir.path().to_path_buf(), iso, false);
-    let mut h = Harness {
-        rt,
-        notes,
-        events: Vec::new(),
-        data: dir.path().to_path_buf(),
-        _dir: dir,
-    };
+    let mut h = harness_with(iso, false);
     h.rt.start(&start_cmd("cg1", "cat /proc/self/cgroup; exit 0"));
     let ready = h
         .wait_for("cg1", |k| matches!(k, WorkloadEventKind::Ready { .. }))
         .await;
-    assert_eq!(
-        ready,
-        WorkloadEventKind::Ready {
-            isolation: label.clone()
-        }
-    );
+    let WorkloadEventKind::Ready { isolation } = ready else {
+        unreachable!()
+    };
+    assert!(isolation.starts_with(&label), "{isolation} / {label}");
     assert_eq!(h.exit_of("cg1").await.code, Some(0));
     if label.starts_with("cgroup-") {
         let log = h.log("cg1");
@@ -375,57 +457,68 @@ async fn workloads_join_their_cgroup_where_the_host_allows() {
     h.rt.isolation().cleanup();
 }
 
+/// Runs `f` on a tokio runtime of its own (an agent's life).
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
 #[test]
-fn a_workload_dies_with_the_thread_that_started_it() {
-    // PR_SET_PDEATHSIG: when the agent (its spawning thread) dies, so does the
-    // workload, instead of running on unowned while the task is requeued elsewhere.
+fn a_workload_outlives_the_thread_and_runtime_that_started_it() {
+    // No PR_SET_PDEATHSIG: the shim is in a session of its own, so the agent
+    // can be restarted or upgraded without touching running work.
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_path_buf();
+    let thread_data = data.clone();
     let pid = std::thread::spawn(move || {
-        let tokio_rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        tokio_rt.block_on(async {
-            let (mut rt, _notes) = Runtime::new(data, Isolation::None("test".into()), false);
+        block_on(async {
+            let (mut rt, mut notes) = runtime(&thread_data, Isolation::None("test".into()));
             rt.start(&start_cmd("a1", "exec sleep 30"));
+            let note = notes.recv().await.expect("the shim's start note");
+            rt.handle(note);
             rt.workload("a1").and_then(|w| w.pid).expect("started")
         })
     })
     .join()
     .unwrap();
-    for _ in 0..100 {
-        if !alive(pid) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("workload {pid} outlived the thread that spawned it");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        alive(pid),
+        "workload {pid} died with the thread that started it"
+    );
+    // Clean up through a runtime that adopts it.
+    block_on(async {
+        let (mut rt, _notes) = runtime(&data, Isolation::None("test".into()));
+        rt.adopt_shims();
+        rt.stop_all(Duration::ZERO);
+        wait_dead(pid).await;
+    });
 }
 
 #[tokio::test]
-async fn a_restarted_agent_kills_leftovers_that_left_the_process_group() {
+async fn a_stop_kills_what_left_the_process_group() {
     let iso = Isolation::detect("rt-setsid");
     if !iso.label().starts_with("cgroup-") {
         eprintln!("no cgroup isolation on this host: {}", iso.label());
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().to_path_buf();
-    let (mut rt, _notes) = Runtime::new(data.clone(), iso.clone(), false);
-    let pidfile = data.join("escaped.pid");
+    let mut h = harness_with(iso.clone(), false);
+    let pidfile = h.data.join("escaped.pid");
     let script = format!(
         "setsid sleep 30 & echo $! > {}; exec sleep 30",
         pidfile.display()
     );
-    rt.start(&start_cmd("s1", &script));
+    h.rt.start(&start_cmd("s1", &script));
     wait_file(&pidfile).await;
     let escaped: u32 = std::fs::read_to_string(&pidfile)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    let leader = rt.workload("s1").and_then(|w| w.pid).unwrap();
+    let leader = h.started_pid("s1").await;
     // The escaped process is in its own session: a process-group kill misses it.
     let mut escaped_group = 0;
     for _ in 0..100 {
@@ -437,9 +530,157 @@ async fn a_restarted_agent_kills_leftovers_that_left_the_process_group() {
     }
     assert_eq!(escaped_group, escaped, "setsid did not take effect");
     assert_ne!(escaped_group, leader);
-    let (mut reborn, _n) = Runtime::new(data, iso.clone(), false);
-    reborn.recover_leftovers();
+    // The shim's cgroup kill (v2) or the agent's reap of the cgroup (v1) gets it.
+    h.rt.stop("s1", Duration::ZERO, 1);
+    assert!(h.exit_of("s1").await.stopped);
     wait_dead(leader).await;
     wait_dead(escaped).await;
+    iso.cleanup();
+}
+
+#[tokio::test]
+async fn a_shim_stops_its_workload_when_the_lease_runs_out_and_not_before() {
+    let mut h = harness(false);
+    let now = caldera_node::shim::files::boottime_ms;
+    h.rt.renew_leases(Some(now() + 60_000));
+    h.rt.start(&start_cmd(
+        "l1",
+        "trap 'echo term; exit 0' TERM; while :; do sleep 0.05; done",
+    ));
+    h.started_pid("l1").await;
+    // A server without leases lifts it: the workload runs past any deadline.
+    h.rt.renew_leases(None);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(h.rt.workload("l1").is_some_and(|w| w.is_alive()));
+    // A deadline already past: the shim stops it (SIGTERM first) by itself.
+    h.rt.renew_leases(Some(now().saturating_sub(1)));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while h.rt.workload("l1").is_some_and(|w| w.is_alive()) {
+        let note = tokio::time::timeout_at(deadline, h.notes.recv())
+            .await
+            .expect("the shim stopped it")
+            .expect("notes channel open");
+        h.rt.handle(note);
+    }
+    let record = std::fs::read_to_string(h.data.join("shims/l1/exit.json")).unwrap();
+    assert!(record.contains(r#""reason":"lease_expired""#), "{record}");
+    assert!(h.log("l1").contains("term"));
+    // It exited 0 on SIGTERM, but did not end on its own: it is not reported
+    // as an exit (a code 0 would finish the task), and a hello leaves it out.
+    let events = h.rt.take_events();
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.kind, WorkloadEventKind::Exited(_))),
+        "{events:?}"
+    );
+    assert!(h.rt.reports().is_empty(), "{:?}", h.rt.reports());
+    // A stop for it is answered as stopped, without a code.
+    h.rt.stop("l1", Duration::from_secs(1), 1);
+    let answer = h.rt.take_events();
+    assert!(
+        matches!(&answer[..], [e] if matches!(&e.kind, WorkloadEventKind::Exited(x) if x.stopped && x.code.is_none())),
+        "{answer:?}"
+    );
+    // The next welcome (the hello left it out) forgets it.
+    h.rt.apply_welcome(2, &[], &[]);
+    assert!(!h.data.join("shims/l1").exists());
+}
+
+#[tokio::test]
+async fn an_exit_is_kept_until_the_control_plane_no_longer_owns_it() {
+    let mut h = harness(false);
+    h.rt.start(&start_cmd("e1", "exit 5"));
+    assert_eq!(h.exit_of("e1").await.code, Some(5));
+    // Heartbeats carry it a while, then memory forgets it; the disk does not.
+    purge_all(&mut h.rt);
+    assert!(h.rt.reports().is_empty());
+    assert!(h.data.join("shims/e1/exit.json").exists());
+    // A restarted agent reports it again (a control plane that lost it, e.g.
+    // a failed commit, hears it again); a stop for it is answered with it.
+    let (mut reborn, _notes) = runtime(&h.data, Isolation::None("test".into()));
+    assert_eq!(reborn.adopt_shims().exited, 1);
+    reborn.stop("e1", Duration::from_secs(1), 3);
+    let answer = reborn.take_events();
+    assert!(
+        matches!(&answer[..], [e] if e.kind == WorkloadEventKind::Exited(ExitStatus { code: Some(5), signal: None, stopped: false })),
+        "{answer:?}"
+    );
+    // Still owned: kept. No longer owned: gone.
+    reborn.apply_welcome(4, &["e1".to_string()], &["e1".to_string()]);
+    assert!(h.data.join("shims/e1/exit.json").exists());
+    let (mut third, _notes) = runtime(&h.data, Isolation::None("test".into()));
+    third.adopt_shims();
+    third.apply_welcome(5, &[], &["e1".to_string()]);
+    assert!(!h.data.join("shims/e1").exists());
+}
+
+#[tokio::test]
+async fn a_shim_killed_under_its_workload_takes_the_workload_with_it() {
+    let mut h = harness(false);
+    h.rt.start(&start_cmd("x1", "sleep 30 & exec sleep 30"));
+    let pid = h.started_pid("x1").await;
+    let shim =
+        h.rt.workload("x1")
+            .and_then(|w| w.shim.clone())
+            .expect("a shim");
+    // SAFETY: kill(2) on the shim this test started.
+    unsafe { libc::kill(shim.pid as i32, libc::SIGKILL) };
+    let exit = h.exit_of("x1").await;
+    assert_eq!((exit.signal, exit.stopped), (Some(9), false));
+    let record = std::fs::read_to_string(h.data.join("shims/x1/exit.json")).unwrap();
+    assert!(record.contains(r#""reason":"shim_lost""#), "{record}");
+    wait_dead(pid).await;
+}
+
+#[tokio::test]
+async fn other_gpus_device_files_are_denied_where_the_host_has_a_devices_cgroup() {
+    let iso = Isolation::detect("rt-devices");
+    if !iso.limits_devices() {
+        eprintln!("no devices cgroup on this host: {}", iso.label());
+        return;
+    }
+    // Stand-ins for /dev/nvidia0 and /dev/nvidia1 (no driver behind them: an
+    // open that the cgroup allows fails with ENXIO instead).
+    let devices = tempfile::tempdir().unwrap();
+    for minor in [0, 1] {
+        let path =
+            std::ffi::CString::new(format!("{}/nvidia{minor}", devices.path().display())).unwrap();
+        // SAFETY: mknod with a valid C string; creates a device file in our temp dir.
+        let rc = unsafe {
+            libc::mknod(
+                path.as_ptr(),
+                libc::S_IFCHR | 0o666,
+                libc::makedev(195, minor),
+            )
+        };
+        assert_eq!(rc, 0, "mknod: {}", std::io::Error::last_os_error());
+    }
+    let mut h = harness_with(iso.clone(), false);
+    h.rt.set_device_dir(devices.path().to_path_buf());
+    let d = devices.path().display();
+    // The allocation holds GPUs 1 and 3 (start_cmd): nvidia1 is its own, nvidia0 not.
+    h.rt.start(&start_cmd(
+        "d1",
+        &format!("head -c1 {d}/nvidia0; head -c1 {d}/nvidia1; exit 0"),
+    ));
+    let ready = h
+        .wait_for("d1", |k| matches!(k, WorkloadEventKind::Ready { .. }))
+        .await;
+    assert!(format!("{ready:?}").contains("devices cgroup"), "{ready:?}");
+    assert_eq!(h.exit_of("d1").await.code, Some(0));
+    let log = h.log("d1");
+    assert!(
+        log.contains(&format!(
+            "{d}/nvidia0' for reading: Operation not permitted"
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "{d}/nvidia1' for reading: No such device or address"
+        )),
+        "allowed (there is no driver behind it): {log}"
+    );
     iso.cleanup();
 }

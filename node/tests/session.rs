@@ -199,6 +199,10 @@ fn agent_config(url: &str, data_dir: &std::path::Path) -> AgentConfig {
         shutdown_grace_ms: 500,
         // The fake control plane never drains: do not wait for it.
         drain_timeout_ms: 300,
+        shim: Some(caldera_node::runtime::ShimCommand {
+            program: env!("CARGO_BIN_EXE_caldera-shim").into(),
+            args: vec![],
+        }),
         ..AgentConfig::default()
     }
 }

@@ -61,6 +61,8 @@ registry! {
     SPAWN_FAILED = 10202, "spawn_failed", 0, "a workload's process could not be spawned";
     PREPARE_FAILED = 10203, "prepare_failed", 0, "a workload's directories or log file could not be created";
     DUPLICATE_ALLOCATION = 10204, "duplicate_allocation", 0, "a node was asked to start an allocation it already runs";
+    WORKLOAD_UIDS_EXHAUSTED = 10205, "workload_uids_exhausted", 0, "every uid of the node's workload uid range already belongs to another tenant";
+    SHIM_FAILED = 10206, "shim_failed", 0, "a workload's shim could not be started or did not report the workload's start";
     PLACEMENT_UNKNOWN_NODE = 10301, "placement_unknown_node", 0, "a placement names a node the pool does not know";
     PLACEMENT_UNKNOWN_GPU = 10302, "placement_unknown_gpu", 0, "a placement names a GPU index its node does not have";
     PLACEMENT_NO_ROOM = 10303, "placement_no_room", 0, "the node no longer has room for the demand (a stale decision)";

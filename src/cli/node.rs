@@ -28,7 +28,7 @@ pub struct NodeArgs {
     /// Node name, unique in the cluster [default: the hostname].
     #[arg(long)]
     pub name: Option<String>,
-    /// Logs, checkpoints and workloads.json [default: ./caldera-node-data/<name>].
+    /// Logs, checkpoints and shim dirs [default: ./caldera-node-data/<name>].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     /// Declare GPUs this machine does not have, e.g. "8xA100-80GB,2xT4-16GB".
@@ -49,7 +49,8 @@ pub struct NodeArgs {
     /// Heartbeat period until the control plane sets one, ms.
     #[arg(long, default_value_t = 1000)]
     pub heartbeat_ms: u64,
-    /// On SIGINT/SIGTERM: grace between SIGTERM and SIGKILL for workloads, ms.
+    /// On SIGINT/SIGTERM, and when a workload's lease runs out: grace
+    /// between SIGTERM and SIGKILL for workloads, ms.
     #[arg(long, default_value_t = 2000)]
     pub shutdown_grace_ms: u64,
     /// On SIGINT/SIGTERM the node is drained first: how long to wait for the
@@ -58,6 +59,10 @@ pub struct NodeArgs {
     /// training has its checkpoint window.
     #[arg(long, default_value_t = 15000)]
     pub drain_timeout_ms: u64,
+    /// Run workloads as one unprivileged uid per tenant from FIRST-LAST
+    /// (needs a root agent), or "off".
+    #[arg(long, value_name = "FIRST-LAST", default_value = "61000-61999")]
+    pub workload_uid_range: String,
 }
 
 impl NodeArgs {
@@ -90,6 +95,9 @@ impl NodeArgs {
             heartbeat_ms: self.heartbeat_ms,
             shutdown_grace_ms: self.shutdown_grace_ms,
             drain_timeout_ms: self.drain_timeout_ms,
+            workload_uid_range: caldera_node::tenancy::parse_range(&self.workload_uid_range)
+                .map_err(CliError::Usage)?,
+            shim: None,
         };
         config.validate().map_err(agent_error)?;
         Ok(config)

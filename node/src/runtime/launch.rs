@@ -1,72 +1,117 @@
-//! Preparing a workload's environment before its process starts: checkpoint
-//! dir, log file, cgroup and environment variables; and the waiter that turns
-//! the process's end into a [`Note`].
-use super::{logs, safe_file_name, Note};
+//! Preparing a workload's environment before its shim starts it: the task's
+//! checkpoint tree, a scratch dir, the tenant's log dir and file (all owned by
+//! the tenant's uid, mode 0700), the cgroup, and the environment variables.
+use super::{logs, safe_file_name};
 use crate::cgroup::{Isolation, WorkloadCgroup};
 use crate::error::StartError;
+use crate::shim::files::ShimSpec;
+use crate::tenancy::{own_dir, own_file};
 use caldera_spec::wire::StartCommand;
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use tokio::process::Child;
-use tokio::sync::mpsc::UnboundedSender;
+use std::path::{Component, Path, PathBuf};
+
+/// Variables of the agent's own environment a workload also gets; nothing
+/// else of it (the agent's may hold its join token).
+const INHERITED_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "TZ"];
 
 /// What preparing produced.
 pub struct Prepared {
     pub checkpoint_dir: PathBuf,
+    pub scratch_dir: PathBuf,
     pub log_path: PathBuf,
-    /// The task's log, opened for appending (both output streams go here).
-    pub log: File,
 }
 
-/// Creates the checkpoint dir (the command's, relative to the data dir, or
-/// `<data-dir>/checkpoints/<task>`) and opens the task's log.
-pub fn prepare(data_dir: &Path, cmd: &StartCommand) -> Result<Prepared, StartError> {
-    let checkpoint_dir = match &cmd.checkpoint_dir {
-        // An absolute dir replaces data_dir in the join.
-        Some(dir) => data_dir.join(dir),
-        None => data_dir
-            .join("checkpoints")
-            .join(safe_file_name(&cmd.task_id)),
+/// The task's own checkpoint tree, `<data-dir>/checkpoints/<task>`, and in it
+/// the command's relative dir, if any. A dir that could climb out (absolute,
+/// or with `..`; refused at submission too) is refused here as well.
+pub fn checkpoint_dir(data_dir: &Path, cmd: &StartCommand) -> Result<PathBuf, StartError> {
+    let tree = data_dir
+        .join("checkpoints")
+        .join(safe_file_name(&cmd.task_id));
+    let Some(dir) = &cmd.checkpoint_dir else {
+        return Ok(tree);
     };
-    std::fs::create_dir_all(&checkpoint_dir).map_err(|source| StartError::Prepare {
-        path: checkpoint_dir.clone(),
-        source,
-    })?;
+    let inside = Path::new(dir)
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    if !inside {
+        return Err(StartError::Prepare {
+            path: PathBuf::from(dir),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "checkpoint_dir must stay inside the task's own tree (relative, no '..')",
+            ),
+        });
+    }
+    Ok(tree.join(dir))
+}
+
+/// Creates the dirs and the log file, owned by `uid` where there is one.
+pub fn prepare(
+    data_dir: &Path,
+    cmd: &StartCommand,
+    uid: Option<u32>,
+) -> Result<Prepared, StartError> {
+    let err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| StartError::Prepare { path, source }
+    };
+    let checkpoint_dir = checkpoint_dir(data_dir, cmd)?;
+    let tree = data_dir
+        .join("checkpoints")
+        .join(safe_file_name(&cmd.task_id));
+    own_dir(&tree, uid).map_err(err(&tree))?;
+    own_dir(&checkpoint_dir, uid).map_err(err(&checkpoint_dir))?;
+    let scratch_dir = data_dir
+        .join("scratch")
+        .join(safe_file_name(&cmd.allocation_id));
+    own_dir(&scratch_dir, uid).map_err(err(&scratch_dir))?;
     let log_path = logs::log_path(data_dir, &cmd.task_id);
-    let log = logs::open_for_append(&log_path).map_err(|source| StartError::Prepare {
-        path: log_path.clone(),
-        source,
-    })?;
+    if let Some(log_dir) = log_path.parent() {
+        own_dir(log_dir, uid).map_err(err(log_dir))?;
+    }
+    own_file(&log_path, uid).map_err(err(&log_path))?;
     Ok(Prepared {
         checkpoint_dir,
+        scratch_dir,
         log_path,
-        log,
     })
 }
 
-/// The workload's cgroup and the isolation label its `Ready` event carries. A
-/// cgroup that cannot be set up degrades to no limits, and the label says so.
-pub fn isolate(isolation: &Isolation, cmd: &StartCommand) -> (Option<WorkloadCgroup>, String) {
-    match isolation.create(&cmd.allocation_id, cmd.cpu_milli, cmd.memory_mb) {
-        Ok(cg) => (cg, isolation.label()),
-        Err(e) => {
+/// The workload's cgroup, or None with the reason when it cannot be set up
+/// (it then runs without limits, and its label says so).
+pub fn isolate(
+    isolation: &Isolation,
+    cmd: &StartCommand,
+    deny_devices: &[(u32, u32)],
+) -> Result<Option<WorkloadCgroup>, String> {
+    isolation
+        .create(
+            &cmd.allocation_id,
+            cmd.cpu_milli,
+            cmd.memory_mb,
+            deny_devices,
+        )
+        .map_err(|e| {
             tracing::warn!(
                 "allocation {}: cgroup setup failed, running without limits: {e}",
                 cmd.allocation_id
             );
-            (None, format!("none (cgroup setup failed: {e})"))
-        }
-    }
+            format!("none (cgroup setup failed: {e})")
+        })
 }
 
-/// The command's env plus what every workload is told about its allocation.
-pub fn workload_env(cmd: &StartCommand, checkpoint_dir: &Path) -> Vec<(String, String)> {
-    let gpus: Vec<String> = cmd.gpu_indices.iter().map(u32::to_string).collect();
-    let mut env: Vec<(String, String)> = cmd
-        .env
+/// A few variables of the agent's, the command's env, then what every
+/// workload is told about its allocation (these win).
+pub fn workload_env(cmd: &StartCommand, prepared: &Prepared) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = INHERITED_ENV
         .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
+        .filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?)))
         .collect();
+    let scratch = prepared.scratch_dir.to_string_lossy().into_owned();
+    env.push(("HOME".into(), scratch.clone()));
+    env.push(("TMPDIR".into(), scratch.clone()));
+    env.extend(cmd.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let gpus: Vec<String> = cmd.gpu_indices.iter().map(u32::to_string).collect();
     env.push(("CUDA_VISIBLE_DEVICES".into(), gpus.join(",")));
     // The control plane keys tasks `tenant/id`; the workload sees its
     // tenant's own ids, as the API shows them, and the tenant beside them.
@@ -82,22 +127,39 @@ pub fn workload_env(cmd: &StartCommand, checkpoint_dir: &Path) -> Vec<(String, S
     ));
     env.push((
         "CALDERA_CHECKPOINT_DIR".into(),
-        checkpoint_dir.to_string_lossy().into_owned(),
+        prepared.checkpoint_dir.to_string_lossy().into_owned(),
     ));
+    env.push(("CALDERA_SCRATCH_DIR".into(), scratch));
     if let Some(resume) = &cmd.resume_from {
         env.push(("CALDERA_RESUME_FROM".into(), resume.clone()));
     }
     env
 }
 
-/// Waits for the process in the background and reports its end as a note.
-pub fn watch_exit(mut child: Child, notes: UnboundedSender<Note>, allocation_id: String, run: u64) {
-    tokio::spawn(async move {
-        let status = child.wait().await.map_err(|e| e.to_string());
-        let _ = notes.send(Note::Exited {
-            allocation_id,
-            run,
-            status,
-        });
-    });
+/// What the shim is told: the command, its environment, identity, cgroup,
+/// log, and the grace it gives the workload when the lease runs out.
+pub fn shim_spec(
+    cmd: &StartCommand,
+    prepared: Prepared,
+    uid: Option<u32>,
+    cgroup: Option<&WorkloadCgroup>,
+    lease_grace: std::time::Duration,
+) -> ShimSpec {
+    ShimSpec {
+        allocation_id: cmd.allocation_id.clone(),
+        task_id: cmd.task_id.clone(),
+        epoch: cmd.epoch,
+        argv: cmd.command.clone(),
+        env: workload_env(cmd, &prepared),
+        cwd: prepared.scratch_dir,
+        uid,
+        gid: uid,
+        cgroup_procs: cgroup.map(|c| c.procs_paths()).unwrap_or_default(),
+        cgroup_kill: cgroup.and_then(|c| c.kill_path()),
+        log: prepared.log_path,
+        stop_grace_ms: lease_grace.as_millis() as u64,
+        gpu_indices: cmd.gpu_indices.clone(),
+        gpu_memory_mb: cmd.gpu_memory_mb,
+        checkpoint_dir: prepared.checkpoint_dir,
+    }
 }

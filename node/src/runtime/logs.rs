@@ -1,7 +1,8 @@
-//! Per-task log files: `<data-dir>/logs/<tenant>+<task_id>.log` (the task
-//! key `tenant/id` through `safe_file_name`), appended by every run
-//! of the task so a requeued run continues the same file.
-use std::fs::{File, OpenOptions};
+//! Per-task log files: `<data-dir>/logs/<tenant>/<tenant>+<task_id>.log` (the
+//! task key `tenant/id` through `safe_file_name`), appended by every run of
+//! the task so a requeued run continues the same file. Each tenant's dir
+//! belongs to its workload uid, mode 0700, so no other tenant can read it.
+use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
@@ -11,17 +12,11 @@ pub const MAX_TAIL_BYTES: u64 = 1024 * 1024;
 
 /// Where the task's log lives.
 pub fn log_path(data_dir: &Path, task_id: &str) -> PathBuf {
+    let tenant = caldera_spec::tenant_of(task_id).unwrap_or("_");
     data_dir
         .join("logs")
+        .join(super::safe_file_name(tenant))
         .join(format!("{}.log", super::safe_file_name(task_id)))
-}
-
-/// Opens (creating) the log for appending.
-pub fn open_for_append(path: &Path) -> io::Result<File> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    OpenOptions::new().create(true).append(true).open(path)
 }
 
 /// The last `tail_bytes` (capped at [`MAX_TAIL_BYTES`]) of the file, and whether
@@ -75,9 +70,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // A task key `tenant/id` is one file; `a_b/c` and `a/b_c` are two.
         let path = log_path(dir.path(), "t/1");
-        assert!(path.ends_with("logs/t+1.log"));
+        assert!(path.ends_with("logs/t/t+1.log"));
         assert_ne!(log_path(dir.path(), "a_b/c"), log_path(dir.path(), "a/b_c"));
-        let mut f = open_for_append(&path).unwrap();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut f = std::fs::File::create(&path).unwrap();
         f.write_all(b"0123456789").unwrap();
         assert_eq!(tail(&path, 4).unwrap(), ("6789".to_string(), true));
         assert_eq!(tail(&path, 100).unwrap(), ("0123456789".to_string(), false));
@@ -91,7 +87,8 @@ mod tests {
     fn read_from_goes_on_where_the_last_read_ended_and_never_splits_a_character() {
         let dir = tempfile::tempdir().unwrap();
         let path = log_path(dir.path(), "t/1");
-        let mut f = open_for_append(&path).unwrap();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut f = std::fs::File::create(&path).unwrap();
         f.write_all("ab\u{e9}".as_bytes()).unwrap(); // 'é' is two bytes: 4 in all
         assert_eq!(read_from(&path, 0, 2).unwrap(), ("ab".to_string(), 2));
         // Three bytes from 1 would end inside 'é': it waits for the next read.

@@ -1,54 +1,93 @@
-//! The process runtime: turns `Start`/`Stop` commands into supervised process
-//! groups and reports what happens to them as [`WorkloadEvent`]s.
+//! The process runtime: turns `Start`/`Stop` commands into workloads, each
+//! run by its own shim (`caldera shim`, see [`crate::shim`]), and reports what
+//! happens to them as [`WorkloadEvent`]s.
 //!
 //! The runtime is owned by the agent's single event loop (no locks). Things
-//! that complete later — a process exiting, a stop's grace period running out —
-//! come back as [`Note`]s on a channel that the loop feeds into [`Runtime::handle`].
+//! that complete later — a shim this agent started exiting — come back as
+//! [`Note`]s on a channel that the loop feeds into [`Runtime::handle`]; shims
+//! an earlier agent started are adopted ([`Runtime::adopt_shims`]) and polled.
 //! Events wait in an outbox until a live session takes them.
+//!
+//! An exit is kept on disk (the shim dir's `exit.json`) until the control
+//! plane has it for sure: it is reported in the `Exited` event, in the next
+//! [`EXIT_HEARTBEATS`] heartbeats, in every hello until a welcome says the
+//! control plane no longer owns the allocation (then the dir is removed), and
+//! a `Stop` for it is answered with the recorded exit. So a control plane
+//! that lost an exit (a failed commit, a restart) hears it again.
+//!
+//! A workload its shim stopped because the lease ran out is the exception: it
+//! did not end on its own (a training job that checkpointed on SIGTERM and
+//! exited 0 must not read as finished), so it is not reported at all — the
+//! next hello leaves it out, and a control plane that still owns the
+//! allocation handles it as a workload that vanished (requeued). Only if it
+//! ran out between a hello that reported it and the welcome keeping it is it
+//! reported, as killed (failed, never finished).
+mod adopt;
 pub mod checkpoint;
+mod exits;
+pub mod gpu_devices;
 mod launch;
-pub mod ledger;
 pub mod logs;
 pub mod procfs;
-pub mod spawn;
+pub mod shim_link;
 pub mod usage;
 pub mod workload;
 
+pub use shim_link::ShimCommand;
 pub use workload::Workload;
 
 use crate::cgroup::Isolation;
 use crate::error::StartError;
 use crate::probe::ProcessGpuUse;
+use crate::shim::files::{reason, PidRecord};
+use crate::tenancy::Tenancy;
 use caldera_spec::wire::{
     ExitStatus, StartCommand, WorkloadEvent, WorkloadEventKind, WorkloadReport,
 };
+use exits::agent_exit;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 /// Allocation ids remembered after their workload is gone, so a duplicated
-/// start command can never run a task a second time.
+/// start command can never run a task a second time; the oldest one's shim
+/// dir goes when it is forgotten.
 const FINISHED_MEMORY: usize = 4096;
+/// Heartbeats that still carry an exit after its event went out.
+pub const EXIT_HEARTBEATS: u32 = 3;
 
 /// Something that completed outside the event loop.
 #[derive(Debug)]
 pub enum Note {
-    /// The leader process of run `run` ended.
-    Exited {
+    /// The shim of run `run` said the workload runs (its pid; None when it
+    /// already ended), or why it could not start it.
+    ShimStarted {
+        allocation_id: String,
+        run: u64,
+        outcome: Result<Option<PidRecord>, StartError>,
+    },
+    /// The shim of run `run` (this agent's child) ended; the workload's exit
+    /// is in its dir.
+    ShimExited {
         allocation_id: String,
         run: u64,
         status: Result<std::process::ExitStatus, String>,
     },
-    /// The grace period of a stop ended: SIGKILL whatever is left.
-    GraceOver { allocation_id: String, run: u64 },
 }
 
 /// All workloads of this node.
 pub struct Runtime {
     data_dir: PathBuf,
     isolation: Isolation,
+    tenancy: Tenancy,
+    shim_command: ShimCommand,
+    /// SIGTERM -> SIGKILL when a shim's lease runs out.
+    lease_grace: Duration,
+    /// Where GPU device files are looked for (`/dev`).
+    device_dir: PathBuf,
+    /// The node's lease deadline (ms on `CLOCK_BOOTTIME`) as the shims have it.
+    lease: Option<u64>,
     simulated_gpus: bool,
     workloads: BTreeMap<String, Workload>,
     outbox: VecDeque<WorkloadEvent>,
@@ -71,7 +110,9 @@ pub fn now_ms() -> u64 {
 pub use caldera_spec::node::safe_file_name;
 
 impl Runtime {
-    /// A runtime keeping its files under `data_dir`; the receiver carries its notes.
+    /// A runtime keeping its files under `data_dir`; the receiver carries its
+    /// notes. Shims are `caldera shim` of this binary, workloads run as the
+    /// agent's uid, until told otherwise.
     pub fn new(
         data_dir: PathBuf,
         isolation: Isolation,
@@ -79,8 +120,13 @@ impl Runtime {
     ) -> (Runtime, UnboundedReceiver<Note>) {
         let (notes, rx) = unbounded_channel();
         let runtime = Runtime {
+            tenancy: Tenancy::new(&data_dir, None),
             data_dir,
             isolation,
+            shim_command: ShimCommand::this_binary(),
+            lease_grace: Duration::from_secs(2),
+            device_dir: PathBuf::from("/dev"),
+            lease: None,
             simulated_gpus,
             workloads: BTreeMap::new(),
             outbox: VecDeque::new(),
@@ -91,42 +137,44 @@ impl Runtime {
         (runtime, rx)
     }
 
-    /// The isolation applied to workloads.
+    /// Starts shims with `command` (tests use the `caldera-shim` binary).
+    pub fn set_shim_command(&mut self, command: ShimCommand) {
+        self.shim_command = command;
+    }
+
+    /// How tenants are kept apart (uids).
+    pub fn set_tenancy(&mut self, tenancy: Tenancy) {
+        self.tenancy = tenancy;
+    }
+
+    /// The grace a shim gives its workload when its lease runs out.
+    pub fn set_lease_grace(&mut self, grace: Duration) {
+        self.lease_grace = grace;
+    }
+
+    /// Looks for GPU device files in `dir` instead of `/dev` (tests).
+    pub fn set_device_dir(&mut self, dir: PathBuf) {
+        self.device_dir = dir;
+    }
+
+    fn gpu_label(&self) -> String {
+        let devices = gpu_devices::find(&self.device_dir);
+        gpu_devices::label(&devices, self.isolation.limits_devices())
+    }
+
+    /// The cgroup isolation applied to workloads.
     pub fn isolation(&self) -> &Isolation {
         &self.isolation
     }
 
-    /// Kills what a previous agent life left running (see [`ledger`]) and keeps
-    /// those workloads as exited (SIGKILL), so the next hello reports them.
-    pub fn recover_leftovers(&mut self) {
-        let path = ledger::path(&self.data_dir);
-        let entries = ledger::read(&path);
-        if entries.is_empty() {
-            return;
-        }
-        let mut killed = ledger::kill_leftovers(&entries);
-        for e in &entries {
-            killed += self.isolation.reap(&e.allocation_id);
-        }
-        tracing::warn!(
-            "previous agent left {} workload(s) in {}; killed {killed} leftover process(es)",
-            entries.len(),
-            path.display()
-        );
-        for e in entries {
-            self.remember_finished(&e.allocation_id, &e.task_id);
-            let log_path = logs::log_path(&self.data_dir, &e.task_id);
-            let mut w = Workload::leftover(&e.allocation_id, &e.task_id, e.epoch, log_path);
-            w.pid = Some(e.pgid);
-            w.start_ticks = e.start_ticks;
-            w.exit = Some(ExitStatus {
-                code: None,
-                signal: Some(libc::SIGKILL),
-                stopped: false,
-            });
-            self.workloads.insert(e.allocation_id, w);
-        }
-        self.write_ledger();
+    /// Everything this node does to keep workloads apart, for the inventory.
+    pub fn isolation_label(&self) -> String {
+        format!(
+            "{}; {}; {}",
+            self.isolation.label(),
+            self.tenancy.label(),
+            self.gpu_label()
+        )
     }
 
     fn event(&mut self, allocation_id: &str, task_id: &str, epoch: u64, kind: WorkloadEventKind) {
@@ -140,11 +188,16 @@ impl Runtime {
     }
 
     /// Prepares and starts one allocation's workload. Every outcome is an event:
-    /// Preparing, Ready, then Started or StartFailed. A start for an allocation
-    /// this node already has (or recently had) is ignored: nothing runs twice.
+    /// Preparing, Ready, then Started or StartFailed (once its shim says so,
+    /// see [`Note::ShimStarted`]; a reservation's at once). A start for an allocation
+    /// this node already has (or recently had, or has a shim dir for) is
+    /// ignored: nothing runs twice.
     pub fn start(&mut self, cmd: &StartCommand) {
         let id = &cmd.allocation_id;
-        if self.workloads.contains_key(id) || self.finished.iter().any(|(a, _)| a == id) {
+        if self.workloads.contains_key(id)
+            || self.finished.iter().any(|(a, _)| a == id)
+            || shim_link::dir_of(&self.data_dir, id).exists()
+        {
             // A redelivered command: its first delivery already produced events,
             // and a second StartFailed would misreport the first run.
             tracing::warn!(
@@ -158,87 +211,149 @@ impl Runtime {
         self.next_run += 1;
         match self.launch(cmd, run) {
             Ok(w) => {
-                let pid = w.pid;
+                let reservation = cmd.command.is_empty();
                 self.workloads.insert(id.clone(), w);
-                self.event(
-                    id,
-                    &cmd.task_id,
-                    cmd.epoch,
-                    WorkloadEventKind::Started { pid },
-                );
-                self.write_ledger();
-                tracing::info!("started allocation {id} (task {}) pid {pid:?}", cmd.task_id);
+                if reservation {
+                    let started = WorkloadEventKind::Started { pid: None };
+                    self.event(id, &cmd.task_id, cmd.epoch, started);
+                }
+            }
+            Err(e) => self.start_failed(id, &cmd.task_id, cmd.epoch, &e),
+        }
+    }
+
+    fn start_failed(&mut self, id: &str, task_id: &str, epoch: u64, e: &StartError) {
+        tracing::warn!("allocation {id} failed to start [{}]: {e}", e.code());
+        self.remember_finished(id, task_id);
+        let reason = e.to_string();
+        self.event(
+            id,
+            task_id,
+            epoch,
+            WorkloadEventKind::StartFailed { reason },
+        );
+    }
+
+    /// The shim said how the start went.
+    fn shim_started(&mut self, id: &str, outcome: Result<Option<PidRecord>, StartError>) {
+        let Some(w) = self.workloads.get_mut(id) else {
+            return;
+        };
+        let (task, epoch) = (w.task_id.clone(), w.epoch);
+        match outcome {
+            Ok(pid) => {
+                w.pid = pid.map(|r| r.pid);
+                let pid = w.pid;
+                tracing::info!("started allocation {id} (task {task}) pid {pid:?}");
+                self.event(id, &task, epoch, WorkloadEventKind::Started { pid });
             }
             Err(e) => {
-                tracing::warn!("allocation {id} failed to start [{}]: {e}", e.code());
-                self.remember_finished(id, &cmd.task_id);
-                let reason = e.to_string();
-                self.event(
-                    id,
-                    &cmd.task_id,
-                    cmd.epoch,
-                    WorkloadEventKind::StartFailed { reason },
-                );
+                let dir = w.shim_dir.clone();
+                self.workloads.remove(id);
+                self.isolation.reap(id);
+                shim_link::remove(&dir);
+                self.start_failed(id, &task, epoch, &e);
             }
         }
     }
 
-    /// Dirs, log, cgroup, then the process (or nothing, for a reservation).
+    /// Identity, dirs, log, cgroup, the shim dir, then the shim (or nothing,
+    /// for a reservation: its dir alone records the hold).
     fn launch(&mut self, cmd: &StartCommand, run: u64) -> Result<Workload, StartError> {
-        let prepared = launch::prepare(&self.data_dir, cmd)?;
-        let (cgroup, isolation) = if cmd.command.is_empty() {
-            (None, self.isolation.label())
-        } else {
-            launch::isolate(&self.isolation, cmd)
+        let tenant = caldera_spec::tenant_of(&cmd.task_id).unwrap_or("_");
+        let uid = self.tenancy.uid_of(tenant)?;
+        let prepared = launch::prepare(&self.data_dir, cmd, uid)?;
+        let reservation = cmd.command.is_empty();
+        let (cgroup, cgroup_label) = match reservation {
+            true => (None, self.isolation.label()),
+            false => match launch::isolate(&self.isolation, cmd, &self.denied_devices(cmd)) {
+                Ok(cg) => (cg, self.isolation.label()),
+                Err(label) => (None, label),
+            },
         };
+        let identity = match uid {
+            Some(uid) => format!("uid {uid} (tenant {tenant})"),
+            None => self.tenancy.label(),
+        };
+        let isolation = format!("{cgroup_label}; {identity}; {}", self.gpu_label());
         let ready = WorkloadEventKind::Ready { isolation };
         self.event(&cmd.allocation_id, &cmd.task_id, cmd.epoch, ready);
-        let mut w = Workload::new(cmd, run, &prepared.checkpoint_dir, prepared.log_path);
-        if cmd.command.is_empty() {
-            return Ok(w);
-        }
-        let spawned = spawn::spawn(spawn::SpawnSpec {
-            argv: &cmd.command,
-            env: launch::workload_env(cmd, &prepared.checkpoint_dir),
-            log: prepared.log,
-            cgroup_fds: cgroup.as_ref().map(|c| c.join_fds()).unwrap_or_default(),
+        let mut w = Workload::new(
+            cmd,
+            run,
+            &prepared.checkpoint_dir,
+            prepared.log_path.clone(),
+        );
+        let dir = shim_link::dir_of(&self.data_dir, &cmd.allocation_id);
+        let spec = launch::shim_spec(cmd, prepared, uid, cgroup.as_ref(), self.lease_grace);
+        w.shim_dir = dir.clone();
+        let created =
+            shim_link::create(&dir, &spec, self.lease).map_err(|source| StartError::Prepare {
+                path: dir.clone(),
+                source,
+            });
+        let spawned = created.and_then(|()| match reservation {
+            true => Ok(None),
+            false => shim_link::spawn(&self.shim_command, &dir).map(Some),
         });
-        let child = match spawned {
-            Ok(child) => child,
+        let spawned = match spawned {
+            Ok(s) => s,
             Err(e) => {
                 if let Some(cg) = &cgroup {
                     cg.remove();
                 }
+                shim_link::remove(&dir);
                 return Err(e);
             }
         };
-        w.pid = child.id();
-        w.start_ticks = w.pid.and_then(procfs::stat).map_or(0, |s| s.start_ticks);
-        w.cgroup = cgroup;
-        launch::watch_exit(child, self.notes.clone(), cmd.allocation_id.clone(), run);
+        if let Some(child) = spawned {
+            w.shim = child.id().and_then(PidRecord::of);
+            w.shim_is_child = true;
+            watch_shim(
+                child,
+                dir,
+                self.notes.clone(),
+                cmd.allocation_id.clone(),
+                run,
+            );
+        }
         Ok(w)
     }
 
-    /// Stops a workload: SIGTERM to its group, then SIGKILL after `grace`
-    /// (at once when `grace` is zero). A reservation is released at once.
-    /// A stop for an allocation never seen here is answered with an `Exited`
-    /// (stopped, no code, empty task id) under `epoch`.
+    /// GPU device files of GPUs the command was not given.
+    fn denied_devices(&self, cmd: &StartCommand) -> Vec<(u32, u32)> {
+        gpu_devices::denied(&gpu_devices::find(&self.device_dir), &cmd.gpu_indices)
+    }
+
+    /// Stops a workload: its shim sends SIGTERM to the group, then SIGKILL
+    /// after `grace` (at once when `grace` is zero). A reservation is released
+    /// at once. A stop for an allocation whose workload already ended is
+    /// answered with its recorded exit; for one never seen here with an
+    /// `Exited` (stopped, no code, empty task id) under `epoch`.
     pub fn stop(&mut self, allocation_id: &str, grace: Duration, epoch: u64) {
         let Some(w) = self.workloads.get_mut(allocation_id) else {
             if !self.finished.iter().any(|(a, _)| a == allocation_id) {
-                // Never heard of it (e.g. killed as a leftover after an agent
-                // restart): say it is not running, so the stop gets an answer.
                 tracing::info!("stop for allocation {allocation_id}, which this node does not run");
                 let status = ExitStatus::STOPPED_WITHOUT_PROCESS;
                 self.event(allocation_id, "", epoch, WorkloadEventKind::Exited(status));
             }
             return;
         };
-        if !w.is_alive() {
+        if let Some(status) = w.exit.clone() {
+            // The control plane asks about an exit it may have lost: say it again.
+            let task = w.task_id.clone();
+            self.event(
+                allocation_id,
+                &task,
+                epoch,
+                WorkloadEventKind::Exited(status),
+            );
             return;
         }
         w.stop_requested = true;
-        let Some(pgid) = w.pid else {
+        if w.shim.is_none() {
+            let record = agent_exit(None, reason::STOPPED);
+            shim_link::record_exit(&w.shim_dir, &record);
             let (task, epoch) = (w.task_id.clone(), w.epoch);
             w.exit = Some(ExitStatus::STOPPED_WITHOUT_PROCESS);
             self.report_exit(
@@ -248,115 +363,79 @@ impl Runtime {
                 ExitStatus::STOPPED_WITHOUT_PROCESS,
             );
             return;
-        };
-        if grace.is_zero() {
-            kill_workload(w);
-            return;
         }
-        spawn::signal_group(pgid, libc::SIGTERM);
-        let notes = self.notes.clone();
-        let (allocation_id, run) = (allocation_id.to_string(), w.run);
-        tokio::spawn(async move {
-            tokio::time::sleep(grace).await;
-            let _ = notes.send(Note::GraceOver { allocation_id, run });
-        });
+        if let Err(e) = shim_link::request_stop(&w.shim_dir, grace) {
+            tracing::error!(
+                "allocation {allocation_id}: cannot ask its shim to stop ({e}); killing it"
+            );
+            if let Some(pid) = w.pid {
+                crate::shim::signal_group(pid, libc::SIGKILL);
+            }
+        }
     }
 
     /// Stops every live workload (agent shutdown).
     pub fn stop_all(&mut self, grace: Duration) {
         let ids: Vec<String> = self.workloads.keys().cloned().collect();
         for id in ids {
-            self.stop(&id, grace, 0);
+            if self.workloads.get(&id).is_some_and(Workload::is_alive) {
+                self.stop(&id, grace, 0);
+            }
         }
     }
 
-    /// Applies a note from a child waiter or a grace timer.
+    /// Applies a note from a shim waiter.
     pub fn handle(&mut self, note: Note) {
-        match note {
-            Note::GraceOver { allocation_id, run } => {
-                if let Some(w) = self.workloads.get(&allocation_id) {
-                    if w.run == run && w.is_alive() {
-                        tracing::info!(
-                            "allocation {allocation_id} ignored SIGTERM; sending SIGKILL"
-                        );
-                        kill_workload(w);
-                    }
+        let (allocation_id, run, status) = match note {
+            Note::ShimStarted {
+                allocation_id,
+                run,
+                outcome,
+            } => {
+                if self
+                    .workloads
+                    .get(&allocation_id)
+                    .is_some_and(|w| w.run == run)
+                {
+                    self.shim_started(&allocation_id, outcome);
                 }
+                return;
             }
-            Note::Exited {
+            Note::ShimExited {
                 allocation_id,
                 run,
                 status,
-            } => self.exited(&allocation_id, run, status),
-        }
-    }
-
-    fn exited(
-        &mut self,
-        allocation_id: &str,
-        run: u64,
-        status: Result<std::process::ExitStatus, String>,
-    ) {
-        let Some(w) = self.workloads.get_mut(allocation_id) else {
+            } => (allocation_id, run, status),
+        };
+        let Some(w) = self.workloads.get(&allocation_id) else {
             return;
         };
         if w.run != run || !w.is_alive() {
             return;
         }
-        // The leader is gone; nothing else of the group may outlive it unowned.
-        kill_workload(w);
-        if let Some(cg) = w.cgroup.take() {
-            cg.remove();
+        if let Err(e) = &status {
+            tracing::warn!("waiting for the shim of allocation {allocation_id} failed: {e}");
         }
-        let status = match status {
-            Ok(s) => ExitStatus {
-                code: s.code(),
-                signal: s.signal(),
-                stopped: w.stop_requested,
-            },
-            Err(e) => {
-                tracing::warn!("waiting for allocation {allocation_id} failed: {e}");
-                ExitStatus {
-                    code: None,
-                    signal: None,
-                    stopped: w.stop_requested,
-                }
-            }
-        };
-        tracing::info!("allocation {allocation_id} exited: {status:?}");
-        w.exit = Some(status.clone());
-        let (task, epoch) = (w.task_id.clone(), w.epoch);
-        // A job stopped for preemption typically saves on SIGTERM: report it before the exit.
-        if let Some(path) = w.checkpoint.poll() {
-            let path = path.to_string_lossy().into_owned();
-            self.event(
-                allocation_id,
-                &task,
-                epoch,
-                WorkloadEventKind::CheckpointSaved { path },
-            );
-        }
-        self.report_exit(allocation_id, &task, epoch, status);
-        self.write_ledger();
+        self.finish(&allocation_id);
     }
 
-    /// Remembers the allocation as finished and reports its exit.
-    fn report_exit(&mut self, allocation_id: &str, task: &str, epoch: u64, status: ExitStatus) {
-        self.remember_finished(allocation_id, task);
-        self.event(
-            allocation_id,
-            task,
-            epoch,
-            WorkloadEventKind::Exited(status),
-        );
-    }
-
-    fn remember_finished(&mut self, allocation_id: &str, task_id: &str) {
-        if self.finished.len() >= FINISHED_MEMORY {
-            self.finished.pop_front();
+    /// Polls the shims this agent adopted (not its children): one that
+    /// recorded an exit, or is gone, has finished.
+    pub fn poll_adopted(&mut self) {
+        let done: Vec<String> = self
+            .workloads
+            .values()
+            .filter(|w| w.is_alive() && !w.shim_is_child)
+            .filter(|w| {
+                w.shim
+                    .as_ref()
+                    .is_some_and(|s| shim_link::read_exit(&w.shim_dir).is_some() || !s.alive())
+            })
+            .map(|w| w.allocation_id.clone())
+            .collect();
+        for id in done {
+            self.finish(&id);
         }
-        self.finished
-            .push_back((allocation_id.to_string(), task_id.to_string()));
     }
 
     /// True when nothing runs or is held.
@@ -369,23 +448,14 @@ impl Runtime {
         self.workloads.get(allocation_id)
     }
 
-    /// Reports of everything alive, and of exits not yet known to be delivered.
+    /// Reports of everything alive, and of exits not yet known to be delivered
+    /// (not of lease-expired ones: see the module doc).
     pub fn reports(&self) -> Vec<WorkloadReport> {
-        self.workloads.values().map(Workload::report).collect()
-    }
-
-    /// Takes the queued events for sending; an `Exited` handed out marks its
-    /// workload for removal after the next heartbeat ([`Runtime::purge_reported`]).
-    pub fn take_events(&mut self) -> Vec<WorkloadEvent> {
-        let events: Vec<WorkloadEvent> = self.outbox.drain(..).collect();
-        for e in &events {
-            if matches!(e.kind, WorkloadEventKind::Exited(_)) {
-                if let Some(w) = self.workloads.get_mut(&e.allocation_id) {
-                    w.exit_sent = true;
-                }
-            }
-        }
-        events
+        self.workloads
+            .values()
+            .filter(|w| !w.lease_expired)
+            .map(Workload::report)
+            .collect()
     }
 
     /// Number of events waiting for a session.
@@ -393,42 +463,22 @@ impl Runtime {
         self.outbox.len()
     }
 
-    /// Forgets exited workloads whose exit went out (call after a heartbeat that
-    /// included them was sent on the same session).
-    pub fn purge_reported(&mut self) {
-        self.workloads.retain(|_, w| w.is_alive() || !w.exit_sent);
-    }
-
-    /// Applies a welcome: workloads of the hello in `keep` are adopted under
-    /// `epoch`; the other live ones are killed (no longer ours); exited ones were
-    /// reported by the hello and are forgotten.
-    /// Returns how many live workloads were killed.
-    pub fn apply_welcome(&mut self, epoch: u64, keep: &[String], reported: &[String]) -> usize {
-        let mut to_kill = Vec::new();
-        for id in reported {
-            let Some(w) = self.workloads.get_mut(id) else {
-                continue;
-            };
-            if !w.is_alive() {
-                self.workloads.remove(id);
-            } else if keep.contains(id) {
-                w.epoch = epoch;
-            } else {
-                to_kill.push(id.clone());
+    /// Hands the node's lease deadline (ms on `CLOCK_BOOTTIME`; None: no
+    /// lease) to every live shim.
+    pub fn renew_leases(&mut self, deadline_ms: Option<u64>) {
+        self.lease = deadline_ms;
+        for w in self
+            .workloads
+            .values()
+            .filter(|w| w.is_alive() && w.shim.is_some())
+        {
+            if let Err(e) = shim_link::write_lease(&w.shim_dir, deadline_ms) {
+                tracing::error!(
+                    "allocation {}: cannot renew its lease ({e}); it stops when the lease runs out",
+                    w.allocation_id
+                );
             }
         }
-        for e in self.outbox.iter_mut() {
-            if keep.contains(&e.allocation_id) {
-                e.epoch = epoch;
-            }
-        }
-        let killed = to_kill.len();
-        for id in to_kill {
-            tracing::warn!("control plane says allocation {id} is no longer ours: killing it");
-            self.stop(&id, Duration::ZERO, epoch);
-        }
-        self.write_ledger();
-        killed
     }
 
     /// Checks every live workload's checkpoint dir for a new checkpoint.
@@ -513,40 +563,29 @@ impl Runtime {
             },
         }
     }
-
-    fn write_ledger(&self) {
-        let boot_id = procfs::boot_id();
-        let entries: Vec<ledger::LedgerEntry> = self
-            .workloads
-            .values()
-            .filter(|w| w.is_alive())
-            .filter_map(|w| {
-                Some(ledger::LedgerEntry {
-                    allocation_id: w.allocation_id.clone(),
-                    task_id: w.task_id.clone(),
-                    epoch: w.epoch,
-                    pgid: w.pid?,
-                    start_ticks: w.start_ticks,
-                    boot_id: boot_id.clone(),
-                })
-            })
-            .collect();
-        let path = ledger::path(&self.data_dir);
-        if let Err(e) = ledger::write(&path, &entries) {
-            tracing::error!(
-                "cannot write {}: {e}; a crash now could leave workloads unowned",
-                path.display()
-            );
-        }
-    }
 }
 
-/// SIGKILL to the workload's group and, where there is one, its whole cgroup.
-fn kill_workload(w: &Workload) {
-    if let Some(pgid) = w.pid {
-        spawn::signal_group(pgid, libc::SIGKILL);
-    }
-    if let Some(cg) = &w.cgroup {
-        cg.kill_all();
-    }
+/// Waits in the background for the shim to report the workload's start, then
+/// for the shim itself (reaping it), and reports both, in that order.
+fn watch_shim(
+    mut child: tokio::process::Child,
+    dir: PathBuf,
+    notes: UnboundedSender<Note>,
+    allocation_id: String,
+    run: u64,
+) {
+    tokio::spawn(async move {
+        let outcome = shim_link::started(&dir, &mut child).await;
+        let _ = notes.send(Note::ShimStarted {
+            allocation_id: allocation_id.clone(),
+            run,
+            outcome,
+        });
+        let status = child.wait().await.map_err(|e| e.to_string());
+        let _ = notes.send(Note::ShimExited {
+            allocation_id,
+            run,
+            status,
+        });
+    });
 }

@@ -9,11 +9,15 @@ pub struct ProcStat {
     pub pid: u32,
     pub ppid: u32,
     pub pgrp: u32,
+    /// Session id (a shim leads one; its workload is in it).
+    pub session: u32,
     /// utime + stime, clock ticks.
     pub cpu_ticks: u64,
     /// Start time after boot, clock ticks (tells a reused pid from the original).
     pub start_ticks: u64,
     pub rss_pages: u64,
+    /// State `Z` or `X`: ended, not yet reaped by its parent.
+    pub zombie: bool,
 }
 
 /// Parses /proc/<pid>/stat. The command name may hold spaces and parentheses,
@@ -27,9 +31,11 @@ pub fn parse_stat(pid: u32, text: &str) -> Option<ProcStat> {
         pid,
         ppid: num(4)? as u32,
         pgrp: num(5)? as u32,
+        session: num(6)? as u32,
         cpu_ticks: num(14)? + num(15)?,
         start_ticks: num(22)?,
         rss_pages: num(24)?,
+        zombie: matches!(f.first(), Some(&"Z") | Some(&"X")),
     })
 }
 
@@ -73,7 +79,7 @@ pub fn page_size() -> u64 {
     }
 }
 
-/// Identifies this boot; pids in workloads.json mean nothing after a reboot.
+/// Identifies this boot; pids recorded in shim dirs mean nothing after a reboot.
 pub fn boot_id() -> String {
     fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string())

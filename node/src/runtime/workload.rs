@@ -1,6 +1,6 @@
 //! One allocation's workload as the runtime tracks it.
 use super::checkpoint::CheckpointWatch;
-use crate::cgroup::WorkloadCgroup;
+use crate::shim::files::PidRecord;
 use caldera_spec::wire::{AllocationUse, ExitStatus, StartCommand, WorkloadReport};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -14,8 +14,12 @@ pub struct Workload {
     pub epoch: u64,
     /// Leader pid = process group id; None for a reservation.
     pub pid: Option<u32>,
-    /// Leader's start time (ticks after boot), for the ledger.
-    pub start_ticks: u64,
+    /// Its shim's dir (a reservation's too: it records the hold).
+    pub shim_dir: PathBuf,
+    /// The shim, where one runs: its pid record, and whether it is this
+    /// agent's child (then its end comes as a note; an adopted one is polled).
+    pub shim: Option<PidRecord>,
+    pub shim_is_child: bool,
     pub gpu_indices: Vec<u32>,
     pub gpu_memory_mb: u64,
     /// Set once it has ended.
@@ -24,9 +28,13 @@ pub struct Workload {
     pub stop_requested: bool,
     /// Its `Exited` event went out on a live session.
     pub exit_sent: bool,
+    /// Heartbeats that still carry its exit after the event went out.
+    pub reports_left: u32,
+    /// Its shim stopped it because the lease ran out: not reported as an
+    /// exit (see `Runtime::finish`).
+    pub lease_expired: bool,
     /// Distinguishes this run's notes from an older run's.
     pub run: u64,
-    pub cgroup: Option<WorkloadCgroup>,
     pub checkpoint: CheckpointWatch,
     pub log_path: PathBuf,
     pub usage: AllocationUse,
@@ -37,7 +45,7 @@ pub struct Workload {
 impl Workload {
     /// A workload about to run `cmd` (no process yet).
     pub fn new(cmd: &StartCommand, run: u64, checkpoint_dir: &Path, log_path: PathBuf) -> Self {
-        let mut w = Self::leftover(&cmd.allocation_id, &cmd.task_id, cmd.epoch, log_path);
+        let mut w = Self::bare(&cmd.allocation_id, &cmd.task_id, cmd.epoch, log_path);
         w.run = run;
         w.gpu_indices = cmd.gpu_indices.clone();
         w.gpu_memory_mb = cmd.gpu_memory_mb;
@@ -45,21 +53,24 @@ impl Workload {
         w
     }
 
-    /// A bare record (e.g. of what a previous agent life left running).
-    pub fn leftover(allocation_id: &str, task_id: &str, epoch: u64, log_path: PathBuf) -> Self {
+    /// A bare record (filled in by a start or an adoption).
+    pub fn bare(allocation_id: &str, task_id: &str, epoch: u64, log_path: PathBuf) -> Self {
         Workload {
             allocation_id: allocation_id.to_string(),
             task_id: task_id.to_string(),
             epoch,
             pid: None,
-            start_ticks: 0,
+            shim_dir: PathBuf::new(),
+            shim: None,
+            shim_is_child: false,
             gpu_indices: Vec::new(),
             gpu_memory_mb: 0,
             exit: None,
             stop_requested: false,
             exit_sent: false,
+            reports_left: 0,
+            lease_expired: false,
             run: 0,
-            cgroup: None,
             checkpoint: CheckpointWatch::new(PathBuf::new()),
             log_path,
             usage: AllocationUse::default(),
