@@ -216,3 +216,44 @@ fn an_operator_cordons_drains_and_uncordons_nodes() {
         "it did not resume from its checkpoint: {s:?}"
     );
 }
+
+/// A drain after the agent was restarted (kill -9): its workloads are
+/// adopted shims, not its children, so their ends are seen only by polling.
+/// The drain loop did not poll them: the training task's stop took effect at
+/// once, but the agent waited out its whole drain timeout ("drain not
+/// finished ... 1 left") and only then reported the exit.
+#[test]
+fn a_drain_after_an_agent_restart_sees_its_adopted_workloads_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, mut a, _b) = cluster(dir.path());
+    let api = cp.api(&cp.tenant("team-a"));
+    let starts = dir.path().join("starts");
+    op_post(&cp.operator(), "/v1/nodes/node-b/cordon", 200);
+    assert_eq!(
+        api.post("/v1/tasks", &checkpointing("train", &starts, 10))
+            .status,
+        201
+    );
+    api.wait_task("train", 20, "running on node-a", |v| {
+        v["state"] == "running" && node_of(v) == "node-a"
+    });
+    a.restart();
+    assert!(wait_until(Duration::from_secs(20), || {
+        std::fs::read_to_string(&a.log).is_ok_and(|l| l.contains("adopted 1"))
+            && cp.operator().get("/v1/nodes/node-a").data()["connected"] == true
+    }));
+    op_post(&cp.operator(), "/v1/nodes/node-b/uncordon", 200);
+
+    a.terminate();
+    let exited = a.wait_exit(Duration::from_secs(40));
+    assert!(exited.is_some_and(|s| s.success()), "{exited:?}");
+    let log = std::fs::read_to_string(&a.log).unwrap_or_default();
+    assert!(
+        log.contains("drained: nothing left on this node"),
+        "the drain did not see the adopted workload end:\n{log}"
+    );
+    let v = api.wait_task("train", 20, "running on node-b", |v| {
+        v["state"] == "running" && node_of(v) == "node-b"
+    });
+    assert_eq!(v["retries_used"], 0, "{v:#}");
+}

@@ -70,6 +70,9 @@ impl Agent {
                     self.flush();
                 }
                 _ = inputs.checkpoints.tick() => {
+                    // An adopted shim (started by an earlier agent life) is
+                    // not our child: its end is only seen by polling.
+                    self.runtime.poll_adopted();
                     self.runtime.poll_checkpoints();
                     self.flush();
                 }
