@@ -99,6 +99,36 @@ fn a_killed_agent_comes_back_to_the_same_running_process() {
     );
 }
 
+/// An in-place upgrade: SIGUSR2 hands the workloads over — the agent exits
+/// at once (no drain, nothing stopped), and the next agent on the same data
+/// dir adopts the same process, with no retry spent.
+#[test]
+fn an_agent_handing_over_leaves_its_workload_running_for_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, mut agent) = cluster(dir.path());
+    let api = cp.api(&cp.tenant("upgraders"));
+    let r = api.post("/v1/tasks", TICKER);
+    assert_eq!(r.status, 201, "{}", r.body);
+    api.wait_task("ticker", 20, "running", |v| v["state"] == "running");
+    std::thread::sleep(Duration::from_millis(500));
+    agent.hand_over();
+    let exited = agent.wait_exit(Duration::from_secs(10));
+    assert!(exited.is_some_and(|s| s.success()), "{exited:?}");
+    let log = std::fs::read_to_string(&agent.log).unwrap_or_default();
+    assert!(
+        log.contains("handing over: 1 workload(s) keep running"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("draining"),
+        "a handover is not a drain: {log}"
+    );
+    agent.start_again();
+    assert!(wait_until(Duration::from_secs(20), || nodes_connected(&cp) == 1));
+    std::thread::sleep(Duration::from_millis(600));
+    assert_still_the_first_run(&api, &api.task("ticker"));
+}
+
 #[test]
 fn an_exit_while_the_agent_was_away_is_reported_with_its_code() {
     let dir = tempfile::tempdir().unwrap();

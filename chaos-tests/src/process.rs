@@ -279,6 +279,22 @@ impl Agent {
         self.spawn();
     }
 
+    /// SIGUSR2: the agent hands its workloads over (an in-place upgrade): it
+    /// exits at once and leaves them running under their shims.
+    pub fn hand_over(&self) {
+        if let Some(c) = &self.child {
+            signal(c, libc::SIGUSR2);
+        }
+    }
+
+    /// Starts the same agent again once it has exited (after a handover or
+    /// a drain): the same command on the same data dir.
+    pub fn start_again(&mut self) {
+        if self.child.is_none() {
+            self.spawn();
+        }
+    }
+
     /// SIGTERM: the agent is asked to stop (it drains its node first).
     pub fn terminate(&self) {
         if let Some(c) = &self.child {

@@ -54,13 +54,38 @@ struct Agent {
     secret: Option<String>,
 }
 
-/// Runs the agent until `shutdown` completes, then stops every workload (SIGTERM,
-/// the configured grace, SIGKILL) and returns. Must be called inside an actix
-/// System (or a tokio current-thread runtime with a `LocalSet`).
+/// How the agent was asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The node is drained (its work moved away as planned stops), then
+    /// whatever is left is stopped (SIGTERM, the configured grace, SIGKILL).
+    Drain,
+    /// The agent exits at once and leaves every workload running under its
+    /// shim, for the next agent (an upgraded binary) to adopt; nothing is
+    /// stopped and the control plane hears nothing but the session closing.
+    Handover,
+}
+
+/// Runs the agent until `shutdown` completes, then drains the node and stops
+/// what is left ([`Stop::Drain`]). Must be called inside an actix System (or
+/// a tokio current-thread runtime with a `LocalSet`).
 pub async fn run_until(
     config: AgentConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), AgentError> {
+    run_until_stop(config, async {
+        shutdown.await;
+        Stop::Drain
+    })
+    .await
+}
+
+/// Runs the agent until `stop` completes, then stops as it says.
+pub async fn run_until_stop(
+    config: AgentConfig,
+    stop: impl Future<Output = Stop>,
+) -> Result<(), AgentError> {
+    let shutdown = stop;
     config.validate()?;
     let mut config = config;
     config.data_dir = prepare_data_dir(&config.data_dir)?;
@@ -112,9 +137,9 @@ pub async fn run_until(
         secret,
     };
     tokio::pin!(shutdown);
-    loop {
+    let how = loop {
         tokio::select! {
-            _ = &mut shutdown => break,
+            how = &mut shutdown => break how,
             Some(event) = events.recv() => agent.on_session(event),
             Some(note) = notes.recv() => {
                 agent.runtime.handle(note);
@@ -130,6 +155,15 @@ pub async fn run_until(
         if let Some(period) = agent.new_heartbeat.take() {
             heartbeat = new_interval(period);
         }
+    };
+    if how == Stop::Handover {
+        tracing::info!(
+            "handing over: {} workload(s) keep running under their shims for the next agent",
+            agent.runtime.reports().len()
+        );
+        let _ = stop_session.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(2), session).await;
+        return Ok(());
     }
     let inputs = drain::Inputs {
         events: &mut events,

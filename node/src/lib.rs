@@ -23,28 +23,36 @@ pub use agent::run_until;
 pub use config::AgentConfig;
 pub use error::{AgentError, StartError};
 
-/// Runs the agent on the calling thread until SIGINT or SIGTERM, then stops its
-/// workloads and returns. Blocks: it creates its own actix System. Workloads
-/// run under their shims, which outlive the agent (a kill -9 or a crash leaves
-/// them running for the next agent to adopt, until their lease runs out).
+/// Runs the agent on the calling thread until SIGINT or SIGTERM (a drain:
+/// the node's work is moved away, then the agent exits) or SIGUSR2 (a
+/// handover, for an in-place upgrade: the agent exits at once and its
+/// workloads run on under their shims for the next agent to adopt). Blocks:
+/// it creates its own actix System. A kill -9 or a crash is a handover too,
+/// until the workloads' lease runs out.
 pub fn run(config: AgentConfig) -> Result<(), AgentError> {
     config.validate()?;
     let system = actix_rt::System::new();
     system.block_on(async move {
-        let shutdown = shutdown_signal().map_err(AgentError::Runtime)?;
-        run_until(config, shutdown).await
+        let stop = stop_signal().map_err(AgentError::Runtime)?;
+        agent::run_until_stop(config, stop).await
     })
 }
 
-/// Completes on the first SIGINT or SIGTERM.
-fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+/// Completes on the first SIGINT, SIGTERM (drain) or SIGUSR2 (handover).
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = agent::Stop>> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
+    let mut usr2 = signal(SignalKind::user_defined2())?;
     Ok(async move {
         tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM received"),
-            _ = int.recv() => tracing::info!("SIGINT received"),
+            _ = term.recv() => tracing::info!("SIGTERM received: draining the node"),
+            _ = int.recv() => tracing::info!("SIGINT received: draining the node"),
+            _ = usr2.recv() => {
+                tracing::info!("SIGUSR2 received: handing the workloads over to the next agent");
+                return agent::Stop::Handover;
+            }
         }
+        agent::Stop::Drain
     })
 }

@@ -54,6 +54,11 @@ pub enum Command {
     /// Replay a trace through the placement engine and print quality metrics.
     Sim(sim::SimArgs),
     /// Run a node agent: probe this machine, join the cluster, run workloads.
+    ///
+    /// SIGTERM or SIGINT drains the node (its work moves away, no retry
+    /// spent), then the agent exits. SIGUSR2 hands over for an in-place
+    /// upgrade: the agent exits at once and its workloads keep running under
+    /// their shims for the next agent on the same data dir to adopt.
     Node(node::NodeArgs),
     /// Run the control plane: actors, sled storage and the HTTP gateway.
     Server(server::ServerArgs),
