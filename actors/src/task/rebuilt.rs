@@ -5,9 +5,10 @@
 //! asks its node for any exit it already has ([`ResendExit`]), and keeps
 //! asking on every rebuild until the exit is recorded. A task rebuilt while
 //! released, its stop not yet confirmed, waits for that stop again instead
-//! of retiring with its room still granted.
+//! of retiring with its room still granted (nothing else would free it
+//! before the Scheduler's next reconciliation).
 use super::TaskActor;
-use crate::protocol::node::{ResendExit, StopWorkload};
+use crate::protocol::node::ResendExit;
 use actix::prelude::*;
 use caldera_spec::{TaskRecord, TaskState};
 use std::time::Duration;
@@ -39,14 +40,8 @@ impl TaskActor {
             return;
         };
         if self.rec.state == TaskState::Released {
-            if let Some(n) = self.sh.registry.node(&a.node) {
-                // An agent answers a stop for an ended workload with its exit.
-                n.do_send(StopWorkload {
-                    allocation_id: a.allocation_id.clone(),
-                    grace_ms: self.sh.config.stop_grace_ms,
-                    reason: "released".into(),
-                });
-            }
+            // Its stop went out with the release; the deadline past which
+            // the room is freed anyway went with the rebuild: armed again.
             self.await_release(ctx);
         }
         let wait = Duration::from_millis(self.sh.config.heartbeat_interval_ms.max(50));
