@@ -14,20 +14,22 @@ use crate::protocol::node::{
     StopWorkload,
 };
 use crate::protocol::scheduler::{AllocationsOn, NodeDown, NodeMetricsUpdate};
-use crate::protocol::task::{NodeLost, Workload, WorkloadMissing};
+use crate::protocol::task::{NodeLost, WorkloadMissing};
 use crate::protocol::NodeHandle;
 use crate::reconcile::{join_notice, reconcile};
 use crate::shared::Shared;
 use crate::supervision::{reread, Reread, Supervision};
 use actix::prelude::*;
 use caldera_spec::wire::{
-    Hello, NodeMessage, ServerMessage, StopCommand, Welcome, WorkloadEventKind, WorkloadReport,
+    ExitStatus, Hello, NodeMessage, ServerMessage, StopCommand, Welcome, WorkloadEventKind,
+    WorkloadReport,
 };
 use caldera_spec::{Event, EventKind, NodeMetrics, NodeRecord, NodeState};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 mod drain;
+mod exits;
 mod lease;
 mod trust;
 
@@ -51,8 +53,11 @@ pub struct NodeActor {
     metrics: NodeMetrics,
     log_waiters: HashMap<u64, oneshot::Sender<LogChunk>>,
     next_request: u64,
-    /// Exits already forwarded, so a heartbeat repeating one does not double it.
-    exits_forwarded: HashSet<String>,
+    /// Exits this session forwarded, by allocation id: (task id, exit). A
+    /// heartbeat repeating one does not double it, and a task rebuilt before
+    /// it could record one asks for it again ([`ResendExit`]): the agent may
+    /// have stopped repeating it by then.
+    exits_forwarded: HashMap<String, (String, ExitStatus)>,
     /// The allocations this session may speak for.
     held: Held,
     /// The agent's data dir, from its hello (checkpoint paths are inside it).
@@ -76,7 +81,7 @@ impl NodeActor {
             metrics: NodeMetrics::default(),
             log_waiters: HashMap::new(),
             next_request: 1,
-            exits_forwarded: HashSet::new(),
+            exits_forwarded: HashMap::new(),
             held: Held::default(),
             data_dir: String::new(),
             sup: Supervision::default(),
@@ -116,22 +121,6 @@ impl NodeActor {
             )),
         }
         t
-    }
-
-    fn forward(&mut self, task_id: &str, allocation_id: &str, kind: WorkloadEventKind) {
-        if let WorkloadEventKind::Exited(_) = &kind {
-            if !self.exits_forwarded.insert(allocation_id.to_string()) {
-                return;
-            }
-        }
-        if let Some(t) = self.sh.registry.task(task_id) {
-            t.do_send(Workload {
-                allocation_id: allocation_id.to_string(),
-                kind,
-                node: self.rec.name.clone(),
-                node_data_dir: self.data_dir.clone(),
-            });
-        }
     }
 
     fn check_liveness(&mut self, ctx: &mut Context<Self>) {

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod moves;
+mod rebuilt;
 
 /// Extra time past the stop grace before a release frees the room anyway.
 const STOP_SLACK: Duration = Duration::from_secs(5);
@@ -45,6 +46,12 @@ pub struct TaskActor {
     retired: bool,
     /// Rebuilt by its supervisor while starting: send the start again.
     redispatch: bool,
+    /// Rebuilt while its workload's end is still to be recorded: ask its
+    /// node for an exit it already forwarded (`task/rebuilt.rs`).
+    resend_exit: bool,
+    /// Its terminal step was carried out (it left the directory): a restart
+    /// after that only retires it.
+    pub(crate) left: bool,
 }
 
 impl TaskActor {
@@ -59,6 +66,8 @@ impl TaskActor {
             sup: Supervision::default(),
             retired: false,
             redispatch: false,
+            resend_exit: false,
+            left: false,
         }
     }
 
@@ -391,6 +400,9 @@ impl Actor for TaskActor {
             // a fresh preparing timeout.
             self.dispatch(ctx, None);
         }
+        if std::mem::take(&mut self.resend_exit) {
+            self.after_rebuild(ctx);
+        }
         if matches!(self.rec.state, TaskState::Queued | TaskState::Preempted) {
             match self.boot.take() {
                 Some(t) => {
@@ -420,13 +432,18 @@ impl actix::Supervised for TaskActor {
         let read = self.sh.gate.store().task(self.id());
         match reread("task", self.id(), read) {
             Reread::Found(r) => {
-                self.retired = r.state.is_terminal();
+                let waits = self.waits_on_workload(&r);
+                self.retired = r.state.is_terminal() && !waits;
+                self.resend_exit = waits;
                 self.rec = r;
                 if !self.retired {
                     self.adopt_ledger_mark();
                 }
             }
-            Reread::Gone => self.retired = true,
+            Reread::Gone => {
+                self.retired = true;
+                self.resend_exit = false;
+            }
             Reread::Unreadable => {}
         }
         self.redispatch = !self.retired

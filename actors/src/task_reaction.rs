@@ -311,6 +311,7 @@ impl TaskActor {
 
     /// Terminal: leave the directory, stop.
     fn leave(&mut self, ctx: &mut Context<Self>) {
+        self.left = true;
         self.sh.registry.remove_task(self.id());
         ctx.stop();
     }

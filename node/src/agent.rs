@@ -242,7 +242,7 @@ impl Agent {
     /// Says hello on a new connection: identity, inventory, and every workload
     /// still alive or exited-but-unreported.
     fn hello(&mut self, generation: u64, outbound: UnboundedSender<NodeMessage>) {
-        let workloads = self.runtime.reports();
+        let workloads = self.runtime.hello_reports();
         let reported = workloads.iter().map(|w| w.allocation_id.clone()).collect();
         let hello = Hello {
             protocol: PROTOCOL_VERSION,

@@ -317,7 +317,7 @@ async fn a_reservation_holds_until_stopped_and_duplicates_never_run() {
     purge_all(&mut h.rt);
     h.rt.start(&start_cmd("r1", "echo SHOULD-NOT-RUN"));
     assert_eq!(h.rt.pending_events(), 0);
-    assert!(h.rt.workload("r1").is_none());
+    assert!(h.rt.workload("r1").is_some_and(|w| !w.is_alive()));
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!h.log("r1").contains("SHOULD-NOT-RUN"));
 }
@@ -592,10 +592,27 @@ async fn an_exit_is_kept_until_the_control_plane_no_longer_owns_it() {
     let mut h = harness(false);
     h.rt.start(&start_cmd("e1", "exit 5"));
     assert_eq!(h.exit_of("e1").await.code, Some(5));
-    // Heartbeats carry it a while, then memory forgets it; the disk does not.
+    // Heartbeats carry it a while, then leave it out; memory and disk keep it:
+    // nothing said the control plane acted on it. A hello of this agent
+    // still reports it and a stop for it is answered with it.
+    h.rt.take_events();
     purge_all(&mut h.rt);
     assert!(h.rt.reports().is_empty());
     assert!(h.data.join("shims/e1/exit.json").exists());
+    let hello = h.rt.hello_reports();
+    assert!(
+        matches!(&hello[..], [w] if w.allocation_id == "e1" && w.exit.as_ref().is_some_and(|x| x.code == Some(5))),
+        "{hello:?}"
+    );
+    h.rt.stop("e1", Duration::from_secs(1), 2);
+    let answer = h.rt.take_events();
+    assert!(
+        matches!(&answer[..], [e] if matches!(&e.kind, WorkloadEventKind::Exited(x) if x.code == Some(5))),
+        "{answer:?}"
+    );
+    // A welcome that still keeps it keeps it; one that does not lets it go.
+    h.rt.apply_welcome(2, &["e1".to_string()], &["e1".to_string()]);
+    assert_eq!(h.rt.hello_reports().len(), 1);
     // A restarted agent reports it again (a control plane that lost it, e.g.
     // a failed commit, hears it again); a stop for it is answered with it.
     let (mut reborn, _notes) = runtime(&h.data, Isolation::None("test".into()));

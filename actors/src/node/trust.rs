@@ -79,7 +79,7 @@ impl NodeActor {
 
     pub(super) fn on_event(&mut self, ev: WorkloadEvent) {
         // Once its exit is in, the node has nothing more to say for it.
-        if self.exits_forwarded.contains(&ev.allocation_id) {
+        if self.exits_forwarded.contains_key(&ev.allocation_id) {
             return;
         }
         let what = format!("{:?} event", ev.kind);
@@ -96,7 +96,7 @@ impl NodeActor {
     ) -> Vec<(String, AllocationUse)> {
         let mut usage = Vec::new();
         for w in reports {
-            if self.exits_forwarded.contains(&w.allocation_id) {
+            if self.exits_forwarded.contains_key(&w.allocation_id) {
                 continue;
             }
             let Some(task) = self.vouch(w.epoch, &w.allocation_id, &w.task_id, "heartbeat report")

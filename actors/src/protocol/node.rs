@@ -92,6 +92,18 @@ pub struct Uncordon;
 #[rtype(result = "(NodeRecord, bool, NodeMetrics)")]
 pub struct NodeSnapshot;
 
+/// A task rebuilt from sled while its record still holds `allocation_id`
+/// asks its node to tell it again any exit this session already forwarded
+/// for that allocation: the exit was forwarded once, and the rebuilt task may
+/// never have recorded it (its commit failed). Nothing is sent when the
+/// session has no exit for it (the workload runs: its exit comes as usual).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ResendExit {
+    pub allocation_id: String,
+    pub task_id: String,
+}
+
 /// The scheduler was rebuilt: a connected node announces its room again.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -106,6 +118,7 @@ handle! {
             agent_message: AgentMessage,
             agent_gone: AgentGone,
             reannounce: Reannounce,
+            resend_exit: ResendExit,
             // A task asks for a stop without waiting for the answer.
             stop_unanswered: StopWorkload,
         }

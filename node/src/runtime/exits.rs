@@ -89,6 +89,9 @@ impl Runtime {
     pub(super) fn remember_finished(&mut self, allocation_id: &str, task_id: &str) {
         if self.finished.len() >= FINISHED_MEMORY {
             if let Some((old, _)) = self.finished.pop_front() {
+                if self.workloads.get(&old).is_some_and(|w| !w.is_alive()) {
+                    self.workloads.remove(&old);
+                }
                 if !self.workloads.contains_key(&old) {
                     shim_link::remove(&shim_link::dir_of(&self.data_dir, &old));
                 }
@@ -116,20 +119,29 @@ impl Runtime {
     }
 
     /// Counts a heartbeat (sent on a welcomed session) against the exits it
-    /// carried, and forgets from memory those reported often enough; their
-    /// dirs stay on disk for the next hello.
+    /// carried: those reported often enough leave the heartbeats. They stay
+    /// in memory (and on disk): nothing tells the agent the control plane
+    /// acted on an exit within a session, so every hello still reports it
+    /// and a `Stop` for it is answered with it, until a welcome shows the
+    /// control plane no longer owns the allocation (or it ages out of
+    /// [`FINISHED_MEMORY`]; its dir then goes too).
     pub fn purge_reported(&mut self) {
         for w in self.workloads.values_mut().filter(|w| w.exit_sent) {
             w.reports_left = w.reports_left.saturating_sub(1);
         }
-        self.workloads
-            .retain(|_, w| w.is_alive() || !w.exit_sent || w.reports_left > 0);
+    }
+
+    /// Whether a heartbeat still carries `w`: alive, or exited and not yet
+    /// reported [`EXIT_HEARTBEATS`] times since its event went out.
+    pub(super) fn in_heartbeats(w: &super::Workload) -> bool {
+        w.is_alive() || !w.exit_sent || w.reports_left > 0
     }
 
     /// Applies a welcome: workloads of the hello in `keep` are adopted under
     /// `epoch`; the other live ones are stopped at once (no longer ours).
-    /// Exited ones were reported by the hello and are forgotten; the dir of
-    /// one the control plane no longer owns is removed (its exit was acted on).
+    /// An exited one the control plane no longer owns is forgotten, its dir
+    /// removed (its exit was acted on); one it still owns is kept, as the
+    /// welcome forwards its exit to a task that may yet fail to record it.
     /// Returns how many live workloads were killed.
     pub fn apply_welcome(&mut self, epoch: u64, keep: &[String], reported: &[String]) -> usize {
         let mut to_kill = Vec::new();
@@ -153,8 +165,8 @@ impl Runtime {
             } else if !w.is_alive() {
                 if !keep.contains(id) {
                     shim_link::remove(&w.shim_dir);
+                    self.workloads.remove(id);
                 }
-                self.workloads.remove(id);
             } else if keep.contains(id) {
                 w.epoch = epoch;
             } else {

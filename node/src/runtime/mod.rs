@@ -12,8 +12,11 @@
 //! plane has it for sure: it is reported in the `Exited` event, in the next
 //! [`EXIT_HEARTBEATS`] heartbeats, in every hello until a welcome says the
 //! control plane no longer owns the allocation (then the dir is removed), and
-//! a `Stop` for it is answered with the recorded exit. So a control plane
-//! that lost an exit (a failed commit, a restart) hears it again.
+//! a `Stop` for it is answered with the recorded exit, for as long as it is
+//! owned (memory keeps it past the heartbeats). So a control plane that lost
+//! an exit (a failed commit, a restart) hears it again. Within one session
+//! the control plane keeps the exits it was told, and a task rebuilt after a
+//! failed commit asks for its own again: it does not rely on the heartbeats.
 //!
 //! A workload its shim stopped because the lease ran out is the exception: it
 //! did not end on its own (a training job that checkpointed on SIGTERM and
@@ -448,9 +451,19 @@ impl Runtime {
         self.workloads.get(allocation_id)
     }
 
-    /// Reports of everything alive, and of exits not yet known to be delivered
-    /// (not of lease-expired ones: see the module doc).
+    /// A heartbeat's reports: everything alive, and exits within their last
+    /// [`EXIT_HEARTBEATS`] (not lease-expired ones: see the module doc).
     pub fn reports(&self) -> Vec<WorkloadReport> {
+        self.workloads
+            .values()
+            .filter(|w| !w.lease_expired && Runtime::in_heartbeats(w))
+            .map(Workload::report)
+            .collect()
+    }
+
+    /// A hello's reports: everything alive, and every exit the control plane
+    /// has not yet been seen to let go of (a welcome that no longer keeps it).
+    pub fn hello_reports(&self) -> Vec<WorkloadReport> {
         self.workloads
             .values()
             .filter(|w| !w.lease_expired)

@@ -1,0 +1,52 @@
+//! Exits as the NodeActor passes them on: each forwarded to its task once
+//! per session (heartbeats repeat them), and kept, so a task rebuilt before
+//! it could record its exit (a failed commit) hears it again when it asks
+//! ([`ResendExit`]). Persist-before-act stays the task's: it acts on the
+//! exit only once its own transition is recorded.
+use super::NodeActor;
+use crate::protocol::node::ResendExit;
+use crate::protocol::task::Workload;
+use actix::prelude::*;
+use caldera_spec::wire::WorkloadEventKind;
+
+impl NodeActor {
+    /// Tells a task what its workload did; an exit once per session.
+    pub(super) fn forward(&mut self, task_id: &str, allocation_id: &str, kind: WorkloadEventKind) {
+        if let WorkloadEventKind::Exited(x) = &kind {
+            if self.exits_forwarded.contains_key(allocation_id) {
+                return;
+            }
+            let kept = (task_id.to_string(), x.clone());
+            self.exits_forwarded.insert(allocation_id.to_string(), kept);
+        }
+        self.tell_task(task_id, allocation_id, kind);
+    }
+
+    fn tell_task(&self, task_id: &str, allocation_id: &str, kind: WorkloadEventKind) {
+        if let Some(t) = self.sh.registry.task(task_id) {
+            t.do_send(Workload {
+                allocation_id: allocation_id.to_string(),
+                kind,
+                node: self.rec.name.clone(),
+                node_data_dir: self.data_dir.clone(),
+            });
+        }
+    }
+}
+
+impl Handler<ResendExit> for NodeActor {
+    type Result = ();
+    /// Only to the task the exit was forwarded to, for that allocation: the
+    /// task's own record decides what it means (news of an older attempt is
+    /// ignored there), and it acts only once that is recorded.
+    fn handle(&mut self, m: ResendExit, _: &mut Context<Self>) {
+        let Some((task, exit)) = self.exits_forwarded.get(&m.allocation_id) else {
+            return;
+        };
+        if *task != m.task_id {
+            return;
+        }
+        let kind = WorkloadEventKind::Exited(exit.clone());
+        self.tell_task(&m.task_id, &m.allocation_id, kind);
+    }
+}
