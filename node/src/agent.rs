@@ -330,6 +330,16 @@ impl Agent {
             }
             self.secret = Some(secret);
         }
+        let agent_grace = Duration::from_millis(self.config.shutdown_grace_ms);
+        let grace = crate::lease::lapse_grace(agent_grace, welcome.stop_grace_ms);
+        if grace < agent_grace && grace != self.runtime.lease_grace() {
+            tracing::warn!(
+                "a workload whose lease runs out gets {grace:?} between SIGTERM and SIGKILL, \
+                 not the configured {agent_grace:?}: the control plane starts fenced tasks \
+                 elsewhere after lease + its stop grace of {grace:?}"
+            );
+        }
+        self.runtime.set_lease_grace(grace);
         let reported = std::mem::take(&mut conn.reported);
         let killed = self
             .runtime
