@@ -14,7 +14,7 @@
 //! 10 freezes and 10 cuts and prints each run's figures.
 use caldera_chaos_tests::proxy::Proxy;
 use caldera_chaos_tests::ticks::{self, boottime_ms, now_s, Span};
-use caldera_chaos_tests::{wait_until, Agent, Api, ControlPlane};
+use caldera_chaos_tests::{shims, wait_until, Agent, Api, ControlPlane};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -30,6 +30,11 @@ enum Silence {
     Freeze,
     /// Its agent's connection goes through a proxy that is cut.
     Cut,
+    /// The whole node stops — agent, shims and workloads, as in a paused VM
+    /// or a suspended host — and wakes once the task runs elsewhere: shims
+    /// first, then (300 ms later) their workloads, so what is measured is
+    /// what a shim does on waking past its lease, not a race at the resume.
+    HostPause,
 }
 
 /// One run's figures, seconds from the instant node A went silent.
@@ -168,6 +173,11 @@ fn run(dir: &Path, how: Silence, agent_flags: &[&str]) -> Figures {
     match how {
         Silence::Freeze => c.a.pause(),
         Silence::Cut => c.proxy.as_ref().map_or((), |p| p.cut()),
+        Silence::HostPause => {
+            c.a.pause();
+            shims::signal_each(&c.a.data_dir, libc::SIGSTOP, true);
+            shims::signal_each(&c.a.data_dir, libc::SIGSTOP, false);
+        }
     }
     let svc2 = c.api.wait_task("svc.r0", 30, "replaced on B", |v| {
         v["state"] == "running" && node_of(v) == "node-b"
@@ -175,6 +185,11 @@ fn run(dir: &Path, how: Silence, agent_flags: &[&str]) -> Figures {
     let train2 = c.api.wait_task("train", 40, "running on B", |v| {
         v["state"] == "running" && node_of(v) == "node-b"
     });
+    if how == Silence::HostPause {
+        shims::signal_each(&c.a.data_dir, libc::SIGCONT, false);
+        std::thread::sleep(Duration::from_millis(300));
+        shims::signal_each(&c.a.data_dir, libc::SIGCONT, true);
+    }
     let (new_train, new_svc) = (allocation_of(&train2), allocation_of(&svc2));
     assert_ne!(new_train, old_train);
     let first_new = span(&ticks_file, &new_train);
@@ -192,8 +207,7 @@ fn run(dir: &Path, how: Silence, agent_flags: &[&str]) -> Figures {
         replaced: first_svc.first - silent_at,
     };
     eprintln!(
-        "{how:?}: {figures:?}; old train {old:?}, new {first_new:?}, old svc {:?}",
-        all.get(&old_svc)
+        "{how:?}: {figures:?}; old train {old_train} {old:?}, new {new_train} {first_new:?}, old svc {old_svc}; all copies {all:?}"
     );
     assert!(
         overlap <= 0.0,
@@ -236,16 +250,10 @@ fn after_the_cut(c: &Cluster, ticks_file: &Path, old: &str, new: &str, cut_boot:
     came_back(c, ticks_file, old, new);
 }
 
-/// Node A is back: a new session (a higher epoch than the one that was
-/// fenced), the task stays where it moved, and the old copy stays dead.
-fn came_back(c: &Cluster, ticks_file: &Path, old: &str, new: &str) {
-    assert!(
-        wait_until(Duration::from_secs(30), || connected(&c.cp, "node-a")),
-        "node A did not reconnect"
-    );
-    let log = std::fs::read_to_string(&c.a.log).unwrap_or_default();
-    let epochs: Vec<u64> = log
-        .match_indices("with epoch ")
+/// The epochs of the welcomes in the agent's log, in order.
+fn welcomed_epochs(agent: &Agent) -> Vec<u64> {
+    let log = std::fs::read_to_string(&agent.log).unwrap_or_default();
+    log.match_indices("with epoch ")
         .filter_map(|(i, m)| {
             let rest = &log[i + m.len()..];
             rest.split(|ch: char| !ch.is_ascii_digit())
@@ -253,10 +261,20 @@ fn came_back(c: &Cluster, ticks_file: &Path, old: &str, new: &str) {
                 .parse()
                 .ok()
         })
-        .collect();
+        .collect()
+}
+
+/// Node A is back: a new session (a higher epoch than the one that was
+/// fenced), the task stays where it moved, and the old copy stays dead.
+fn came_back(c: &Cluster, ticks_file: &Path, old: &str, new: &str) {
+    let mut epochs = Vec::new();
+    let back = wait_until(Duration::from_secs(30), || {
+        epochs = welcomed_epochs(&c.a);
+        epochs.len() >= 2 && epochs.last() > epochs.first() && connected(&c.cp, "node-a")
+    });
     assert!(
-        epochs.len() >= 2 && epochs.last() > epochs.first(),
-        "no new epoch after coming back: {epochs:?}"
+        back,
+        "node A did not come back under a new epoch: {epochs:?}"
     );
     let before = ticks::spans(ticks_file)[old];
     std::thread::sleep(Duration::from_secs(2));
@@ -280,6 +298,15 @@ fn a_frozen_agent_gives_no_overlap_and_a_replica_replaced_within_five_seconds() 
 fn a_network_cut_gives_no_overlap_and_a_reconnect_resurrects_nothing() {
     let dir = tempfile::tempdir().unwrap();
     run(dir.path(), Silence::Cut, &[]);
+}
+
+/// A node that sleeps through its lease (all of it stopped, as a paused VM)
+/// and wakes after the task was started elsewhere: its shims must kill at
+/// once, not give the old copy a fresh grace beside the new one.
+#[test]
+fn a_node_waking_past_its_lease_kills_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    run(dir.path(), Silence::HostPause, &[]);
 }
 
 /// An agent whose own grace is longer than the control plane's stop grace

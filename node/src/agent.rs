@@ -65,7 +65,7 @@ pub async fn run_until(
     let mut config = config;
     config.data_dir = prepare_data_dir(&config.data_dir)?;
     let secret = crate::secret::load(&config.data_dir)?;
-    let isolation = Isolation::detect(&config.node_name);
+    let isolation = Isolation::detect(&config.node_name, &config.data_dir);
     let tenancy = Tenancy::new(&config.data_dir, config.workload_uid_range);
     if !tenancy.separates_tenants() {
         tracing::warn!(
