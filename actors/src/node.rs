@@ -267,6 +267,7 @@ impl NodeActor {
             epoch: self.rec.epoch,
             heartbeat_interval_ms: self.sh.config.heartbeat_interval_ms,
             lease_ms: self.lease_ms(),
+            stop_grace_ms: self.sh.config.stop_grace_ms,
             keep: r.keep,
             kill: r.kill,
             node_secret,

@@ -10,8 +10,10 @@ pub mod http;
 pub mod keepalive;
 pub mod ledger;
 pub mod process;
+pub mod proxy;
 pub mod shims;
 pub mod task_view;
+pub mod ticks;
 
 pub use http::Api;
 pub use process::{free_port, nodes_connected, wait_until, Agent, ControlPlane};

@@ -196,12 +196,24 @@ impl Agent {
         dir: &Path,
         extra: &[&str],
     ) -> Agent {
+        Self::start_joining(bin, &cp.url(), name, gpus, dir, extra)
+    }
+
+    /// [`Agent::start_with`] joining through `join_url` (e.g. a [`crate::proxy::Proxy`]'s).
+    pub fn start_joining(
+        bin: &Path,
+        join_url: &str,
+        name: &str,
+        gpus: &str,
+        dir: &Path,
+        extra: &[&str],
+    ) -> Agent {
         let data_dir = dir.join(name);
         std::fs::create_dir_all(&data_dir).ok();
         let mut args = vec![
             "node".to_string(),
             "--join".into(),
-            cp.url(),
+            join_url.to_string(),
             "--token".into(),
             JOIN_TOKEN.into(),
             "--name".into(),

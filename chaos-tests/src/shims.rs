@@ -84,3 +84,23 @@ pub fn status_kb(pid: u32, field: &str) -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with(&format!("{field}:")))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
+
+/// Sends `sig` to every shim of the agent with `data_dir` or, with
+/// `workloads`, to every workload's process group instead: for freezing and
+/// thawing a whole node (agent, shims and workloads) the way a paused VM or
+/// a suspended host is, one part at a time.
+pub fn signal_each(data_dir: &Path, sig: i32, workloads: bool) {
+    for s in shims(data_dir) {
+        let target = if workloads {
+            s.workload.map(|p| -(p as i32))
+        } else {
+            s.shim.map(|p| p as i32)
+        };
+        if let Some(t) = target.filter(|t| t.unsigned_abs() > 1) {
+            // SAFETY: kill(2) on a shim or a workload group it leads; no memory is touched.
+            unsafe {
+                libc::kill(t, sig);
+            }
+        }
+    }
+}

@@ -90,7 +90,7 @@ pub async fn run_until_stop(
     let mut config = config;
     config.data_dir = prepare_data_dir(&config.data_dir)?;
     let secret = crate::secret::load(&config.data_dir)?;
-    let isolation = Isolation::detect(&config.node_name);
+    let isolation = Isolation::detect(&config.node_name, &config.data_dir);
     let tenancy = Tenancy::new(&config.data_dir, config.workload_uid_range);
     if !tenancy.separates_tenants() {
         tracing::warn!(
@@ -364,6 +364,16 @@ impl Agent {
             }
             self.secret = Some(secret);
         }
+        let agent_grace = Duration::from_millis(self.config.shutdown_grace_ms);
+        let grace = crate::lease::lapse_grace(agent_grace, welcome.stop_grace_ms);
+        if grace < agent_grace && grace != self.runtime.lease_grace() {
+            tracing::warn!(
+                "a workload whose lease runs out gets {grace:?} between SIGTERM and SIGKILL, \
+                 not the configured {agent_grace:?}: the control plane starts fenced tasks \
+                 elsewhere after lease + its stop grace of {grace:?}"
+            );
+        }
+        self.runtime.set_lease_grace(grace);
         let reported = std::mem::take(&mut conn.reported);
         let killed = self
             .runtime

@@ -4,7 +4,7 @@
 //! that are not there.
 //!
 //! Layout: under the agent's own cgroup (read from /proc/self/cgroup), one
-//! `caldera-<node>` directory, and in it one directory per allocation. The
+//! `caldera-<node>-<data-dir hash>` directory, and in it one directory per allocation. The
 //! workload joins its cgroup from `pre_exec` by writing "0" to a `cgroup.procs`
 //! file its shim opened beforehand, so it is limited before its first
 //! instruction; the shim itself stays outside (a `cgroup.kill` spares it).
@@ -19,7 +19,7 @@ const CPU_PERIOD_US: u64 = 100_000;
 /// What isolation the runtime can apply on this host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Isolation {
-    /// Unified hierarchy; `base` is this agent's `caldera-<node>` directory.
+    /// Unified hierarchy; `base` is this agent's `caldera-<node>-<hash>` directory.
     V2 { base: PathBuf },
     /// Legacy hierarchy; one base per controller (`devices` where the host
     /// has that controller and lets the agent use it: GPU device files).
@@ -32,12 +32,29 @@ pub enum Isolation {
     None(String),
 }
 
+/// The agent's base cgroup's name: its node name and a stable hash (FNV-1a,
+/// the same in every build) of its data dir.
+fn base_name(node_name: &str, data_dir: &Path) -> String {
+    let hash = data_dir
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0x811c_9dc5u32, |h, b| {
+            (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+        });
+    format!("caldera-{node_name}-{hash:08x}")
+}
+
 impl Isolation {
-    /// Finds a usable hierarchy and creates this node's base directory in it
-    /// (`caldera-<node>`; agents of the same name share it, each touching only
-    /// the allocations it started or finds in its own shim dirs).
-    pub fn detect(node_name: &str) -> Isolation {
-        Self::detect_at(Path::new(CGROUP_ROOT), &format!("caldera-{node_name}"))
+    /// Finds a usable hierarchy and creates this agent's base directory in it,
+    /// `caldera-<node>-<hash of the data dir>`. The data dir is part of the
+    /// name because allocation ids repeat across clusters (`team-a+train.1`):
+    /// two agents of one name on a host (two clusters, parallel tests) that
+    /// shared a base would share an allocation's cgroup, and reaping one's
+    /// workload killed the other's. The same data dir gives the same base,
+    /// so a restarted agent finds the cgroups of the shims it adopts.
+    pub fn detect(node_name: &str, data_dir: &Path) -> Isolation {
+        Self::detect_at(Path::new(CGROUP_ROOT), &base_name(node_name, data_dir))
     }
 
     fn detect_at(root: &Path, leaf: &str) -> Isolation {
@@ -346,6 +363,19 @@ impl WorkloadCgroup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agents_of_one_name_with_other_data_dirs_get_other_bases() {
+        let a = base_name("node-a", Path::new("/srv/one/node-a"));
+        let b = base_name("node-a", Path::new("/srv/two/node-a"));
+        assert_ne!(a, b);
+        assert!(a.starts_with("caldera-node-a-"), "{a}");
+        assert_eq!(
+            a,
+            base_name("node-a", Path::new("/srv/one/node-a")),
+            "stable"
+        );
+    }
 
     #[test]
     fn own_path_reads_v1_and_v2_lines() {

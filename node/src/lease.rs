@@ -5,6 +5,7 @@
 //! Counting from the send, not the answer, keeps the agent's deadline no
 //! later than the control plane's, which counts from its answer.
 use std::collections::VecDeque;
+use std::time::Duration;
 
 /// Send instants kept for renewals still to come (older ones are never answered in time).
 const REMEMBERED: usize = 64;
@@ -56,9 +57,30 @@ impl LeaseClock {
     }
 }
 
+/// The grace a shim gives its workload once the lease has run out (SIGTERM,
+/// this, SIGKILL): the agent's own grace, but never more than the control
+/// plane's stop grace (`cp_stop_grace_ms` from the welcome; 0: an older
+/// server that sent none). The control plane starts a lost node's fenced
+/// tasks elsewhere lease + its stop grace after the last renewal; a longer
+/// grace on the node would let the old copy run on beside the new one.
+pub fn lapse_grace(agent_grace: Duration, cp_stop_grace_ms: u64) -> Duration {
+    match cp_stop_grace_ms {
+        0 => agent_grace,
+        ms => agent_grace.min(Duration::from_millis(ms)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lapsed_lease_never_gets_more_grace_than_the_control_plane_waits() {
+        let s = Duration::from_secs;
+        assert_eq!(lapse_grace(s(30), 10_000), s(10), "capped");
+        assert_eq!(lapse_grace(s(2), 10_000), s(2), "shorter is kept");
+        assert_eq!(lapse_grace(s(30), 0), s(30), "no figure, no cap");
+    }
 
     #[test]
     fn a_renewal_counts_from_the_send_of_the_heartbeat_it_names() {

@@ -230,6 +230,7 @@ fn welcome(epoch: u64, keep: &[&str], kill: &[&str]) -> ServerMessage {
         epoch,
         heartbeat_interval_ms: 100,
         lease_ms: 0,
+        stop_grace_ms: 0,
         keep: keep.iter().map(|s| s.to_string()).collect(),
         kill: kill.iter().map(|s| s.to_string()).collect(),
         node_secret: None,

@@ -219,6 +219,13 @@ pub struct Welcome {
     /// server without leases (then shims run without one).
     #[serde(default)]
     pub lease_ms: u64,
+    /// The control plane's stop grace: after the lease it waits only this
+    /// (and a small margin) before starting a lost node's fenced tasks
+    /// elsewhere, so a shim whose lease ran out must have SIGKILLed its
+    /// workload by then; an agent configured with a longer grace uses this
+    /// one for lapsed leases. 0 from older servers (no cap).
+    #[serde(default)]
+    pub stop_grace_ms: u64,
     /// Reported workloads the node still owns: adopt them under the new epoch.
     pub keep: Vec<String>,
     /// Reported workloads it no longer owns: kill them now.
@@ -297,6 +304,7 @@ mod tests {
             epoch: 1,
             heartbeat_interval_ms: 1000,
             lease_ms: 0,
+            stop_grace_ms: 0,
             keep: vec![],
             kill: vec![],
             node_secret: None,

@@ -155,6 +155,11 @@ impl Runtime {
         self.lease_grace = grace;
     }
 
+    /// The grace new shims get for a lapsed lease.
+    pub fn lease_grace(&self) -> Duration {
+        self.lease_grace
+    }
+
     /// Looks for GPU device files in `dir` instead of `/dev` (tests).
     pub fn set_device_dir(&mut self, dir: PathBuf) {
         self.device_dir = dir;

@@ -3,13 +3,20 @@
 //! checks the lease; a stop or a lapsed lease is SIGTERM to the group, the
 //! grace, then SIGKILL. Polling (not signals) keeps it simple and the same for
 //! an agent that started the shim and one that adopted it.
+//!
+//! Times are on `CLOCK_BOOTTIME`, which counts a suspended or frozen host,
+//! and a lapsed lease's SIGKILL is due at the lease deadline + grace, not at
+//! "when the shim noticed" + grace: the control plane starts the task
+//! elsewhere lease + its stop grace after the last renewal, however long this
+//! shim was stopped, so a shim that wakes past that point kills at once
+//! rather than give the old copy a fresh grace beside the new one.
 use super::files::{self, reason, ExitRecord, ShimSpec, StopRequest};
 use super::signal_group;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often the loop looks (a stop is acted on within this).
 const TICK: Duration = Duration::from_millis(50);
@@ -22,10 +29,10 @@ extern "C" fn on_term(_: libc::c_int) {
     TERM_RECEIVED.store(true, Ordering::Relaxed);
 }
 
-/// A stop under way: why, and when SIGKILL follows.
+/// A stop under way: why, and when SIGKILL follows (ms on `CLOCK_BOOTTIME`).
 struct Stopping {
     reason: &'static str,
-    kill_at: Instant,
+    kill_at_ms: u64,
     killed: bool,
 }
 
@@ -76,21 +83,24 @@ pub fn run(dir: &Path, spec: &ShimSpec, mut child: Child) -> ExitRecord {
         }
         tick = tick.wrapping_add(1);
         if stopping.is_none() {
-            stopping = stop_wanted(dir, default_grace, lease).map(|(why, grace)| {
+            let now = files::boottime_ms();
+            stopping = stop_wanted(dir, default_grace, lease, now).map(|(why, kill_at_ms)| {
+                let grace = Duration::from_millis(kill_at_ms.saturating_sub(now));
                 eprintln!("caldera shim: stopping the workload ({why}, grace {grace:?})");
-                // No grace means kill now (a fenced workload): no SIGTERM first.
+                // No grace left means kill now (a fenced workload, or a
+                // lease that lapsed while the shim was stopped): no SIGTERM first.
                 if !grace.is_zero() {
                     signal_group(pgid, libc::SIGTERM);
                 }
                 Stopping {
                     reason: why,
-                    kill_at: Instant::now() + grace,
+                    kill_at_ms,
                     killed: false,
                 }
             });
         }
         if let Some(s) = stopping.as_mut() {
-            if !s.killed && Instant::now() >= s.kill_at {
+            if !s.killed && files::boottime_ms() >= s.kill_at_ms {
                 kill_all(spec, pgid);
                 s.killed = true;
             }
@@ -99,24 +109,31 @@ pub fn run(dir: &Path, spec: &ShimSpec, mut child: Child) -> ExitRecord {
     }
 }
 
-/// Whether to stop now, why, and with which grace.
+/// Whether to stop at `now_ms`, why, and when SIGKILL is due (ms on
+/// `CLOCK_BOOTTIME`): a stop's grace counts from now, a lapsed lease's from
+/// its deadline (see the module doc).
 fn stop_wanted(
     dir: &Path,
     default_grace: Duration,
     lease: Option<u64>,
-) -> Option<(&'static str, Duration)> {
+    now_ms: u64,
+) -> Option<(&'static str, u64)> {
     if let Ok(req) = files::read_json::<StopRequest>(&dir.join(files::STOP)) {
-        return Some((reason::STOPPED, Duration::from_millis(req.grace_ms)));
+        return Some((reason::STOPPED, now_ms + req.grace_ms));
     }
+    let grace_ms = default_grace.as_millis() as u64;
     if TERM_RECEIVED.load(Ordering::Relaxed) {
-        return Some((reason::STOPPED, default_grace));
+        return Some((reason::STOPPED, now_ms + grace_ms));
     }
-    match lease {
-        Some(deadline) if files::boottime_ms() >= deadline => {
-            Some((reason::LEASE_EXPIRED, default_grace))
-        }
-        _ => None,
-    }
+    lapsed(lease, grace_ms, now_ms).map(|kill_at| (reason::LEASE_EXPIRED, kill_at))
+}
+
+/// When a lease that has run out by `now_ms` wants its workload SIGKILLed:
+/// its deadline + the grace (already past for a shim that was stopped long).
+fn lapsed(lease: Option<u64>, grace_ms: u64, now_ms: u64) -> Option<u64> {
+    lease
+        .filter(|deadline| now_ms >= *deadline)
+        .map(|deadline| deadline + grace_ms)
 }
 
 /// SIGKILL to the group and, where there is one, the whole cgroup (which also
@@ -125,5 +142,19 @@ fn kill_all(spec: &ShimSpec, pgid: u32) {
     signal_group(pgid, libc::SIGKILL);
     if let Some(kill) = &spec.cgroup_kill {
         let _ = std::fs::write(kill, b"1");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lapsed;
+
+    #[test]
+    fn a_lapsed_leases_kill_is_due_at_its_deadline_plus_grace_however_late_it_is_seen() {
+        assert_eq!(lapsed(Some(10_000), 2_000, 9_999), None, "still held");
+        assert_eq!(lapsed(None, 2_000, 99_999), None, "no lease");
+        assert_eq!(lapsed(Some(10_000), 2_000, 10_050), Some(12_000));
+        // Woken 30 s late (frozen, suspended): the kill is already due.
+        assert_eq!(lapsed(Some(10_000), 2_000, 40_000), Some(12_000));
     }
 }
