@@ -1,0 +1,270 @@
+//! A drain moves a service replica make-before-break (issue 10, item 3),
+//! with real processes: the service starts a replacement elsewhere, waits
+//! until it runs, and only then stops the replica on the drained node — a
+//! planned stop, no retry spent. Measured from the replicas' own
+//! timestamped output: at every line any replica wrote, the service had at
+//! least its target number of replicas writing. Without room elsewhere the
+//! old replica keeps serving (a 1-replica service never goes dark), the
+//! service's pending reason says why, and an uncordon completes the move.
+use caldera_chaos_tests::{nodes_connected, wait_until, Agent, Api, ControlPlane};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_caldera");
+
+fn cluster(dir: &Path, gpus: &str) -> (ControlPlane, Agent, Agent) {
+    let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), &[]);
+    let a = Agent::start(Path::new(BIN), &cp, "node-a", gpus, dir);
+    let b = Agent::start(Path::new(BIN), &cp, "node-b", gpus, dir);
+    assert!(wait_until(Duration::from_secs(20), || nodes_connected(&cp) == 2));
+    (cp, a, b)
+}
+
+/// A service whose replicas each write "<allocation> <ms>" to `out` every 50 ms.
+fn service(id: &str, replicas: u32, out: &Path) -> String {
+    serde_json::json!({
+        "task_id": id, "task_type": "inference", "replicas": replicas,
+        "resources": {"gpu": {"count": 1, "memory_gb": 10}},
+        "command": ["sh", "-c", format!(
+            "while true; do echo \"$CALDERA_ALLOCATION_ID $(date +%s%3N)\" >> {}; sleep 0.05; done",
+            out.display()
+        )]
+    })
+    .to_string()
+}
+
+/// Each allocation's first and last line (ms), by allocation id.
+fn spans(out: &Path) -> BTreeMap<String, (u64, u64)> {
+    let mut m: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for l in std::fs::read_to_string(out).unwrap_or_default().lines() {
+        let Some((a, t)) = l.split_once(' ') else {
+            continue;
+        };
+        let Ok(t) = t.trim().parse::<u64>() else {
+            continue;
+        };
+        let e = m.entry(a.to_string()).or_insert((t, t));
+        e.0 = e.0.min(t);
+        e.1 = e.1.max(t);
+    }
+    m
+}
+
+/// The fewest allocations writing at any allocation's first or last line
+/// from `from` on (writing at t: first <= t <= last), and when. The last
+/// 200 ms of the file are left out: there every allocation is "about to
+/// write" its next line, which the file does not hold yet.
+fn fewest_alive(out: &Path, from: u64) -> (usize, u64) {
+    let s = spans(out);
+    let until = s
+        .values()
+        .map(|(_, l)| *l)
+        .max()
+        .unwrap_or(0)
+        .saturating_sub(200);
+    let mut worst = (usize::MAX, 0);
+    for (first, last) in s.values() {
+        for t in [*first, *last] {
+            if t < from || t > until {
+                continue;
+            }
+            let alive = s.values().filter(|(f, l)| *f <= t && t <= *l).count();
+            if alive < worst.0 {
+                worst = (alive, t);
+            }
+        }
+    }
+    worst
+}
+
+/// The replica of an allocation id ("team-a/svc.r0.1" -> "svc.r0").
+fn replica_of(alloc: &str) -> String {
+    let local = alloc.split_once('/').map_or(alloc, |(_, l)| l);
+    local.rsplit_once('.').map_or(local, |(r, _)| r).to_string()
+}
+
+fn node_of(v: &Value) -> String {
+    v["allocation"]["node"].as_str().unwrap_or("").to_string()
+}
+
+fn op_post(op: &Api, path: &str) {
+    let r = op.post(path, "{}");
+    assert_eq!(r.status, 200, "{path}: {:#}", r.body);
+}
+
+fn events(cp: &ControlPlane, task: &str) -> Vec<String> {
+    cp.operator()
+        .get(&format!("/v1/events?tenant=team-a&task={task}"))
+        .data()["events"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .map(|e| format!("{} {}", e["kind"].as_str().unwrap_or(""), e["message"]))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The replicas that wrote in the last second, by service prefix.
+fn writing_now(out: &Path) -> Vec<String> {
+    std::thread::sleep(Duration::from_millis(1500));
+    let s = spans(out);
+    let newest = s.values().map(|(_, l)| *l).max().unwrap_or(0);
+    let mut r: Vec<String> = s
+        .iter()
+        .filter(|(_, (_, l))| *l + 1000 >= newest)
+        .map(|(a, _)| replica_of(a))
+        .collect();
+    r.sort();
+    r
+}
+
+#[test]
+fn a_drain_starts_each_replicas_replacement_before_it_stops_the_old_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _a, _b) = cluster(dir.path(), "4xA100-80GB");
+    let op = cp.operator();
+    let api = cp.api(&cp.tenant("team-a"));
+    let (out1, out2) = (dir.path().join("svc1"), dir.path().join("svc2"));
+    // Everything on node-a: node-b is cordoned until the replicas run.
+    op_post(&op, "/v1/nodes/node-b/cordon");
+    assert_eq!(
+        api.post("/v1/tasks", &service("svc1", 1, &out1)).status,
+        201
+    );
+    assert_eq!(
+        api.post("/v1/tasks", &service("svc2", 2, &out2)).status,
+        201
+    );
+    for r in ["svc1.r0", "svc2.r0", "svc2.r1"] {
+        api.wait_task(r, 30, "running on node-a", |v| {
+            v["state"] == "running" && node_of(v) == "node-a"
+        });
+    }
+    op_post(&op, "/v1/nodes/node-b/uncordon");
+    assert!(wait_until(Duration::from_secs(10), || spans(&out2).len()
+        == 2
+        && spans(&out1).len() == 1));
+    let all_up = [&out1, &out2]
+        .iter()
+        .flat_map(|o| spans(o).into_values().map(|(f, _)| f))
+        .max()
+        .unwrap_or(0);
+
+    op_post(&op, "/v1/nodes/node-a/drain");
+    for old in ["svc1.r0", "svc2.r0", "svc2.r1"] {
+        api.wait_task(old, 40, "released once its replacement ran", |v| {
+            v["state"] == "released"
+        });
+    }
+    for new in ["svc1.r1000", "svc2.r1000", "svc2.r1001"] {
+        let v = api.wait_task(new, 10, "running on node-b", |v| {
+            v["state"] == "running" && node_of(v) == "node-b"
+        });
+        assert_eq!(v["retries_used"], 0, "{v:#}");
+    }
+    // From the replicas' own output: each old replica's last line comes
+    // after a replacement's first, and no line of either service was ever
+    // written while fewer than its target were writing.
+    for (out, target) in [(&out1, 1), (&out2, 2)] {
+        let s = spans(out);
+        assert_eq!(s.len(), target * 2, "{s:?}");
+        let (old, new): (Vec<_>, Vec<_>) = s.iter().partition(|(a, _)| !a.contains(".r100"));
+        for (a, (_, last)) in &old {
+            assert!(
+                new.iter().any(|(_, (first, _))| first < last),
+                "{a} stopped before any replacement started: {s:?}"
+            );
+        }
+        let (alive, at) = fewest_alive(out, all_up);
+        assert!(
+            alive >= target,
+            "only {alive} of {target} replicas at {at}: {s:?}"
+        );
+    }
+    // Back at the target, the surge replicas serving the slots.
+    assert_eq!(writing_now(&out1), vec!["svc1.r1000"]);
+    assert_eq!(writing_now(&out2), vec!["svc2.r1000", "svc2.r1001"]);
+    for svc in ["svc1", "svc2"] {
+        let v = api.task(svc);
+        assert_eq!(v["state"], "running", "{v:#}");
+        let e = events(&cp, svc);
+        assert!(
+            e.iter()
+                .any(|e| e.starts_with("replica_moved") && e.contains("starts first")),
+            "{e:#?}"
+        );
+        assert!(
+            e.iter()
+                .any(|e| e.starts_with("replica_moved") && e.contains("make-before-break done")),
+            "{e:#?}"
+        );
+    }
+}
+
+#[test]
+fn without_room_the_old_replica_keeps_serving_until_room_appears() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _a, _b) = cluster(dir.path(), "2xA100-80GB");
+    let op = cp.operator();
+    let api = cp.api(&cp.tenant("team-a"));
+    let out = dir.path().join("svc");
+    op_post(&op, "/v1/nodes/node-b/cordon");
+    assert_eq!(api.post("/v1/tasks", &service("svc", 1, &out)).status, 201);
+    api.wait_task("svc.r0", 30, "running on node-a", |v| {
+        v["state"] == "running" && node_of(v) == "node-a"
+    });
+
+    // node-b stays cordoned: the replacement has nowhere to go.
+    op_post(&op, "/v1/nodes/node-a/drain");
+    let v = api.wait_task("svc", 20, "a pending reason naming the move", |v| {
+        v["pending_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("keeps serving") && r.contains("cordoned"))
+    });
+    assert_eq!(v["state"], "running", "{v:#}");
+    assert_eq!(api.task("svc.r1000")["state"], "queued");
+    let before = spans(&out);
+    std::thread::sleep(Duration::from_secs(3));
+    let after = spans(&out);
+    let old = after.iter().find(|(a, _)| a.contains("svc.r0."));
+    assert!(
+        old.is_some_and(|(a, (_, last))| before.get(a).is_some_and(|(_, l)| last > l)),
+        "the old replica stopped writing without a replacement: {after:?}"
+    );
+    assert_eq!(api.task("svc.r0")["state"], "running");
+    let e = events(&cp, "svc");
+    assert!(
+        e.iter()
+            .any(|e| e.starts_with("replica_moved") && e.contains("waits for room")),
+        "{e:#?}"
+    );
+
+    // Room appears: the move completes, make-before-break.
+    op_post(&op, "/v1/nodes/node-b/uncordon");
+    let v = api.wait_task("svc.r1000", 30, "running on node-b", |v| {
+        v["state"] == "running" && node_of(v) == "node-b"
+    });
+    assert_eq!(v["retries_used"], 0, "{v:#}");
+    api.wait_task("svc.r0", 30, "released", |v| v["state"] == "released");
+    let s = spans(&out);
+    let first_new = s
+        .iter()
+        .find(|(a, _)| a.contains(".r1000."))
+        .map(|(_, (f, _))| *f);
+    let last_old = s
+        .iter()
+        .find(|(a, _)| a.contains(".r0."))
+        .map(|(_, (_, l))| *l);
+    assert!(
+        matches!((first_new, last_old), (Some(f), Some(l)) if f < l),
+        "the replacement's first line must precede the old one's last: {s:?}"
+    );
+    assert_eq!(writing_now(&out), vec!["svc.r1000"]);
+    let v = api.wait_task("svc", 10, "no pending reason", |v| {
+        v["pending_reason"].is_null()
+    });
+    assert_eq!(v["state"], "running", "{v:#}");
+}
