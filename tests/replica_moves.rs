@@ -204,18 +204,48 @@ fn a_drain_starts_each_replicas_replacement_before_it_stops_the_old_one() {
     }
 }
 
-#[test]
-fn without_room_the_old_replica_keeps_serving_until_room_appears() {
-    let dir = tempfile::tempdir().unwrap();
-    let (cp, _a, _b) = cluster(dir.path(), "2xA100-80GB");
-    let op = cp.operator();
-    let api = cp.api(&cp.tenant("team-a"));
-    let out = dir.path().join("svc");
-    op_post(&op, "/v1/nodes/node-b/cordon");
-    assert_eq!(api.post("/v1/tasks", &service("svc", 1, &out)).status, 201);
+/// Two 2-GPU nodes, node-b cordoned, and the 1-replica service `svc`
+/// (output in `dir/svc`) running on node-a; the tenant's token.
+fn one_replica_on_node_a(dir: &Path) -> (ControlPlane, String, (Agent, Agent)) {
+    let (cp, a, b) = cluster(dir, "2xA100-80GB");
+    let token = cp.tenant("team-a");
+    let api = cp.api(&token);
+    op_post(&cp.operator(), "/v1/nodes/node-b/cordon");
+    let body = service("svc", 1, &dir.join("svc"));
+    assert_eq!(api.post("/v1/tasks", &body).status, 201);
     api.wait_task("svc.r0", 30, "running on node-a", |v| {
         v["state"] == "running" && node_of(v) == "node-a"
     });
+    (cp, token, (a, b))
+}
+
+/// `svc.r0` was replaced by `svc.r1000`, one allocation each: the
+/// replacement's first line precedes the old one's last, and only the
+/// replacement writes now.
+fn assert_made_before_broken(out: &Path) {
+    let s = spans(out);
+    assert_eq!(s.len(), 2, "one allocation each, none restarted: {s:?}");
+    let first_new = s
+        .iter()
+        .find(|(a, _)| a.contains(".r1000."))
+        .map(|(_, (f, _))| *f);
+    let last_old = s
+        .iter()
+        .find(|(a, _)| a.contains(".r0."))
+        .map(|(_, (_, l))| *l);
+    assert!(
+        matches!((first_new, last_old), (Some(f), Some(l)) if f < l),
+        "the replacement's first line must precede the old one's last: {s:?}"
+    );
+    assert_eq!(writing_now(out), vec!["svc.r1000"]);
+}
+
+#[test]
+fn without_room_the_old_replica_keeps_serving_until_room_appears() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, token, _agents) = one_replica_on_node_a(dir.path());
+    let (op, api) = (cp.operator(), cp.api(&token));
+    let out = dir.path().join("svc");
 
     // node-b stays cordoned: the replacement has nowhere to go.
     op_post(&op, "/v1/nodes/node-a/drain");
@@ -249,22 +279,56 @@ fn without_room_the_old_replica_keeps_serving_until_room_appears() {
     });
     assert_eq!(v["retries_used"], 0, "{v:#}");
     api.wait_task("svc.r0", 30, "released", |v| v["state"] == "released");
-    let s = spans(&out);
-    let first_new = s
-        .iter()
-        .find(|(a, _)| a.contains(".r1000."))
-        .map(|(_, (f, _))| *f);
-    let last_old = s
-        .iter()
-        .find(|(a, _)| a.contains(".r0."))
-        .map(|(_, (_, l))| *l);
-    assert!(
-        matches!((first_new, last_old), (Some(f), Some(l)) if f < l),
-        "the replacement's first line must precede the old one's last: {s:?}"
-    );
-    assert_eq!(writing_now(&out), vec!["svc.r1000"]);
+    assert_made_before_broken(&out);
     let v = api.wait_task("svc", 10, "no pending reason", |v| {
         v["pending_reason"].is_null()
     });
     assert_eq!(v["state"], "running", "{v:#}");
+}
+
+/// The move is in the service's record: a control plane killed (-9) while
+/// the replacement waits for room comes back knowing which replica is
+/// replaced by which, keeps the old one serving, and finishes the move once
+/// room appears — even when the commit that finishes it fails once (the
+/// service is rebuilt from sled and finishes it then).
+#[test]
+fn a_move_survives_a_control_plane_restart_and_a_failed_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut cp, token, _agents) = one_replica_on_node_a(dir.path());
+    let (op, api) = (cp.operator(), cp.api(&token));
+    let out = dir.path().join("svc");
+    op_post(&op, "/v1/nodes/node-a/drain");
+    api.wait_task("svc", 20, "waiting for room", |v| {
+        v["pending_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("keeps serving"))
+    });
+
+    cp.restart();
+    assert!(wait_until(Duration::from_secs(30), || nodes_connected(&cp) == 2));
+    let (op, api) = (cp.operator(), cp.api(&token));
+    let v = api.wait_task("svc", 30, "waiting for room again", |v| {
+        v["pending_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("svc.r0") && r.contains("svc.r1000"))
+    });
+    assert_eq!(v["state"], "running", "{v:#}");
+    assert_eq!(api.task("svc.r0")["state"], "running");
+    assert_eq!(api.task("svc.r1000")["state"], "queued");
+    // No third replica appeared: the restart knew the move.
+    assert_eq!(api.get("/v1/tasks/svc.r1001").status, 404);
+
+    let before = op.rebuilds("task");
+    op.arm_fault("replica_move", 0, 1);
+    op_post(&op, "/v1/nodes/node-b/uncordon");
+    op.wait_refused("replica_move", 1, 20);
+    op.wait_rebuilt("task", before, 10);
+    op.clear_faults();
+    api.wait_task("svc.r0", 30, "released after the rebuild", |v| {
+        v["state"] == "released"
+    });
+    let v = api.task("svc.r1000");
+    assert!(v["state"] == "running" && node_of(&v) == "node-b", "{v:#}");
+    assert_eq!(v["retries_used"], 0, "{v:#}");
+    assert_made_before_broken(&out);
 }
