@@ -14,8 +14,13 @@ use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_caldera");
 
+/// Two agents. The workload lease is long (the harness's 2 s is for the
+/// lease tests): an old replica stopped by its shim because a loaded machine
+/// or a restarting control plane answered a heartbeat late is not what
+/// these tests are about.
 fn cluster(dir: &Path, gpus: &str) -> (ControlPlane, Agent, Agent) {
-    let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), &[]);
+    let env = [("CALDERA_WORKLOAD_LEASE_MS", "20000")];
+    let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), &env);
     let a = Agent::start(Path::new(BIN), &cp, "node-a", gpus, dir);
     let b = Agent::start(Path::new(BIN), &cp, "node-b", gpus, dir);
     assert!(wait_until(Duration::from_secs(20), || nodes_connected(&cp) == 2));
