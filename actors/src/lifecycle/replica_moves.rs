@@ -64,6 +64,35 @@ pub fn on_drained(
     OnDrained::Start { planned, mv }
 }
 
+/// What a replica's new state means for the move it is part of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// The replacement `to` runs: once it has run `replica-min-ready-ms`,
+    /// the move finishes and the old replica is released.
+    Runs { to: u32 },
+    /// The old replica serves no more (ended, or stopped and queued again:
+    /// its agent's drain timed out, its node was lost): the replacement
+    /// `to` takes the slot now, and the old one is released, not placed.
+    OldGone { to: u32 },
+    /// Nothing for a move.
+    None,
+}
+
+/// Replica `index` of a service with `slots` is now in `state`.
+pub fn on_state(slots: &ReplicaSlots, index: u32, state: TaskState) -> Progress {
+    if state == TaskState::Running {
+        if let Some(m) = slots.move_to(index) {
+            return Progress::Runs { to: m.to };
+        }
+    }
+    if state.is_terminal() || state == TaskState::Queued {
+        if let Some(m) = slots.move_from(index) {
+            return Progress::OldGone { to: m.to };
+        }
+    }
+    Progress::None
+}
+
 /// The replacement of a move waits for room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoRoom {
@@ -146,6 +175,33 @@ mod tests {
                 matches!(o, OnDrained::AsTask(_)),
                 "{index} {state:?}: {o:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_move_finishes_when_its_replacement_runs_or_its_old_replica_stops_serving() {
+        let (slots, mv) = started(on_drained(
+            &ReplicaSlots::default(),
+            1,
+            0,
+            TaskState::Running,
+            "n1",
+            0,
+        ));
+        let to = mv.to;
+        let rows = [
+            (to, TaskState::Running, Progress::Runs { to }),
+            (to, TaskState::Scheduled, Progress::None),
+            // A replacement that failed is replaced; the old one keeps serving.
+            (to, TaskState::Failed, Progress::None),
+            (0, TaskState::Queued, Progress::OldGone { to }),
+            (0, TaskState::Failed, Progress::OldGone { to }),
+            (0, TaskState::Released, Progress::OldGone { to }),
+            (0, TaskState::Running, Progress::None),
+            (7, TaskState::Running, Progress::None),
+        ];
+        for (index, state, want) in rows {
+            assert_eq!(on_state(&slots, index, state), want, "{index} {state:?}");
         }
     }
 

@@ -18,7 +18,7 @@
 //! whose release was not recorded is released again (`resume_moves`).
 use crate::commit_site::CommitSite;
 use crate::lifecycle::replica_moves::{
-    on_drained, waiting_reason, without_room, NoRoom, OnDrained,
+    on_drained, on_state, waiting_reason, without_room, NoRoom, OnDrained, Progress,
 };
 use crate::protocol::task::{Release, ReplicaDrained, ReplicaPending, ReplicaState};
 use crate::task::TaskActor;
@@ -111,8 +111,15 @@ impl TaskActor {
     pub(crate) fn resume_moves(&mut self, ctx: &mut Context<Self>) {
         let slots = self.rec.replica_slots.clone();
         let sh = self.sh.clone();
-        let live =
-            |id: &str| matches!(sh.gate.store().task(id), Ok(Some(r)) if !r.state.is_terminal());
+        let state = |id: &str| match sh.gate.store().task(id) {
+            Ok(Some(r)) => Some(r.state),
+            Ok(None) => None,
+            // Unreadable: taken as still serving, so nothing changes on it.
+            Err(_) => Some(TaskState::Running),
+        };
+        let live = |id: &str| state(id).is_some_and(|s| !s.is_terminal());
+        // A queued or ended old replica serves no more.
+        let serving = |id: &str| live(id) && state(id) != Some(TaskState::Queued);
         for index in &slots.retiring {
             let id = self.replica_id(*index);
             if live(&id) {
@@ -126,9 +133,9 @@ impl TaskActor {
                 // it gets the whole `replica_min_ready_ms` again.
                 let wait = Duration::from_millis(self.sh.config.replica_min_ready_ms);
                 self.finish_when_ready(ctx, mv.to, wait);
-            } else if !live(&from) {
+            } else if !serving(&from) {
                 let msg = format!(
-                    "replica {} on drained node {} ended meanwhile; {} takes its slot",
+                    "replica {} on drained node {} stopped serving meanwhile; {} takes its slot",
                     local_id(&from),
                     mv.node,
                     local_id(&to)
@@ -164,35 +171,31 @@ impl TaskActor {
     }
 
     /// A replica's new state that moves a move on: its replacement runs
-    /// (finish: the old one stops), or its old replica ended by itself
-    /// (finish: the replacement takes the slot). True when it did.
+    /// (finish: the old one stops), or its old replica stopped serving by
+    /// itself (finish: the replacement takes the slot). True when it did.
     pub(crate) fn move_progressed(&mut self, ctx: &mut Context<Self>, m: &ReplicaState) -> bool {
         let Some(index) = replica_index(self.id(), &m.replica) else {
             return false;
         };
-        let slots = &self.rec.replica_slots;
-        if m.state == TaskState::Running {
-            if let Some(mv) = slots.move_to(index).cloned() {
+        match on_state(&self.rec.replica_slots, index, m.state) {
+            Progress::None => false,
+            Progress::Runs { to } => {
                 self.replicas.insert(m.replica.clone(), m.state);
                 let wait = Duration::from_millis(self.sh.config.replica_min_ready_ms);
-                self.finish_when_ready(ctx, mv.to, wait);
-                return true;
+                self.finish_when_ready(ctx, to, wait);
+                true
             }
-        }
-        if m.state.is_terminal() {
-            if let Some(mv) = slots.move_from(index).cloned() {
+            Progress::OldGone { to } => {
                 self.replicas.remove(&m.replica);
                 let msg = format!(
-                    "replica {} on drained node {} ended ({}) before its replacement ran; {} takes its slot",
+                    "replica {} on a drained node stopped serving ({}) before its replacement ran; {} takes its slot",
                     local_id(&m.replica),
-                    mv.node,
                     m.state.as_str(),
-                    local_id(&self.replica_id(mv.to))
+                    local_id(&self.replica_id(to))
                 );
-                return self.finish_move(mv.to, msg);
+                self.finish_move(to, msg)
             }
         }
-        false
     }
 
     /// A replica waiting for room tells its service why.
