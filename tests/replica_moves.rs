@@ -6,6 +6,9 @@
 //! least its target number of replicas writing. Without room elsewhere the
 //! old replica keeps serving (a 1-replica service never goes dark), the
 //! service's pending reason says why, and an uncordon completes the move.
+//! The move is recorded: a control plane killed mid-move, and a finishing
+//! commit that fails, both converge; a move whose first commit fails is not
+//! made (the replica drains as a task).
 use caldera_chaos_tests::{nodes_connected, wait_until, Agent, Api, ControlPlane};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -245,6 +248,17 @@ fn assert_made_before_broken(out: &Path) {
     assert_eq!(writing_now(out), vec!["svc.r1000"]);
 }
 
+/// Makes the next `replica_move` commit fail, posts `path`, and waits until
+/// that commit was refused and the service rebuilt.
+fn fail_one_move_commit(op: &Api, path: &str) {
+    let before = op.rebuilds("task");
+    op.arm_fault("replica_move", 0, 1);
+    op_post(op, path);
+    op.wait_refused("replica_move", 1, 20);
+    op.wait_rebuilt("task", before, 10);
+    op.clear_faults();
+}
+
 #[test]
 fn without_room_the_old_replica_keeps_serving_until_room_appears() {
     let dir = tempfile::tempdir().unwrap();
@@ -323,12 +337,7 @@ fn a_move_survives_a_control_plane_restart_and_a_failed_commit() {
     // No third replica appeared: the restart knew the move.
     assert_eq!(api.get("/v1/tasks/svc.r1001").status, 404);
 
-    let before = op.rebuilds("task");
-    op.arm_fault("replica_move", 0, 1);
-    op_post(&op, "/v1/nodes/node-b/uncordon");
-    op.wait_refused("replica_move", 1, 20);
-    op.wait_rebuilt("task", before, 10);
-    op.clear_faults();
+    fail_one_move_commit(&op, "/v1/nodes/node-b/uncordon");
     api.wait_task("svc.r0", 30, "released after the rebuild", |v| {
         v["state"] == "released"
     });
@@ -336,4 +345,22 @@ fn a_move_survives_a_control_plane_restart_and_a_failed_commit() {
     assert!(v["state"] == "running" && node_of(&v) == "node-b", "{v:#}");
     assert_eq!(v["retries_used"], 0, "{v:#}");
     assert_made_before_broken(&out);
+}
+
+/// A move whose first commit fails was not made: no replacement record, no
+/// surge replica; the service is rebuilt and the replica drains as any task
+/// (stopped, placed again elsewhere), still without spending a retry.
+#[test]
+fn a_move_that_cannot_be_recorded_is_not_made_and_the_replica_drains_as_a_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, token, _agents) = one_replica_on_node_a(dir.path());
+    let (op, api) = (cp.operator(), cp.api(&token));
+    op_post(&op, "/v1/nodes/node-b/uncordon");
+    fail_one_move_commit(&op, "/v1/nodes/node-a/drain");
+    let v = api.wait_task("svc.r0", 30, "placed again on node-b", |v| {
+        v["state"] == "running" && node_of(v) == "node-b"
+    });
+    assert_eq!(v["retries_used"], 0, "{v:#}");
+    assert_eq!(api.get("/v1/tasks/svc.r1000").status, 404);
+    assert_eq!(api.task("svc")["state"], "running");
 }
