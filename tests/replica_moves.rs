@@ -6,6 +6,8 @@
 //! least its target number of replicas writing. Without room elsewhere the
 //! old replica keeps serving (a 1-replica service never goes dark), the
 //! service's pending reason says why, and an uncordon completes the move.
+//! With `min_replicas` 1, a 2-replica service without room stops one old
+//! replica early and keeps the other (the PodDisruptionBudget rule).
 //! The move is recorded: a control plane killed mid-move, and a finishing
 //! commit that fails, both converge; a move whose first commit fails is not
 //! made (the replica drains as a task).
@@ -363,4 +365,63 @@ fn a_move_that_cannot_be_recorded_is_not_made_and_the_replica_drains_as_a_task()
     assert_eq!(v["retries_used"], 0, "{v:#}");
     assert_eq!(api.get("/v1/tasks/svc.r1000").status, 404);
     assert_eq!(api.task("svc")["state"], "running");
+}
+
+/// Without room, a 2-replica service with `min_replicas` 1 follows the
+/// PodDisruptionBudget: one old replica may stop before its replacement
+/// runs (one still serves), the other may not; the service never goes dark,
+/// and with room again both replacements run and the count is back at 2.
+#[test]
+fn without_room_a_service_drops_to_its_minimum_and_no_lower() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _a, _b) = cluster(dir.path(), "2xA100-80GB");
+    let (op, api) = (cp.operator(), cp.api(&cp.tenant("team-a")));
+    let out = dir.path().join("svc");
+    op_post(&op, "/v1/nodes/node-b/cordon");
+    assert_eq!(api.post("/v1/tasks", &service("svc", 2, &out)).status, 201);
+    for r in ["svc.r0", "svc.r1"] {
+        api.wait_task(r, 30, "running on node-a", |v| {
+            v["state"] == "running" && node_of(v) == "node-a"
+        });
+    }
+    assert!(wait_until(Duration::from_secs(10), || spans(&out).len() == 2));
+    let all_up = spans(&out).values().map(|(f, _)| *f).max().unwrap_or(0);
+
+    op_post(&op, "/v1/nodes/node-a/drain");
+    api.wait_task("svc", 20, "the second move keeps its old replica", |v| {
+        v["pending_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("keeps serving"))
+    });
+    let states: Vec<String> = ["svc.r0", "svc.r1"]
+        .iter()
+        .map(|r| api.task(r)["state"].as_str().unwrap_or("").to_string())
+        .collect();
+    let mut sorted = states.clone();
+    sorted.sort();
+    assert_eq!(sorted, vec!["released", "running"], "{states:?}");
+    let e = events(&cp, "svc");
+    assert!(
+        e.iter()
+            .any(|e| e.contains("keeps min_replicas without it")),
+        "{e:#?}"
+    );
+
+    op_post(&op, "/v1/nodes/node-b/uncordon");
+    for new in ["svc.r1000", "svc.r1001"] {
+        let v = api.wait_task(new, 30, "running on node-b", |v| {
+            v["state"] == "running" && node_of(v) == "node-b"
+        });
+        assert_eq!(v["retries_used"], 0, "{v:#}");
+    }
+    for old in ["svc.r0", "svc.r1"] {
+        api.wait_task(old, 30, "released", |v| v["state"] == "released");
+    }
+    let (alive, at) = fewest_alive(&out, all_up);
+    assert!(
+        alive >= 1,
+        "the service went dark at {at}: {:?}",
+        spans(&out)
+    );
+    assert_eq!(writing_now(&out), vec!["svc.r1000", "svc.r1001"]);
 }
