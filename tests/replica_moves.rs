@@ -19,12 +19,16 @@ use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_caldera");
 
-/// Two agents. The workload lease is long (the harness's 2 s is for the
-/// lease tests): an old replica stopped by its shim because a loaded machine
-/// or a restarting control plane answered a heartbeat late is not what
-/// these tests are about.
+/// Two agents. The node timeout and the workload lease are long (the
+/// harness's 1.5 s and 2 s are for the node-loss and lease tests): on a
+/// loaded machine a late heartbeat would have a node declared lost and its
+/// replica replaced (and killed when the node returns), or a shim stop its
+/// workload, which is not what these tests are about.
 fn cluster(dir: &Path, gpus: &str) -> (ControlPlane, Agent, Agent) {
-    let env = [("CALDERA_WORKLOAD_LEASE_MS", "20000")];
+    let env = [
+        ("CALDERA_NODE_TIMEOUT_MS", "15000"),
+        ("CALDERA_WORKLOAD_LEASE_MS", "20000"),
+    ];
     let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), &env);
     let a = Agent::start(Path::new(BIN), &cp, "node-a", gpus, dir);
     let b = Agent::start(Path::new(BIN), &cp, "node-b", gpus, dir);
@@ -110,6 +114,28 @@ fn by_replica(out: &Path) -> BTreeMap<String, (u64, u64)> {
     m
 }
 
+/// Waits until `replica` runs on node-a and its current allocation has
+/// written for 1.5 s: a workload lost right after its start (and replaced in
+/// place by its service) is not the replica these tests drain.
+fn settled_on_node_a(api: &Api, replica: &str, out: &Path) {
+    let mut last = Value::Null;
+    let ok = wait_until(Duration::from_secs(40), || {
+        last = api.task(replica);
+        let alloc = last["allocation"]["allocation_id"].as_str().unwrap_or("?");
+        let alloc = alloc.split_once('/').map_or(alloc, |(_, l)| l);
+        last["state"] == "running"
+            && node_of(&last) == "node-a"
+            && spans(out)
+                .get(alloc)
+                .is_some_and(|(first, l)| l.saturating_sub(*first) >= 1500)
+    });
+    assert!(
+        ok,
+        "{replica} did not settle on node-a: {last:#} {:?}",
+        spans(out)
+    );
+}
+
 /// The replica of an allocation id ("team-a/svc.r0.1" -> "svc.r0").
 fn replica_of(alloc: &str) -> String {
     let local = alloc.split_once('/').map_or(alloc, |(_, l)| l);
@@ -169,10 +195,8 @@ fn a_drain_starts_each_replicas_replacement_before_it_stops_the_old_one() {
         api.post("/v1/tasks", &service("svc2", 2, &out2)).status,
         201
     );
-    for r in ["svc1.r0", "svc2.r0", "svc2.r1"] {
-        api.wait_task(r, 30, "running on node-a", |v| {
-            v["state"] == "running" && node_of(v) == "node-a"
-        });
+    for (r, out) in [("svc1.r0", &out1), ("svc2.r0", &out2), ("svc2.r1", &out2)] {
+        settled_on_node_a(&api, r, out);
     }
     op_post(&op, "/v1/nodes/node-b/uncordon");
     assert!(wait_until(Duration::from_secs(10), || by_replica(&out2)
@@ -247,9 +271,7 @@ fn one_replica_on_node_a(dir: &Path) -> (ControlPlane, String, (Agent, Agent)) {
     op_post(&cp.operator(), "/v1/nodes/node-b/cordon");
     let body = service("svc", 1, &dir.join("svc"));
     assert_eq!(api.post("/v1/tasks", &body).status, 201);
-    api.wait_task("svc.r0", 30, "running on node-a", |v| {
-        v["state"] == "running" && node_of(v) == "node-a"
-    });
+    settled_on_node_a(&api, "svc.r0", &dir.join("svc"));
     (cp, token, (a, b))
 }
 
@@ -401,12 +423,13 @@ fn without_room_a_service_drops_to_its_minimum_and_no_lower() {
     op_post(&op, "/v1/nodes/node-b/cordon");
     assert_eq!(api.post("/v1/tasks", &service("svc", 2, &out)).status, 201);
     for r in ["svc.r0", "svc.r1"] {
-        api.wait_task(r, 30, "running on node-a", |v| {
-            v["state"] == "running" && node_of(v) == "node-a"
-        });
+        settled_on_node_a(&api, r, &out);
     }
-    assert!(wait_until(Duration::from_secs(10), || spans(&out).len() == 2));
-    let all_up = spans(&out).values().map(|(f, _)| *f).max().unwrap_or(0);
+    let all_up = by_replica(&out)
+        .values()
+        .map(|(f, _)| *f)
+        .max()
+        .unwrap_or(0);
 
     op_post(&op, "/v1/nodes/node-a/drain");
     api.wait_task("svc", 20, "the second move keeps its old replica", |v| {
