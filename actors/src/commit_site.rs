@@ -24,6 +24,9 @@ pub enum CommitSite {
     ServiceScale,
     /// A service's new replica task record.
     ReplicaCreate,
+    /// A service's replica move off a drained node: the service's slots with
+    /// the replacement's record (started), or the slots alone (finished).
+    ReplicaMove,
     /// Scheduler: a grant — allocation, the task's `scheduled` record, the
     /// epoch and the events in one batch.
     Grant,
@@ -59,6 +62,7 @@ impl CommitSite {
         CommitSite::TaskEvents,
         CommitSite::ServiceScale,
         CommitSite::ReplicaCreate,
+        CommitSite::ReplicaMove,
         CommitSite::Grant,
         CommitSite::Free,
         CommitSite::BorrowMarks,
@@ -81,6 +85,7 @@ impl CommitSite {
             CommitSite::TaskEvents => "task_events",
             CommitSite::ServiceScale => "service_scale",
             CommitSite::ReplicaCreate => "replica_create",
+            CommitSite::ReplicaMove => "replica_move",
             CommitSite::Grant => "grant",
             CommitSite::Free => "free",
             CommitSite::BorrowMarks => "borrow_marks",

@@ -33,6 +33,10 @@ pub struct ServerConfig {
     /// stop grace, then failed with reason `time_limit`; a reservation is
     /// released), ms. Default 60000.
     pub time_limit_grace_ms: u64,
+    /// How long a replacement replica must have run before a drain stops
+    /// the replica it replaces, ms (Kubernetes' `minReadySeconds`: a started
+    /// process is not yet a serving one). Default 1000.
+    pub replica_min_ready_ms: u64,
     /// A task stuck in Preparing this long fails, ms. Default 120000.
     pub preparing_timeout_ms: u64,
     /// Grace between SIGTERM and SIGKILL when stopping a workload, ms. Default 10000.
@@ -96,6 +100,7 @@ impl Default for ServerConfig {
             boot_grace_ms: 10_000,
             preemption_min_runtime_ms: 60_000,
             time_limit_grace_ms: 60_000,
+            replica_min_ready_ms: 1000,
             preparing_timeout_ms: 120_000,
             stop_grace_ms: 10_000,
             workload_lease_ms: 30_000,

@@ -16,6 +16,7 @@ use caldera_spec::wire::{ExitStatus, WorkloadEventKind};
 use caldera_spec::{Allocation, EventKind, TaskRecord, TaskState};
 
 mod moves;
+pub mod replica_moves;
 #[cfg(test)]
 mod tests;
 

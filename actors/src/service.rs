@@ -1,8 +1,10 @@
 //! Inference services. A service task owns no allocation itself: it keeps
-//! `replicas` replica tasks (`<id>.r0`, `<id>.r1`, ...), each an ordinary task
-//! with its own allocation, and is Running while at least one replica runs.
-//! Scaling adds or releases replicas; the idle inspector scales in down to the
-//! service's minimum.
+//! `replicas` slots, each served by a replica task (`<id>.r0`, `<id>.r1`, ...
+//! by default), each an ordinary task with its own allocation, and is Running
+//! while at least one replica runs. Scaling adds or releases replicas; the
+//! idle inspector scales in down to the service's minimum. A drained node's
+//! replica is replaced make-before-break by a surge replica (`<id>.r1000`
+//! and up), which then serves its slot (`service/moves.rs`).
 use crate::commit_site::CommitSite;
 use crate::durability::Ticket;
 use crate::errors::{ActorError, Result};
@@ -13,20 +15,22 @@ use actix::prelude::*;
 use caldera_spec::{Event, EventKind, TaskRecord, TaskState, TaskType};
 use std::time::Duration;
 
+mod moves;
+
 impl TaskActor {
     /// A service parent (not a replica).
     pub(crate) fn is_service(&self) -> bool {
         self.rec.spec.task_type == TaskType::Inference && self.rec.service.is_none()
     }
 
-    fn desired(&self) -> u32 {
+    pub(crate) fn desired(&self) -> u32 {
         self.rec
             .desired_replicas
             .or(self.rec.spec.replicas)
             .unwrap_or(1)
     }
 
-    fn replica_id(&self, i: u32) -> String {
+    pub(crate) fn replica_id(&self, i: u32) -> String {
         caldera_spec::replica_id(self.id(), i)
     }
 
@@ -42,16 +46,18 @@ impl TaskActor {
                 }
             }
             .into_actor(self)
-            .map(|_, act, _| {
+            .map(|_, act, ctx| {
                 act.ensure_replicas();
+                act.resume_moves(ctx);
                 act.settle();
             }),
         );
     }
 
-    /// Creates the replicas that should exist and do not.
-    fn ensure_replicas(&mut self) {
-        for i in 0..self.desired() {
+    /// Creates the replicas that should exist and do not: each slot's and
+    /// each move's replacement (`ReplicaSlots::wanted`).
+    pub(crate) fn ensure_replicas(&mut self) {
+        for i in self.rec.replica_slots.wanted(self.desired()) {
             let id = self.replica_id(i);
             if self.sh.registry.task(&id).is_some() {
                 // A live replica: a service rebuilt from sled learns its
@@ -77,32 +83,10 @@ impl TaskActor {
                 Ok(Some(r)) => r.attempts,
                 Ok(None) => 0,
             };
-            let mut spec = self.rec.spec.clone();
-            spec.task_id = id.clone();
-            spec.replicas = None;
-            let mut rec = TaskRecord::new(
-                spec,
-                self.rec.tenant.clone(),
-                self.sh.now_ms(),
-                self.rec.seq,
-            );
-            rec.service = Some(self.id().to_string());
-            rec.attempts = earlier_attempts;
+            let rec = self.replica_record(&id, earlier_attempts);
             let mut b = self.sh.batch();
             b.put_task(&rec);
-            b.append_event(
-                Event::new(
-                    self.sh.now_ms(),
-                    EventKind::TaskSubmitted,
-                    format!(
-                        "replica {} of service {}",
-                        caldera_spec::local_id(&id),
-                        caldera_spec::local_id(self.id())
-                    ),
-                )
-                .task(&id)
-                .tenant(&rec.tenant),
-            );
+            b.append_event(self.replica_submitted(&rec));
             let Some(ticket) = self.sh.commit(CommitSite::ReplicaCreate, b) else {
                 // No record, no replica: the service is rebuilt from sled and
                 // creates the replicas it still lacks then.
@@ -112,14 +96,52 @@ impl TaskActor {
                 ));
                 return;
             };
-            let actor = TaskActor::spawn(rec, self.sh.clone(), Some(ticket));
-            self.sh.registry.add_task(&id, actor);
-            self.replicas.insert(id, TaskState::Queued);
+            self.spawn_replica(rec, ticket);
         }
     }
 
+    /// A new replica's record (not yet recorded).
+    pub(crate) fn replica_record(&self, id: &str, earlier_attempts: u32) -> TaskRecord {
+        let mut spec = self.rec.spec.clone();
+        spec.task_id = id.to_string();
+        spec.replicas = None;
+        let mut rec = TaskRecord::new(
+            spec,
+            self.rec.tenant.clone(),
+            self.sh.now_ms(),
+            self.rec.seq,
+        );
+        rec.service = Some(self.id().to_string());
+        rec.attempts = earlier_attempts;
+        rec
+    }
+
+    /// The "submitted" event of the new replica `rec`.
+    pub(crate) fn replica_submitted(&self, rec: &TaskRecord) -> Event {
+        let id = &rec.spec.task_id;
+        Event::new(
+            self.sh.now_ms(),
+            EventKind::TaskSubmitted,
+            format!(
+                "replica {} of service {}",
+                caldera_spec::local_id(id),
+                caldera_spec::local_id(self.id())
+            ),
+        )
+        .task(id)
+        .tenant(&rec.tenant)
+    }
+
+    /// Starts the actor of a replica whose record `ticket` carries.
+    pub(crate) fn spawn_replica(&mut self, rec: TaskRecord, ticket: Ticket) {
+        let id = rec.spec.task_id.clone();
+        let actor = TaskActor::spawn(rec, self.sh.clone(), Some(ticket));
+        self.sh.registry.add_task(&id, actor);
+        self.replicas.insert(id, TaskState::Queued);
+    }
+
     /// The service is Running while any replica runs.
-    fn settle(&mut self) {
+    pub(crate) fn settle(&mut self) {
         let running = self
             .replicas
             .values()
@@ -175,13 +197,17 @@ impl TaskActor {
     /// replicas or creates the missing ones. Not recorded: nothing changes.
     fn scale(&mut self, n: u32, why: &str) -> Result<TaskRecord> {
         let before = self.desired();
+        let slots = self.rec.replica_slots.clone();
         let mut planned = self.rec.clone();
         planned.desired_replicas = Some(n);
+        // The removed slots' moves go with them: their replacements too.
+        let dropped = planned.replica_slots.shrink(n);
         let msg = format!("replicas {before} -> {n}: {why}");
         let e = self.event_of(&planned, EventKind::TaskTransition, msg);
         self.record(CommitSite::ServiceScale, planned, vec![e])?;
-        for i in n..before {
-            let id = self.replica_id(i);
+        let removed = (n..before).map(|i| slots.index_of(i));
+        for index in removed.chain(dropped) {
+            let id = self.replica_id(index);
             if let Some(r) = self.sh.registry.task(&id) {
                 r.do_send(Release {
                     by: format!("scale-in of {}", caldera_spec::local_id(self.id())),
@@ -200,7 +226,10 @@ impl Handler<ReplicaState> for TaskActor {
     fn handle(&mut self, m: ReplicaState, ctx: &mut Context<Self>) {
         let expected = self.replicas.contains_key(&m.replica);
         if !expected && m.state.is_terminal() {
-            return; // released by a scale-in: not to be replaced
+            return; // released by a scale-in or a move: not to be replaced
+        }
+        if self.move_progressed(ctx, &m) {
+            return self.settle();
         }
         if m.state.is_terminal() {
             // A replica the service still wants ended on its own: replace it,
@@ -225,6 +254,10 @@ impl Handler<ReplicaState> for TaskActor {
                 }
             });
         } else {
+            if m.state == TaskState::Running && self.rec.replica_slots.moves.is_empty() {
+                // No replacement waits any more: nothing is pending.
+                self.rec.pending_reason = None;
+            }
             self.replicas.insert(m.replica, m.state);
         }
         self.settle();

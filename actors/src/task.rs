@@ -40,6 +40,8 @@ pub struct TaskActor {
     pub(crate) replicas: std::collections::BTreeMap<String, TaskState>,
     /// An inference service: replicas replaced since one last ran (backoff).
     pub(crate) replica_restarts: u32,
+    /// An inference service: moves whose waiting for room was announced.
+    pub(crate) moves_noted: std::collections::BTreeSet<u32>,
     pub(crate) sup: Supervision<TaskActor>,
     /// Rebuilt after its record became terminal (or vanished): it only waits
     /// for the last handles to drop.
@@ -63,6 +65,7 @@ impl TaskActor {
             stopping: None,
             replicas: Default::default(),
             replica_restarts: 0,
+            moves_noted: Default::default(),
             sup: Supervision::default(),
             retired: false,
             redispatch: false,
@@ -429,6 +432,7 @@ impl actix::Supervised for TaskActor {
         self.boot = None;
         self.replicas.clear();
         self.replica_restarts = 0;
+        self.moves_noted.clear();
         let read = self.sh.gate.store().task(self.id());
         match reread("task", self.id(), read) {
             Reread::Found(r) => {
@@ -489,6 +493,7 @@ impl Handler<Pending> for TaskActor {
             estimated_start_ms: m.estimated_start_ms,
         };
         self.react(ctx, input, None);
+        self.tell_service_pending(&m.reason);
     }
 }
 

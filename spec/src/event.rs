@@ -25,6 +25,9 @@ pub enum EventKind {
     CheckpointSaved,
     Preempted,
     IdleWarning,
+    /// A service replica moved make-before-break off a drained node:
+    /// its replacement started, waited for room, or ran and the old one stopped.
+    ReplicaMoved,
     ServerStarted,
 }
 

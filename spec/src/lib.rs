@@ -14,6 +14,7 @@ pub mod gpu_model;
 mod json;
 pub mod node;
 pub mod record;
+pub mod replica_slots;
 pub mod resources;
 pub mod task;
 pub mod task_key;
@@ -30,6 +31,7 @@ pub use node::{
     Cordon, CordonBy, DiskInfo, GpuInfo, NodeInventory, NodeMetrics, NodeRecord, NodeState,
 };
 pub use record::{Allocation, GpuGrant, TaskRecord, TaskState, Transition};
+pub use replica_slots::{replica_index, ReplicaMove, ReplicaSlots};
 pub use resources::{CpuRequest, GpuRequest, ResourceRequest, SizeRequest};
 pub use task::{OnNodeLoss, Priority, TaskSpec, TaskType};
 pub use task_key::{as_seen_by, local_id, names_a_replica, replica_id, task_key, tenant_of};

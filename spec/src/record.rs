@@ -153,6 +153,10 @@ pub struct TaskRecord {
     /// does not requeue it early.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fenced_until_ms: Option<u64>,
+    /// An inference service: which replica serves each slot, and the moves
+    /// off drained nodes under way (make-before-break).
+    #[serde(default, skip_serializing_if = "crate::ReplicaSlots::is_empty")]
+    pub replica_slots: crate::ReplicaSlots,
 }
 
 impl TaskRecord {
@@ -182,6 +186,7 @@ impl TaskRecord {
             desired_replicas: None,
             preemptions: 0,
             fenced_until_ms: None,
+            replica_slots: Default::default(),
         }
     }
 

@@ -106,6 +106,25 @@ pub struct ReplicaState {
     pub state: TaskState,
 }
 
+/// A replica runs on a drained node: its service answers whether it moves
+/// it make-before-break (true: the replica keeps running until its
+/// replacement runs) or the replica drains as a task (false).
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct ReplicaDrained {
+    pub replica: String,
+    pub node: String,
+}
+
+/// A replica is waiting for room: the Scheduler's reason, for its service
+/// (a replacement that finds no room is what a drain's pending reason says).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ReplicaPending {
+    pub replica: String,
+    pub reason: String,
+}
+
 /// `PUT /v1/tasks/{id}/replicas`.
 #[derive(Message)]
 #[rtype(result = "Result<TaskRecord>")]
@@ -136,6 +155,7 @@ handle! {
             drain: Drain,
             workload_missing: WorkloadMissing,
             replica_state: ReplicaState,
+            replica_pending: ReplicaPending,
             scale_in_idle: ScaleInIdle,
             // A service releases its replicas without waiting for the answer.
             release_unanswered: Release,
@@ -144,6 +164,7 @@ handle! {
             observe: Observe,
             release: Release,
             scale: Scale,
+            replica_drained: ReplicaDrained,
             snapshot: TaskSnapshot,
         }
     }

@@ -3,8 +3,9 @@
 //! lifecycle table's (`lifecycle/moves.rs`); this file only carries them out.
 use super::TaskActor;
 use crate::lifecycle::Input;
-use crate::protocol::task::{Drain, NodeLost};
+use crate::protocol::task::{Drain, NodeLost, ReplicaDrained};
 use actix::prelude::*;
+use caldera_spec::TaskState;
 use std::time::Duration;
 
 impl TaskActor {
@@ -41,7 +42,34 @@ impl Handler<NodeLost> for TaskActor {
 
 impl Handler<Drain> for TaskActor {
     type Result = ();
+    /// A running replica asks its service first: moved make-before-break,
+    /// it keeps running until its replacement does and the service releases
+    /// it; otherwise (or with no service to ask) it drains as any task.
     fn handle(&mut self, m: Drain, ctx: &mut Context<Self>) {
+        let parent = self
+            .rec
+            .service
+            .as_ref()
+            .and_then(|s| self.sh.registry.task(s));
+        match parent {
+            Some(p) if self.rec.state == TaskState::Running => {
+                let ask = p.send(ReplicaDrained {
+                    replica: self.id().to_string(),
+                    node: m.node.clone(),
+                });
+                ctx.wait(ask.into_actor(self).map(move |moved, act, ctx| {
+                    if !matches!(moved, Ok(true)) {
+                        act.drain_as_task(ctx, &m);
+                    }
+                }));
+            }
+            _ => self.drain_as_task(ctx, &m),
+        }
+    }
+}
+
+impl TaskActor {
+    fn drain_as_task(&mut self, ctx: &mut Context<Self>, m: &Drain) {
         let input = Input::Drain {
             allocation_id: &m.allocation_id,
             node: &m.node,
