@@ -1,7 +1,7 @@
 //! Faults against real processes: kill -9 a node agent, kill -9 the control
 //! plane, pause an agent past its lease. Every acknowledged task survives, and
 //! no task ever runs twice.
-use caldera_chaos_tests::{history_states, wait_until, Agent, Api, ControlPlane};
+use caldera_chaos_tests::{history_states, two_nodes, wait_until, Agent, Api, ControlPlane};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -51,16 +51,7 @@ fn start_cluster(dir: &Path) -> (ControlPlane, Agent, Agent) {
 
 /// A control plane with `env` set and two agents of 2 A100s each, joined.
 fn start_cluster_with(dir: &Path, env: &[(&str, &str)]) -> (ControlPlane, Agent, Agent) {
-    let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), env);
-    let a = Agent::start(Path::new(BIN), &cp, "node-a", "2xA100-80GB", dir);
-    let b = Agent::start(Path::new(BIN), &cp, "node-b", "2xA100-80GB", dir);
-    let op = cp.operator();
-    assert!(wait_until(Duration::from_secs(20), || {
-        op.get("/v1/nodes").data()["nodes"]
-            .as_array()
-            .is_some_and(|n| n.iter().filter(|n| n["connected"] == true).count() == 2)
-    }));
-    (cp, a, b)
+    two_nodes(Path::new(BIN), dir, env, "2xA100-80GB", "2xA100-80GB")
 }
 
 /// The killed agent's workload outlives it (its shim is not tied to the

@@ -1,6 +1,6 @@
 //! End-to-end: the real `caldera` binary as separate processes — one control
 //! plane, two node agents with simulated GPUs — over real sockets and sled files.
-use caldera_chaos_tests::{history_states, wait_until, Agent, Api, ControlPlane};
+use caldera_chaos_tests::{history_states, two_nodes, wait_until, Agent, Api, ControlPlane};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -23,21 +23,7 @@ fn wait_state(api: &Api, id: &str, want: &[&str], secs: u64) -> Value {
 }
 
 fn cluster(dir: &Path) -> (ControlPlane, Agent, Agent) {
-    let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), &[]);
-    let a = Agent::start(Path::new(BIN), &cp, "node-a", "2xA100-80GB", dir);
-    let b = Agent::start(Path::new(BIN), &cp, "node-b", "2xT4-16GB", dir);
-    let op = cp.operator();
-    let joined = wait_until(Duration::from_secs(20), || {
-        op.get("/v1/nodes").data()["nodes"]
-            .as_array()
-            .is_some_and(|n| n.iter().filter(|n| n["connected"] == true).count() == 2)
-    });
-    assert!(
-        joined,
-        "agents did not join: {:#}",
-        op.get("/v1/nodes").body
-    );
-    (cp, a, b)
+    two_nodes(Path::new(BIN), dir, &[], "2xA100-80GB", "2xT4-16GB")
 }
 
 #[test]

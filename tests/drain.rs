@@ -5,7 +5,7 @@
 //! 15` with `max_retries: 10`). An operator cordons, drains and uncordons a
 //! node through the API and the CLI; the scheduler places nothing on a
 //! cordoned node and the pending reason says so.
-use caldera_chaos_tests::{wait_until, Agent, Api, ControlPlane, OPERATOR_TOKEN};
+use caldera_chaos_tests::{two_nodes, wait_until, Agent, Api, ControlPlane, OPERATOR_TOKEN};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -14,16 +14,7 @@ use std::time::Duration;
 const BIN: &str = env!("CARGO_BIN_EXE_caldera");
 
 fn cluster(dir: &Path) -> (ControlPlane, Agent, Agent) {
-    let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), &[]);
-    let a = Agent::start(Path::new(BIN), &cp, "node-a", "2xA100-80GB", dir);
-    let b = Agent::start(Path::new(BIN), &cp, "node-b", "2xA100-80GB", dir);
-    let op = cp.operator();
-    assert!(wait_until(Duration::from_secs(20), || {
-        op.get("/v1/nodes").data()["nodes"]
-            .as_array()
-            .is_some_and(|n| n.iter().filter(|n| n["connected"] == true).count() == 2)
-    }));
-    (cp, a, b)
+    two_nodes(Path::new(BIN), dir, &[], "2xA100-80GB", "2xA100-80GB")
 }
 
 /// Training that notes each start (and what it resumes from) in `starts`,
@@ -71,6 +62,22 @@ fn reasons(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Submits `tasks` with node-b cordoned, so they all run on node-a, and
+/// waits until they do. Node-b stays cordoned.
+fn run_on_node_a(cp: &ControlPlane, api: &Api, tasks: &[String]) {
+    op_post(&cp.operator(), "/v1/nodes/node-b/cordon", 200);
+    for t in tasks {
+        assert_eq!(api.post("/v1/tasks", t).status, 201);
+    }
+    for t in tasks {
+        let v: Value = serde_json::from_str(t).unwrap_or_default();
+        let id = v["task_id"].as_str().unwrap_or_default();
+        api.wait_task(id, 20, "running on node-a", |v| {
+            v["state"] == "running" && node_of(v) == "node-a"
+        });
+    }
+}
+
 #[test]
 fn sigterm_to_an_agent_drains_its_node_and_spends_no_retry() {
     let dir = tempfile::tempdir().unwrap();
@@ -78,18 +85,11 @@ fn sigterm_to_an_agent_drains_its_node_and_spends_no_retry() {
     let api = cp.api(&cp.tenant("team-a"));
     let starts = dir.path().join("starts");
     // Both on node-a: node-b is cordoned until they run.
-    op_post(&cp.operator(), "/v1/nodes/node-b/cordon", 200);
-    assert_eq!(
-        api.post("/v1/tasks", &checkpointing("train", &starts, 10))
-            .status,
-        201
+    run_on_node_a(
+        &cp,
+        &api,
+        &[checkpointing("train", &starts, 10), reservation("held")],
     );
-    assert_eq!(api.post("/v1/tasks", &reservation("held")).status, 201);
-    for id in ["train", "held"] {
-        api.wait_task(id, 20, "running on node-a", |v| {
-            v["state"] == "running" && node_of(v) == "node-a"
-        });
-    }
     op_post(&cp.operator(), "/v1/nodes/node-b/uncordon", 200);
 
     a.terminate();
@@ -228,15 +228,7 @@ fn a_drain_after_an_agent_restart_sees_its_adopted_workloads_end() {
     let (cp, mut a, _b) = cluster(dir.path());
     let api = cp.api(&cp.tenant("team-a"));
     let starts = dir.path().join("starts");
-    op_post(&cp.operator(), "/v1/nodes/node-b/cordon", 200);
-    assert_eq!(
-        api.post("/v1/tasks", &checkpointing("train", &starts, 10))
-            .status,
-        201
-    );
-    api.wait_task("train", 20, "running on node-a", |v| {
-        v["state"] == "running" && node_of(v) == "node-a"
-    });
+    run_on_node_a(&cp, &api, &[checkpointing("train", &starts, 10)]);
     a.restart();
     assert!(wait_until(Duration::from_secs(20), || {
         std::fs::read_to_string(&a.log).is_ok_and(|l| l.contains("adopted 1"))

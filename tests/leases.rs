@@ -8,7 +8,7 @@
 //!
 //! The harness runs with `workload-lease-ms` 2000, `stop-grace-ms` 2000,
 //! heartbeats every 250 ms and a node timeout of 1.5 s.
-use caldera_chaos_tests::{wait_until, Agent, Api, ControlPlane};
+use caldera_chaos_tests::{two_nodes, wait_until, Agent, Api, ControlPlane};
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -49,16 +49,7 @@ fn starts(p: &Path) -> Vec<(String, u64)> {
 }
 
 fn cluster(dir: &Path) -> (ControlPlane, Agent, Agent) {
-    let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), &[]);
-    let a = Agent::start(Path::new(BIN), &cp, "node-a", "2xA100-80GB", dir);
-    let b = Agent::start(Path::new(BIN), &cp, "node-b", "2xA100-80GB", dir);
-    let op = cp.operator();
-    assert!(wait_until(Duration::from_secs(20), || {
-        op.get("/v1/nodes").data()["nodes"]
-            .as_array()
-            .is_some_and(|n| n.iter().filter(|n| n["connected"] == true).count() == 2)
-    }));
-    (cp, a, b)
+    two_nodes(Path::new(BIN), dir, &[], "2xA100-80GB", "2xA100-80GB")
 }
 
 /// The events about `node` of `kind`.

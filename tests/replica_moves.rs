@@ -11,7 +11,7 @@
 //! The move is recorded: a control plane killed mid-move, and a finishing
 //! commit that fails, both converge; a move whose first commit fails is not
 //! made (the replica drains as a task).
-use caldera_chaos_tests::{nodes_connected, wait_until, Agent, Api, ControlPlane};
+use caldera_chaos_tests::{nodes_connected, two_nodes, wait_until, Agent, Api, ControlPlane};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -29,11 +29,7 @@ fn cluster(dir: &Path, gpus: &str) -> (ControlPlane, Agent, Agent) {
         ("CALDERA_NODE_TIMEOUT_MS", "15000"),
         ("CALDERA_WORKLOAD_LEASE_MS", "20000"),
     ];
-    let cp = ControlPlane::start(Path::new(BIN), &dir.join("cp"), &env);
-    let a = Agent::start(Path::new(BIN), &cp, "node-a", gpus, dir);
-    let b = Agent::start(Path::new(BIN), &cp, "node-b", gpus, dir);
-    assert!(wait_until(Duration::from_secs(20), || nodes_connected(&cp) == 2));
-    (cp, a, b)
+    two_nodes(Path::new(BIN), dir, &env, gpus, gpus)
 }
 
 /// A service whose replicas each write "<allocation> <ms>" to `out` every 50 ms.

@@ -341,6 +341,28 @@ impl Drop for Agent {
 }
 
 /// How many nodes the control plane shows as connected.
+/// The cluster most process tests start: a control plane with `env` and two
+/// joined agents, `node-a` and `node-b`, with simulated `gpus_a` / `gpus_b`
+/// (like "2xA100-80GB"), their data dirs under `dir`.
+pub fn two_nodes(
+    bin: &Path,
+    dir: &Path,
+    env: &[(&str, &str)],
+    gpus_a: &str,
+    gpus_b: &str,
+) -> (ControlPlane, Agent, Agent) {
+    let cp = ControlPlane::start(bin, &dir.join("cp"), env);
+    let a = Agent::start(bin, &cp, "node-a", gpus_a, dir);
+    let b = Agent::start(bin, &cp, "node-b", gpus_b, dir);
+    let joined = wait_until(Duration::from_secs(20), || nodes_connected(&cp) == 2);
+    assert!(
+        joined,
+        "agents did not join: {:#}",
+        cp.operator().get("/v1/nodes").body
+    );
+    (cp, a, b)
+}
+
 pub fn nodes_connected(cp: &ControlPlane) -> usize {
     cp.operator().get("/v1/nodes").data()["nodes"]
         .as_array()

@@ -67,11 +67,7 @@ pub fn run(
     config: ServerConfig,
     on_started: impl FnOnce(&Started) + Send + 'static,
 ) -> Result<(), GatewayError> {
-    config
-        .validate()
-        .map_err(|e| GatewayError::Config(e.to_string()))?;
-    let system = actix_web::rt::System::new();
-    system.block_on(serve(config, Signals::Own, on_started))
+    run_with(config, Signals::Own, on_started)
 }
 
 /// [`run`] for a caller that handles the signals: the server runs until
@@ -81,11 +77,21 @@ pub fn run_without_signals(
     config: ServerConfig,
     on_started: impl FnOnce(&Started) + Send + 'static,
 ) -> Result<(), GatewayError> {
+    run_with(config, Signals::Caller, on_started)
+}
+
+/// Validates the config and serves on a System of its own until the
+/// signals say stop.
+fn run_with(
+    config: ServerConfig,
+    signals: Signals,
+    on_started: impl FnOnce(&Started) + Send + 'static,
+) -> Result<(), GatewayError> {
     config
         .validate()
         .map_err(|e| GatewayError::Config(e.to_string()))?;
     let system = actix_web::rt::System::new();
-    system.block_on(serve(config, Signals::Caller, on_started))
+    system.block_on(serve(config, signals, on_started))
 }
 
 async fn serve(
