@@ -141,15 +141,8 @@ pub async fn run_until_stop(
         tokio::select! {
             how = &mut shutdown => break how,
             Some(event) = events.recv() => agent.on_session(event),
-            Some(note) = notes.recv() => {
-                agent.runtime.handle(note);
-                agent.flush();
-            }
-            _ = checkpoints.tick() => {
-                agent.runtime.poll_adopted();
-                agent.runtime.poll_checkpoints();
-                agent.flush();
-            }
+            Some(note) = notes.recv() => agent.on_note(note),
+            _ = checkpoints.tick() => agent.on_poll_tick(),
             _ = heartbeat.tick() => agent.heartbeat(),
         }
         if let Some(period) = agent.new_heartbeat.take() {
@@ -444,6 +437,22 @@ impl Agent {
             workloads: self.runtime.reports(),
         }));
         self.runtime.purge_reported();
+    }
+
+    /// Something that completed outside the loop (a shim of ours started or
+    /// ended, a grace ran out). Shared by the running loop and the drain's.
+    fn on_note(&mut self, note: Note) {
+        self.runtime.handle(note);
+        self.flush();
+    }
+
+    /// The poll tick, shared by the running loop and the drain's: adopted
+    /// shims (started by an earlier agent life, not our children) are seen
+    /// to end only by polling, and checkpoints only appear as files.
+    fn on_poll_tick(&mut self) {
+        self.runtime.poll_adopted();
+        self.runtime.poll_checkpoints();
+        self.flush();
     }
 
     /// Stops every workload and waits (bounded) for them to be reaped, so their

@@ -65,17 +65,8 @@ impl Agent {
                     self.on_session(event);
                     self.tell_draining(&mut told, why);
                 }
-                Some(note) = inputs.notes.recv() => {
-                    self.runtime.handle(note);
-                    self.flush();
-                }
-                _ = inputs.checkpoints.tick() => {
-                    // An adopted shim (started by an earlier agent life) is
-                    // not our child: its end is only seen by polling.
-                    self.runtime.poll_adopted();
-                    self.runtime.poll_checkpoints();
-                    self.flush();
-                }
+                Some(note) = inputs.notes.recv() => self.on_note(note),
+                _ = inputs.checkpoints.tick() => self.on_poll_tick(),
                 _ = inputs.heartbeat.tick() => self.heartbeat(),
             }
         }
