@@ -64,6 +64,16 @@ fn node_of(v: &Value) -> String {
     v["allocation"]["node"].as_str().unwrap_or("").to_string()
 }
 
+/// Submits the fenced training task `train`, noting its starts in `file`.
+fn submit_training(api: &Api, file: &Path) {
+    let spec = serde_json::json!({
+        "task_id": "train", "task_type": "training",
+        "resources": {"gpu": {"count": 1, "memory_gb": 10}},
+        "command": command(file)
+    });
+    assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
+}
+
 /// Pauses the agent running `id`, returns (its node, the pause time).
 fn silence<'a>(api: &Api, id: &str, a: &'a Agent, b: &'a Agent) -> (String, u64, &'a Agent) {
     let v = api.wait_task(id, 20, "running", |v| v["state"] == "running");
@@ -80,12 +90,7 @@ fn a_fenced_training_task_starts_elsewhere_only_after_lease_and_grace() {
     let (cp, a, b) = cluster(dir.path());
     let api = cp.api(&cp.tenant("team-a"));
     let file = dir.path().join("starts");
-    let spec = serde_json::json!({
-        "task_id": "train", "task_type": "training",
-        "resources": {"gpu": {"count": 1, "memory_gb": 10}},
-        "command": command(&file)
-    });
-    assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
+    submit_training(&api, &file);
     let (node, paused_at, victim) = silence(&api, "train", &a, &b);
 
     // While it waits, its pending reason says so.
@@ -129,12 +134,7 @@ fn a_control_plane_restarted_during_the_fence_does_not_requeue_early() {
     let token = cp.tenant("team-a");
     let api = cp.api(&token);
     let file = dir.path().join("starts");
-    let spec = serde_json::json!({
-        "task_id": "train", "task_type": "training",
-        "resources": {"gpu": {"count": 1, "memory_gb": 10}},
-        "command": command(&file)
-    });
-    assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
+    submit_training(&api, &file);
     let (node, paused_at, victim) = silence(&api, "train", &a, &b);
     // The fence is recorded (its event is in the task's batch): restart inside it.
     assert!(
