@@ -1,7 +1,9 @@
 //! Faults against real processes: kill -9 a node agent, kill -9 the control
 //! plane, pause an agent past its lease. Every acknowledged task survives, and
 //! no task ever runs twice.
-use caldera_chaos_tests::{history_states, two_nodes, wait_until, Agent, Api, ControlPlane};
+use caldera_chaos_tests::{
+    file_lines, history_states, two_nodes, wait_until, Agent, Api, ControlPlane,
+};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -35,14 +37,6 @@ fn alive(starts: &Path, allocation: &str) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Gone, or a zombie waiting to be reaped: not running.
     pid > 0 && !stat.is_empty() && !stat.contains(") Z ")
-}
-
-fn lines(p: &Path) -> Vec<String> {
-    std::fs::read_to_string(p)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
 }
 
 fn start_cluster(dir: &Path) -> (ControlPlane, Agent, Agent) {
@@ -98,9 +92,9 @@ fn killing_an_agent_requeues_its_task_onto_the_other_node() {
     // Two starts; the killed agent's workload is stopped by its own shim once
     // the lease (1.5 s) and the grace (2 s) have run out.
     assert!(
-        wait_until(Duration::from_secs(5), || lines(&starts).len() == 2),
+        wait_until(Duration::from_secs(5), || file_lines(&starts).len() == 2),
         "{:?}",
-        lines(&starts)
+        file_lines(&starts)
     );
     let old = first["allocation"]["allocation_id"].as_str().unwrap_or("");
     assert!(
@@ -156,10 +150,10 @@ fn restarting_the_control_plane_loses_nothing_and_starts_nothing_twice() {
     );
     assert_eq!(after["attempts"], 1);
     assert_eq!(
-        lines(&starts).len(),
+        file_lines(&starts).len(),
         1,
         "started twice: {:?}",
-        lines(&starts)
+        file_lines(&starts)
     );
     // The adopted workload is still controlled: release stops it.
     let r = api.post("/v1/tasks/keep-running/release", "");
@@ -225,7 +219,7 @@ fn a_paused_agent_is_fenced_and_kills_what_it_no_longer_owns() {
         !alive(&starts, &old_alloc),
         "old workload {old_alloc} came back"
     );
-    assert_eq!(lines(&starts).len(), 2);
+    assert_eq!(file_lines(&starts).len(), 2);
 }
 
 #[test]

@@ -5,7 +5,9 @@
 //! 15` with `max_retries: 10`). An operator cordons, drains and uncordons a
 //! node through the API and the CLI; the scheduler places nothing on a
 //! cordoned node and the pending reason says so.
-use caldera_chaos_tests::{two_nodes, wait_until, Agent, Api, ControlPlane, OPERATOR_TOKEN};
+use caldera_chaos_tests::{
+    file_lines, two_nodes, wait_until, Agent, Api, ControlPlane, OPERATOR_TOKEN,
+};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -41,14 +43,6 @@ fn reservation(id: &str) -> String {
 
 fn node_of(v: &Value) -> String {
     v["allocation"]["node"].as_str().unwrap_or("").to_string()
-}
-
-fn lines(p: &Path) -> Vec<String> {
-    std::fs::read_to_string(p)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
 }
 
 fn reasons(v: &Value) -> Vec<String> {
@@ -111,7 +105,7 @@ fn sigterm_to_an_agent_drains_its_node_and_spends_no_retry() {
         );
     }
     // The training task resumed from the checkpoint it saved on SIGTERM.
-    let s = lines(&starts);
+    let s = file_lines(&starts);
     assert_eq!(s.len(), 2, "{s:?}");
     assert!(s[1].contains("resume=") && s[1].contains("step-1"), "{s:?}");
     let node = cp.operator().get("/v1/nodes/node-a");
@@ -210,7 +204,7 @@ fn an_operator_cordons_drains_and_uncordons_nodes() {
         v["state"] == "running" && node_of(v) == "node-a"
     });
     assert_eq!(v["retries_used"], 0, "{v:#}");
-    let s = lines(&starts);
+    let s = file_lines(&starts);
     assert!(
         s.len() == 2 && s[1].contains("step-1"),
         "it did not resume from its checkpoint: {s:?}"

@@ -8,21 +8,14 @@
 //!
 //! The harness runs with `workload-lease-ms` 2000, `stop-grace-ms` 2000,
 //! heartbeats every 250 ms and a node timeout of 1.5 s.
-use caldera_chaos_tests::{two_nodes, wait_until, Agent, Api, ControlPlane};
+use caldera_chaos_tests::{now_ms, two_nodes, wait_until, Agent, Api, ControlPlane};
 use serde_json::Value;
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_caldera");
 /// The harness's lease plus its stop grace: no fenced copy may start sooner.
 const LEASE_PLUS_GRACE_MS: u64 = 2000 + 2000;
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
 
 /// A workload that appends "<allocation> <start ms>" to `starts`, then sleeps.
 fn command(starts: &Path) -> Value {

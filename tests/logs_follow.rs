@@ -2,20 +2,13 @@
 //! lines show up while the task still runs, each once, and the command stops
 //! by itself once the task has ended, with the rest printed. Real server,
 //! real agent, the real CLI.
-use caldera_chaos_tests::{wait_until, Agent, ControlPlane};
+use caldera_chaos_tests::{now_ms, wait_until, Agent, ControlPlane};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_caldera");
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
 
 #[test]
 fn logs_follow_prints_lines_as_they_come_and_stops_when_the_task_ends() {

@@ -16,7 +16,9 @@ pub mod task_view;
 pub mod ticks;
 
 pub use http::Api;
-pub use process::{free_port, nodes_connected, two_nodes, wait_until, Agent, ControlPlane};
+pub use process::{
+    file_lines, free_port, nodes_connected, now_ms, two_nodes, wait_until, Agent, ControlPlane,
+};
 pub use task_view::history_states;
 
 /// Operator token the harness configures (tests only).
