@@ -8,7 +8,7 @@
 //!
 //! The harness runs with `workload-lease-ms` 2000, `stop-grace-ms` 2000,
 //! heartbeats every 250 ms and a node timeout of 1.5 s.
-use caldera_chaos_tests::{now_ms, two_nodes, wait_until, Agent, Api, ControlPlane};
+use caldera_chaos_tests::{two_nodes, wait_until, wall_ms, Agent, Api, ControlPlane};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -72,7 +72,7 @@ fn silence<'a>(api: &Api, id: &str, a: &'a Agent, b: &'a Agent) -> (String, u64,
     let v = api.wait_task(id, 20, "running", |v| v["state"] == "running");
     let node = node_of(&v);
     let victim = if node == "node-a" { a } else { b };
-    let at = now_ms();
+    let at = wall_ms();
     victim.pause();
     (node, at, victim)
 }

@@ -2,7 +2,7 @@
 //! lines show up while the task still runs, each once, and the command stops
 //! by itself once the task has ended, with the rest printed. Real server,
 //! real agent, the real CLI.
-use caldera_chaos_tests::{now_ms, wait_until, Agent, ControlPlane};
+use caldera_chaos_tests::{wait_until, wall_ms, Agent, ControlPlane};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -47,7 +47,7 @@ fn logs_follow_prints_lines_as_they_come_and_stops_when_the_task_ends() {
         BufReader::new(out)
             .lines()
             .map_while(Result::ok)
-            .map(|l| (now_ms(), l))
+            .map(|l| (wall_ms(), l))
             .collect::<Vec<_>>()
     });
     let start = Instant::now();

@@ -4,20 +4,14 @@
 //! agent is frozen with SIGSTOP, so renewals stop, and the workload — which
 //! runs on, unaware — must be stopped within lease + grace of the freeze,
 //! measured from its own timestamped output. Real server, agent and shim.
+use caldera_chaos_tests::ticks::now_s;
 use caldera_chaos_tests::{nodes_connected, wait_until, Agent, ControlPlane};
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_caldera");
 const LEASE_MS: u64 = 2000;
 const GRACE_MS: u64 = 1000;
-
-fn now_s() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
 
 fn timestamps(log: &str) -> Vec<f64> {
     log.lines()

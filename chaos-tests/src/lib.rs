@@ -15,9 +15,10 @@ pub mod shims;
 pub mod task_view;
 pub mod ticks;
 
+pub use bench::stats::wall_ms;
 pub use http::Api;
 pub use process::{
-    file_lines, free_port, nodes_connected, now_ms, two_nodes, wait_until, Agent, ControlPlane,
+    file_lines, free_port, nodes_connected, two_nodes, wait_until, Agent, ControlPlane,
 };
 pub use task_view::history_states;
 

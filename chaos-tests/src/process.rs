@@ -350,15 +350,6 @@ pub fn file_lines(p: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Wall-clock milliseconds since the Unix epoch, to compare with the
-/// timestamps workloads print (`date +%s%3N`) and events carry.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 /// The cluster most process tests start: a control plane with `env` and two
 /// joined agents, `node-a` and `node-b`, with simulated `gpus_a` / `gpus_b`
 /// (like "2xA100-80GB"), their data dirs under `dir`.
