@@ -405,6 +405,7 @@ impl Handler<AgentMessage> for NodeActor {
                 });
             }
             NodeMessage::Event(ev) => self.on_event(ev),
+            NodeMessage::Warmup(_) => {}
             NodeMessage::Logs {
                 request_id,
                 content,

@@ -150,6 +150,8 @@ fn hello(name: &str, workloads: Vec<caldera_spec::wire::WorkloadReport>) -> Hell
         data_dir: String::new(),
         inventory: inventory(),
         workloads,
+        cache: Default::default(),
+        peer_url: None,
     }
 }
 

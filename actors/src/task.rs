@@ -312,6 +312,7 @@ impl TaskActor {
             memory_mb: a.memory_mb,
             checkpoint_dir: self.rec.spec.checkpoint_dir.clone(),
             resume_from: self.rec.checkpoint.clone(),
+            model: None,
         }
     }
 

@@ -247,6 +247,8 @@ impl Agent {
                 .probe
                 .inventory(&self.config.labels, &self.runtime.isolation_label()),
             workloads,
+            cache: Default::default(),
+            peer_url: None,
         };
         let hello_sent_ms = boottime_ms();
         let _ = outbound.send(NodeMessage::Hello(hello));
@@ -269,6 +271,12 @@ impl Agent {
                     code,
                     "control plane refused this node: {reason}; will retry"
                 );
+            }
+            ServerMessage::Warm(_)
+            | ServerMessage::PeerGrant(_)
+            | ServerMessage::Evict(_)
+            | ServerMessage::Pin(_) => {
+                tracing::warn!("this agent has no weight cache yet; a weights command was ignored");
             }
             ServerMessage::Start(cmd) => {
                 if self.current_epoch(cmd.epoch, "start", &cmd.allocation_id) {
@@ -435,6 +443,7 @@ impl Agent {
             seq,
             metrics,
             workloads: self.runtime.reports(),
+            cache: None,
         }));
         self.runtime.purge_reported();
     }

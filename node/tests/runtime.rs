@@ -68,6 +68,7 @@ fn start_cmd(alloc: &str, script: &str) -> StartCommand {
         memory_mb: 512,
         checkpoint_dir: None,
         resume_from: Some("/ckpt/step-7".into()),
+        model: None,
     }
 }
 

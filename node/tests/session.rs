@@ -221,6 +221,7 @@ fn start(alloc: &str, epoch: u64, script: &str) -> ServerMessage {
         memory_mb: 256,
         checkpoint_dir: None,
         resume_from: None,
+        model: None,
     })
 }
 

@@ -57,12 +57,16 @@ registry! {
     PROBE_FAILED = 10105, "probe_failed", 0, "the agent could not probe the host's hardware";
     NODE_SECRET_UNUSABLE = 10106, "node_secret_unusable", 0, "the agent cannot read or write its node secret file in the data dir";
     AGENT_DRAIN_INCOMPLETE = 10107, "drain_incomplete", 0, "the agent was asked to stop, and the control plane had not moved all its work away within drain-timeout-ms; the log names what it left, which is then stopped";
+    CACHE_UNUSABLE = 10108, "cache_unusable", 0, "the agent's weight cache dir cannot be created, read or written, or --cache-gb is unusable";
     PROGRAM_NOT_FOUND = 10201, "program_not_found", 0, "a workload's program does not exist or is not executable";
     SPAWN_FAILED = 10202, "spawn_failed", 0, "a workload's process could not be spawned";
     PREPARE_FAILED = 10203, "prepare_failed", 0, "a workload's directories or log file could not be created";
     DUPLICATE_ALLOCATION = 10204, "duplicate_allocation", 0, "a node was asked to start an allocation it already runs";
     WORKLOAD_UIDS_EXHAUSTED = 10205, "workload_uids_exhausted", 0, "every uid of the node's workload uid range already belongs to another tenant";
     SHIM_FAILED = 10206, "shim_failed", 0, "a workload's shim could not be started or did not report the workload's start";
+    WARMING_FAILED = 10207, "warming_failed", 0, "a model version's weights could not be fetched from its source (unreachable, refused, cut, or the cache is full of pinned and in-use copies)";
+    WEIGHTS_CORRUPT = 10208, "weights_corrupt", 0, "a fetched or cached copy did not match its registered size or SHA-256; it was deleted and is fetched again";
+    WARMING_TIMEOUT = 10209, "warming_timeout", 0, "a task stayed in warming longer than warming-timeout-ms; the reason names the source it was reading";
     PLACEMENT_UNKNOWN_NODE = 10301, "placement_unknown_node", 0, "a placement names a node the pool does not know";
     PLACEMENT_UNKNOWN_GPU = 10302, "placement_unknown_gpu", 0, "a placement names a GPU index its node does not have";
     PLACEMENT_NO_ROOM = 10303, "placement_no_room", 0, "the node no longer has room for the demand (a stale decision)";
@@ -90,6 +94,8 @@ registry! {
     BODY_TOO_LARGE = 41301, "body_too_large", 413, "the body is larger than the gateway accepts";
     UNSCHEDULABLE = 42201, "unschedulable", 422, "no registered node could ever hold the request; the message names the dimension and the largest offer";
     RESERVED_ID = 42202, "reserved_id", 422, "a task_id ending in `.r` and a number names a replica of a service; choose another id";
+    UNKNOWN_MODEL = 42203, "unknown_model", 422, "the task names a model version that is not registered (or the caller may not see it)";
+    MODEL_NOT_ACCEPTING = 42204, "model_not_accepting", 422, "the task names a model version that is retiring or retired";
     TOO_MANY_REQUESTS = 42901, "too_many_requests", 429, "this client already has max-requests-per-client requests in flight; retry when one is answered";
     // 500 / 503: the caller did nothing wrong, the server did.
     STORAGE_IO = 50001, "storage_io", 500, "sled failed: I/O, a lock held by another process, a corrupt log";

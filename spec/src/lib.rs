@@ -12,6 +12,7 @@ pub mod error;
 pub mod event;
 pub mod gpu_model;
 mod json;
+pub mod model;
 pub mod node;
 pub mod record;
 pub mod replica_slots;
@@ -21,12 +22,14 @@ pub mod task_key;
 pub mod tenant;
 pub mod time;
 pub mod validate;
+pub mod weights;
 pub mod wire;
 
 pub use api::{Envelope, ErrorBody};
 pub use codes::ErrorCode;
 pub use error::{SpecError, SpecErrorKind};
 pub use event::{Event, EventKind};
+pub use model::{ModelRef, ModelState, ModelVersionSpec, WeightsSpec};
 pub use node::{
     Cordon, CordonBy, DiskInfo, GpuInfo, NodeInventory, NodeMetrics, NodeRecord, NodeState,
 };

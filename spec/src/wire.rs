@@ -28,14 +28,26 @@
 //! [`NodeMessage::Draining`]; the control plane cordons the node and moves its
 //! work away as a planned stop (no retry spent), then the agent exits once
 //! nothing is left on it.
+//!
+//! Weights (protocol 4): the hello and heartbeats carry the node's weight
+//! cache ([`CacheReport`]) and the address it serves peers on; a start may
+//! name a model ([`ModelMount`]); [`ServerMessage::Warm`], `PeerGrant`,
+//! `Evict` and `Pin` drive the cache, and [`NodeMessage::Warmup`] reports on
+//! it. The whole flow is in [`crate::weights`].
 use crate::node::{NodeInventory, NodeMetrics};
+pub use crate::weights::{
+    CacheCounters, CacheEntry, CacheFetch, CacheReport, EvictCommand, ModelMount, PeerGrant,
+    PinCommand, WarmCommand, WarmupProgress, WarmupReport, WeightSource,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bumped on any incompatible change; a mismatching hello is refused.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
-/// Agent -> control plane.
+/// Agent -> control plane. A hello is sent once a session, so its size
+/// does not matter next to a heartbeat's.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum NodeMessage {
@@ -60,6 +72,8 @@ pub enum NodeMessage {
         epoch: u64,
         reason: String,
     },
+    /// What happened to one version's copy in the node's weight cache.
+    Warmup(WarmupReport),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,6 +91,13 @@ pub struct Hello {
     pub inventory: NodeInventory,
     /// Workloads still alive on the node (or exited since the last session, not yet reported).
     pub workloads: Vec<WorkloadReport>,
+    /// The weight cache (protocol 4; empty from older agents: no cache).
+    #[serde(default)]
+    pub cache: CacheReport,
+    /// Where the agent serves its cache to peers (`http://host:port`);
+    /// None: it serves no peers (`--peer-listen` off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_url: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,6 +109,9 @@ pub struct Heartbeat {
     pub seq: u64,
     pub metrics: NodeMetrics,
     pub workloads: Vec<WorkloadReport>,
+    /// The weight cache now (protocol 4; None from older agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheReport>,
 }
 
 /// A workload as the agent sees it.
@@ -151,7 +175,18 @@ pub struct WorkloadEvent {
 pub enum WorkloadEventKind {
     /// The agent began preparing the environment (dirs, log file, cgroup).
     Preparing,
-    /// The environment is ready; the process is about to start.
+    /// Waiting for the task's model version to be verified in the node's
+    /// cache; repeated (throttled) as bytes arrive. `source` is
+    /// [`WeightSource::label`], or `cache` for a copy already there.
+    Warming {
+        model: String,
+        source: String,
+        bytes_done: u64,
+        size_bytes: u64,
+        rate_bytes_per_s: u64,
+    },
+    /// The environment is ready (and the weights verified, for a task with a
+    /// model); the process is about to start.
     Ready {
         isolation: String,
     },
@@ -208,6 +243,14 @@ pub enum ServerMessage {
         epoch: u64,
         seq: u64,
     },
+    /// Get a verified copy of a version into the node's cache.
+    Warm(WarmCommand),
+    /// Serve a version to one receiver's token (sent to the serving peer).
+    PeerGrant(PeerGrant),
+    /// Delete a cached copy.
+    Evict(EvictCommand),
+    /// Pin or unpin a cached copy.
+    Pin(PinCommand),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -255,6 +298,11 @@ pub struct StartCommand {
     pub checkpoint_dir: Option<String>,
     /// Latest checkpoint to resume from (CALDERA_RESUME_FROM).
     pub resume_from: Option<String>,
+    /// The model version the workload serves: it starts only once the copy
+    /// is verified in the node's cache, with CALDERA_MODEL_PATH (read-only),
+    /// CALDERA_MODEL_NAME and CALDERA_MODEL_VERSION.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelMount>,
 }
 
 /// Stop one allocation's workload: SIGTERM to its process group, `grace_ms`, then SIGKILL.

@@ -27,7 +27,9 @@ pub use placer::Placer;
 pub use policy::{PolicyName, UnknownPolicy};
 pub use pool::Pool;
 pub use rejections::Rejections;
-pub use types::{Demand, GpuDemand, GpuSlot, GpuUnit, NodeId, NodeView, Placement};
+pub use types::{
+    Demand, GpuDemand, GpuSlot, GpuUnit, NodeId, NodeView, NodeWeights, Placement, WeightsNeed,
+};
 
 #[cfg(test)]
 mod placer_tests;

@@ -30,6 +30,7 @@ fn node(name: &str, gpus: Vec<GpuSlot>) -> NodeView {
         labels: BTreeMap::new(),
         exclusive_held: false,
         allocations: 0,
+        weights: Default::default(),
     }
 }
 

@@ -1,6 +1,6 @@
 //! The vocabulary of placement: what a node offers, what a request asks for, and
 //! where a request was put. Plain data, shared by the live scheduler and `caldera sim`.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Dense index of a node inside a [`crate::placement::Pool`]. Stable for the
 /// life of the pool: re-registering a node under the same name keeps its id.
@@ -89,6 +89,33 @@ pub struct NodeView {
     pub exclusive_held: bool,
     /// Number of allocations on the node (an exclusive request needs 0).
     pub allocations: u32,
+    /// What the node's weight cache holds (from its last report).
+    pub weights: NodeWeights,
+}
+
+/// A node's weight cache as placement sees it: which versions (by sha256)
+/// it holds verified, which it is fetching, and how much room it could make.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeWeights {
+    /// Capacity of the cache in bytes; 0: the node has no cache, and a
+    /// demand with weights cannot run there.
+    pub capacity_bytes: u64,
+    /// Bytes the cache could hold for a new version: capacity less what is
+    /// pinned or in use (those are never evicted).
+    pub evictable_room_bytes: u64,
+    /// Verified copies, by sha256.
+    pub cached: BTreeSet<String>,
+    /// Copies being fetched, by sha256.
+    pub warming: BTreeSet<String>,
+}
+
+/// The model weights a demand needs on its node.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WeightsNeed {
+    /// `name:version`, for explanations.
+    pub model: String,
+    pub sha256: String,
+    pub size_bytes: u64,
 }
 
 impl NodeView {
@@ -195,6 +222,8 @@ pub struct Demand {
     pub labels: BTreeMap<String, String>,
     /// The request wants the whole node for itself.
     pub exclusive: bool,
+    /// The model weights the task serves, if any (cache-aware placement).
+    pub weights: Option<WeightsNeed>,
 }
 
 impl Default for Demand {
@@ -207,6 +236,7 @@ impl Default for Demand {
             disk_mib: 0,
             labels: BTreeMap::new(),
             exclusive: false,
+            weights: None,
         }
     }
 }

@@ -39,6 +39,8 @@ pub fn demand_for<'a>(
         disk_mib: r.disk_mib(),
         labels: spec.labels.clone(),
         exclusive: r.exclusive,
+        // The control plane fills this in from the model registry.
+        weights: None,
     }
 }
 

@@ -191,6 +191,8 @@ pub fn node_view<'a>(
         labels: inv.labels.clone(),
         exclusive_held: exclusive,
         allocations: t.count as u32,
+        // The control plane fills this in from the node's cache report.
+        weights: Default::default(),
     }
 }
 
