@@ -150,9 +150,23 @@ impl Runtime {
         self.tenancy = tenancy;
     }
 
-    /// The grace a shim gives its workload when its lease runs out.
+    /// The grace a shim gives its workload when its lease runs out: new
+    /// shims get it in their spec, live ones (adopted from an agent that was
+    /// told another) in their `grace` file.
     pub fn set_lease_grace(&mut self, grace: Duration) {
         self.lease_grace = grace;
+        for w in self
+            .workloads
+            .values()
+            .filter(|w| w.is_alive() && w.shim.is_some())
+        {
+            if let Err(e) = shim_link::write_grace(&w.shim_dir, grace) {
+                tracing::error!(
+                    "allocation {}: cannot update its stop grace ({e}); a lapsed lease keeps the old one",
+                    w.allocation_id
+                );
+            }
+        }
     }
 
     /// The grace new shims get for a lapsed lease.
