@@ -87,7 +87,7 @@ pub struct LogsArgs {
 /// validation names the offending field in the user's own document.
 pub fn submit(args: SubmitArgs) -> Result<(), CliError> {
     let body = read_spec(&args.file)?;
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     let query = [("tenant", args.tenant.unwrap_or_default())];
     let answer = block_on(client.call(Verb::Post, "/v1/tasks", &query, Some(body)))?;
     if args.opts.json {
@@ -119,7 +119,7 @@ fn read_spec(file: &str) -> Result<Vec<u8>, CliError> {
 
 /// Shows one task in full.
 pub fn status(args: StatusArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     let query = [("tenant", args.tenant.unwrap_or_default())];
     let task = block_on(client.get(&format!("/v1/tasks/{}", encode(&args.id)), &query))?;
     if args.opts.json {
@@ -131,7 +131,7 @@ pub fn status(args: StatusArgs) -> Result<(), CliError> {
 
 /// Lists tasks, one page at a time.
 pub fn list(args: TasksArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     let query = [
         ("state", args.state.unwrap_or_default()),
         ("type", args.task_type.unwrap_or_default()),
@@ -151,7 +151,7 @@ pub fn list(args: TasksArgs) -> Result<(), CliError> {
 
 /// Releases a task and shows the state it ended in.
 pub fn release(args: ReleaseArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     let path = format!("/v1/tasks/{}/release", encode(&args.id));
     let query = [("tenant", args.tenant.unwrap_or_default())];
     let task = block_on(client.call(Verb::Post, &path, &query, None))?.data;
@@ -164,7 +164,7 @@ pub fn release(args: ReleaseArgs) -> Result<(), CliError> {
 
 /// Prints a task's log as it is (it is the workload's own output).
 pub fn logs(args: LogsArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     if args.follow {
         return block_on(super::follow::follow(&client, &args.id, args.tenant));
     }
