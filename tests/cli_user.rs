@@ -138,6 +138,14 @@ fn a_tenant_logs_in_once_and_works_without_flags() {
     assert!(t(&["submit", second.to_str().unwrap()]).0);
     cp.api(&token)
         .wait_task("second", 20, "queued", |v| v["state"] == "queued");
+    assert_eq!(cp.api(&token).task("second")["queue_position"], 1);
+    let (_, out, _) = t(&["tasks"]);
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("second"))
+        .unwrap_or_default();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells.get(5), Some(&"1"), "POS of the queued task: {out}");
     let (ok, out, err) = t(&["cancel", "second"]);
     assert!(ok && out.contains("second: cancelled"), "{out}{err}");
 
