@@ -2,7 +2,7 @@
 //! would, against a real server and agent: `login` saves a context so later
 //! commands need no flags; a tenant sees its own quota and usage without the
 //! operator token; `scale`, `cancel`; borrowing limits from the CLI; errors
-//! as JSON with `--json`; `nodes NAME` counts the node's allocations (it
+//! as JSON with `--json`; `top`; queue positions; `nodes NAME` counts the node's allocations (it
 //! printed `none` while the API said 1).
 use caldera_chaos_tests::{wait_until, Agent, ControlPlane, OPERATOR_TOKEN};
 use serde_json::Value;
@@ -146,6 +146,12 @@ fn a_tenant_logs_in_once_and_works_without_flags() {
         .unwrap_or_default();
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(cells.get(5), Some(&"1"), "POS of the queued task: {out}");
+    let (ok, out, err) = t(&["top", "--once"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("node-a") && out.contains("1 waiting") && out.contains("\nsecond "),
+        "{out}"
+    );
     let (ok, out, err) = t(&["cancel", "second"]);
     assert!(ok && out.contains("second: cancelled"), "{out}{err}");
 

@@ -17,6 +17,7 @@ pub mod table;
 pub mod task_ops;
 pub mod tasks;
 pub mod tenants;
+pub mod top;
 pub mod up;
 
 use clap::{Parser, Subcommand};
@@ -105,6 +106,8 @@ pub enum Command {
     Nodes(nodes::NodesArgs),
     /// Show pool capacity, allocation and use.
     Util(nodes::UtilArgs),
+    /// A live view of the pool, its nodes and the queue, redrawn every second.
+    Top(top::TopArgs),
     /// List events: the allocation history and audit trail.
     Events(events::EventsArgs),
     /// Manage tenants (operator token).
@@ -133,6 +136,7 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Logs(args) => tasks::logs(args),
         Command::Nodes(args) => nodes::nodes(args),
         Command::Util(args) => nodes::util(args),
+        Command::Top(args) => top::run(args),
         Command::Events(args) => events::run(args),
         Command::Tenant(args) => tenants::tenant(args),
         Command::Quota(args) => tenants::quota(args),
