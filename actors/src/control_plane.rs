@@ -2,6 +2,7 @@
 //! operation of the API; which actor answers it, and what is read from sled
 //! (always off the async workers), stays behind this file, so a route is
 //! "parse, call, show" and never names a message, an address or the store.
+pub mod estimates;
 mod task_page;
 
 pub use crate::service::parse_replicas;
@@ -361,6 +362,20 @@ impl ControlPlane {
     /// Each waiting task's place in line (task key -> 1-based position).
     pub async fn queue_positions(&self) -> Result<std::collections::HashMap<String, u32>> {
         Ok(self.sh.scheduler.send(QueuePositions).await?)
+    }
+
+    /// The accuracy of first start estimates, over every task record (one
+    /// scan, on the blocking pool: a stats page and `/metrics` call it).
+    pub async fn estimate_accuracy(&self) -> Result<estimates::EstimateAccuracy> {
+        let store = self.store();
+        blocking(move || {
+            let mut tally = estimates::Tally::default();
+            for r in store.tasks() {
+                tally.add(&r?);
+            }
+            Ok(tally.finish())
+        })
+        .await
     }
 
     /// The pool's counters.

@@ -4,6 +4,7 @@ pub mod events;
 pub mod failpoints;
 pub mod health;
 pub mod nodes;
+pub mod stats;
 pub mod tasks;
 pub mod tenants;
 pub mod utilization;
@@ -88,6 +89,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         ),
         ("/v1/events", vec![on(M::GET, web::to(events::list))]),
         ("/v1/whoami", vec![on(M::GET, web::to(whoami::get))]),
+        (
+            "/v1/stats/estimates",
+            vec![on(M::GET, web::to(stats::estimates))],
+        ),
         (
             "/v1/allocations",
             vec![on(M::GET, web::to(nodes::allocations))],
