@@ -63,6 +63,21 @@ pub struct NodeArgs {
     /// (needs a root agent), or "off".
     #[arg(long, value_name = "FIRST-LAST", default_value = "61000-61999")]
     pub workload_uid_range: String,
+    /// Capacity of the model weight cache in the data dir, GB (fractions
+    /// allowed); 0: no cache, so no task that names a model runs here.
+    #[arg(long, value_name = "GB", env = "CALDERA_CACHE_GB", default_value_t = 50.0)]
+    pub cache_gb: f64,
+    /// Serve verified cached weights to peer nodes over HTTP on ADDR
+    /// (IP:port; port 0 picks a free one). Off by default.
+    #[arg(long, value_name = "ADDR", env = "CALDERA_PEER_LISTEN")]
+    pub peer_listen: Option<String>,
+    /// The URL peers fetch from [default: http://<bound address>].
+    #[arg(long, value_name = "URL", env = "CALDERA_PEER_ADVERTISE")]
+    pub peer_advertise: Option<String>,
+    /// Cap on the bandwidth used to serve peers, megabits per second, all
+    /// transfers together [default: unlimited].
+    #[arg(long, value_name = "MBPS", env = "CALDERA_PEER_MAX_MBPS")]
+    pub peer_max_mbps: Option<f64>,
 }
 
 impl NodeArgs {
@@ -98,6 +113,10 @@ impl NodeArgs {
             workload_uid_range: caldera_node::tenancy::parse_range(&self.workload_uid_range)
                 .map_err(CliError::Usage)?,
             shim: None,
+            cache_gb: self.cache_gb,
+            peer_listen: self.peer_listen,
+            peer_advertise: self.peer_advertise,
+            peer_max_mbps: self.peer_max_mbps,
         };
         config.validate().map_err(agent_error)?;
         Ok(config)
