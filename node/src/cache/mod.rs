@@ -24,6 +24,8 @@ pub mod layout;
 pub mod lru;
 pub mod peer;
 mod store;
+#[cfg(test)]
+mod store_tests;
 mod warm;
 
 pub use store::{InUse, WeightCache};

@@ -30,7 +30,10 @@ impl Pace {
     /// Example: at 8 Mbit/s (1 MB/s), two 500 kB sends booked at t=0: the
     /// first waits 0 and books until 0.5 s; the second waits 0.5 s.
     pub fn book(&self, bytes: usize) -> Duration {
-        let now = Instant::now();
+        self.book_at(Instant::now(), bytes)
+    }
+
+    fn book_at(&self, now: Instant, bytes: usize) -> Duration {
         let mut next = self.next_free.lock().unwrap_or_else(|p| p.into_inner());
         let start = (*next).max(now);
         *next = start + Duration::from_secs_f64(bytes as f64 / self.bytes_per_s);
@@ -45,9 +48,12 @@ mod tests {
     #[test]
     fn sends_are_booked_one_after_another_at_the_rate() {
         let pace = Pace::new(8.0);
-        assert_eq!(pace.book(500_000), Duration::ZERO);
-        let second = pace.book(500_000);
-        // 0.5 s minus the microseconds between the two calls.
-        assert!(second > Duration::from_millis(490) && second <= Duration::from_millis(500));
+        let t0 = Instant::now() + Duration::from_secs(1);
+        assert_eq!(pace.book_at(t0, 500_000), Duration::ZERO);
+        assert_eq!(pace.book_at(t0, 500_000), Duration::from_millis(500));
+        // Later than the link is booked: no wait, booked from then.
+        let t2 = t0 + Duration::from_secs(3);
+        assert_eq!(pace.book_at(t2, 250_000), Duration::ZERO);
+        assert_eq!(pace.book_at(t2, 1), Duration::from_millis(250));
     }
 }
