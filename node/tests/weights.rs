@@ -337,3 +337,92 @@ async fn a_peer_that_dies_mid_transfer_is_resumed_from_the_origin() {
     b.join().await;
     server.stop(false).await;
 }
+
+#[actix_rt::test]
+async fn evict_waits_for_the_last_user_pin_is_reported_and_a_stop_ends_warming() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, sha) = weights_file(dir.path(), "w.bin", 500_000, 6);
+    let (agent, mut c, _) = cached_agent(&url, &mut conns, &dir.path().join("n"), "e1", None).await;
+    let copy = dir.path().join("n/cache/weights").join(&sha);
+
+    // A stop while warming: stopped at once, nothing ever ran.
+    let mut waiting = start_command("w1", 1, "echo SHOULD-NOT-RUN");
+    waiting.model = Some(mount(&"e".repeat(64), 10));
+    c.send(ServerMessage::Start(waiting));
+    c.event("w1", |k| matches!(k, WorkloadEventKind::Warming { .. })).await;
+    c.send(stop("w1"));
+    let (_, kind) = c.event("w1", |k| matches!(k, WorkloadEventKind::Exited(_))).await;
+    let WorkloadEventKind::Exited(exit) = kind else { unreachable!() };
+    assert!(exit.stopped && exit.code.is_none(), "{exit:?}");
+
+    // A running workload holds its copy: an evict waits for it to end.
+    c.send(warm(1, &sha, 500_000, file_origin(&path)));
+    verified(&mut c, &sha).await;
+    let mut user = start_command("u1", 1, "exec sleep 60");
+    user.model = Some(mount(&sha, 500_000));
+    c.send(ServerMessage::Start(user));
+    c.event("u1", |k| matches!(k, WorkloadEventKind::Started { .. })).await;
+    let report = cache_when(&mut c, |r| r.entries.iter().any(|e| e.in_use == 1)).await;
+    assert_eq!(report.entries[0].sha256, sha);
+    c.send(ServerMessage::Pin(caldera_spec::wire::PinCommand {
+        epoch: 1,
+        sha256: sha.clone(),
+        pinned: true,
+    }));
+    cache_when(&mut c, |r| r.entries.iter().any(|e| e.pinned)).await;
+    c.send(ServerMessage::Evict(caldera_spec::wire::EvictCommand {
+        epoch: 1,
+        sha256: sha.clone(),
+        reason: "version retired".into(),
+    }));
+    // Still there a heartbeat later, in use.
+    let report = cache_when(&mut c, |r| r.entries.iter().any(|e| e.in_use == 1)).await;
+    assert_eq!(report.entries.len(), 1);
+    assert!(copy.exists());
+    c.send(stop("u1"));
+    let reason = warmup(&mut c, &sha, |p| match p {
+        WarmupProgress::Evicted { reason } => Some(reason.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(reason, "version retired");
+    assert!(!copy.exists());
+    let report = cache_when(&mut c, |r| r.entries.is_empty()).await;
+    assert_eq!(report.counters.evictions, 1);
+    agent.join().await;
+    server.stop(false).await;
+}
+
+#[actix_rt::test]
+async fn a_node_without_a_cache_refuses_a_start_that_names_a_model() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = agent_config(&url, dir.path());
+    config.node_name = "nocache".into();
+    config.cache_gb = 0.0;
+    let agent = RunningAgent::spawn(config);
+    let mut c = next_conn(&mut conns).await;
+    assert_eq!(c.hello().await.cache.capacity_bytes, 0);
+    c.send(welcome(1, &[], &[]));
+    let mut cmd = start_command("m1", 1, "true");
+    cmd.model = Some(mount(&"f".repeat(64), 10));
+    c.send(ServerMessage::Start(cmd));
+    let (_, kind) = c.event("m1", |k| matches!(k, WorkloadEventKind::StartFailed { .. })).await;
+    let WorkloadEventKind::StartFailed { reason } = kind else { unreachable!() };
+    assert!(reason.contains("no weight cache (--cache-gb 0)"), "{reason}");
+    assert!(!dir.path().join("cache").exists());
+    agent.join().await;
+    server.stop(false).await;
+}
+
+fn stop(alloc: &str) -> ServerMessage {
+    ServerMessage::Stop(caldera_spec::wire::StopCommand {
+        allocation_id: alloc.into(),
+        epoch: 1,
+        grace_ms: 500,
+        reason: "test".into(),
+    })
+}
