@@ -51,11 +51,7 @@ fn file_origin(path: &Path) -> WeightSource {
 }
 
 /// The next warmup report of `sha` that `f` accepts.
-async fn warmup<T>(
-    c: &mut FakeConn,
-    sha: &str,
-    f: impl Fn(&WarmupProgress) -> Option<T>,
-) -> T {
+async fn warmup<T>(c: &mut FakeConn, sha: &str, f: impl Fn(&WarmupProgress) -> Option<T>) -> T {
     c.until_in(Duration::from_secs(30), |m| match m {
         NodeMessage::Warmup(r) if r.sha256 == sha => f(&r.progress),
         _ => None,
@@ -114,7 +110,13 @@ async fn events_until_exit(c: &mut FakeConn, alloc: &str) -> (Vec<String>, Optio
                     None
                 }
                 k => {
-                    seen.push(format!("{k:?}").split([' ', '(', '{']).next().unwrap_or("").into());
+                    seen.push(
+                        format!("{k:?}")
+                            .split([' ', '(', '{'])
+                            .next()
+                            .unwrap_or("")
+                            .into(),
+                    );
                     None
                 }
             },
@@ -143,10 +145,20 @@ async fn a_start_warms_from_a_file_origin_then_reads_its_copy_and_a_second_start
     let (_, waiting) = c
         .event("a1", |k| matches!(k, WorkloadEventKind::Warming { .. }))
         .await;
-    let WorkloadEventKind::Warming { source, bytes_done, size_bytes, model, .. } = waiting else {
+    let WorkloadEventKind::Warming {
+        source,
+        bytes_done,
+        size_bytes,
+        model,
+        ..
+    } = waiting
+    else {
         unreachable!()
     };
-    assert_eq!((source.as_str(), bytes_done, size_bytes), ("", 0, 3_000_000));
+    assert_eq!(
+        (source.as_str(), bytes_done, size_bytes),
+        ("", 0, 3_000_000)
+    );
     assert_eq!(model, "llama:v1");
     c.send(warm(1, &sha, 3_000_000, file_origin(&path)));
     let (seen, code) = events_until_exit(&mut c, "a1").await;
@@ -154,7 +166,13 @@ async fn a_start_warms_from_a_file_origin_then_reads_its_copy_and_a_second_start
     assert!(seen.iter().any(|s| s == "Warming(origin)"), "{seen:?}");
     assert_eq!(&seen[seen.len() - 2..], ["Ready", "Started"], "{seen:?}");
     let log = std::fs::read_to_string(dir.path().join("n/logs/_/task-a1.log")).unwrap();
-    let copy = dir.path().join("n").canonicalize().unwrap().join("cache/weights").join(&sha);
+    let copy = dir
+        .path()
+        .join("n")
+        .canonicalize()
+        .unwrap()
+        .join("cache/weights")
+        .join(&sha);
     assert_eq!(
         log,
         format!("llama:v1\n{sha}  -\n{}\n", copy.display()),
@@ -198,13 +216,23 @@ async fn an_http_origin_resumes_with_range_and_one_without_ranges_restarts() {
     c.send(warm(1, &sha, 1_000_000, http.clone()));
     assert_eq!(verified(&mut c, &sha).await, 600_000);
     assert_eq!(origin.asked(), [Some("bytes=400000-".to_string())]);
-    assert_eq!(std::fs::read(node.join("cache/weights").join(&sha)).unwrap(), good);
+    assert_eq!(
+        std::fs::read(node.join("cache/weights").join(&sha)).unwrap(),
+        good
+    );
 
     // An origin that ignores Range answers 200: the fetch starts again at 0.
     let (_, sha2) = weights_file(dir.path(), "w2.bin", 500_000, 3);
     let good2 = std::fs::read(dir.path().join("w2.bin")).unwrap();
-    std::fs::write(node.join("cache").join(format!("{sha2}.partial")), &good2[..100_000]).unwrap();
-    origin.state.ranges.store(false, std::sync::atomic::Ordering::Relaxed);
+    std::fs::write(
+        node.join("cache").join(format!("{sha2}.partial")),
+        &good2[..100_000],
+    )
+    .unwrap();
+    origin
+        .state
+        .ranges
+        .store(false, std::sync::atomic::Ordering::Relaxed);
     let http2 = WeightSource::Origin {
         uri: origin.uri("w2.bin"),
     };
@@ -212,7 +240,14 @@ async fn an_http_origin_resumes_with_range_and_one_without_ranges_restarts() {
     assert_eq!(verified(&mut c, &sha2).await, 500_000);
 
     // https needs TLS this build does not have: a clear failure.
-    c.send(warm(1, &"c".repeat(64), 10, WeightSource::Origin { uri: "https://x/w".into() }));
+    c.send(warm(
+        1,
+        &"c".repeat(64),
+        10,
+        WeightSource::Origin {
+            uri: "https://x/w".into(),
+        },
+    ));
     let reason = warmup(&mut c, &"c".repeat(64), |p| match p {
         WarmupProgress::Failed { reason, .. } => Some(reason.clone()),
         _ => None,
@@ -252,7 +287,8 @@ async fn a_peer_serves_its_verified_copy_only_to_a_granted_receiver() {
     let (url, mut conns, server) = fake_control_plane();
     let dir = tempfile::tempdir().unwrap();
     let (path, sha) = weights_file(dir.path(), "w.bin", 2_000_000, 4);
-    let (a, mut ca, peer_a) = cached_agent(&url, &mut conns, &dir.path().join("a"), "pa", None).await;
+    let (a, mut ca, peer_a) =
+        cached_agent(&url, &mut conns, &dir.path().join("a"), "pa", None).await;
     let (b, mut cb, _) = cached_agent(&url, &mut conns, &dir.path().join("b"), "pb", None).await;
     let peer_a = peer_a.expect("a peer url");
     ca.send(warm(1, &sha, 2_000_000, file_origin(&path)));
@@ -272,7 +308,11 @@ async fn a_peer_serves_its_verified_copy_only_to_a_granted_receiver() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(peer_get(&peer_a, &other, Some("t-other")).await.0, 404);
-    assert_eq!(peer_get(&peer_a, &sha, Some("t-other")).await.0, 401, "a grant opens one version");
+    assert_eq!(
+        peer_get(&peer_a, &sha, Some("t-other")).await.0,
+        401,
+        "a grant opens one version"
+    );
 
     let from_a = WeightSource::Peer {
         node: "pa".into(),
@@ -282,7 +322,10 @@ async fn a_peer_serves_its_verified_copy_only_to_a_granted_receiver() {
     cb.send(warm(1, &sha, 2_000_000, from_a));
     assert_eq!(verified(&mut cb, &sha).await, 2_000_000);
     let rb = cache_when(&mut cb, |r| !r.entries.is_empty()).await;
-    assert_eq!((rb.counters.bytes_from_peers, rb.counters.bytes_from_origin), (2_000_000, 0));
+    assert_eq!(
+        (rb.counters.bytes_from_peers, rb.counters.bytes_from_origin),
+        (2_000_000, 0)
+    );
     // a served its copy twice: the probe GET above and b's fetch.
     let ra = cache_when(&mut ca, |r| r.counters.bytes_served >= 4_000_000).await;
     assert_eq!(ra.counters.bytes_served, 4_000_000);
@@ -319,7 +362,9 @@ async fn a_peer_that_dies_mid_transfer_is_resumed_from_the_origin() {
     // The peer goes away mid-transfer: b says so and keeps what it has.
     a.join().await;
     let (source, cut_at) = warmup(&mut cb, &sha, |p| match p {
-        WarmupProgress::Failed { source, bytes_done, .. } => Some((source.clone(), *bytes_done)),
+        WarmupProgress::Failed {
+            source, bytes_done, ..
+        } => Some((source.clone(), *bytes_done)),
         WarmupProgress::Verified { .. } => panic!("the transfer was not cut"),
         _ => None,
     })
@@ -351,10 +396,15 @@ async fn evict_waits_for_the_last_user_pin_is_reported_and_a_stop_ends_warming()
     let mut waiting = start_command("w1", 1, "echo SHOULD-NOT-RUN");
     waiting.model = Some(mount(&"e".repeat(64), 10));
     c.send(ServerMessage::Start(waiting));
-    c.event("w1", |k| matches!(k, WorkloadEventKind::Warming { .. })).await;
+    c.event("w1", |k| matches!(k, WorkloadEventKind::Warming { .. }))
+        .await;
     c.send(stop("w1"));
-    let (_, kind) = c.event("w1", |k| matches!(k, WorkloadEventKind::Exited(_))).await;
-    let WorkloadEventKind::Exited(exit) = kind else { unreachable!() };
+    let (_, kind) = c
+        .event("w1", |k| matches!(k, WorkloadEventKind::Exited(_)))
+        .await;
+    let WorkloadEventKind::Exited(exit) = kind else {
+        unreachable!()
+    };
     assert!(exit.stopped && exit.code.is_none(), "{exit:?}");
 
     // A running workload holds its copy: an evict waits for it to end.
@@ -363,7 +413,8 @@ async fn evict_waits_for_the_last_user_pin_is_reported_and_a_stop_ends_warming()
     let mut user = start_command("u1", 1, "exec sleep 60");
     user.model = Some(mount(&sha, 500_000));
     c.send(ServerMessage::Start(user));
-    c.event("u1", |k| matches!(k, WorkloadEventKind::Started { .. })).await;
+    c.event("u1", |k| matches!(k, WorkloadEventKind::Started { .. }))
+        .await;
     let report = cache_when(&mut c, |r| r.entries.iter().any(|e| e.in_use == 1)).await;
     assert_eq!(report.entries[0].sha256, sha);
     c.send(ServerMessage::Pin(caldera_spec::wire::PinCommand {
@@ -410,9 +461,16 @@ async fn a_node_without_a_cache_refuses_a_start_that_names_a_model() {
     let mut cmd = start_command("m1", 1, "true");
     cmd.model = Some(mount(&"f".repeat(64), 10));
     c.send(ServerMessage::Start(cmd));
-    let (_, kind) = c.event("m1", |k| matches!(k, WorkloadEventKind::StartFailed { .. })).await;
-    let WorkloadEventKind::StartFailed { reason } = kind else { unreachable!() };
-    assert!(reason.contains("no weight cache (--cache-gb 0)"), "{reason}");
+    let (_, kind) = c
+        .event("m1", |k| matches!(k, WorkloadEventKind::StartFailed { .. }))
+        .await;
+    let WorkloadEventKind::StartFailed { reason } = kind else {
+        unreachable!()
+    };
+    assert!(
+        reason.contains("no weight cache (--cache-gb 0)"),
+        "{reason}"
+    );
     assert!(!dir.path().join("cache").exists());
     agent.join().await;
     server.stop(false).await;

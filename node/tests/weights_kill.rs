@@ -120,7 +120,10 @@ async fn a_kill_9_mid_fetch_is_resumed_by_the_next_agent_and_verified() {
     agent.kill_9();
     let cut = std::fs::metadata(&partial).map(|m| m.len()).unwrap_or(0);
     assert!(cut > 0 && cut < SIZE as u64, "partial of {cut} bytes");
-    assert!(!cache(&format!("weights/{sha}")).exists(), "a partial is never renamed in");
+    assert!(
+        !cache(&format!("weights/{sha}")).exists(),
+        "a partial is never renamed in"
+    );
 
     // The next agent: the partial is a fetch with its bytes, not a copy.
     origin.state.delay_ms.store(0, Ordering::Relaxed);

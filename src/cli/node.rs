@@ -65,7 +65,12 @@ pub struct NodeArgs {
     pub workload_uid_range: String,
     /// Capacity of the model weight cache in the data dir, GB (fractions
     /// allowed); 0: no cache, so no task that names a model runs here.
-    #[arg(long, value_name = "GB", env = "CALDERA_CACHE_GB", default_value_t = 50.0)]
+    #[arg(
+        long,
+        value_name = "GB",
+        env = "CALDERA_CACHE_GB",
+        default_value_t = 50.0
+    )]
     pub cache_gb: f64,
     /// Serve verified cached weights to peer nodes over HTTP on ADDR
     /// (IP:port; port 0 picks a free one). Off by default.

@@ -36,7 +36,9 @@ impl Weights {
                     grants: Mutex::new(Default::default()),
                     weights_dir: cache.weights_dir(),
                     served: cache.served_counter(),
-                    pace: config.peer_max_mbps.map(crate::cache::peer::pace::Pace::new),
+                    pace: config
+                        .peer_max_mbps
+                        .map(crate::cache::peer::pace::Pace::new),
                 });
                 let server =
                     PeerServer::start(listen, config.peer_advertise.clone(), shared.clone())
@@ -97,7 +99,12 @@ impl Agent {
         if !self.current_epoch(cmd.epoch, "warm", &cmd.model) {
             return;
         }
-        tracing::info!("warming {} ({}) from {}", cmd.model, cmd.sha256, cmd.source.label());
+        tracing::info!(
+            "warming {} ({}) from {}",
+            cmd.model,
+            cmd.sha256,
+            cmd.source.label()
+        );
         let in_use = self.runtime.models_in_use();
         let events = self.weights.cache.warm(&cmd, &in_use);
         self.on_cache_events(events);

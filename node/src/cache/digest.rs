@@ -13,8 +13,14 @@ const READ_BUF: usize = 1 << 20;
 pub enum Mismatch {
     /// Missing or unreadable.
     Unreadable(String),
-    Size { expected: u64, found: u64 },
-    Sha256 { expected: String, found: String },
+    Size {
+        expected: u64,
+        found: u64,
+    },
+    Sha256 {
+        expected: String,
+        found: String,
+    },
 }
 
 impl std::fmt::Display for Mismatch {
@@ -89,7 +95,10 @@ mod tests {
         let sha = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
         assert_eq!(sha256_of_bytes(b"abc"), sha);
         assert_eq!(check(&path, 3, sha), Ok(()));
-        assert!(matches!(check(&path, 4, sha), Err(Mismatch::Size { found: 3, .. })));
+        assert!(matches!(
+            check(&path, 4, sha),
+            Err(Mismatch::Size { found: 3, .. })
+        ));
         std::fs::write(&path, b"abd").unwrap();
         assert!(matches!(check(&path, 3, sha), Err(Mismatch::Sha256 { .. })));
         assert!(matches!(

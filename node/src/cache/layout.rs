@@ -89,7 +89,9 @@ impl Layout {
 /// True for 64 lowercase hex digits: the only names the cache (and the
 /// peer server) ever turns into a path, so none can climb out of its dir.
 pub fn is_sha256(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Syncs a directory, so a rename inside it survives a power cut.

@@ -79,37 +79,87 @@ mod tests {
     }
 
     fn entries(list: &[(&str, IndexEntry)]) -> BTreeMap<String, IndexEntry> {
-        list.iter().map(|(k, e)| (k.to_string(), e.clone())).collect()
+        list.iter()
+            .map(|(k, e)| (k.to_string(), e.clone()))
+            .collect()
     }
+
+    /// name, copies, those in use, bytes needed, victims or the bytes held.
+    type Case<'a> = (
+        &'a str,
+        BTreeMap<String, IndexEntry>,
+        &'a [&'a str],
+        u64,
+        Result<Vec<&'a str>, u64>,
+    );
 
     #[test]
     fn least_recently_used_unused_unpinned_goes_first() {
-        let none = |_: &str| false;
-        let cases: Vec<(&str, BTreeMap<String, IndexEntry>, &dyn Fn(&str) -> bool, u64, Result<Vec<&str>, u64>)> = vec![
+        let none: &[&str] = &[];
+        let cases: Vec<Case> = vec![
             // Room already: nothing goes.
-            ("fits", entries(&[("A", entry(6, 1, false))]), &none, 4, Ok(vec![])),
+            (
+                "fits",
+                entries(&[("A", entry(6, 1, false))]),
+                none,
+                4,
+                Ok(vec![]),
+            ),
             // used 9 of 10, need 4: A (oldest) frees 6 -> 7 free.
-            ("lru", entries(&[("A", entry(6, 1, false)), ("B", entry(3, 2, false))]), &none, 4, Ok(vec!["A"])),
+            (
+                "lru",
+                entries(&[("A", entry(6, 1, false)), ("B", entry(3, 2, false))]),
+                none,
+                4,
+                Ok(vec!["A"]),
+            ),
             // A in use: B frees 3 -> 4 free.
-            ("in use", entries(&[("A", entry(6, 1, false)), ("B", entry(3, 2, false))]), &|s: &str| s == "A", 4, Ok(vec!["B"])),
+            (
+                "in use",
+                entries(&[("A", entry(6, 1, false)), ("B", entry(3, 2, false))]),
+                &["A"],
+                4,
+                Ok(vec!["B"]),
+            ),
             // A pinned, B in use: held 9, nothing can go.
-            ("held", entries(&[("A", entry(6, 1, true)), ("B", entry(3, 2, false))]), &|s: &str| s == "B", 4, Err(9)),
+            (
+                "held",
+                entries(&[("A", entry(6, 1, true)), ("B", entry(3, 2, false))]),
+                &["B"],
+                4,
+                Err(9),
+            ),
             // Need 8: both unused ones go, oldest first.
-            ("both", entries(&[("B", entry(3, 5, false)), ("A", entry(6, 4, false))]), &none, 8, Ok(vec!["A", "B"])),
+            (
+                "both",
+                entries(&[("B", entry(3, 5, false)), ("A", entry(6, 4, false))]),
+                none,
+                8,
+                Ok(vec!["A", "B"]),
+            ),
         ];
         for (name, e, in_use, need, expected) in cases {
             let used = e.values().map(|e| e.size_bytes).sum();
-            let got = victims(&e, in_use, 10, used, need);
+            let got = victims(&e, |s| in_use.contains(&s), 10, used, need);
             match expected {
                 Ok(v) => assert_eq!(got, Ok(v.iter().map(|s| s.to_string()).collect()), "{name}"),
                 Err(held) => assert_eq!(
                     got,
-                    Err(CacheFull { held_bytes: held, capacity_bytes: 10 }),
+                    Err(CacheFull {
+                        held_bytes: held,
+                        capacity_bytes: 10
+                    }),
                     "{name}"
                 ),
             }
         }
-        let full = CacheFull { held_bytes: 2_500_000_000, capacity_bytes: 3_000_000_000 };
-        assert_eq!(full.to_string(), "cache full: 2.500 of 3.000 GB pinned or in use");
+        let full = CacheFull {
+            held_bytes: 2_500_000_000,
+            capacity_bytes: 3_000_000_000,
+        };
+        assert_eq!(
+            full.to_string(),
+            "cache full: 2.500 of 3.000 GB pinned or in use"
+        );
     }
 }

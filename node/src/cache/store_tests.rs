@@ -10,7 +10,9 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 /// A generated weights file of `size` bytes (a pattern seeded by `seed`) and its sha256.
 fn weights(dir: &Path, name: &str, size: usize, seed: u8) -> (PathBuf, String) {
-    let bytes: Vec<u8> = (0..size).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect();
+    let bytes: Vec<u8> = (0..size)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect();
     let path = dir.join(name);
     std::fs::write(&path, &bytes).unwrap();
     (path, super::digest::sha256_of_bytes(&bytes))
@@ -85,7 +87,13 @@ impl Fixture {
         let events = self
             .settle(sha, |e| {
                 matches!(e, CacheEvent::Ready { .. })
-                    || matches!(e, CacheEvent::Report { progress: WarmupProgress::Evicted { .. }, .. })
+                    || matches!(
+                        e,
+                        CacheEvent::Report {
+                            progress: WarmupProgress::Evicted { .. },
+                            ..
+                        }
+                    )
             })
             .await;
         match events.last() {
@@ -154,7 +162,12 @@ async fn lru_deletes_the_least_recently_used_unused_copy_never_one_in_use_or_pin
     let [a, b, c] = [&shas[0].1, &shas[1].1, &shas[2].1];
     // a is the oldest, then b, then c; a is pinned, b in use.
     for (sha, at) in [(a, 1), (b, 2), (c, 3)] {
-        f.cache.index.entries.get_mut(sha.as_str()).unwrap().last_used_ms = at;
+        f.cache
+            .index
+            .entries
+            .get_mut(sha.as_str())
+            .unwrap()
+            .last_used_ms = at;
     }
     f.cache.pin(a, true);
     let mut in_use = InUse::new();
@@ -194,11 +207,19 @@ async fn a_truncated_or_flipped_copy_is_caught_before_use_and_fetched_again() {
     f.warm(&path, &sha, 100_000, &none).await;
     assert_eq!(f.check(&sha, 100_000).await, Ok(()));
     let copy = f.cache.copy_path(&sha);
-    assert_eq!(std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777, 0o444);
+    assert_eq!(
+        std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777,
+        0o444
+    );
 
     // Truncated: caught by its size, deleted, and then a start waits (a miss).
     writable(&copy);
-    std::fs::OpenOptions::new().write(true).open(&copy).unwrap().set_len(99_999).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&copy)
+        .unwrap()
+        .set_len(99_999)
+        .unwrap();
     let why = f.check(&sha, 100_000).await.expect_err("truncated");
     assert!(why.contains("size 99999 bytes"), "{why}");
     assert!(!copy.exists());
@@ -230,10 +251,18 @@ async fn a_partial_file_is_never_used_and_a_resume_fetches_only_the_rest() {
     // and the warm that seals it finds the mismatch and deletes it.
     std::fs::write(&partial, vec![0u8; 80_000]).unwrap();
     assert!(!f.cache.holds(&sha));
-    assert!(matches!(f.cache.want(&sha, 80_000), Want::Waiting { bytes_done: 80_000, .. }));
+    assert!(matches!(
+        f.cache.want(&sha, 80_000),
+        Want::Waiting {
+            bytes_done: 80_000,
+            ..
+        }
+    ));
     assert_eq!(f.cache.report(&none).fetching[0].bytes_done, 80_000);
     match f.warm(&path, &sha, 80_000, &none).await {
-        WarmupProgress::Failed { reason, bytes_done, .. } => {
+        WarmupProgress::Failed {
+            reason, bytes_done, ..
+        } => {
             assert!(reason.contains("does not match"), "{reason}");
             assert_eq!(bytes_done, 0);
         }

@@ -38,10 +38,16 @@ impl WeightCache {
             },
         };
         if !self.enabled() {
-            return vec![failed(0, "this node has no weight cache (--cache-gb 0)".into())];
+            return vec![failed(
+                0,
+                "this node has no weight cache (--cache-gb 0)".into(),
+            )];
         }
         if !is_sha256(sha) {
-            return vec![failed(0, format!("sha256 {sha:?} is not 64 lowercase hex digits"))];
+            return vec![failed(
+                0,
+                format!("sha256 {sha:?} is not 64 lowercase hex digits"),
+            )];
         }
         if self.holds(sha) {
             self.index.counters.hits += 1;
@@ -63,7 +69,10 @@ impl WeightCache {
         let mut pin = cmd.pinned;
         match self.running.remove(sha) {
             Some(old) => {
-                tracing::info!("weight cache: {sha}: switching from {} to {label}", old.label);
+                tracing::info!(
+                    "weight cache: {sha}: switching from {} to {label}",
+                    old.label
+                );
                 old.handle.abort();
                 self.count_bytes(old.from_peer, old.tally.written.get());
                 pin |= old.pin;
@@ -74,7 +83,10 @@ impl WeightCache {
         let mut events = match self.make_room(cmd.size_bytes - have, in_use) {
             Ok(evicted) => evicted,
             Err(full) => {
-                tracing::warn!(code = codes::WARMING_FAILED.code, "weight cache: {sha}: {full}");
+                tracing::warn!(
+                    code = codes::WARMING_FAILED.code,
+                    "weight cache: {sha}: {full}"
+                );
                 self.save();
                 return vec![failed(have, full.to_string())];
             }
@@ -236,7 +248,12 @@ impl WeightCache {
                     true => &codes::WEIGHTS_CORRUPT,
                     false => &codes::WARMING_FAILED,
                 };
-                tracing::warn!(code = code.code, "weight cache: {sha256} from {}: {}", r.label, f.reason);
+                tracing::warn!(
+                    code = code.code,
+                    "weight cache: {sha256} from {}: {}",
+                    r.label,
+                    f.reason
+                );
                 vec![CacheEvent::Report {
                     progress: WarmupProgress::Failed {
                         source: r.label,
@@ -269,7 +286,10 @@ impl WeightCache {
             }
             Err(m) => {
                 let reason = format!("corrupt before use: {m}; deleted, to be fetched again");
-                tracing::warn!(code = codes::WEIGHTS_CORRUPT.code, "weight cache: {sha256}: {reason}");
+                tracing::warn!(
+                    code = codes::WEIGHTS_CORRUPT.code,
+                    "weight cache: {sha256}: {reason}"
+                );
                 self.index.counters.corrupt_found += 1;
                 self.index.counters.misses += 1;
                 self.index.entries.remove(&sha256);

@@ -26,7 +26,6 @@
 //! ran out between a hello that reported it and the welcome keeping it is it
 //! reported, as killed (failed, never finished).
 mod adopt;
-mod warming;
 pub mod checkpoint;
 mod exits;
 pub mod gpu_devices;
@@ -35,6 +34,7 @@ pub mod logs;
 pub mod procfs;
 pub mod shim_link;
 pub mod usage;
+mod warming;
 pub mod workload;
 
 pub use shim_link::ShimCommand;

@@ -270,4 +270,3 @@ pub async fn next_conn(conns: &mut UnboundedReceiver<FakeConn>) -> FakeConn {
         .expect("agent did not connect")
         .expect("server gone")
 }
-

@@ -69,7 +69,11 @@ pub fn start(dir: &Path) -> Origin {
     }
 }
 
-async fn serve(req: HttpRequest, name: web::Path<String>, state: web::Data<OriginState>) -> HttpResponse {
+async fn serve(
+    req: HttpRequest,
+    name: web::Path<String>,
+    state: web::Data<OriginState>,
+) -> HttpResponse {
     let range = req
         .headers()
         .get("range")
@@ -90,7 +94,10 @@ async fn serve(req: HttpRequest, name: web::Path<String>, state: web::Data<Origi
     };
     let mut response = if start > 0 {
         let mut r = HttpResponse::PartialContent();
-        r.insert_header(("Content-Range", format!("bytes {start}-{}/{size}", size - 1)));
+        r.insert_header((
+            "Content-Range",
+            format!("bytes {start}-{}/{size}", size - 1),
+        ));
         r
     } else {
         HttpResponse::Ok()

@@ -8,8 +8,8 @@
 //! and the checksum run on the blocking pool.
 mod source;
 
-use super::{digest, CacheNote};
 use super::layout::{file_len, sync_dir, COPY_MODE};
+use super::{digest, CacheNote};
 use caldera_spec::weights::WeightSource;
 use futures_util::StreamExt;
 use std::cell::Cell;

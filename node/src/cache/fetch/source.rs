@@ -29,9 +29,11 @@ pub async fn open(source: &WeightSource, sha256: &str, offset: u64) -> Result<Op
             } else if uri.starts_with("http://") {
                 open_http(uri, None, offset).await
             } else if uri.starts_with("https://") {
-                Err("https origins need a TLS-enabled agent (this build's HTTP client has \
+                Err(
+                    "https origins need a TLS-enabled agent (this build's HTTP client has \
                      no TLS); serve the weights over http:// or a file:// mount"
-                    .into())
+                        .into(),
+                )
             } else {
                 Err(format!("origin {uri:?} is neither file:// nor http://"))
             }
@@ -102,7 +104,11 @@ async fn open_http(url: &str, token: Option<&str>, offset: u64) -> Result<Opened
         200 => 0,
         401 | 403 => return Err(format!("{url}: refused ({status}): no live grant")),
         404 => return Err(format!("{url}: the source does not hold it (404)")),
-        416 => return Err(format!("{url}: range bytes={offset}- not satisfiable (416)")),
+        416 => {
+            return Err(format!(
+                "{url}: range bytes={offset}- not satisfiable (416)"
+            ))
+        }
         s => return Err(format!("{url}: answered {s}")),
     };
     let url = url.to_string();

@@ -37,7 +37,13 @@ impl PeerShared {
     /// Records a grant from the control plane.
     pub fn grant(&self, token: &str, sha256: &str, receiver: &str, expires_at_ms: u64) {
         let mut g = self.grants.lock().unwrap_or_else(|p| p.into_inner());
-        g.add(token, sha256, receiver, expires_at_ms, crate::runtime::now_ms());
+        g.add(
+            token,
+            sha256,
+            receiver,
+            expires_at_ms,
+            crate::runtime::now_ms(),
+        );
     }
 }
 
@@ -122,7 +128,7 @@ async fn serve(
         .and_then(|v| v.to_str().ok());
     let span = match range::parse(asked, size) {
         Ok(span) => span,
-        Err(()) => {
+        Err(range::Unsatisfiable) => {
             return HttpResponse::RangeNotSatisfiable()
                 .insert_header((header::CONTENT_RANGE, format!("bytes */{size}")))
                 .finish()
@@ -156,19 +162,22 @@ fn body(
     left: u64,
     shared: Arc<PeerShared>,
 ) -> impl futures_util::Stream<Item = Result<web::Bytes, std::io::Error>> {
-    stream::unfold((file, left, shared), |(mut file, left, shared)| async move {
-        if left == 0 {
-            return None;
-        }
-        let mut buf = vec![0u8; CHUNK.min(left as usize)];
-        if let Err(e) = file.read_exact(&mut buf).await {
-            return Some((Err(e), (file, 0, shared)));
-        }
-        if let Some(pace) = &shared.pace {
-            tokio::time::sleep(pace.book(buf.len())).await;
-        }
-        shared.served.fetch_add(buf.len() as u64, Ordering::Relaxed);
-        let left = left - buf.len() as u64;
-        Some((Ok(web::Bytes::from(buf)), (file, left, shared)))
-    })
+    stream::unfold(
+        (file, left, shared),
+        |(mut file, left, shared)| async move {
+            if left == 0 {
+                return None;
+            }
+            let mut buf = vec![0u8; CHUNK.min(left as usize)];
+            if let Err(e) = file.read_exact(&mut buf).await {
+                return Some((Err(e), (file, 0, shared)));
+            }
+            if let Some(pace) = &shared.pace {
+                tokio::time::sleep(pace.book(buf.len())).await;
+            }
+            shared.served.fetch_add(buf.len() as u64, Ordering::Relaxed);
+            let left = left - buf.len() as u64;
+            Some((Ok(web::Bytes::from(buf)), (file, left, shared)))
+        },
+    )
 }

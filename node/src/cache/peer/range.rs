@@ -8,21 +8,29 @@ pub struct Span {
     pub end: u64,
 }
 
+/// A `Range` header that cannot be served (416).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unsatisfiable;
+
 /// The span of a file of `size` bytes a `Range` header asks for: None for
-/// no header (the whole file, 200), `Err` for one that cannot be served (416).
-pub fn parse(header: Option<&str>, size: u64) -> Result<Option<Span>, ()> {
+/// no header (the whole file, 200).
+pub fn parse(header: Option<&str>, size: u64) -> Result<Option<Span>, Unsatisfiable> {
     let Some(h) = header else {
         return Ok(None);
     };
-    let spec = h.trim().strip_prefix("bytes=").ok_or(())?;
-    let (first, last) = spec.split_once('-').ok_or(())?;
-    let start: u64 = first.trim().parse().map_err(|_| ())?;
+    let spec = h.trim().strip_prefix("bytes=").ok_or(Unsatisfiable)?;
+    let (first, last) = spec.split_once('-').ok_or(Unsatisfiable)?;
+    let start: u64 = first.trim().parse().map_err(|_| Unsatisfiable)?;
     let end = match last.trim() {
         "" => size,
-        l => l.parse::<u64>().map_err(|_| ())?.saturating_add(1).min(size),
+        l => l
+            .parse::<u64>()
+            .map_err(|_| Unsatisfiable)?
+            .saturating_add(1)
+            .min(size),
     };
     if start >= size || start >= end {
-        return Err(());
+        return Err(Unsatisfiable);
     }
     Ok(Some(Span { start, end }))
 }
@@ -38,8 +46,8 @@ mod tests {
         assert_eq!(parse(Some("bytes=4-"), 10), span(4, 10));
         assert_eq!(parse(Some("bytes=4-5"), 10), span(4, 6));
         assert_eq!(parse(Some("bytes=4-99"), 10), span(4, 10));
-        assert_eq!(parse(Some("bytes=10-"), 10), Err(()));
-        assert_eq!(parse(Some("bytes=-4"), 10), Err(()));
-        assert_eq!(parse(Some("lines=1-"), 10), Err(()));
+        assert_eq!(parse(Some("bytes=10-"), 10), Err(Unsatisfiable));
+        assert_eq!(parse(Some("bytes=-4"), 10), Err(Unsatisfiable));
+        assert_eq!(parse(Some("lines=1-"), 10), Err(Unsatisfiable));
     }
 }
