@@ -484,3 +484,96 @@ fn stop(alloc: &str) -> ServerMessage {
         reason: "test".into(),
     })
 }
+
+#[actix_rt::test]
+async fn a_warm_from_another_source_switches_a_running_fetch_and_resumes_it() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let origin = origin::start(dir.path());
+    // 16 kB every 50 ms: slow enough to be switched away from.
+    origin
+        .state
+        .delay_ms
+        .store(50, std::sync::atomic::Ordering::Relaxed);
+    let (path, sha) = weights_file(dir.path(), "w.bin", 2_000_000, 8);
+    let (agent, mut c, _) = cached_agent(&url, &mut conns, &dir.path().join("n"), "s1", None).await;
+    let slow = WeightSource::Origin {
+        uri: origin.uri("w.bin"),
+    };
+    c.send(warm(1, &sha, 2_000_000, slow));
+    let switched_at = warmup(&mut c, &sha, |p| match p {
+        WarmupProgress::Fetching { bytes_done, .. } if *bytes_done > 0 => Some(*bytes_done),
+        _ => None,
+    })
+    .await;
+    c.send(warm(1, &sha, 2_000_000, file_origin(&path)));
+    let (source, fetched) = warmup(&mut c, &sha, |p| match p {
+        WarmupProgress::Verified {
+            source,
+            bytes_fetched,
+            ..
+        } => Some((source.clone(), *bytes_fetched)),
+        WarmupProgress::Failed { reason, .. } => panic!("{reason}"),
+        _ => None,
+    })
+    .await;
+    assert_eq!(source, "origin");
+    // The file read resumed where the slow one was cut (a little later
+    // than the progress report that triggered the switch).
+    assert!(
+        fetched <= 2_000_000 - switched_at,
+        "{fetched} after {switched_at}"
+    );
+    let report = cache_when(&mut c, |r| !r.entries.is_empty()).await;
+    assert_eq!(report.counters.bytes_from_origin, 2_000_000);
+    assert_eq!(report.counters.misses, 1, "a switch is not a second miss");
+    agent.join().await;
+    origin.handle.stop(false).await;
+    server.stop(false).await;
+}
+
+#[actix_rt::test]
+async fn a_workload_adopted_after_a_handover_still_holds_its_copy() {
+    use caldera_node::agent::{run_until_stop, Stop};
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, sha) = weights_file(dir.path(), "w.bin", 100_000, 9);
+    let mut config = agent_config(&url, &dir.path().join("n"));
+    config.node_name = "h1".into();
+    config.cache_gb = 0.1;
+    config.peer_advertise = Some("http://peer.example:7".into());
+    config.peer_listen = Some("127.0.0.1:0".into());
+    let (hand_over, handed) = tokio::sync::oneshot::channel::<()>();
+    let first = actix_rt::spawn(run_until_stop(config.clone(), async {
+        let _ = handed.await;
+        Stop::Handover
+    }));
+    let mut c = next_conn(&mut conns).await;
+    assert_eq!(
+        c.hello().await.peer_url.as_deref(),
+        Some("http://peer.example:7")
+    );
+    c.send(welcome(1, &[], &[]));
+    c.send(warm(1, &sha, 100_000, file_origin(&path)));
+    verified(&mut c, &sha).await;
+    let mut cmd = start_command("h1a", 1, "exec sleep 60");
+    cmd.model = Some(mount(&sha, 100_000));
+    c.send(ServerMessage::Start(cmd));
+    c.event("h1a", |k| matches!(k, WorkloadEventKind::Started { .. }))
+        .await;
+    let _ = hand_over.send(());
+    first.await.unwrap().unwrap();
+
+    // The next agent adopts the workload, and with it the copy's use.
+    let agent = RunningAgent::spawn(config);
+    let mut c = next_conn(&mut conns).await;
+    let hello = c.hello().await;
+    assert_eq!(hello.workloads.len(), 1);
+    assert_eq!(hello.cache.entries.len(), 1);
+    assert_eq!(hello.cache.entries[0].in_use, 1, "{:?}", hello.cache);
+    c.send(welcome(2, &["h1a"], &[]));
+    agent.join().await;
+    server.stop(false).await;
+}
