@@ -377,21 +377,15 @@ impl Runtime {
             return;
         }
         w.stop_requested = true;
-        if w.warming.take().is_some() {
-            tracing::info!("allocation {allocation_id} stopped while warming");
-            let (task, epoch) = (w.task_id.clone(), w.epoch);
-            w.exit = Some(ExitStatus::STOPPED_WITHOUT_PROCESS);
-            self.report_exit(
-                allocation_id,
-                &task,
-                epoch,
-                ExitStatus::STOPPED_WITHOUT_PROCESS,
-            );
-            return;
-        }
-        if w.shim.is_none() {
-            let record = agent_exit(None, reason::STOPPED);
-            shim_link::record_exit(&w.shim_dir, &record);
+        // Warming (its shim dir not written yet) or a reservation: no process.
+        let warming = w.warming.take().is_some();
+        if warming || w.shim.is_none() {
+            if warming {
+                tracing::info!("allocation {allocation_id} stopped while warming");
+            } else {
+                let record = agent_exit(None, reason::STOPPED);
+                shim_link::record_exit(&w.shim_dir, &record);
+            }
             let (task, epoch) = (w.task_id.clone(), w.epoch);
             w.exit = Some(ExitStatus::STOPPED_WITHOUT_PROCESS);
             self.report_exit(

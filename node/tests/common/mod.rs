@@ -148,19 +148,29 @@ pub fn fake_control_plane() -> (
 ) {
     let (conns_tx, conns) = unbounded_channel::<FakeConn>();
     let data = web::Data::new(conns_tx);
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(data.clone())
-            .route("/v1/nodes/connect", web::get().to(connect))
-    })
-    .workers(1)
-    .bind(("127.0.0.1", 0))
-    .unwrap();
+    let (url, handle) = http_server(move |cfg| {
+        cfg.app_data(data.clone())
+            .route("/v1/nodes/connect", web::get().to(connect));
+    });
+    (url, conns, handle)
+}
+
+/// An HTTP server of the test on an ephemeral port, one worker, no signal
+/// handling; its base URL and its handle.
+pub fn http_server(
+    configure: impl Fn(&mut web::ServiceConfig) + Clone + Send + 'static,
+) -> (String, actix_web::dev::ServerHandle) {
+    let server = HttpServer::new(move || App::new().configure(configure.clone()))
+        .workers(1)
+        .disable_signals()
+        .shutdown_timeout(0)
+        .bind(("127.0.0.1", 0))
+        .unwrap();
     let addr = server.addrs()[0];
     let server = server.run();
     let handle = server.handle();
     actix_rt::spawn(server);
-    (format!("http://{addr}"), conns, handle)
+    (format!("http://{addr}"), handle)
 }
 
 /// An agent running in this test's actix System until told to stop.

@@ -1,7 +1,7 @@
 //! A weights origin the tests start: an HTTP file server (actix-web) that
 //! honours `Range: bytes=N-` (or, told so, ignores it and answers 200), can
 //! be slowed down, and records the ranges it was asked for.
-use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use actix_web::{web, HttpRequest, HttpResponse};
 use futures_util::StreamExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -48,25 +48,11 @@ pub fn start(dir: &Path) -> Origin {
         ..OriginState::default()
     });
     let data = web::Data::from(state.clone());
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(data.clone())
-            .route("/{name}", web::get().to(serve))
-    })
-    .workers(1)
-    .disable_signals()
-    .shutdown_timeout(0)
-    .bind(("127.0.0.1", 0))
-    .unwrap();
-    let addr = server.addrs()[0];
-    let server = server.run();
-    let handle = server.handle();
-    actix_rt::spawn(server);
-    Origin {
-        url: format!("http://{addr}"),
-        state,
-        handle,
-    }
+    let (url, handle) = super::http_server(move |cfg| {
+        cfg.app_data(data.clone())
+            .route("/{name}", web::get().to(serve));
+    });
+    Origin { url, state, handle }
 }
 
 async fn serve(
