@@ -340,9 +340,9 @@ async fn a_peer_that_dies_mid_transfer_is_resumed_from_the_origin() {
     let (url, mut conns, server) = fake_control_plane();
     let dir = tempfile::tempdir().unwrap();
     let (path, sha) = weights_file(dir.path(), "w.bin", 2_000_000, 5);
-    // a serves at 4 Mbit/s (500 kB/s): its 2 MB take 4 s, time enough to cut.
+    // a serves at 1 Mbit/s (125 kB/s): its 2 MB take 16 s; it is cut long before.
     let (a, mut ca, peer_a) =
-        cached_agent(&url, &mut conns, &dir.path().join("a"), "da", Some(4.0)).await;
+        cached_agent(&url, &mut conns, &dir.path().join("a"), "da", Some(1.0)).await;
     let (b, mut cb, _) = cached_agent(&url, &mut conns, &dir.path().join("b"), "db", None).await;
     ca.send(warm(1, &sha, 2_000_000, file_origin(&path)));
     verified(&mut ca, &sha).await;

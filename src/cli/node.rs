@@ -159,3 +159,51 @@ fn init_logs() {
         .with_writer(std::io::stderr)
         .try_init();
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn config(args: &[&str]) -> Result<caldera_node::AgentConfig, String> {
+        let base = [
+            "caldera",
+            "node",
+            "--join",
+            "http://h:1",
+            "--token",
+            "t",
+            "--name",
+            "n1",
+        ];
+        let cli = Cli::try_parse_from(base.iter().chain(args)).map_err(|e| e.to_string())?;
+        let Command::Node(node) = cli.command else {
+            unreachable!()
+        };
+        node.into_config().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_cache_flags_reach_the_agent_config() {
+        let defaults = config(&[]).unwrap();
+        assert_eq!(defaults.cache_gb, 50.0);
+        assert_eq!(defaults.peer_listen, None, "no peer server unless asked");
+        let c = config(&[
+            "--cache-gb",
+            "0.5",
+            "--peer-listen",
+            "127.0.0.1:0",
+            "--peer-advertise",
+            "http://10.0.0.2:9000",
+            "--peer-max-mbps",
+            "800",
+        ])
+        .unwrap();
+        assert_eq!(c.cache_capacity_bytes(), 500_000_000);
+        assert_eq!(c.peer_listen.as_deref(), Some("127.0.0.1:0"));
+        assert_eq!(c.peer_advertise.as_deref(), Some("http://10.0.0.2:9000"));
+        assert_eq!(c.peer_max_mbps, Some(800.0));
+        let bad = config(&["--peer-listen", "nowhere"]).unwrap_err();
+        assert!(bad.contains("peer-listen"), "{bad}");
+    }
+}
