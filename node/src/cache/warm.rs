@@ -285,7 +285,10 @@ impl WeightCache {
                 vec![CacheEvent::Ready { sha256 }]
             }
             Err(m) => {
-                let reason = format!("corrupt before use: {m}; deleted, to be fetched again");
+                let reason = format!(
+                    "{}: corrupt before use: {m}; deleted, to be fetched again",
+                    codes::WEIGHTS_CORRUPT.name
+                );
                 tracing::warn!(
                     code = codes::WEIGHTS_CORRUPT.code,
                     "weight cache: {sha256}: {reason}"

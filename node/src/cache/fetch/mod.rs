@@ -174,7 +174,10 @@ fn seal(job: &Job) -> Result<(), Failure> {
     if let Err(m) = digest::check(&job.partial, job.size_bytes, &job.sha256) {
         let _ = std::fs::remove_file(&job.partial);
         return Err(Failure {
-            reason: format!("the fetched copy does not match: {m}; it was deleted"),
+            reason: format!(
+                "{}: the fetched copy does not match: {m}; it was deleted",
+                caldera_spec::codes::WEIGHTS_CORRUPT.name
+            ),
             corrupt: true,
         });
     }
