@@ -20,6 +20,7 @@ pub type InUse = BTreeMap<String, u32>;
 
 /// A fetch under way.
 pub(super) struct Running {
+    pub source: caldera_spec::weights::WeightSource,
     pub label: String,
     pub size_bytes: u64,
     pub from_peer: bool,
