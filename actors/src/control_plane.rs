@@ -14,7 +14,8 @@ use crate::protocol::node::{
     AgentGone, AgentMessage, CordonNode, FetchLogs, LogChunk, NodeSnapshot, Revoke, Uncordon,
 };
 use crate::protocol::scheduler::{
-    AllocatedByNode, AllocationsOn, LedgerAllocations, QueryUtilization, Stats, TenantUsage,
+    AllocatedByNode, AllocationsOn, LedgerAllocations, QueryUtilization, QueuePositions, Stats,
+    TenantUsage,
 };
 use crate::protocol::task::{Release, Scale, TaskSnapshot};
 use crate::protocol::tenant::{ChangeQuota, TenantSnapshot};
@@ -355,6 +356,11 @@ impl ControlPlane {
         let store = self.store();
         let stored = blocking(move || store.allocations().collect()).await?;
         Ok((ledger, stored))
+    }
+
+    /// Each waiting task's place in line (task key -> 1-based position).
+    pub async fn queue_positions(&self) -> Result<std::collections::HashMap<String, u32>> {
+        Ok(self.sh.scheduler.send(QueuePositions).await?)
     }
 
     /// The pool's counters.

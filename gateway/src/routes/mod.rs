@@ -7,6 +7,7 @@ pub mod nodes;
 pub mod tasks;
 pub mod tenants;
 pub mod utilization;
+pub mod whoami;
 
 use crate::error::ApiError;
 use actix_web::http::Method;
@@ -86,6 +87,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             vec![on(M::GET, web::to(tenants::usage))],
         ),
         ("/v1/events", vec![on(M::GET, web::to(events::list))]),
+        ("/v1/whoami", vec![on(M::GET, web::to(whoami::get))]),
         (
             "/v1/allocations",
             vec![on(M::GET, web::to(nodes::allocations))],
