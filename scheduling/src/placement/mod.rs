@@ -33,3 +33,5 @@ pub use types::{
 
 #[cfg(test)]
 mod placer_tests;
+#[cfg(test)]
+mod placer_weights_tests;
