@@ -133,7 +133,8 @@ pub fn replay_bounded(
         pool.upsert_node(n.view());
     }
     let order = workload(&trace.tasks, trace.capacity_milli(), inflate, seed);
-    let mut placer = Placer::new(policy, mix.clone(), tie_break_seed(seed)).with_search_limit(search_limit);
+    let mut placer =
+        Placer::new(policy, mix.clone(), tie_break_seed(seed)).with_search_limit(search_limit);
     let mut tally = Tally::new(trace.capacity_milli());
     let mut contents = GpuContents::default();
     for &i in &order {

@@ -90,7 +90,12 @@ impl Placer {
 
     /// What to say about a placement beyond its node: `weights cached` or
     /// `weights warming` when the cache term counted for the chosen node.
-    pub fn explain(&self, pool: &Pool, demand: &Demand, placement: &Placement) -> Option<&'static str> {
+    pub fn explain(
+        &self,
+        pool: &Pool,
+        demand: &Demand,
+        placement: &Placement,
+    ) -> Option<&'static str> {
         let need = demand.weights.as_ref()?;
         if self.cache_bound <= 0.0 {
             return None;

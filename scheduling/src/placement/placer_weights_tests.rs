@@ -71,7 +71,9 @@ fn pool(nodes: Vec<NodeView>) -> Pool {
 
 fn placed_on(placer: &mut Placer, pool: &Pool, demand: &Demand) -> String {
     let p = placer.place(pool, demand).expect("a node fits");
-    pool.node(p.node).map(|n| n.name.clone()).unwrap_or_default()
+    pool.node(p.node)
+        .map(|n| n.name.clone())
+        .unwrap_or_default()
 }
 
 #[test]
@@ -93,8 +95,9 @@ fn a_cached_node_wins_a_near_tie_and_the_explanation_says_so() {
     }
     // Off: nothing to explain, and the cold nodes get their share.
     let mut off = Placer::new(PolicyName::Caldera, WorkloadMix::default(), 1).with_cache_bound(0.0);
-    let names: std::collections::BTreeSet<String> =
-        (0..40).map(|_| placed_on(&mut off, &pool, &demand)).collect();
+    let names: std::collections::BTreeSet<String> = (0..40)
+        .map(|_| placed_on(&mut off, &pool, &demand))
+        .collect();
     assert_eq!(names.len(), 3, "{names:?}");
     let p = off.place(&pool, &demand).expect("fits");
     assert_eq!(off.explain(&pool, &demand, &p), None);
@@ -105,12 +108,18 @@ fn a_warming_copy_wins_over_nothing_and_a_verified_one_over_warming() {
     let mut warming = cache(false);
     warming.warming.insert(need().sha256);
     let demand = serving(GpuDemand::Whole { count: 1 });
-    let two = pool(vec![node("cold", 64, cache(false)), node("warm", 64, warming.clone())]);
+    let two = pool(vec![
+        node("cold", 64, cache(false)),
+        node("warm", 64, warming.clone()),
+    ]);
     let mut placer = Placer::new(PolicyName::Caldera, WorkloadMix::default(), 3);
     assert_eq!(placed_on(&mut placer, &two, &demand), "warm");
     let p = placer.place(&two, &demand).expect("fits");
     assert_eq!(placer.explain(&two, &demand, &p), Some("weights warming"));
-    let three = pool(vec![node("warm", 64, warming), node("hot", 64, cache(true))]);
+    let three = pool(vec![
+        node("warm", 64, warming),
+        node("hot", 64, cache(true)),
+    ]);
     assert_eq!(placed_on(&mut placer, &three, &demand), "hot");
 }
 
@@ -125,11 +134,11 @@ fn the_term_never_outweighs_a_score_difference_larger_than_its_bound() {
     ]);
     let demand = serving(GpuDemand::Whole { count: 1 });
     for seed in 0..10 {
-        let mut within = Placer::new(PolicyName::BestFit, WorkloadMix::default(), seed)
-            .with_cache_bound(24.9);
+        let mut within =
+            Placer::new(PolicyName::BestFit, WorkloadMix::default(), seed).with_cache_bound(24.9);
         assert_eq!(placed_on(&mut within, &pool, &demand), "fuller");
-        let mut beyond = Placer::new(PolicyName::BestFit, WorkloadMix::default(), seed)
-            .with_cache_bound(25.1);
+        let mut beyond =
+            Placer::new(PolicyName::BestFit, WorkloadMix::default(), seed).with_cache_bound(25.1);
         assert_eq!(placed_on(&mut beyond, &pool, &demand), "cached");
     }
     // The default bound is far below one BestFit point: it only breaks ties.
@@ -153,7 +162,11 @@ fn a_demand_without_weights_places_exactly_as_if_no_node_had_a_cache() {
         let mut pool = pool(
             (0..6)
                 .map(|i| {
-                    let w = if with_caches { cache(i % 2 == 0) } else { NodeWeights::default() };
+                    let w = if with_caches {
+                        cache(i % 2 == 0)
+                    } else {
+                        NodeWeights::default()
+                    };
                     node(&format!("n{i}"), 16 + 8 * i as u64, w)
                 })
                 .collect(),
@@ -197,7 +210,9 @@ fn nodes_whose_cache_cannot_take_the_weights_are_rejected_and_counted() {
     ]);
     let demand = serving(GpuDemand::Share { milli: 500 });
     let mut placer = Placer::new(PolicyName::Caldera, WorkloadMix::default(), 1);
-    let err = placer.place(&pool, &demand).expect_err("no cache can take 20 GB");
+    let err = placer
+        .place(&pool, &demand)
+        .expect_err("no cache can take 20 GB");
     assert_eq!(err.count(WEIGHTS_ROOM), 2);
     assert_eq!(err.count(NO_WEIGHT_CACHE), 1);
     assert_eq!(

@@ -146,7 +146,11 @@ impl Rejections {
 
     fn explain_weights_room(&self, reason: &str, d: &Demand) -> String {
         let (room, capacity) = self.weights_room.unwrap_or((0, 0));
-        let most = if self.count(reason) > 1 { "at most " } else { "" };
+        let most = if self.count(reason) > 1 {
+            "at most "
+        } else {
+            ""
+        };
         let needs = d
             .weights
             .as_ref()

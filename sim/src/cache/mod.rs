@@ -21,8 +21,6 @@ pub mod transfers;
 #[cfg(test)]
 mod tests;
 
-use std::sync::Mutex;
-
 use caldera_scheduling::placement::{PolicyName, WorkloadMix};
 
 pub use replay::{replay_cache, CacheRun};
@@ -90,9 +88,18 @@ impl CacheConfig {
                 !(lo > 0.0 && hi >= lo && hi.is_finite()),
                 "--model-size-gb must be A..B with 0 < A <= B",
             ),
-            (!(self.zipf >= 0.0 && self.zipf.is_finite()), "--zipf must be >= 0"),
-            (!(self.cache_gb >= 0.0 && self.cache_gb.is_finite()), "--cache-gb must be >= 0"),
-            (!(0.0..=1.0).contains(&self.prefill), "--prefill must be in [0, 1]"),
+            (
+                !(self.zipf >= 0.0 && self.zipf.is_finite()),
+                "--zipf must be >= 0",
+            ),
+            (
+                !(self.cache_gb >= 0.0 && self.cache_gb.is_finite()),
+                "--cache-gb must be >= 0",
+            ),
+            (
+                !(0.0..=1.0).contains(&self.prefill),
+                "--prefill must be in [0, 1]",
+            ),
             (
                 !(self.origin_mbps > 0.0 && self.peer_mbps > 0.0 && self.disk_mbps > 0.0),
                 "--origin-mbps, --peer-mbps and --disk-mbps must be > 0",
@@ -101,9 +108,18 @@ impl CacheConfig {
                 !(0.0..=1.0).contains(&self.inference_share),
                 "--inference-share must be in [0, 1]",
             ),
-            (!(self.arrival_s >= 0.0 && self.arrival_s.is_finite()), "--arrival-ms must be >= 0"),
-            (!(self.inflate > 0.0 && self.inflate <= 10.0), "--inflate must be in (0, 10]"),
-            (!(self.bound >= 0.0 && self.bound.is_finite()), "--cache-bound must be >= 0"),
+            (
+                !(self.arrival_s >= 0.0 && self.arrival_s.is_finite()),
+                "--arrival-ms must be >= 0",
+            ),
+            (
+                !(self.inflate > 0.0 && self.inflate <= 10.0),
+                "--inflate must be in (0, 10]",
+            ),
+            (
+                !(self.bound >= 0.0 && self.bound.is_finite()),
+                "--cache-bound must be >= 0",
+            ),
         ];
         match bad.iter().find(|(b, _)| *b) {
             Some((_, why)) => Err(why.to_string()),
@@ -120,25 +136,11 @@ pub fn run(trace: &Trace, cfg: &CacheConfig, seeds: &[u64], threads: usize) -> C
         .iter()
         .flat_map(|&s| [(s, 0.0), (s, cfg.bound)])
         .collect();
-    let results: Mutex<Vec<Option<CacheRun>>> = Mutex::new(vec![None; jobs.len()]);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|scope| {
-        for _ in 0..threads.max(1) {
-            scope.spawn(|| loop {
-                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(&(seed, bound)) = jobs.get(k) else { break };
-                let run = replay_cache(trace, &mix, cfg, seed, bound);
-                if let Ok(mut r) = results.lock() {
-                    r[k] = Some(run);
-                }
-            });
-        }
-    });
-    let runs: Vec<CacheRun> = results
-        .into_inner()
-        .unwrap_or_default()
-        .into_iter()
-        .flatten()
-        .collect();
+    let runs: Vec<CacheRun> = crate::run::parallel(&jobs, threads, |&(seed, bound)| {
+        replay_cache(trace, &mix, cfg, seed, bound)
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     CacheReport::new(&trace.name, cfg, runs)
 }

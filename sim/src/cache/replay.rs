@@ -111,7 +111,11 @@ pub fn replay_cache(
     let catalogue = Catalogue::new(cfg.models, cfg.size_gb.0, cfg.size_gb.1, cfg.zipf, seed);
     let capacity = (cfg.cache_gb * GB) as u64;
     let mut pool = Pool::new(GpuUnit::Milli);
-    let ids: Vec<NodeId> = trace.nodes.iter().map(|n| pool.upsert_node(n.view())).collect();
+    let ids: Vec<NodeId> = trace
+        .nodes
+        .iter()
+        .map(|n| pool.upsert_node(n.view()))
+        .collect();
     let mut caches = Caches {
         catalogue: &catalogue,
         nodes: vec![NodeCache::new(capacity); ids.len()],
@@ -125,7 +129,8 @@ pub fn replay_cache(
     }
     let order = workload(&trace.tasks, trace.capacity_milli(), cfg.inflate, seed);
     let versions = inference_versions(trace, &order, &catalogue, cfg.inference_share, seed);
-    let mut placer = Placer::new(cfg.policy, mix.clone(), tie_break_seed(seed)).with_cache_bound(bound);
+    let mut placer =
+        Placer::new(cfg.policy, mix.clone(), tie_break_seed(seed)).with_cache_bound(bound);
     let mut transfers = Transfers::new(Rates {
         origin: cfg.origin_mbps * 1e6,
         peer: cfg.peer_mbps * 1e6,

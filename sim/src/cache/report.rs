@@ -63,8 +63,7 @@ impl CacheReport {
     /// Split `runs` by bound into the two columns.
     pub fn new(trace: &str, cfg: &CacheConfig, mut runs: Vec<CacheRun>) -> Self {
         runs.sort_by(|a, b| a.bound.total_cmp(&b.bound).then(a.seed.cmp(&b.seed)));
-        let (off, on): (Vec<&CacheRun>, Vec<&CacheRun>) =
-            runs.iter().partition(|r| r.bound == 0.0);
+        let (off, on): (Vec<&CacheRun>, Vec<&CacheRun>) = runs.iter().partition(|r| r.bound == 0.0);
         // With `--cache-bound 0` both columns are the term off.
         let on = if on.is_empty() { off.clone() } else { on };
         CacheReport {
@@ -116,20 +115,68 @@ impl CacheReport {
         out += &format!("{:<40} {:>16} {:>22}\n", "", "term off", head);
         let pct = |x: f64| format!("{:.1}%", 100.0 * x);
         let rows: Vec<(&str, String, String)> = vec![
-            ("inference tasks placed / seed", f1(a.served_per_seed), f1(b.served_per_seed)),
+            (
+                "inference tasks placed / seed",
+                f1(a.served_per_seed),
+                f1(b.served_per_seed),
+            ),
             ("cache hit rate", pct(a.hit_rate), pct(b.hit_rate)),
-            ("joined a fetch in flight", pct(a.join_rate), pct(b.join_rate)),
+            (
+                "joined a fetch in flight",
+                pct(a.join_rate),
+                pct(b.join_rate),
+            ),
             ("fetched from a peer", pct(a.peer_rate), pct(b.peer_rate)),
-            ("read from the origin", pct(a.origin_rate), pct(b.origin_rate)),
-            ("GB read from the origin / seed", f1(a.origin_gb_per_seed), f1(b.origin_gb_per_seed)),
-            ("GB read from peers / seed", f1(a.peer_gb_per_seed), f1(b.peer_gb_per_seed)),
-            ("time to ready p50 / p90 (s)", ready(a.ready_p50_s, a.ready_p90_s), ready(b.ready_p50_s, b.ready_p90_s)),
-            ("time to ready p99 / max (s)", ready(a.ready_p99_s, a.ready_max_s), ready(b.ready_p99_s, b.ready_max_s)),
-            ("GPU alloc % @100% arrivals", f2(a.alloc_pct_at_100), f2(b.alloc_pct_at_100)),
-            ("GPU alloc % @130% arrivals", f2(a.alloc_pct_at_130), f2(b.alloc_pct_at_130)),
-            ("unallocated GPUs @130%", f1(a.unallocated_gpus_at_130), f1(b.unallocated_gpus_at_130)),
-            ("tasks refused, no cache room / seed", f1(a.refused_for_cache_per_seed), f1(b.refused_for_cache_per_seed)),
-            ("evictions / seed", f1(a.evictions_per_seed), f1(b.evictions_per_seed)),
+            (
+                "read from the origin",
+                pct(a.origin_rate),
+                pct(b.origin_rate),
+            ),
+            (
+                "GB read from the origin / seed",
+                f1(a.origin_gb_per_seed),
+                f1(b.origin_gb_per_seed),
+            ),
+            (
+                "GB read from peers / seed",
+                f1(a.peer_gb_per_seed),
+                f1(b.peer_gb_per_seed),
+            ),
+            (
+                "time to ready p50 / p90 (s)",
+                ready(a.ready_p50_s, a.ready_p90_s),
+                ready(b.ready_p50_s, b.ready_p90_s),
+            ),
+            (
+                "time to ready p99 / max (s)",
+                ready(a.ready_p99_s, a.ready_max_s),
+                ready(b.ready_p99_s, b.ready_max_s),
+            ),
+            (
+                "GPU alloc % @100% arrivals",
+                f2(a.alloc_pct_at_100),
+                f2(b.alloc_pct_at_100),
+            ),
+            (
+                "GPU alloc % @130% arrivals",
+                f2(a.alloc_pct_at_130),
+                f2(b.alloc_pct_at_130),
+            ),
+            (
+                "unallocated GPUs @130%",
+                f1(a.unallocated_gpus_at_130),
+                f1(b.unallocated_gpus_at_130),
+            ),
+            (
+                "tasks refused, no cache room / seed",
+                f1(a.refused_for_cache_per_seed),
+                f1(b.refused_for_cache_per_seed),
+            ),
+            (
+                "evictions / seed",
+                f1(a.evictions_per_seed),
+                f1(b.evictions_per_seed),
+            ),
         ];
         for (name, x, y) in rows {
             out += &format!("{name:<40} {x:>16} {y:>22}\n");
@@ -158,7 +205,10 @@ impl Column {
         let share = |f: &dyn Fn(&CacheRun) -> u32| {
             runs.iter().map(|r| f(r)).sum::<u32>() as f64 / served.max(1) as f64
         };
-        let mut ready: Vec<f64> = runs.iter().flat_map(|r| r.ready_s.iter().copied()).collect();
+        let mut ready: Vec<f64> = runs
+            .iter()
+            .flat_map(|r| r.ready_s.iter().copied())
+            .collect();
         ready.sort_by(f64::total_cmp);
         Column {
             bound,

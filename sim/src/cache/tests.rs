@@ -14,7 +14,16 @@ fn small_trace() -> Trace {
             model: "G2".into(),
         })
         .collect();
-    let shapes = [(1, 250), (1, 500), (1, 300), (1, 810), (1, 1000), (2, 1000), (1, 470), (0, 0)];
+    let shapes = [
+        (1, 250),
+        (1, 500),
+        (1, 300),
+        (1, 810),
+        (1, 1000),
+        (2, 1000),
+        (1, 470),
+        (0, 0),
+    ];
     let tasks = (0..64)
         .map(|k| {
             let (num_gpu, gpu_milli) = shapes[k % shapes.len()];
@@ -57,7 +66,11 @@ fn the_term_on_hits_at_least_as_often_as_off_and_the_run_is_deterministic() {
     assert_eq!((off.seeds, on.seeds), (3, 3));
     assert!(off.served_per_seed > 10.0, "{}", report.text());
     assert!(on.hit_rate >= off.hit_rate, "{}", report.text());
-    assert!(on.hit_rate > 0.0 && on.ready_p50_s > 0.0, "{}", report.text());
+    assert!(
+        on.hit_rate > 0.0 && on.ready_p50_s > 0.0,
+        "{}",
+        report.text()
+    );
     // Every placed inference task got a time to ready.
     for r in &report.per_seed {
         assert_eq!(r.ready_s.len(), r.served as usize, "seed {}", r.seed);
@@ -101,8 +114,14 @@ fn cold_caches_read_each_version_from_the_origin_once_at_a_time() {
     // No copy anywhere at first and nothing evicted (room for all): every
     // version used is read from the origin exactly once; the rest is peers.
     assert_eq!(run.evictions, 0);
-    assert!(run.from_origin > 0 && run.from_origin <= c.models, "{run:?}");
-    assert_eq!(run.hits + run.joins + run.from_peer + run.from_origin, run.served);
+    assert!(
+        run.from_origin > 0 && run.from_origin <= c.models,
+        "{run:?}"
+    );
+    assert_eq!(
+        run.hits + run.joins + run.from_peer + run.from_origin,
+        run.served
+    );
 }
 
 #[test]
@@ -114,4 +133,3 @@ fn out_of_range_options_are_named() {
     assert_eq!(bad.check(), Err("--zipf must be >= 0".to_string()));
     assert_eq!(CacheConfig::default().check(), Ok(()));
 }
-

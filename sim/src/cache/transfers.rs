@@ -148,7 +148,8 @@ impl Transfers {
                         version: read.version,
                         at: self.now,
                     });
-                    for (node, bytes) in self.after_origin.remove(&read.version).unwrap_or_default() {
+                    for (node, bytes) in self.after_origin.remove(&read.version).unwrap_or_default()
+                    {
                         self.start_peer(node, read.version, bytes);
                     }
                 }
@@ -201,8 +202,22 @@ mod tests {
         assert_eq!(t.start(1, 7, 100, false), Source::PeerAfterOrigin);
         let done = t.advance(f64::INFINITY);
         // Origin: 1 s; then the peer read: 100 B at 50 B/s = 2 s more.
-        assert_eq!(done[0], Done { node: 0, version: 7, at: 1.0 });
-        assert_eq!(done[1], Done { node: 1, version: 7, at: 3.0 });
+        assert_eq!(
+            done[0],
+            Done {
+                node: 0,
+                version: 7,
+                at: 1.0
+            }
+        );
+        assert_eq!(
+            done[1],
+            Done {
+                node: 1,
+                version: 7,
+                at: 3.0
+            }
+        );
         assert_eq!((t.origin_bytes, t.peer_bytes), (100, 100));
     }
 
