@@ -11,6 +11,10 @@ use super::transfers::{Rates, Source, Transfers};
 use super::CacheConfig;
 use crate::replay::{tie_break_seed, workload, Trace};
 use crate::tally::{Tally, Totals};
+use caldera_scheduling::placement::explain::placed_on;
+
+/// Inference placements of each run kept with their explanation.
+const EXPLAINED: usize = 3;
 
 /// What one seed measured, with the cache term at `bound`.
 #[derive(Debug, Clone, Serialize)]
@@ -36,6 +40,11 @@ pub struct CacheRun {
     pub peer_bytes: u64,
     /// Copies evicted.
     pub evictions: u32,
+    /// Inference placements the explanation credits to the cache term
+    /// (`weights cached` / `weights warming`).
+    pub noted: u32,
+    /// The first few inference placements, as the live scheduler words them.
+    pub explained: Vec<String>,
     /// Time to ready of each placed inference task, seconds.
     #[serde(skip)]
     pub ready_s: Vec<f64>,
@@ -159,6 +168,14 @@ pub fn replay_cache(
             continue;
         };
         let Some(v) = versions[j] else { continue };
+        let note = placer.explain(&pool, &demand, &p);
+        run.noted += u32::from(note.is_some());
+        if run.explained.len() < EXPLAINED {
+            let name = pool.node(p.node).map_or("?", |n| n.name.as_str());
+            let model = &catalogue.get(v).need.model;
+            run.explained
+                .push(format!("task {j} ({model}): {}", placed_on(name, note)));
+        }
         let node = p.node.0 as usize;
         let stamp = j as i64;
         run.served += 1;
@@ -218,6 +235,8 @@ impl CacheRun {
             origin_bytes: 0,
             peer_bytes: 0,
             evictions: 0,
+            noted: 0,
+            explained: Vec::new(),
             ready_s: Vec::new(),
         }
     }

@@ -21,6 +21,8 @@ pub struct Column {
     pub join_rate: f64,
     pub peer_rate: f64,
     pub origin_rate: f64,
+    /// Placements explained by the term (`weights cached` or `warming`).
+    pub noted_rate: f64,
     pub origin_gb_per_seed: f64,
     pub peer_gb_per_seed: f64,
     /// Tasks that found no node because no cache could take their weights.
@@ -168,6 +170,11 @@ impl CacheReport {
                 f1(b.unallocated_gpus_at_130),
             ),
             (
+                "placed where the term counted",
+                pct(a.noted_rate),
+                pct(b.noted_rate),
+            ),
+            (
                 "tasks refused, no cache room / seed",
                 f1(a.refused_for_cache_per_seed),
                 f1(b.refused_for_cache_per_seed),
@@ -180,6 +187,12 @@ impl CacheReport {
         ];
         for (name, x, y) in rows {
             out += &format!("{name:<40} {x:>16} {y:>22}\n");
+        }
+        if let Some(first) = self.per_seed.iter().find(|r| r.bound > 0.0) {
+            out += &format!("first placements, term on, seed {}:\n", first.seed);
+            for line in &first.explained {
+                out += &format!("  {line}\n");
+            }
         }
         out
     }
@@ -221,6 +234,7 @@ impl Column {
             join_rate: share(&|r| r.joins),
             peer_rate: share(&|r| r.from_peer),
             origin_rate: share(&|r| r.from_origin),
+            noted_rate: share(&|r| r.noted),
             origin_gb_per_seed: mean(&|r| r.origin_bytes as f64 / GB),
             peer_gb_per_seed: mean(&|r| r.peer_bytes as f64 / GB),
             refused_for_cache_per_seed: mean(&|r| {

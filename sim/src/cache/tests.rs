@@ -76,6 +76,26 @@ fn the_term_on_hits_at_least_as_often_as_off_and_the_run_is_deterministic() {
         assert_eq!(r.ready_s.len(), r.served as usize, "seed {}", r.seed);
         assert_eq!(r.hits + r.joins + r.from_peer + r.from_origin, r.served);
     }
+    // The explanation credits the term only when it is on.
+    for r in &report.per_seed {
+        if r.bound == 0.0 {
+            assert_eq!(r.noted, 0);
+            assert!(
+                r.explained.iter().all(|l| !l.contains("weights")),
+                "{:?}",
+                r.explained
+            );
+        }
+    }
+    assert!(on.noted_rate >= on.hit_rate, "{}", report.text());
+    assert!(
+        report
+            .per_seed
+            .iter()
+            .any(|r| r.explained.iter().any(|l| l.ends_with(": weights cached"))),
+        "{}",
+        report.text()
+    );
     let again = run(&trace, &cfg(), &seeds, 1);
     assert_eq!(again.off, report.off);
     assert_eq!(again.on, report.on);
