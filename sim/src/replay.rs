@@ -183,15 +183,7 @@ mod tests {
     #[test]
     fn every_unallocated_gpu_is_on_a_waste_line() {
         // 3 nodes x 4 GPUs, a mix of 0.81, 0.47, 0.32 and whole tasks.
-        let nodes = (0..3)
-            .map(|i| TraceNode {
-                name: format!("n{i}"),
-                cpu_milli: 32_000,
-                memory_mib: 65_536,
-                gpus: 4,
-                model: "G2".into(),
-            })
-            .collect();
+        let nodes = TraceNode::alike(3, 4, 32_000, 65_536);
         let tasks = [(1, 810), (1, 470), (1, 320), (1, 1000), (2, 1000), (0, 0)]
             .iter()
             .map(|&(n, m)| task(n, m))

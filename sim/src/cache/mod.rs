@@ -29,8 +29,9 @@ pub use report::CacheReport;
 use super::replay::Trace;
 
 /// Everything that shapes a cache replay.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CacheConfig {
+    #[serde(serialize_with = "policy_name")]
     pub policy: PolicyName,
     /// Versions.
     pub models: u32,
@@ -126,6 +127,10 @@ impl CacheConfig {
             None => Ok(()),
         }
     }
+}
+
+fn policy_name<S: serde::Serializer>(p: &PolicyName, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(p.as_str())
 }
 
 /// Replay every seed with the term off and on, on `threads` threads; the

@@ -39,26 +39,10 @@ pub struct Column {
 #[derive(Debug, Clone, Serialize)]
 pub struct CacheReport {
     pub trace: String,
-    pub config: ConfigView,
+    pub config: CacheConfig,
     pub off: Column,
     pub on: Column,
     pub per_seed: Vec<CacheRun>,
-}
-
-/// The options, as the report prints them.
-#[derive(Debug, Clone, Serialize)]
-pub struct ConfigView {
-    pub policy: String,
-    pub models: u32,
-    pub model_size_gb: (f64, f64),
-    pub zipf: f64,
-    pub cache_gb: f64,
-    pub prefill: f64,
-    pub origin_mbps: f64,
-    pub peer_mbps: f64,
-    pub disk_mbps: f64,
-    pub inference_share: f64,
-    pub arrival_s: f64,
 }
 
 impl CacheReport {
@@ -70,19 +54,7 @@ impl CacheReport {
         let on = if on.is_empty() { off.clone() } else { on };
         CacheReport {
             trace: trace.to_string(),
-            config: ConfigView {
-                policy: cfg.policy.to_string(),
-                models: cfg.models,
-                model_size_gb: cfg.size_gb,
-                zipf: cfg.zipf,
-                cache_gb: cfg.cache_gb,
-                prefill: cfg.prefill,
-                origin_mbps: cfg.origin_mbps,
-                peer_mbps: cfg.peer_mbps,
-                disk_mbps: cfg.disk_mbps,
-                inference_share: cfg.inference_share,
-                arrival_s: cfg.arrival_s,
-            },
+            config: cfg.clone(),
             off: Column::of(&off, 0.0),
             on: Column::of(&on, cfg.bound),
             per_seed: runs,
@@ -101,8 +73,8 @@ impl CacheReport {
             c.policy,
             self.off.seeds,
             c.models,
-            c.model_size_gb.0,
-            c.model_size_gb.1,
+            c.size_gb.0,
+            c.size_gb.1,
             c.zipf,
             c.cache_gb,
             (c.prefill * 100.0).round(),

@@ -5,15 +5,7 @@ use crate::trace::{TraceNode, TraceTask};
 /// 24 nodes of 4 GPUs and a mix of sharing (many at most half a GPU, the
 /// inference candidates), whole-GPU and CPU tasks.
 fn small_trace() -> Trace {
-    let nodes = (0..24)
-        .map(|i| TraceNode {
-            name: format!("n{i}"),
-            cpu_milli: 64_000,
-            memory_mib: 262_144,
-            gpus: 4,
-            model: "G2".into(),
-        })
-        .collect();
+    let nodes = TraceNode::alike(24, 4, 64_000, 262_144);
     let shapes = [
         (1, 250),
         (1, 500),
