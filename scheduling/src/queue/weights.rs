@@ -24,6 +24,17 @@ impl Core {
         }
     }
 
+    /// What `node`'s cache held at its last report (empty when unknown):
+    /// the hypothetical pools of estimates and victim searches carry it, or
+    /// a task serving a model would never fit there.
+    pub(in crate::queue) fn node_weights(&self, node: &str) -> NodeWeights {
+        self.pool
+            .node_id(node)
+            .and_then(|id| self.pool.node(id))
+            .map(|v| v.weights.clone())
+            .unwrap_or_default()
+    }
+
     /// The weights `spec`'s model version needs, if it names a known one.
     pub(in crate::queue) fn weights_for(&self, spec: &TaskSpec) -> Option<WeightsNeed> {
         self.model_weights.get(spec.model.as_deref()?).cloned()
@@ -95,6 +106,18 @@ mod tests {
         submit(&mut c, "t", spec("plain", 1, "low", None), 3, 1);
         let d = c.cycle(2);
         assert!(matches!(placements(&d).as_slice(), [(_, None)]), "{d:?}");
+    }
+
+    #[test]
+    fn a_serving_task_may_preempt_on_a_node_whose_cache_can_take_its_weights() {
+        let mut c = core_with(&[("a", 1)]);
+        c.set_model_weights(need());
+        c.set_node_weights("a", cache(false));
+        submit(&mut c, "t", spec("low", 1, "low", None), 1, 1);
+        assert_eq!(placements(&c.cycle(0)).len(), 1);
+        submit(&mut c, "t", serving("hi"), 2, 1);
+        let d = c.cycle(100_000);
+        assert_eq!(crate::queue::fixtures::victims(&d), ["low"], "{d:?}");
     }
 
     #[test]
