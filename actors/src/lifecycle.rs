@@ -43,8 +43,11 @@ pub enum Stopping {
 /// one of its requests, or one of its timers.
 #[derive(Debug, Clone, Copy)]
 pub enum Input<'a> {
-    /// The scheduler granted `allocation`.
-    Placed { allocation: &'a Allocation },
+    /// The scheduler granted `allocation`; `note` says what else explains it.
+    Placed {
+        allocation: &'a Allocation,
+        note: Option<&'static str>,
+    },
     /// The scheduler says why the task still waits.
     Pending {
         reason: &'a str,
@@ -211,14 +214,14 @@ pub fn decide(rec: &TaskRecord, stopping: Option<&Stopping>, input: Input<'_>) -
     // A grant can cross a release in the mailboxes (the scheduler placed the
     // task while it was being cancelled): it is handed back even to an ended
     // task, or its room would stay taken for good.
-    if let Input::Placed { allocation } = input {
-        return placed(state, allocation);
+    if let Input::Placed { allocation, note } = input {
+        return placed(state, allocation, note);
     }
     if state.is_terminal() && state != TaskState::Released {
         return Outcome::Ignored("the task has ended");
     }
     match input {
-        Input::Placed { allocation } => placed(state, allocation),
+        Input::Placed { allocation, note } => placed(state, allocation, note),
         Input::Pending {
             reason,
             estimated_start_ms,
@@ -360,7 +363,7 @@ fn holds(rec: &TaskRecord, allocation_id: &str) -> bool {
         .is_some_and(|a| a.allocation_id == allocation_id)
 }
 
-fn placed(state: TaskState, allocation: &Allocation) -> Outcome {
+fn placed(state: TaskState, allocation: &Allocation, note: Option<&str>) -> Outcome {
     if !waiting(state) {
         return steps(vec![Step::Decline {
             allocation_id: allocation.allocation_id.clone(),
@@ -370,7 +373,7 @@ fn placed(state: TaskState, allocation: &Allocation) -> Outcome {
     steps(vec![
         Step::Grant {
             allocation: allocation.clone(),
-            reason: format!("placed on {}", allocation.node),
+            reason: caldera_scheduling::placement::explain::placed_on(&allocation.node, note),
         },
         Step::Dispatch,
     ])

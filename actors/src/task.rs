@@ -481,6 +481,7 @@ impl Handler<Placed> for TaskActor {
     fn handle(&mut self, m: Placed, ctx: &mut Context<Self>) {
         let input = Input::Placed {
             allocation: &m.allocation,
+            note: m.note,
         };
         self.react(ctx, input, None);
     }

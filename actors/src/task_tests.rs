@@ -74,6 +74,7 @@ fn a_task_placed_on_an_unknown_node_frees_and_requeues() {
 
         t.do_send(Placed {
             allocation: nowhere("t1"),
+            note: None,
         });
         let h = until_heard(&heard, |h| h.len() >= 4).await;
         assert_eq!(
@@ -163,6 +164,7 @@ fn a_reaction_that_cannot_be_recorded_acts_on_nothing() {
         sh.gate.faults().arm(Some(CommitSite::TaskTransition), rule);
         t.do_send(Placed {
             allocation: nowhere("t2"),
+            note: None,
         });
         let h = until_heard(&heard, |h| h.len() >= 4).await;
         assert_eq!(

@@ -6,11 +6,13 @@
 //! It depends on `caldera-scheduling` and `caldera-spec` only — the same code the
 //! live Scheduler calls, never a copy. Nothing in the control plane depends on
 //! it: `plotters` and the trace CSV code stay out of the server.
+pub mod cache;
 pub mod dynamic;
 pub mod plot;
 pub mod replay;
 pub mod report;
 pub mod run;
+pub mod tally;
 pub mod trace;
 pub mod waste;
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::tally::Tally;
 use super::trace::{TraceNode, TraceTask};
 use super::waste::{GpuContents, WasteLine};
 use caldera_scheduling::placement::rng::SplitMix64;
@@ -131,69 +132,37 @@ pub fn replay_bounded(
     for n in &trace.nodes {
         pool.upsert_node(n.view());
     }
-    let capacity = trace.capacity_milli().max(1) as f64;
     let order = workload(&trace.tasks, trace.capacity_milli(), inflate, seed);
-    // Tie-breaks draw from their own stream, so every policy sees the same order.
-    let mut placer = Placer::new(
-        policy,
-        mix.clone(),
-        seed.wrapping_mul(0x9E37_79B9).wrapping_add(1),
-    )
-    .with_search_limit(search_limit);
-    let (mut arrived, mut allocated, mut placed) = (0u64, 0u64, 0usize);
-    let mut at_100 = None;
-    let mut failed: BTreeMap<String, u32> = BTreeMap::new();
-    let mut curve = vec![(0.0, 0.0)];
+    let mut placer =
+        Placer::new(policy, mix.clone(), tie_break_seed(seed)).with_search_limit(search_limit);
+    let mut tally = Tally::new(trace.capacity_milli());
     let mut contents = GpuContents::default();
     for &i in &order {
         let task = &trace.tasks[i];
-        let demand = task.demand();
         let request = task.gpu_request_milli();
-        arrived += request;
-        match placer.place(&pool, &demand) {
-            Ok(p) => match pool.commit(&demand, &p) {
-                Ok(()) => {
-                    contents.record(&p, request);
-                    allocated += request;
-                    placed += 1;
-                }
-                Err(e) => *failed.entry(e.name().to_string()).or_insert(0) += 1,
-            },
-            Err(rej) => {
-                let reason = rej.counts().first().map(|(r, _)| *r).unwrap_or("no_nodes");
-                *failed.entry(reason.to_string()).or_insert(0) += 1;
-            }
-        }
-        let (arr_pct, alloc_pct) = (
-            100.0 * arrived as f64 / capacity,
-            100.0 * allocated as f64 / capacity,
-        );
-        if at_100.is_none() && arr_pct >= 100.0 {
-            at_100 = Some(alloc_pct);
-        }
-        if curve.last().is_some_and(|&(a, _)| arr_pct >= a + 1.0) {
-            curve.push((arr_pct, alloc_pct));
+        if let Some(p) = tally.place(&mut placer, &mut pool, &task.demand(), request) {
+            contents.record(&p, request);
         }
     }
-    let (arr_pct, alloc_pct) = (
-        100.0 * arrived as f64 / capacity,
-        100.0 * allocated as f64 / capacity,
-    );
-    if curve.last().is_some_and(|&(a, _)| a < arr_pct) {
-        curve.push((arr_pct, alloc_pct));
-    }
+    let t = tally.finish();
     SeedRun {
         seed,
-        alloc_pct_at_100: at_100.unwrap_or(alloc_pct),
-        alloc_pct_at_end: alloc_pct,
-        arrived_pct_at_end: arr_pct,
-        unallocated_gpus_at_end: (capacity - allocated as f64) / 1000.0,
+        alloc_pct_at_100: t.alloc_pct_at_100,
+        alloc_pct_at_end: t.alloc_pct_at_end,
+        arrived_pct_at_end: t.arrived_pct_at_end,
+        unallocated_gpus_at_end: t.unallocated_gpus_at_end,
         tasks: order.len(),
-        placed,
-        failed_by_reason: failed,
-        curve,
+        placed: t.placed,
+        failed_by_reason: t.failed_by_reason,
+        curve: t.curve,
         waste: contents.summarise(&pool),
     }
+}
+
+/// The seed of a replay's tie-breaks: their own stream, so every policy sees
+/// the same task order.
+pub fn tie_break_seed(seed: u64) -> u64 {
+    seed.wrapping_mul(0x9E37_79B9).wrapping_add(1)
 }
 
 #[cfg(test)]
@@ -214,15 +183,7 @@ mod tests {
     #[test]
     fn every_unallocated_gpu_is_on_a_waste_line() {
         // 3 nodes x 4 GPUs, a mix of 0.81, 0.47, 0.32 and whole tasks.
-        let nodes = (0..3)
-            .map(|i| TraceNode {
-                name: format!("n{i}"),
-                cpu_milli: 32_000,
-                memory_mib: 65_536,
-                gpus: 4,
-                model: "G2".into(),
-            })
-            .collect();
+        let nodes = TraceNode::alike(3, 4, 32_000, 65_536);
         let tasks = [(1, 810), (1, 470), (1, 320), (1, 1000), (2, 1000), (0, 0)]
             .iter()
             .map(|&(n, m)| task(n, m))

@@ -39,30 +39,18 @@ pub fn run_policies(traces: &[Trace], spec: &RunSpec) -> Vec<PolicyReport> {
     }
     // Slow policies first, so the tail of the run is short jobs.
     jobs.sort_by_key(|&(_, p, _)| !spec.policies[p].uses_fragmentation());
-    let results: Mutex<Vec<Option<(SeedRun, f64)>>> = Mutex::new(vec![None; jobs.len()]);
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|scope| {
-        for _ in 0..spec.threads.max(1) {
-            scope.spawn(|| loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(t, p, s)) = jobs.get(k) else { break };
-                let started = Instant::now();
-                let run = replay_bounded(
-                    &traces[t],
-                    &mixes[t],
-                    spec.policies[p],
-                    spec.seeds[s],
-                    spec.inflate,
-                    spec.search_limit,
-                );
-                let secs = started.elapsed().as_secs_f64();
-                if let Ok(mut r) = results.lock() {
-                    r[k] = Some((run, secs));
-                }
-            });
-        }
+    let results = parallel(&jobs, spec.threads, |&(t, p, s)| {
+        let started = Instant::now();
+        let run = replay_bounded(
+            &traces[t],
+            &mixes[t],
+            spec.policies[p],
+            spec.seeds[s],
+            spec.inflate,
+            spec.search_limit,
+        );
+        (run, started.elapsed().as_secs_f64())
     });
-    let results = results.into_inner().unwrap_or_default();
     let mut reports = Vec::new();
     for (t, trace) in traces.iter().enumerate() {
         for (p, policy) in spec.policies.iter().enumerate() {
@@ -85,6 +73,31 @@ pub fn run_policies(traces: &[Trace], spec: &RunSpec) -> Vec<PolicyReport> {
         }
     }
     reports
+}
+
+/// `f` of every job, on `threads` std threads (each job independent and
+/// single-threaded: a shared job counter is all the coordination needed), in
+/// job order.
+pub fn parallel<J: Sync, R: Send + Clone>(
+    jobs: &[J],
+    threads: usize,
+    f: impl Fn(&J) -> R + Sync,
+) -> Vec<Option<R>> {
+    let results: Mutex<Vec<Option<R>>> = Mutex::new(vec![None; jobs.len()]);
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some(job) = jobs.get(k) else { break };
+                let out = f(job);
+                if let Ok(mut r) = results.lock() {
+                    r[k] = Some(out);
+                }
+            });
+        }
+    });
+    results.into_inner().unwrap_or_default()
 }
 
 #[cfg(test)]

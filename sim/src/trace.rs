@@ -77,6 +77,20 @@ pub struct TraceNode {
 }
 
 impl TraceNode {
+    /// `count` alike nodes `n0`, `n1`, ... of `gpus` G2 GPUs (test clusters).
+    #[cfg(test)]
+    pub fn alike(count: usize, gpus: u32, cpu_milli: u64, memory_mib: u64) -> Vec<TraceNode> {
+        (0..count)
+            .map(|i| TraceNode {
+                name: format!("n{i}"),
+                cpu_milli,
+                memory_mib,
+                gpus,
+                model: "G2".into(),
+            })
+            .collect()
+    }
+
     /// The node as the placement engine sees it: every GPU has capacity 1000.
     pub fn view(&self) -> NodeView {
         NodeView {

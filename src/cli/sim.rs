@@ -11,6 +11,7 @@ use caldera_sim::{
 
 use super::CliError;
 
+mod cache;
 mod dynamic;
 
 /// Lines of `--waste` output per policy.
@@ -71,6 +72,8 @@ pub struct SimArgs {
     dynamic: bool,
     #[command(flatten)]
     dynamic_args: dynamic::DynamicArgs,
+    #[command(flatten)]
+    cache_args: cache::CacheArgs,
 }
 
 /// Run `caldera sim`.
@@ -99,6 +102,23 @@ pub fn run(args: SimArgs) -> Result<(), CliError> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
+    if args.cache_args.wanted() {
+        let a = &args;
+        return cache::run(
+            &a.cache_args,
+            cache::Common {
+                nodes: &a.nodes,
+                tasks: &a.tasks,
+                data_dir: &a.data_dir,
+                policy: &a.policy,
+                seeds,
+                inflate: a.inflate,
+                inference_share: a.dynamic_args.inference_share,
+                threads,
+                json: a.json,
+            },
+        );
+    }
     let spec = RunSpec {
         policies,
         seeds,

@@ -202,7 +202,10 @@ fn placement_and_waiting() {
         row(
             "queued + placed -> scheduled: take the grant (recorded in the Scheduler's batch), then send the start command",
             task(Queued),
-            Input::Placed { allocation: a2 },
+            Input::Placed {
+                allocation: a2,
+                note: None,
+            },
             s(vec![
                 Step::Grant {
                     allocation: a2.clone(),
@@ -212,9 +215,27 @@ fn placement_and_waiting() {
             ]),
         ),
         row(
+            "queued + placed where its weights are cached -> the grant's reason says so",
+            task(Queued),
+            Input::Placed {
+                allocation: a2,
+                note: Some("weights cached"),
+            },
+            s(vec![
+                Step::Grant {
+                    allocation: a2.clone(),
+                    reason: "placed on n2: weights cached".into(),
+                },
+                Step::Dispatch,
+            ]),
+        ),
+        row(
             "preempted + placed -> scheduled: a preempted task waits like a queued one",
             task(Preempted),
-            Input::Placed { allocation: a2 },
+            Input::Placed {
+                allocation: a2,
+                note: None,
+            },
             s(vec![
                 Step::Grant {
                     allocation: a2.clone(),
@@ -226,7 +247,10 @@ fn placement_and_waiting() {
         row(
             "running + placed -> hand the second grant back: one allocation per task",
             task(Running),
-            Input::Placed { allocation: a2 },
+            Input::Placed {
+                allocation: a2,
+                note: None,
+            },
             s(vec![Step::Decline {
                 allocation_id: "a2".into(),
                 reason: "task no longer waiting".into(),
@@ -235,7 +259,10 @@ fn placement_and_waiting() {
         row(
             "released + placed -> hand it back: the user let go",
             task(Released),
-            Input::Placed { allocation: a2 },
+            Input::Placed {
+                allocation: a2,
+                note: None,
+            },
             s(vec![Step::Decline {
                 allocation_id: "a2".into(),
                 reason: "task no longer waiting".into(),
@@ -244,7 +271,10 @@ fn placement_and_waiting() {
         row(
             "cancelled + placed -> hand it back: a grant that crossed the cancel (leaked before)",
             task(Cancelled),
-            Input::Placed { allocation: a2 },
+            Input::Placed {
+                allocation: a2,
+                note: None,
+            },
             s(vec![Step::Decline {
                 allocation_id: "a2".into(),
                 reason: "task no longer waiting".into(),
@@ -253,7 +283,10 @@ fn placement_and_waiting() {
         row(
             "finished + placed -> hand it back: an ended task holds no room",
             task(Finished),
-            Input::Placed { allocation: a2 },
+            Input::Placed {
+                allocation: a2,
+                note: None,
+            },
             s(vec![Step::Decline {
                 allocation_id: "a2".into(),
                 reason: "task no longer waiting".into(),

@@ -13,6 +13,8 @@ use caldera_spec::{Allocation, TaskRecord, TaskState};
 #[rtype(result = "()")]
 pub struct Placed {
     pub allocation: Allocation,
+    /// What else explains the placement (`weights cached`), for its event.
+    pub note: Option<&'static str>,
 }
 
 /// Why the task is still waiting (placement rejections or quota).

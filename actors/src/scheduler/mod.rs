@@ -276,7 +276,10 @@ impl Scheduler {
 
     fn apply(&mut self, d: Decision) {
         match d {
-            Decision::Place { mut allocation } => {
+            Decision::Place {
+                mut allocation,
+                note,
+            } => {
                 let Some(task) = self.registry.task(&allocation.task_id) else {
                     self.core.release(&allocation.allocation_id);
                     return;
@@ -287,7 +290,7 @@ impl Scheduler {
                 allocation.epoch = epoch;
                 self.core.stamp_epoch(&allocation.allocation_id, epoch);
                 self.unrecorded.insert(allocation.allocation_id.clone());
-                task.do_send(Placed { allocation });
+                task.do_send(Placed { allocation, note });
             }
             Decision::Preempt {
                 victim,

@@ -6,6 +6,7 @@
 //! rank the rest (one per [`PolicyName`]), and the [`Placer`] selects the best
 //! with a seeded, uniform tie-break. The [`Pool`] indexes free room per GPU.
 pub mod errors;
+pub mod explain;
 pub mod filter;
 pub mod fit;
 pub mod frag;
@@ -33,3 +34,5 @@ pub use types::{
 
 #[cfg(test)]
 mod placer_tests;
+#[cfg(test)]
+mod placer_weights_tests;

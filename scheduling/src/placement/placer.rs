@@ -17,8 +17,9 @@ use super::policy::PolicyName;
 use super::pool::{Class, Pool};
 use super::rejections::Rejections;
 use super::rng::SplitMix64;
+use super::score::weights::Holding;
 use super::score::{self, ClassFrag, Norm, ScoreCtx, Scored};
-use super::types::{Demand, Placement};
+use super::types::{Demand, NodeId, Placement, WeightsNeed};
 
 /// Pools with at most this many distinct node states are searched exhaustively.
 pub const DEFAULT_SEARCH_LIMIT: usize = 2048;
@@ -40,6 +41,7 @@ pub struct Placer {
     rng: SplitMix64,
     search_limit: usize,
     bounded_scores: usize,
+    cache_bound: f64,
     cache_for: (u64, u64, (u64, u64), u64),
     frags: FxHashMap<u64, ClassFrag>,
     facts: MixFacts,
@@ -56,6 +58,7 @@ impl Placer {
             rng: SplitMix64::new(seed),
             search_limit: DEFAULT_SEARCH_LIMIT,
             bounded_scores: DEFAULT_BOUNDED_SCORES,
+            cache_bound: score::weights::DEFAULT_BOUND,
             cache_for: (0, 0, (0, 0), 0),
             frags: FxHashMap::default(),
             facts: MixFacts::default(),
@@ -70,6 +73,34 @@ impl Placer {
         self.search_limit = limit.max(1);
         self.bounded_scores = limit.max(1);
         self
+    }
+
+    /// Weigh a node's cached copy of a demand's weights at most `bound` of
+    /// the policy's score (see [`score::weights`]); 0 turns the term off
+    /// (the filter still applies: weights must fit the node's cache).
+    pub fn with_cache_bound(mut self, bound: f64) -> Self {
+        self.cache_bound = bound.max(0.0);
+        self
+    }
+
+    /// What the cache term may trade for a hit (0: off).
+    pub fn cache_bound(&self) -> f64 {
+        self.cache_bound
+    }
+
+    /// What to say about a placement beyond its node: `weights cached` or
+    /// `weights warming` when the cache term counted for the chosen node.
+    pub fn explain(
+        &self,
+        pool: &Pool,
+        demand: &Demand,
+        placement: &Placement,
+    ) -> Option<&'static str> {
+        let need = demand.weights.as_ref()?;
+        if self.cache_bound <= 0.0 {
+            return None;
+        }
+        Holding::of(&pool.node(placement.node)?.weights, need).note()
     }
 
     /// The policy this placer runs.
@@ -92,12 +123,26 @@ impl Placer {
     /// When no node fits, says why, counted by reason.
     pub fn place(&mut self, pool: &Pool, demand: &Demand) -> Result<Placement, Rejections> {
         self.sync(pool);
+        // Classes are scored without the weights (cache contents are not
+        // part of a class's state); the cache filter and term then look at
+        // each member node.
+        let stripped;
+        let (demand, need) = match &demand.weights {
+            None => (demand, None),
+            Some(need) => {
+                stripped = Demand {
+                    weights: None,
+                    ..demand.clone()
+                };
+                (&stripped, Some(need))
+            }
+        };
         let did = self.intern(demand);
         let mut rejections = Rejections::new(pool.unit());
-        let Some(slot) = self.select(pool, demand, did, &mut rejections) else {
+        let Some(choice) = self.select(pool, demand, did, need, &mut rejections) else {
             return Err(rejections);
         };
-        let Some(class) = pool.class_at(slot) else {
+        let Some(class) = pool.class_at(choice.slot) else {
             return Err(rejections);
         };
         let Some(mut gpus) = self.gpus_in(class, demand, did) else {
@@ -105,7 +150,10 @@ impl Placer {
         };
         // The node is drawn before any GPU redraw: the seeded sequence is part
         // of what a replay reproduces.
-        let node = class.members[self.rng.below(class.members.len() as u64) as usize];
+        let node = match choice.node {
+            Some(node) => node,
+            None => class.members[self.rng.below(class.members.len() as u64) as usize],
+        };
         if self.policy == PolicyName::Random && demand.gpu.is_sharing() {
             self.redraw_shared_gpu(class, demand, &mut gpus);
         }
@@ -116,14 +164,17 @@ impl Placer {
     /// best-scoring feasible class, ties broken uniformly over their nodes
     /// (a weighted reservoir). Counts every rejected node in `rejections`.
     /// A pool over the search limit is walked from a seeded random slot and
-    /// only `bounded_scores` feasible classes are scored.
+    /// only `bounded_scores` feasible classes are scored. With weights
+    /// (`need`), each member node of a feasible class is filtered and scored
+    /// on its own (class score + cache term) and the node is chosen here.
     fn select(
         &mut self,
         pool: &Pool,
         demand: &Demand,
         did: u32,
+        need: Option<&WeightsNeed>,
         rejections: &mut Rejections,
-    ) -> Option<usize> {
+    ) -> Option<Choice> {
         let (max_cpu, max_gpu) = pool.max_sizes();
         let norm = Norm {
             max_cpu: max_cpu as f64,
@@ -138,6 +189,7 @@ impl Placer {
         };
         let mut best: Option<(f64, usize)> = None;
         let mut tied_nodes = 0u64;
+        let mut pick = NodePick::default();
         let mut scored = 0usize;
         for i in 0..slots {
             let slot = (start + i) % slots;
@@ -153,6 +205,14 @@ impl Placer {
             let Some(score) = self.score_class(pool, class, demand, did, norm) else {
                 continue;
             };
+            if let Some(need) = need {
+                self.select_members(pool, class, score, need, &mut pick, rejections);
+                scored += 1;
+                if bounded && scored >= self.bounded_scores {
+                    break;
+                }
+                continue;
+            }
             match best {
                 Some((b, _)) if score < b => {}
                 Some((b, _)) if score == b => {
@@ -171,7 +231,55 @@ impl Placer {
                 break;
             }
         }
-        best.map(|(_, slot)| slot)
+        if need.is_some() {
+            return pick.best.map(|(_, slot, node)| Choice {
+                slot,
+                node: Some(node),
+            });
+        }
+        best.map(|(_, slot)| Choice { slot, node: None })
+    }
+
+    /// The member nodes of a feasible `class` whose cache can take `need`,
+    /// each scored `class_score` plus its cache term, into `pick` (ties
+    /// broken uniformly over nodes, like classes).
+    fn select_members(
+        &mut self,
+        pool: &Pool,
+        class: &Class,
+        class_score: f64,
+        need: &WeightsNeed,
+        pick: &mut NodePick,
+        rejections: &mut Rejections,
+    ) {
+        for &node in &class.members {
+            let Some(view) = pool.node(node) else {
+                continue;
+            };
+            if let Err(reason) = filter::weights::check(&view.weights, need) {
+                if reason == super::rejections::WEIGHTS_ROOM {
+                    rejections.add_weights_room(&view.weights);
+                } else {
+                    rejections.add(reason, 1);
+                }
+                continue;
+            }
+            let holding = Holding::of(&view.weights, need);
+            let score = class_score + score::weights::bonus(holding, self.cache_bound);
+            match pick.best {
+                Some((b, _, _)) if score < b => {}
+                Some((b, _, _)) if score == b => {
+                    pick.tied += 1;
+                    if self.rng.below(pick.tied) == 0 {
+                        pick.best = Some((score, class.handle.slot as usize, node));
+                    }
+                }
+                _ => {
+                    pick.best = Some((score, class.handle.slot as usize, node));
+                    pick.tied = 1;
+                }
+            }
+        }
     }
 
     /// The GPUs `demand` takes in the chosen `class`: those its score chose
@@ -279,6 +387,21 @@ impl Placer {
             self.demand_ids.clear();
         }
     }
+}
+
+/// What [`Placer::select`] chose: a class, and the node when the cache term
+/// chose it (else a member is drawn uniformly).
+struct Choice {
+    slot: usize,
+    node: Option<NodeId>,
+}
+
+/// The best node so far when nodes are scored one by one, and how many tie
+/// with it.
+#[derive(Default)]
+struct NodePick {
+    best: Option<(f64, usize, NodeId)>,
+    tied: u64,
 }
 
 /// Fragmentation data of a class under `policy`.

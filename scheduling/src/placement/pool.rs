@@ -185,6 +185,15 @@ impl Pool {
         }
     }
 
+    /// Replace what a node's weight cache holds (from its cache report).
+    /// The node keeps its class: cache contents are looked at per node, by
+    /// the weights filter and the cache term, never by class.
+    pub fn set_weights(&mut self, id: NodeId, weights: super::types::NodeWeights) {
+        if let Some(e) = self.nodes.get_mut(id.0 as usize) {
+            e.view.weights = weights;
+        }
+    }
+
     /// Every node with its id.
     pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &NodeView)> {
         self.nodes

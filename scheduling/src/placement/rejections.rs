@@ -1,6 +1,6 @@
 //! Why nodes were turned down, counted by named reason (Nomad's "constraint
 //! filtered" counters), so "why is my task pending" is answered from data.
-use super::types::{Demand, GpuDemand, GpuUnit};
+use super::types::{Demand, GpuDemand, GpuUnit, NodeWeights};
 
 /// Node is not healthy.
 pub const UNHEALTHY: &str = "unhealthy";
@@ -23,9 +23,26 @@ pub const LABELS: &str = "labels";
 /// Node is held exclusively, or the request is exclusive and the node is in use.
 pub const EXCLUSIVE: &str = "exclusive";
 
+/// Node has no weight cache (`--cache-gb 0`) and the demand serves a model.
+pub const NO_WEIGHT_CACHE: &str = "no_weight_cache";
+/// Node's cache cannot make room for the demand's weights (what is in use or
+/// pinned is never evicted).
+pub const WEIGHTS_ROOM: &str = "weights_room";
+
 /// Every reason code, in the order filters run.
-pub const ALL_REASONS: [&str; 10] = [
-    UNHEALTHY, CORDONED, EXCLUSIVE, LABELS, GPU_MODEL, GPU_ROOM, WHOLE_GPUS, CPU, MEMORY, DISK,
+pub const ALL_REASONS: [&str; 12] = [
+    UNHEALTHY,
+    CORDONED,
+    EXCLUSIVE,
+    LABELS,
+    GPU_MODEL,
+    GPU_ROOM,
+    WHOLE_GPUS,
+    CPU,
+    MEMORY,
+    DISK,
+    NO_WEIGHT_CACHE,
+    WEIGHTS_ROOM,
 ];
 
 /// Count of rejected nodes per reason (each node counted once, under the first
@@ -34,6 +51,9 @@ pub const ALL_REASONS: [&str; 10] = [
 pub struct Rejections {
     counts: [u32; ALL_REASONS.len()],
     unit: GpuUnit,
+    /// Largest cache room (bytes) among the nodes rejected for [`WEIGHTS_ROOM`],
+    /// with that cache's capacity: what the explanation quotes.
+    weights_room: Option<(u64, u64)>,
     /// Nodes considered in all.
     pub nodes: u32,
 }
@@ -44,7 +64,18 @@ impl Rejections {
         Rejections {
             counts: [0; ALL_REASONS.len()],
             unit,
+            weights_room: None,
             nodes: 0,
+        }
+    }
+
+    /// Count one node rejected for [`WEIGHTS_ROOM`], remembering its room if
+    /// it is the largest seen (a person asks "how close was it?").
+    pub fn add_weights_room(&mut self, cache: &NodeWeights) {
+        self.add(WEIGHTS_ROOM, 1);
+        let seen = (cache.evictable_room_bytes, cache.capacity_bytes);
+        if self.weights_room.is_none_or(|best| seen > best) {
+            self.weights_room = Some(seen);
         }
     }
 
@@ -107,8 +138,29 @@ impl Rejections {
                 GpuUnit::MiB.describe(d.memory_mib)
             ),
             DISK => format!("less than {} free disk", GpuUnit::MiB.describe(d.disk_mib)),
+            NO_WEIGHT_CACHE => "no weight cache (--cache-gb 0)".into(),
+            WEIGHTS_ROOM => self.explain_weights_room(reason, d),
             other => other.to_string(),
         }
+    }
+
+    fn explain_weights_room(&self, reason: &str, d: &Demand) -> String {
+        let (room, capacity) = self.weights_room.unwrap_or((0, 0));
+        let most = if self.count(reason) > 1 {
+            "at most "
+        } else {
+            ""
+        };
+        let needs = d
+            .weights
+            .as_ref()
+            .map(|w| format!(" ({} needs {})", w.model, describe_bytes(w.size_bytes)))
+            .unwrap_or_default();
+        format!(
+            "weights do not fit the node cache: {most}{} free of {}{needs}",
+            describe_bytes(room),
+            describe_bytes(capacity)
+        )
     }
 
     fn explain_room(&self, d: &Demand) -> String {
@@ -125,6 +177,11 @@ impl Rejections {
             n => format!("fewer than {n} GPUs with {amount} free"),
         }
     }
+}
+
+/// Bytes the way the GB figures elsewhere read (binary GB, as `--cache-gb`).
+pub fn describe_bytes(bytes: u64) -> String {
+    GpuUnit::MiB.describe(bytes.div_ceil(1 << 20))
 }
 
 fn fmt_labels(d: &Demand) -> String {

@@ -19,7 +19,9 @@ use super::offers::Offers;
 use super::stages::backfill::Reservation;
 use super::stages::place::NoRoom;
 use super::stages::Pass;
-use crate::placement::{Demand, GpuUnit, Placement, Placer, PolicyName, Pool, WorkloadMix};
+use crate::placement::{
+    Demand, GpuUnit, Placement, Placer, PolicyName, Pool, WeightsNeed, WorkloadMix,
+};
 use caldera_spec::{Allocation, NodeInventory, Quota, Standing, TaskSpec, TaskType, Usage};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -108,7 +110,11 @@ impl Waiting {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     /// The allocation is in the ledger; record it and start the workload.
-    Place { allocation: Allocation },
+    /// `note`: what else the placement is explained by (`weights cached`).
+    Place {
+        allocation: Allocation,
+        note: Option<&'static str>,
+    },
     /// Stop `victim` (checkpoint first) to make room for `for_task`.
     Preempt {
         victim: Allocation,
@@ -150,6 +156,8 @@ pub struct Core {
     last_estimate_ms: Option<u64>,
     /// The time of the pass in progress.
     now_ms: u64,
+    /// Weights of the registered model versions, by `name:version`.
+    pub(in crate::queue) model_weights: HashMap<String, WeightsNeed>,
     pub config: CoreConfig,
 }
 
@@ -189,6 +197,7 @@ impl Core {
             estimates: HashMap::new(),
             last_estimate_ms: None,
             now_ms: 0,
+            model_weights: HashMap::new(),
             config,
         }
     }
@@ -225,8 +234,13 @@ impl Core {
         &self.offers
     }
 
+    /// The placement demand of `spec`, with the weights of its model
+    /// version when the version is known (see [`Core::set_model_weights`]).
     pub fn demand_for(&self, spec: &TaskSpec) -> Demand {
-        demand::demand_for(spec, self.models.iter().map(String::as_str))
+        Demand {
+            weights: self.weights_for(spec),
+            ..demand::demand_for(spec, self.models.iter().map(String::as_str))
+        }
     }
 
     pub(in crate::queue) fn refresh_node(&mut self, name: &str) {
@@ -235,6 +249,10 @@ impl Core {
                 .ledger
                 .pool_view(name, inv, self.healthy.contains(name));
             view.cordoned = self.cordoned.contains(name);
+            // The ledger knows nothing of caches: keep the last report.
+            if let Some(old) = self.pool.node_id(name).and_then(|id| self.pool.node(id)) {
+                view.weights = old.weights.clone();
+            }
             self.pool.upsert_node(view);
         }
     }
@@ -431,10 +449,14 @@ impl Core {
             return self.pending(&mut pass.out, id, why, est);
         }
         let borrowed = standing == Standing::Borrowing || model_borrowed;
+        let note = self.placer.explain(&self.pool, &w.demand, &p);
         match self.bind(id, p, borrowed, now_ms) {
             Ok(a) => {
                 pass.granted(tenant, allocation_usage_of(&a, &self.ledger));
-                pass.out.push(Decision::Place { allocation: a });
+                pass.out.push(Decision::Place {
+                    allocation: a,
+                    note,
+                });
             }
             Err(why) => self.pending(&mut pass.out, id, why, None),
         }

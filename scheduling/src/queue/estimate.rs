@@ -108,7 +108,8 @@ fn earliest_on(
                     .filter(|p| p.start <= t && p.end.is_none_or(|e| e > t))
                     .map(|p| &p.allocation),
             );
-        let view = node_view(node, &inv, true, active);
+        let mut view = node_view(node, &inv, true, active);
+        view.weights = core.node_weights(node);
         let mut pool = Pool::new(GpuUnit::MiB);
         pool.upsert_node(view);
         if let Ok(p) = core.checker.place(&pool, demand) {

@@ -59,7 +59,7 @@ pub fn submit(core: &mut Core, tenant: &str, s: TaskSpec, seq: u64, attempt: u32
 pub fn placed(d: &[Decision]) -> Vec<String> {
     d.iter()
         .filter_map(|d| match d {
-            Decision::Place { allocation } => Some(allocation.task_id.clone()),
+            Decision::Place { allocation, .. } => Some(allocation.task_id.clone()),
             _ => None,
         })
         .collect()

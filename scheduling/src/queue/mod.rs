@@ -12,6 +12,7 @@ mod fixtures;
 pub mod ledger;
 pub mod offers;
 pub mod stages;
+pub mod weights;
 
 /// Choosing victims; the preempt stage.
 pub use stages::preempt;

@@ -298,7 +298,7 @@ impl<'a> Sim<'a> {
 
     fn apply(&mut self, d: Decision, now: u64) {
         match d {
-            Decision::Place { allocation } => self.place(allocation, now),
+            Decision::Place { allocation, .. } => self.place(allocation, now),
             Decision::Preempt {
                 victim, for_task, ..
             } => {

@@ -14,10 +14,11 @@ pub struct DynamicArgs {
     /// trace's pods then use well under 1% of it).
     #[arg(long, default_value_t = 64)]
     gpus: u32,
-    /// --dynamic: share of all tasks marked inference (high priority), drawn
-    /// among sharing pods of at most half a GPU.
+    /// --dynamic and --models: share of all tasks marked inference (high
+    /// priority; serving a model in the cache replay), drawn among sharing
+    /// pods of at most half a GPU.
     #[arg(long, default_value_t = 0.3)]
-    inference_share: f64,
+    pub(super) inference_share: f64,
     /// --dynamic: each tenant's borrowing limit, as a share of its pool's GPUs.
     #[arg(long, default_value_t = 0.5)]
     borrow: f64,

@@ -7,6 +7,7 @@ mod gpu;
 mod health;
 mod labels;
 mod resources;
+pub mod weights;
 
 use super::state::NodeState;
 use super::types::Demand;

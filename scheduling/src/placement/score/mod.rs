@@ -9,6 +9,7 @@ pub mod fgd;
 pub mod gpuclustering;
 pub mod gpupacking;
 pub mod random;
+pub mod weights;
 
 use super::frag::FragTable;
 use super::state::NodeState;

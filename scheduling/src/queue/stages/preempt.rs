@@ -170,8 +170,12 @@ fn fits_without(
         .on_node(node)
         .filter(|e| !chosen.contains(&e.allocation.allocation_id))
         .map(|e| &e.allocation);
+    let mut view = node_view(node, inv, true, held);
+    // As reported: the victims' versions may become evictable once they
+    // stop, but the node has not said so yet.
+    view.weights = core.node_weights(node);
     let mut pool = Pool::new(GpuUnit::MiB);
-    pool.upsert_node(node_view(node, inv, true, held));
+    pool.upsert_node(view);
     core.checker.place(&pool, demand).is_ok()
 }
 
