@@ -7,6 +7,7 @@ pub mod core;
 mod core_tests;
 pub mod demand;
 pub mod estimate;
+pub mod estimate_accuracy;
 #[cfg(test)]
 mod fixtures;
 pub mod ledger;

@@ -70,6 +70,11 @@ pub struct PoolOutcome {
     pub past_estimates: u64,
     /// Pending decisions that were a task's last word in a pass.
     pub pendings: u64,
+    /// Each task's first start estimate, while it has not started yet.
+    pub first_estimates: HashMap<String, u64>,
+    /// At each task's first start: start minus its first estimate, ms
+    /// (what the live control plane records as `estimate_error_ms`).
+    pub estimate_errors_ms: Vec<i64>,
     /// Tasks no node of the pool can hold even when empty.
     pub infeasible: Vec<String>,
     /// Outcomes by task id.
@@ -208,7 +213,13 @@ impl<'a> Sim<'a> {
         self.allocated_gpus += gpus;
         self.out.peak_gpus = self.out.peak_gpus.max(self.allocated_gpus);
         let o = self.outcome(i);
+        let first_start = o.first_start_ms.is_none();
         o.first_start_ms.get_or_insert(now);
+        if first_start {
+            if let Some(e) = self.out.first_estimates.remove(&a.task_id) {
+                self.out.estimate_errors_ms.push(now as i64 - e as i64);
+            }
+        }
         let end = now + self.remaining_ms[i];
         self.running.insert(
             a.allocation_id.clone(),
@@ -363,6 +374,18 @@ impl<'a> Sim<'a> {
                 }
             }
             self.out.pendings += last_word.len() as u64;
+            for (task, e) in &last_word {
+                let never_started = self
+                    .by_id
+                    .get(*task)
+                    .is_some_and(|&i| self.attempts[i] == 0);
+                if let (Some(e), true) = (e, never_started) {
+                    self.out
+                        .first_estimates
+                        .entry(task.to_string())
+                        .or_insert(*e);
+                }
+            }
             self.out.past_estimates += last_word
                 .values()
                 .filter(|e| e.is_some_and(|e| e < t))

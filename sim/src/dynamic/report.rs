@@ -64,6 +64,9 @@ pub struct ScenarioReport {
     /// Pending decisions (a task's last word in a pass) / those with an estimated start already past.
     pub pendings: u64,
     pub past_estimates: u64,
+    /// How close first start estimates came to the starts (the live
+    /// control plane's `GET /v1/stats/estimates`, for the replay).
+    pub estimates: caldera_scheduling::queue::estimate_accuracy::EstimateAccuracy,
     /// Started but not finished when the replay stopped.
     pub unfinished: usize,
     /// When the last task finished, seconds of trace time.
@@ -194,6 +197,13 @@ pub fn summarize(
         oversized_victims: pools.iter().map(|p| p.oversized_victims).sum(),
         pendings: pools.iter().map(|p| p.pendings).sum(),
         past_estimates: pools.iter().map(|p| p.past_estimates).sum(),
+        estimates: caldera_scheduling::queue::estimate_accuracy::summarise(
+            pools
+                .iter()
+                .flat_map(|p| p.estimate_errors_ms.iter().copied())
+                .collect(),
+            pools.iter().map(|p| p.first_estimates.len() as u64).sum(),
+        ),
         unfinished: all
             .iter()
             .filter(|o| o.first_start_ms.is_some() && o.finished_ms.is_none())
@@ -298,7 +308,7 @@ impl DynamicReport {
                 ));
             }
             s.push_str(&format!(
-                "  {:<13} {} preempted tasks, victims held {:.1} GPUs for preemptors asking {:.1} ({} victims >= 4x their preemptor); never started {} ({} fit no node of their pool); {} unfinished; cut off: {}; over-allocations: {}; {} of {} pending decisions gave an estimated start already past\n",
+                "  {:<13} {} preempted tasks, victims held {:.1} GPUs for preemptors asking {:.1} ({} victims >= 4x their preemptor); never started {} ({} fit no node of their pool); {} unfinished; cut off: {}; over-allocations: {}; {} of {} pending decisions gave an estimated start already past; first start estimates of {} tasks: {:.1}% within 1 min, {:.1}% within 10 min, median error {:.0} s\n",
                 r.scenario,
                 r.preempted_tasks,
                 r.victim_gpus,
@@ -310,7 +320,11 @@ impl DynamicReport {
                 r.cut_off,
                 r.violations.len(),
                 r.past_estimates,
-                r.pendings
+                r.pendings,
+                r.estimates.tasks,
+                r.estimates.within_1m * 100.0,
+                r.estimates.within_10m * 100.0,
+                r.estimates.median_abs_error_s
             ));
         }
         if let [a, b] = &self.scenarios[..] {
