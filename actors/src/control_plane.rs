@@ -223,7 +223,9 @@ impl ControlPlane {
         for a in &allocations? {
             alloc.add(a);
         }
-        Ok(Some(NodeView::build(&rec, connected, &metrics, &alloc)))
+        let mut view = NodeView::build(&rec, connected, &metrics, &alloc);
+        view.cache = self.sh.fleet.get(name).map(|c| c.report);
+        Ok(Some(view))
     }
 
     /// Revokes a node (operators only): its secret stops working and its live

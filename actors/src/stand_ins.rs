@@ -127,5 +127,7 @@ pub fn shared(store: Store, heard: &Heard) -> Arc<Shared> {
         tokens: Arc::new(TokenBook::default()),
         offers: Arc::default(),
         refusals: Default::default(),
+        fleet: Default::default(),
+        origin_budget: Default::default(),
     })
 }
