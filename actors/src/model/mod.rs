@@ -10,6 +10,8 @@ pub mod fleet;
 mod operations;
 pub mod register;
 pub mod sources;
+#[cfg(test)]
+mod tests;
 pub mod view;
 mod warmup;
 
