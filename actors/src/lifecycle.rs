@@ -615,6 +615,12 @@ fn preparing_timeout(rec: &TaskRecord, attempt: u32, after_secs: u64) -> Outcome
         "stuck in {} for {after_secs}s on node {node} (preparing timeout)",
         stage.as_str()
     );
+    stuck(why)
+}
+
+/// A task stuck in a stage past its timeout: its workload is stopped and it
+/// fails for `why`.
+fn stuck(why: String) -> Outcome {
     steps(vec![
         Step::StopWorkload {
             reason: why.clone(),

@@ -2,7 +2,7 @@
 //! its node waits here (`scheduled -> preparing -> warming -> ready`), with
 //! progress events as bytes arrive and a timeout of its own
 //! (`warming-timeout-ms`) whose reason names what it was reading.
-use super::{enter, finish, steps, Outcome, Step};
+use super::{enter, steps, Outcome, Step};
 use caldera_spec::wire::WorkloadEventKind;
 use caldera_spec::{EventKind, TaskRecord, TaskState};
 
@@ -69,15 +69,9 @@ pub(super) fn timeout(rec: &TaskRecord, attempt: u32, after_secs: u64, reading: 
     if attempt != rec.attempts || rec.state != TaskState::Warming {
         return Outcome::Ignored("past warming, or a later attempt");
     }
-    let why = format!("warming_timeout: stuck in warming for {after_secs} s {reading}");
-    steps(vec![
-        Step::StopWorkload {
-            reason: why.clone(),
-        },
-        Step::RecordFailure(why.clone()),
-        enter(TaskState::Failed, why.clone()),
-        finish(why),
-    ])
+    super::stuck(format!(
+        "warming_timeout: stuck in warming for {after_secs} s {reading}"
+    ))
 }
 
 #[cfg(test)]

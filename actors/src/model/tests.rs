@@ -56,6 +56,15 @@ impl Agent {
     }
 }
 
+/// A copy of all 1000 bytes verified after reading them from `source`.
+fn verified(source: &str) -> WarmupProgress {
+    WarmupProgress::Verified {
+        source: source.into(),
+        bytes_fetched: 1000,
+        seconds: 1.0,
+    }
+}
+
 fn sha(c: char) -> String {
     c.to_string().repeat(64)
 }
@@ -208,14 +217,7 @@ fn origin_reads_are_capped_per_version_and_in_all_and_waiters_go_to_the_first_ve
         let (rec_c, _) = c.send(VersionSnapshot).await.unwrap();
         assert_eq!(rec_c.nodes["n5"].copy, CopyState::Waiting);
 
-        ag["n1"].report(
-            &sha('a'),
-            WarmupProgress::Verified {
-                source: "origin".into(),
-                bytes_fetched: 1000,
-                seconds: 1.0,
-            },
-        );
+        ag["n1"].report(&sha('a'), verified("origin"));
         settle().await;
         let granted = grants(&ag.get_mut("n1").unwrap().drain());
         assert_eq!(granted.len(), 2, "{granted:?}");
@@ -261,11 +263,6 @@ fn a_failed_peer_transfer_and_a_lost_peer_are_resourced() {
         let sh = shared_with(dir.path(), ServerConfig::default());
         let mut ag = agents(&sh, &["n1", "n2", "n3", "n4"]).await;
         let a = start(&sh, version("a", &sha('a')));
-        let verified = |s: &str| WarmupProgress::Verified {
-            source: s.into(),
-            bytes_fetched: 1000,
-            seconds: 1.0,
-        };
         needs(&a, "n1");
         settle().await;
         ag["n1"].report(&sha('a'), verified("origin"));
@@ -333,14 +330,7 @@ fn without_peer_warmup_nodes_read_the_origin_in_turn() {
         settle().await;
         assert_eq!(source_of(&ag.get_mut("n1").unwrap().drain()).len(), 1);
         assert!(ag.get_mut("n2").unwrap().drain().is_empty());
-        ag["n1"].report(
-            &sha('a'),
-            WarmupProgress::Verified {
-                source: "origin".into(),
-                bytes_fetched: 1000,
-                seconds: 1.0,
-            },
-        );
+        ag["n1"].report(&sha('a'), verified("origin"));
         settle().await;
         assert!(grants(&ag.get_mut("n1").unwrap().drain()).is_empty());
         let got = source_of(&ag.get_mut("n2").unwrap().drain());
