@@ -38,7 +38,10 @@ impl NodeActor {
         let changed = before.is_none_or(|b| !b.live || b.verified() != now.verified());
         if hello || changed {
             for (_, m) in self.sh.registry.models() {
-                m.do_send(NodeCacheSeen { node: name.clone() });
+                m.do_send(NodeCacheSeen {
+                    node: name.clone(),
+                    hello,
+                });
             }
         }
     }
