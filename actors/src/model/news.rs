@@ -166,6 +166,19 @@ impl Handler<NodeCacheSeen> for ModelVersionActor {
             );
             plan.events
                 .push(self.event(Some(&m.node), EventKind::ModelWarmup, msg));
+        } else if m.hello
+            && recorded == Some(CopyState::Warming)
+            && !cache.report.fetching.iter().any(|f| &f.sha256 == sha)
+        {
+            let msg = format!(
+                "node {} said hello without its fetch of {}: told its source again",
+                m.node,
+                self.key()
+            );
+            plan.events
+                .push(self.event(Some(&m.node), EventKind::ModelWarmup, msg));
+            // Its own read does not count against it: the same source, or a better one.
+            self.serve(&mut plan, &m.node, None);
         }
         self.carry_out(ctx, CommitSite::ModelWarmup, plan);
     }
