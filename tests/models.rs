@@ -362,3 +362,64 @@ fn versions_and_their_state_survive_a_control_plane_restart() {
     );
     assert_eq!(r.status, 409, "{:?}", r.body);
 }
+
+/// With `tenants-may-register-models`, a tenant's own version is its own:
+/// another tenant neither sees it nor may name it; the operator sees it.
+/// A tenant changes only its own versions.
+#[test]
+fn a_tenants_version_is_visible_to_it_and_the_operator_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = control_plane(
+        dir.path(),
+        &[("CALDERA_TENANTS_MAY_REGISTER_MODELS", "true")],
+    );
+    register(&cp, "v1");
+    let (a, b) = (cp.api(&cp.tenant("team-a")), cp.api(&cp.tenant("team-b")));
+    let mine = json!({"name": "mine", "version": "v1",
+        "weights": {"uri": "http://store.internal/mine.bin", "size_bytes": SIZE, "sha256": SHA}})
+    .to_string();
+    let r = a.post("/v1/models", &mine);
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    assert_eq!(r.data()["owner"], "team-a");
+    let names = |api: &caldera_chaos_tests::Api| -> Vec<String> {
+        api.get("/v1/models")
+            .data()
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["name"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(names(&a), ["llama", "mine"]);
+    assert_eq!(
+        names(&b),
+        ["llama"],
+        "another tenant's version is not listed"
+    );
+    assert_eq!(names(&cp.operator()), ["llama", "mine"]);
+    assert_eq!(b.get("/v1/models/mine/versions/v1").status, 404);
+    let r = b.post("/v1/tasks", &task_with_model("t", "mine:v1"));
+    assert_eq!(
+        (r.status, r.body["error"].as_str()),
+        (422, Some("unknown_model")),
+        "{:?}",
+        r.body
+    );
+    assert_eq!(
+        a.post("/v1/tasks", &task_with_model("t", "mine:v1")).status,
+        201
+    );
+    // Its own it may deprecate; the operator's it may not.
+    let r = a.post("/v1/models/mine/versions/v1/deprecate", "{}");
+    assert_eq!(r.data()["state"], "deprecated", "{:?}", r.body);
+    let r = a.post("/v1/models/llama/versions/v1/deprecate", "{}");
+    assert_eq!(r.status, 403, "{:?}", r.body);
+    // A prewarm names its nodes or a count; a bad body names the field.
+    let r = a.post("/v1/models/mine/versions/v1/prewarm", r#"{"count":0}"#);
+    assert_eq!(r.body["field"], "count", "{:?}", r.body);
+    let r = a.post(
+        "/v1/models/mine/versions/v1/prewarm",
+        r#"{"nodes":["nowhere"]}"#,
+    );
+    assert_eq!(r.body["field"], "nodes", "{:?}", r.body);
+}
