@@ -202,7 +202,14 @@ pub fn model(args: ModelArgs) -> Result<(), CliError> {
             if !json_out {
                 let nodes: Vec<String> =
                     items(&data, "nodes").iter().map(|n| text(n, "")).collect();
-                println!("warming {} on: {}", p.model, nodes.join(", "));
+                if nodes.is_empty() {
+                    println!(
+                        "{}: no node to warm (every live node with a cache holds or reads it)",
+                        p.model
+                    );
+                } else {
+                    println!("warming {} on: {}", p.model, nodes.join(", "));
+                }
                 return Ok(());
             }
             data
