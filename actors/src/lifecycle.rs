@@ -741,6 +741,11 @@ fn requeue(rec: &TaskRecord, why: String, counts_as_loss: bool) -> Outcome {
 /// one more attempt is counted, and the pending note and start estimate are
 /// cleared (the first half of [`Step::Grant`]; the transition is the second).
 pub fn bind(rec: &mut TaskRecord, allocation: &Allocation) {
+    if rec.attempts == 0 && rec.estimate_error_ms.is_none() {
+        rec.estimate_error_ms = rec
+            .first_estimate_ms
+            .map(|e| allocation.created_ms as i64 - e as i64);
+    }
     rec.allocation = Some(allocation.clone());
     rec.attempts += 1;
     rec.pending_reason = None;
@@ -763,6 +768,9 @@ pub fn apply_to_record(rec: &mut TaskRecord, step: &Step) -> bool {
         } => {
             rec.pending_reason = Some(reason.clone());
             rec.estimated_start_ms = *estimated_start_ms;
+            if rec.attempts == 0 && rec.first_estimate_ms.is_none() {
+                rec.first_estimate_ms = *estimated_start_ms;
+            }
         }
         _ => return false,
     }

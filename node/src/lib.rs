@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod cgroup;
 pub mod config;
+pub mod device_program;
 pub mod error;
 pub mod lease;
 pub mod probe;

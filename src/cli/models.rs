@@ -140,7 +140,7 @@ fn version_path(model: &str) -> Result<String, CliError> {
 
 /// Runs a `model` subcommand.
 pub fn model(args: ModelArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     let json_out = args.opts.json;
     let data = match &args.action {
         ModelAction::Register(r) => {

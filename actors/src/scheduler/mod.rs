@@ -17,7 +17,7 @@ use crate::durability::FlushGate;
 use crate::protocol::scheduler::{
     AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, Enqueue, Free, LedgerAllocations,
     ModelWeightsKnown, NodeCordoned, NodeDown, NodeMetricsUpdate, NodeUp, NodeWeightsUpdate,
-    RecordGrant, Restart, Stats,
+    QueuePositions, RecordGrant, Restart, Stats,
 };
 use crate::protocol::task::{Pending, Placed, Preempt};
 use crate::registry::Registry;
@@ -579,6 +579,13 @@ impl Handler<Stats> for Scheduler {
             allocations: self.core.ledger().len(),
             healthy_nodes: self.core.healthy_nodes().len(),
         })
+    }
+}
+
+impl Handler<QueuePositions> for Scheduler {
+    type Result = MessageResult<QueuePositions>;
+    fn handle(&mut self, _: QueuePositions, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.core.queue_positions())
     }
 }
 
