@@ -19,9 +19,11 @@ mod moves;
 pub mod replica_moves;
 #[cfg(test)]
 mod tests;
+mod warming;
 
 pub use moves::fence_notice;
 use moves::{drain, fence_over, node_lost, requeue_planned};
+pub use warming::reading;
 
 /// A stop the control plane asked for, and what follows the workload's exit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +101,13 @@ pub enum Input<'a> {
     DispatchFailed { node: &'a str, why: &'a str },
     /// The preparing timer armed for `attempt` ran out after `after_secs`.
     PreparingTimeout { attempt: u32, after_secs: u64 },
+    /// The warming timer armed for `attempt` ran out after `after_secs`;
+    /// `reading` says what it was reading last ([`reading`]).
+    WarmingTimeout {
+        attempt: u32,
+        after_secs: u64,
+        reading: &'a str,
+    },
     /// The deadline of a requested stop of `allocation_id` passed.
     StopOverdue { allocation_id: &'a str },
     /// The deadline of a release's stop passed.
@@ -258,6 +267,11 @@ pub fn decide(rec: &TaskRecord, stopping: Option<&Stopping>, input: Input<'_>) -
             attempt,
             after_secs,
         } => preparing_timeout(rec, attempt, after_secs),
+        Input::WarmingTimeout {
+            attempt,
+            after_secs,
+            reading,
+        } => warming::timeout(rec, attempt, after_secs, reading),
         Input::StopOverdue { allocation_id } => stop_overdue(rec, stopping, allocation_id),
         Input::ReleaseOverdue => steps(vec![finish("released; stop not confirmed in time")]),
         Input::TimeLimit {
@@ -397,8 +411,12 @@ fn workload(rec: &TaskRecord, stopping: Option<&Stopping>, kind: &WorkloadEventK
             state: TaskState::Preparing,
             reason: None,
         }]),
+        WorkloadEventKind::Warming { .. } => warming::progress(rec, kind),
         WorkloadEventKind::Ready { isolation }
-            if matches!(state, TaskState::Scheduled | TaskState::Preparing) =>
+            if matches!(
+                state,
+                TaskState::Scheduled | TaskState::Preparing | TaskState::Warming
+            ) =>
         {
             steps(vec![enter(
                 TaskState::Ready,
@@ -600,6 +618,12 @@ fn preparing_timeout(rec: &TaskRecord, attempt: u32, after_secs: u64) -> Outcome
         "stuck in {} for {after_secs}s on node {node} (preparing timeout)",
         stage.as_str()
     );
+    stuck(why)
+}
+
+/// A task stuck in a stage past its timeout: its workload is stopped and it
+/// fails for `why`.
+fn stuck(why: String) -> Outcome {
     steps(vec![
         Step::StopWorkload {
             reason: why.clone(),

@@ -6,6 +6,7 @@ pub mod fields;
 pub mod follow;
 pub mod logging;
 pub mod login;
+pub mod models;
 pub mod node;
 pub mod node_ops;
 pub mod nodes;
@@ -120,6 +121,8 @@ pub enum Command {
     /// Check a server and token and save them as a context, so later
     /// commands need neither `--server` nor `--token`.
     Login(login::LoginArgs),
+    /// Model versions: register, list, show, prewarm, pin, deprecate.
+    Model(models::ModelArgs),
 }
 
 pub fn dispatch(cli: Cli) -> Result<(), CliError> {
@@ -142,5 +145,6 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Quota(args) => tenants::quota(args),
         Command::Usage(args) => own_tenant::usage(args),
         Command::Login(args) => login::run(args),
+        Command::Model(args) => models::model(args),
     }
 }

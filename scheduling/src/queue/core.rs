@@ -20,7 +20,7 @@ use super::stages::backfill::Reservation;
 use super::stages::place::NoRoom;
 use super::stages::Pass;
 use crate::placement::{
-    Demand, GpuUnit, Placement, Placer, PolicyName, Pool, WeightsNeed, WorkloadMix,
+    Demand, GpuUnit, NodeWeights, Placement, Placer, PolicyName, Pool, WeightsNeed, WorkloadMix,
 };
 use caldera_spec::{Allocation, NodeInventory, Quota, Standing, TaskSpec, TaskType, Usage};
 use std::collections::{HashMap, HashSet};
@@ -158,6 +158,10 @@ pub struct Core {
     now_ms: u64,
     /// Weights of the registered model versions, by `name:version`.
     pub(in crate::queue) model_weights: HashMap<String, WeightsNeed>,
+    /// Each node's weight cache, as its last cache report says (fed by the
+    /// control plane, possibly before the node is up; each refresh of the
+    /// node's pool view carries it).
+    pub(in crate::queue) node_weights: HashMap<String, NodeWeights>,
     pub config: CoreConfig,
 }
 
@@ -198,6 +202,7 @@ impl Core {
             last_estimate_ms: None,
             now_ms: 0,
             model_weights: HashMap::new(),
+            node_weights: HashMap::new(),
             config,
         }
     }
@@ -249,10 +254,8 @@ impl Core {
                 .ledger
                 .pool_view(name, inv, self.healthy.contains(name));
             view.cordoned = self.cordoned.contains(name);
-            // The ledger knows nothing of caches: keep the last report.
-            if let Some(old) = self.pool.node_id(name).and_then(|id| self.pool.node(id)) {
-                view.weights = old.weights.clone();
-            }
+            // The ledger knows nothing of caches: the last report does.
+            view.weights = self.node_weights.get(name).cloned().unwrap_or_default();
             self.pool.upsert_node(view);
         }
     }

@@ -17,22 +17,18 @@ impl Core {
     }
 
     /// What `node`'s weight cache holds, from its last report. Kept across
-    /// the node's other updates until the next report replaces it.
+    /// the node's other updates until the next report replaces it; a report
+    /// of a node not up yet is kept for when it is.
     pub fn set_node_weights(&mut self, node: &str, weights: NodeWeights) {
-        if let Some(id) = self.pool.node_id(node) {
-            self.pool.set_weights(id, weights);
-        }
+        self.node_weights.insert(node.to_string(), weights);
+        self.refresh_node(node);
     }
 
     /// What `node`'s cache held at its last report (empty when unknown):
     /// the hypothetical pools of estimates and victim searches carry it, or
     /// a task serving a model would never fit there.
     pub(in crate::queue) fn node_weights(&self, node: &str) -> NodeWeights {
-        self.pool
-            .node_id(node)
-            .and_then(|id| self.pool.node(id))
-            .map(|v| v.weights.clone())
-            .unwrap_or_default()
+        self.node_weights.get(node).cloned().unwrap_or_default()
     }
 
     /// The weights `spec`'s model version needs, if it names a known one.
