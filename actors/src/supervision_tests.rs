@@ -223,6 +223,7 @@ fn a_hello_the_scheduler_cannot_answer_is_refused_not_welcomed_with_kills() {
             pid: Some(4242),
             exit: None,
             usage: Default::default(),
+            warming: false,
         };
         node.do_send(AgentHello {
             hello: hello("gpu-8", vec![running]),

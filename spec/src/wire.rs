@@ -127,6 +127,10 @@ pub struct WorkloadReport {
     /// Measured use of this allocation (see [`AllocationUse`]).
     #[serde(default)]
     pub usage: AllocationUse,
+    /// Still waiting for its model's weights (no process yet): alive, but
+    /// not started, so a heartbeat does not stand for a `started` event.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warming: bool,
 }
 
 /// Measured use of one allocation. On simulated GPUs the CPU use of the

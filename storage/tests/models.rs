@@ -3,7 +3,8 @@
 use caldera_spec::{
     CopyState, ModelState, ModelVersionRecord, ModelVersionSpec, NodeCopy, WeightsSpec,
 };
-use caldera_storage::{Store, StoreConfig};
+mod common;
+
 
 fn version(name: &str, version: &str) -> ModelVersionRecord {
     let mut nodes = std::collections::BTreeMap::new();
@@ -39,14 +40,15 @@ fn model_versions_survive_a_reopen_in_key_order() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (version("llama", "v2"), version("llama", "v1"));
     {
-        let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
+        let store = common::open(dir.path());
         let mut batch = store.batch();
         batch.put_model_version(&a);
         batch.put_model_version(&b);
         store.commit(batch).unwrap();
         store.flush().unwrap();
     }
-    let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
+    // The first handle's flusher may hold the lock a moment past its drop.
+    let store = common::open(dir.path());
     assert_eq!(store.model_version("llama:v2").unwrap(), Some(a.clone()));
     assert_eq!(store.model_version("llama:v3").unwrap(), None);
     assert_eq!(store.model_versions().unwrap(), vec![b, a]);

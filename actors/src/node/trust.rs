@@ -106,9 +106,12 @@ impl NodeActor {
             usage.push((w.allocation_id.clone(), w.usage.clone()));
             // A running workload is reported as started on every heartbeat:
             // a task rebuilt after its `running` could not be recorded learns
-            // it from the next one (a task already running ignores it).
+            // it from the next one (a task already running ignores it). One
+            // still warming has started nothing: taken for started, a task
+            // with a command went `running` as if it were a reservation.
             let kind = match &w.exit {
                 Some(x) => WorkloadEventKind::Exited(x.clone()),
+                None if w.warming => continue,
                 None => WorkloadEventKind::Started { pid: w.pid },
             };
             self.forward(&task, &w.allocation_id, kind);

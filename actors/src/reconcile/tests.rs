@@ -15,6 +15,7 @@ fn running(id: &str) -> WorkloadReport {
         pid: Some(100),
         exit: None,
         usage: Default::default(),
+        warming: false,
     }
 }
 

@@ -100,6 +100,7 @@ impl Workload {
             pid: self.pid,
             exit: self.exit.clone(),
             usage: self.usage.clone(),
+            warming: self.warming.is_some(),
         }
     }
 }
