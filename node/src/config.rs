@@ -177,9 +177,11 @@ impl AgentConfig {
         Ok(())
     }
 
-    /// The weight cache's capacity in bytes.
+    /// The weight cache's capacity in bytes. GB are GiB, as every other
+    /// size in Caldera (`memory_gb`, `disk_gb`), so `--cache-gb 50` reads
+    /// back as 50G in `caldera nodes`.
     pub fn cache_capacity_bytes(&self) -> u64 {
-        (self.cache_gb * 1e9) as u64
+        (self.cache_gb * (1u64 << 30) as f64) as u64
     }
 
     /// The parsed `--simulate-gpus` groups (empty when not given).

@@ -93,7 +93,10 @@ async fn cached_agent(
     let agent = RunningAgent::spawn(config);
     let mut c = next_conn(conns).await;
     let hello = c.hello().await;
-    assert_eq!(hello.cache.capacity_bytes, 100_000_000);
+    assert_eq!(
+        hello.cache.capacity_bytes,
+        (0.1 * (1u64 << 30) as f64) as u64
+    );
     c.send(welcome(1, &[], &[]));
     (agent, c, hello.peer_url)
 }

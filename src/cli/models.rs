@@ -278,7 +278,7 @@ fn render_version(v: &Value) -> String {
         ]);
     }
     out.push_str(&t.render());
-    let tasks: Vec<String> = items(v, "tasks").iter().map(|t| text(t, "")).collect();
+    let tasks: Vec<String> = items(v, "tasks").iter().map(super::fields::show).collect();
     if !tasks.is_empty() {
         out.push_str(&format!("tasks: {}\n", tasks.join(", ")));
     }

@@ -149,6 +149,7 @@ pub fn render_node(node: &Value) -> String {
         ),
         ("labels", labels(node)),
         ("last seen", text(node, "last_seen")),
+        ("weight cache", cache_summary(node)),
     ]);
     out.push_str("\ngpus:\n");
     let mut gpus = Table::new(&["GPU", "UUID", "MODEL", "FREE", "TOTAL", "USED", "UTIL"]);
@@ -182,6 +183,27 @@ pub fn render_node(node: &Value) -> String {
         out.push_str(&format!("  {}\n", allocation_line(allocation)));
     }
     out
+}
+
+/// The node's weight cache in one line: copies, room, and where its bytes
+/// came from (`-` for a node without a cache report).
+fn cache_summary(node: &Value) -> String {
+    let Some(cache) = get(node, "cache") else {
+        return MISSING.into();
+    };
+    let bytes = |path: &str| fields::size_mb(number(cache, path).unwrap_or(0.0) / 1_048_576.0);
+    let count = |path: &str| number(cache, path).map_or(0, |n| n as u64);
+    format!(
+        "{} verified, {} of {}; hits {}, misses {}, from origin {}, from peers {}, served {}",
+        items(cache, "entries").len(),
+        bytes("used_bytes"),
+        bytes("capacity_bytes"),
+        count("counters.hits"),
+        count("counters.misses"),
+        bytes("counters.bytes_from_origin"),
+        bytes("counters.bytes_from_peers"),
+        bytes("counters.bytes_served"),
+    )
 }
 
 /// One allocation on a node, read tolerantly: the server may send an id or
@@ -396,7 +418,11 @@ mod tests {
             "gpus": [gpu(0, "A100-80GB", 81920, 61440)],
             "allocations": [{"allocation_id": "a-1", "task_id": "t1", "gpus": [{"index": 0}]}]});
         let out = render_node(&node);
-        assert!(out.contains("labels:       zone=a\n"), "{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("labels:") && l.ends_with(" zone=a")),
+            "{out}"
+        );
         assert!(
             out.contains("  0    SIM-0  A100-80GB (simulated)  60G   80G    0M    0%\n"),
             "{out}"
@@ -404,6 +430,16 @@ mod tests {
         assert!(
             out.ends_with("allocations:\n  a-1 task t1 gpus [0]\n"),
             "{out}"
+        );
+        let cached = json!({"name": "n", "cache": {"capacity_bytes": 53687091200u64,
+            "used_bytes": 209715200, "entries": [{"sha256": "ab"}],
+            "counters": {"hits": 2, "misses": 1, "bytes_from_peers": 209715200}}});
+        assert!(
+            render_node(&cached).contains(
+                "weight cache:  1 verified, 200M of 50G; hits 2, misses 1, from origin 0M, from peers 200M, served 0M\n"
+            ),
+            "{}",
+            render_node(&cached)
         );
         // What the server sends: a count. It once printed `none` for 1.
         let counted = json!({"name": "node-1", "state": "ready", "gpus": [], "allocations": 1});

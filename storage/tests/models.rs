@@ -5,7 +5,6 @@ use caldera_spec::{
 };
 mod common;
 
-
 fn version(name: &str, version: &str) -> ModelVersionRecord {
     let mut nodes = std::collections::BTreeMap::new();
     nodes.insert(

@@ -13,7 +13,7 @@ pub struct CacheFull {
 
 impl std::fmt::Display for CacheFull {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let gb = |b: u64| b as f64 / 1e9;
+        let gb = |b: u64| b as f64 / (1u64 << 30) as f64;
         write!(
             f,
             "cache full: {:.3} of {:.3} GB pinned or in use",
@@ -154,8 +154,8 @@ mod tests {
             }
         }
         let full = CacheFull {
-            held_bytes: 2_500_000_000,
-            capacity_bytes: 3_000_000_000,
+            held_bytes: 5 << 29,
+            capacity_bytes: 3 << 30,
         };
         assert_eq!(
             full.to_string(),
