@@ -23,6 +23,7 @@ pub mod index;
 pub mod layout;
 pub mod lru;
 pub mod peer;
+pub mod stamp;
 mod store;
 #[cfg(test)]
 mod store_tests;

@@ -39,6 +39,9 @@ pub struct WeightCache {
     pub(super) running: BTreeMap<String, Running>,
     /// Checks before use in flight, with the registered size.
     pub(super) checking: BTreeMap<String, u64>,
+    /// Each copy's file as it was at its last full SHA-256 check (this
+    /// agent's run only): see [`super::stamp`].
+    pub(super) stamps: BTreeMap<String, super::stamp::Stamp>,
     /// Evictions asked for while the copy was in use.
     pub(super) evict_later: BTreeMap<String, String>,
     pub(super) notes: UnboundedSender<CacheNote>,
@@ -80,6 +83,7 @@ impl WeightCache {
             capacity_bytes,
             running: BTreeMap::new(),
             checking: BTreeMap::new(),
+            stamps: BTreeMap::new(),
             evict_later: BTreeMap::new(),
             notes,
             next_generation: 1,
@@ -242,6 +246,7 @@ impl WeightCache {
     /// Deletes a verified copy; the report says why.
     pub(super) fn delete(&mut self, sha256: &str, reason: &str) -> Option<CacheEvent> {
         self.index.entries.remove(sha256)?;
+        self.stamps.remove(sha256);
         if let Err(e) = std::fs::remove_file(self.layout.copy(sha256)) {
             tracing::warn!("weight cache: deleting {sha256}: {e}");
         }

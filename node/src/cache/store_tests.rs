@@ -322,3 +322,30 @@ async fn the_same_warm_twice_lets_the_fetch_go_on() {
     let c = &f.cache.index.counters;
     assert_eq!((c.misses, c.bytes_from_origin), (1, 200_000));
 }
+
+/// A start whose copy is untouched since its last full check in this run
+/// skips the hash (it cost ~1 s per GB on every start); the first start
+/// after the agent opens its cache again hashes in full.
+#[actix_rt::test]
+async fn an_untouched_copy_is_not_hashed_again_until_the_agent_restarts() {
+    let mut f = Fixture::new(1_000_000);
+    let (path, sha) = weights(&f.origin, "w", 100_000, 9);
+    f.warm(&path, &sha, 100_000, &InUse::new()).await;
+    let after_fetch = f.cache.index.counters.load_seconds;
+    assert_eq!(f.check(&sha, 100_000).await, Ok(()));
+    assert_eq!(f.check(&sha, 100_000).await, Ok(()));
+    assert_eq!(
+        f.cache.index.counters.load_seconds, after_fetch,
+        "no hash for an untouched copy"
+    );
+    // The agent again: no stamps, a full hash (its time is counted).
+    let (tx, notes) = unbounded_channel();
+    f.cache = WeightCache::open(&f.data, 1_000_000, tx).unwrap();
+    f.notes = notes;
+    let before = f.cache.index.counters.load_seconds;
+    assert_eq!(f.check(&sha, 100_000).await, Ok(()));
+    assert!(
+        f.cache.index.counters.load_seconds > before,
+        "hashed in full after a restart"
+    );
+}

@@ -148,9 +148,25 @@ impl WeightCache {
     }
 
     /// A start needs `sha256`: a copy here is checked again (size and
-    /// SHA-256) before use; without one the start waits for a warm.
+    /// SHA-256) before use, unless its file is untouched since its last full
+    /// check in this run ([`super::stamp`]); without one the start waits
+    /// for a warm.
     pub fn want(&mut self, sha256: &str, size_bytes: u64) -> Want {
         if self.holds(sha256) {
+            let path = self.layout.copy(sha256);
+            let untouched = self
+                .stamps
+                .get(sha256)
+                .is_some_and(|s| super::stamp::of(&path) == Some(*s));
+            if untouched && !self.checking.contains_key(sha256) {
+                self.checking.insert(sha256.to_string(), size_bytes);
+                let _ = self.notes.send(CacheNote::Checked {
+                    sha256: sha256.to_string(),
+                    seconds: 0.0,
+                    outcome: Ok(()),
+                });
+                return Want::Checking;
+            }
             if !self.checking.contains_key(sha256) {
                 self.checking.insert(sha256.to_string(), size_bytes);
                 let path = self.layout.copy(sha256);
@@ -234,6 +250,9 @@ impl WeightCache {
         self.index.counters.load_seconds += seconds;
         let events = match outcome {
             Ok(()) => {
+                if let Some(st) = super::stamp::of(&self.layout.copy(&sha256)) {
+                    self.stamps.insert(sha256.clone(), st);
+                }
                 self.index.entries.insert(
                     sha256.clone(),
                     super::index::IndexEntry {
@@ -294,6 +313,9 @@ impl WeightCache {
         let events = match outcome {
             Ok(()) => {
                 self.index.counters.hits += 1;
+                if let Some(st) = super::stamp::of(&self.layout.copy(&sha256)) {
+                    self.stamps.insert(sha256.clone(), st);
+                }
                 if let Some(e) = self.index.entries.get_mut(&sha256) {
                     e.last_used_ms = crate::runtime::now_ms();
                 }
@@ -309,6 +331,7 @@ impl WeightCache {
                     "weight cache: {sha256}: {reason}"
                 );
                 self.index.counters.corrupt_found += 1;
+                self.stamps.remove(&sha256);
                 self.index.counters.misses += 1;
                 self.index.entries.remove(&sha256);
                 let _ = std::fs::remove_file(self.layout.copy(&sha256));
