@@ -199,7 +199,7 @@ mod tests {
             "800",
         ])
         .unwrap();
-        assert_eq!(c.cache_capacity_bytes(), 500_000_000);
+        assert_eq!(c.cache_capacity_bytes(), 512 << 20, "GB are GiB");
         assert_eq!(c.peer_listen.as_deref(), Some("127.0.0.1:0"));
         assert_eq!(c.peer_advertise.as_deref(), Some("http://10.0.0.2:9000"));
         assert_eq!(c.peer_max_mbps, Some(800.0));
