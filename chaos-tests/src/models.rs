@@ -102,20 +102,36 @@ pub fn checksum_command() -> Vec<String> {
     ]
 }
 
-/// A task body serving `model` with [`checksum_command`]: a service of
-/// `replicas` (each one whole GPU, so an agent with one GPU takes one) or,
-/// with `on` naming a node, a single replica required on that node (the
-/// `node=<name>` label of [`crate::cluster::AgentSpec::with_cache`]).
-pub fn model_service(id: &str, model: &str, replicas: u32, on: Option<&str>) -> String {
-    let mut v = serde_json::json!({
+/// One whole GPU per replica: on agents with one GPU each, a service's
+/// replicas land one per agent.
+pub fn one_gpu() -> Value {
+    serde_json::json!({"gpu": {"count": 1, "memory_gb": 10}})
+}
+
+/// One core and no GPU: fits beside anything on the harness's 16-core agents.
+pub fn one_core() -> Value {
+    serde_json::json!({"cpu": {"cores": 1}})
+}
+
+/// A service of `replicas` serving `model` with [`checksum_command`].
+pub fn model_service(id: &str, model: &str, replicas: u32, resources: Value) -> Value {
+    serde_json::json!({
         "task_id": id, "task_type": "inference", "replicas": replicas, "model": model,
-        "resources": {"gpu": {"count": 1, "memory_gb": 10}},
-        "command": checksum_command(),
-    });
-    if let Some(node) = on {
-        v["labels"] = serde_json::json!({ "node": node });
-    }
-    v.to_string()
+        "resources": resources, "command": checksum_command(),
+    })
+}
+
+/// `body` required on `node` (the `node=<name>` label of
+/// [`crate::cluster::AgentSpec::with_cache`]).
+pub fn on_node(mut body: Value, node: &str) -> Value {
+    body["labels"] = serde_json::json!({ "node": node });
+    body
+}
+
+/// Submits `body`; panics unless it is accepted (201).
+pub fn submit(api: &Api, body: &Value) {
+    let r = api.post("/v1/tasks", &body.to_string());
+    assert_eq!(r.status, 201, "{body}: {:#}", r.body);
 }
 
 /// The value after `key=` on the first line of `task`'s log that has it.
@@ -162,4 +178,39 @@ pub fn task_events(op: &Api, tenant: &str, task: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Waits up to `secs` for `id` to run and returns its view.
+pub fn wait_running(api: &Api, id: &str, secs: u64) -> Value {
+    api.wait_task(id, secs, "running", |v| v["state"] == "running")
+}
+
+/// The node a task view's allocation is on ("" without one).
+pub fn node_of(view: &Value) -> String {
+    view["allocation"]["node"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Releases `id` (a service: all its replicas) and waits until `replicas`
+/// of it (`<id>.r0` ..) have left their nodes.
+pub fn release_service(api: &Api, id: &str, replicas: u32) {
+    let r = api.post(&format!("/v1/tasks/{id}/release"), "{}");
+    assert_eq!(r.status, 200, "release {id}: {:#}", r.body);
+    for i in 0..replicas {
+        api.wait_task(&format!("{id}.r{i}"), 30, "released", |v| {
+            matches!(
+                v["state"].as_str(),
+                Some("released" | "finished" | "cancelled" | "failed")
+            )
+        });
+    }
+}
+
+/// Whether `states` (a history, oldest first) holds `stages` in this order,
+/// other states allowed between them.
+pub fn passes_through(states: &[&str], stages: &[&str]) -> bool {
+    let mut it = states.iter();
+    stages.iter().all(|s| it.any(|x| x == s))
 }
