@@ -163,8 +163,10 @@ pub fn printed_sha256(api: &Api, task: &str, secs: u64) -> String {
 
 /// Every event of `task` as "kind message" (operator view of the log).
 pub fn task_events(op: &Api, tenant: &str, task: &str) -> Vec<String> {
-    op.get(&format!("/v1/events?tenant={tenant}&task={task}&limit=1000"))
-        .data()["events"]
+    op.get(&format!(
+        "/v1/events?tenant={tenant}&task={task}&limit=1000"
+    ))
+    .data()["events"]
         .as_array()
         .map(|e| {
             e.iter()

@@ -358,6 +358,10 @@ mod tests {
         assert_eq!(get(&o.url(), None).1.len(), 400_000);
         assert_eq!(other.join().unwrap(), 400_000);
         // 800 kB at 2 MB/s cannot take less than 0.4 s (a floor, not a timing).
-        assert!(t0.elapsed() >= Duration::from_millis(390), "{:?}", t0.elapsed());
+        assert!(
+            t0.elapsed() >= Duration::from_millis(390),
+            "{:?}",
+            t0.elapsed()
+        );
     }
 }

@@ -1,0 +1,385 @@
+//! Model warmup (issue 11, "Measure"): N real agents on this machine, a
+//! generated weights file behind an origin whose bandwidth is capped — the
+//! EMULATION of saturated shared storage (an NFS server every node reads at
+//! once); loopback itself is far faster — and a service of N replicas, one
+//! per node, submitted cold. Three ways of warming, measured side by side
+//! in one run, each on a fresh cluster with empty caches:
+//!
+//! - (a) every node pulls from the origin at once (max-origin-pulls-per-version
+//!   = max-origin-pulls = N, peer-warmup off);
+//! - (b) staggered origin pulls only (per-version 1, peer-warmup off);
+//! - (c) staggered plus peer-to-peer (the defaults).
+//!
+//! Then, on (c)'s warm cluster, warm starts (cache hits) from placement to
+//! running, and the cost of verifying a cached file.
+use super::stats::{loadavg, ms, wall_ms, Sample};
+use super::Setup;
+use crate::cluster::{start_agents, AgentSpec};
+use crate::models::Counters;
+use crate::origin::{label, Origin, OriginOptions};
+use crate::process::{wait_until, Agent, ControlPlane};
+use crate::weights::{generate, sha256_file, WeightsFile};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// What `bench warmup` was asked to do.
+#[derive(Debug, Clone)]
+pub struct WarmupRun {
+    pub nodes: usize,
+    pub size_bytes: u64,
+    /// The origin's cap, bytes/s (the emulation of saturated shared storage).
+    pub origin_bytes_per_s: u64,
+    /// Rounds of (a), (b), (c), interleaved.
+    pub rounds: usize,
+    /// Warm starts timed on the last warm cluster.
+    pub warm_starts: usize,
+}
+
+/// One way of warming: its name and the server configuration that selects it.
+struct Scenario {
+    key: &'static str,
+    what: &'static str,
+    env: Vec<(&'static str, String)>,
+}
+
+fn scenarios(nodes: usize) -> Vec<Scenario> {
+    let n = nodes.to_string();
+    vec![
+        Scenario {
+            key: "a",
+            what: "every node pulls from the origin at once",
+            env: vec![
+                ("CALDERA_MAX_ORIGIN_PULLS_PER_VERSION", n.clone()),
+                ("CALDERA_MAX_ORIGIN_PULLS", n),
+                ("CALDERA_PEER_WARMUP", "false".into()),
+            ],
+        },
+        Scenario {
+            key: "b",
+            what: "staggered origin pulls only (1 per version)",
+            env: vec![
+                ("CALDERA_MAX_ORIGIN_PULLS_PER_VERSION", "1".into()),
+                ("CALDERA_PEER_WARMUP", "false".into()),
+            ],
+        },
+        Scenario {
+            key: "c",
+            what: "staggered + peer-to-peer (defaults)",
+            env: vec![],
+        },
+    ]
+}
+
+/// The failure detection of this benchmark: N agents hashing and writing
+/// GBs on a small machine may send a heartbeat late; a node declared lost
+/// would have its replica replaced, which is not what is measured.
+const SLOW_DETECTION: &[(&str, &str)] = &[
+    ("CALDERA_HEARTBEAT_INTERVAL_MS", "1000"),
+    ("CALDERA_NODE_TIMEOUT_MS", "60000"),
+    ("CALDERA_WORKLOAD_LEASE_MS", "120000"),
+];
+
+/// One cold rollout's figures.
+#[derive(Debug, Clone)]
+struct Rollout {
+    /// Submission to the last replica's `ready` / `running` (server stamps).
+    all_ready: Duration,
+    all_running: Duration,
+    /// The origin's own count, and the nodes' counters.
+    origin_bytes: u64,
+    origin_gets: usize,
+    nodes_from_origin: u64,
+    nodes_from_peers: u64,
+}
+
+/// A cluster of `nodes` cached agents with one GPU each, the weights
+/// registered as `m:v1` behind a fresh capped origin.
+struct Cluster {
+    cp: ControlPlane,
+    agents: Vec<Agent>,
+    origin: Origin,
+}
+
+fn start_cluster(
+    setup: &Setup,
+    dir: &std::path::Path,
+    run: &WarmupRun,
+    w: &WeightsFile,
+    env: &[(&str, &str)],
+) -> Result<Cluster, String> {
+    let origin = Origin::serve(
+        &w.path,
+        OriginOptions {
+            bytes_per_s: Some(run.origin_bytes_per_s),
+            silent: false,
+        },
+    )
+    .map_err(|e| format!("origin: {e}"))?;
+    let mut all: Vec<(&str, &str)> = SLOW_DETECTION.to_vec();
+    all.extend_from_slice(env);
+    let cp = setup.control_plane(dir, &all);
+    // Twice the model, in decimal GB, so one version always fits.
+    let cache_gb = format!("{:.3}", 2.0 * run.size_bytes as f64 / 1e9);
+    let specs: Vec<AgentSpec> = (0..run.nodes)
+        .map(|i| AgentSpec::with_cache(&format!("warm-{i}"), "1xA100-80GB", &cache_gb))
+        .collect();
+    let agents = start_agents(&setup.bin, &cp, dir, &specs, 0);
+    let r = cp
+        .operator()
+        .register_model("m", "v1", &w.spec(&origin.url()));
+    if r.status != 201 {
+        return Err(format!("register: {} {}", r.status, r.body));
+    }
+    Ok(Cluster { cp, agents, origin })
+}
+
+/// `at_ms` of the first `state` in a task view's history.
+fn stamp(view: &Value, state: &str) -> Option<u64> {
+    view["history"]
+        .as_array()?
+        .iter()
+        .find(|h| h["state"] == state)
+        .and_then(|h| h["at_ms"].as_u64())
+}
+
+/// Submits an `n`-replica service `id` of `m:v1` running `sleep`, waits for
+/// every replica to run, and returns when it was submitted (unix ms, the
+/// clock of the server's stamps: same machine) and the replicas' views.
+fn roll_out(
+    c: &Cluster,
+    api: &crate::http::Api,
+    id: &str,
+    n: usize,
+    limit: Duration,
+) -> Result<(u64, Vec<Value>), String> {
+    let body = serde_json::json!({
+        "task_id": id, "task_type": "inference", "replicas": n, "model": "m:v1",
+        "resources": {"gpu": {"count": 1, "memory_gb": 10}},
+        "command": ["sleep", "3600"],
+    });
+    let submitted = wall_ms();
+    let r = api.post("/v1/tasks", &body.to_string());
+    if r.status != 201 {
+        return Err(format!("{id}: submit answered {} {}", r.status, r.body));
+    }
+    let mut views = Vec::new();
+    let done = wait_until(limit, || {
+        views = (0..n).map(|i| api.task(&format!("{id}.r{i}"))).collect();
+        views.iter().all(|v| v["state"] == "running")
+    });
+    if !done {
+        let states: Vec<String> = views
+            .iter()
+            .map(|v| format!("{}={}", v["task_id"], v["state"]))
+            .collect();
+        return Err(format!(
+            "{id}: not all running after {limit:?}: {states:?}; load {}; logs under {}",
+            loadavg(),
+            c.cp.log.display()
+        ));
+    }
+    Ok((submitted, views))
+}
+
+fn cold(
+    setup: &Setup,
+    run: &WarmupRun,
+    w: &WeightsFile,
+    s: &Scenario,
+    round: usize,
+) -> Result<(Rollout, Option<Cluster>), String> {
+    let dir = setup.scratch(&format!("warmup-{}-{round}", s.key));
+    let env: Vec<(&str, &str)> = s.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let c = start_cluster(setup, &dir, run, w, &env)?;
+    let api = c.cp.api(&c.cp.tenant("bench"));
+    let (submitted, views) = roll_out(&c, &api, "svc", run.nodes, setup.deadline)?;
+    let last = |state: &str| {
+        let at = views
+            .iter()
+            .filter_map(|v| stamp(v, state))
+            .max()
+            .unwrap_or(0);
+        Duration::from_millis(at.saturating_sub(submitted))
+    };
+    let op = c.cp.operator();
+    let counters: Vec<Counters> = c.agents.iter().map(|a| op.counters(&a.name)).collect();
+    let rollout = Rollout {
+        all_ready: last("ready"),
+        all_running: last("running"),
+        origin_bytes: c.origin.bytes_served(),
+        origin_gets: c.origin.gets().len(),
+        nodes_from_origin: counters.iter().map(|c| c.bytes_from_origin).sum(),
+        nodes_from_peers: counters.iter().map(|c| c.bytes_from_peers).sum(),
+    };
+    println!(
+        "warmup ({}) round {round}: {}: all ready {:.2} s, all running {:.2} s; origin served {} in {} GETs ({:.2} x the model); nodes' counters: {} from the origin, {} from peers; load {}",
+        s.key,
+        s.what,
+        rollout.all_ready.as_secs_f64(),
+        rollout.all_running.as_secs_f64(),
+        gib(rollout.origin_bytes),
+        rollout.origin_gets,
+        rollout.origin_bytes as f64 / run.size_bytes as f64,
+        gib(rollout.nodes_from_origin),
+        gib(rollout.nodes_from_peers),
+        loadavg()
+    );
+    let keep = s.key == "c" && round + 1 == run.rounds;
+    if keep {
+        return Ok((rollout, Some(c)));
+    }
+    drop(c);
+    setup.clean(&dir);
+    Ok((rollout, None))
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// Warm starts on a cluster whose every node holds the verified copy: a
+/// one-replica service at a time, placement (`scheduled`) to `running` and
+/// the `warming` -> `ready` part of it (the hit's checksum), from the
+/// server's stamps; the workload (`sleep`) has no start-up of its own.
+fn warm_starts(c: &Cluster, run: &WarmupRun, limit: Duration) -> Result<(Sample, Sample), String> {
+    let api = c.cp.api(&c.cp.tenant("warm"));
+    let (mut total, mut checksum) = (Vec::new(), Vec::new());
+    for i in 0..run.warm_starts {
+        let id = format!("hit-{i}");
+        let (_, views) = roll_out(c, &api, &id, 1, limit)?;
+        let v = &views[0];
+        let at = |s: &str| stamp(v, s).unwrap_or(0);
+        total.push(Duration::from_millis(
+            at("running").saturating_sub(at("scheduled")),
+        ));
+        checksum.push(Duration::from_millis(
+            at("ready").saturating_sub(at("warming")),
+        ));
+        let r = api.post(&format!("/v1/tasks/{id}/release"), "{}");
+        if r.status != 200 {
+            return Err(format!("release {id}: {} {}", r.status, r.body));
+        }
+        let gone = wait_until(limit, || {
+            matches!(
+                api.task(&format!("{id}.r0"))["state"].as_str(),
+                Some("released" | "finished")
+            )
+        });
+        if !gone {
+            return Err(format!("{id} was not released"));
+        }
+    }
+    Ok((Sample::new(total), Sample::new(checksum)))
+}
+
+fn median(v: &[Duration]) -> Duration {
+    Sample::new(v.to_vec()).pct(50.0)
+}
+
+/// `bench warmup`.
+pub fn run(setup: &Setup, run: &WarmupRun) -> Result<(), String> {
+    let origin_label = label(run.origin_bytes_per_s);
+    let weights_dir = setup.scratch("warmup-weights");
+    let t = Instant::now();
+    let w = generate(&weights_dir.join("m-v1.bin"), run.size_bytes, 1)
+        .map_err(|e| format!("weights: {e}"))?;
+    println!(
+        "warmup: {} nodes, a {} generated weights file ({} bytes, written in {:.1} s); {origin_label}; load {}",
+        run.nodes,
+        gib(run.size_bytes),
+        run.size_bytes,
+        t.elapsed().as_secs_f64(),
+        loadavg()
+    );
+    let t = Instant::now();
+    let sum = sha256_file(&w.path).map_err(|e| format!("hash: {e}"))?;
+    let hashed = t.elapsed();
+    if sum != w.sha256 {
+        return Err("the weights file changed on disk".into());
+    }
+    let all = scenarios(run.nodes);
+    let mut results: Vec<Vec<Rollout>> = vec![Vec::new(); all.len()];
+    let mut warm = None;
+    for round in 0..run.rounds {
+        for (i, s) in all.iter().enumerate() {
+            let (r, kept) = cold(setup, run, &w, s, round)?;
+            results[i].push(r);
+            if kept.is_some() {
+                warm = kept;
+            }
+        }
+    }
+    let hits = match &warm {
+        Some(c) if run.warm_starts > 0 => Some(warm_starts(c, run, Duration::from_secs(120))?),
+        _ => None,
+    };
+    drop(warm);
+    report(run, &origin_label, &all, &results, hits.as_ref(), hashed);
+    setup.clean(&weights_dir);
+    Ok(())
+}
+
+fn report(
+    run: &WarmupRun,
+    origin_label: &str,
+    all: &[Scenario],
+    results: &[Vec<Rollout>],
+    hits: Option<&(Sample, Sample)>,
+    hashed: Duration,
+) {
+    let size = run.size_bytes as f64;
+    let ready: Vec<Duration> = results
+        .iter()
+        .map(|r| median(&r.iter().map(|r| r.all_ready).collect::<Vec<_>>()))
+        .collect();
+    println!(
+        "\n{origin_label}. {} agents, {} weights, a service of {} replicas (one per node) submitted cold; medians of {} round(s), scenarios interleaved.\n",
+        run.nodes,
+        gib(run.size_bytes),
+        run.nodes,
+        run.rounds
+    );
+    println!("| scenario | all ready (median) | all running (median) | read from the origin (median) | x model size | all-ready speed-up vs (a) |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (i, s) in all.iter().enumerate() {
+        let running = median(&results[i].iter().map(|r| r.all_running).collect::<Vec<_>>());
+        let mut bytes: Vec<u64> = results[i].iter().map(|r| r.origin_bytes).collect();
+        bytes.sort_unstable();
+        let b = bytes.get(bytes.len() / 2).copied().unwrap_or(0);
+        println!(
+            "| ({}) {} | {:.2} s | {:.2} s | {} | {:.2} | {:.2} x |",
+            s.key,
+            s.what,
+            ready[i].as_secs_f64(),
+            running.as_secs_f64(),
+            gib(b),
+            b as f64 / size,
+            ready[0].as_secs_f64() / ready[i].as_secs_f64().max(1e-9)
+        );
+    }
+    println!(
+        "\nTargets: (c) reads the origin at most 1.2 x the model size; (c) reaches all-ready at least 3 x faster than (a)."
+    );
+    if let Some((total, checksum)) = hits {
+        println!(
+            "\nwarm start (cache hit), placement (scheduled) -> running, {} starts: {}",
+            total.len(),
+            total.describe()
+        );
+        println!(
+            "  of which warming -> ready (the hit's checksum of {}): {}; = {:.2} GB/s at the median",
+            gib(run.size_bytes),
+            checksum.describe(),
+            size / 1e9 / checksum.pct(50.0).as_secs_f64().max(1e-9)
+        );
+        println!(
+            "  target: under 1 s plus the workload's own start-up (`sleep` here: none to speak of)"
+        );
+    }
+    println!(
+        "verifying a cached file: sha256 of {} by the bench process (sha2, page cache warm): {} = {:.2} GB/s",
+        gib(run.size_bytes),
+        ms(hashed),
+        size / 1e9 / hashed.as_secs_f64().max(1e-9)
+    );
+}
