@@ -62,7 +62,11 @@ fn eviction_deletes_the_least_recently_used_unused_version_and_never_one_in_use(
     serve(&api, "d", "m:v4", &versions[3]);
 
     let data = &nodes[0].data_dir;
-    assert_eq!(cached_copy(data, &versions[1].sha256), None, "v2's file is deleted");
+    assert_eq!(
+        cached_copy(data, &versions[1].sha256),
+        None,
+        "v2's file is deleted"
+    );
     for i in [0, 2, 3] {
         let copy = cached_copy(data, &versions[i].sha256)
             .unwrap_or_else(|| panic!("v{} was evicted", i + 1));
@@ -71,7 +75,10 @@ fn eviction_deletes_the_least_recently_used_unused_version_and_never_one_in_use(
     let cache = op.node_cache("node-0");
     let mut held = cached_versions(&cache);
     held.sort();
-    let mut want: Vec<String> = [0, 2, 3].iter().map(|i| versions[*i].sha256.clone()).collect();
+    let mut want: Vec<String> = [0, 2, 3]
+        .iter()
+        .map(|i| versions[*i].sha256.clone())
+        .collect();
     want.sort();
     assert_eq!(held, want, "{cache:#}");
     assert_eq!(cache["counters"]["evictions"], 1, "{cache:#}");

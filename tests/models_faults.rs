@@ -89,6 +89,13 @@ fn a_warming_timeout_fails_the_task_naming_the_stage_and_the_source() {
     );
 }
 
+/// Bytes in the partial file of `sha256` under `data` (0 without one).
+fn partial_len(data: &Path, sha256: &str) -> u64 {
+    partial_copy(data, sha256)
+        .and_then(|p| std::fs::metadata(p).ok())
+        .map_or(0, |m| m.len())
+}
+
 /// The receiver's fetch and its source, from its cache report.
 fn fetching_from(op: &Api, node: &str) -> Option<(String, u64)> {
     let cache = op.node_cache(node);
@@ -123,9 +130,9 @@ fn a_peer_killed_mid_transfer_and_the_receiver_resumes_from_another_source() {
     assert_eq!(r.status, 202, "{:#}", r.body);
     let both = wait_until(Duration::from_secs(60), || {
         let v = op.model_version("m", "v1");
-        ["node-0", "node-1"].iter().all(|n| {
-            caldera_chaos_tests::models::copy_on(&v, n).as_deref() == Some("verified")
-        })
+        ["node-0", "node-1"]
+            .iter()
+            .all(|n| caldera_chaos_tests::models::copy_on(&v, n).as_deref() == Some("verified"))
     });
     assert!(both, "prewarm: {:#}", op.model_version("m", "v1"));
     let origin_before = origin.bytes_served();
@@ -145,15 +152,20 @@ fn a_peer_killed_mid_transfer_and_the_receiver_resumes_from_another_source() {
         seen = fetching_from(&op, "node-2");
         seen.is_some()
     });
-    assert!(reading, "node-2 never read a peer: {:#}", op.node_cache("node-2"));
+    assert!(
+        reading,
+        "node-2 never read a peer: {:#}",
+        op.node_cache("node-2")
+    );
     let (source, _) = seen.unwrap_or_default();
     let killed = source.trim_start_matches("peer ").to_string();
     let (k, other) = if killed == "node-0" { (0, 1) } else { (1, 0) };
     nodes[k].kill9();
-    let at_kill = partial_copy(&nodes[2].data_dir, &w.sha256)
-        .and_then(|p| std::fs::metadata(p).ok())
-        .map_or(0, |m| m.len());
-    assert!(at_kill > 0 && at_kill < SIZE, "the kill was not mid-transfer: {at_kill}");
+    let at_kill = partial_len(&nodes[2].data_dir, &w.sha256);
+    assert!(
+        at_kill > 0 && at_kill < SIZE,
+        "the kill was not mid-transfer: {at_kill}"
+    );
 
     wait_running(&api, "recv.r0", 60);
     assert_eq!(printed_sha256(&api, "recv.r0", 20), w.sha256);
@@ -196,15 +208,13 @@ fn cut_fetch(dir: &Path, seed: u64) -> (ControlPlane, Agent, Origin, WeightsFile
     let api = cp.api(&cp.tenant("team-a"));
     submit(&api, &model_service("cut", "m:v1", 1, one_core()));
     let mut agent = nodes.remove(0);
-    let partial_len = || {
-        partial_copy(&agent.data_dir, &w.sha256)
-            .and_then(|p| std::fs::metadata(p).ok())
-            .map_or(0, |m| m.len())
-    };
-    let midway = wait_until(Duration::from_secs(30), || partial_len() >= 1 << 20);
+    let data = agent.data_dir.clone();
+    let midway = wait_until(Duration::from_secs(30), || {
+        partial_len(&data, &w.sha256) >= 1 << 20
+    });
     assert!(midway, "no partial file grew: {:#}", api.task("cut.r0"));
     agent.kill9();
-    let cut = partial_len();
+    let cut = partial_len(&data, &w.sha256);
     assert!(cut > 0 && cut < SIZE, "not cut mid-fetch: {cut}");
     assert_ne!(api.task("cut.r0")["state"], "running");
     (cp, agent, origin, w, api, cut)

@@ -7,7 +7,7 @@
 //! the registered one. A second service of the same version starts from the
 //! caches: hits, and no byte moves.
 use caldera_chaos_tests::models::{
-    copy_on, logged, model_service, node_of, one_core, one_gpu, on_node, passes_through,
+    copy_on, logged, model_service, node_of, on_node, one_core, one_gpu, passes_through,
     printed_sha256, submit, wait_running, Counters,
 };
 use caldera_chaos_tests::origin::{Origin, OriginOptions};
@@ -67,23 +67,43 @@ fn three_replicas_read_the_origin_once_and_their_peers_twice_and_a_second_servic
         assert_eq!(logged(&api, &id, "model").as_deref(), Some("llama:v1"));
         let states = history_states(&v);
         assert!(
-            passes_through(&states, &["scheduled", "preparing", "warming", "ready", "running"]),
+            passes_through(
+                &states,
+                &["scheduled", "preparing", "warming", "ready", "running"]
+            ),
             "{id} went {states:?}"
         );
     }
     assert_eq!(on.len(), 3, "one replica per agent: {on:?}");
 
     // The origin's own count: one GET, the file's bytes once.
-    assert_eq!(origin.gets().len(), 1, "GETs at offsets {:?}", origin.gets());
+    assert_eq!(
+        origin.gets().len(),
+        1,
+        "GETs at offsets {:?}",
+        origin.gets()
+    );
     assert_eq!(origin.bytes_served(), SIZE);
     // The nodes' counters: one read the origin, two read a peer.
     let c = counters(&op, &nodes);
     let from_origin: Vec<u64> = c.iter().map(|c| c.bytes_from_origin).collect();
     let from_peers: Vec<u64> = c.iter().map(|c| c.bytes_from_peers).collect();
     assert_eq!(from_origin.iter().sum::<u64>(), SIZE, "{c:#?}");
-    assert_eq!(from_origin.iter().filter(|b| **b == SIZE).count(), 1, "{c:#?}");
-    assert_eq!(from_peers.iter().filter(|b| **b == SIZE).count(), 2, "{c:#?}");
-    assert_eq!(c.iter().map(|c| c.bytes_served).sum::<u64>(), 2 * SIZE, "{c:#?}");
+    assert_eq!(
+        from_origin.iter().filter(|b| **b == SIZE).count(),
+        1,
+        "{c:#?}"
+    );
+    assert_eq!(
+        from_peers.iter().filter(|b| **b == SIZE).count(),
+        2,
+        "{c:#?}"
+    );
+    assert_eq!(
+        c.iter().map(|c| c.bytes_served).sum::<u64>(),
+        2 * SIZE,
+        "{c:#?}"
+    );
     assert!(c.iter().all(|c| c.misses == 1 && c.hits == 0), "{c:#?}");
     // Each node's copy on disk is the registered bytes, and the version's
     // view says so.
@@ -95,7 +115,11 @@ fn three_replicas_read_the_origin_once_and_their_peers_twice_and_a_second_servic
     let view = op.model_version("llama", "v1");
     assert_eq!(view["state"], "active", "{view:#}");
     for n in &nodes {
-        assert_eq!(copy_on(&view, &n.name).as_deref(), Some("verified"), "{view:#}");
+        assert_eq!(
+            copy_on(&view, &n.name).as_deref(),
+            Some("verified"),
+            "{view:#}"
+        );
     }
     assert_eq!(view["tasks"].as_array().map_or(0, Vec::len), 3, "{view:#}");
 
@@ -141,10 +165,7 @@ fn a_version_on_a_shared_mount_is_copied_verified_and_read_only_to_the_workload(
     let r = op.register_model("llama", "v2", &w.spec(&w.file_uri()));
     assert_eq!(r.status, 201, "{:#}", r.body);
     let api = cp.api(&cp.tenant("team-a"));
-    let mut body = on_node(
-        model_service("mount", "llama:v2", 1, one_core()),
-        "node-0",
-    );
+    let mut body = on_node(model_service("mount", "llama:v2", 1, one_core()), "node-0");
     body["command"] = serde_json::json!(["sh", "-c",
         "echo \"sha256=$(sha256sum \"$CALDERA_MODEL_PATH\" | cut -d' ' -f1)\"; \
          if (echo x >> \"$CALDERA_MODEL_PATH\") 2>/dev/null; then echo writable=yes; else echo writable=no; fi; \
@@ -153,7 +174,10 @@ fn a_version_on_a_shared_mount_is_copied_verified_and_read_only_to_the_workload(
     wait_running(&api, "mount.r0", 60);
     assert_eq!(printed_sha256(&api, "mount.r0", 20), w.sha256);
     assert!(
-        wait_until(Duration::from_secs(10), || logged(&api, "mount.r0", "writable").is_some()),
+        wait_until(Duration::from_secs(10), || logged(
+            &api, "mount.r0", "writable"
+        )
+        .is_some()),
         "the workload never said whether it could write"
     );
     assert_eq!(logged(&api, "mount.r0", "writable").as_deref(), Some("no"));
@@ -162,7 +186,11 @@ fn a_version_on_a_shared_mount_is_copied_verified_and_read_only_to_the_workload(
     assert_eq!(c.bytes_from_peers, 0, "{c:#?}");
     let copy = cached_copy(&nodes[0].data_dir, &w.sha256).expect("a cached copy");
     assert_eq!(sha256_file(&copy).unwrap(), w.sha256);
-    assert_eq!(sha256_file(&w.path).unwrap(), w.sha256, "the origin is untouched");
+    assert_eq!(
+        sha256_file(&w.path).unwrap(),
+        w.sha256,
+        "the origin is untouched"
+    );
 }
 
 /// A task naming a version that was never registered is refused at
