@@ -18,8 +18,9 @@ use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_caldera");
 const SIZE: u64 = 8 << 20;
-/// What a slowed peer serves, in MB/s (`--peer-max-mbps`): 8 MiB takes ~4 s.
-const PEER_MBPS: &str = "2";
+/// What a slowed peer serves, megabits/s (`--peer-max-mbps`): 2 MB/s, so
+/// 8 MiB takes ~4 s.
+const PEER_MBPS: &str = "16";
 /// The emulated slow origin of the kill -9 tests, bytes/s: 8 MiB takes ~4 s.
 const SLOW_ORIGIN: u64 = 2_000_000;
 
