@@ -411,6 +411,43 @@ fn node_revoke(c: &mut Cluster) {
     assert!(wait_until(Duration::from_secs(10), || !connected(&c.op)));
 }
 
+/// `model_register`: no version half-registered; `model_state`: the
+/// deprecation is refused and the rebuilt version is still registered;
+/// `model_warmup`: a prewarm whose source could not be recorded tells no
+/// node and leaves no copy; each retry succeeds.
+fn model_paths(c: &mut Cluster) {
+    let body = json!({"name": "llama", "version": "v1", "weights": {"uri": "file:///mnt/llama.bin",
+        "size_bytes": 1000, "sha256": "ab".repeat(32)}})
+    .to_string();
+    c.op.arm_fault("model_register", 0, 1);
+    assert_not_recorded("model register", &c.op.post("/v1/models", &body));
+    assert_eq!(c.op.get("/v1/models/llama/versions/v1").status, 404);
+    c.op.clear_faults();
+    assert_eq!(c.op.post("/v1/models", &body).status, 201);
+
+    let before = c.op.rebuilds("model");
+    c.op.arm_fault("model_state", 0, 1);
+    let deprecate = "/v1/models/llama/versions/v1/deprecate";
+    assert_not_recorded("deprecate", &c.op.post(deprecate, "{}"));
+    c.op.wait_rebuilt("model", before, 10);
+    let v = c.op.get("/v1/models/llama/versions/v1").data().clone();
+    assert_eq!(v["state"], "registered", "{v:#}");
+    c.op.clear_faults();
+    assert_eq!(c.op.post(deprecate, "{}").data()["state"], "deprecated");
+
+    let before = c.op.rebuilds("model");
+    c.op.arm_fault("model_warmup", 0, 1);
+    let prewarm = "/v1/models/llama/versions/v1/prewarm";
+    let nodes = r#"{"nodes":["node-1"]}"#;
+    assert_not_recorded("prewarm", &c.op.post(prewarm, nodes));
+    c.op.wait_rebuilt("model", before, 10);
+    let v = c.op.get("/v1/models/llama/versions/v1").data().clone();
+    assert_eq!(v["nodes"], json!([]), "{v:#}");
+    c.op.clear_faults();
+    let r = c.op.post(prewarm, nodes);
+    assert_eq!((r.status, &r.data()["nodes"]), (202, &json!(["node-1"])));
+}
+
 #[test]
 fn a_failed_commit_on_every_path_changes_nothing_and_the_retry_succeeds() {
     let mut c = Cluster::start();
@@ -425,6 +462,7 @@ fn a_failed_commit_on_every_path_changes_nothing_and_the_retry_succeeds() {
     event(&mut c);
     node_paths(&mut c);
     new_node_hello(&mut c);
+    model_paths(&mut c);
     let left = settled(&c.op, &c.ids, 20);
     assert!(left.is_empty(), "ledger/task mismatches: {left:#?}");
     let over = over_committed(&c.op);

@@ -65,14 +65,17 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
         tokens: book,
         offers,
         refusals: Default::default(),
+        fleet: Default::default(),
+        origin_budget: Default::default(),
     });
     restore_tenants(&store, &sh)?;
     restore_nodes(&store, &sh)?;
+    let versions = crate::model::register::restore_models(&store, &sh)?;
     let (live, next_seq) = restore_tasks(&store, &sh)?;
     sh.record(Event::new(
         sh.now_ms(),
         EventKind::ServerStarted,
-        format!("control plane started; {live} live tasks rebuilt from storage"),
+        format!("control plane started; {live} live tasks and {versions} model versions rebuilt from storage"),
     ));
     let cluster = Cluster {
         sh: sh.clone(),
@@ -230,6 +233,11 @@ impl Handler<Submit> for Cluster {
 }
 
 impl Cluster {
+    /// What every actor is handed (the model registry's handlers use it).
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.sh
+    }
+
     /// Answers the record, whether it is new, and the ticket to wait for
     /// before acknowledging it.
     ///
@@ -249,6 +257,9 @@ impl Cluster {
             self.sh.config.inference_replica_cap,
             offers.largest_gpu_mb(),
         )?;
+        if let Some(model) = &m.spec.model {
+            crate::model::register::check_task_model(self.sh.gate.store(), &m.tenant, model)?;
+        }
         if let Some(why) = offers.never_fits(&m.spec) {
             if !self.sh.config.accept_unschedulable {
                 return Err(ActorError::Unschedulable(why));

@@ -48,6 +48,13 @@ pub enum CommitSite {
     /// NodeActor: a node cordoned, drained or uncordoned (an operator's
     /// `caldera node cordon|drain|uncordon`, or its agent's drain on SIGTERM).
     NodeCordon,
+    /// Cluster: a new model version's record and its "registered" event.
+    ModelRegister,
+    /// ModelVersionActor: a change of the version's state or pin.
+    ModelState,
+    /// ModelVersionActor: a node's copy (a source chosen, a wait, verified,
+    /// failed, evicted), recorded before the node is told.
+    ModelWarmup,
     /// An event recorded on its own (a refusal, a fence notice, an idle warning).
     Event,
 }
@@ -72,6 +79,9 @@ impl CommitSite {
         CommitSite::NodeLoss,
         CommitSite::NodeRevoke,
         CommitSite::NodeCordon,
+        CommitSite::ModelRegister,
+        CommitSite::ModelState,
+        CommitSite::ModelWarmup,
         CommitSite::Event,
     ];
 
@@ -95,6 +105,9 @@ impl CommitSite {
             CommitSite::NodeLoss => "node_loss",
             CommitSite::NodeRevoke => "node_revoke",
             CommitSite::NodeCordon => "node_cordon",
+            CommitSite::ModelRegister => "model_register",
+            CommitSite::ModelState => "model_state",
+            CommitSite::ModelWarmup => "model_warmup",
             CommitSite::Event => "event",
         }
     }

@@ -86,6 +86,24 @@ pub struct ServerConfig {
     /// Queue a request no registered node could ever hold (pending reason
     /// `unschedulable: ...`) instead of refusing it with 422. Default false.
     pub accept_unschedulable: bool,
+    /// How many nodes may read one model version from its origin (the
+    /// registered uri) at once; the others wait for a peer. Default 1.
+    pub max_origin_pulls_per_version: u32,
+    /// How many origin reads may run at once across all versions: the
+    /// shared storage's budget. Default 4.
+    pub max_origin_pulls: u32,
+    /// Nodes fetch from peers that hold a verified copy. False: only ever
+    /// from the origin (still within the two budgets above). Default true.
+    pub peer_warmup: bool,
+    /// A task stuck in Warming this long fails (`warming_timeout`, naming
+    /// the source it was reading), ms. Default 600000 (10 min).
+    pub warming_timeout_ms: u64,
+    /// How long a peer grant's token lets its receiver read from the peer,
+    /// ms; a transfer that outlives it is re-sourced with a new one. Default 60000.
+    pub peer_token_ttl_ms: u64,
+    /// Tenants may register their own model versions (visible to themselves
+    /// and the operator). Default false: only the operator registers.
+    pub tenants_may_register_models: bool,
 }
 
 impl Default for ServerConfig {
@@ -118,6 +136,12 @@ impl Default for ServerConfig {
             usage_sample_ms: 10_000,
             inference_replica_cap: 0.5,
             accept_unschedulable: false,
+            max_origin_pulls_per_version: 1,
+            max_origin_pulls: 4,
+            peer_warmup: true,
+            warming_timeout_ms: 600_000,
+            peer_token_ttl_ms: 60_000,
+            tenants_may_register_models: false,
         }
     }
 }
@@ -157,6 +181,18 @@ impl ServerConfig {
         }
         if self.preparing_timeout_ms == 0 {
             return err("preparing-timeout-ms", "must be greater than 0");
+        }
+        if self.max_origin_pulls_per_version == 0 {
+            return err("max-origin-pulls-per-version", "must be greater than 0");
+        }
+        if self.max_origin_pulls == 0 {
+            return err("max-origin-pulls", "must be greater than 0");
+        }
+        if self.warming_timeout_ms == 0 {
+            return err("warming-timeout-ms", "must be greater than 0");
+        }
+        if self.peer_token_ttl_ms < 1000 {
+            return err("peer-token-ttl-ms", "must be at least 1000");
         }
         if self.cache_mb == 0 {
             return err("cache-mb", "must be greater than 0");

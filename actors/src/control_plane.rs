@@ -2,7 +2,11 @@
 //! operation of the API; which actor answers it, and what is read from sled
 //! (always off the async workers), stays behind this file, so a route is
 //! "parse, call, show" and never names a message, an address or the store.
+mod models;
 mod task_page;
+
+pub use crate::protocol::model::PrewarmTarget;
+pub use models::ModelView;
 
 pub use crate::service::parse_replicas;
 pub use task_page::{TaskPage, TaskQuery, SCAN_BUDGET};
@@ -223,7 +227,9 @@ impl ControlPlane {
         for a in &allocations? {
             alloc.add(a);
         }
-        Ok(Some(NodeView::build(&rec, connected, &metrics, &alloc)))
+        let mut view = NodeView::build(&rec, connected, &metrics, &alloc);
+        view.cache = self.sh.fleet.get(name).map(|c| c.report);
+        Ok(Some(view))
     }
 
     /// Revokes a node (operators only): its secret stops working and its live

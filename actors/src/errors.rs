@@ -21,6 +21,13 @@ pub enum ActorError {
     /// No registered node could ever hold the request (the message says why).
     #[error("{0}")]
     Unschedulable(String),
+    /// A task names a model version that is not registered (or not visible
+    /// to its tenant); field `model`.
+    #[error("{0}")]
+    UnknownModel(String),
+    /// A task names a version that is retiring or retired; field `model`.
+    #[error("{0}")]
+    ModelNotAccepting(String),
     /// Keeps the storage error's own code (a corrupt record is not a full disk).
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
@@ -36,6 +43,8 @@ impl ActorError {
             ActorError::Unavailable(_) => &codes::UNAVAILABLE,
             ActorError::NotRecorded(_) => &codes::NOT_RECORDED,
             ActorError::Unschedulable(_) => &codes::UNSCHEDULABLE,
+            ActorError::UnknownModel(_) => &codes::UNKNOWN_MODEL,
+            ActorError::ModelNotAccepting(_) => &codes::MODEL_NOT_ACCEPTING,
             ActorError::Storage(e) => e.error_code(),
         }
     }
@@ -49,6 +58,7 @@ impl ActorError {
     pub fn field(&self) -> Option<&str> {
         match self {
             ActorError::Invalid(e) => Some(&e.field),
+            ActorError::UnknownModel(_) | ActorError::ModelNotAccepting(_) => Some("model"),
             _ => None,
         }
     }

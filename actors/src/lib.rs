@@ -22,6 +22,7 @@ pub mod errors;
 mod fixtures;
 pub mod lifecycle;
 pub mod migrate;
+pub mod model;
 pub mod node;
 pub mod node_loss;
 pub mod node_trust;

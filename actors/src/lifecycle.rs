@@ -17,10 +17,12 @@ use caldera_spec::{Allocation, EventKind, TaskRecord, TaskState};
 
 mod moves;
 pub mod replica_moves;
+mod warming;
 #[cfg(test)]
 mod tests;
 
 pub use moves::fence_notice;
+pub use warming::reading;
 use moves::{drain, fence_over, node_lost, requeue_planned};
 
 /// A stop the control plane asked for, and what follows the workload's exit.
@@ -96,6 +98,13 @@ pub enum Input<'a> {
     DispatchFailed { node: &'a str, why: &'a str },
     /// The preparing timer armed for `attempt` ran out after `after_secs`.
     PreparingTimeout { attempt: u32, after_secs: u64 },
+    /// The warming timer armed for `attempt` ran out after `after_secs`;
+    /// `reading` says what it was reading last ([`reading`]).
+    WarmingTimeout {
+        attempt: u32,
+        after_secs: u64,
+        reading: &'a str,
+    },
     /// The deadline of a requested stop of `allocation_id` passed.
     StopOverdue { allocation_id: &'a str },
     /// The deadline of a release's stop passed.
@@ -255,6 +264,11 @@ pub fn decide(rec: &TaskRecord, stopping: Option<&Stopping>, input: Input<'_>) -
             attempt,
             after_secs,
         } => preparing_timeout(rec, attempt, after_secs),
+        Input::WarmingTimeout {
+            attempt,
+            after_secs,
+            reading,
+        } => warming::timeout(rec, attempt, after_secs, reading),
         Input::StopOverdue { allocation_id } => stop_overdue(rec, stopping, allocation_id),
         Input::ReleaseOverdue => steps(vec![finish("released; stop not confirmed in time")]),
         Input::TimeLimit {
@@ -394,8 +408,12 @@ fn workload(rec: &TaskRecord, stopping: Option<&Stopping>, kind: &WorkloadEventK
             state: TaskState::Preparing,
             reason: None,
         }]),
+        WorkloadEventKind::Warming { .. } => warming::progress(rec, kind),
         WorkloadEventKind::Ready { isolation }
-            if matches!(state, TaskState::Scheduled | TaskState::Preparing) =>
+            if matches!(
+                state,
+                TaskState::Scheduled | TaskState::Preparing | TaskState::Warming
+            ) =>
         {
             steps(vec![enter(
                 TaskState::Ready,

@@ -11,7 +11,7 @@ use crate::node_trust::{self, Held, Refusal};
 use crate::protocol::lifecycle::Observe;
 use crate::protocol::node::{
     AgentGone, AgentHello, AgentMessage, Dispatch, FetchLogs, LogChunk, NodeSnapshot, Reannounce,
-    StopWorkload,
+    SendWeights, StopWorkload,
 };
 use crate::protocol::scheduler::{AllocationsOn, NodeDown, NodeMetricsUpdate};
 use crate::protocol::task::{NodeLost, WorkloadMissing};
@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 mod drain;
 mod exits;
+mod weights;
 mod lease;
 mod trust;
 
@@ -155,6 +156,7 @@ impl NodeActor {
         self.sh.scheduler.do_send(NodeDown {
             name: self.rec.name.clone(),
         });
+        self.weights_gone();
         self.tell_tasks_lost(ctx, fence_until_ms);
     }
 
@@ -338,6 +340,7 @@ impl Handler<AgentHello> for NodeActor {
             return;
         };
         self.data_dir = m.hello.data_dir.clone();
+        self.cache_seen(&m.hello.cache, m.hello.peer_url.clone(), true);
         let sh = self.sh.clone();
         let name = self.rec.name.clone();
         ctx.wait(
@@ -397,6 +400,9 @@ impl Handler<AgentMessage> for NodeActor {
                 self.rec.last_seen_ms = self.sh.now_ms();
                 self.renew_lease(hb.seq);
                 self.metrics = hb.metrics.clone();
+                if let Some(c) = &hb.cache {
+                    self.cache_seen(c, None, false);
+                }
                 let usage = self.take_reports(&hb.workloads).into_iter().collect();
                 self.sh.scheduler.do_send(NodeMetricsUpdate {
                     name: self.rec.name.clone(),
@@ -405,7 +411,7 @@ impl Handler<AgentMessage> for NodeActor {
                 });
             }
             NodeMessage::Event(ev) => self.on_event(ev),
-            NodeMessage::Warmup(_) => {}
+            NodeMessage::Warmup(w) => self.on_warmup(w),
             NodeMessage::Logs {
                 request_id,
                 content,
@@ -437,6 +443,9 @@ impl Handler<AgentGone> for NodeActor {
     fn handle(&mut self, m: AgentGone, _: &mut Context<Self>) {
         if self.session.as_ref().map(|s| s.id) == Some(m.session_id) {
             self.session = None;
+            // Chosen as nobody's peer while away; its receivers report
+            // their own failures.
+            self.sh.fleet.update(&self.rec.name, |c| c.live = false);
         }
     }
 }
@@ -454,6 +463,25 @@ impl Handler<Dispatch> for NodeActor {
         } else {
             Err("node has no live session".into())
         }
+    }
+}
+
+impl Handler<SendWeights> for NodeActor {
+    type Result = bool;
+    /// Stamped with the current epoch: an agent ignores commands of another.
+    fn handle(&mut self, mut m: SendWeights, _: &mut Context<Self>) -> bool {
+        if self.rec.state != NodeState::Ready {
+            return false;
+        }
+        let epoch = self.rec.epoch;
+        match &mut m.0 {
+            ServerMessage::Warm(c) => c.epoch = epoch,
+            ServerMessage::PeerGrant(g) => g.epoch = epoch,
+            ServerMessage::Evict(e) => e.epoch = epoch,
+            ServerMessage::Pin(p) => p.epoch = epoch,
+            _ => return false,
+        }
+        self.send(m.0)
     }
 }
 

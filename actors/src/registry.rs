@@ -1,7 +1,7 @@
 //! The directory of live actors, so that any actor (or the gateway) can reach
 //! a task, node or tenant by name. A directory only: each actor owns its state.
 //! It holds typed handles from the protocol, never actor types.
-use crate::protocol::{NodeHandle, TaskHandle, TenantHandle};
+use crate::protocol::{ModelHandle, NodeHandle, TaskHandle, TenantHandle};
 use std::collections::HashMap;
 use std::sync::RwLock;
 
@@ -10,6 +10,9 @@ pub struct Registry {
     tasks: RwLock<HashMap<String, TaskHandle>>,
     nodes: RwLock<HashMap<String, NodeHandle>>,
     tenants: RwLock<HashMap<String, TenantHandle>>,
+    /// Model versions by `name:version`, with their weights' SHA-256 (a
+    /// node reports on a copy by SHA-256; two versions may share one).
+    models: RwLock<HashMap<String, (String, ModelHandle)>>,
 }
 
 fn get<T: Clone>(m: &RwLock<HashMap<String, T>>, k: &str) -> Option<T> {
@@ -51,6 +54,31 @@ impl Registry {
         self.nodes
             .read()
             .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default()
+    }
+    pub fn model(&self, key: &str) -> Option<ModelHandle> {
+        self.models.read().ok()?.get(key).map(|(_, h)| h.clone())
+    }
+    pub fn add_model(&self, key: &str, sha256: &str, a: ModelHandle) {
+        put(&self.models, key, (sha256.to_string(), a))
+    }
+    /// Every version, by `name:version`.
+    pub fn models(&self) -> Vec<(String, ModelHandle)> {
+        self.models
+            .read()
+            .map(|m| m.iter().map(|(k, (_, h))| (k.clone(), h.clone())).collect())
+            .unwrap_or_default()
+    }
+    /// The versions whose weights hash to `sha256`.
+    pub fn models_with_sha(&self, sha256: &str) -> Vec<ModelHandle> {
+        self.models
+            .read()
+            .map(|m| {
+                m.values()
+                    .filter(|(s, _)| s == sha256)
+                    .map(|(_, h)| h.clone())
+                    .collect()
+            })
             .unwrap_or_default()
     }
     pub fn tenant(&self, name: &str) -> Option<TenantHandle> {

@@ -24,6 +24,10 @@ pub struct Shared {
     /// What the registered nodes offer (kept by the Scheduler), for the
     /// checks at submission: the inference cap, requests no node could hold.
     pub offers: Arc<PoolOffers>,
+    /// Every node's weight cache as last reported (the NodeActors write it).
+    pub fleet: Arc<crate::model::fleet::Fleet>,
+    /// Origin reads under way across all model versions (`max-origin-pulls`).
+    pub origin_budget: Arc<crate::model::budget::OriginBudget>,
 }
 
 /// The Scheduler's latest [`Offers`], readable without asking it.

@@ -67,6 +67,12 @@ impl SchedulerPort for Heard {
         self.note(format!("node_cordoned {} {}", m.name, m.cordoned))
     }
     fn node_metrics(&self, _: NodeMetricsUpdate) {}
+    fn node_weights(&self, m: NodeWeightsUpdate) {
+        self.note(format!("node_weights {} {:?}", m.name, m.weights.cached))
+    }
+    fn model_weights(&self, m: ModelWeightsKnown) {
+        self.note(format!("model_weights {}", m.model))
+    }
     fn checkpointed(&self, _: Checkpointed) {}
     fn set_quota(&self, m: SetQuota) {
         self.note(format!(
@@ -127,5 +133,7 @@ pub fn shared(store: Store, heard: &Heard) -> Arc<Shared> {
         tokens: Arc::new(TokenBook::default()),
         offers: Arc::default(),
         refusals: Default::default(),
+        fleet: Default::default(),
+        origin_budget: Default::default(),
     })
 }

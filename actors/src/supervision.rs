@@ -19,16 +19,16 @@ pub static REBUILDS: Rebuilds = Rebuilds::new();
 
 /// Counters of [`REBUILDS`].
 pub struct Rebuilds {
-    counts: [std::sync::atomic::AtomicU64; 4],
+    counts: [std::sync::atomic::AtomicU64; 5],
 }
 
 impl Rebuilds {
     /// The kinds counted, in the order of [`Rebuilds::snapshot`].
-    pub const KINDS: [&'static str; 4] = ["task", "node", "tenant", "scheduler"];
+    pub const KINDS: [&'static str; 5] = ["task", "node", "tenant", "scheduler", "model"];
 
     const fn new() -> Self {
         Rebuilds {
-            counts: [const { std::sync::atomic::AtomicU64::new(0) }; 4],
+            counts: [const { std::sync::atomic::AtomicU64::new(0) }; 5],
         }
     }
 

@@ -110,7 +110,7 @@ fn a_rebuilt_tenant_holds_what_sled_holds() {
     });
 }
 
-fn inventory() -> NodeInventory {
+pub(crate) fn inventory() -> NodeInventory {
     NodeInventory {
         hostname: "n".into(),
         gpus: vec![],
@@ -126,7 +126,7 @@ fn inventory() -> NodeInventory {
 }
 
 /// A registered, ready node named `name` that has no secret yet.
-fn node_record(name: &str) -> NodeRecord {
+pub(crate) fn node_record(name: &str) -> NodeRecord {
     NodeRecord {
         name: name.into(),
         inventory: inventory(),
@@ -141,7 +141,7 @@ fn node_record(name: &str) -> NodeRecord {
 }
 
 /// A first hello (no secret yet) from `name`, reporting `workloads`.
-fn hello(name: &str, workloads: Vec<caldera_spec::wire::WorkloadReport>) -> Hello {
+pub(crate) fn hello(name: &str, workloads: Vec<caldera_spec::wire::WorkloadReport>) -> Hello {
     Hello {
         protocol: PROTOCOL_VERSION,
         node_name: name.into(),

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 mod moves;
 mod rebuilt;
+mod warming;
 
 /// Extra time past the stop grace before a release frees the room anyway.
 const STOP_SLACK: Duration = Duration::from_secs(5);
@@ -54,6 +55,8 @@ pub struct TaskActor {
     /// Its terminal step was carried out (it left the directory): a restart
     /// after that only retires it.
     pub(crate) left: bool,
+    /// Warming: what the node last reported of the copy (memory only).
+    pub(crate) warming: Option<warming::WarmingNote>,
 }
 
 impl TaskActor {
@@ -71,6 +74,7 @@ impl TaskActor {
             redispatch: false,
             resend_exit: false,
             left: false,
+            warming: None,
         }
     }
 
@@ -312,7 +316,7 @@ impl TaskActor {
             memory_mb: a.memory_mb,
             checkpoint_dir: self.rec.spec.checkpoint_dir.clone(),
             resume_from: self.rec.checkpoint.clone(),
-            model: None,
+            model: self.model_mount(),
         }
     }
 
@@ -342,6 +346,7 @@ impl TaskActor {
             .into_actor(self)
             .map(move |res, act, ctx| match res {
                 Ok(epoch) => {
+                    act.tell_model_needed(&node);
                     let recorded = act.rec.allocation.as_ref().map(|a| a.epoch);
                     if recorded.is_some_and(|e| e != epoch) {
                         act.record_epoch(ctx, epoch);
@@ -394,6 +399,10 @@ impl Actor for TaskActor {
         if self.rec.state == TaskState::Running {
             // Rebuilt (boot or supervisor) mid-run: the deadline still holds.
             self.arm_time_limit(ctx);
+        }
+        if self.rec.state == TaskState::Warming {
+            // Rebuilt mid-warmup: a fresh warming timeout.
+            self.arm_warming_timeout(ctx);
         }
         // Rebuilt while fenced: the recorded deadline still holds.
         self.arm_fence(ctx);
@@ -516,6 +525,9 @@ impl Handler<Workload> for TaskActor {
                 node_trust::refuse(&self.sh, &m.node, Refusal::CheckpointOutsideDir, &what);
                 return;
             }
+        }
+        if !self.warming_due(&m.kind) {
+            return;
         }
         let input = Input::Workload {
             allocation_id: &m.allocation_id,

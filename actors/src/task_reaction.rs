@@ -239,6 +239,9 @@ impl TaskActor {
                 if state == TaskState::Running {
                     self.arm_time_limit(ctx);
                 }
+                if state == TaskState::Warming {
+                    self.arm_warming_timeout(ctx);
+                }
             }
             Step::Decline {
                 allocation_id,

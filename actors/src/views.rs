@@ -152,6 +152,9 @@ pub struct NodeView {
     pub labels: BTreeMap<String, String>,
     pub last_seen: String,
     pub allocations: usize,
+    /// The node's weight cache as last reported (`GET /v1/nodes/{name}` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<caldera_spec::weights::CacheReport>,
 }
 
 impl NodeView {
@@ -217,6 +220,7 @@ impl NodeView {
             labels: inv.labels.clone(),
             last_seen: rfc3339(rec.last_seen_ms),
             allocations: alloc.count,
+            cache: None,
         }
     }
 }

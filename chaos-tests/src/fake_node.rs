@@ -25,7 +25,7 @@ pub fn join_with_gpus(
     name: &str,
     indices: &[u32],
 ) -> std::io::Result<(TcpStream, u64)> {
-    let (s, reply) = hello_listing(addr, token, name, indices, None)?;
+    let (s, reply) = hello_listing(addr, token, name, indices, None, None)?;
     let epoch = reply["epoch"]
         .as_u64()
         .ok_or_else(|| std::io::Error::other(format!("no welcome: {reply}")))?;
@@ -43,7 +43,7 @@ pub fn hello(
     secret: Option<&str>,
 ) -> std::io::Result<(TcpStream, serde_json::Value)> {
     let indices: Vec<u32> = (0..gpus).collect();
-    hello_listing(addr, token, name, &indices, secret)
+    hello_listing(addr, token, name, &indices, secret, None)
 }
 
 /// [`hello`] with one GPU per entry of `indices`.
@@ -53,6 +53,7 @@ fn hello_listing(
     name: &str,
     indices: &[u32],
     secret: Option<&str>,
+    extra: Option<&serde_json::Value>,
 ) -> std::io::Result<(TcpStream, serde_json::Value)> {
     let mut s = TcpStream::connect(addr)?;
     s.set_nodelay(true)?;
@@ -80,14 +81,94 @@ fn hello_listing(
                 "memory_used_mb": 0, "utilization_pct": 0, "simulated": true})
         })
         .collect();
-    let hello = serde_json::json!({"type": "hello", "protocol": PROTOCOL, "node_name": name, "agent_version": "fake-node",
+    let mut hello = serde_json::json!({"type": "hello", "protocol": PROTOCOL, "node_name": name, "agent_version": "fake-node",
         "node_secret": secret, "data_dir": data_dir(name),
         "inventory": {"hostname": name, "gpus": gpu_list, "cpu_cores": 96, "memory_total_mb": 1048576, "disks": [],
             "disk_offered_mb": 4194304, "labels": {}, "simulated_host": true, "isolation": "none (fake node)", "gpu_source": "simulated"},
         "workloads": []});
+    if let (Some(obj), Some(serde_json::Value::Object(more))) = (hello.as_object_mut(), extra) {
+        obj.extend(more.clone());
+    }
     send_text(&mut s, &hello.to_string())?;
     let reply = read_json(&mut s)?;
     Ok((s, reply))
+}
+
+/// Opens a session as `name` (`gpus` simulated GPUs) whose hello reports a
+/// weight cache of `capacity_bytes` holding verified copies of `cached`
+/// (SHA-256s of `size_bytes` each), served to peers at `peer_url`.
+pub fn join_with_cache(
+    addr: &str,
+    token: &str,
+    name: &str,
+    gpus: u32,
+    cache: &WeightCache,
+) -> std::io::Result<(TcpStream, u64)> {
+    let indices: Vec<u32> = (0..gpus).collect();
+    let extra = serde_json::json!({"cache": cache.report(), "peer_url": cache.peer_url});
+    let (s, reply) = hello_listing(addr, token, name, &indices, None, Some(&extra))?;
+    let epoch = reply["epoch"]
+        .as_u64()
+        .ok_or_else(|| std::io::Error::other(format!("no welcome: {reply}")))?;
+    Ok((s, epoch))
+}
+
+/// What a fake node says its weight cache holds (protocol 4's `CacheReport`).
+#[derive(Debug, Clone, Default)]
+pub struct WeightCache {
+    pub capacity_bytes: u64,
+    /// Verified copies: (sha256, size_bytes).
+    pub cached: Vec<(String, u64)>,
+    pub peer_url: Option<String>,
+}
+
+impl WeightCache {
+    /// The cache report as the hello and heartbeats carry it.
+    pub fn report(&self) -> serde_json::Value {
+        let entries: Vec<serde_json::Value> = self
+            .cached
+            .iter()
+            .map(|(sha, size)| {
+                serde_json::json!({"sha256": sha, "size_bytes": size, "last_used_ms": 1, "pinned": false, "in_use": 0})
+            })
+            .collect();
+        let used: u64 = self.cached.iter().map(|(_, s)| s).sum();
+        serde_json::json!({"capacity_bytes": self.capacity_bytes, "used_bytes": used,
+            "entries": entries, "fetching": [], "counters": {}})
+    }
+}
+
+/// Sends one warmup report on `sha256`: `progress` is its tagged body, e.g.
+/// `{"kind": "verified", "source": "origin", "bytes_fetched": 5, "seconds": 0.1}`.
+pub fn warmup(
+    s: &mut TcpStream,
+    epoch: u64,
+    sha256: &str,
+    progress: serde_json::Value,
+) -> std::io::Result<()> {
+    let msg = serde_json::json!({"type": "warmup", "epoch": epoch, "sha256": sha256, "at_ms": 1,
+        "progress": progress});
+    send(s, &msg)
+}
+
+/// The label a warm command's source has in reports (`origin`, `peer NODE`).
+pub fn source_label(warm: &serde_json::Value) -> String {
+    match warm["source"]["kind"].as_str() {
+        Some("peer") => format!("peer {}", warm["source"]["node"].as_str().unwrap_or_default()),
+        _ => "origin".to_string(),
+    }
+}
+
+/// Answers a `warm` command as a cache that fetched it: progress halfway,
+/// then verified, both naming the command's source.
+pub fn answer_warm(s: &mut TcpStream, epoch: u64, warm: &serde_json::Value) -> std::io::Result<()> {
+    let sha = warm["sha256"].as_str().unwrap_or_default();
+    let size = warm["size_bytes"].as_u64().unwrap_or(0);
+    let source = source_label(warm);
+    warmup(s, epoch, sha, serde_json::json!({"kind": "fetching", "source": source,
+        "bytes_done": size / 2, "size_bytes": size, "rate_bytes_per_s": 1_000_000}))?;
+    warmup(s, epoch, sha, serde_json::json!({"kind": "verified", "source": source,
+        "bytes_fetched": size, "seconds": 0.5}))
 }
 
 /// The data dir a fake node's hello declares.

@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use tokio::time::{interval_at, Interval, MissedTickBehavior};
 
 mod drain;
+mod weights;
 
 /// How often checkpoint dirs are looked at.
 const CHECKPOINT_POLL: Duration = Duration::from_secs(1);
@@ -52,6 +53,7 @@ struct Agent {
     new_heartbeat: Option<Duration>,
     /// This name's node secret (None until the first welcome issues it).
     secret: Option<String>,
+    weights: weights::Weights,
 }
 
 /// How the agent was asked to stop.
@@ -117,6 +119,8 @@ pub async fn run_until_stop(
         config.data_dir.display()
     );
     runtime.adopt_shims();
+    let (cache_tx, mut cache_notes) = unbounded_channel();
+    let weights = weights::Weights::open(&config, cache_tx)?;
 
     let (events_tx, mut events) = unbounded_channel();
     let (stop_session, session_stopped) = watch::channel(false);
@@ -135,6 +139,7 @@ pub async fn run_until_stop(
         connection: None,
         new_heartbeat: None,
         secret,
+        weights,
     };
     tokio::pin!(shutdown);
     let how = loop {
@@ -142,6 +147,7 @@ pub async fn run_until_stop(
             how = &mut shutdown => break how,
             Some(event) = events.recv() => agent.on_session(event),
             Some(note) = notes.recv() => agent.on_note(note),
+            Some(note) = cache_notes.recv() => agent.on_cache_note(note),
             _ = checkpoints.tick() => agent.on_poll_tick(),
             _ = heartbeat.tick() => agent.heartbeat(),
         }
@@ -156,11 +162,13 @@ pub async fn run_until_stop(
         );
         let _ = stop_session.send(true);
         let _ = tokio::time::timeout(Duration::from_secs(2), session).await;
+        agent.weights.close().await;
         return Ok(());
     }
     let inputs = drain::Inputs {
         events: &mut events,
         notes: &mut notes,
+        cache_notes: &mut cache_notes,
         heartbeat: &mut heartbeat,
         checkpoints: &mut checkpoints,
     };
@@ -173,6 +181,7 @@ pub async fn run_until_stop(
     }
     let _ = stop_session.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(2), session).await;
+    agent.weights.close().await;
     Ok(())
 }
 
@@ -247,8 +256,8 @@ impl Agent {
                 .probe
                 .inventory(&self.config.labels, &self.runtime.isolation_label()),
             workloads,
-            cache: Default::default(),
-            peer_url: None,
+            cache: self.cache_report(),
+            peer_url: self.weights.peer_url(),
         };
         let hello_sent_ms = boottime_ms();
         let _ = outbound.send(NodeMessage::Hello(hello));
@@ -272,15 +281,13 @@ impl Agent {
                     "control plane refused this node: {reason}; will retry"
                 );
             }
-            ServerMessage::Warm(_)
-            | ServerMessage::PeerGrant(_)
-            | ServerMessage::Evict(_)
-            | ServerMessage::Pin(_) => {
-                tracing::warn!("this agent has no weight cache yet; a weights command was ignored");
-            }
+            ServerMessage::Warm(cmd) => self.warm(cmd),
+            ServerMessage::PeerGrant(grant) => self.peer_grant(grant),
+            ServerMessage::Evict(cmd) => self.evict(cmd),
+            ServerMessage::Pin(cmd) => self.pin(cmd),
             ServerMessage::Start(cmd) => {
                 if self.current_epoch(cmd.epoch, "start", &cmd.allocation_id) {
-                    self.runtime.start(&cmd);
+                    self.start(&cmd);
                     self.flush();
                 }
             }
@@ -438,12 +445,13 @@ impl Agent {
             return;
         };
         let seq = conn.lease.next_heartbeat(boottime_ms());
+        let cache = Some(self.cache_report());
         self.send(NodeMessage::Heartbeat(Heartbeat {
             epoch,
             seq,
             metrics,
             workloads: self.runtime.reports(),
-            cache: None,
+            cache,
         }));
         self.runtime.purge_reported();
     }
@@ -452,6 +460,7 @@ impl Agent {
     /// ended, a grace ran out). Shared by the running loop and the drain's.
     fn on_note(&mut self, note: Note) {
         self.runtime.handle(note);
+        self.sweep_cache();
         self.flush();
     }
 
@@ -461,6 +470,7 @@ impl Agent {
     fn on_poll_tick(&mut self) {
         self.runtime.poll_adopted();
         self.runtime.poll_checkpoints();
+        self.sweep_cache();
         self.flush();
     }
 

@@ -43,6 +43,18 @@ pub struct AgentConfig {
     /// How workload shims are started (not a flag). Default: `caldera shim`
     /// of the running binary; tests that embed the agent name `caldera-shim`.
     pub shim: Option<crate::runtime::ShimCommand>,
+    /// Capacity of the weight cache, GB (10^9 bytes; fractions allowed),
+    /// `--cache-gb`. 0: no cache (no task with a model runs here). Default 50.
+    pub cache_gb: f64,
+    /// Serve verified cached weights to peers on this address
+    /// (`--peer-listen`, e.g. `127.0.0.1:0`). Default: off.
+    pub peer_listen: Option<String>,
+    /// The URL peers are told to fetch from (`--peer-advertise`). Default
+    /// `http://<bound address>`.
+    pub peer_advertise: Option<String>,
+    /// Cap on what the peer server sends, megabits per second, all
+    /// transfers together (`--peer-max-mbps`). Default: none.
+    pub peer_max_mbps: Option<f64>,
 }
 
 impl Default for AgentConfig {
@@ -63,6 +75,10 @@ impl Default for AgentConfig {
             drain_timeout_ms: 15_000,
             workload_uid_range: Some((61000, 61999)),
             shim: None,
+            cache_gb: 50.0,
+            peer_listen: None,
+            peer_advertise: None,
+            peer_max_mbps: None,
         }
     }
 }
@@ -127,7 +143,43 @@ impl AgentConfig {
             }
         }
         self.simulated_gpu_groups()?;
+        self.validate_cache()
+    }
+
+    fn validate_cache(&self) -> Result<(), AgentError> {
+        if !self.cache_gb.is_finite() || self.cache_gb < 0.0 {
+            return Err(AgentError::Config(format!(
+                "cache-gb {} must be a number >= 0 (0: no weight cache)",
+                self.cache_gb
+            )));
+        }
+        if let Some(listen) = &self.peer_listen {
+            if listen.parse::<std::net::SocketAddr>().is_err() {
+                return Err(AgentError::Config(format!(
+                    "peer-listen {listen:?} must be an IP:port, e.g. 127.0.0.1:0"
+                )));
+            }
+        }
+        if let Some(url) = &self.peer_advertise {
+            if !url.starts_with("http://") {
+                return Err(AgentError::Config(format!(
+                    "peer-advertise {url:?} must start with http://"
+                )));
+            }
+        }
+        if let Some(mbps) = self.peer_max_mbps {
+            if !mbps.is_finite() || mbps <= 0.0 {
+                return Err(AgentError::Config(format!(
+                    "peer-max-mbps {mbps} must be a number > 0"
+                )));
+            }
+        }
         Ok(())
+    }
+
+    /// The weight cache's capacity in bytes.
+    pub fn cache_capacity_bytes(&self) -> u64 {
+        (self.cache_gb * 1e9) as u64
     }
 
     /// The parsed `--simulate-gpus` groups (empty when not given).
@@ -214,6 +266,34 @@ mod tests {
                     ..valid()
                 },
                 "8xA100",
+            ),
+            (
+                AgentConfig {
+                    cache_gb: -1.0,
+                    ..valid()
+                },
+                "cache-gb",
+            ),
+            (
+                AgentConfig {
+                    peer_listen: Some("localhost".into()),
+                    ..valid()
+                },
+                "peer-listen",
+            ),
+            (
+                AgentConfig {
+                    peer_advertise: Some("ftp://x".into()),
+                    ..valid()
+                },
+                "peer-advertise",
+            ),
+            (
+                AgentConfig {
+                    peer_max_mbps: Some(0.0),
+                    ..valid()
+                },
+                "peer-max-mbps",
             ),
         ];
         for (config, needle) in cases {

@@ -26,6 +26,9 @@ pub enum AgentError {
     /// The node secret file cannot be read or written.
     #[error("node secret {path}: {source}")]
     NodeSecret { path: PathBuf, source: io::Error },
+    /// The weight cache dir cannot be created or written.
+    #[error("weight cache {path}: {source}")]
+    Cache { path: PathBuf, source: io::Error },
 }
 
 impl AgentError {
@@ -38,6 +41,7 @@ impl AgentError {
             AgentError::Runtime(_) => &codes::RUNTIME_FAILED,
             AgentError::Probe(_) => &codes::PROBE_FAILED,
             AgentError::NodeSecret { .. } => &codes::NODE_SECRET_UNUSABLE,
+            AgentError::Cache { .. } => &codes::CACHE_UNUSABLE,
         }
     }
 
@@ -68,6 +72,9 @@ pub enum StartError {
     /// The shim could not be started or did not say the workload started.
     #[error("workload shim: {0}")]
     Shim(String),
+    /// The task names a model and this node has no weight cache.
+    #[error("the task needs model {0} and this node has no weight cache (--cache-gb 0)")]
+    NoCache(String),
 }
 
 impl StartError {
@@ -80,6 +87,7 @@ impl StartError {
             StartError::Duplicate(_) => &codes::DUPLICATE_ALLOCATION,
             StartError::UidsExhausted { .. } => &codes::WORKLOAD_UIDS_EXHAUSTED,
             StartError::Shim(_) => &codes::SHIM_FAILED,
+            StartError::NoCache(_) => &codes::CACHE_UNUSABLE,
         }
     }
 

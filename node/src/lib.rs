@@ -7,6 +7,7 @@
 //! plane over the network, never by linking it, so an agent is upgraded on its
 //! own and trusts nothing it was not told over the wire.
 pub mod agent;
+pub mod cache;
 pub mod cgroup;
 pub mod config;
 pub mod error;

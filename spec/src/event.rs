@@ -29,6 +29,16 @@ pub enum EventKind {
     /// its replacement started, waited for room, or ran and the old one stopped.
     ReplicaMoved,
     ServerStarted,
+    /// A model version was registered.
+    ModelRegistered,
+    /// A model version changed state (`registered -> active`, deprecated...)
+    /// or was pinned or unpinned.
+    ModelStateChanged,
+    /// A node's copy of a version: a source chosen (origin, a peer), a wait
+    /// for one, verified, failed, evicted.
+    ModelWarmup,
+    /// A task in `warming`: bytes arriving (at most about one a second).
+    WarmingProgress,
 }
 
 /// One entry of the event log. `seq` is assigned by storage, strictly increasing.

@@ -13,6 +13,7 @@ pub mod event;
 pub mod gpu_model;
 mod json;
 pub mod model;
+pub mod model_record;
 pub mod node;
 pub mod record;
 pub mod replica_slots;
@@ -30,6 +31,7 @@ pub use codes::ErrorCode;
 pub use error::{SpecError, SpecErrorKind};
 pub use event::{Event, EventKind};
 pub use model::{ModelRef, ModelState, ModelVersionSpec, WeightsSpec};
+pub use model_record::{CopyState, ModelVersionRecord, NodeCopy};
 pub use node::{
     Cordon, CordonBy, DiskInfo, GpuInfo, NodeInventory, NodeMetrics, NodeRecord, NodeState,
 };

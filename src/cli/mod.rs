@@ -4,6 +4,7 @@ pub mod events;
 pub mod fields;
 pub mod follow;
 pub mod logging;
+pub mod models;
 pub mod node;
 pub mod node_ops;
 pub mod nodes;
@@ -84,6 +85,8 @@ pub enum Command {
     Tenant(tenants::TenantArgs),
     /// Change a tenant's quota (operator token).
     Quota(tenants::QuotaArgs),
+    /// Model versions: register, list, show, prewarm, pin, deprecate.
+    Model(models::ModelArgs),
 }
 
 pub fn dispatch(cli: Cli) -> Result<(), CliError> {
@@ -102,5 +105,6 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Events(args) => events::run(args),
         Command::Tenant(args) => tenants::tenant(args),
         Command::Quota(args) => tenants::quota(args),
+        Command::Model(args) => models::model(args),
     }
 }

@@ -63,6 +63,26 @@ pub struct NodeArgs {
     /// (needs a root agent), or "off".
     #[arg(long, value_name = "FIRST-LAST", default_value = "61000-61999")]
     pub workload_uid_range: String,
+    /// Capacity of the model weight cache in the data dir, GB (fractions
+    /// allowed); 0: no cache, so no task that names a model runs here.
+    #[arg(
+        long,
+        value_name = "GB",
+        env = "CALDERA_CACHE_GB",
+        default_value_t = 50.0
+    )]
+    pub cache_gb: f64,
+    /// Serve verified cached weights to peer nodes over HTTP on ADDR
+    /// (IP:port; port 0 picks a free one). Off by default.
+    #[arg(long, value_name = "ADDR", env = "CALDERA_PEER_LISTEN")]
+    pub peer_listen: Option<String>,
+    /// The URL peers fetch from [default: http://<bound address>].
+    #[arg(long, value_name = "URL", env = "CALDERA_PEER_ADVERTISE")]
+    pub peer_advertise: Option<String>,
+    /// Cap on the bandwidth used to serve peers, megabits per second, all
+    /// transfers together [default: unlimited].
+    #[arg(long, value_name = "MBPS", env = "CALDERA_PEER_MAX_MBPS")]
+    pub peer_max_mbps: Option<f64>,
 }
 
 impl NodeArgs {
@@ -98,6 +118,10 @@ impl NodeArgs {
             workload_uid_range: caldera_node::tenancy::parse_range(&self.workload_uid_range)
                 .map_err(CliError::Usage)?,
             shim: None,
+            cache_gb: self.cache_gb,
+            peer_listen: self.peer_listen,
+            peer_advertise: self.peer_advertise,
+            peer_max_mbps: self.peer_max_mbps,
         };
         config.validate().map_err(agent_error)?;
         Ok(config)
@@ -134,4 +158,52 @@ fn init_logs() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn config(args: &[&str]) -> Result<caldera_node::AgentConfig, String> {
+        let base = [
+            "caldera",
+            "node",
+            "--join",
+            "http://h:1",
+            "--token",
+            "t",
+            "--name",
+            "n1",
+        ];
+        let cli = Cli::try_parse_from(base.iter().chain(args)).map_err(|e| e.to_string())?;
+        let Command::Node(node) = cli.command else {
+            unreachable!()
+        };
+        node.into_config().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_cache_flags_reach_the_agent_config() {
+        let defaults = config(&[]).unwrap();
+        assert_eq!(defaults.cache_gb, 50.0);
+        assert_eq!(defaults.peer_listen, None, "no peer server unless asked");
+        let c = config(&[
+            "--cache-gb",
+            "0.5",
+            "--peer-listen",
+            "127.0.0.1:0",
+            "--peer-advertise",
+            "http://10.0.0.2:9000",
+            "--peer-max-mbps",
+            "800",
+        ])
+        .unwrap();
+        assert_eq!(c.cache_capacity_bytes(), 500_000_000);
+        assert_eq!(c.peer_listen.as_deref(), Some("127.0.0.1:0"));
+        assert_eq!(c.peer_advertise.as_deref(), Some("http://10.0.0.2:9000"));
+        assert_eq!(c.peer_max_mbps, Some(800.0));
+        let bad = config(&["--peer-listen", "nowhere"]).unwrap_err();
+        assert!(bad.contains("peer-listen"), "{bad}");
+    }
 }

@@ -1,7 +1,7 @@
 //! The write path: every mutation is a [`WriteBatch`] applied atomically.
 use crate::errors::StorageError;
 use crate::keys;
-use caldera_spec::{Allocation, Event, NodeRecord, TaskRecord, TenantRecord};
+use caldera_spec::{Allocation, Event, ModelVersionRecord, NodeRecord, TaskRecord, TenantRecord};
 use serde::Serialize;
 
 /// A set of writes that [`Store::commit`](crate::Store::commit) applies all
@@ -55,6 +55,11 @@ impl WriteBatch {
     /// Inserts or replaces a node.
     pub fn put_node(&mut self, node: &NodeRecord) {
         self.put_json(keys::record(keys::NODE, &node.name), node);
+    }
+
+    /// Inserts or replaces a model version under `name:version`.
+    pub fn put_model_version(&mut self, version: &ModelVersionRecord) {
+        self.put_json(keys::record(keys::MODEL, &version.key()), version);
     }
 
     /// Sets a small setting (token hash, counter) to raw bytes.

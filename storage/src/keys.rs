@@ -9,6 +9,7 @@
 //! | `a/<allocation_id>` | `Allocation` JSON |
 //! | `u/<tenant>` | `TenantRecord` JSON |
 //! | `n/<node>` | `NodeRecord` JSON |
+//! | `v/<name>:<version>` | `ModelVersionRecord` JSON (a registered model version) |
 //! | `m/<key>` | raw bytes (operator settings, counters) |
 //! | `e/<seq: u64 BE>` | `Event` JSON |
 //! | `x/<dim><len: u32 BE><name><seq: u64 BE>` | empty: event index per task (`t`), tenant (`u`), node (`n`) |
@@ -21,6 +22,7 @@ pub(crate) const TASK: &[u8] = b"t/";
 pub(crate) const ALLOCATION: &[u8] = b"a/";
 pub(crate) const TENANT: &[u8] = b"u/";
 pub(crate) const NODE: &[u8] = b"n/";
+pub(crate) const MODEL: &[u8] = b"v/";
 pub(crate) const META: &[u8] = b"m/";
 pub(crate) const EVENT: &[u8] = b"e/";
 pub(crate) const FORMAT: &[u8] = b"s/format";

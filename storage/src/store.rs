@@ -4,7 +4,7 @@ use crate::config::StoreConfig;
 use crate::errors::{Result, StorageError};
 use crate::events::{self, EventFilter, EventPage};
 use crate::keys;
-use caldera_spec::{Allocation, Event, NodeRecord, TaskRecord, TenantRecord};
+use caldera_spec::{Allocation, Event, ModelVersionRecord, NodeRecord, TaskRecord, TenantRecord};
 use serde::de::DeserializeOwned;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -164,6 +164,16 @@ impl Store {
     /// One node by name.
     pub fn node(&self, name: &str) -> Result<Option<NodeRecord>> {
         self.get(&keys::record(keys::NODE, name))
+    }
+
+    /// One model version by `name:version`.
+    pub fn model_version(&self, key: &str) -> Result<Option<ModelVersionRecord>> {
+        self.get(&keys::record(keys::MODEL, key))
+    }
+
+    /// Every model version, ordered by `name:version`.
+    pub fn model_versions(&self) -> Result<Vec<ModelVersionRecord>> {
+        self.scan(keys::MODEL).collect()
     }
 
     /// Events matching `filter` with seq > `after_seq`, ascending, at most

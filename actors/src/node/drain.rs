@@ -24,6 +24,15 @@ impl NodeActor {
             epoch: self.rec.epoch,
             cordoned: self.rec.cordon.is_some(),
         });
+        // A rebuilt Scheduler knows no cache: tell it again.
+        if let Some(c) = self.sh.fleet.get(&self.rec.name) {
+            self.sh
+                .scheduler
+                .do_send(crate::protocol::scheduler::NodeWeightsUpdate {
+                    name: self.rec.name.clone(),
+                    weights: crate::model::fleet::node_weights(&c.report),
+                });
+        }
     }
 
     /// A hello after the agent's own drain: it is back, so its cordon goes

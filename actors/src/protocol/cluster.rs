@@ -33,3 +33,13 @@ pub struct NodeSession {
     pub session_id: u64,
     pub tx: UnboundedSender<ServerMessage>,
 }
+
+/// Register a model version. `owner`: the registering tenant (`None`: the
+/// operator). Answers the record once durable, and whether it is new (the
+/// identical registration again: `false`; a different one: 409).
+#[derive(Message)]
+#[rtype(result = "Result<(caldera_spec::ModelVersionRecord, bool)>")]
+pub struct RegisterModel {
+    pub spec: caldera_spec::ModelVersionSpec,
+    pub owner: Option<String>,
+}

@@ -7,12 +7,14 @@ mod handle;
 
 pub mod cluster;
 pub mod lifecycle;
+pub mod model;
 pub mod node;
 pub mod scheduler;
 pub mod task;
 pub mod tenant;
 
 pub use handle::{Ask, Reply, Tell};
+pub use model::ModelHandle;
 pub use node::NodeHandle;
 pub use scheduler::SchedulerHandle;
 pub use task::TaskHandle;

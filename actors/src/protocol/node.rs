@@ -104,6 +104,13 @@ pub struct ResendExit {
     pub task_id: String,
 }
 
+/// A weights command for the agent (`Warm`, `PeerGrant`, `Pin`, `Evict`),
+/// stamped with the node's current epoch here. Answers whether it went out
+/// on a live session.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct SendWeights(pub ServerMessage);
+
 /// The scheduler was rebuilt: a connected node announces its room again.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -119,12 +126,14 @@ handle! {
             agent_gone: AgentGone,
             reannounce: Reannounce,
             resend_exit: ResendExit,
+            send_weights_unanswered: SendWeights,
             // A task asks for a stop without waiting for the answer.
             stop_unanswered: StopWorkload,
         }
         ask {
             observe: Observe,
             dispatch: Dispatch,
+            send_weights: SendWeights,
             stop_workload: StopWorkload,
             fetch_logs: FetchLogs,
             snapshot: NodeSnapshot,

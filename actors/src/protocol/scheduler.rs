@@ -97,6 +97,23 @@ pub struct NodeMetricsUpdate {
     pub usage: Vec<(String, AllocationUse)>,
 }
 
+/// A node's weight cache as placement sees it (from its last cache report).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct NodeWeightsUpdate {
+    pub name: String,
+    pub weights: caldera_scheduling::placement::NodeWeights,
+}
+
+/// A model version's weights, for the demand of tasks that name it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ModelWeightsKnown {
+    /// `name:version`.
+    pub model: String,
+    pub need: caldera_scheduling::placement::WeightsNeed,
+}
+
 /// The workload of an allocation saved a checkpoint.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -151,6 +168,8 @@ handle! {
             node_down: NodeDown,
             node_cordoned: NodeCordoned,
             node_metrics: NodeMetricsUpdate,
+            node_weights: NodeWeightsUpdate,
+            model_weights: ModelWeightsKnown,
             checkpointed: Checkpointed,
             set_quota: SetQuota,
         }

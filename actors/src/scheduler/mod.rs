@@ -16,7 +16,7 @@ use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::protocol::scheduler::{
     AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, Enqueue, Free, LedgerAllocations,
-    NodeCordoned, NodeDown, NodeMetricsUpdate, NodeUp, RecordGrant, Restart, Stats,
+    ModelWeightsKnown, NodeCordoned, NodeDown, NodeMetricsUpdate, NodeUp, NodeWeightsUpdate, RecordGrant, Restart, Stats,
 };
 use crate::protocol::task::{Pending, Placed, Preempt};
 use crate::registry::Registry;
@@ -87,6 +87,16 @@ impl Scheduler {
             core.node_known(&n.name, n.inventory);
         }
         offers.publish(core.offers().clone());
+        for v in store.model_versions()? {
+            core.set_model_weights(
+                &v.key(),
+                caldera_scheduling::placement::WeightsNeed {
+                    model: v.key(),
+                    sha256: v.spec.weights.sha256.clone(),
+                    size_bytes: v.spec.weights.size_bytes,
+                },
+            );
+        }
         for t in store.tenants()? {
             core.set_limits(&t.name, crate::tenant::limits(&t));
         }
@@ -523,6 +533,20 @@ impl Handler<NodeMetricsUpdate> for Scheduler {
                 self.usage.insert(id, u);
             }
         }
+    }
+}
+
+impl Handler<NodeWeightsUpdate> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, m: NodeWeightsUpdate, _: &mut Context<Self>) {
+        self.core.set_node_weights(&m.name, m.weights);
+    }
+}
+
+impl Handler<ModelWeightsKnown> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, m: ModelWeightsKnown, _: &mut Context<Self>) {
+        self.core.set_model_weights(&m.model, m.need);
     }
 }
 

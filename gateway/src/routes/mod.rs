@@ -3,6 +3,7 @@ pub mod events;
 #[cfg(feature = "failpoints")]
 pub mod failpoints;
 pub mod health;
+pub mod models;
 pub mod nodes;
 pub mod tasks;
 pub mod tenants;
@@ -84,6 +85,30 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         (
             "/v1/tenants/{name}/usage",
             vec![on(M::GET, web::to(tenants::usage))],
+        ),
+        (
+            "/v1/models",
+            vec![
+                on(M::GET, web::to(models::list)),
+                on(M::POST, web::to(models::register)),
+            ],
+        ),
+        ("/v1/models/{name}", vec![on(M::GET, web::to(models::get))]),
+        (
+            "/v1/models/{name}/versions/{version}",
+            vec![on(M::GET, web::to(models::version))],
+        ),
+        (
+            "/v1/models/{name}/versions/{version}/prewarm",
+            vec![on(M::POST, web::to(models::prewarm))],
+        ),
+        (
+            "/v1/models/{name}/versions/{version}/pin",
+            vec![on(M::PUT, web::to(models::pin))],
+        ),
+        (
+            "/v1/models/{name}/versions/{version}/deprecate",
+            vec![on(M::POST, web::to(models::deprecate))],
         ),
         ("/v1/events", vec![on(M::GET, web::to(events::list))]),
         (

@@ -17,6 +17,7 @@ use tokio::time::Interval;
 pub(super) struct Inputs<'a> {
     pub events: &'a mut UnboundedReceiver<crate::session::SessionEvent>,
     pub notes: &'a mut UnboundedReceiver<Note>,
+    pub cache_notes: &'a mut UnboundedReceiver<crate::cache::CacheNote>,
     pub heartbeat: &'a mut Interval,
     pub checkpoints: &'a mut Interval,
 }
@@ -66,6 +67,7 @@ impl Agent {
                     self.tell_draining(&mut told, why);
                 }
                 Some(note) = inputs.notes.recv() => self.on_note(note),
+                Some(note) = inputs.cache_notes.recv() => self.on_cache_note(note),
                 _ = inputs.checkpoints.tick() => self.on_poll_tick(),
                 _ = inputs.heartbeat.tick() => self.heartbeat(),
             }

@@ -36,6 +36,7 @@ impl Runtime {
             w.gpu_indices = spec.gpu_indices.clone();
             w.gpu_memory_mb = spec.gpu_memory_mb;
             w.checkpoint = CheckpointWatch::new(spec.checkpoint_dir.clone());
+            w.model_sha256 = spec.model_sha256.clone();
             w.pid = found.workload.as_ref().map(|r| r.pid);
             w.shim = found.shim.clone();
             if w.shim.is_none() && found.exit.is_none() && !spec.argv.is_empty() {

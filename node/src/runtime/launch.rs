@@ -18,6 +18,8 @@ pub struct Prepared {
     pub checkpoint_dir: PathBuf,
     pub scratch_dir: PathBuf,
     pub log_path: PathBuf,
+    /// The verified cached copy of the task's model, if it names one.
+    pub model_path: Option<PathBuf>,
 }
 
 /// The task's own checkpoint tree, `<data-dir>/checkpoints/<task>`, and in it
@@ -74,6 +76,7 @@ pub fn prepare(
         checkpoint_dir,
         scratch_dir,
         log_path,
+        model_path: None,
     })
 }
 
@@ -133,6 +136,14 @@ pub fn workload_env(cmd: &StartCommand, prepared: &Prepared) -> Vec<(String, Str
     if let Some(resume) = &cmd.resume_from {
         env.push(("CALDERA_RESUME_FROM".into(), resume.clone()));
     }
+    if let (Some(model), Some(path)) = (&cmd.model, &prepared.model_path) {
+        env.push((
+            "CALDERA_MODEL_PATH".into(),
+            path.to_string_lossy().into_owned(),
+        ));
+        env.push(("CALDERA_MODEL_NAME".into(), model.name.clone()));
+        env.push(("CALDERA_MODEL_VERSION".into(), model.version.clone()));
+    }
     env
 }
 
@@ -161,5 +172,6 @@ pub fn shim_spec(
         gpu_indices: cmd.gpu_indices.clone(),
         gpu_memory_mb: cmd.gpu_memory_mb,
         checkpoint_dir: prepared.checkpoint_dir,
+        model_sha256: cmd.model.as_ref().map(|m| m.sha256.clone()),
     }
 }

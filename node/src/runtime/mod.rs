@@ -34,6 +34,7 @@ pub mod logs;
 pub mod procfs;
 pub mod shim_link;
 pub mod usage;
+mod warming;
 pub mod workload;
 
 pub use shim_link::ShimCommand;
@@ -215,9 +216,20 @@ impl Runtime {
             return;
         }
         self.event(id, &cmd.task_id, cmd.epoch, WorkloadEventKind::Preparing);
+        if cmd.model.is_some() {
+            self.park(cmd);
+            return;
+        }
+        self.launch_now(cmd, None);
+    }
+
+    /// Launches a start whose Preparing event went out (with its model's
+    /// verified copy, if it names one).
+    fn launch_now(&mut self, cmd: &StartCommand, model_path: Option<PathBuf>) {
+        let id = &cmd.allocation_id;
         let run = self.next_run;
         self.next_run += 1;
-        match self.launch(cmd, run) {
+        match self.launch(cmd, run, model_path) {
             Ok(w) => {
                 let reservation = cmd.command.is_empty();
                 self.workloads.insert(id.clone(), w);
@@ -267,10 +279,16 @@ impl Runtime {
 
     /// Identity, dirs, log, cgroup, the shim dir, then the shim (or nothing,
     /// for a reservation: its dir alone records the hold).
-    fn launch(&mut self, cmd: &StartCommand, run: u64) -> Result<Workload, StartError> {
+    fn launch(
+        &mut self,
+        cmd: &StartCommand,
+        run: u64,
+        model_path: Option<PathBuf>,
+    ) -> Result<Workload, StartError> {
         let tenant = caldera_spec::tenant_of(&cmd.task_id).unwrap_or("_");
         let uid = self.tenancy.uid_of(tenant)?;
-        let prepared = launch::prepare(&self.data_dir, cmd, uid)?;
+        let mut prepared = launch::prepare(&self.data_dir, cmd, uid)?;
+        prepared.model_path = model_path;
         let reservation = cmd.command.is_empty();
         let (cgroup, cgroup_label) = match reservation {
             true => (None, self.isolation.label()),
@@ -359,9 +377,15 @@ impl Runtime {
             return;
         }
         w.stop_requested = true;
-        if w.shim.is_none() {
-            let record = agent_exit(None, reason::STOPPED);
-            shim_link::record_exit(&w.shim_dir, &record);
+        // Warming (its shim dir not written yet) or a reservation: no process.
+        let warming = w.warming.take().is_some();
+        if warming || w.shim.is_none() {
+            if warming {
+                tracing::info!("allocation {allocation_id} stopped while warming");
+            } else {
+                let record = agent_exit(None, reason::STOPPED);
+                shim_link::record_exit(&w.shim_dir, &record);
+            }
             let (task, epoch) = (w.task_id.clone(), w.epoch);
             w.exit = Some(ExitStatus::STOPPED_WITHOUT_PROCESS);
             self.report_exit(

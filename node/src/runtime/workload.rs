@@ -40,6 +40,11 @@ pub struct Workload {
     pub usage: AllocationUse,
     /// CPU ticks of the tree at the last sample, and when.
     pub last_cpu: Option<(u64, Instant)>,
+    /// The sha256 of the model version it reads, if any.
+    pub model_sha256: Option<String>,
+    /// Its start, while it waits for its model's verified copy (warming):
+    /// no shim and no process yet.
+    pub warming: Option<Box<StartCommand>>,
 }
 
 impl Workload {
@@ -50,6 +55,7 @@ impl Workload {
         w.gpu_indices = cmd.gpu_indices.clone();
         w.gpu_memory_mb = cmd.gpu_memory_mb;
         w.checkpoint = CheckpointWatch::new(checkpoint_dir.to_path_buf());
+        w.model_sha256 = cmd.model.as_ref().map(|m| m.sha256.clone());
         w
     }
 
@@ -75,6 +81,8 @@ impl Workload {
             log_path,
             usage: AllocationUse::default(),
             last_cpu: None,
+            model_sha256: None,
+            warming: None,
         }
     }
 

@@ -68,6 +68,10 @@ pub struct ShimSpec {
     pub gpu_indices: Vec<u32>,
     pub gpu_memory_mb: u64,
     pub checkpoint_dir: PathBuf,
+    /// The model version's sha256 the workload reads (its cached copy stays
+    /// in use while it runs, also for an agent that adopts it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_sha256: Option<String>,
 }
 
 /// A process as a later reader can recognise it despite pid reuse.

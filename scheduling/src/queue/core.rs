@@ -19,7 +19,9 @@ use super::offers::Offers;
 use super::stages::backfill::Reservation;
 use super::stages::place::NoRoom;
 use super::stages::Pass;
-use crate::placement::{Demand, GpuUnit, Placement, Placer, PolicyName, Pool, WorkloadMix};
+use crate::placement::{
+    Demand, GpuUnit, NodeWeights, Placement, Placer, PolicyName, Pool, WeightsNeed, WorkloadMix,
+};
 use caldera_spec::{Allocation, NodeInventory, Quota, Standing, TaskSpec, TaskType, Usage};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -151,6 +153,12 @@ pub struct Core {
     /// The time of the pass in progress.
     now_ms: u64,
     pub config: CoreConfig,
+    /// Each node's weight cache, as its last cache report says (fed by the
+    /// control plane; placement reads it from the node's view).
+    node_weights: HashMap<String, NodeWeights>,
+    /// Each model version's weights by `name:version` (the registry's), for
+    /// the demand of tasks that name one.
+    model_weights: HashMap<String, WeightsNeed>,
 }
 
 impl Core {
@@ -190,6 +198,8 @@ impl Core {
             last_estimate_ms: None,
             now_ms: 0,
             config,
+            node_weights: HashMap::new(),
+            model_weights: HashMap::new(),
         }
     }
 
@@ -226,7 +236,23 @@ impl Core {
     }
 
     pub fn demand_for(&self, spec: &TaskSpec) -> Demand {
-        demand::demand_for(spec, self.models.iter().map(String::as_str))
+        let mut d = demand::demand_for(spec, self.models.iter().map(String::as_str));
+        d.weights = spec
+            .model
+            .as_ref()
+            .and_then(|m| self.model_weights.get(m).cloned());
+        d
+    }
+
+    /// A node's weight cache changed (its agent's cache report).
+    pub fn set_node_weights(&mut self, name: &str, weights: NodeWeights) {
+        self.node_weights.insert(name.to_string(), weights);
+        self.refresh_node(name);
+    }
+
+    /// A model version's weights (registered, or rebuilt at boot).
+    pub fn set_model_weights(&mut self, model: &str, need: WeightsNeed) {
+        self.model_weights.insert(model.to_string(), need);
     }
 
     pub(in crate::queue) fn refresh_node(&mut self, name: &str) {
@@ -235,6 +261,7 @@ impl Core {
                 .ledger
                 .pool_view(name, inv, self.healthy.contains(name));
             view.cordoned = self.cordoned.contains(name);
+            view.weights = self.node_weights.get(name).cloned().unwrap_or_default();
             self.pool.upsert_node(view);
         }
     }

@@ -44,6 +44,10 @@ pub fn agent_plans(
                 name.clone(),
                 "--data-dir".into(),
                 node_dir.to_string_lossy().into_owned(),
+                // Local agents serve their weight caches to each other, so
+                // a model reaches N of them with one origin read.
+                "--peer-listen".into(),
+                "127.0.0.1:0".into(),
             ];
             if !(real_gpus && n == 1) {
                 let (gpus, cores, memory_gb, disk_gb) = if n % 2 == 1 { LARGE } else { MIXED };
@@ -104,6 +108,7 @@ mod tests {
         assert_eq!(flag(&plans[0], "--token"), None, "the token is not in argv");
         assert_eq!(plans[0].join_token, "jt");
         assert_eq!(flag(&plans[0], "--data-dir"), Some("/d/nodes/node-1"));
+        assert_eq!(flag(&plans[0], "--peer-listen"), Some("127.0.0.1:0"));
         assert_eq!(flag(&plans[0], "--simulate-gpus"), Some("8xA100-80GB"));
         assert_eq!(flag(&plans[0], "--simulate-cpu-cores"), Some("96"));
         assert_eq!(flag(&plans[0], "--simulate-memory-gb"), Some("1024"));

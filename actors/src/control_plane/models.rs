@@ -1,0 +1,156 @@
+//! The model registry's operations, as the gateway calls them. Views come
+//! from the versions' live actors (they hold progress bytes sled does not);
+//! who may see a version is decided here ([`visible_to`]).
+use super::{ask, ControlPlane};
+use crate::errors::{ActorError, Result};
+use crate::model::view::{version_view, visible_to, VersionView};
+use crate::protocol::cluster::RegisterModel;
+use crate::protocol::model::{ChangeState, Prewarm, PrewarmTarget, SetPinned, VersionSnapshot};
+use crate::protocol::ModelHandle;
+use caldera_spec::{ModelState, ModelVersionRecord, ModelVersionSpec};
+use futures_util::future::join_all;
+use std::collections::BTreeMap;
+
+/// One model's versions as the caller sees them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ModelView {
+    pub name: String,
+    pub versions: Vec<VersionView>,
+}
+
+impl ControlPlane {
+    /// Whether tenants may register their own versions (config).
+    pub fn tenants_may_register_models(&self) -> bool {
+        self.sh.config.tenants_may_register_models
+    }
+
+    /// Registers a version for `owner` (`None`: the operator). Answers its
+    /// view and whether it is new.
+    pub async fn register_model(
+        &self,
+        owner: Option<String>,
+        spec: ModelVersionSpec,
+    ) -> Result<(VersionView, bool)> {
+        let tenant = owner.clone();
+        let (rec, created) = ask(&self.cluster, RegisterModel { spec, owner }).await?;
+        Ok((version_view(&rec, 0, tenant.as_deref()), created))
+    }
+
+    /// Every version `tenant` may see (`None`: the operator), with the
+    /// origin reads each runs now.
+    async fn snapshots(&self, tenant: Option<&str>) -> Vec<(ModelVersionRecord, u32)> {
+        let handles: Vec<(String, ModelHandle)> = self.sh.registry.models();
+        let snaps = join_all(handles.iter().map(|(_, h)| h.send(VersionSnapshot))).await;
+        let mut out: Vec<_> = snaps
+            .into_iter()
+            .filter_map(|s| s.ok())
+            .filter(|(rec, _)| visible_to(rec, tenant))
+            .collect();
+        out.sort_by_key(|(rec, _)| rec.key());
+        out
+    }
+
+    /// `GET /v1/models`: every visible model, its versions by name.
+    pub async fn models(&self, tenant: Option<&str>) -> Vec<ModelView> {
+        let mut by_name: BTreeMap<String, Vec<VersionView>> = BTreeMap::new();
+        for (rec, reads) in self.snapshots(tenant).await {
+            by_name
+                .entry(rec.spec.name.clone())
+                .or_default()
+                .push(version_view(&rec, reads, tenant));
+        }
+        by_name
+            .into_iter()
+            .map(|(name, versions)| ModelView { name, versions })
+            .collect()
+    }
+
+    /// `GET /v1/models/{name}`: None when no visible version has that name.
+    pub async fn model(&self, name: &str, tenant: Option<&str>) -> Option<ModelView> {
+        self.models(tenant).await.into_iter().find(|m| m.name == name)
+    }
+
+    /// A visible version's record and actor, or 404.
+    async fn visible_version(
+        &self,
+        name: &str,
+        version: &str,
+        tenant: Option<&str>,
+    ) -> Result<(ModelVersionRecord, u32, ModelHandle)> {
+        let key = format!("{name}:{version}");
+        let missing = || ActorError::not_found("model version", &key);
+        let h = self.sh.registry.model(&key).ok_or_else(missing)?;
+        let (rec, reads) = h.send(VersionSnapshot).await?;
+        if !visible_to(&rec, tenant) {
+            return Err(missing());
+        }
+        Ok((rec, reads, h))
+    }
+
+    /// `GET /v1/models/{name}/versions/{version}`.
+    pub async fn model_version(
+        &self,
+        name: &str,
+        version: &str,
+        tenant: Option<&str>,
+    ) -> Result<VersionView> {
+        let (rec, reads, _) = self.visible_version(name, version, tenant).await?;
+        Ok(version_view(&rec, reads, tenant))
+    }
+
+    /// Whether `tenant` may change the version (`None`: the operator may
+    /// change any; a tenant only its own). Answers the record.
+    pub async fn model_owner(
+        &self,
+        name: &str,
+        version: &str,
+        tenant: Option<&str>,
+    ) -> Result<Option<String>> {
+        let (rec, _, _) = self.visible_version(name, version, tenant).await?;
+        Ok(rec.owner)
+    }
+
+    /// `POST .../prewarm`: answers the nodes chosen.
+    pub async fn prewarm_model(
+        &self,
+        name: &str,
+        version: &str,
+        tenant: Option<&str>,
+        target: PrewarmTarget,
+        pin: bool,
+    ) -> Result<Vec<String>> {
+        let (_, _, h) = self.visible_version(name, version, tenant).await?;
+        h.send(Prewarm { target, pin }).await?
+    }
+
+    /// `PUT .../pin`.
+    pub async fn pin_model(
+        &self,
+        name: &str,
+        version: &str,
+        tenant: Option<&str>,
+        pinned: bool,
+    ) -> Result<VersionView> {
+        let (_, _, h) = self.visible_version(name, version, tenant).await?;
+        let rec = h.send(SetPinned { pinned }).await??;
+        let (_, reads) = h.send(VersionSnapshot).await?;
+        Ok(version_view(&rec, reads, tenant))
+    }
+
+    /// `POST .../deprecate`.
+    pub async fn deprecate_model(
+        &self,
+        name: &str,
+        version: &str,
+        tenant: Option<&str>,
+    ) -> Result<VersionView> {
+        let (_, _, h) = self.visible_version(name, version, tenant).await?;
+        let rec = h
+            .send(ChangeState {
+                to: ModelState::Deprecated,
+            })
+            .await??;
+        let (_, reads) = h.send(VersionSnapshot).await?;
+        Ok(version_view(&rec, reads, tenant))
+    }
+}

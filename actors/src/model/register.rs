@@ -1,0 +1,129 @@
+//! Registering versions (the Cluster creates their actors, as it does every
+//! entity's), bringing them back at boot, and the check a task's `model`
+//! passes at submission.
+use super::ModelVersionActor;
+use crate::cluster::Cluster;
+use crate::commit_site::CommitSite;
+use crate::errors::{ActorError, Result};
+use crate::protocol::cluster::RegisterModel;
+use crate::protocol::scheduler::ModelWeightsKnown;
+use crate::shared::Shared;
+use actix::prelude::*;
+use caldera_scheduling::placement::WeightsNeed;
+use caldera_spec::{Event, EventKind, ModelRef, ModelState, ModelVersionRecord};
+use caldera_storage::Store;
+use std::sync::Arc;
+
+/// Starts `rec`'s actor, lists it in the directory and tells the Scheduler
+/// its weights (the demand of tasks that name it).
+fn start_version(rec: ModelVersionRecord, sh: &Arc<Shared>) {
+    let key = rec.key();
+    sh.scheduler.do_send(ModelWeightsKnown {
+        model: key.clone(),
+        need: WeightsNeed {
+            model: key.clone(),
+            sha256: rec.spec.weights.sha256.clone(),
+            size_bytes: rec.spec.weights.size_bytes,
+        },
+    });
+    let sha = rec.spec.weights.sha256.clone();
+    sh.registry
+        .add_model(&key, &sha, ModelVersionActor::spawn(rec, sh.clone()));
+}
+
+/// One supervised ModelVersionActor per stored version (at boot, before
+/// tasks are rebuilt: a task's demand names its version's weights).
+pub fn restore_models(store: &Store, sh: &Arc<Shared>) -> Result<usize> {
+    let versions = store.model_versions()?;
+    let n = versions.len();
+    for v in versions {
+        start_version(v, sh);
+    }
+    Ok(n)
+}
+
+/// The version a new task of `tenant` names, if it may use it: registered
+/// and visible to the tenant (else 422 `unknown_model`), and accepting new
+/// tasks (else 422 `model_not_accepting`). Both name the version.
+pub fn check_task_model(store: &Store, tenant: &str, model: &str) -> Result<ModelVersionRecord> {
+    let r = ModelRef::parse(model, "model")?;
+    let key = r.to_string();
+    let rec = store
+        .model_version(&key)?
+        .filter(|v| super::view::visible_to(v, Some(tenant)))
+        .ok_or_else(|| {
+            ActorError::UnknownModel(format!(
+                "model {key} is not registered; register it with POST /v1/models (caldera model register) first"
+            ))
+        })?;
+    if !rec.state.accepts_new_tasks() {
+        return Err(ActorError::ModelNotAccepting(format!(
+            "model {key} is {}: it takes no new tasks; use another version",
+            rec.state.as_str()
+        )));
+    }
+    Ok(rec)
+}
+
+impl Handler<RegisterModel> for Cluster {
+    type Result = ResponseFuture<Result<(ModelVersionRecord, bool)>>;
+    /// Versions are immutable: the identical registration again answers the
+    /// existing record (200), a different one for the same `name:version`
+    /// is a 409. Both answers wait for durability, like a submission.
+    fn handle(&mut self, m: RegisterModel, _: &mut Context<Self>) -> Self::Result {
+        let sh = self.shared().clone();
+        let res = register(&sh, m);
+        Box::pin(async move {
+            let (rec, created, ticket) = res?;
+            sh.gate.durable(ticket).await;
+            Ok((rec, created))
+        })
+    }
+}
+
+fn register(
+    sh: &Arc<Shared>,
+    m: RegisterModel,
+) -> Result<(ModelVersionRecord, bool, crate::durability::Ticket)> {
+    caldera_spec::model::validate_model_version_spec(&m.spec)?;
+    let key = m.spec.model_ref().to_string();
+    if let Some(existing) = sh.gate.store().model_version(&key)? {
+        if existing.spec == m.spec && existing.owner == m.owner {
+            return Ok((existing, false, sh.gate.latest()));
+        }
+        return Err(ActorError::Conflict(format!(
+            "model {key} is already registered with other weights (or by another owner); versions are immutable: register a new version"
+        )));
+    }
+    let now = sh.now_ms();
+    let rec = ModelVersionRecord {
+        spec: m.spec,
+        state: ModelState::Registered,
+        pinned: false,
+        registered_at_ms: now,
+        owner: m.owner,
+        nodes: Default::default(),
+        tasks: Default::default(),
+    };
+    let by = rec
+        .owner
+        .as_deref()
+        .map_or("the operator".to_string(), |t| format!("tenant {t}"));
+    let msg = format!(
+        "model {key} registered by {by}: {} bytes at {}, sha256 {}",
+        rec.spec.weights.size_bytes, rec.spec.weights.uri, rec.spec.weights.sha256
+    );
+    let mut b = sh.batch();
+    b.put_model_version(&rec);
+    let mut e = Event::new(now, EventKind::ModelRegistered, msg);
+    if let Some(t) = &rec.owner {
+        e = e.tenant(t);
+    }
+    b.append_event(e);
+    let ticket = sh
+        .gate
+        .commit(CommitSite::ModelRegister, b)
+        .map_err(|e| ActorError::not_recorded("the model version", e))?;
+    start_version(rec.clone(), sh);
+    Ok((rec, true, ticket))
+}

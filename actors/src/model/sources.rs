@@ -1,0 +1,277 @@
+//! Where a node reads a version from: the pure rule of staggered,
+//! peer-to-peer warmup. No actix, no clock, no I/O: everything it weighs is
+//! in the version's record (who holds a verified copy, who reads what now)
+//! and in what the caller knows of the fleet (which holders are live and
+//! where they serve), so the whole rule is table-tested here.
+//!
+//! In order:
+//! 1. a node that holds a verified copy needs nothing;
+//! 2. with `peer-warmup` on, a live peer that holds a verified copy serves
+//!    it: the one with the fewest transfers in progress (ties by name), so a
+//!    rollout spreads over every holder instead of queueing on the first;
+//! 3. else the origin, if this version has fewer than
+//!    `max-origin-pulls-per-version` origin reads under way and the
+//!    registry-wide budget (`max-origin-pulls`) admits one more;
+//! 4. else the node waits, and is served when a copy is verified somewhere
+//!    or an origin read ends.
+use caldera_spec::{CopyState, NodeCopy};
+use std::collections::BTreeMap;
+
+/// The label of the origin as a source (`WeightSource::label`).
+pub const ORIGIN: &str = "origin";
+
+/// The label of a peer as a source (`WeightSource::label`).
+pub fn peer_label(node: &str) -> String {
+    format!("peer {node}")
+}
+
+/// The peer a label names, if it names one.
+pub fn peer_of(label: &str) -> Option<&str> {
+    label.strip_prefix("peer ")
+}
+
+/// A node that could serve as a peer: live, and where it serves its cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LivePeer {
+    pub node: String,
+    pub url: String,
+}
+
+/// The limits the rule applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub per_version: u32,
+    pub peer_warmup: bool,
+}
+
+/// What a node needing a copy is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice {
+    /// It holds a verified copy already.
+    Holds,
+    /// Read from this peer.
+    Peer(LivePeer),
+    /// Read from the origin.
+    Origin,
+    /// Nothing may serve it now; the text says why (for the event).
+    Wait(String),
+}
+
+/// Origin reads of this version under way, as the record shows them.
+pub fn origin_reads(nodes: &BTreeMap<String, NodeCopy>) -> u32 {
+    nodes
+        .values()
+        .filter(|c| c.copy == CopyState::Warming && c.source == ORIGIN)
+        .count() as u32
+}
+
+/// Transfers each peer is serving now, as the record shows them.
+pub fn peer_loads(nodes: &BTreeMap<String, NodeCopy>) -> BTreeMap<&str, u32> {
+    let mut loads = BTreeMap::new();
+    for c in nodes.values().filter(|c| c.copy == CopyState::Warming) {
+        if let Some(p) = peer_of(&c.source) {
+            *loads.entry(p).or_insert(0) += 1;
+        }
+    }
+    loads
+}
+
+/// The source for `receiver`. `live` are the live nodes with a peer url
+/// (any order); `avoid` is a source that just failed this receiver (tried
+/// last: another peer or the origin first); `origin_admitted` says whether
+/// the registry-wide budget has room for one more origin read.
+pub fn choose(
+    nodes: &BTreeMap<String, NodeCopy>,
+    receiver: &str,
+    live: &[LivePeer],
+    limits: Limits,
+    avoid: Option<&str>,
+    origin_admitted: bool,
+) -> Choice {
+    if nodes
+        .get(receiver)
+        .is_some_and(|c| c.copy == CopyState::Verified)
+    {
+        return Choice::Holds;
+    }
+    if limits.peer_warmup {
+        let loads = peer_loads(nodes);
+        let best = live
+            .iter()
+            .filter(|p| p.node != receiver)
+            .filter(|p| {
+                nodes
+                    .get(&p.node)
+                    .is_some_and(|c| c.copy == CopyState::Verified)
+            })
+            .filter(|p| avoid.and_then(peer_of) != Some(p.node.as_str()))
+            .min_by_key(|p| (loads.get(p.node.as_str()).copied().unwrap_or(0), &p.node));
+        if let Some(p) = best {
+            return Choice::Peer(p.clone());
+        }
+    }
+    let reading = origin_reads(nodes);
+    // The receiver's own origin read (being re-sourced) does not count against it.
+    let own = nodes
+        .get(receiver)
+        .is_some_and(|c| c.copy == CopyState::Warming && c.source == ORIGIN) as u32;
+    let here = reading - own;
+    // An origin that just failed this node is tried again when nothing else
+    // can serve it (within the budgets; a cut read resumes at its bytes).
+    if here >= limits.per_version {
+        return Choice::Wait(format!(
+            "{here} of {} origin reads of this version under way and no peer holds a verified copy",
+            limits.per_version
+        ));
+    }
+    if !origin_admitted {
+        return Choice::Wait(
+            "the registry-wide origin budget (max-origin-pulls) is spent and no peer holds a verified copy"
+                .into(),
+        );
+    }
+    Choice::Origin
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn copy(copy: CopyState, source: &str) -> NodeCopy {
+        NodeCopy {
+            copy,
+            bytes_done: 0,
+            source: source.into(),
+        }
+    }
+
+    fn peers(names: &[&str]) -> Vec<LivePeer> {
+        names
+            .iter()
+            .map(|n| LivePeer {
+                node: n.to_string(),
+                url: format!("http://{n}"),
+            })
+            .collect()
+    }
+
+    fn record(rows: &[(&str, CopyState, &str)]) -> BTreeMap<String, NodeCopy> {
+        rows.iter()
+            .map(|(n, c, s)| (n.to_string(), copy(*c, s)))
+            .collect()
+    }
+
+    const ONE: Limits = Limits {
+        per_version: 1,
+        peer_warmup: true,
+    };
+
+    #[test]
+    fn the_first_node_reads_the_origin_and_the_next_waits_for_it() {
+        let empty = record(&[]);
+        let live = peers(&["n1", "n2", "n3"]);
+        assert_eq!(choose(&empty, "n1", &live, ONE, None, true), Choice::Origin);
+        // n1 reads the origin: 1 of 1 per version, so n2 waits.
+        let one = record(&[("n1", CopyState::Warming, ORIGIN)]);
+        assert!(matches!(
+            choose(&one, "n2", &live, ONE, None, true),
+            Choice::Wait(_)
+        ));
+        // Two per version: n2 may read the origin too, unless the
+        // registry-wide budget says no.
+        let two = Limits {
+            per_version: 2,
+            ..ONE
+        };
+        assert_eq!(choose(&one, "n2", &live, two, None, true), Choice::Origin);
+        assert!(matches!(
+            choose(&one, "n2", &live, two, None, false),
+            Choice::Wait(w) if w.contains("max-origin-pulls")
+        ));
+    }
+
+    #[test]
+    fn a_waiting_node_goes_to_a_peer_once_one_is_verified() {
+        let nodes = record(&[
+            ("n1", CopyState::Verified, ORIGIN),
+            ("n2", CopyState::Waiting, ""),
+        ]);
+        let live = peers(&["n1", "n2", "n3"]);
+        assert_eq!(
+            choose(&nodes, "n2", &live, ONE, None, true),
+            Choice::Peer(peers(&["n1"])[0].clone())
+        );
+        assert_eq!(choose(&nodes, "n1", &live, ONE, None, true), Choice::Holds);
+        // Peer warmup off: the origin only, even with a holder.
+        let off = Limits {
+            peer_warmup: false,
+            ..ONE
+        };
+        assert_eq!(choose(&nodes, "n2", &live, off, None, true), Choice::Origin);
+        // A holder that is not live serves nobody.
+        assert_eq!(
+            choose(&nodes, "n2", &peers(&["n2", "n3"]), ONE, None, true),
+            Choice::Origin
+        );
+    }
+
+    #[test]
+    fn load_spreads_over_holders_by_transfers_in_progress() {
+        // n1 serves two receivers, n2 one: n5 goes to n2.
+        let nodes = record(&[
+            ("n1", CopyState::Verified, ORIGIN),
+            ("n2", CopyState::Verified, "peer n1"),
+            ("n3", CopyState::Warming, "peer n1"),
+            ("n4", CopyState::Warming, "peer n1"),
+            ("n6", CopyState::Warming, "peer n2"),
+        ]);
+        let live = peers(&["n1", "n2", "n3", "n4", "n5", "n6"]);
+        assert_eq!(
+            choose(&nodes, "n5", &live, ONE, None, true),
+            Choice::Peer(peers(&["n2"])[0].clone())
+        );
+        // Equal loads: the first by name.
+        let even = record(&[
+            ("n2", CopyState::Verified, ORIGIN),
+            ("n1", CopyState::Verified, "peer n2"),
+        ]);
+        assert_eq!(
+            choose(&even, "n3", &live, ONE, None, true),
+            Choice::Peer(peers(&["n1"])[0].clone())
+        );
+    }
+
+    #[test]
+    fn a_failed_peer_is_avoided_and_the_receiver_resourced() {
+        let nodes = record(&[
+            ("n1", CopyState::Verified, ORIGIN),
+            ("n2", CopyState::Verified, "peer n1"),
+            ("n3", CopyState::Warming, "peer n1"),
+        ]);
+        let live = peers(&["n1", "n2", "n3"]);
+        assert_eq!(
+            choose(&nodes, "n3", &live, ONE, Some("peer n1"), true),
+            Choice::Peer(peers(&["n2"])[0].clone())
+        );
+        // The only holder failed it: the origin, if admitted.
+        let lone = record(&[
+            ("n1", CopyState::Verified, ORIGIN),
+            ("n3", CopyState::Warming, "peer n1"),
+        ]);
+        assert_eq!(
+            choose(&lone, "n3", &live, ONE, Some("peer n1"), true),
+            Choice::Origin
+        );
+    }
+
+    #[test]
+    fn an_origin_read_being_resourced_does_not_count_against_itself() {
+        let nodes = record(&[("n1", CopyState::Warming, ORIGIN)]);
+        let live = peers(&["n1"]);
+        assert_eq!(
+            choose(&nodes, "n1", &live, ONE, Some(ORIGIN), true),
+            Choice::Origin
+        );
+        assert_eq!(origin_reads(&nodes), 1);
+    }
+}

@@ -1,0 +1,337 @@
+//! The warmup admission rules carried out by real actors: a
+//! ModelVersionActor and real NodeActors whose agents are channels. Nothing
+//! here waits for time to pass: every step is a message, and `settle` only
+//! lets the actors handle what they were sent. A node's loss is its
+//! revocation (the same `lose` path as a silent node's); the silent-node
+//! timeout itself is covered in accelerated time by `supervision_tests`.
+use super::ModelVersionActor;
+use crate::config::ServerConfig;
+use crate::node::NodeActor;
+use crate::protocol::model::{NodeNeeds, VersionSnapshot};
+use crate::protocol::node::{AgentHello, AgentMessage};
+use crate::protocol::{ModelHandle, NodeHandle};
+use crate::shared::Shared;
+use crate::stand_ins::{shared, Heard};
+use crate::supervision_tests::{hello, node_record};
+use caldera_spec::weights::{CacheReport, WarmupProgress, WarmupReport, WeightSource};
+use caldera_spec::wire::{NodeMessage, ServerMessage};
+use caldera_spec::{CopyState, ModelState, ModelVersionRecord, ModelVersionSpec, WeightsSpec};
+use caldera_storage::{Store, StoreConfig};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// One fake agent: its node's actor and what the control plane sent it.
+struct Agent {
+    node: NodeHandle,
+    rx: UnboundedReceiver<ServerMessage>,
+}
+
+impl Agent {
+    /// Every message sent so far, the welcome left out.
+    fn drain(&mut self) -> Vec<ServerMessage> {
+        let mut out = Vec::new();
+        while let Ok(m) = self.rx.try_recv() {
+            if !matches!(m, ServerMessage::Welcome(_) | ServerMessage::LeaseRenewed { .. }) {
+                out.push(m);
+            }
+        }
+        out
+    }
+
+    fn report(&self, sha: &str, progress: WarmupProgress) {
+        self.node.do_send(AgentMessage {
+            session_id: 1,
+            msg: NodeMessage::Warmup(WarmupReport {
+                epoch: 1,
+                sha256: sha.into(),
+                at_ms: 0,
+                progress,
+            }),
+        });
+    }
+}
+
+fn sha(c: char) -> String {
+    c.to_string().repeat(64)
+}
+
+fn version(name: &str, sha: &str) -> ModelVersionRecord {
+    ModelVersionRecord {
+        spec: ModelVersionSpec {
+            name: name.into(),
+            version: "v1".into(),
+            weights: WeightsSpec {
+                uri: format!("file:///models/{name}.bin"),
+                size_bytes: 1000,
+                sha256: sha.into(),
+            },
+        },
+        state: ModelState::Registered,
+        pinned: false,
+        registered_at_ms: 0,
+        owner: None,
+        nodes: BTreeMap::new(),
+        tasks: Default::default(),
+    }
+}
+
+/// Agents `names` said hello with a cache and a peer url.
+async fn agents(sh: &Arc<Shared>, names: &[&str]) -> BTreeMap<String, Agent> {
+    let mut out = BTreeMap::new();
+    for n in names {
+        let node = NodeActor::spawn(node_record(n), sh.clone(), Duration::ZERO);
+        sh.registry.add_node(n, node.clone());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut h = hello(n, vec![]);
+        h.cache = CacheReport {
+            capacity_bytes: 1 << 30,
+            ..Default::default()
+        };
+        h.peer_url = Some(format!("http://{n}"));
+        node.do_send(AgentHello {
+            hello: h,
+            session_id: 1,
+            tx,
+        });
+        assert!(matches!(rx.recv().await, Some(ServerMessage::Welcome(_))));
+        out.insert(n.to_string(), Agent { node, rx });
+    }
+    out
+}
+
+fn start(sh: &Arc<Shared>, rec: ModelVersionRecord) -> ModelHandle {
+    let key = rec.key();
+    let sha = rec.spec.weights.sha256.clone();
+    let h = ModelVersionActor::spawn(rec, sh.clone());
+    sh.registry.add_model(&key, &sha, h.clone());
+    h
+}
+
+fn needs(m: &ModelHandle, node: &str) {
+    m.do_send(NodeNeeds {
+        node: node.into(),
+        task: Some(format!("acme/task-on-{node}")),
+    });
+}
+
+/// Lets every actor handle what it was sent (time does not move).
+async fn settle() {
+    for _ in 0..10 {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+fn source_of(msgs: &[ServerMessage]) -> Vec<WeightSource> {
+    msgs.iter()
+        .filter_map(|m| match m {
+            ServerMessage::Warm(w) => Some(w.source.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn grants(msgs: &[ServerMessage]) -> Vec<(String, String)> {
+    msgs.iter()
+        .filter_map(|m| match m {
+            ServerMessage::PeerGrant(g) => Some((g.receiver.clone(), g.token.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn run(f: impl std::future::Future<Output = ()>) {
+    actix_rt::System::new().block_on(f);
+}
+
+fn shared_with(dir: &std::path::Path, config: ServerConfig) -> Arc<Shared> {
+    let store = Store::open(dir, &StoreConfig::default()).unwrap();
+    let sh = shared(store, &Heard::default());
+    let mut sh = Arc::try_unwrap(sh).ok().unwrap();
+    // No node may be lost for silence while a test runs, however loaded the machine.
+    sh.config = ServerConfig {
+        node_timeout_ms: 600_000,
+        ..config
+    };
+    Arc::new(sh)
+}
+
+/// One origin read per version and two in all: three nodes needing `a`
+/// get one origin read, the others wait; `b` and `c` take the second
+/// registry-wide slot in turn. Once n1's copy is verified, n2 and n3 are
+/// pointed at it, each after n1 was granted their token; the slot n1 frees
+/// goes to `c`.
+#[test]
+fn origin_reads_are_capped_per_version_and_in_all_and_waiters_go_to_the_first_verified_peer() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ServerConfig {
+        max_origin_pulls_per_version: 1,
+        max_origin_pulls: 2,
+        ..Default::default()
+    };
+    run(async move {
+        let sh = shared_with(dir.path(), config);
+        let mut ag = agents(&sh, &["n1", "n2", "n3", "n4", "n5"]).await;
+        let a = start(&sh, version("a", &sha('a')));
+        let b = start(&sh, version("b", &sha('b')));
+        let c = start(&sh, version("c", &sha('c')));
+        for n in ["n1", "n2", "n3"] {
+            needs(&a, n);
+        }
+        settle().await;
+        needs(&b, "n4");
+        settle().await;
+        needs(&c, "n5");
+        settle().await;
+        let n1 = ag.get_mut("n1").unwrap().drain();
+        assert!(matches!(source_of(&n1)[..], [WeightSource::Origin { .. }]), "{n1:?}");
+        assert!(ag.get_mut("n2").unwrap().drain().is_empty());
+        assert!(ag.get_mut("n3").unwrap().drain().is_empty());
+        let n4 = ag.get_mut("n4").unwrap().drain();
+        assert!(matches!(source_of(&n4)[..], [WeightSource::Origin { .. }]));
+        // Two origin reads in all: c waits.
+        assert!(ag.get_mut("n5").unwrap().drain().is_empty());
+        let (rec, reads) = a.send(VersionSnapshot).await.unwrap();
+        assert_eq!(reads, 1);
+        assert_eq!(rec.state, ModelState::Active, "first used by a task");
+        assert_eq!(rec.nodes["n2"].copy, CopyState::Waiting);
+        let (rec_c, _) = c.send(VersionSnapshot).await.unwrap();
+        assert_eq!(rec_c.nodes["n5"].copy, CopyState::Waiting);
+
+        ag["n1"].report(
+            &sha('a'),
+            WarmupProgress::Verified {
+                source: "origin".into(),
+                bytes_fetched: 1000,
+                seconds: 1.0,
+            },
+        );
+        settle().await;
+        let granted = grants(&ag.get_mut("n1").unwrap().drain());
+        assert_eq!(granted.len(), 2, "{granted:?}");
+        for r in ["n2", "n3"] {
+            let got = source_of(&ag.get_mut(r).unwrap().drain());
+            let token = granted.iter().find(|(rx, _)| rx == r).map(|(_, t)| t.clone());
+            assert_eq!(
+                got,
+                vec![WeightSource::Peer {
+                    node: "n1".into(),
+                    url: "http://n1".into(),
+                    token: token.unwrap(),
+                }],
+                "{r}"
+            );
+        }
+        // n1's origin slot went to c.
+        let n5 = ag.get_mut("n5").unwrap().drain();
+        assert!(matches!(source_of(&n5)[..], [WeightSource::Origin { .. }]), "{n5:?}");
+        assert_eq!(sh.origin_budget.total(), 2);
+        let (rec, reads) = a.send(VersionSnapshot).await.unwrap();
+        assert_eq!(reads, 0);
+        assert_eq!(rec.nodes["n1"].copy, CopyState::Verified);
+        assert_eq!(rec.nodes["n2"].source, "peer n1");
+        // Recorded before the nodes were told: sled has what memory has.
+        let stored = sh.gate.store().model_version("a:v1").unwrap().unwrap();
+        assert_eq!(stored.nodes, rec.nodes);
+    });
+}
+
+/// A receiver whose peer fails it is pointed at another holder (resuming
+/// its bytes); a receiver whose peer is lost is re-sourced too.
+#[test]
+fn a_failed_peer_transfer_and_a_lost_peer_are_resourced() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async move {
+        let sh = shared_with(dir.path(), ServerConfig::default());
+        let mut ag = agents(&sh, &["n1", "n2", "n3", "n4"]).await;
+        let a = start(&sh, version("a", &sha('a')));
+        let verified = |s: &str| WarmupProgress::Verified {
+            source: s.into(),
+            bytes_fetched: 1000,
+            seconds: 1.0,
+        };
+        needs(&a, "n1");
+        settle().await;
+        ag["n1"].report(&sha('a'), verified("origin"));
+        settle().await;
+        needs(&a, "n2");
+        settle().await;
+        ag["n2"].report(&sha('a'), verified("peer n1"));
+        settle().await;
+        // n3 reads from the holder with fewer transfers: both have none, n1 first.
+        needs(&a, "n3");
+        settle().await;
+        for (_, g) in ag.iter_mut() {
+            g.drain();
+        }
+        ag["n3"].report(
+            &sha('a'),
+            WarmupProgress::Failed {
+                source: "peer n1".into(),
+                bytes_done: 400,
+                reason: "connection reset".into(),
+            },
+        );
+        settle().await;
+        assert_eq!(grants(&ag.get_mut("n2").unwrap().drain()).len(), 1);
+        let got = source_of(&ag.get_mut("n3").unwrap().drain());
+        assert!(
+            matches!(&got[..], [WeightSource::Peer { node, .. }] if node == "n2"),
+            "{got:?}"
+        );
+        let (rec, _) = a.send(VersionSnapshot).await.unwrap();
+        assert_eq!(
+            (rec.nodes["n3"].source.as_str(), rec.nodes["n3"].bytes_done),
+            ("peer n2", 400)
+        );
+
+        // n2 is lost (revoked: declared lost, as a silent node is): n3 is
+        // sent back to n1.
+        let revoked = ag["n2"].node.send(crate::protocol::node::Revoke).await;
+        assert!(matches!(revoked, Ok(Ok(true))), "{revoked:?}");
+        settle().await;
+        assert!(grants(&ag.get_mut("n1").unwrap().drain()).len() == 1);
+        let got = source_of(&ag.get_mut("n3").unwrap().drain());
+        assert!(
+            matches!(&got[..], [WeightSource::Peer { node, .. }] if node == "n1"),
+            "{got:?}"
+        );
+    });
+}
+
+/// With `peer-warmup = false` nodes only ever read the origin, one at a
+/// time per version: the second waits for the first to finish.
+#[test]
+fn without_peer_warmup_nodes_read_the_origin_in_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ServerConfig {
+        peer_warmup: false,
+        ..Default::default()
+    };
+    run(async move {
+        let sh = shared_with(dir.path(), config);
+        let mut ag = agents(&sh, &["n1", "n2"]).await;
+        let a = start(&sh, version("a", &sha('a')));
+        needs(&a, "n1");
+        needs(&a, "n2");
+        settle().await;
+        assert_eq!(source_of(&ag.get_mut("n1").unwrap().drain()).len(), 1);
+        assert!(ag.get_mut("n2").unwrap().drain().is_empty());
+        ag["n1"].report(
+            &sha('a'),
+            WarmupProgress::Verified {
+                source: "origin".into(),
+                bytes_fetched: 1000,
+                seconds: 1.0,
+            },
+        );
+        settle().await;
+        assert!(grants(&ag.get_mut("n1").unwrap().drain()).is_empty());
+        let got = source_of(&ag.get_mut("n2").unwrap().drain());
+        assert!(matches!(&got[..], [WeightSource::Origin { .. }]), "{got:?}");
+    });
+}

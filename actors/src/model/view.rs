@@ -1,0 +1,71 @@
+//! The version view the API shows (`GET /v1/models/...`).
+use caldera_spec::{ModelVersionRecord, WeightsSpec};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VersionView {
+    pub name: String,
+    pub version: String,
+    pub state: &'static str,
+    pub weights: WeightsSpec,
+    pub pinned: bool,
+    pub registered_at_ms: u64,
+    /// The tenant that registered it; absent: the operator (visible to all).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    pub nodes: Vec<CopyView>,
+    /// Tasks that have used it: the caller's own ids (the operator sees
+    /// `tenant/id`).
+    pub tasks: Vec<String>,
+    pub origin_pulls_now: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CopyView {
+    pub node: String,
+    pub copy: &'static str,
+    pub bytes_done: u64,
+    pub source: String,
+}
+
+/// `rec` as `tenant` sees it (`None`: the operator).
+pub fn version_view(rec: &ModelVersionRecord, reads: u32, tenant: Option<&str>) -> VersionView {
+    let tasks = rec
+        .tasks
+        .iter()
+        .filter_map(|k| match tenant {
+            None => Some(k.clone()),
+            Some(t) => (caldera_spec::tenant_of(k) == Some(t))
+                .then(|| caldera_spec::local_id(k).to_string()),
+        })
+        .collect();
+    VersionView {
+        name: rec.spec.name.clone(),
+        version: rec.spec.version.clone(),
+        state: rec.state.as_str(),
+        weights: rec.spec.weights.clone(),
+        pinned: rec.pinned,
+        registered_at_ms: rec.registered_at_ms,
+        owner: rec.owner.clone(),
+        nodes: rec
+            .nodes
+            .iter()
+            .map(|(n, c)| CopyView {
+                node: n.clone(),
+                copy: c.copy.as_str(),
+                bytes_done: c.bytes_done,
+                source: c.source.clone(),
+            })
+            .collect(),
+        tasks,
+        origin_pulls_now: reads,
+    }
+}
+
+/// Whether `tenant` may see `rec` (`None`: the operator sees all).
+pub fn visible_to(rec: &ModelVersionRecord, tenant: Option<&str>) -> bool {
+    match (tenant, &rec.owner) {
+        (None, _) | (_, None) => true,
+        (Some(t), Some(o)) => t == o,
+    }
+}

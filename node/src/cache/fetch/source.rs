@@ -1,0 +1,123 @@
+//! Reading a version's bytes from a [`WeightSource`] starting at an offset:
+//! a `file://` origin is opened and seeked; an `http://` origin or a peer is
+//! asked with `Range: bytes=N-` — 206 resumes at N, 200 restarts at 0.
+use caldera_spec::weights::WeightSource;
+use futures_util::stream::{self, LocalBoxStream, StreamExt};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+/// Read size of a `file://` origin.
+const FILE_CHUNK: usize = 1 << 20;
+/// Until the response headers of an `http://` source.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bytes from a source, in chunks; an error names what went wrong.
+pub type Body = LocalBoxStream<'static, Result<Vec<u8>, String>>;
+
+/// An opened source: its bytes from `offset` (0 when it could not resume).
+pub struct Opened {
+    pub offset: u64,
+    pub body: Body,
+}
+
+/// Opens `source` for `sha256` at `offset`.
+pub async fn open(source: &WeightSource, sha256: &str, offset: u64) -> Result<Opened, String> {
+    match source {
+        WeightSource::Origin { uri } => {
+            if let Some(path) = uri.strip_prefix("file://") {
+                open_file(path, offset).await
+            } else if uri.starts_with("http://") {
+                open_http(uri, None, offset).await
+            } else if uri.starts_with("https://") {
+                Err(
+                    "https origins need a TLS-enabled agent (this build's HTTP client has \
+                     no TLS); serve the weights over http:// or a file:// mount"
+                        .into(),
+                )
+            } else {
+                Err(format!("origin {uri:?} is neither file:// nor http://"))
+            }
+        }
+        WeightSource::Peer { url, token, .. } => {
+            let url = format!("{}/v1/weights/{sha256}", url.trim_end_matches('/'));
+            open_http(&url, Some(token), offset).await
+        }
+    }
+}
+
+async fn open_file(path: &str, offset: u64) -> Result<Opened, String> {
+    if !path.starts_with('/') {
+        return Err(format!("file:// origin {path:?} is not an absolute path"));
+    }
+    let named = |e: std::io::Error| format!("{path}: {e}");
+    let mut file = tokio::fs::File::open(path).await.map_err(named)?;
+    file.seek(std::io::SeekFrom::Start(offset))
+        .await
+        .map_err(named)?;
+    let path = path.to_string();
+    let body = stream::unfold(Some(file), move |file| {
+        let path = path.clone();
+        async move {
+            let mut file = file?;
+            let mut buf = vec![0u8; FILE_CHUNK];
+            match file.read(&mut buf).await {
+                Ok(0) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    Some((Ok(buf), Some(file)))
+                }
+                Err(e) => Some((Err(format!("{path}: {e}")), None)),
+            }
+        }
+    });
+    Ok(Opened {
+        offset,
+        body: body.boxed_local(),
+    })
+}
+
+async fn open_http(url: &str, token: Option<&str>, offset: u64) -> Result<Opened, String> {
+    let client = awc::Client::builder().timeout(CONNECT_TIMEOUT).finish();
+    let mut request = client.get(url);
+    if let Some(token) = token {
+        request = request.insert_header(("Authorization", format!("Bearer {token}")));
+    }
+    if offset > 0 {
+        request = request.insert_header(("Range", format!("bytes={offset}-")));
+    }
+    let response = request.send().await.map_err(|e| format!("{url}: {e}"))?;
+    let status = response.status().as_u16();
+    let offset = match status {
+        206 => {
+            let range = response
+                .headers()
+                .get("content-range")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            if !range.starts_with(&format!("bytes {offset}-")) {
+                return Err(format!(
+                    "{url}: asked for bytes={offset}-, got content-range {range:?}"
+                ));
+            }
+            offset
+        }
+        200 => 0,
+        401 | 403 => return Err(format!("{url}: refused ({status}): no live grant")),
+        404 => return Err(format!("{url}: the source does not hold it (404)")),
+        416 => {
+            return Err(format!(
+                "{url}: range bytes={offset}- not satisfiable (416)"
+            ))
+        }
+        s => return Err(format!("{url}: answered {s}")),
+    };
+    let url = url.to_string();
+    let body = response.map(move |chunk| match chunk {
+        Ok(bytes) => Ok(bytes.to_vec()),
+        Err(e) => Err(format!("{url}: cut mid-transfer: {e}")),
+    });
+    Ok(Opened {
+        offset,
+        body: body.boxed_local(),
+    })
+}

@@ -1,0 +1,59 @@
+//! The node's weight cache: content-addressed (SHA-256) copies of model
+//! versions under `<data-dir>/cache/` (see [`layout`]), with a capacity
+//! (`--cache-gb`), LRU eviction that deletes files and never touches a copy
+//! that is pinned, in use by a live allocation or being fetched, and
+//! fetches ([`fetch`]) that only ever rename a verified file into place.
+//!
+//! What is verified when:
+//! - a fetch: size and SHA-256 of the whole partial, after it is synced and
+//!   before the rename (a mismatch deletes it: `weights_corrupt`);
+//! - a start that finds its copy cached: size and SHA-256 of the whole file
+//!   again, before the workload gets its path (a truncated or flipped copy is
+//!   deleted, counted in `corrupt_found`, reported evicted, and fetched
+//!   again like a miss);
+//! - a warm command for a copy already there: nothing (it was verified when
+//!   it arrived and is checked again before its next use).
+//!
+//! The cache is owned by the agent's loop; fetches and checks run as tasks
+//! that report back as [`CacheNote`]s. Its peer server ([`peer`]) reads only
+//! `weights/`, so only verified copies are ever served.
+pub mod digest;
+pub mod fetch;
+pub mod index;
+pub mod layout;
+pub mod lru;
+pub mod peer;
+mod store;
+#[cfg(test)]
+mod store_tests;
+mod warm;
+
+pub use store::{InUse, WeightCache};
+pub use warm::Want;
+
+use caldera_spec::weights::WarmupProgress;
+
+/// Something the cache has to tell the agent.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CacheEvent {
+    /// A report for the control plane about `sha256`'s copy.
+    Report {
+        sha256: String,
+        progress: WarmupProgress,
+    },
+    /// A verified (and, for a start, re-checked) copy of `sha256` is in
+    /// place: the allocations waiting for it may start.
+    Ready { sha256: String },
+}
+
+/// A fetch's or a check's result, for [`WeightCache::on_note`].
+#[derive(Debug)]
+pub enum CacheNote {
+    Fetch(fetch::FetchNote),
+    /// The check before use of `sha256` ended.
+    Checked {
+        sha256: String,
+        seconds: f64,
+        outcome: Result<(), digest::Mismatch>,
+    },
+}

@@ -1,0 +1,183 @@
+//! The peer server (`--peer-listen`): `GET /v1/weights/{sha256}` serves a
+//! verified copy, read-only, to the bearer of a live [`grants::Grants`]
+//! entry for that version; `Range: bytes=N-` resumes a cut transfer. It
+//! reads only `weights/`, where nothing lands before its checksum matched,
+//! so a partial fetch is never served. 401 without a live grant for the
+//! version (before anything is said about what the node holds), 404 for a
+//! version it does not hold.
+pub mod grants;
+pub mod pace;
+pub mod range;
+
+use super::layout::is_sha256;
+use actix_web::http::header;
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use futures_util::stream;
+use grants::Grants;
+use pace::Pace;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+/// Bytes per read and per paced send.
+const CHUNK: usize = 64 * 1024;
+
+/// What the server's handlers share with the agent.
+#[derive(Debug)]
+pub struct PeerShared {
+    pub grants: Mutex<Grants>,
+    pub weights_dir: PathBuf,
+    /// Bytes sent, folded into the cache's counters.
+    pub served: Arc<AtomicU64>,
+    pub pace: Option<Pace>,
+}
+
+impl PeerShared {
+    /// Records a grant from the control plane.
+    pub fn grant(&self, token: &str, sha256: &str, receiver: &str, expires_at_ms: u64) {
+        let mut g = self.grants.lock().unwrap_or_else(|p| p.into_inner());
+        g.add(
+            token,
+            sha256,
+            receiver,
+            expires_at_ms,
+            crate::runtime::now_ms(),
+        );
+    }
+}
+
+/// A running peer server.
+pub struct PeerServer {
+    /// What the hello advertises.
+    pub url: String,
+    handle: actix_web::dev::ServerHandle,
+}
+
+impl PeerServer {
+    /// Binds `listen` and serves in the background (one worker thread; no
+    /// signal handling of its own: the agent's handlers stay in charge).
+    pub fn start(
+        listen: &str,
+        advertise: Option<String>,
+        shared: Arc<PeerShared>,
+    ) -> std::io::Result<PeerServer> {
+        let data = web::Data::from(shared);
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(data.clone())
+                .route("/v1/weights/{sha256}", web::get().to(serve))
+        })
+        .workers(1)
+        .disable_signals()
+        .shutdown_timeout(0)
+        .bind(listen)?;
+        let addr = server.addrs().first().copied().ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::AddrNotAvailable, "bound no address")
+        })?;
+        let server = server.run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        let url = advertise.unwrap_or_else(|| format!("http://{addr}"));
+        tracing::info!("serving verified weight copies to peers on {addr} (advertised {url})");
+        Ok(PeerServer { url, handle })
+    }
+
+    /// Stops serving, cutting transfers in flight.
+    pub async fn stop(self) {
+        self.handle.stop(false).await;
+    }
+}
+
+fn bearer(req: &HttpRequest) -> Option<&str> {
+    req.headers()
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+}
+
+async fn serve(
+    req: HttpRequest,
+    path: web::Path<String>,
+    shared: web::Data<PeerShared>,
+) -> HttpResponse {
+    let sha = path.into_inner();
+    let receiver = {
+        let grants = shared.grants.lock().unwrap_or_else(|p| p.into_inner());
+        bearer(&req)
+            .and_then(|t| grants.receiver(t, &sha, crate::runtime::now_ms()))
+            .map(String::from)
+    };
+    let Some(receiver) = receiver else {
+        return HttpResponse::Unauthorized().body("no live grant for this version\n");
+    };
+    let missing = || HttpResponse::NotFound().body("this node holds no verified copy of it\n");
+    if !is_sha256(&sha) {
+        return missing();
+    }
+    let Ok(mut file) = tokio::fs::File::open(shared.weights_dir.join(&sha)).await else {
+        return missing();
+    };
+    let Ok(size) = file.metadata().await.map(|m| m.len()) else {
+        return missing();
+    };
+    let asked = req
+        .headers()
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok());
+    let span = match range::parse(asked, size) {
+        Ok(span) => span,
+        Err(range::Unsatisfiable) => {
+            return HttpResponse::RangeNotSatisfiable()
+                .insert_header((header::CONTENT_RANGE, format!("bytes */{size}")))
+                .finish()
+        }
+    };
+    let (start, end) = span.map(|s| (s.start, s.end)).unwrap_or((0, size));
+    if start > 0 && file.seek(std::io::SeekFrom::Start(start)).await.is_err() {
+        return missing();
+    }
+    tracing::info!("serving {sha} bytes {start}-{end} to {receiver}");
+    let mut response = match span {
+        Some(_) => {
+            let mut r = HttpResponse::PartialContent();
+            r.insert_header((
+                header::CONTENT_RANGE,
+                format!("bytes {start}-{}/{size}", end - 1),
+            ));
+            r
+        }
+        None => HttpResponse::Ok(),
+    };
+    response
+        .insert_header((header::ACCEPT_RANGES, "bytes"))
+        .no_chunking(end - start)
+        .streaming(body(file, end - start, shared.into_inner()))
+}
+
+/// The file's next `left` bytes, paced and counted.
+fn body(
+    file: tokio::fs::File,
+    left: u64,
+    shared: Arc<PeerShared>,
+) -> impl futures_util::Stream<Item = Result<web::Bytes, std::io::Error>> {
+    stream::unfold(
+        (file, left, shared),
+        |(mut file, left, shared)| async move {
+            if left == 0 {
+                return None;
+            }
+            let mut buf = vec![0u8; CHUNK.min(left as usize)];
+            if let Err(e) = file.read_exact(&mut buf).await {
+                return Some((Err(e), (file, 0, shared)));
+            }
+            if let Some(pace) = &shared.pace {
+                tokio::time::sleep(pace.book(buf.len())).await;
+            }
+            shared.served.fetch_add(buf.len() as u64, Ordering::Relaxed);
+            let left = left - buf.len() as u64;
+            Some((Ok(web::Bytes::from(buf)), (file, left, shared)))
+        },
+    )
+}

@@ -1,0 +1,301 @@
+//! The store on real files: fetches from a `file://` origin, LRU that
+//! deletes files, corrupt copies caught before use, partials never used,
+//! the index across a restart.
+use super::{CacheEvent, CacheNote, InUse, Want, WeightCache};
+use caldera_spec::weights::{WarmCommand, WarmupProgress, WeightSource};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+/// A generated weights file of `size` bytes (a pattern seeded by `seed`) and its sha256.
+fn weights(dir: &Path, name: &str, size: usize, seed: u8) -> (PathBuf, String) {
+    let bytes: Vec<u8> = (0..size)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect();
+    let path = dir.join(name);
+    std::fs::write(&path, &bytes).unwrap();
+    (path, super::digest::sha256_of_bytes(&bytes))
+}
+
+fn warm_cmd(path: &Path, sha: &str, size: u64) -> WarmCommand {
+    WarmCommand {
+        epoch: 1,
+        model: "m:v1".into(),
+        sha256: sha.into(),
+        size_bytes: size,
+        source: WeightSource::Origin {
+            uri: format!("file://{}", path.display()),
+        },
+        pinned: false,
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    data: PathBuf,
+    origin: PathBuf,
+    notes: UnboundedReceiver<CacheNote>,
+    cache: WeightCache,
+}
+
+impl Fixture {
+    fn new(capacity: u64) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, origin) = (dir.path().join("node"), dir.path().join("origin"));
+        std::fs::create_dir_all(&origin).unwrap();
+        let (tx, notes) = unbounded_channel();
+        let cache = WeightCache::open(&data, capacity, tx).unwrap();
+        Fixture {
+            _dir: dir,
+            data,
+            origin,
+            notes,
+            cache,
+        }
+    }
+
+    /// Applies notes until an event for `sha` matches `until`; returns all events.
+    async fn settle(&mut self, sha: &str, until: impl Fn(&CacheEvent) -> bool) -> Vec<CacheEvent> {
+        let mut seen = Vec::new();
+        loop {
+            let note = tokio::time::timeout(Duration::from_secs(10), self.notes.recv())
+                .await
+                .expect("the cache said nothing for 10 s")
+                .expect("notes closed");
+            let events = self.cache.on_note(note);
+            let done = events.iter().any(|e| event_sha(e) == sha && until(e));
+            seen.extend(events);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    /// Warms `sha` from the origin file and waits for the end (verified or failed).
+    async fn warm(&mut self, path: &Path, sha: &str, size: u64, in_use: &InUse) -> WarmupProgress {
+        let mut events = self.cache.warm(&warm_cmd(path, sha, size), in_use);
+        if !events.iter().any(|e| is_end(e, sha)) {
+            events.extend(self.settle(sha, |e| is_end(e, sha)).await);
+        }
+        end_of(&events, sha)
+    }
+
+    /// A start's check of `sha`: Ready, or the eviction's reason.
+    async fn check(&mut self, sha: &str, size: u64) -> Result<(), String> {
+        assert_eq!(self.cache.want(sha, size), Want::Checking);
+        let events = self
+            .settle(sha, |e| {
+                matches!(e, CacheEvent::Ready { .. })
+                    || matches!(
+                        e,
+                        CacheEvent::Report {
+                            progress: WarmupProgress::Evicted { .. },
+                            ..
+                        }
+                    )
+            })
+            .await;
+        match events.last() {
+            Some(CacheEvent::Report {
+                progress: WarmupProgress::Evicted { reason },
+                ..
+            }) => Err(reason.clone()),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn event_sha(e: &CacheEvent) -> &str {
+    match e {
+        CacheEvent::Ready { sha256 } | CacheEvent::Report { sha256, .. } => sha256,
+    }
+}
+
+fn is_end(e: &CacheEvent, sha: &str) -> bool {
+    event_sha(e) == sha
+        && matches!(
+            e,
+            CacheEvent::Report {
+                progress: WarmupProgress::Verified { .. } | WarmupProgress::Failed { .. },
+                ..
+            }
+        )
+}
+
+fn end_of(events: &[CacheEvent], sha: &str) -> WarmupProgress {
+    events
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            CacheEvent::Report { sha256, progress } if sha256 == sha && is_end(e, sha) => {
+                Some(progress.clone())
+            }
+            _ => None,
+        })
+        .expect("an end")
+}
+
+fn fetched(p: &WarmupProgress) -> u64 {
+    match p {
+        WarmupProgress::Verified { bytes_fetched, .. } => *bytes_fetched,
+        other => panic!("not verified: {other:?}"),
+    }
+}
+
+/// Makes a 0444 copy writable again (a test corrupting it on purpose).
+fn writable(path: &Path) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+}
+
+#[actix_rt::test]
+async fn lru_deletes_the_least_recently_used_unused_copy_never_one_in_use_or_pinned() {
+    let mut f = Fixture::new(3500);
+    let mut shas = Vec::new();
+    for (i, name) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+        shas.push(weights(&f.origin, name, 1000, i as u8));
+    }
+    let none = InUse::new();
+    for (path, sha) in &shas[..3] {
+        assert_eq!(fetched(&f.warm(path, sha, 1000, &none).await), 1000);
+    }
+    let [a, b, c] = [&shas[0].1, &shas[1].1, &shas[2].1];
+    // a is the oldest, then b, then c; a is pinned, b in use.
+    for (sha, at) in [(a, 1), (b, 2), (c, 3)] {
+        f.cache
+            .index
+            .entries
+            .get_mut(sha.as_str())
+            .unwrap()
+            .last_used_ms = at;
+    }
+    f.cache.pin(a, true);
+    let mut in_use = InUse::new();
+    in_use.insert(b.clone(), 1);
+    // 3000 used + 1000 > 3500: one must go, and only c may.
+    let (d_path, d) = &shas[3];
+    assert_eq!(fetched(&f.warm(d_path, d, 1000, &in_use).await), 1000);
+    assert!(!f.cache.copy_path(c).exists(), "c's file is deleted");
+    for sha in [a, b, d] {
+        assert!(f.cache.copy_path(sha).exists());
+    }
+    assert_eq!(f.cache.index.counters.evictions, 1);
+    // a pinned, b and d in use: no room for e, and the failure says why.
+    in_use.insert(d.clone(), 1);
+    let (e_path, e) = &shas[4];
+    match f.warm(e_path, e, 1000, &in_use).await {
+        WarmupProgress::Failed { reason, .. } => {
+            let full = super::lru::CacheFull {
+                held_bytes: 3000,
+                capacity_bytes: 3500,
+            };
+            assert_eq!(reason, full.to_string());
+            assert!(reason.starts_with("cache full: "), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let report = f.cache.report(&in_use);
+    assert_eq!(report.used_bytes, 3000);
+    assert_eq!(report.entries.len(), 3);
+}
+
+#[actix_rt::test]
+async fn a_truncated_or_flipped_copy_is_caught_before_use_and_fetched_again() {
+    let mut f = Fixture::new(1_000_000);
+    let (path, sha) = weights(&f.origin, "w", 100_000, 7);
+    let none = InUse::new();
+    f.warm(&path, &sha, 100_000, &none).await;
+    assert_eq!(f.check(&sha, 100_000).await, Ok(()));
+    let copy = f.cache.copy_path(&sha);
+    assert_eq!(
+        std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777,
+        0o444
+    );
+
+    // Truncated: caught by its size, deleted, and then a start waits (a miss).
+    writable(&copy);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&copy)
+        .unwrap()
+        .set_len(99_999)
+        .unwrap();
+    let why = f.check(&sha, 100_000).await.expect_err("truncated");
+    assert!(why.contains("size 99999 bytes"), "{why}");
+    assert!(!copy.exists());
+    assert!(matches!(f.cache.want(&sha, 100_000), Want::Waiting { .. }));
+    assert_eq!(fetched(&f.warm(&path, &sha, 100_000, &none).await), 100_000);
+
+    // One flipped byte: caught by the checksum.
+    writable(&copy);
+    let mut bytes = std::fs::read(&copy).unwrap();
+    bytes[50_000] ^= 1;
+    std::fs::write(&copy, &bytes).unwrap();
+    let why = f.check(&sha, 100_000).await.expect_err("flipped");
+    assert!(why.contains("sha256"), "{why}");
+    assert_eq!(fetched(&f.warm(&path, &sha, 100_000, &none).await), 100_000);
+    assert_eq!(f.check(&sha, 100_000).await, Ok(()));
+    let c = &f.cache.index.counters;
+    assert_eq!((c.corrupt_found, c.bytes_from_origin), (2, 300_000));
+}
+
+#[actix_rt::test]
+async fn a_partial_file_is_never_used_and_a_resume_fetches_only_the_rest() {
+    let mut f = Fixture::new(1_000_000);
+    let (path, sha) = weights(&f.origin, "w", 80_000, 3);
+    let good = std::fs::read(&path).unwrap();
+    let partial = f.data.join("cache").join(format!("{sha}.partial"));
+    let none = InUse::new();
+
+    // A full-length partial of wrong bytes is not a copy: a start waits,
+    // and the warm that seals it finds the mismatch and deletes it.
+    std::fs::write(&partial, vec![0u8; 80_000]).unwrap();
+    assert!(!f.cache.holds(&sha));
+    assert!(matches!(
+        f.cache.want(&sha, 80_000),
+        Want::Waiting {
+            bytes_done: 80_000,
+            ..
+        }
+    ));
+    assert_eq!(f.cache.report(&none).fetching[0].bytes_done, 80_000);
+    match f.warm(&path, &sha, 80_000, &none).await {
+        WarmupProgress::Failed {
+            reason, bytes_done, ..
+        } => {
+            assert!(reason.contains("does not match"), "{reason}");
+            assert_eq!(bytes_done, 0);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!partial.exists() && !f.cache.holds(&sha));
+
+    // A cut fetch's first 30000 bytes: the next warm reads only the rest.
+    std::fs::write(&partial, &good[..30_000]).unwrap();
+    assert_eq!(fetched(&f.warm(&path, &sha, 80_000, &none).await), 50_000);
+    assert_eq!(std::fs::read(f.cache.copy_path(&sha)).unwrap(), good);
+    assert!(!partial.exists());
+}
+
+#[actix_rt::test]
+async fn the_index_survives_a_restart() {
+    let mut f = Fixture::new(1_000_000);
+    let (path, sha) = weights(&f.origin, "w", 10_000, 1);
+    let mut cmd = warm_cmd(&path, &sha, 10_000);
+    cmd.pinned = true;
+    f.cache.warm(&cmd, &InUse::new());
+    f.settle(&sha, |e| is_end(e, &sha)).await;
+    let before = f.cache.report(&InUse::new());
+    drop(f.cache);
+    let (tx, _notes) = unbounded_channel();
+    let mut again = WeightCache::open(&f.data, 1_000_000, tx).unwrap();
+    let after = again.report(&InUse::new());
+    assert_eq!(after.entries, before.entries);
+    assert!(after.entries[0].pinned);
+    assert_eq!(after.counters.misses, 1);
+    assert_eq!(after.counters.bytes_from_origin, 10_000);
+    // A warm of a copy already here: verified at once, nothing fetched, a hit.
+    let events = again.warm(&warm_cmd(&path, &sha, 10_000), &InUse::new());
+    assert_eq!(fetched(&end_of(&events, &sha)), 0);
+    assert_eq!(again.report(&InUse::new()).counters.hits, 1);
+}

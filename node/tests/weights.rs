@@ -1,0 +1,579 @@
+//! The agent's weight cache over real sockets and files: a start held in
+//! warming until a warm from a `file://` or an `http://` origin verifies its
+//! copy (then the workload reads it), a hit the second time, resumes by
+//! Range, a peer transfer under a grant (401 without one), and a peer that
+//! dies mid-transfer resumed from the origin.
+mod common;
+
+use caldera_node::cache::digest::sha256_of_bytes;
+use caldera_spec::wire::{
+    CacheReport, ModelMount, NodeMessage, PeerGrant, ServerMessage, WarmCommand, WarmupProgress,
+    WeightSource, WorkloadEventKind,
+};
+use common::*;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A generated weights file of `size` bytes and its sha256.
+fn weights_file(dir: &Path, name: &str, size: usize, seed: u8) -> (PathBuf, String) {
+    let bytes: Vec<u8> = (0..size)
+        .map(|i| ((i / 7) as u8).wrapping_mul(13) ^ seed)
+        .collect();
+    let path = dir.join(name);
+    std::fs::write(&path, &bytes).unwrap();
+    (path, sha256_of_bytes(&bytes))
+}
+
+fn mount(sha: &str, size: u64) -> ModelMount {
+    ModelMount {
+        name: "llama".into(),
+        version: "v1".into(),
+        sha256: sha.into(),
+        size_bytes: size,
+    }
+}
+
+fn warm(epoch: u64, sha: &str, size: u64, source: WeightSource) -> ServerMessage {
+    ServerMessage::Warm(WarmCommand {
+        epoch,
+        model: "llama:v1".into(),
+        sha256: sha.into(),
+        size_bytes: size,
+        source,
+        pinned: false,
+    })
+}
+
+fn file_origin(path: &Path) -> WeightSource {
+    WeightSource::Origin {
+        uri: format!("file://{}", path.display()),
+    }
+}
+
+/// The next warmup report of `sha` that `f` accepts.
+async fn warmup<T>(c: &mut FakeConn, sha: &str, f: impl Fn(&WarmupProgress) -> Option<T>) -> T {
+    c.until_in(Duration::from_secs(30), |m| match m {
+        NodeMessage::Warmup(r) if r.sha256 == sha => f(&r.progress),
+        _ => None,
+    })
+    .await
+}
+
+async fn verified(c: &mut FakeConn, sha: &str) -> u64 {
+    warmup(c, sha, |p| match p {
+        WarmupProgress::Verified { bytes_fetched, .. } => Some(*bytes_fetched),
+        WarmupProgress::Failed { reason, .. } => panic!("warm failed: {reason}"),
+        _ => None,
+    })
+    .await
+}
+
+/// The cache report of the next heartbeat that `f` accepts.
+async fn cache_when(c: &mut FakeConn, f: impl Fn(&CacheReport) -> bool) -> CacheReport {
+    c.until(|m| match m {
+        NodeMessage::Heartbeat(h) => h.cache.clone().filter(|r| f(r)),
+        _ => None,
+    })
+    .await
+}
+
+/// An agent with a cache (and a peer server) welcomed under epoch 1.
+async fn cached_agent(
+    url: &str,
+    conns: &mut tokio::sync::mpsc::UnboundedReceiver<FakeConn>,
+    dir: &Path,
+    name: &str,
+    peer_max_mbps: Option<f64>,
+) -> (RunningAgent, FakeConn, Option<String>) {
+    let mut config = agent_config(url, dir);
+    config.node_name = name.into();
+    config.cache_gb = 0.1;
+    config.peer_listen = Some("127.0.0.1:0".into());
+    config.peer_max_mbps = peer_max_mbps;
+    let agent = RunningAgent::spawn(config);
+    let mut c = next_conn(conns).await;
+    let hello = c.hello().await;
+    assert_eq!(hello.cache.capacity_bytes, 100_000_000);
+    c.send(welcome(1, &[], &[]));
+    (agent, c, hello.peer_url)
+}
+
+/// The kinds of `alloc`'s events up to its exit (names and Warming sources).
+async fn events_until_exit(c: &mut FakeConn, alloc: &str) -> (Vec<String>, Option<i32>) {
+    let mut seen = Vec::new();
+    let code = c
+        .until_in(Duration::from_secs(30), |m| match m {
+            NodeMessage::Event(e) if e.allocation_id == alloc => match &e.kind {
+                WorkloadEventKind::Exited(x) => Some(x.code),
+                WorkloadEventKind::Warming { source, .. } => {
+                    seen.push(format!("Warming({source})"));
+                    None
+                }
+                k => {
+                    seen.push(
+                        format!("{k:?}")
+                            .split([' ', '(', '{'])
+                            .next()
+                            .unwrap_or("")
+                            .into(),
+                    );
+                    None
+                }
+            },
+            _ => None,
+        })
+        .await;
+    seen.dedup();
+    (seen, code)
+}
+
+/// A workload that prints what it was given and the checksum of what it reads.
+const READ_MODEL: &str = r#"echo "$CALDERA_MODEL_NAME:$CALDERA_MODEL_VERSION"; sha256sum < "$CALDERA_MODEL_PATH"; echo "$CALDERA_MODEL_PATH""#;
+
+#[actix_rt::test]
+async fn a_start_warms_from_a_file_origin_then_reads_its_copy_and_a_second_start_is_a_hit() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, sha) = weights_file(dir.path(), "w.bin", 3_000_000, 1);
+    let (agent, mut c, _) = cached_agent(&url, &mut conns, &dir.path().join("n"), "w1", None).await;
+
+    let mut cmd = start_command("a1", 1, READ_MODEL);
+    cmd.model = Some(mount(&sha, 3_000_000));
+    c.send(ServerMessage::Start(cmd.clone()));
+    // It waits in warming (no copy, nothing fetching) until a warm comes.
+    let (_, waiting) = c
+        .event("a1", |k| matches!(k, WorkloadEventKind::Warming { .. }))
+        .await;
+    let WorkloadEventKind::Warming {
+        source,
+        bytes_done,
+        size_bytes,
+        model,
+        ..
+    } = waiting
+    else {
+        unreachable!()
+    };
+    assert_eq!(
+        (source.as_str(), bytes_done, size_bytes),
+        ("", 0, 3_000_000)
+    );
+    assert_eq!(model, "llama:v1");
+    c.send(warm(1, &sha, 3_000_000, file_origin(&path)));
+    let (seen, code) = events_until_exit(&mut c, "a1").await;
+    assert_eq!(code, Some(0), "{seen:?}");
+    assert!(seen.iter().any(|s| s == "Warming(origin)"), "{seen:?}");
+    assert_eq!(&seen[seen.len() - 2..], ["Ready", "Started"], "{seen:?}");
+    let log = std::fs::read_to_string(dir.path().join("n/logs/_/task-a1.log")).unwrap();
+    let copy = dir
+        .path()
+        .join("n")
+        .canonicalize()
+        .unwrap()
+        .join("cache/weights")
+        .join(&sha);
+    assert_eq!(
+        log,
+        format!("llama:v1\n{sha}  -\n{}\n", copy.display()),
+        "the workload read the verified copy"
+    );
+    let report = cache_when(&mut c, |r| !r.entries.is_empty()).await;
+    assert_eq!(report.counters.bytes_from_origin, 3_000_000);
+    assert_eq!(report.counters.hits, 0);
+
+    // The same version again: a hit (checked, nothing fetched).
+    let mut again = start_command("a2", 1, READ_MODEL);
+    again.model = cmd.model.clone();
+    c.send(ServerMessage::Start(again));
+    let (seen, code) = events_until_exit(&mut c, "a2").await;
+    assert_eq!(code, Some(0));
+    assert_eq!(seen, ["Preparing", "Warming(cache)", "Ready", "Started"]);
+    let report = cache_when(&mut c, |r| r.counters.hits == 1).await;
+    assert_eq!(report.counters.bytes_from_origin, 3_000_000);
+    assert_eq!(report.entries[0].in_use, 0);
+    agent.join().await;
+    server.stop(false).await;
+}
+
+#[actix_rt::test]
+async fn an_http_origin_resumes_with_range_and_one_without_ranges_restarts() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let origin = origin::start(dir.path());
+    let (_, sha) = weights_file(dir.path(), "w.bin", 1_000_000, 2);
+    let node = dir.path().join("n");
+    // A cut fetch left 400000 bytes (the cache dir as an earlier agent left it).
+    let good = std::fs::read(dir.path().join("w.bin")).unwrap();
+    std::fs::create_dir_all(node.join("cache")).unwrap();
+    let partial = node.join("cache").join(format!("{sha}.partial"));
+    std::fs::write(&partial, &good[..400_000]).unwrap();
+    let (agent, mut c, _) = cached_agent(&url, &mut conns, &node, "w2", None).await;
+    let http = WeightSource::Origin {
+        uri: origin.uri("w.bin"),
+    };
+    c.send(warm(1, &sha, 1_000_000, http.clone()));
+    assert_eq!(verified(&mut c, &sha).await, 600_000);
+    assert_eq!(origin.asked(), [Some("bytes=400000-".to_string())]);
+    assert_eq!(
+        std::fs::read(node.join("cache/weights").join(&sha)).unwrap(),
+        good
+    );
+
+    // An origin that ignores Range answers 200: the fetch starts again at 0.
+    let (_, sha2) = weights_file(dir.path(), "w2.bin", 500_000, 3);
+    let good2 = std::fs::read(dir.path().join("w2.bin")).unwrap();
+    std::fs::write(
+        node.join("cache").join(format!("{sha2}.partial")),
+        &good2[..100_000],
+    )
+    .unwrap();
+    origin
+        .state
+        .ranges
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    let http2 = WeightSource::Origin {
+        uri: origin.uri("w2.bin"),
+    };
+    c.send(warm(1, &sha2, 500_000, http2));
+    assert_eq!(verified(&mut c, &sha2).await, 500_000);
+
+    // https needs TLS this build does not have: a clear failure.
+    c.send(warm(
+        1,
+        &"c".repeat(64),
+        10,
+        WeightSource::Origin {
+            uri: "https://x/w".into(),
+        },
+    ));
+    let reason = warmup(&mut c, &"c".repeat(64), |p| match p {
+        WarmupProgress::Failed { reason, .. } => Some(reason.clone()),
+        _ => None,
+    })
+    .await;
+    assert!(reason.contains("https origins need"), "{reason}");
+    agent.join().await;
+    origin.handle.stop(false).await;
+    server.stop(false).await;
+}
+
+/// GET of a peer's `/v1/weights/{sha}`: the status and body length.
+async fn peer_get(peer: &str, sha: &str, token: Option<&str>) -> (u16, usize) {
+    let client = awc::Client::default();
+    let mut req = client.get(format!("{peer}/v1/weights/{sha}"));
+    if let Some(t) = token {
+        req = req.insert_header(("Authorization", format!("Bearer {t}")));
+    }
+    let mut resp = req.send().await.unwrap();
+    let body = resp.body().limit(64 << 20).await.unwrap();
+    (resp.status().as_u16(), body.len())
+}
+
+fn grant(token: &str, sha: &str, receiver: &str) -> ServerMessage {
+    ServerMessage::PeerGrant(PeerGrant {
+        epoch: 1,
+        token: token.into(),
+        sha256: sha.into(),
+        receiver: receiver.into(),
+        expires_at_ms: caldera_node::runtime::now_ms() + 60_000,
+    })
+}
+
+#[actix_rt::test]
+async fn a_peer_serves_its_verified_copy_only_to_a_granted_receiver() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, sha) = weights_file(dir.path(), "w.bin", 2_000_000, 4);
+    let (a, mut ca, peer_a) =
+        cached_agent(&url, &mut conns, &dir.path().join("a"), "pa", None).await;
+    let (b, mut cb, _) = cached_agent(&url, &mut conns, &dir.path().join("b"), "pb", None).await;
+    let peer_a = peer_a.expect("a peer url");
+    ca.send(warm(1, &sha, 2_000_000, file_origin(&path)));
+    verified(&mut ca, &sha).await;
+
+    // No token, a wrong token: 401. A live grant for a version a does not hold: 404.
+    assert_eq!(peer_get(&peer_a, &sha, None).await.0, 401);
+    assert_eq!(peer_get(&peer_a, &sha, Some("wrong")).await.0, 401);
+    let other = "d".repeat(64);
+    ca.send(grant("t-other", &other, "pb"));
+    ca.send(grant("t-b", &sha, "pb"));
+    // The grants are applied in order: once the second works, the first is in.
+    let mut tries = 0;
+    while peer_get(&peer_a, &sha, Some("t-b")).await.0 != 200 {
+        tries += 1;
+        assert!(tries < 100, "the grant never took effect");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(peer_get(&peer_a, &other, Some("t-other")).await.0, 404);
+    assert_eq!(
+        peer_get(&peer_a, &sha, Some("t-other")).await.0,
+        401,
+        "a grant opens one version"
+    );
+
+    let from_a = WeightSource::Peer {
+        node: "pa".into(),
+        url: peer_a.clone(),
+        token: "t-b".into(),
+    };
+    cb.send(warm(1, &sha, 2_000_000, from_a));
+    assert_eq!(verified(&mut cb, &sha).await, 2_000_000);
+    let rb = cache_when(&mut cb, |r| !r.entries.is_empty()).await;
+    assert_eq!(
+        (rb.counters.bytes_from_peers, rb.counters.bytes_from_origin),
+        (2_000_000, 0)
+    );
+    // a served its copy twice: the probe GET above and b's fetch.
+    let ra = cache_when(&mut ca, |r| r.counters.bytes_served >= 4_000_000).await;
+    assert_eq!(ra.counters.bytes_served, 4_000_000);
+    b.join().await;
+    a.join().await;
+    server.stop(false).await;
+}
+
+#[actix_rt::test]
+async fn a_peer_that_dies_mid_transfer_is_resumed_from_the_origin() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, sha) = weights_file(dir.path(), "w.bin", 2_000_000, 5);
+    // a serves at 1 Mbit/s (125 kB/s): its 2 MB take 16 s; it is cut long before.
+    let (a, mut ca, peer_a) =
+        cached_agent(&url, &mut conns, &dir.path().join("a"), "da", Some(1.0)).await;
+    let (b, mut cb, _) = cached_agent(&url, &mut conns, &dir.path().join("b"), "db", None).await;
+    ca.send(warm(1, &sha, 2_000_000, file_origin(&path)));
+    verified(&mut ca, &sha).await;
+    ca.send(grant("t-b", &sha, "db"));
+    let from_a = WeightSource::Peer {
+        node: "da".into(),
+        url: peer_a.expect("a peer url"),
+        token: "t-b".into(),
+    };
+    cb.send(warm(1, &sha, 2_000_000, from_a));
+    warmup(&mut cb, &sha, |p| match p {
+        WarmupProgress::Fetching { bytes_done, .. } if *bytes_done > 0 => Some(()),
+        WarmupProgress::Failed { reason, .. } => panic!("{reason}"),
+        _ => None,
+    })
+    .await;
+    // The peer goes away mid-transfer: b says so and keeps what it has.
+    a.join().await;
+    let (source, cut_at) = warmup(&mut cb, &sha, |p| match p {
+        WarmupProgress::Failed {
+            source, bytes_done, ..
+        } => Some((source.clone(), *bytes_done)),
+        WarmupProgress::Verified { .. } => panic!("the transfer was not cut"),
+        _ => None,
+    })
+    .await;
+    assert_eq!(source, "peer da");
+    assert!(cut_at > 0 && cut_at < 2_000_000, "{cut_at}");
+    // The control plane names the origin next: only the rest is read.
+    cb.send(warm(1, &sha, 2_000_000, file_origin(&path)));
+    assert_eq!(verified(&mut cb, &sha).await, 2_000_000 - cut_at);
+    let rb = cache_when(&mut cb, |r| !r.entries.is_empty()).await;
+    assert_eq!(rb.counters.bytes_from_peers, cut_at);
+    assert_eq!(rb.counters.bytes_from_origin, 2_000_000 - cut_at);
+    let copy = std::fs::read(dir.path().join("b/cache/weights").join(&sha)).unwrap();
+    assert_eq!(sha256_of_bytes(&copy), sha);
+    b.join().await;
+    server.stop(false).await;
+}
+
+#[actix_rt::test]
+async fn evict_waits_for_the_last_user_pin_is_reported_and_a_stop_ends_warming() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, sha) = weights_file(dir.path(), "w.bin", 500_000, 6);
+    let (agent, mut c, _) = cached_agent(&url, &mut conns, &dir.path().join("n"), "e1", None).await;
+    let copy = dir.path().join("n/cache/weights").join(&sha);
+
+    // A stop while warming: stopped at once, nothing ever ran.
+    let mut waiting = start_command("w1", 1, "echo SHOULD-NOT-RUN");
+    waiting.model = Some(mount(&"e".repeat(64), 10));
+    c.send(ServerMessage::Start(waiting));
+    c.event("w1", |k| matches!(k, WorkloadEventKind::Warming { .. }))
+        .await;
+    c.send(stop("w1"));
+    let (_, kind) = c
+        .event("w1", |k| matches!(k, WorkloadEventKind::Exited(_)))
+        .await;
+    let WorkloadEventKind::Exited(exit) = kind else {
+        unreachable!()
+    };
+    assert!(exit.stopped && exit.code.is_none(), "{exit:?}");
+
+    // A running workload holds its copy: an evict waits for it to end.
+    c.send(warm(1, &sha, 500_000, file_origin(&path)));
+    verified(&mut c, &sha).await;
+    let mut user = start_command("u1", 1, "exec sleep 60");
+    user.model = Some(mount(&sha, 500_000));
+    c.send(ServerMessage::Start(user));
+    c.event("u1", |k| matches!(k, WorkloadEventKind::Started { .. }))
+        .await;
+    let report = cache_when(&mut c, |r| r.entries.iter().any(|e| e.in_use == 1)).await;
+    assert_eq!(report.entries[0].sha256, sha);
+    c.send(ServerMessage::Pin(caldera_spec::wire::PinCommand {
+        epoch: 1,
+        sha256: sha.clone(),
+        pinned: true,
+    }));
+    cache_when(&mut c, |r| r.entries.iter().any(|e| e.pinned)).await;
+    c.send(ServerMessage::Evict(caldera_spec::wire::EvictCommand {
+        epoch: 1,
+        sha256: sha.clone(),
+        reason: "version retired".into(),
+    }));
+    // Still there a heartbeat later, in use.
+    let report = cache_when(&mut c, |r| r.entries.iter().any(|e| e.in_use == 1)).await;
+    assert_eq!(report.entries.len(), 1);
+    assert!(copy.exists());
+    c.send(stop("u1"));
+    let reason = warmup(&mut c, &sha, |p| match p {
+        WarmupProgress::Evicted { reason } => Some(reason.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(reason, "version retired");
+    assert!(!copy.exists());
+    let report = cache_when(&mut c, |r| r.entries.is_empty()).await;
+    assert_eq!(report.counters.evictions, 1);
+    agent.join().await;
+    server.stop(false).await;
+}
+
+#[actix_rt::test]
+async fn a_node_without_a_cache_refuses_a_start_that_names_a_model() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = agent_config(&url, dir.path());
+    config.node_name = "nocache".into();
+    config.cache_gb = 0.0;
+    let agent = RunningAgent::spawn(config);
+    let mut c = next_conn(&mut conns).await;
+    assert_eq!(c.hello().await.cache.capacity_bytes, 0);
+    c.send(welcome(1, &[], &[]));
+    let mut cmd = start_command("m1", 1, "true");
+    cmd.model = Some(mount(&"f".repeat(64), 10));
+    c.send(ServerMessage::Start(cmd));
+    let (_, kind) = c
+        .event("m1", |k| matches!(k, WorkloadEventKind::StartFailed { .. }))
+        .await;
+    let WorkloadEventKind::StartFailed { reason } = kind else {
+        unreachable!()
+    };
+    assert!(
+        reason.contains("no weight cache (--cache-gb 0)"),
+        "{reason}"
+    );
+    assert!(!dir.path().join("cache").exists());
+    agent.join().await;
+    server.stop(false).await;
+}
+
+fn stop(alloc: &str) -> ServerMessage {
+    ServerMessage::Stop(caldera_spec::wire::StopCommand {
+        allocation_id: alloc.into(),
+        epoch: 1,
+        grace_ms: 500,
+        reason: "test".into(),
+    })
+}
+
+#[actix_rt::test]
+async fn a_warm_from_another_source_switches_a_running_fetch_and_resumes_it() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let origin = origin::start(dir.path());
+    // 16 kB every 50 ms: slow enough to be switched away from.
+    origin
+        .state
+        .delay_ms
+        .store(50, std::sync::atomic::Ordering::Relaxed);
+    let (path, sha) = weights_file(dir.path(), "w.bin", 2_000_000, 8);
+    let (agent, mut c, _) = cached_agent(&url, &mut conns, &dir.path().join("n"), "s1", None).await;
+    let slow = WeightSource::Origin {
+        uri: origin.uri("w.bin"),
+    };
+    c.send(warm(1, &sha, 2_000_000, slow));
+    let switched_at = warmup(&mut c, &sha, |p| match p {
+        WarmupProgress::Fetching { bytes_done, .. } if *bytes_done > 0 => Some(*bytes_done),
+        _ => None,
+    })
+    .await;
+    c.send(warm(1, &sha, 2_000_000, file_origin(&path)));
+    let (source, fetched) = warmup(&mut c, &sha, |p| match p {
+        WarmupProgress::Verified {
+            source,
+            bytes_fetched,
+            ..
+        } => Some((source.clone(), *bytes_fetched)),
+        WarmupProgress::Failed { reason, .. } => panic!("{reason}"),
+        _ => None,
+    })
+    .await;
+    assert_eq!(source, "origin");
+    // The file read resumed where the slow one was cut (a little later
+    // than the progress report that triggered the switch).
+    assert!(
+        fetched <= 2_000_000 - switched_at,
+        "{fetched} after {switched_at}"
+    );
+    let report = cache_when(&mut c, |r| !r.entries.is_empty()).await;
+    assert_eq!(report.counters.bytes_from_origin, 2_000_000);
+    assert_eq!(report.counters.misses, 1, "a switch is not a second miss");
+    agent.join().await;
+    origin.handle.stop(false).await;
+    server.stop(false).await;
+}
+
+#[actix_rt::test]
+async fn a_workload_adopted_after_a_handover_still_holds_its_copy() {
+    use caldera_node::agent::{run_until_stop, Stop};
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, sha) = weights_file(dir.path(), "w.bin", 100_000, 9);
+    let mut config = agent_config(&url, &dir.path().join("n"));
+    config.node_name = "h1".into();
+    config.cache_gb = 0.1;
+    config.peer_advertise = Some("http://peer.example:7".into());
+    config.peer_listen = Some("127.0.0.1:0".into());
+    let (hand_over, handed) = tokio::sync::oneshot::channel::<()>();
+    let first = actix_rt::spawn(run_until_stop(config.clone(), async {
+        let _ = handed.await;
+        Stop::Handover
+    }));
+    let mut c = next_conn(&mut conns).await;
+    assert_eq!(
+        c.hello().await.peer_url.as_deref(),
+        Some("http://peer.example:7")
+    );
+    c.send(welcome(1, &[], &[]));
+    c.send(warm(1, &sha, 100_000, file_origin(&path)));
+    verified(&mut c, &sha).await;
+    let mut cmd = start_command("h1a", 1, "exec sleep 60");
+    cmd.model = Some(mount(&sha, 100_000));
+    c.send(ServerMessage::Start(cmd));
+    c.event("h1a", |k| matches!(k, WorkloadEventKind::Started { .. }))
+        .await;
+    let _ = hand_over.send(());
+    first.await.unwrap().unwrap();
+
+    // The next agent adopts the workload, and with it the copy's use.
+    let agent = RunningAgent::spawn(config);
+    let mut c = next_conn(&mut conns).await;
+    let hello = c.hello().await;
+    assert_eq!(hello.workloads.len(), 1);
+    assert_eq!(hello.cache.entries.len(), 1);
+    assert_eq!(hello.cache.entries[0].in_use, 1, "{:?}", hello.cache);
+    c.send(welcome(2, &["h1a"], &[]));
+    agent.join().await;
+    server.stop(false).await;
+}

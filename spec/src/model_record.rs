@@ -1,0 +1,76 @@
+//! What the control plane keeps of a registered model version (sled
+//! `v/<name>:<version>`): the immutable spec, its life state, and where its
+//! copies are. Written only by the version's `ModelVersionActor`, always
+//! before it acts on a change (a warm source chosen, a copy verified).
+use crate::model::{ModelRef, ModelState, ModelVersionSpec};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A version as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelVersionRecord {
+    pub spec: ModelVersionSpec,
+    pub state: ModelState,
+    /// Copies are pinned on every node that holds one (a prewarm or `PUT .../pin`).
+    #[serde(default)]
+    pub pinned: bool,
+    pub registered_at_ms: u64,
+    /// The tenant that registered it; `None`: the operator (visible to all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Each node's copy, by node name.
+    #[serde(default)]
+    pub nodes: BTreeMap<String, NodeCopy>,
+    /// Keys of the tasks that have used it (`tenant/task_id`).
+    #[serde(default)]
+    pub tasks: BTreeSet<String>,
+}
+
+impl ModelVersionRecord {
+    /// `name:version`, the record's key.
+    pub fn key(&self) -> String {
+        self.spec.model_ref().to_string()
+    }
+
+    pub fn model_ref(&self) -> ModelRef {
+        self.spec.model_ref()
+    }
+}
+
+/// One node's copy of a version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeCopy {
+    pub copy: CopyState,
+    /// Bytes on the node (progress while warming; the size once verified).
+    #[serde(default)]
+    pub bytes_done: u64,
+    /// [`WeightSource::label`](crate::weights::WeightSource::label) of the
+    /// source it is reading (or was verified from); empty while waiting.
+    #[serde(default)]
+    pub source: String,
+}
+
+/// Where one node's copy stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CopyState {
+    /// In the node's cache, its SHA-256 checked.
+    Verified,
+    /// Being fetched from `source`.
+    Warming,
+    /// Needed, but no source may serve it yet (origin budget spent, no peer).
+    Waiting,
+    /// Was there, and is gone (evicted, corrupt, deleted).
+    Evicted,
+}
+
+impl CopyState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CopyState::Verified => "verified",
+            CopyState::Warming => "warming",
+            CopyState::Waiting => "waiting",
+            CopyState::Evicted => "evicted",
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! Model version commands: `caldera model register|list|show|prewarm|pin|deprecate`.
+use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
+use super::fields::{items, text};
+use super::table::{key_values, Table};
+use super::CliError;
+use serde_json::{json, Value};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// `caldera model ...`
+#[derive(clap::Args, Debug)]
+pub struct ModelArgs {
+    #[command(subcommand)]
+    pub action: ModelAction,
+    #[command(flatten)]
+    pub opts: ClientOpts,
+}
+
+/// What to do with model versions.
+#[derive(clap::Subcommand, Debug)]
+pub enum ModelAction {
+    /// Register a version: its weights' uri, size and SHA-256, or a local
+    /// file (`--file`) whose size and SHA-256 are computed here.
+    Register(RegisterArgs),
+    /// List models and their versions.
+    List,
+    /// Show a model's versions, or one version (NAME:VERSION) with its copies.
+    Show(ShowArgs),
+    /// Warm caches ahead of a rollout: named nodes, or N healthy nodes without a copy.
+    Prewarm(PrewarmArgs),
+    /// Pin (or with --off unpin) a version's cached copies.
+    Pin(PinArgs),
+    /// Flag a version deprecated (still usable).
+    Deprecate(ShowArgs),
+}
+
+/// `caldera model register --name N --version V (--uri U --size-bytes S --sha256 H | --file PATH)`
+#[derive(clap::Args, Debug)]
+pub struct RegisterArgs {
+    #[arg(long)]
+    pub name: String,
+    #[arg(long)]
+    pub version: String,
+    /// `file:///abs/path` or `http(s)://...`.
+    #[arg(long, conflicts_with = "file")]
+    pub uri: Option<String>,
+    #[arg(long, conflicts_with = "file")]
+    pub size_bytes: Option<u64>,
+    /// 64 lowercase hex digits.
+    #[arg(long, conflicts_with = "file")]
+    pub sha256: Option<String>,
+    /// A local file (on storage every node mounts at the same path):
+    /// registered as `file://<absolute path>` with its size and SHA-256.
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+}
+
+/// `NAME` or `NAME:VERSION`.
+#[derive(clap::Args, Debug)]
+pub struct ShowArgs {
+    pub model: String,
+}
+
+/// `caldera model prewarm NAME:VERSION (--nodes a,b | --count N) [--pin]`
+#[derive(clap::Args, Debug)]
+pub struct PrewarmArgs {
+    pub model: String,
+    #[arg(long, value_delimiter = ',', conflicts_with = "count")]
+    pub nodes: Vec<String>,
+    #[arg(long)]
+    pub count: Option<u32>,
+    #[arg(long)]
+    pub pin: bool,
+}
+
+/// `caldera model pin NAME:VERSION [--off]`
+#[derive(clap::Args, Debug)]
+pub struct PinArgs {
+    pub model: String,
+    #[arg(long)]
+    pub off: bool,
+}
+
+/// Size and SHA-256 (lowercase hex) of `path`, read in 1 MiB chunks.
+pub fn file_digest(path: &Path) -> Result<(u64, String), CliError> {
+    use sha2::{Digest, Sha256};
+    let fail = |e: std::io::Error| CliError::Usage(format!("--file {}: {e}", path.display()));
+    let mut f = std::fs::File::open(path).map_err(fail)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = f.read(&mut buf).map_err(fail)?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        h.update(&buf[..n]);
+    }
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok((size, hex))
+}
+
+/// The registration body the flags describe.
+fn registration(a: &RegisterArgs) -> Result<Value, CliError> {
+    let (uri, size, sha) = match &a.file {
+        Some(path) => {
+            let abs = std::fs::canonicalize(path)
+                .map_err(|e| CliError::Usage(format!("--file {}: {e}", path.display())))?;
+            let (size, sha) = file_digest(&abs)?;
+            (format!("file://{}", abs.display()), size, sha)
+        }
+        None => match (&a.uri, a.size_bytes, &a.sha256) {
+            (Some(u), Some(s), Some(h)) => (u.clone(), s, h.clone()),
+            _ => {
+                return Err(CliError::Usage(
+                    "give --uri, --size-bytes and --sha256, or --file PATH".into(),
+                ))
+            }
+        },
+    };
+    Ok(json!({"name": a.name, "version": a.version,
+        "weights": {"uri": uri, "size_bytes": size, "sha256": sha}}))
+}
+
+/// `NAME:VERSION` split, for the commands that need both.
+fn name_version(model: &str) -> Result<(String, String), CliError> {
+    match model.rsplit_once(':') {
+        Some((n, v)) if !n.is_empty() && !v.is_empty() => Ok((n.to_string(), v.to_string())),
+        _ => Err(CliError::Usage(format!(
+            "a model version is written NAME:VERSION, e.g. llama:v1, not {model:?}"
+        ))),
+    }
+}
+
+fn version_path(model: &str) -> Result<String, CliError> {
+    let (n, v) = name_version(model)?;
+    Ok(format!("/v1/models/{}/versions/{}", encode(&n), encode(&v)))
+}
+
+/// Runs a `model` subcommand.
+pub fn model(args: ModelArgs) -> Result<(), CliError> {
+    let client = ApiClient::from_opts(&args.opts);
+    let json_out = args.opts.json;
+    let data = match &args.action {
+        ModelAction::Register(r) => {
+            let body = registration(r)?;
+            let answer = block_on(client.send_json(Verb::Post, "/v1/models", &body))?;
+            if !json_out {
+                let how = if answer.status == 201 {
+                    "registered"
+                } else {
+                    "already registered (identical)"
+                };
+                println!(
+                    "{}:{} {how}: {} bytes, sha256 {}",
+                    text(&answer.data, "name"),
+                    text(&answer.data, "version"),
+                    text(&answer.data, "weights.size_bytes"),
+                    text(&answer.data, "weights.sha256")
+                );
+                return Ok(());
+            }
+            answer.data
+        }
+        ModelAction::List => {
+            let data = block_on(client.get("/v1/models", &[]))?;
+            if !json_out {
+                print!("{}", render_list(&data));
+                return Ok(());
+            }
+            data
+        }
+        ModelAction::Show(s) => {
+            if !s.model.contains(':') {
+                let data = block_on(client.get(&format!("/v1/models/{}", encode(&s.model)), &[]))?;
+                if !json_out {
+                    print!("{}", render_list(&Value::Array(vec![data])));
+                    return Ok(());
+                }
+                data
+            } else {
+                let data = block_on(client.get(&version_path(&s.model)?, &[]))?;
+                if !json_out {
+                    print!("{}", render_version(&data));
+                    return Ok(());
+                }
+                data
+            }
+        }
+        ModelAction::Prewarm(p) => {
+            let mut body = match (p.nodes.is_empty(), p.count) {
+                (false, None) => json!({"nodes": p.nodes}),
+                (true, Some(n)) => json!({"count": n}),
+                _ => return Err(CliError::Usage("give --nodes a,b or --count N".into())),
+            };
+            if p.pin {
+                body["pin"] = json!(true);
+            }
+            let path = format!("{}/prewarm", version_path(&p.model)?);
+            let data = block_on(client.send_json(Verb::Post, &path, &body))?.data;
+            if !json_out {
+                let nodes: Vec<String> = items(&data, "nodes").iter().map(|n| text(n, "")).collect();
+                println!("warming {} on: {}", p.model, nodes.join(", "));
+                return Ok(());
+            }
+            data
+        }
+        ModelAction::Pin(p) => {
+            let path = format!("{}/pin", version_path(&p.model)?);
+            let body = json!({"pinned": !p.off});
+            block_on(client.send_json(Verb::Put, &path, &body))?.data
+        }
+        ModelAction::Deprecate(s) => {
+            let path = format!("{}/deprecate", version_path(&s.model)?);
+            block_on(client.send_json(Verb::Post, &path, &json!({})))?.data
+        }
+    };
+    if json_out {
+        return print_json(&data);
+    }
+    print!("{}", render_version(&data));
+    Ok(())
+}
+
+/// One row per version.
+fn render_list(models: &Value) -> String {
+    let mut t = Table::new(&["MODEL", "STATE", "SIZE", "PINNED", "VERIFIED ON", "TASKS"]);
+    for m in models.as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        for v in items(m, "versions") {
+            let verified: Vec<String> = items(v, "nodes")
+                .iter()
+                .filter(|c| text(c, "copy") == "verified")
+                .map(|c| text(c, "node"))
+                .collect();
+            t.row(vec![
+                format!("{}:{}", text(v, "name"), text(v, "version")),
+                text(v, "state"),
+                text(v, "weights.size_bytes"),
+                text(v, "pinned"),
+                verified.join(","),
+                items(v, "tasks").len().to_string(),
+            ]);
+        }
+    }
+    t.render()
+}
+
+/// A version with each node's copy.
+fn render_version(v: &Value) -> String {
+    let mut out = key_values(&[
+        ("model", format!("{}:{}", text(v, "name"), text(v, "version"))),
+        ("state", text(v, "state")),
+        ("uri", text(v, "weights.uri")),
+        ("size_bytes", text(v, "weights.size_bytes")),
+        ("sha256", text(v, "weights.sha256")),
+        ("pinned", text(v, "pinned")),
+        ("origin reads now", text(v, "origin_pulls_now")),
+    ]);
+    let mut t = Table::new(&["NODE", "COPY", "BYTES", "SOURCE"]);
+    for c in items(v, "nodes") {
+        t.row(vec![
+            text(c, "node"),
+            text(c, "copy"),
+            text(c, "bytes_done"),
+            text(c, "source"),
+        ]);
+    }
+    out.push_str(&t.render());
+    let tasks: Vec<String> = items(v, "tasks").iter().map(|t| text(t, "")).collect();
+    if !tasks.is_empty() {
+        out.push_str(&format!("tasks: {}\n", tasks.join(", ")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_registered_with_its_size_and_sha256() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w.bin");
+        std::fs::write(&p, b"test").unwrap();
+        let (size, sha) = file_digest(&p).unwrap();
+        assert_eq!(size, 4);
+        assert_eq!(
+            sha,
+            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+        );
+        let args = RegisterArgs {
+            name: "m".into(),
+            version: "v1".into(),
+            uri: None,
+            size_bytes: None,
+            sha256: None,
+            file: Some(p),
+        };
+        let body = registration(&args).unwrap();
+        assert!(text(&body, "weights.uri").starts_with("file:///"), "{body}");
+        assert!(name_version("llama").is_err());
+        assert_eq!(
+            name_version("llama:v1").unwrap(),
+            ("llama".to_string(), "v1".to_string())
+        );
+    }
+}

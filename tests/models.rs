@@ -1,0 +1,343 @@
+//! Model versions I (issue 11), the control plane's side, against the real
+//! server: registration errors name their field, versions are immutable, a
+//! task naming an unknown version is refused naming it, a rollout to three
+//! (fake) nodes reads the origin once and peers twice, a warming timeout
+//! names the stage and the source, and versions survive a restart.
+//!
+//! The nodes are `fake_node`s speaking the real wire protocol: each reports
+//! a weight cache and answers `warm` with warmup reports, so the test sees
+//! exactly what the control plane told each node, in order.
+use caldera_chaos_tests::fake_node::{self, WeightCache};
+use caldera_chaos_tests::{wait_until, ControlPlane, JOIN_TOKEN};
+use serde_json::{json, Value};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_caldera");
+const SHA: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+const SIZE: u64 = 4_000_000;
+
+/// A control plane whose fake nodes are never lost for silence (they do
+/// not heartbeat), with `env` on top.
+fn control_plane(dir: &Path, env: &[(&str, &str)]) -> ControlPlane {
+    let mut all = vec![
+        ("CALDERA_HEARTBEAT_INTERVAL_MS", "1000"),
+        ("CALDERA_NODE_TIMEOUT_MS", "600000"),
+        ("CALDERA_WORKLOAD_LEASE_MS", "600000"),
+    ];
+    all.extend_from_slice(env);
+    ControlPlane::start(Path::new(BIN), &dir.join("cp"), &all)
+}
+
+fn registration(version: &str, uri: &str, size: u64, sha: &str) -> String {
+    json!({"name": "llama", "version": version,
+        "weights": {"uri": uri, "size_bytes": size, "sha256": sha}})
+    .to_string()
+}
+
+fn register(cp: &ControlPlane, version: &str) {
+    let r = cp.operator().post(
+        "/v1/models",
+        &registration(version, "file:///mnt/models/llama.bin", SIZE, SHA),
+    );
+    assert_eq!(r.status, 201, "{:?}", r.body);
+}
+
+fn task_with_model(id: &str, model: &str) -> String {
+    json!({"task_id": id, "task_type": "training",
+        "resources": {"gpu": {"count": 1}, "cpu": {"cores": 1}},
+        "command": ["serve"], "model": model})
+    .to_string()
+}
+
+/// A fake node with one GPU, a 1 GB cache holding `cached`, serving peers.
+fn fake(cp: &ControlPlane, name: &str, cached: &[&str]) -> (TcpStream, u64) {
+    let cache = WeightCache {
+        capacity_bytes: 1 << 30,
+        cached: cached.iter().map(|s| (s.to_string(), SIZE)).collect(),
+        peer_url: Some(format!("http://{name}.peers:9000")),
+    };
+    fake_node::join_with_cache(&cp.addr, JOIN_TOKEN, name, 1, &cache).unwrap()
+}
+
+/// Every message the control plane sent on `s` within `wait`.
+fn received(s: &mut TcpStream, wait: Duration) -> Vec<Value> {
+    let mut out = Vec::new();
+    let _ = s.set_read_timeout(Some(wait));
+    while let Ok(m) = fake_node::read_json(s) {
+        out.push(m);
+    }
+    let _ = s.set_read_timeout(None);
+    out
+}
+
+fn of_type<'a>(msgs: &'a [Value], t: &str) -> Vec<&'a Value> {
+    msgs.iter().filter(|m| m["type"] == t).collect()
+}
+
+fn version_view(cp: &ControlPlane, v: &str) -> Value {
+    cp.operator()
+        .get(&format!("/v1/models/llama/versions/{v}"))
+        .data()
+        .clone()
+}
+
+fn copy_of<'a>(view: &'a Value, node: &str) -> &'a Value {
+    view["nodes"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["node"] == node))
+        .unwrap_or(&Value::Null)
+}
+
+#[test]
+fn registration_errors_name_fields_versions_are_immutable_and_unknown_models_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = control_plane(dir.path(), &[]);
+    let op = cp.operator();
+    for (body, field) in [
+        (
+            registration("v1", "file:///m.bin", SIZE, "ABC"),
+            "weights.sha256",
+        ),
+        (
+            registration("v1", "s3://bucket/m.bin", SIZE, SHA),
+            "weights.uri",
+        ),
+        (
+            registration("v1", "file:///m.bin", 0, SHA),
+            "weights.size_bytes",
+        ),
+        (
+            registration("bad/version", "file:///m.bin", SIZE, SHA),
+            "version",
+        ),
+    ] {
+        // 400 for a malformed value, 422 for one out of range: each names its field.
+        let r = op.post("/v1/models", &body);
+        assert!(matches!(r.status, 400 | 422), "{body}: {:?}", r.body);
+        assert_eq!(r.body["field"], field, "{:?}", r.body);
+    }
+    register(&cp, "v1");
+    // The identical registration again: 200, the same version.
+    let again = op.post(
+        "/v1/models",
+        &registration("v1", "file:///mnt/models/llama.bin", SIZE, SHA),
+    );
+    assert_eq!(again.status, 200, "{:?}", again.body);
+    assert_eq!(again.data()["state"], "registered");
+    // Another body for llama:v1: versions are immutable.
+    let other = op.post(
+        "/v1/models",
+        &registration("v1", "file:///mnt/models/other.bin", SIZE, SHA),
+    );
+    assert_eq!(other.status, 409, "{:?}", other.body);
+    assert_eq!(other.body["error"], "conflict");
+    // A tenant may not register unless the operator allows it.
+    let token = cp.tenant("acme");
+    let t = cp.api(&token);
+    let r = t.post(
+        "/v1/models",
+        &registration("v9", "file:///mnt/models/llama.bin", SIZE, SHA),
+    );
+    assert_eq!(r.status, 403, "{:?}", r.body);
+    // The operator's version is visible to the tenant.
+    let list = t.get("/v1/models");
+    assert_eq!(list.data()[0]["versions"][0]["version"], "v1", "{:?}", list.body);
+
+    // A task naming a version that is not registered: 422 naming it.
+    let r = t.post("/v1/tasks", &task_with_model("t1", "llama:v7"));
+    assert_eq!(r.status, 422, "{:?}", r.body);
+    assert_eq!(r.body["error"], "unknown_model");
+    assert_eq!(r.body["field"], "model");
+    assert!(r.body["msg"].as_str().unwrap_or_default().contains("llama:v7"));
+    let r = t.post("/v1/tasks", &task_with_model("t2", "llama"));
+    assert_eq!(r.body["field"], "model", "{:?}", r.body);
+    // A known one is accepted.
+    let r = t.post("/v1/tasks", &task_with_model("t3", "llama:v1"));
+    assert_eq!(r.status, 201, "{:?}", r.body);
+}
+
+/// Three nodes need llama:v1 at once: exactly one reads the origin; once its
+/// copy is verified the two others are pointed at it, each after the peer
+/// was granted that receiver's token.
+#[test]
+fn three_nodes_warm_with_one_origin_read_and_two_peer_reads_each_granted_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = control_plane(dir.path(), &[]);
+    register(&cp, "v1");
+    let names = ["node-a", "node-b", "node-c"];
+    let mut nodes: Vec<(String, TcpStream, u64)> = names
+        .iter()
+        .map(|n| {
+            let (s, e) = fake(&cp, n, &[]);
+            (n.to_string(), s, e)
+        })
+        .collect();
+    let token = cp.tenant("acme");
+    for i in 0..3 {
+        let r = cp
+            .api(&token)
+            .post("/v1/tasks", &task_with_model(&format!("r{i}"), "llama:v1"));
+        assert_eq!(r.status, 201, "{:?}", r.body);
+    }
+    // Each node is started with the model mount; one of them is warmed from the origin.
+    let mut origin = None;
+    let ok = wait_until(Duration::from_secs(20), || {
+        for (name, s, _) in nodes.iter_mut() {
+            for m in received(s, Duration::from_millis(100)) {
+                if m["type"] == "start" {
+                    assert_eq!(m["model"]["sha256"], SHA, "{m}");
+                }
+                if m["type"] == "warm" {
+                    assert_eq!(m["source"]["kind"], "origin", "{m}");
+                    assert!(origin.is_none(), "a second origin warm: {m}");
+                    origin = Some((name.clone(), m));
+                }
+            }
+        }
+        origin.is_some()
+    });
+    assert!(ok, "no node was told to warm from the origin");
+    let (first, warm) = origin.unwrap_or_default();
+    let view = version_view(&cp, "v1");
+    assert_eq!(view["origin_pulls_now"], 1, "{view:#}");
+    assert_eq!(view["state"], "active");
+    let waiting: Vec<&str> = names.iter().copied().filter(|n| *n != first).collect();
+    for n in &waiting {
+        assert_eq!(copy_of(&view, n)["copy"], "waiting", "{view:#}");
+    }
+
+    // The origin node verifies its copy.
+    let (_, s, epoch) = nodes.iter_mut().find(|(n, _, _)| *n == first).unwrap();
+    fake_node::answer_warm(s, *epoch, &warm).unwrap();
+    let mut grants = Vec::new();
+    let mut peer_warms = Vec::new();
+    let ok = wait_until(Duration::from_secs(20), || {
+        for (name, s, _) in nodes.iter_mut() {
+            let msgs = received(s, Duration::from_millis(100));
+            for g in of_type(&msgs, "peer_grant") {
+                assert_eq!(*name, first, "a grant to a node that holds nothing: {g}");
+                grants.push(g.clone());
+            }
+            for w in of_type(&msgs, "warm") {
+                peer_warms.push((name.clone(), w.clone()));
+            }
+        }
+        peer_warms.len() >= 2
+    });
+    assert!(ok, "the waiting nodes were not pointed at the peer: {peer_warms:?}");
+    assert_eq!(peer_warms.len(), 2, "{peer_warms:?}");
+    for (receiver, w) in &peer_warms {
+        assert_eq!(w["source"]["kind"], "peer", "exactly one origin read: {w}");
+        assert_eq!(w["source"]["node"], first.as_str());
+        let token = &w["source"]["token"];
+        let grant = grants
+            .iter()
+            .find(|g| g["token"] == *token)
+            .unwrap_or_else(|| panic!("no grant to {first} for {receiver}'s token: {grants:?}"));
+        assert_eq!(grant["receiver"], receiver.as_str());
+        assert_eq!(grant["sha256"], SHA);
+        assert!(grant["expires_at_ms"].as_u64().unwrap_or(0) > 0);
+    }
+    assert_eq!(grants.len(), 2, "{grants:?}");
+    for (receiver, w) in &peer_warms {
+        let (_, s, epoch) = nodes.iter_mut().find(|(n, _, _)| n == receiver).unwrap();
+        fake_node::answer_warm(s, *epoch, w).unwrap();
+    }
+    let mut view = Value::Null;
+    let ok = wait_until(Duration::from_secs(20), || {
+        view = version_view(&cp, "v1");
+        names.iter().all(|n| copy_of(&view, n)["copy"] == "verified")
+    });
+    assert!(ok, "not every copy verified: {view:#}");
+    assert_eq!(view["origin_pulls_now"], 0);
+    for n in &waiting {
+        assert_eq!(copy_of(&view, n)["source"], format!("peer {first}"));
+    }
+    assert_eq!(view["tasks"].as_array().map(Vec::len), Some(3), "{view:#}");
+    // Nothing more was sent from the origin.
+    for (_, s, _) in nodes.iter_mut() {
+        let late = received(s, Duration::from_millis(200));
+        assert!(of_type(&late, "warm").is_empty(), "{late:?}");
+    }
+    // The node view shows the cache the node reported.
+    let nv = cp.operator().get("/v1/nodes/node-a");
+    assert_eq!(nv.data()["cache"]["capacity_bytes"], 1u64 << 30, "{:?}", nv.body);
+}
+
+/// A task stuck in warming fails once `warming-timeout-ms` passes, naming
+/// the stage, the source it was reading and the bytes done.
+#[test]
+fn a_warming_timeout_names_the_stage_and_the_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = control_plane(dir.path(), &[("CALDERA_WARMING_TIMEOUT_MS", "1000")]);
+    register(&cp, "v1");
+    let (mut s, epoch) = fake(&cp, "node-w", &[]);
+    let token = cp.tenant("acme");
+    let api = cp.api(&token);
+    let r = api.post("/v1/tasks", &task_with_model("slow", "llama:v1"));
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let start = fake_node::expect(&mut s, "start", Duration::from_secs(20)).unwrap();
+    let (alloc, task) = (
+        start["allocation_id"].as_str().unwrap_or_default().to_string(),
+        start["task_id"].as_str().unwrap_or_default().to_string(),
+    );
+    let warming = json!({"kind": "warming", "model": "llama:v1", "source": "origin",
+        "bytes_done": 1_200_000, "size_bytes": SIZE, "rate_bytes_per_s": 100_000});
+    fake_node::event(&mut s, epoch, &alloc, &task, warming).unwrap();
+    let v = api.wait_task("slow", 20, "failed", |v| v["state"] == "failed");
+    let failure = v["failure"].as_str().unwrap_or_default();
+    assert_eq!(
+        failure,
+        "warming_timeout: stuck in warming for 1 s reading llama:v1 from origin: 1.2 of 4 MB",
+        "{v:#}"
+    );
+    let states: Vec<&str> = v["history"]
+        .as_array()
+        .map(|h| h.iter().filter_map(|t| t["state"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(states.contains(&"warming"), "{states:?}");
+}
+
+/// Versions, their state and where their copies are survive a kill -9 of
+/// the control plane.
+#[test]
+fn versions_and_their_state_survive_a_control_plane_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cp = control_plane(dir.path(), &[]);
+    register(&cp, "v1");
+    register(&cp, "v2");
+    // node-h already holds the weights: its hello makes it a verified holder.
+    let (_s, _) = fake(&cp, "node-h", &[SHA]);
+    let token = cp.tenant("acme");
+    let r = cp
+        .api(&token)
+        .post("/v1/tasks", &task_with_model("user", "llama:v1"));
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let mut view = Value::Null;
+    let ok = wait_until(Duration::from_secs(20), || {
+        view = version_view(&cp, "v1");
+        view["state"] == "active" && copy_of(&view, "node-h")["copy"] == "verified"
+    });
+    assert!(ok, "{view:#}");
+    let r = cp
+        .operator()
+        .post("/v1/models/llama/versions/v2/deprecate", "{}");
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.data()["state"], "deprecated");
+
+    cp.restart();
+    let v1 = version_view(&cp, "v1");
+    assert_eq!(v1["state"], "active", "{v1:#}");
+    assert_eq!(copy_of(&v1, "node-h")["copy"], "verified", "{v1:#}");
+    assert_eq!(v1["tasks"], json!(["acme/user"]));
+    assert_eq!(v1["weights"]["sha256"], SHA);
+    assert_eq!(version_view(&cp, "v2")["state"], "deprecated");
+    // The registry still refuses a different body for a recorded version.
+    let r = cp.operator().post(
+        "/v1/models",
+        &registration("v2", "file:///elsewhere.bin", SIZE, SHA),
+    );
+    assert_eq!(r.status, 409, "{:?}", r.body);
+}
