@@ -7,8 +7,8 @@
 //! the registered one. A second service of the same version starts from the
 //! caches: hits, and no byte moves.
 use caldera_chaos_tests::models::{
-    copy_on, logged, model_service, node_of, on_node, one_core, one_gpu, passes_through,
-    printed_sha256, submit, wait_running, Counters,
+    copy_on, logged, model_service, node_of, node_sized, on_node, one_core, passes_through,
+    printed_sha256, submit, task_events, wait_running, Counters,
 };
 use caldera_chaos_tests::origin::{Origin, OriginOptions};
 use caldera_chaos_tests::weights::{cached_copy, generate, sha256_file, WeightsFile};
@@ -20,6 +20,8 @@ use std::time::Duration;
 const BIN: &str = env!("CARGO_BIN_EXE_caldera");
 /// A few MB: big enough to be read in many chunks, small enough for CI.
 const SIZE: u64 = 4 << 20;
+/// The emulated shared storage's bandwidth, bytes/s: 4 MiB in about 0.5 s.
+const ORIGIN_CAP: u64 = 8_000_000;
 
 /// Long failure detection: on a loaded machine a late heartbeat must not
 /// have a node declared lost and its replica replaced mid-test.
@@ -42,7 +44,16 @@ fn counters(op: &Api, agents: &[Agent]) -> Vec<Counters> {
 fn three_replicas_read_the_origin_once_and_their_peers_twice_and_a_second_service_hits() {
     let dir = tempfile::tempdir().unwrap();
     let w = generate(&dir.path().join("origin/llama-v1.bin"), SIZE, 1).unwrap();
-    let origin = Origin::serve(&w.path, OriginOptions::default()).unwrap();
+    // Capped (emulated slow storage) so that the read takes a few
+    // heartbeats: the replicas waiting for a source are seen waiting.
+    let origin = Origin::serve(
+        &w.path,
+        OriginOptions {
+            bytes_per_s: Some(ORIGIN_CAP),
+            silent: false,
+        },
+    )
+    .unwrap();
     let (cp, nodes) = cluster(Path::new(BIN), dir.path(), ENV, &agents(3));
     let op = cp.operator();
     let spec = w.spec(&origin.url());
@@ -57,24 +68,18 @@ fn three_replicas_read_the_origin_once_and_their_peers_twice_and_a_second_servic
 
     let tenant = cp.tenant("team-a");
     let api = cp.api(&tenant);
-    submit(&api, &model_service("chat", "llama:v1", 3, one_gpu()));
+    submit(&api, &model_service("chat", "llama:v1", 3, node_sized()));
     let mut on = BTreeSet::new();
+    let mut views = Vec::new();
     for i in 0..3 {
         let id = format!("chat.r{i}");
         let v = wait_running(&api, &id, 60);
         on.insert(node_of(&v));
+        views.push(v.clone());
         assert_eq!(printed_sha256(&api, &id, 20), w.sha256, "{id}");
         assert_eq!(logged(&api, &id, "model").as_deref(), Some("llama:v1"));
-        let states = history_states(&v);
-        assert!(
-            passes_through(
-                &states,
-                &["scheduled", "preparing", "warming", "ready", "running"]
-            ),
-            "{id} went {states:?}"
-        );
     }
-    assert_eq!(on.len(), 3, "one replica per agent: {on:?}");
+    assert_eq!(on.len(), 3, "one replica per agent: {on:?} {views:#?}");
 
     // The origin's own count: one GET, the file's bytes once.
     assert_eq!(
@@ -122,6 +127,21 @@ fn three_replicas_read_the_origin_once_and_their_peers_twice_and_a_second_servic
         );
     }
     assert_eq!(view["tasks"].as_array().map_or(0, Vec::len), 3, "{view:#}");
+    // Each replica waited in warming until its copy was verified, and only
+    // then was ready and ran.
+    for i in 0..3 {
+        let id = format!("chat.r{i}");
+        let v = api.task(&id);
+        let states = history_states(&v);
+        assert!(
+            passes_through(
+                &states,
+                &["scheduled", "preparing", "warming", "ready", "running"]
+            ),
+            "{id} went {states:?}: {v:#}; events {:#?}",
+            task_events(&op, "team-a", &id)
+        );
+    }
 
     // A second service of the same version: every start is a hit and no
     // byte moves, from the origin or between peers.
@@ -139,8 +159,15 @@ fn three_replicas_read_the_origin_once_and_their_peers_twice_and_a_second_servic
     };
     assert_eq!(moved(&after), moved(&c), "{after:#?}");
     let total = |c: &[Counters], f: fn(&Counters) -> u64| c.iter().map(f).sum::<u64>();
-    assert_eq!(total(&after, |c| c.misses), total(&c, |c| c.misses), "{after:#?}");
-    assert!(total(&after, |c| c.hits) >= 2, "two starts, two hits: {after:#?}");
+    assert_eq!(
+        total(&after, |c| c.misses),
+        total(&c, |c| c.misses),
+        "{after:#?}"
+    );
+    assert!(
+        total(&after, |c| c.hits) >= 2,
+        "two starts, two hits: {after:#?}"
+    );
     assert_eq!(origin.bytes_served(), SIZE);
 }
 

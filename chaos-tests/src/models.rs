@@ -102,10 +102,12 @@ pub fn checksum_command() -> Vec<String> {
     ]
 }
 
-/// One whole GPU per replica: on agents with one GPU each, a service's
-/// replicas land one per agent.
-pub fn one_gpu() -> Value {
-    serde_json::json!({"gpu": {"count": 1, "memory_gb": 10}})
+/// A replica that takes most of a node: a GPU slice (an inference replica
+/// may hold at most half a GPU) and 9 of the harness agents' 16 cores, so a
+/// service's replicas land one per agent, with room beside each for
+/// [`one_core`] tasks.
+pub fn node_sized() -> Value {
+    serde_json::json!({"gpu": {"count": 1, "memory_gb": 20}, "cpu": {"cores": 9}})
 }
 
 /// One core and no GPU: fits beside anything on the harness's 16-core agents.

@@ -154,7 +154,7 @@ fn roll_out(
 ) -> Result<(u64, Vec<Value>), String> {
     let body = serde_json::json!({
         "task_id": id, "task_type": "inference", "replicas": n, "model": "m:v1",
-        "resources": {"gpu": {"count": 1, "memory_gb": 10}},
+        "resources": crate::models::node_sized(),
         "command": ["sleep", "3600"],
     });
     let submitted = wall_ms();
