@@ -68,7 +68,7 @@ impl Bucket {
 #[derive(Default)]
 struct Counters {
     bytes_served: AtomicU64,
-    /// Start offset of each GET (0 without a Range).
+    /// Start offset of each GET of the file (0 without a Range), answered or not.
     gets: Mutex<Vec<u64>>,
 }
 
@@ -234,18 +234,23 @@ fn parse_range(v: &str) -> Option<(u64, Option<u64>)> {
 
 fn serve_one(mut stream: TcpStream, served: &Served) -> std::io::Result<()> {
     let req = read_request(&stream)?;
-    if served.silent {
-        while !served.stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        return Ok(());
-    }
     let head_only = req.method == "HEAD";
     if !(head_only || req.method == "GET") || req.path != format!("/{}", served.name) {
         return write!(
             stream,
             "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         );
+    }
+    if !head_only {
+        if let Ok(mut g) = served.counters.gets.lock() {
+            g.push(req.range.map_or(0, |(start, _)| start));
+        }
+    }
+    if served.silent {
+        while !served.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        return Ok(());
     }
     let mut file = std::fs::File::open(&served.file)?;
     let len = file.metadata()?.len();
@@ -273,9 +278,6 @@ fn serve_one(mut stream: TcpStream, served: &Served) -> std::io::Result<()> {
     )?;
     if head_only {
         return Ok(());
-    }
-    if let Ok(mut g) = served.counters.gets.lock() {
-        g.push(start);
     }
     file.seek(SeekFrom::Start(start))?;
     let mut buf = vec![0u8; CHUNK];
@@ -333,7 +335,32 @@ mod tests {
         let (status, _) = get(&o.url().replace("w.bin", "other"), None);
         assert!(status.contains("404"), "{status}");
         assert_eq!(o.bytes_served(), 250_000);
-        assert_eq!(o.gets(), vec![0, 150_000]);
+        // Every GET of the file is recorded, the refused range too.
+        assert_eq!(o.gets(), vec![0, 150_000, 200_000]);
+    }
+
+    #[test]
+    fn a_silent_origin_records_the_get_and_answers_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = generate(&dir.path().join("w.bin"), 1000, 3).unwrap();
+        let o = Origin::serve(
+            &w.path,
+            OriginOptions {
+                bytes_per_s: None,
+                silent: true,
+            },
+        )
+        .unwrap();
+        let rest = o.url().strip_prefix("http://").unwrap().to_string();
+        let (addr, path) = rest.split_once('/').unwrap();
+        let mut s = TcpStream::connect(addr).unwrap();
+        write!(s, "GET /{path} HTTP/1.1\r\nRange: bytes=10-\r\n\r\n").unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let mut buf = [0u8; 16];
+        assert!(s.read(&mut buf).is_err(), "a silent origin answered");
+        assert_eq!(o.gets(), vec![10]);
+        assert_eq!(o.bytes_served(), 0);
     }
 
     #[test]
