@@ -143,22 +143,14 @@ fn registration_errors_name_fields_versions_are_immutable_and_unknown_models_are
     assert_eq!(r.status, 403, "{:?}", r.body);
     // The operator's version is visible to the tenant.
     let list = t.get("/v1/models");
-    assert_eq!(
-        list.data()[0]["versions"][0]["version"],
-        "v1",
-        "{:?}",
-        list.body
-    );
+    assert_eq!(list.data()[0]["versions"][0]["version"], "v1", "{:?}", list.body);
 
     // A task naming a version that is not registered: 422 naming it.
     let r = t.post("/v1/tasks", &task_with_model("t1", "llama:v7"));
     assert_eq!(r.status, 422, "{:?}", r.body);
     assert_eq!(r.body["error"], "unknown_model");
     assert_eq!(r.body["field"], "model");
-    assert!(r.body["msg"]
-        .as_str()
-        .unwrap_or_default()
-        .contains("llama:v7"));
+    assert!(r.body["msg"].as_str().unwrap_or_default().contains("llama:v7"));
     let r = t.post("/v1/tasks", &task_with_model("t2", "llama"));
     assert_eq!(r.body["field"], "model", "{:?}", r.body);
     // A known one is accepted.
@@ -234,10 +226,7 @@ fn three_nodes_warm_with_one_origin_read_and_two_peer_reads_each_granted_first()
         }
         peer_warms.len() >= 2
     });
-    assert!(
-        ok,
-        "the waiting nodes were not pointed at the peer: {peer_warms:?}"
-    );
+    assert!(ok, "the waiting nodes were not pointed at the peer: {peer_warms:?}");
     assert_eq!(peer_warms.len(), 2, "{peer_warms:?}");
     for (receiver, w) in &peer_warms {
         assert_eq!(w["source"]["kind"], "peer", "exactly one origin read: {w}");
@@ -259,9 +248,7 @@ fn three_nodes_warm_with_one_origin_read_and_two_peer_reads_each_granted_first()
     let mut view = Value::Null;
     let ok = wait_until(Duration::from_secs(20), || {
         view = version_view(&cp, "v1");
-        names
-            .iter()
-            .all(|n| copy_of(&view, n)["copy"] == "verified")
+        names.iter().all(|n| copy_of(&view, n)["copy"] == "verified")
     });
     assert!(ok, "not every copy verified: {view:#}");
     assert_eq!(view["origin_pulls_now"], 0);
@@ -276,12 +263,7 @@ fn three_nodes_warm_with_one_origin_read_and_two_peer_reads_each_granted_first()
     }
     // The node view shows the cache the node reported.
     let nv = cp.operator().get("/v1/nodes/node-a");
-    assert_eq!(
-        nv.data()["cache"]["capacity_bytes"],
-        1u64 << 30,
-        "{:?}",
-        nv.body
-    );
+    assert_eq!(nv.data()["cache"]["capacity_bytes"], 1u64 << 30, "{:?}", nv.body);
 }
 
 /// A task stuck in warming fails once `warming-timeout-ms` passes, naming
@@ -298,10 +280,7 @@ fn a_warming_timeout_names_the_stage_and_the_source() {
     assert_eq!(r.status, 201, "{:?}", r.body);
     let start = fake_node::expect(&mut s, "start", Duration::from_secs(20)).unwrap();
     let (alloc, task) = (
-        start["allocation_id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
+        start["allocation_id"].as_str().unwrap_or_default().to_string(),
         start["task_id"].as_str().unwrap_or_default().to_string(),
     );
     let warming = json!({"kind": "warming", "model": "llama:v1", "source": "origin",

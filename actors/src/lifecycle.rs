@@ -17,13 +17,13 @@ use caldera_spec::{Allocation, EventKind, TaskRecord, TaskState};
 
 mod moves;
 pub mod replica_moves;
+mod warming;
 #[cfg(test)]
 mod tests;
-mod warming;
 
 pub use moves::fence_notice;
-use moves::{drain, fence_over, node_lost, requeue_planned};
 pub use warming::reading;
+use moves::{drain, fence_over, node_lost, requeue_planned};
 
 /// A stop the control plane asked for, and what follows the workload's exit.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -30,9 +30,9 @@ use std::sync::Arc;
 use std::time::Duration;
 mod drain;
 mod exits;
+mod weights;
 mod lease;
 mod trust;
-mod weights;
 
 // tokio's clock: liveness runs on the same (pausable) time as the timers.
 use tokio::sync::{mpsc::UnboundedSender, oneshot};

@@ -200,8 +200,7 @@ pub fn model(args: ModelArgs) -> Result<(), CliError> {
             let path = format!("{}/prewarm", version_path(&p.model)?);
             let data = block_on(client.send_json(Verb::Post, &path, &body))?.data;
             if !json_out {
-                let nodes: Vec<String> =
-                    items(&data, "nodes").iter().map(|n| text(n, "")).collect();
+                let nodes: Vec<String> = items(&data, "nodes").iter().map(|n| text(n, "")).collect();
                 println!("warming {} on: {}", p.model, nodes.join(", "));
                 return Ok(());
             }
@@ -250,10 +249,7 @@ fn render_list(models: &Value) -> String {
 /// A version with each node's copy.
 fn render_version(v: &Value) -> String {
     let mut out = key_values(&[
-        (
-            "model",
-            format!("{}:{}", text(v, "name"), text(v, "version")),
-        ),
+        ("model", format!("{}:{}", text(v, "name"), text(v, "version"))),
         ("state", text(v, "state")),
         ("uri", text(v, "weights.uri")),
         ("size_bytes", text(v, "weights.size_bytes")),

@@ -67,10 +67,7 @@ impl ControlPlane {
 
     /// `GET /v1/models/{name}`: None when no visible version has that name.
     pub async fn model(&self, name: &str, tenant: Option<&str>) -> Option<ModelView> {
-        self.models(tenant)
-            .await
-            .into_iter()
-            .find(|m| m.name == name)
+        self.models(tenant).await.into_iter().find(|m| m.name == name)
     }
 
     /// A visible version's record and actor, or 404.

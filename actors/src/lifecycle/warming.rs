@@ -51,7 +51,9 @@ pub(super) fn progress(rec: &TaskRecord, kind: &WorkloadEventKind) -> Outcome {
     };
     let text = reading(model, source, *bytes_done, *size_bytes);
     match rec.state {
-        TaskState::Scheduled | TaskState::Preparing => steps(vec![enter(TaskState::Warming, text)]),
+        TaskState::Scheduled | TaskState::Preparing => {
+            steps(vec![enter(TaskState::Warming, text)])
+        }
         TaskState::Warming => {
             let rate = rate_bytes_per_s / 1_000_000;
             steps(vec![Step::Announce(vec![(
@@ -100,11 +102,7 @@ mod tests {
     fn the_first_warming_report_enters_the_stage_and_later_ones_are_progress() {
         let first = decide(&task(TaskState::Preparing), None, news(warming(0)));
         assert_eq!(first.final_state(), Some(TaskState::Warming));
-        let later = decide(
-            &task(TaskState::Warming),
-            None,
-            news(warming(1_200_000_000)),
-        );
+        let later = decide(&task(TaskState::Warming), None, news(warming(1_200_000_000)));
         let Outcome::Steps(s) = later else {
             panic!("{later:?}")
         };

@@ -33,10 +33,7 @@ impl Agent {
     fn drain(&mut self) -> Vec<ServerMessage> {
         let mut out = Vec::new();
         while let Ok(m) = self.rx.try_recv() {
-            if !matches!(
-                m,
-                ServerMessage::Welcome(_) | ServerMessage::LeaseRenewed { .. }
-            ) {
+            if !matches!(m, ServerMessage::Welcome(_) | ServerMessage::LeaseRenewed { .. }) {
                 out.push(m);
             }
         }
@@ -191,10 +188,7 @@ fn origin_reads_are_capped_per_version_and_in_all_and_waiters_go_to_the_first_ve
         needs(&c, "n5");
         settle().await;
         let n1 = ag.get_mut("n1").unwrap().drain();
-        assert!(
-            matches!(source_of(&n1)[..], [WeightSource::Origin { .. }]),
-            "{n1:?}"
-        );
+        assert!(matches!(source_of(&n1)[..], [WeightSource::Origin { .. }]), "{n1:?}");
         assert!(ag.get_mut("n2").unwrap().drain().is_empty());
         assert!(ag.get_mut("n3").unwrap().drain().is_empty());
         let n4 = ag.get_mut("n4").unwrap().drain();
@@ -221,10 +215,7 @@ fn origin_reads_are_capped_per_version_and_in_all_and_waiters_go_to_the_first_ve
         assert_eq!(granted.len(), 2, "{granted:?}");
         for r in ["n2", "n3"] {
             let got = source_of(&ag.get_mut(r).unwrap().drain());
-            let token = granted
-                .iter()
-                .find(|(rx, _)| rx == r)
-                .map(|(_, t)| t.clone());
+            let token = granted.iter().find(|(rx, _)| rx == r).map(|(_, t)| t.clone());
             assert_eq!(
                 got,
                 vec![WeightSource::Peer {
@@ -237,10 +228,7 @@ fn origin_reads_are_capped_per_version_and_in_all_and_waiters_go_to_the_first_ve
         }
         // n1's origin slot went to c.
         let n5 = ag.get_mut("n5").unwrap().drain();
-        assert!(
-            matches!(source_of(&n5)[..], [WeightSource::Origin { .. }]),
-            "{n5:?}"
-        );
+        assert!(matches!(source_of(&n5)[..], [WeightSource::Origin { .. }]), "{n5:?}");
         assert_eq!(sh.origin_budget.total(), 2);
         let (rec, reads) = a.send(VersionSnapshot).await.unwrap();
         assert_eq!(reads, 0);

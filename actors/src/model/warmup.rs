@@ -153,12 +153,7 @@ impl ModelVersionActor {
                 )
             }
             Choice::Wait(why) => {
-                if plan
-                    .rec
-                    .nodes
-                    .get(node)
-                    .is_some_and(|c| c.copy == CopyState::Waiting)
-                {
+                if plan.rec.nodes.get(node).is_some_and(|c| c.copy == CopyState::Waiting) {
                     return; // already waiting, already said why
                 }
                 (
@@ -210,12 +205,7 @@ impl ModelVersionActor {
 
     /// Records the plan, then tells the nodes. Not recorded: nobody is
     /// told, and the answer is false.
-    pub(super) fn carry_out(
-        &mut self,
-        ctx: &mut Context<Self>,
-        site: CommitSite,
-        plan: Plan,
-    ) -> bool {
+    pub(super) fn carry_out(&mut self, ctx: &mut Context<Self>, site: CommitSite, plan: Plan) -> bool {
         if plan.rec == self.rec && plan.events.is_empty() {
             return true;
         }
@@ -270,11 +260,7 @@ impl ModelVersionActor {
                                 at_ms: act.sh.now_ms(),
                                 progress: WarmupProgress::Failed {
                                     source: sources::peer_label(&peer),
-                                    bytes_done: act
-                                        .rec
-                                        .nodes
-                                        .get(&node)
-                                        .map_or(0, |c| c.bytes_done),
+                                    bytes_done: act.rec.nodes.get(&node).map_or(0, |c| c.bytes_done),
                                     reason: format!("peer {peer} has no live session"),
                                 },
                             };
@@ -313,12 +299,7 @@ impl ModelVersionActor {
                 bytes_fetched,
                 ..
             } => {
-                if self
-                    .rec
-                    .nodes
-                    .get(node)
-                    .is_some_and(|c| c.copy == CopyState::Verified)
-                {
+                if self.rec.nodes.get(node).is_some_and(|c| c.copy == CopyState::Verified) {
                     return;
                 }
                 let how = format!("verified after reading {bytes_fetched} bytes from {source}");
@@ -330,12 +311,7 @@ impl ModelVersionActor {
                 bytes_done,
                 reason,
             } => {
-                if !self
-                    .rec
-                    .nodes
-                    .get(node)
-                    .is_some_and(|c| c.copy == CopyState::Warming)
-                {
+                if !self.rec.nodes.get(node).is_some_and(|c| c.copy == CopyState::Warming) {
                     return;
                 }
                 if let Some(c) = plan.rec.nodes.get_mut(node) {
@@ -421,12 +397,7 @@ impl Handler<NodeCacheSeen> for ModelVersionActor {
         let recorded = self.rec.nodes.get(&m.node).map(|c| c.copy);
         let mut plan = self.plan();
         if cache.holds(sha) && recorded != Some(CopyState::Verified) {
-            self.mark_verified(
-                &mut plan,
-                &m.node,
-                "cache",
-                "its cache report lists a verified copy",
-            );
+            self.mark_verified(&mut plan, &m.node, "cache", "its cache report lists a verified copy");
             self.serve_waiting(&mut plan);
         } else if !cache.holds(sha) && recorded == Some(CopyState::Verified) {
             plan.rec.nodes.insert(
@@ -437,11 +408,7 @@ impl Handler<NodeCacheSeen> for ModelVersionActor {
                     source: String::new(),
                 },
             );
-            let msg = format!(
-                "node {} no longer lists {} in its cache",
-                m.node,
-                self.key()
-            );
+            let msg = format!("node {} no longer lists {} in its cache", m.node, self.key());
             plan.events
                 .push(self.event(Some(&m.node), EventKind::ModelWarmup, msg));
         }
@@ -476,10 +443,7 @@ impl Handler<NodeGone> for ModelVersionActor {
             .map(|(n, _)| n.clone())
             .collect();
         for r in receivers {
-            let msg = format!(
-                "peer {} of node {r} is gone: another source for {model}",
-                m.node
-            );
+            let msg = format!("peer {} of node {r} is gone: another source for {model}", m.node);
             plan.events
                 .push(self.event(Some(&r), EventKind::ModelWarmup, msg));
             self.serve(&mut plan, &r, Some(&label));

@@ -12,12 +12,7 @@ impl NodeActor {
     /// Records the report in the fleet directory. Placement hears when what
     /// it weighs changed; the versions hear when the verified copies did
     /// (or at a hello: the session is new, so is the node as a peer).
-    pub(super) fn cache_seen(
-        &mut self,
-        report: &CacheReport,
-        peer_url: Option<String>,
-        hello: bool,
-    ) {
+    pub(super) fn cache_seen(&mut self, report: &CacheReport, peer_url: Option<String>, hello: bool) {
         let name = self.rec.name.clone();
         let before = self.sh.fleet.get(&name);
         let now = self.sh.fleet.update(&name, |c| {

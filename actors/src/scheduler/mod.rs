@@ -16,8 +16,7 @@ use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::protocol::scheduler::{
     AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, Enqueue, Free, LedgerAllocations,
-    ModelWeightsKnown, NodeCordoned, NodeDown, NodeMetricsUpdate, NodeUp, NodeWeightsUpdate,
-    RecordGrant, Restart, Stats,
+    ModelWeightsKnown, NodeCordoned, NodeDown, NodeMetricsUpdate, NodeUp, NodeWeightsUpdate, RecordGrant, Restart, Stats,
 };
 use crate::protocol::task::{Pending, Placed, Preempt};
 use crate::registry::Registry;
