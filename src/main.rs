@@ -16,7 +16,12 @@ fn main() -> std::process::ExitCode {
     match cli::dispatch(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            // `--json` promises JSON to scripts, errors included.
+            if std::env::args().any(|a| a == "--json") {
+                println!("{}", e.to_json());
+            } else {
+                eprintln!("error: {e}");
+            }
             std::process::ExitCode::from(e.exit_code())
         }
     }

@@ -243,3 +243,54 @@ fn a_drain_after_an_agent_restart_sees_its_adopted_workloads_end() {
     });
     assert_eq!(v["retries_used"], 0, "{v:#}");
 }
+
+/// A drain whose move of a task was lost resumes when the node says hello
+/// again. Here the reservation's drain (stop, back to the queue) cannot be
+/// recorded (a fail point at `task_transition`): the cordon is durable, the
+/// task is rebuilt from sled as `running` on the drained node, and before
+/// this fix nothing told it again to leave — not a control-plane restart
+/// either (the moves were sent only when the drain was recorded), so it held
+/// the drained node for good. Now the welcome of a drained node moves
+/// whatever is still on it.
+#[test]
+fn a_drain_lost_mid_move_resumes_when_the_node_says_hello_again() {
+    let dir = tempfile::tempdir().unwrap();
+    // A lease long enough that the restart cannot end anything by itself.
+    let env = [("CALDERA_WORKLOAD_LEASE_MS", "60000")];
+    let (mut cp, _a, _b) = two_nodes(
+        Path::new(BIN),
+        dir.path(),
+        &env,
+        "2xA100-80GB",
+        "2xA100-80GB",
+    );
+    let op = cp.operator();
+    let api = cp.api(&cp.tenant("team-a"));
+    run_on_node_a(&cp, &api, &[reservation("hold")]);
+    op_post(&op, "/v1/nodes/node-b/uncordon", 200);
+    let before = op.rebuilds("task");
+    op.arm_fault("task_transition", 0, 1);
+    op_post(&op, "/v1/nodes/node-a/drain", 200);
+    op.wait_refused("task_transition", 1, 10);
+    op.wait_rebuilt("task", before, 10);
+    op.clear_faults();
+    let v = api.task("hold");
+    assert!(
+        v["state"] == "running" && node_of(&v) == "node-a",
+        "the lost move left it on the drained node: {v:#}"
+    );
+    // The control plane restarts; node-a is still drained (its record says
+    // so) and its hello moves the reservation.
+    cp.restart();
+    let v = api.wait_task("hold", 15, "running on node-b", |v| {
+        v["state"] == "running" && node_of(v) == "node-b"
+    });
+    assert!(
+        reasons(&v).iter().any(|r| r.contains("node-a drained")),
+        "moved by the drain: {v:#}"
+    );
+    assert_eq!(
+        v["retries_used"], 0,
+        "a planned stop spends no retry: {v:#}"
+    );
+}

@@ -143,14 +143,22 @@ fn registration_errors_name_fields_versions_are_immutable_and_unknown_models_are
     assert_eq!(r.status, 403, "{:?}", r.body);
     // The operator's version is visible to the tenant.
     let list = t.get("/v1/models");
-    assert_eq!(list.data()[0]["versions"][0]["version"], "v1", "{:?}", list.body);
+    assert_eq!(
+        list.data()[0]["versions"][0]["version"],
+        "v1",
+        "{:?}",
+        list.body
+    );
 
     // A task naming a version that is not registered: 422 naming it.
     let r = t.post("/v1/tasks", &task_with_model("t1", "llama:v7"));
     assert_eq!(r.status, 422, "{:?}", r.body);
     assert_eq!(r.body["error"], "unknown_model");
     assert_eq!(r.body["field"], "model");
-    assert!(r.body["msg"].as_str().unwrap_or_default().contains("llama:v7"));
+    assert!(r.body["msg"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("llama:v7"));
     let r = t.post("/v1/tasks", &task_with_model("t2", "llama"));
     assert_eq!(r.body["field"], "model", "{:?}", r.body);
     // A known one is accepted.
@@ -226,7 +234,10 @@ fn three_nodes_warm_with_one_origin_read_and_two_peer_reads_each_granted_first()
         }
         peer_warms.len() >= 2
     });
-    assert!(ok, "the waiting nodes were not pointed at the peer: {peer_warms:?}");
+    assert!(
+        ok,
+        "the waiting nodes were not pointed at the peer: {peer_warms:?}"
+    );
     assert_eq!(peer_warms.len(), 2, "{peer_warms:?}");
     for (receiver, w) in &peer_warms {
         assert_eq!(w["source"]["kind"], "peer", "exactly one origin read: {w}");
@@ -248,7 +259,9 @@ fn three_nodes_warm_with_one_origin_read_and_two_peer_reads_each_granted_first()
     let mut view = Value::Null;
     let ok = wait_until(Duration::from_secs(20), || {
         view = version_view(&cp, "v1");
-        names.iter().all(|n| copy_of(&view, n)["copy"] == "verified")
+        names
+            .iter()
+            .all(|n| copy_of(&view, n)["copy"] == "verified")
     });
     assert!(ok, "not every copy verified: {view:#}");
     assert_eq!(view["origin_pulls_now"], 0);
@@ -263,7 +276,12 @@ fn three_nodes_warm_with_one_origin_read_and_two_peer_reads_each_granted_first()
     }
     // The node view shows the cache the node reported.
     let nv = cp.operator().get("/v1/nodes/node-a");
-    assert_eq!(nv.data()["cache"]["capacity_bytes"], 1u64 << 30, "{:?}", nv.body);
+    assert_eq!(
+        nv.data()["cache"]["capacity_bytes"],
+        1u64 << 30,
+        "{:?}",
+        nv.body
+    );
 }
 
 /// A task stuck in warming fails once `warming-timeout-ms` passes, naming
@@ -280,7 +298,10 @@ fn a_warming_timeout_names_the_stage_and_the_source() {
     assert_eq!(r.status, 201, "{:?}", r.body);
     let start = fake_node::expect(&mut s, "start", Duration::from_secs(20)).unwrap();
     let (alloc, task) = (
-        start["allocation_id"].as_str().unwrap_or_default().to_string(),
+        start["allocation_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
         start["task_id"].as_str().unwrap_or_default().to_string(),
     );
     let warming = json!({"kind": "warming", "model": "llama:v1", "source": "origin",
@@ -340,4 +361,65 @@ fn versions_and_their_state_survive_a_control_plane_restart() {
         &registration("v2", "file:///elsewhere.bin", SIZE, SHA),
     );
     assert_eq!(r.status, 409, "{:?}", r.body);
+}
+
+/// With `tenants-may-register-models`, a tenant's own version is its own:
+/// another tenant neither sees it nor may name it; the operator sees it.
+/// A tenant changes only its own versions.
+#[test]
+fn a_tenants_version_is_visible_to_it_and_the_operator_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = control_plane(
+        dir.path(),
+        &[("CALDERA_TENANTS_MAY_REGISTER_MODELS", "true")],
+    );
+    register(&cp, "v1");
+    let (a, b) = (cp.api(&cp.tenant("team-a")), cp.api(&cp.tenant("team-b")));
+    let mine = json!({"name": "mine", "version": "v1",
+        "weights": {"uri": "http://store.internal/mine.bin", "size_bytes": SIZE, "sha256": SHA}})
+    .to_string();
+    let r = a.post("/v1/models", &mine);
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    assert_eq!(r.data()["owner"], "team-a");
+    let names = |api: &caldera_chaos_tests::Api| -> Vec<String> {
+        api.get("/v1/models")
+            .data()
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["name"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(names(&a), ["llama", "mine"]);
+    assert_eq!(
+        names(&b),
+        ["llama"],
+        "another tenant's version is not listed"
+    );
+    assert_eq!(names(&cp.operator()), ["llama", "mine"]);
+    assert_eq!(b.get("/v1/models/mine/versions/v1").status, 404);
+    let r = b.post("/v1/tasks", &task_with_model("t", "mine:v1"));
+    assert_eq!(
+        (r.status, r.body["error"].as_str()),
+        (422, Some("unknown_model")),
+        "{:?}",
+        r.body
+    );
+    assert_eq!(
+        a.post("/v1/tasks", &task_with_model("t", "mine:v1")).status,
+        201
+    );
+    // Its own it may deprecate; the operator's it may not.
+    let r = a.post("/v1/models/mine/versions/v1/deprecate", "{}");
+    assert_eq!(r.data()["state"], "deprecated", "{:?}", r.body);
+    let r = a.post("/v1/models/llama/versions/v1/deprecate", "{}");
+    assert_eq!(r.status, 403, "{:?}", r.body);
+    // A prewarm names its nodes or a count; a bad body names the field.
+    let r = a.post("/v1/models/mine/versions/v1/prewarm", r#"{"count":0}"#);
+    assert_eq!(r.body["field"], "count", "{:?}", r.body);
+    let r = a.post(
+        "/v1/models/mine/versions/v1/prewarm",
+        r#"{"nodes":["nowhere"]}"#,
+    );
+    assert_eq!(r.body["field"], "nodes", "{:?}", r.body);
 }

@@ -28,6 +28,10 @@ fn up(data: &Path, addr: &str) -> Child {
         .args(["up", "--nodes", "2", "--listen", addr, "--data-dir"])
         .arg(data)
         .env("CALDERA_OPERATOR_TOKEN", OPERATOR_TOKEN)
+        .env(
+            "CALDERA_CONTEXTS_FILE",
+            data.with_extension("contexts.json"),
+        )
         .env("CALDERA_HEARTBEAT_INTERVAL_MS", "250")
         .env("CALDERA_NODE_TIMEOUT_MS", "1500")
         .env("CALDERA_STOP_GRACE_MS", "2000")
@@ -63,6 +67,24 @@ fn interrupt(up: &mut Up) -> Option<std::process::ExitStatus> {
         std::thread::sleep(Duration::from_millis(100));
     }
     None
+}
+
+/// The CLI's stdout with nothing but `up`'s contexts file to go on; None
+/// when it fails.
+fn cli_without_flags(data: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new(BIN)
+        .args(args)
+        .env(
+            "CALDERA_CONTEXTS_FILE",
+            data.with_extension("contexts.json"),
+        )
+        .env_remove("CALDERA_SERVER")
+        .env_remove("CALDERA_TOKEN")
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).to_string())
 }
 
 fn both_nodes_connected(op: &Api) -> bool {
@@ -107,6 +129,11 @@ fn three_up_ctrl_c_cycles_resume_everything_without_spending_a_retry() {
             "cycle {cycle}: the nodes did not connect"
         );
         if cycle == 0 {
+            // `up` saved its contexts: the CLI works with no flag at all.
+            assert!(wait_until(Duration::from_secs(10), || {
+                cli_without_flags(&data, &["nodes", "--context", "up-operator"])
+                    .is_some_and(|out| out.contains("node-1"))
+            }));
             let r = op.post("/v1/tenants", r#"{"name":"team-a"}"#);
             assert_eq!(r.status, 201, "{:#}", r.body);
             token = r.data()["token"].as_str().unwrap_or_default().to_string();

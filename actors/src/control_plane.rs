@@ -2,6 +2,7 @@
 //! operation of the API; which actor answers it, and what is read from sled
 //! (always off the async workers), stays behind this file, so a route is
 //! "parse, call, show" and never names a message, an address or the store.
+pub mod estimates;
 mod models;
 mod task_page;
 
@@ -18,7 +19,8 @@ use crate::protocol::node::{
     AgentGone, AgentMessage, CordonNode, FetchLogs, LogChunk, NodeSnapshot, Revoke, Uncordon,
 };
 use crate::protocol::scheduler::{
-    AllocatedByNode, AllocationsOn, LedgerAllocations, QueryUtilization, Stats, TenantUsage,
+    AllocatedByNode, AllocationsOn, LedgerAllocations, QueryUtilization, QueuePositions, Stats,
+    TenantUsage,
 };
 use crate::protocol::task::{Release, Scale, TaskSnapshot};
 use crate::protocol::tenant::{ChangeQuota, TenantSnapshot};
@@ -361,6 +363,25 @@ impl ControlPlane {
         let store = self.store();
         let stored = blocking(move || store.allocations().collect()).await?;
         Ok((ledger, stored))
+    }
+
+    /// Each waiting task's place in line (task key -> 1-based position).
+    pub async fn queue_positions(&self) -> Result<std::collections::HashMap<String, u32>> {
+        Ok(self.sh.scheduler.send(QueuePositions).await?)
+    }
+
+    /// The accuracy of first start estimates, over every task record (one
+    /// scan, on the blocking pool: a stats page and `/metrics` call it).
+    pub async fn estimate_accuracy(&self) -> Result<estimates::EstimateAccuracy> {
+        let store = self.store();
+        blocking(move || {
+            let mut tally = estimates::Tally::default();
+            for r in store.tasks() {
+                tally.add(&r?);
+            }
+            Ok(tally.finish())
+        })
+        .await
     }
 
     /// The pool's counters.

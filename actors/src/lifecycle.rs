@@ -17,13 +17,13 @@ use caldera_spec::{Allocation, EventKind, TaskRecord, TaskState};
 
 mod moves;
 pub mod replica_moves;
-mod warming;
 #[cfg(test)]
 mod tests;
+mod warming;
 
 pub use moves::fence_notice;
-pub use warming::reading;
 use moves::{drain, fence_over, node_lost, requeue_planned};
+pub use warming::reading;
 
 /// A stop the control plane asked for, and what follows the workload's exit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -615,6 +615,12 @@ fn preparing_timeout(rec: &TaskRecord, attempt: u32, after_secs: u64) -> Outcome
         "stuck in {} for {after_secs}s on node {node} (preparing timeout)",
         stage.as_str()
     );
+    stuck(why)
+}
+
+/// A task stuck in a stage past its timeout: its workload is stopped and it
+/// fails for `why`.
+fn stuck(why: String) -> Outcome {
     steps(vec![
         Step::StopWorkload {
             reason: why.clone(),
@@ -735,6 +741,11 @@ fn requeue(rec: &TaskRecord, why: String, counts_as_loss: bool) -> Outcome {
 /// one more attempt is counted, and the pending note and start estimate are
 /// cleared (the first half of [`Step::Grant`]; the transition is the second).
 pub fn bind(rec: &mut TaskRecord, allocation: &Allocation) {
+    if rec.attempts == 0 && rec.estimate_error_ms.is_none() {
+        rec.estimate_error_ms = rec
+            .first_estimate_ms
+            .map(|e| allocation.created_ms as i64 - e as i64);
+    }
     rec.allocation = Some(allocation.clone());
     rec.attempts += 1;
     rec.pending_reason = None;
@@ -757,6 +768,9 @@ pub fn apply_to_record(rec: &mut TaskRecord, step: &Step) -> bool {
         } => {
             rec.pending_reason = Some(reason.clone());
             rec.estimated_start_ms = *estimated_start_ms;
+            if rec.attempts == 0 && rec.first_estimate_ms.is_none() {
+                rec.first_estimate_ms = *estimated_start_ms;
+            }
         }
         _ => return false,
     }

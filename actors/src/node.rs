@@ -30,9 +30,9 @@ use std::sync::Arc;
 use std::time::Duration;
 mod drain;
 mod exits;
-mod weights;
 mod lease;
 mod trust;
+mod weights;
 
 // tokio's clock: liveness runs on the same (pausable) time as the timers.
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
@@ -251,6 +251,7 @@ impl NodeActor {
     /// away, and news for the tasks whose workload it no longer has.
     fn welcome(
         &mut self,
+        ctx: &mut Context<Self>,
         owned: &[caldera_spec::Allocation],
         reported: &[WorkloadReport],
         node_secret: Option<String>,
@@ -277,6 +278,7 @@ impl NodeActor {
         // The agent may count its lease from the welcome: so do we (conservative).
         self.lease_renewed = self.sh.clock.instant();
         self.announce_up();
+        self.resume_drain(ctx);
         for x in r.exits {
             let kind = WorkloadEventKind::Exited(x.status);
             self.forward(&x.task_id, &x.allocation_id, kind);
@@ -349,8 +351,8 @@ impl Handler<AgentHello> for NodeActor {
                 sh.scheduler.send(AllocationsOn { node: name }).await
             }
             .into_actor(self)
-            .map(move |owned, act, _| match owned {
-                Ok(owned) => act.welcome(&owned, &m.hello.workloads, secret),
+            .map(move |owned, act, ctx| match owned {
+                Ok(owned) => act.welcome(ctx, &owned, &m.hello.workloads, secret),
                 // Without the Scheduler's answer nothing is known to be
                 // owned: welcoming now would tell the agent to kill every
                 // workload it reported. Refuse; the agent says hello again.

@@ -113,6 +113,9 @@ impl SchedulerPort for Heard {
             healthy_nodes: 0,
         })
     }
+    fn queue_positions(&self, _: QueuePositions) -> Reply<HashMap<String, u32>> {
+        ready(HashMap::new())
+    }
     fn tenant_usage(&self, _: TenantUsage) -> Reply<Vec<UsageSample>> {
         ready(Vec::new())
     }

@@ -45,6 +45,10 @@ pub struct TaskView {
     pub estimated_start: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub estimated_start_ms: Option<u64>,
+    /// While queued: its place in line (1 = considered first), as the
+    /// scheduler orders the queue now. Filled by the listing and task views.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<u32>,
     pub preemptions: u32,
     /// A replica: its service.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -99,6 +103,7 @@ impl From<&TaskRecord> for TaskView {
             checkpoint: r.checkpoint.clone(),
             estimated_start: r.estimated_start_ms.map(rfc3339),
             estimated_start_ms: r.estimated_start_ms,
+            queue_position: None,
             preemptions: r.preemptions,
             service: r.service.as_deref().map(local),
             replicas: if r.spec.task_type == caldera_spec::TaskType::Inference

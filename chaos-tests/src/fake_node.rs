@@ -154,7 +154,10 @@ pub fn warmup(
 /// The label a warm command's source has in reports (`origin`, `peer NODE`).
 pub fn source_label(warm: &serde_json::Value) -> String {
     match warm["source"]["kind"].as_str() {
-        Some("peer") => format!("peer {}", warm["source"]["node"].as_str().unwrap_or_default()),
+        Some("peer") => format!(
+            "peer {}",
+            warm["source"]["node"].as_str().unwrap_or_default()
+        ),
         _ => "origin".to_string(),
     }
 }
@@ -165,10 +168,20 @@ pub fn answer_warm(s: &mut TcpStream, epoch: u64, warm: &serde_json::Value) -> s
     let sha = warm["sha256"].as_str().unwrap_or_default();
     let size = warm["size_bytes"].as_u64().unwrap_or(0);
     let source = source_label(warm);
-    warmup(s, epoch, sha, serde_json::json!({"kind": "fetching", "source": source,
-        "bytes_done": size / 2, "size_bytes": size, "rate_bytes_per_s": 1_000_000}))?;
-    warmup(s, epoch, sha, serde_json::json!({"kind": "verified", "source": source,
-        "bytes_fetched": size, "seconds": 0.5}))
+    warmup(
+        s,
+        epoch,
+        sha,
+        serde_json::json!({"kind": "fetching", "source": source,
+        "bytes_done": size / 2, "size_bytes": size, "rate_bytes_per_s": 1_000_000}),
+    )?;
+    warmup(
+        s,
+        epoch,
+        sha,
+        serde_json::json!({"kind": "verified", "source": source,
+        "bytes_fetched": size, "seconds": 0.5}),
+    )
 }
 
 /// The data dir a fake node's hello declares.

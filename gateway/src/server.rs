@@ -118,6 +118,7 @@ async fn serve(
             bytes: config.max_body_bytes,
             timeout: request_timeout,
         },
+        estimates: Default::default(),
     });
     let limit = web::Data::new(crate::client_limit::ClientLimit::new(
         config.max_requests_per_client,

@@ -9,4 +9,6 @@ pub struct AppState {
     pub next_session: AtomicU64,
     /// How large a request body may be, and how long it may take to arrive.
     pub body_limit: BodyLimit,
+    /// The last start-estimate accuracy computed (a scan of every task).
+    pub estimates: crate::routes::stats::EstimateCache,
 }

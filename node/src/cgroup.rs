@@ -19,8 +19,10 @@ const CPU_PERIOD_US: u64 = 100_000;
 /// What isolation the runtime can apply on this host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Isolation {
-    /// Unified hierarchy; `base` is this agent's `caldera-<node>-<hash>` directory.
-    V2 { base: PathBuf },
+    /// Unified hierarchy; `base` is this agent's `caldera-<node>-<hash>`
+    /// directory. `devices`: the agent may load eBPF device programs
+    /// ([`crate::device_program`]), so GPU device files can be denied.
+    V2 { base: PathBuf, devices: bool },
     /// Legacy hierarchy; one base per controller (`devices` where the host
     /// has that controller and lets the agent use it: GPU device files).
     V1 {
@@ -70,7 +72,19 @@ impl Isolation {
             let parent = root.join(own_path(&own, "").trim_start_matches('/'));
             let base = parent.join(leaf);
             return match setup_v2(&parent, &base) {
-                Ok(()) => Isolation::V2 { base },
+                Ok(()) => Isolation::V2 {
+                    base,
+                    devices: match crate::device_program::can_load() {
+                        Ok(()) => true,
+                        Err(e) => {
+                            tracing::warn!(
+                                "cgroup v2 without device programs ({e}): other GPUs' \
+                                 /dev/nvidia* stay open to workloads"
+                            );
+                            false
+                        }
+                    },
+                },
                 Err(e) => Isolation::None(format!(
                     "cgroup v2 at {} is not delegated to the agent: {e}",
                     parent.display()
@@ -135,7 +149,7 @@ impl Isolation {
 
     fn base_dirs(&self) -> Vec<&PathBuf> {
         match self {
-            Isolation::V2 { base } => vec![base],
+            Isolation::V2 { base, .. } => vec![base],
             Isolation::V1 {
                 cpu,
                 memory,
@@ -173,7 +187,7 @@ impl Isolation {
             Isolation::V1 {
                 devices: Some(_),
                 ..
-            }
+            } | Isolation::V2 { devices: true, .. }
         )
     }
 
@@ -191,9 +205,12 @@ impl Isolation {
         let name = crate::runtime::safe_file_name(allocation_id);
         match self {
             Isolation::None(_) => Ok(None),
-            Isolation::V2 { base } => {
+            Isolation::V2 { base, devices } => {
                 let dir = base.join(&name);
                 fs::create_dir_all(&dir)?;
+                if *devices && !deny.is_empty() {
+                    crate::device_program::attach_deny(&dir, deny)?;
+                }
                 let cpu = if cpu_milli == 0 {
                     "max".to_string()
                 } else {

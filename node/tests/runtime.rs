@@ -705,3 +705,38 @@ async fn other_gpus_device_files_are_denied_where_the_host_has_a_devices_cgroup(
     );
     iso.cleanup();
 }
+
+/// An adopted shim takes the grace the new agent was welcomed with: its old
+/// agent gave it 30 s between SIGTERM and SIGKILL for a lapsed lease, the
+/// restarted one was told 1 s (the control plane starts fenced tasks
+/// elsewhere after lease + its stop grace, so a longer grace would let two
+/// copies overlap). The shim says the grace it stops with in its log.
+#[tokio::test]
+async fn an_adopted_shim_stops_a_lapsed_lease_with_the_new_agents_grace() {
+    let mut h = harness(false);
+    let now = caldera_node::shim::files::boottime_ms;
+    h.rt.set_lease_grace(Duration::from_secs(30));
+    h.rt.renew_leases(Some(now() + 60_000));
+    h.rt.start(&start_cmd(
+        "g1",
+        "trap '' TERM; while :; do sleep 0.05; done",
+    ));
+    let pid = h.started_pid("g1").await;
+    let (mut reborn, _notes) = runtime(&h.data, Isolation::None("test".into()));
+    assert_eq!(reborn.adopt_shims().running, 1);
+    reborn.set_lease_grace(Duration::from_secs(1));
+    reborn.apply_welcome(2, &["g1".to_string()], &["g1".to_string()]);
+    reborn.renew_leases(Some(now().saturating_sub(1)));
+    wait_dead(pid).await;
+    let shim_log = std::fs::read_to_string(h.data.join("shims/g1/shim.log")).unwrap();
+    let grace = shim_log
+        .split("lease_expired, grace ")
+        .nth(1)
+        .and_then(|t| t.split(')').next())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        grace.ends_with("ms") || grace == "1s" || grace.starts_with("0ns"),
+        "stopped with grace {grace:?}, not about 1 s: {shim_log}"
+    );
+}

@@ -138,6 +138,14 @@ pub struct TaskRecord {
     /// While queued: when the task is expected to start (Slurm `squeue --start`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimated_start_ms: Option<u64>,
+    /// The first start estimate it was given (before its first placement):
+    /// what start-estimate accuracy is measured against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_estimate_ms: Option<u64>,
+    /// At its first placement: when it was placed minus `first_estimate_ms`
+    /// (negative: earlier than estimated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate_error_ms: Option<i64>,
     /// An inference replica: the service task it belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
@@ -182,6 +190,8 @@ impl TaskRecord {
             checkpoint: None,
             checkpoint_ms: None,
             estimated_start_ms: None,
+            first_estimate_ms: None,
+            estimate_error_ms: None,
             service: None,
             desired_replicas: None,
             preemptions: 0,

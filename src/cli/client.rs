@@ -17,17 +17,16 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// a nested subcommand too (`caldera tenant create demo --json`).
 #[derive(clap::Args, Debug, Clone)]
 pub struct ClientOpts {
-    /// Address of the Caldera server.
-    #[arg(
-        long,
-        global = true,
-        env = "CALDERA_SERVER",
-        default_value = "http://127.0.0.1:7070"
-    )]
-    pub server: String,
-    /// Bearer token: a tenant token, or the operator token for tenant and quota commands.
+    /// Address of the Caldera server [default: the context's, else http://127.0.0.1:7070].
+    #[arg(long, global = true, env = "CALDERA_SERVER")]
+    pub server: Option<String>,
+    /// Bearer token: a tenant token, or the operator token for tenant and quota
+    /// commands [default: the context's].
     #[arg(long, global = true, env = "CALDERA_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// A context saved by `caldera login` (or `caldera up`) [default: the current one].
+    #[arg(long, global = true, env = "CALDERA_CONTEXT")]
+    pub context: Option<String>,
     /// Print the response's `data` as pretty JSON instead of a table (for scripts).
     #[arg(long, global = true)]
     pub json: bool,
@@ -67,9 +66,15 @@ impl ApiClient {
         }
     }
 
-    /// A client built from the shared command-line flags.
-    pub fn from_opts(opts: &ClientOpts) -> Self {
-        ApiClient::new(&opts.server, opts.token.clone())
+    /// A client built from the shared command-line flags and the saved
+    /// contexts (see [`super::context`]).
+    pub fn from_opts(opts: &ClientOpts) -> Result<Self, CliError> {
+        let (server, token) = super::context::resolve(
+            opts.server.as_deref(),
+            opts.token.as_deref(),
+            opts.context.as_deref(),
+        )?;
+        Ok(ApiClient::new(&server, token))
     }
 
     /// Sends one request and returns the envelope's `data`. `path` is already
@@ -178,9 +183,10 @@ pub fn read_envelope(status: u16, body: &[u8]) -> Result<Value, CliError> {
         Some(f) => format!(", field {f}"),
         None => String::new(),
     };
-    Err(CliError::Failed(format!(
-        "{msg} ({name} {code_text}{field})"
-    )))
+    Err(CliError::Api {
+        line: format!("{msg} ({name} {code_text}{field})"),
+        envelope,
+    })
 }
 
 /// Percent-encodes one path segment or query value (RFC 3986 unreserved

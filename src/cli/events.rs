@@ -29,7 +29,7 @@ pub struct EventsArgs {
 
 /// Lists events, oldest first, one page at a time.
 pub fn run(args: EventsArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     let query = [
         ("task", args.task.unwrap_or_default()),
         ("tenant", args.tenant.unwrap_or_default()),

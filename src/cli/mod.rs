@@ -1,19 +1,24 @@
 //! Command-line surface of the `caldera` binary.
 pub mod client;
+pub mod context;
 pub mod events;
 pub mod fields;
 pub mod follow;
 pub mod logging;
+pub mod login;
 pub mod models;
 pub mod node;
 pub mod node_ops;
 pub mod nodes;
+pub mod own_tenant;
 pub mod server;
 pub mod server_config;
 pub mod sim;
 pub mod table;
+pub mod task_ops;
 pub mod tasks;
 pub mod tenants;
+pub mod top;
 pub mod up;
 
 use clap::{Parser, Subcommand};
@@ -27,6 +32,12 @@ pub enum CliError {
     /// The command ran and failed.
     #[error("{0}")]
     Failed(String),
+    /// The server answered with an error envelope (kept whole for `--json`).
+    #[error("{line}")]
+    Api {
+        line: String,
+        envelope: serde_json::Value,
+    },
 }
 
 impl CliError {
@@ -34,7 +45,18 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(_) => 2,
-            CliError::Failed(_) => 1,
+            CliError::Failed(_) | CliError::Api { .. } => 1,
+        }
+    }
+
+    /// The error as JSON, for `--json` mode: the server's own error envelope
+    /// (`code`, `error`, `msg`, `field`, `request_id`), or one in the same
+    /// shape for an error of the CLI itself (`code` 0).
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            CliError::Api { envelope, .. } => envelope.clone(),
+            CliError::Usage(m) => serde_json::json!({"code": 0, "error": "usage", "msg": m}),
+            CliError::Failed(m) => serde_json::json!({"code": 0, "error": "failed", "msg": m}),
         }
     }
 }
@@ -73,18 +95,32 @@ pub enum Command {
     Tasks(tasks::TasksArgs),
     /// Release a task: stop its workload and free what it holds.
     Release(tasks::ReleaseArgs),
+    /// Cancel a task: a queued one ends `cancelled`; a running one is
+    /// stopped and released (the same as `release`, under the name
+    /// `scancel` users reach for).
+    Cancel(tasks::ReleaseArgs),
+    /// Set an inference service's replica count.
+    Scale(task_ops::ScaleArgs),
     /// Print a task's log.
     Logs(tasks::LogsArgs),
     /// List nodes, or show one.
     Nodes(nodes::NodesArgs),
     /// Show pool capacity, allocation and use.
     Util(nodes::UtilArgs),
+    /// A live view of the pool, its nodes and the queue, redrawn every second.
+    Top(top::TopArgs),
     /// List events: the allocation history and audit trail.
     Events(events::EventsArgs),
     /// Manage tenants (operator token).
     Tenant(tenants::TenantArgs),
-    /// Change a tenant's quota (operator token).
+    /// Show a tenant's quota (`show`: a tenant token shows its own), or
+    /// change it (`set`: operator token).
     Quota(tenants::QuotaArgs),
+    /// Show what a tenant holds now and what it uses (a tenant token: its own).
+    Usage(own_tenant::UsageArgs),
+    /// Check a server and token and save them as a context, so later
+    /// commands need neither `--server` nor `--token`.
+    Login(login::LoginArgs),
     /// Model versions: register, list, show, prewarm, pin, deprecate.
     Model(models::ModelArgs),
 }
@@ -98,13 +134,17 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Submit(args) => tasks::submit(args),
         Command::Status(args) => tasks::status(args),
         Command::Tasks(args) => tasks::list(args),
-        Command::Release(args) => tasks::release(args),
+        Command::Release(args) | Command::Cancel(args) => tasks::release(args),
+        Command::Scale(args) => task_ops::scale(args),
         Command::Logs(args) => tasks::logs(args),
         Command::Nodes(args) => nodes::nodes(args),
         Command::Util(args) => nodes::util(args),
+        Command::Top(args) => top::run(args),
         Command::Events(args) => events::run(args),
         Command::Tenant(args) => tenants::tenant(args),
         Command::Quota(args) => tenants::quota(args),
+        Command::Usage(args) => own_tenant::usage(args),
+        Command::Login(args) => login::run(args),
         Command::Model(args) => models::model(args),
     }
 }

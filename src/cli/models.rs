@@ -140,7 +140,7 @@ fn version_path(model: &str) -> Result<String, CliError> {
 
 /// Runs a `model` subcommand.
 pub fn model(args: ModelArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     let json_out = args.opts.json;
     let data = match &args.action {
         ModelAction::Register(r) => {
@@ -200,8 +200,16 @@ pub fn model(args: ModelArgs) -> Result<(), CliError> {
             let path = format!("{}/prewarm", version_path(&p.model)?);
             let data = block_on(client.send_json(Verb::Post, &path, &body))?.data;
             if !json_out {
-                let nodes: Vec<String> = items(&data, "nodes").iter().map(|n| text(n, "")).collect();
-                println!("warming {} on: {}", p.model, nodes.join(", "));
+                let nodes: Vec<String> =
+                    items(&data, "nodes").iter().map(|n| text(n, "")).collect();
+                if nodes.is_empty() {
+                    println!(
+                        "{}: no node to warm (every live node with a cache holds or reads it)",
+                        p.model
+                    );
+                } else {
+                    println!("warming {} on: {}", p.model, nodes.join(", "));
+                }
                 return Ok(());
             }
             data
@@ -249,7 +257,10 @@ fn render_list(models: &Value) -> String {
 /// A version with each node's copy.
 fn render_version(v: &Value) -> String {
     let mut out = key_values(&[
-        ("model", format!("{}:{}", text(v, "name"), text(v, "version"))),
+        (
+            "model",
+            format!("{}:{}", text(v, "name"), text(v, "version")),
+        ),
         ("state", text(v, "state")),
         ("uri", text(v, "weights.uri")),
         ("size_bytes", text(v, "weights.size_bytes")),

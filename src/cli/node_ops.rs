@@ -36,7 +36,7 @@ pub fn run(action: NodeAction) -> Result<(), CliError> {
         NodeAction::Drain(a) => ("drain", "drained", a),
         NodeAction::Uncordon(a) => ("uncordon", "uncordoned", a),
     };
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     let path = format!("/v1/nodes/{}/{verb}", encode(&args.name));
     let data = block_on(client.send_json(Verb::Post, &path, &serde_json::json!({})))?.data;
     if args.opts.json {

@@ -24,7 +24,7 @@ pub struct UtilArgs {
 
 /// Lists the nodes, or shows one.
 pub fn nodes(args: NodesArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     let path = match &args.name {
         Some(name) => format!("/v1/nodes/{}", encode(name)),
         None => "/v1/nodes".into(),
@@ -42,7 +42,7 @@ pub fn nodes(args: NodesArgs) -> Result<(), CliError> {
 
 /// Shows pool capacity, allocation and measured use.
 pub fn util(args: UtilArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     let data = block_on(client.get("/v1/utilization", &[]))?;
     if args.opts.json {
         return print_json(&data);
@@ -166,6 +166,13 @@ pub fn render_node(node: &Value) -> String {
         ]);
     }
     out.push_str(&indent(&gpus.render()));
+    // The node view counts its allocations (`"allocations": 1`); a list of
+    // them is shown one per line. Reading a count as an empty list printed
+    // `none` for a node holding one.
+    if let Some(n) = number(node, "allocations") {
+        out.push_str(&format!("\nallocations: {}\n", fields::trim_decimal(n)));
+        return out;
+    }
     out.push_str("\nallocations:\n");
     let allocations = items(node, "allocations");
     if allocations.is_empty() {
@@ -397,6 +404,13 @@ mod tests {
         assert!(
             out.ends_with("allocations:\n  a-1 task t1 gpus [0]\n"),
             "{out}"
+        );
+        // What the server sends: a count. It once printed `none` for 1.
+        let counted = json!({"name": "node-1", "state": "ready", "gpus": [], "allocations": 1});
+        assert!(
+            render_node(&counted).ends_with("\nallocations: 1\n"),
+            "{}",
+            render_node(&counted)
         );
     }
 

@@ -87,7 +87,7 @@ pub struct LogsArgs {
 /// validation names the offending field in the user's own document.
 pub fn submit(args: SubmitArgs) -> Result<(), CliError> {
     let body = read_spec(&args.file)?;
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     let query = [("tenant", args.tenant.unwrap_or_default())];
     let answer = block_on(client.call(Verb::Post, "/v1/tasks", &query, Some(body)))?;
     if args.opts.json {
@@ -119,7 +119,7 @@ fn read_spec(file: &str) -> Result<Vec<u8>, CliError> {
 
 /// Shows one task in full.
 pub fn status(args: StatusArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     let query = [("tenant", args.tenant.unwrap_or_default())];
     let task = block_on(client.get(&format!("/v1/tasks/{}", encode(&args.id)), &query))?;
     if args.opts.json {
@@ -131,7 +131,7 @@ pub fn status(args: StatusArgs) -> Result<(), CliError> {
 
 /// Lists tasks, one page at a time.
 pub fn list(args: TasksArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     let query = [
         ("state", args.state.unwrap_or_default()),
         ("type", args.task_type.unwrap_or_default()),
@@ -151,7 +151,7 @@ pub fn list(args: TasksArgs) -> Result<(), CliError> {
 
 /// Releases a task and shows the state it ended in.
 pub fn release(args: ReleaseArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     let path = format!("/v1/tasks/{}/release", encode(&args.id));
     let query = [("tenant", args.tenant.unwrap_or_default())];
     let task = block_on(client.call(Verb::Post, &path, &query, None))?.data;
@@ -164,7 +164,7 @@ pub fn release(args: ReleaseArgs) -> Result<(), CliError> {
 
 /// Prints a task's log as it is (it is the workload's own output).
 pub fn logs(args: LogsArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     if args.follow {
         return block_on(super::follow::follow(&client, &args.id, args.tenant));
     }
@@ -193,7 +193,7 @@ pub fn logs(args: LogsArgs) -> Result<(), CliError> {
 /// The `tasks` table plus the cursor of the next page, if any.
 pub fn render_task_list(page: &Value, now_ms: f64) -> String {
     let mut table = Table::new(&[
-        "ID", "TENANT", "TYPE", "PRIORITY", "STATE", "NODE", "GPUS", "AGE",
+        "ID", "TENANT", "TYPE", "PRIORITY", "STATE", "POS", "STARTS", "NODE", "GPUS", "AGE",
     ]);
     for task in items(page, "tasks") {
         table.row(vec![
@@ -202,6 +202,8 @@ pub fn render_task_list(page: &Value, now_ms: f64) -> String {
             text(task, "task_type"),
             text(task, "priority"),
             text(task, "state"),
+            text(task, "queue_position"),
+            starts(task, now_ms),
             text(task, "allocation.node"),
             gpus_of(task),
             created_ms(task)
@@ -236,6 +238,16 @@ pub fn gpus_of(task: &Value) -> String {
 
 /// When the task was created, ms since the epoch: the first history entry,
 /// or a numeric `created_at`/`created_at_ms`.
+/// When a waiting task is expected to start: "in 5m", "due" once the
+/// estimate has passed, "-" without one (or once it runs).
+fn starts(task: &Value, now_ms: f64) -> String {
+    match number(task, "estimated_start_ms") {
+        Some(at) if at > now_ms => format!("in {}", fields::age(at - now_ms)),
+        Some(_) => "due".into(),
+        None => MISSING.into(),
+    }
+}
+
 fn created_ms(task: &Value) -> Option<f64> {
     number(task, "history.0.at_ms")
         .or_else(|| number(task, "created_at_ms"))
@@ -381,15 +393,16 @@ mod tests {
     fn the_task_list_shows_one_aligned_row_per_task_and_the_next_cursor() {
         let page = json!({
             "tasks": [running_task(), {"task_id": "q1", "state": "queued",
+                "queue_position": 1, "estimated_start_ms": 1_420_000,
                 "history": [{"state": "queued", "at_ms": 1_060_000}],
                 "spec": {"resources": {"gpu": {"share": 0.5}}}}],
             "next_cursor": "c2"
         });
         assert_eq!(
             render_task_list(&page, 1_120_000.0),
-            "ID                  TENANT  TYPE      PRIORITY  STATE    NODE    GPUS         AGE\n\
-             train_20240716_001  demo    training  high      running  node-1  2xA100-80GB  2m\n\
-             q1                  -       -         -         queued   -       0.5          1m\n\
+            "ID                  TENANT  TYPE      PRIORITY  STATE    POS  STARTS  NODE    GPUS         AGE\n\
+             train_20240716_001  demo    training  high      running  -    -       node-1  2xA100-80GB  2m\n\
+             q1                  -       -         -         queued   1    in 5m   -       0.5          1m\n\
              next cursor: c2\n"
         );
     }
@@ -397,7 +410,10 @@ mod tests {
     #[test]
     fn an_empty_list_is_the_header_alone() {
         let text = render_task_list(&json!({"tasks": [], "next_cursor": null}), 0.0);
-        assert_eq!(text, "ID  TENANT  TYPE  PRIORITY  STATE  NODE  GPUS  AGE\n");
+        assert_eq!(
+            text,
+            "ID  TENANT  TYPE  PRIORITY  STATE  POS  STARTS  NODE  GPUS  AGE\n"
+        );
     }
 
     #[test]

@@ -58,8 +58,19 @@ pub struct QuotaArgs {
 /// What to do with quotas.
 #[derive(clap::Subcommand, Debug)]
 pub enum QuotaAction {
-    /// Replace a tenant's quota; a dimension left out is unlimited.
+    /// Show a tenant's guarantee and borrowing limit (a tenant token: its own).
+    Show(QuotaShowArgs),
+    /// Replace a tenant's guarantee (and, with `--borrowing-*`, its
+    /// borrowing limit); a dimension left out is unlimited.
     Set(QuotaSetArgs),
+}
+
+/// `caldera quota show [--tenant NAME]`
+#[derive(clap::Args, Debug)]
+pub struct QuotaShowArgs {
+    /// The tenant (operator token); a tenant token means its own.
+    #[arg(long)]
+    pub tenant: Option<String>,
 }
 
 /// `caldera quota set TENANT [--gpus N] [--gpu-memory-gb N] ...`
@@ -85,6 +96,21 @@ pub struct QuotaSetArgs {
     /// GPUs of one model, e.g. `--gpus-by-model A100=4` (repeatable).
     #[arg(long, value_parser = model_limit)]
     pub gpus_by_model: Vec<(String, f64)>,
+    /// Borrowing limit: GPUs it may borrow beyond its guarantee while others idle.
+    #[arg(long, value_parser = non_negative)]
+    pub borrowing_gpus: Option<f64>,
+    /// Borrowing limit: GPU memory, GB.
+    #[arg(long, value_parser = non_negative)]
+    pub borrowing_gpu_memory_gb: Option<f64>,
+    /// Borrowing limit: CPU cores.
+    #[arg(long, value_parser = non_negative)]
+    pub borrowing_cpu_cores: Option<f64>,
+    /// Borrowing limit: memory, GB.
+    #[arg(long, value_parser = non_negative)]
+    pub borrowing_memory_gb: Option<f64>,
+    /// Borrowing limit: disk, GB.
+    #[arg(long, value_parser = non_negative)]
+    pub borrowing_disk_gb: Option<f64>,
 }
 
 /// Parses `MODEL=N` for per-model GPU quotas.
@@ -101,7 +127,7 @@ fn model_limit(s: &str) -> Result<(String, f64), String> {
 
 /// Runs a `tenant` subcommand.
 pub fn tenant(args: TenantArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
+    let client = ApiClient::from_opts(&args.opts)?;
     match args.action {
         TenantAction::Create(create) => {
             let quota = Quota {
@@ -139,8 +165,11 @@ pub fn tenant(args: TenantArgs) -> Result<(), CliError> {
 
 /// Runs a `quota` subcommand.
 pub fn quota(args: QuotaArgs) -> Result<(), CliError> {
-    let client = ApiClient::from_opts(&args.opts);
-    let QuotaAction::Set(set) = args.action;
+    let set = match args.action {
+        QuotaAction::Show(show) => return super::own_tenant::show_quota(show.tenant, &args.opts),
+        QuotaAction::Set(set) => set,
+    };
+    let client = ApiClient::from_opts(&args.opts)?;
     let quota = Quota {
         gpus: set.gpus,
         gpu_memory_gb: set.gpu_memory_gb,
@@ -149,21 +178,38 @@ pub fn quota(args: QuotaArgs) -> Result<(), CliError> {
         disk_gb: set.disk_gb,
         gpus_by_model: set.gpus_by_model.iter().cloned().collect(),
     };
-    if quota == Quota::default() {
+    let borrowing = Quota {
+        gpus: set.borrowing_gpus,
+        gpu_memory_gb: set.borrowing_gpu_memory_gb,
+        cpu_cores: set.borrowing_cpu_cores,
+        memory_gb: set.borrowing_memory_gb,
+        disk_gb: set.borrowing_disk_gb,
+        ..Quota::default()
+    };
+    if quota == Quota::default() && borrowing == Quota::default() {
         return Err(CliError::Usage(
-            "give at least one of --gpus, --gpu-memory-gb, --cpu-cores, --memory-gb, --disk-gb"
+            "give at least one of --gpus, --gpu-memory-gb, --cpu-cores, --memory-gb, --disk-gb, \
+             --gpus-by-model or a --borrowing-* limit"
                 .into(),
         ));
     }
+    let mut body = serde_json::json!({});
+    if quota != Quota::default() {
+        body["guaranteed"] = to_json(&quota)?;
+    }
+    if borrowing != Quota::default() {
+        body["borrowing_limit"] = to_json(&borrowing)?;
+    }
     let path = format!("/v1/tenants/{}/quota", encode(&set.tenant));
-    let answer = block_on(client.send_json(Verb::Put, &path, &to_json(&quota)?))?.data;
+    let answer = block_on(client.send_json(Verb::Put, &path, &body))?.data;
     if args.opts.json {
         return print_json(&answer);
     }
     println!(
-        "quota of {}: {}",
+        "quota of {}: {}; borrowing limit: {}",
         text(&answer, "name"),
-        quota_text(get(&answer, "quota"))
+        quota_text(get(&answer, "quota")),
+        quota_text(get(&answer, "borrowing_limit"))
     );
     Ok(())
 }
@@ -197,6 +243,16 @@ pub fn quota_text(quota: Option<&Value>) -> String {
     .filter_map(|(key, label, unit)| {
         fields::number(quota, key).map(|x| format!("{label} {}{unit}", fields::trim_decimal(x)))
     })
+    .chain(
+        fields::get(quota, "gpus_by_model")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(model, n)| {
+                n.as_f64()
+                    .map(|n| format!("{model} gpus {}", fields::trim_decimal(n)))
+            }),
+    )
     .collect();
     if parts.is_empty() {
         "no limits".into()
@@ -231,6 +287,8 @@ mod tests {
             "gpus 8, gpu memory 640 GB, memory 0.5 GB"
         );
         assert_eq!(quota_text(Some(&json!({}))), "no limits");
+        let per_model = json!({"gpus_by_model": {"A100": 4}});
+        assert_eq!(quota_text(Some(&per_model)), "A100 gpus 4");
         assert_eq!(quota_text(None), "no limits");
     }
 

@@ -67,7 +67,10 @@ impl ControlPlane {
 
     /// `GET /v1/models/{name}`: None when no visible version has that name.
     pub async fn model(&self, name: &str, tenant: Option<&str>) -> Option<ModelView> {
-        self.models(tenant).await.into_iter().find(|m| m.name == name)
+        self.models(tenant)
+            .await
+            .into_iter()
+            .find(|m| m.name == name)
     }
 
     /// A visible version's record and actor, or 404.
@@ -133,8 +136,7 @@ impl ControlPlane {
     ) -> Result<VersionView> {
         let (_, _, h) = self.visible_version(name, version, tenant).await?;
         let rec = h.send(SetPinned { pinned }).await??;
-        let (_, reads) = h.send(VersionSnapshot).await?;
-        Ok(version_view(&rec, reads, tenant))
+        view_after(&h, &rec, tenant).await
     }
 
     /// `POST .../deprecate`.
@@ -150,7 +152,16 @@ impl ControlPlane {
                 to: ModelState::Deprecated,
             })
             .await??;
-        let (_, reads) = h.send(VersionSnapshot).await?;
-        Ok(version_view(&rec, reads, tenant))
+        view_after(&h, &rec, tenant).await
     }
+}
+
+/// The view of `rec` (as a change answered it) with the reads its actor runs now.
+async fn view_after(
+    h: &ModelHandle,
+    rec: &ModelVersionRecord,
+    tenant: Option<&str>,
+) -> Result<VersionView> {
+    let (_, reads) = h.send(VersionSnapshot).await?;
+    Ok(version_view(rec, reads, tenant))
 }

@@ -1068,3 +1068,35 @@ fn final_state_is_the_last_entered() {
     assert_eq!(out.final_state(), Some(Queued));
     assert_eq!(Outcome::Ignored("x").final_state(), None);
 }
+
+#[test]
+fn the_first_estimate_is_kept_and_the_first_placement_measures_it() {
+    let mut r = task(Queued);
+    let note = |ms| Step::NotePending {
+        reason: "no room".into(),
+        estimated_start_ms: Some(ms),
+    };
+    assert!(apply_to_record(&mut r, &note(50_000)));
+    assert!(apply_to_record(&mut r, &note(70_000)));
+    assert_eq!(
+        r.first_estimate_ms,
+        Some(50_000),
+        "later estimates do not replace it"
+    );
+    let mut a = alloc("a1", "n1");
+    a.created_ms = 110_000;
+    crate::lifecycle::bind(&mut r, &a);
+    assert_eq!(
+        r.estimate_error_ms,
+        Some(60_000),
+        "placed 60 s after the first estimate"
+    );
+    // A requeue and a second placement do not measure again.
+    assert!(apply_to_record(&mut r, &note(200_000)));
+    a.created_ms = 900_000;
+    crate::lifecycle::bind(&mut r, &a);
+    assert_eq!(
+        (r.first_estimate_ms, r.estimate_error_ms),
+        (Some(50_000), Some(60_000))
+    );
+}

@@ -2,7 +2,7 @@
 //! its node waits here (`scheduled -> preparing -> warming -> ready`), with
 //! progress events as bytes arrive and a timeout of its own
 //! (`warming-timeout-ms`) whose reason names what it was reading.
-use super::{enter, finish, steps, Outcome, Step};
+use super::{enter, steps, Outcome, Step};
 use caldera_spec::wire::WorkloadEventKind;
 use caldera_spec::{EventKind, TaskRecord, TaskState};
 
@@ -51,9 +51,7 @@ pub(super) fn progress(rec: &TaskRecord, kind: &WorkloadEventKind) -> Outcome {
     };
     let text = reading(model, source, *bytes_done, *size_bytes);
     match rec.state {
-        TaskState::Scheduled | TaskState::Preparing => {
-            steps(vec![enter(TaskState::Warming, text)])
-        }
+        TaskState::Scheduled | TaskState::Preparing => steps(vec![enter(TaskState::Warming, text)]),
         TaskState::Warming => {
             let rate = rate_bytes_per_s / 1_000_000;
             steps(vec![Step::Announce(vec![(
@@ -71,15 +69,9 @@ pub(super) fn timeout(rec: &TaskRecord, attempt: u32, after_secs: u64, reading: 
     if attempt != rec.attempts || rec.state != TaskState::Warming {
         return Outcome::Ignored("past warming, or a later attempt");
     }
-    let why = format!("warming_timeout: stuck in warming for {after_secs} s {reading}");
-    steps(vec![
-        Step::StopWorkload {
-            reason: why.clone(),
-        },
-        Step::RecordFailure(why.clone()),
-        enter(TaskState::Failed, why.clone()),
-        finish(why),
-    ])
+    super::stuck(format!(
+        "warming_timeout: stuck in warming for {after_secs} s {reading}"
+    ))
 }
 
 #[cfg(test)]
@@ -102,7 +94,11 @@ mod tests {
     fn the_first_warming_report_enters_the_stage_and_later_ones_are_progress() {
         let first = decide(&task(TaskState::Preparing), None, news(warming(0)));
         assert_eq!(first.final_state(), Some(TaskState::Warming));
-        let later = decide(&task(TaskState::Warming), None, news(warming(1_200_000_000)));
+        let later = decide(
+            &task(TaskState::Warming),
+            None,
+            news(warming(1_200_000_000)),
+        );
         let Outcome::Steps(s) = later else {
             panic!("{later:?}")
         };

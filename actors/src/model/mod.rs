@@ -7,6 +7,7 @@
 //! actor is rebuilt from sled, like every entity actor.
 pub mod budget;
 pub mod fleet;
+mod news;
 mod operations;
 pub mod register;
 pub mod sources;

@@ -62,10 +62,7 @@ impl ModelVersionActor {
     }
 
     /// Answers `rec` once the latest commit is durable.
-    fn durable_answer<T: Send + 'static>(
-        &self,
-        value: T,
-    ) -> ResponseFuture<Result<T>> {
+    fn durable_answer<T: Send + 'static>(&self, value: T) -> ResponseFuture<Result<T>> {
         let gate = self.sh.gate.clone();
         let t = gate.latest();
         Box::pin(async move {
@@ -90,14 +87,18 @@ impl Handler<Prewarm> for ModelVersionActor {
                 .push(self.event(None, EventKind::ModelStateChanged, msg));
         }
         let msg = format!("prewarm of {} on {}", self.key(), nodes.join(", "));
-        plan.events.push(self.event(None, EventKind::ModelWarmup, msg));
+        plan.events
+            .push(self.event(None, EventKind::ModelWarmup, msg));
         // The warm commands carry the pin as planned.
         let pinned_before = self.rec.pinned;
         self.rec.pinned = plan.rec.pinned;
         for n in &nodes {
-            if !plan.rec.nodes.get(n).is_some_and(|c| {
-                matches!(c.copy, CopyState::Verified | CopyState::Warming)
-            }) {
+            if !plan
+                .rec
+                .nodes
+                .get(n)
+                .is_some_and(|c| matches!(c.copy, CopyState::Verified | CopyState::Warming))
+            {
                 self.serve(&mut plan, n, None);
             }
         }

@@ -127,3 +127,68 @@ fn register(
     start_version(rec.clone(), sh);
     Ok((rec, true, ticket))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caldera_spec::{ModelVersionSpec, WeightsSpec};
+    use caldera_storage::StoreConfig;
+
+    fn version(version: &str, state: ModelState, owner: Option<&str>) -> ModelVersionRecord {
+        ModelVersionRecord {
+            spec: ModelVersionSpec {
+                name: "llama".into(),
+                version: version.into(),
+                weights: WeightsSpec {
+                    uri: "file:///m.bin".into(),
+                    size_bytes: 1,
+                    sha256: "ab".repeat(32),
+                },
+            },
+            state,
+            pinned: false,
+            registered_at_ms: 0,
+            owner: owner.map(str::to_string),
+            nodes: Default::default(),
+            tasks: Default::default(),
+        }
+    }
+
+    /// Unknown (or another tenant's) -> `unknown_model`; retiring or
+    /// retired -> `model_not_accepting`; both name the version and field
+    /// `model`. Deprecated versions still take tasks.
+    #[test]
+    fn a_task_may_name_only_a_visible_version_that_accepts_tasks() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
+        let mut b = store.batch();
+        for v in [
+            version("v1", ModelState::Active, None),
+            version("v2", ModelState::Deprecated, None),
+            version("v3", ModelState::Retiring, None),
+            version("v4", ModelState::Retired, None),
+            version("own", ModelState::Registered, Some("other")),
+        ] {
+            b.put_model_version(&v);
+        }
+        store.commit(b).unwrap();
+        let code = |m: &str| match check_task_model(&store, "acme", m) {
+            Ok(_) => "ok".to_string(),
+            Err(e) => {
+                assert_eq!(e.field(), Some("model"), "{m}: {e}");
+                if !m.contains(' ') {
+                    assert!(e.to_string().contains(m) || m == "llama", "{m}: {e}");
+                }
+                e.error_code().name.to_string()
+            }
+        };
+        assert_eq!(code("llama:v1"), "ok");
+        assert_eq!(code("llama:v2"), "ok");
+        assert_eq!(code("llama:v3"), "model_not_accepting");
+        assert_eq!(code("llama:v4"), "model_not_accepting");
+        assert_eq!(code("llama:v9"), "unknown_model");
+        assert_eq!(code("llama:own"), "unknown_model", "another tenant's");
+        assert_eq!(code("llama"), "bad_format");
+        assert!(check_task_model(&store, "other", "llama:own").is_ok());
+    }
+}

@@ -8,7 +8,7 @@ use super::ModelVersionActor;
 use crate::config::ServerConfig;
 use crate::node::NodeActor;
 use crate::protocol::model::{NodeNeeds, VersionSnapshot};
-use crate::protocol::node::{AgentHello, AgentMessage};
+use crate::protocol::node::{AgentGone, AgentHello, AgentMessage};
 use crate::protocol::{ModelHandle, NodeHandle};
 use crate::shared::Shared;
 use crate::stand_ins::{shared, Heard};
@@ -26,6 +26,9 @@ use tokio::sync::mpsc::UnboundedReceiver;
 struct Agent {
     node: NodeHandle,
     rx: UnboundedReceiver<ServerMessage>,
+    /// The secret its first welcome issued (a later hello must carry it).
+    secret: Option<String>,
+    session: u64,
 }
 
 impl Agent {
@@ -33,7 +36,10 @@ impl Agent {
     fn drain(&mut self) -> Vec<ServerMessage> {
         let mut out = Vec::new();
         while let Ok(m) = self.rx.try_recv() {
-            if !matches!(m, ServerMessage::Welcome(_) | ServerMessage::LeaseRenewed { .. }) {
+            if !matches!(
+                m,
+                ServerMessage::Welcome(_) | ServerMessage::LeaseRenewed { .. }
+            ) {
                 out.push(m);
             }
         }
@@ -42,7 +48,7 @@ impl Agent {
 
     fn report(&self, sha: &str, progress: WarmupProgress) {
         self.node.do_send(AgentMessage {
-            session_id: 1,
+            session_id: self.session,
             msg: NodeMessage::Warmup(WarmupReport {
                 epoch: 1,
                 sha256: sha.into(),
@@ -50,6 +56,15 @@ impl Agent {
                 progress,
             }),
         });
+    }
+}
+
+/// A copy of all 1000 bytes verified after reading them from `source`.
+fn verified(source: &str) -> WarmupProgress {
+    WarmupProgress::Verified {
+        source: source.into(),
+        bytes_fetched: 1000,
+        seconds: 1.0,
     }
 }
 
@@ -95,10 +110,55 @@ async fn agents(sh: &Arc<Shared>, names: &[&str]) -> BTreeMap<String, Agent> {
             session_id: 1,
             tx,
         });
-        assert!(matches!(rx.recv().await, Some(ServerMessage::Welcome(_))));
-        out.insert(n.to_string(), Agent { node, rx });
+        let Some(ServerMessage::Welcome(w)) = rx.recv().await else {
+            panic!("{n} was not welcomed")
+        };
+        let secret = w.node_secret;
+        out.insert(
+            n.to_string(),
+            Agent {
+                node,
+                rx,
+                secret,
+                session: 1,
+            },
+        );
     }
     out
+}
+
+/// `name` says hello again (a restarted agent), its cache fetching `fetching`.
+async fn hello_again(a: &mut Agent, name: &str, fetching: &[&str]) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut h = hello(name, vec![]);
+    h.node_secret = a.secret.clone();
+    h.cache = CacheReport {
+        capacity_bytes: 1 << 30,
+        fetching: fetching
+            .iter()
+            .map(|s| caldera_spec::weights::CacheFetch {
+                sha256: s.to_string(),
+                bytes_done: 1,
+                size_bytes: 1000,
+                source: String::new(),
+            })
+            .collect(),
+        ..Default::default()
+    };
+    h.peer_url = Some(format!("http://{name}"));
+    // The old session closed first: a second live one would be refused.
+    a.node.do_send(AgentGone {
+        session_id: a.session,
+    });
+    a.session += 1;
+    a.node.do_send(AgentHello {
+        hello: h,
+        session_id: a.session,
+        tx,
+    });
+    let got = rx.recv().await;
+    assert!(matches!(got, Some(ServerMessage::Welcome(_))), "{got:?}");
+    a.rx = rx;
 }
 
 fn start(sh: &Arc<Shared>, rec: ModelVersionRecord) -> ModelHandle {
@@ -188,7 +248,10 @@ fn origin_reads_are_capped_per_version_and_in_all_and_waiters_go_to_the_first_ve
         needs(&c, "n5");
         settle().await;
         let n1 = ag.get_mut("n1").unwrap().drain();
-        assert!(matches!(source_of(&n1)[..], [WeightSource::Origin { .. }]), "{n1:?}");
+        assert!(
+            matches!(source_of(&n1)[..], [WeightSource::Origin { .. }]),
+            "{n1:?}"
+        );
         assert!(ag.get_mut("n2").unwrap().drain().is_empty());
         assert!(ag.get_mut("n3").unwrap().drain().is_empty());
         let n4 = ag.get_mut("n4").unwrap().drain();
@@ -202,20 +265,16 @@ fn origin_reads_are_capped_per_version_and_in_all_and_waiters_go_to_the_first_ve
         let (rec_c, _) = c.send(VersionSnapshot).await.unwrap();
         assert_eq!(rec_c.nodes["n5"].copy, CopyState::Waiting);
 
-        ag["n1"].report(
-            &sha('a'),
-            WarmupProgress::Verified {
-                source: "origin".into(),
-                bytes_fetched: 1000,
-                seconds: 1.0,
-            },
-        );
+        ag["n1"].report(&sha('a'), verified("origin"));
         settle().await;
         let granted = grants(&ag.get_mut("n1").unwrap().drain());
         assert_eq!(granted.len(), 2, "{granted:?}");
         for r in ["n2", "n3"] {
             let got = source_of(&ag.get_mut(r).unwrap().drain());
-            let token = granted.iter().find(|(rx, _)| rx == r).map(|(_, t)| t.clone());
+            let token = granted
+                .iter()
+                .find(|(rx, _)| rx == r)
+                .map(|(_, t)| t.clone());
             assert_eq!(
                 got,
                 vec![WeightSource::Peer {
@@ -228,7 +287,10 @@ fn origin_reads_are_capped_per_version_and_in_all_and_waiters_go_to_the_first_ve
         }
         // n1's origin slot went to c.
         let n5 = ag.get_mut("n5").unwrap().drain();
-        assert!(matches!(source_of(&n5)[..], [WeightSource::Origin { .. }]), "{n5:?}");
+        assert!(
+            matches!(source_of(&n5)[..], [WeightSource::Origin { .. }]),
+            "{n5:?}"
+        );
         assert_eq!(sh.origin_budget.total(), 2);
         let (rec, reads) = a.send(VersionSnapshot).await.unwrap();
         assert_eq!(reads, 0);
@@ -249,11 +311,6 @@ fn a_failed_peer_transfer_and_a_lost_peer_are_resourced() {
         let sh = shared_with(dir.path(), ServerConfig::default());
         let mut ag = agents(&sh, &["n1", "n2", "n3", "n4"]).await;
         let a = start(&sh, version("a", &sha('a')));
-        let verified = |s: &str| WarmupProgress::Verified {
-            source: s.into(),
-            bytes_fetched: 1000,
-            seconds: 1.0,
-        };
         needs(&a, "n1");
         settle().await;
         ag["n1"].report(&sha('a'), verified("origin"));
@@ -321,17 +378,38 @@ fn without_peer_warmup_nodes_read_the_origin_in_turn() {
         settle().await;
         assert_eq!(source_of(&ag.get_mut("n1").unwrap().drain()).len(), 1);
         assert!(ag.get_mut("n2").unwrap().drain().is_empty());
-        ag["n1"].report(
-            &sha('a'),
-            WarmupProgress::Verified {
-                source: "origin".into(),
-                bytes_fetched: 1000,
-                seconds: 1.0,
-            },
-        );
+        ag["n1"].report(&sha('a'), verified("origin"));
         settle().await;
         assert!(grants(&ag.get_mut("n1").unwrap().drain()).is_empty());
         let got = source_of(&ag.get_mut("n2").unwrap().drain());
         assert!(matches!(&got[..], [WeightSource::Origin { .. }]), "{got:?}");
+    });
+}
+
+/// A restarted agent whose hello shows no fetch of a copy the record says
+/// it is warming is told its source again; one still fetching it is not.
+#[test]
+fn a_hello_without_the_recorded_fetch_is_told_its_source_again() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async move {
+        let sh = shared_with(dir.path(), ServerConfig::default());
+        let mut ag = agents(&sh, &["n1"]).await;
+        let a = start(&sh, version("a", &sha('a')));
+        needs(&a, "n1");
+        settle().await;
+        assert_eq!(source_of(&ag.get_mut("n1").unwrap().drain()).len(), 1);
+        let n1 = ag.get_mut("n1").unwrap();
+        hello_again(n1, "n1", &[&sha('a')]).await;
+        settle().await;
+        assert!(
+            source_of(&n1.drain()).is_empty(),
+            "still fetching: not told again"
+        );
+        hello_again(n1, "n1", &[]).await;
+        settle().await;
+        let got = source_of(&n1.drain());
+        assert!(matches!(&got[..], [WeightSource::Origin { .. }]), "{got:?}");
+        let (_, reads) = a.send(VersionSnapshot).await.unwrap();
+        assert_eq!(reads, 1, "the same read, not a second one");
     });
 }

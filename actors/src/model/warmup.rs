@@ -1,18 +1,16 @@
-//! Carrying out staggered, peer-to-peer warmup for one version: a node's
-//! need, its reports, its cache seen or lost. Each handler plans on a copy of
-//! the record (the source of every node it serves, chosen by
-//! [`sources::choose`]), records it with its events in one batch, and only
-//! then tells the nodes: a peer hears its grant before its receiver is
-//! pointed at it.
+//! Carrying out staggered, peer-to-peer warmup for one version: planning on
+//! a copy of the record the source of every node it serves (chosen by
+//! [`sources::choose`]), recording it with its events in one batch, and
+//! only then telling the nodes: a peer hears its grant before its receiver
+//! is pointed at it. What prompts a plan is in `news.rs`.
 use super::sources::{self, Choice, Limits, LivePeer, ORIGIN};
 use super::ModelVersionActor;
 use crate::commit_site::CommitSite;
-use crate::protocol::model::{NodeCacheSeen, NodeGone, NodeNeeds, OriginFreed, WarmupFrom};
 use crate::protocol::node::SendWeights;
 use actix::prelude::*;
 use caldera_spec::weights::{PeerGrant, PinCommand, WarmCommand, WarmupProgress, WeightSource};
 use caldera_spec::wire::ServerMessage;
-use caldera_spec::{CopyState, Event, EventKind, ModelState, ModelVersionRecord, NodeCopy};
+use caldera_spec::{CopyState, Event, EventKind, ModelVersionRecord, NodeCopy};
 
 /// What to tell nodes once a plan is recorded.
 pub(super) enum Tell {
@@ -153,7 +151,12 @@ impl ModelVersionActor {
                 )
             }
             Choice::Wait(why) => {
-                if plan.rec.nodes.get(node).is_some_and(|c| c.copy == CopyState::Waiting) {
+                if plan
+                    .rec
+                    .nodes
+                    .get(node)
+                    .is_some_and(|c| c.copy == CopyState::Waiting)
+                {
                     return; // already waiting, already said why
                 }
                 (
@@ -175,7 +178,7 @@ impl ModelVersionActor {
             .push(self.event(Some(node), EventKind::ModelWarmup, msg));
     }
 
-    fn mark_verified(&self, plan: &mut Plan, node: &str, source: &str, how: &str) {
+    pub(super) fn mark_verified(&self, plan: &mut Plan, node: &str, source: &str, how: &str) {
         plan.rec.nodes.insert(
             node.to_string(),
             NodeCopy {
@@ -205,7 +208,12 @@ impl ModelVersionActor {
 
     /// Records the plan, then tells the nodes. Not recorded: nobody is
     /// told, and the answer is false.
-    pub(super) fn carry_out(&mut self, ctx: &mut Context<Self>, site: CommitSite, plan: Plan) -> bool {
+    pub(super) fn carry_out(
+        &mut self,
+        ctx: &mut Context<Self>,
+        site: CommitSite,
+        plan: Plan,
+    ) -> bool {
         if plan.rec == self.rec && plan.events.is_empty() {
             return true;
         }
@@ -260,7 +268,11 @@ impl ModelVersionActor {
                                 at_ms: act.sh.now_ms(),
                                 progress: WarmupProgress::Failed {
                                     source: sources::peer_label(&peer),
-                                    bytes_done: act.rec.nodes.get(&node).map_or(0, |c| c.bytes_done),
+                                    bytes_done: act
+                                        .rec
+                                        .nodes
+                                        .get(&node)
+                                        .map_or(0, |c| c.bytes_done),
                                     reason: format!("peer {peer} has no live session"),
                                 },
                             };
@@ -270,195 +282,6 @@ impl ModelVersionActor {
                 );
             }
         }
-    }
-
-    /// A node's report on its copy.
-    pub(super) fn on_report(
-        &mut self,
-        ctx: &mut Context<Self>,
-        node: &str,
-        report: caldera_spec::weights::WarmupReport,
-    ) {
-        if report.sha256 != self.rec.spec.weights.sha256 {
-            return;
-        }
-        let model = self.key();
-        let mut plan = self.plan();
-        match report.progress {
-            WarmupProgress::Fetching { bytes_done, .. } => {
-                // Progress lives in memory only: the next report brings it back.
-                if let Some(c) = self.rec.nodes.get_mut(node) {
-                    if c.copy == CopyState::Warming {
-                        c.bytes_done = bytes_done;
-                    }
-                }
-                return;
-            }
-            WarmupProgress::Verified {
-                source,
-                bytes_fetched,
-                ..
-            } => {
-                if self.rec.nodes.get(node).is_some_and(|c| c.copy == CopyState::Verified) {
-                    return;
-                }
-                let how = format!("verified after reading {bytes_fetched} bytes from {source}");
-                self.mark_verified(&mut plan, node, &source, &how);
-                self.serve_waiting(&mut plan);
-            }
-            WarmupProgress::Failed {
-                source,
-                bytes_done,
-                reason,
-            } => {
-                if !self.rec.nodes.get(node).is_some_and(|c| c.copy == CopyState::Warming) {
-                    return;
-                }
-                if let Some(c) = plan.rec.nodes.get_mut(node) {
-                    c.bytes_done = bytes_done;
-                }
-                let msg = format!(
-                    "node {node}'s read of {model} from {source} failed at {bytes_done} bytes ({reason}); another source"
-                );
-                plan.events
-                    .push(self.event(Some(node), EventKind::ModelWarmup, msg));
-                self.serve(&mut plan, node, Some(&source));
-            }
-            WarmupProgress::Evicted { reason } => {
-                let msg = format!("node {node} no longer holds {model}: {reason}");
-                plan.rec.nodes.insert(
-                    node.to_string(),
-                    NodeCopy {
-                        copy: CopyState::Evicted,
-                        bytes_done: 0,
-                        source: String::new(),
-                    },
-                );
-                plan.events
-                    .push(self.event(Some(node), EventKind::ModelWarmup, msg));
-            }
-        }
-        self.carry_out(ctx, CommitSite::ModelWarmup, plan);
-    }
-}
-
-impl Handler<NodeNeeds> for ModelVersionActor {
-    type Result = ();
-    fn handle(&mut self, m: NodeNeeds, ctx: &mut Context<Self>) {
-        let mut plan = self.plan();
-        if let Some(task) = &m.task {
-            plan.rec.tasks.insert(task.clone());
-            if plan.rec.state == ModelState::Registered {
-                plan.rec.state = ModelState::Active;
-                let msg = format!(
-                    "model {} is active: first used by task {}",
-                    self.key(),
-                    caldera_spec::local_id(task)
-                );
-                plan.events
-                    .push(self.event(None, EventKind::ModelStateChanged, msg));
-            }
-        }
-        let copy = plan.rec.nodes.get(&m.node).map(|c| c.copy);
-        match copy {
-            Some(CopyState::Warming) => {}
-            Some(CopyState::Verified)
-                if self
-                    .sh
-                    .fleet
-                    .get(&m.node)
-                    .is_none_or(|c| !c.live || c.holds(&self.rec.spec.weights.sha256)) => {}
-            _ => self.serve(&mut plan, &m.node, None),
-        }
-        self.carry_out(ctx, CommitSite::ModelWarmup, plan);
-    }
-}
-
-impl Handler<WarmupFrom> for ModelVersionActor {
-    type Result = ();
-    fn handle(&mut self, m: WarmupFrom, ctx: &mut Context<Self>) {
-        self.on_report(ctx, &m.node, m.report);
-    }
-}
-
-impl Handler<NodeCacheSeen> for ModelVersionActor {
-    type Result = ();
-    /// What the node's cache report says wins over the record: a copy it
-    /// holds is verified (waiting nodes may read it), one it no longer lists
-    /// is gone.
-    fn handle(&mut self, m: NodeCacheSeen, ctx: &mut Context<Self>) {
-        let Some(cache) = self.sh.fleet.get(&m.node) else {
-            return;
-        };
-        if !cache.live {
-            return;
-        }
-        let sha = &self.rec.spec.weights.sha256;
-        let recorded = self.rec.nodes.get(&m.node).map(|c| c.copy);
-        let mut plan = self.plan();
-        if cache.holds(sha) && recorded != Some(CopyState::Verified) {
-            self.mark_verified(&mut plan, &m.node, "cache", "its cache report lists a verified copy");
-            self.serve_waiting(&mut plan);
-        } else if !cache.holds(sha) && recorded == Some(CopyState::Verified) {
-            plan.rec.nodes.insert(
-                m.node.clone(),
-                NodeCopy {
-                    copy: CopyState::Evicted,
-                    bytes_done: 0,
-                    source: String::new(),
-                },
-            );
-            let msg = format!("node {} no longer lists {} in its cache", m.node, self.key());
-            plan.events
-                .push(self.event(Some(&m.node), EventKind::ModelWarmup, msg));
-        }
-        self.carry_out(ctx, CommitSite::ModelWarmup, plan);
-    }
-}
-
-impl Handler<NodeGone> for ModelVersionActor {
-    type Result = ();
-    /// A lost node's own read stops (its slot is freed); every receiver it
-    /// served is given another source.
-    fn handle(&mut self, m: NodeGone, ctx: &mut Context<Self>) {
-        let mut plan = self.plan();
-        let model = self.key();
-        if plan
-            .rec
-            .nodes
-            .get(&m.node)
-            .is_some_and(|c| matches!(c.copy, CopyState::Warming | CopyState::Waiting))
-        {
-            plan.rec.nodes.remove(&m.node);
-            let msg = format!("node {} is gone: its warmup of {model} stopped", m.node);
-            plan.events
-                .push(self.event(Some(&m.node), EventKind::ModelWarmup, msg));
-        }
-        let label = sources::peer_label(&m.node);
-        let receivers: Vec<String> = plan
-            .rec
-            .nodes
-            .iter()
-            .filter(|(_, c)| c.copy == CopyState::Warming && c.source == label)
-            .map(|(n, _)| n.clone())
-            .collect();
-        for r in receivers {
-            let msg = format!("peer {} of node {r} is gone: another source for {model}", m.node);
-            plan.events
-                .push(self.event(Some(&r), EventKind::ModelWarmup, msg));
-            self.serve(&mut plan, &r, Some(&label));
-        }
-        self.serve_waiting(&mut plan);
-        self.carry_out(ctx, CommitSite::ModelWarmup, plan);
-    }
-}
-
-impl Handler<OriginFreed> for ModelVersionActor {
-    type Result = ();
-    fn handle(&mut self, _: OriginFreed, ctx: &mut Context<Self>) {
-        let mut plan = self.plan();
-        self.serve_waiting(&mut plan);
-        self.carry_out(ctx, CommitSite::ModelWarmup, plan);
     }
 }
 

@@ -100,19 +100,21 @@ impl NodeActor {
             cordoned: true,
         });
         if drain {
-            self.move_work_away(ctx, ticket);
+            self.move_work_away(ctx, Some(ticket));
         }
         Ok(ticket)
     }
 
     /// Tells every task with an allocation here to leave, as a planned stop,
-    /// once the drain is durable.
-    fn move_work_away(&self, ctx: &mut Context<Self>, ticket: Ticket) {
+    /// once the drain is durable (`ticket`; None: it already is).
+    fn move_work_away(&self, ctx: &mut Context<Self>, ticket: Option<Ticket>) {
         let sh = self.sh.clone();
         let node = self.rec.name.clone();
         ctx.spawn(
             async move {
-                sh.gate.durable(ticket).await;
+                if let Some(ticket) = ticket {
+                    sh.gate.durable(ticket).await;
+                }
                 let allocs = sh
                     .scheduler
                     .send(AllocationsOn { node: node.clone() })
@@ -129,6 +131,17 @@ impl NodeActor {
             }
             .into_actor(self),
         );
+    }
+
+    /// A drained node said hello again (its agent restarted, or the control
+    /// plane did and lost the moves it had under way in memory): the drain
+    /// still holds, so whatever is still here is told to leave again. A task
+    /// already leaving takes the repeat as a no-op.
+    pub(super) fn resume_drain(&self, ctx: &mut Context<Self>) {
+        if self.rec.cordon.as_ref().is_some_and(|c| c.drain) {
+            tracing::info!(node = %self.rec.name, "node still drained: its remaining work is moved away");
+            self.move_work_away(ctx, None);
+        }
     }
 
     /// The agent says it is stopping (SIGTERM): drain the node, unless the

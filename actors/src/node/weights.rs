@@ -12,7 +12,12 @@ impl NodeActor {
     /// Records the report in the fleet directory. Placement hears when what
     /// it weighs changed; the versions hear when the verified copies did
     /// (or at a hello: the session is new, so is the node as a peer).
-    pub(super) fn cache_seen(&mut self, report: &CacheReport, peer_url: Option<String>, hello: bool) {
+    pub(super) fn cache_seen(
+        &mut self,
+        report: &CacheReport,
+        peer_url: Option<String>,
+        hello: bool,
+    ) {
         let name = self.rec.name.clone();
         let before = self.sh.fleet.get(&name);
         let now = self.sh.fleet.update(&name, |c| {
@@ -33,7 +38,10 @@ impl NodeActor {
         let changed = before.is_none_or(|b| !b.live || b.verified() != now.verified());
         if hello || changed {
             for (_, m) in self.sh.registry.models() {
-                m.do_send(NodeCacheSeen { node: name.clone() });
+                m.do_send(NodeCacheSeen {
+                    node: name.clone(),
+                    hello,
+                });
             }
         }
     }

@@ -31,6 +31,9 @@ pub struct WarmupFrom {
 #[rtype(result = "()")]
 pub struct NodeCacheSeen {
     pub node: String,
+    /// It came with a hello: the agent may have restarted and lost a fetch
+    /// it was told to make.
+    pub hello: bool,
 }
 
 /// A node was lost or revoked: it serves nobody and needs nothing now; the

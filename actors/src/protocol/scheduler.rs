@@ -139,6 +139,11 @@ pub struct AllocatedByNode;
 #[rtype(result = "SchedulerStats")]
 pub struct Stats;
 
+/// Each waiting task's place in line, by task key (1 = first).
+#[derive(Message)]
+#[rtype(result = "HashMap<String, u32>")]
+pub struct QueuePositions;
+
 /// The usage report of one tenant.
 #[derive(Message)]
 #[rtype(result = "Vec<UsageSample>")]
@@ -181,6 +186,7 @@ handle! {
             tenant_usage: TenantUsage,
             utilization: QueryUtilization,
             ledger_allocations: LedgerAllocations,
+            queue_positions: QueuePositions,
         }
     }
 }

@@ -16,7 +16,8 @@ use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::protocol::scheduler::{
     AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, Enqueue, Free, LedgerAllocations,
-    ModelWeightsKnown, NodeCordoned, NodeDown, NodeMetricsUpdate, NodeUp, NodeWeightsUpdate, RecordGrant, Restart, Stats,
+    ModelWeightsKnown, NodeCordoned, NodeDown, NodeMetricsUpdate, NodeUp, NodeWeightsUpdate,
+    QueuePositions, RecordGrant, Restart, Stats,
 };
 use crate::protocol::task::{Pending, Placed, Preempt};
 use crate::registry::Registry;
@@ -578,6 +579,13 @@ impl Handler<Stats> for Scheduler {
             allocations: self.core.ledger().len(),
             healthy_nodes: self.core.healthy_nodes().len(),
         })
+    }
+}
+
+impl Handler<QueuePositions> for Scheduler {
+    type Result = MessageResult<QueuePositions>;
+    fn handle(&mut self, _: QueuePositions, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.core.queue_positions())
     }
 }
 

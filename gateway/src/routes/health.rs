@@ -18,10 +18,28 @@ pub async fn metrics(st: web::Data<AppState>) -> Result<HttpResponse, ApiError> 
          # HELP caldera_live_tasks Tasks with a live TaskActor.\n# TYPE caldera_live_tasks gauge\ncaldera_live_tasks {}\n",
         s.queued, s.allocations, s.healthy_nodes, s.live_tasks
     ) + &refusals(&st.cp.node_refusals())
-        + &rebuilds(&st.cp.actor_rebuilds());
+        + &rebuilds(&st.cp.actor_rebuilds())
+        + &estimates(&super::stats::accuracy(&st).await?);
     Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(body))
+}
+
+/// Start-estimate accuracy (`GET /v1/stats/estimates`): tasks measured, the
+/// shares within 1 and 10 minutes of their first estimate, the median error.
+fn estimates(a: &caldera_actors::control_plane::estimates::EstimateAccuracy) -> String {
+    format!(
+        "# HELP caldera_start_estimates_measured Tasks placed after waiting with a start estimate.\n\
+         # TYPE caldera_start_estimates_measured gauge\ncaldera_start_estimates_measured {}\n\
+         # HELP caldera_start_estimates_within_ratio Share of them placed within the window of their first estimate.\n\
+         # TYPE caldera_start_estimates_within_ratio gauge\n\
+         caldera_start_estimates_within_ratio{{window=\"1m\"}} {}\n\
+         caldera_start_estimates_within_ratio{{window=\"10m\"}} {}\n\
+         # HELP caldera_start_estimate_median_abs_error_seconds Median of |placed - first estimate|.\n\
+         # TYPE caldera_start_estimate_median_abs_error_seconds gauge\n\
+         caldera_start_estimate_median_abs_error_seconds {}\n",
+        a.tasks, a.within_1m, a.within_10m, a.median_abs_error_s
+    )
 }
 
 /// `caldera_node_reports_refused_total{node,reason}`: what nodes said that was

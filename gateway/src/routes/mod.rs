@@ -5,9 +5,11 @@ pub mod failpoints;
 pub mod health;
 pub mod models;
 pub mod nodes;
+pub mod stats;
 pub mod tasks;
 pub mod tenants;
 pub mod utilization;
+pub mod whoami;
 
 use crate::error::ApiError;
 use actix_web::http::Method;
@@ -111,6 +113,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             vec![on(M::POST, web::to(models::deprecate))],
         ),
         ("/v1/events", vec![on(M::GET, web::to(events::list))]),
+        ("/v1/whoami", vec![on(M::GET, web::to(whoami::get))]),
+        (
+            "/v1/stats/estimates",
+            vec![on(M::GET, web::to(stats::estimates))],
+        ),
         (
             "/v1/allocations",
             vec![on(M::GET, web::to(nodes::allocations))],

@@ -103,7 +103,13 @@ pub async fn get(
     q: Query,
 ) -> Result<Reply<TaskView>, ApiError> {
     let (_, r) = visible(&user, &st, &q, &id).await?;
-    Ok(Reply::ok(TaskView::from(&r)))
+    let mut view = TaskView::from(&r);
+    if r.state == TaskState::Queued {
+        let line = st.cp.queue_positions().await?;
+        // Inside the control plane a task's id is its key (`tenant/id`).
+        view.queue_position = line.get(&r.spec.task_id).copied();
+    }
+    Ok(Reply::ok(view))
 }
 
 /// GET /v1/tasks?state=&type=&limit=&cursor= — a tenant's tasks ordered by its
@@ -137,7 +143,19 @@ pub async fn list(user: User, st: web::Data<AppState>, q: Query) -> Result<Reply
         limit: query_num(&q, "limit", 100, 1000)? as usize,
     };
     let page = st.cp.tasks(query).await?;
-    let tasks: Vec<TaskView> = page.tasks.iter().map(TaskView::from).collect();
+    let line = match page.tasks.iter().any(|t| t.state == TaskState::Queued) {
+        true => st.cp.queue_positions().await?,
+        false => Default::default(),
+    };
+    let tasks: Vec<TaskView> = page
+        .tasks
+        .iter()
+        .map(|t| {
+            let mut view = TaskView::from(t);
+            view.queue_position = line.get(&t.spec.task_id).copied();
+            view
+        })
+        .collect();
     Ok(Reply::ok(
         json!({"tasks": tasks, "next_cursor": page.next_cursor}),
     ))

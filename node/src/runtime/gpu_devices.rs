@@ -1,11 +1,11 @@
 //! Keeping a workload to its GPUs. `CUDA_VISIBLE_DEVICES` always names only
 //! the allocation's; where the host has NVIDIA device files (`/dev/nvidiaN`)
-//! and a cgroup v1 `devices` controller, the workload's devices cgroup also
+//! and a device cgroup (cgroup v1's `devices` controller, or on cgroup v2 an
+//! eBPF device program, [`crate::device_program`]), the workload's cgroup also
 //! denies the files of the GPUs it was not given, so a workload that ignores
 //! the variable cannot open them ("Operation not permitted"). GPU index N is
 //! taken to be `/dev/nvidiaN` (the driver numbers its minors that way on
-//! ordinary hosts). cgroup v2 would need an eBPF device program: not done, and
-//! the label says so.
+//! ordinary hosts).
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 

@@ -151,9 +151,30 @@ impl Runtime {
         self.tenancy = tenancy;
     }
 
-    /// The grace a shim gives its workload when its lease runs out.
+    /// The grace a shim gives its workload when its lease runs out: new
+    /// shims get it in their spec, live ones (adopted from an agent that was
+    /// told another) in their `grace` file.
     pub fn set_lease_grace(&mut self, grace: Duration) {
         self.lease_grace = grace;
+        self.tell_live_shims(
+            |dir| shim_link::write_grace(dir, grace),
+            "cannot update its stop grace; a lapsed lease keeps the old one",
+        );
+    }
+
+    /// Writes one file into every live shim's dir; a failure is logged
+    /// with `consequence` (the shim goes on with what it had).
+    fn tell_live_shims(
+        &self,
+        write: impl Fn(&std::path::Path) -> std::io::Result<()>,
+        consequence: &str,
+    ) {
+        let live = self.workloads.values();
+        for w in live.filter(|w| w.is_alive() && w.shim.is_some()) {
+            if let Err(e) = write(&w.shim_dir) {
+                tracing::error!("allocation {}: {consequence} ({e})", w.allocation_id);
+            }
+        }
     }
 
     /// The grace new shims get for a lapsed lease.
@@ -509,18 +530,10 @@ impl Runtime {
     /// lease) to every live shim.
     pub fn renew_leases(&mut self, deadline_ms: Option<u64>) {
         self.lease = deadline_ms;
-        for w in self
-            .workloads
-            .values()
-            .filter(|w| w.is_alive() && w.shim.is_some())
-        {
-            if let Err(e) = shim_link::write_lease(&w.shim_dir, deadline_ms) {
-                tracing::error!(
-                    "allocation {}: cannot renew its lease ({e}); it stops when the lease runs out",
-                    w.allocation_id
-                );
-            }
-        }
+        self.tell_live_shims(
+            |dir| shim_link::write_lease(dir, deadline_ms),
+            "cannot renew its lease; it stops when the lease runs out",
+        );
     }
 
     /// Checks every live workload's checkpoint dir for a new checkpoint.

@@ -149,6 +149,15 @@ pub fn write_lease(dir: &Path, deadline_ms: Option<u64>) -> io::Result<()> {
     )
 }
 
+/// Sets the grace the shim gives a lapsed lease (and a SIGTERM without a
+/// stop request) from now on.
+pub fn write_grace(dir: &Path, grace: Duration) -> io::Result<()> {
+    files::replace(
+        &dir.join(files::GRACE),
+        format!("{}\n", grace.as_millis()).as_bytes(),
+    )
+}
+
 /// How the workload ended, once the shim (or the agent) recorded it.
 pub fn read_exit(dir: &Path) -> Option<ExitRecord> {
     files::read_json(&dir.join(files::EXIT)).ok()

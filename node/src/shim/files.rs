@@ -10,6 +10,7 @@
 //! | `shim.pid` | shim, first thing | the shim's pid and start time ([`PidRecord`]) |
 //! | `workload.pid` | shim, after the fork | the workload's pid (= its process group) and start time |
 //! | `lease` | agent, on each renewal | the lease deadline, ms on `CLOCK_BOOTTIME`, or `none` |
+//! | `grace` | agent, at each welcome | the SIGTERM -> SIGKILL grace for a lapsed lease, ms: the control plane's cap, which a restarted agent may have been told anew (an adopted shim must not keep the old one); absent: the spec's |
 //! | `stop` | agent | a stop request ([`StopRequest`]) |
 //! | `exit.json` | shim, last thing | how the workload ended ([`ExitRecord`]) |
 use caldera_spec::wire::ExitStatus;
@@ -22,6 +23,7 @@ pub const SPEC: &str = "spec.json";
 pub const SHIM_PID: &str = "shim.pid";
 pub const WORKLOAD_PID: &str = "workload.pid";
 pub const LEASE: &str = "lease";
+pub const GRACE: &str = "grace";
 pub const STOP: &str = "stop";
 pub const EXIT: &str = "exit.json";
 /// The shim's own stderr (it says little: a bad spec, a failed exit write).
@@ -155,6 +157,16 @@ pub fn read_lease(path: &Path) -> io::Result<Option<u64>> {
     }
     text.parse::<u64>()
         .map(Some)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Reads a grace file (ms); an error for a missing or garbled one (the
+/// caller keeps the grace it had).
+pub fn read_grace(path: &Path) -> io::Result<std::time::Duration> {
+    fs::read_to_string(path)?
+        .trim()
+        .parse::<u64>()
+        .map(std::time::Duration::from_millis)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 

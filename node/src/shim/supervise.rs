@@ -45,7 +45,7 @@ pub fn run(dir: &Path, spec: &ShimSpec, mut child: Child) -> ExitRecord {
         libc::signal(libc::SIGINT, on_term as *const () as libc::sighandler_t);
     }
     let pgid = child.id();
-    let default_grace = Duration::from_millis(spec.stop_grace_ms);
+    let mut default_grace = Duration::from_millis(spec.stop_grace_ms);
     let mut lease = files::read_lease(&dir.join(files::LEASE)).unwrap_or(None);
     let mut stopping: Option<Stopping> = None;
     let mut tick = 0u32;
@@ -79,6 +79,9 @@ pub fn run(dir: &Path, spec: &ShimSpec, mut child: Child) -> ExitRecord {
             // An unreadable lease file keeps the last deadline read.
             if let Ok(l) = files::read_lease(&dir.join(files::LEASE)) {
                 lease = l;
+            }
+            if let Ok(g) = files::read_grace(&dir.join(files::GRACE)) {
+                default_grace = g;
             }
         }
         tick = tick.wrapping_add(1);

@@ -574,6 +574,14 @@ impl Core {
         changed
     }
 
+    /// Each waiting task's place in line (1 = considered first), in the
+    /// order a pass considers them: priority, then the tenant's dominant
+    /// share, then arrival. What `caldera tasks` shows as POS.
+    pub fn queue_positions(&self) -> HashMap<String, u32> {
+        let ids = self.waiting.keys().cloned().collect();
+        self.order(ids).into_iter().zip(1u32..).collect()
+    }
+
     /// Task type of a waiting task (for tests and the sim).
     pub fn waiting_type(&self, id: &str) -> Option<TaskType> {
         self.waiting.get(id).map(|w| w.task.spec.task_type)

@@ -179,3 +179,33 @@ fn a_cordoned_node_takes_no_new_work_says_so_and_gives_no_victims() {
     c.set_cordoned("a", false);
     assert_eq!(placed(&c.cycle(101_000)), ["hi"]);
 }
+
+/// What the control plane feeds placement about weights: a task naming a
+/// registered version carries its weights in its demand, and each node's
+/// view carries its cache (another stage filters and scores on them).
+#[test]
+fn demands_and_node_views_carry_the_weights_the_control_plane_fed() {
+    use crate::placement::{NodeWeights, WeightsNeed};
+    let mut c = core_with(&[("a", 1)]);
+    let need = WeightsNeed {
+        model: "llama:v1".into(),
+        sha256: "ab".repeat(32),
+        size_bytes: 10,
+    };
+    c.set_model_weights("llama:v1", need.clone());
+    let mut s = spec("svc", 1, "medium", None);
+    assert_eq!(c.demand_for(&s).weights, None, "no model named");
+    s.model = Some("llama:v1".into());
+    assert_eq!(c.demand_for(&s).weights, Some(need));
+    s.model = Some("llama:v9".into());
+    assert_eq!(c.demand_for(&s).weights, None, "not registered");
+    let w = NodeWeights {
+        capacity_bytes: 100,
+        evictable_room_bytes: 90,
+        cached: ["ab".repeat(32)].into(),
+        warming: Default::default(),
+    };
+    c.set_node_weights("a", w.clone());
+    let view = c.pool.nodes().map(|(_, v)| v.weights.clone()).next();
+    assert_eq!(view, Some(w));
+}

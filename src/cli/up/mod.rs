@@ -267,6 +267,41 @@ fn print_banner(url: &str, tokens: &tokens::UpTokens, demo: DemoToken) {
         (None, DemoToken::Known) => "(unavailable)".into(),
     };
     print!("{}", banner(url, tokens, &demo_token));
+    match save_contexts(url, tokens) {
+        Ok(path) => println!(
+            "CLI contexts saved in {}: `up` (the demo tenant, current) and `up-operator`: \
+             try `caldera tasks`, `caldera --context up-operator nodes`",
+            path.display()
+        ),
+        Err(e) => tracing::warn!("the CLI contexts were not saved: {e}"),
+    }
+}
+
+/// Saves this cluster as the CLI's contexts `up` (the demo tenant, made
+/// current) and `up-operator`, so the CLI works right after `up` without
+/// flags. A context file of other clusters keeps them.
+fn save_contexts(url: &str, tokens: &tokens::UpTokens) -> Result<std::path::PathBuf, CliError> {
+    use super::context::{path, Context, Contexts};
+    let path = path().ok_or_else(|| CliError::Failed("no HOME or XDG_CONFIG_HOME".into()))?;
+    let mut saved = Contexts::load(&path)?;
+    saved.set(
+        "up-operator",
+        Context {
+            server: url.to_string(),
+            token: Some(tokens.operator_token.clone()),
+        },
+    );
+    if let Some(demo) = &tokens.demo_tenant_token {
+        saved.set(
+            "up",
+            Context {
+                server: url.to_string(),
+                token: Some(demo.clone()),
+            },
+        );
+    }
+    saved.save(&path)?;
+    Ok(path)
 }
 
 /// The text of [`print_banner`], one fact per line.

@@ -1,0 +1,44 @@
+//! `GET /v1/stats/estimates`: how close first start estimates came to the
+//! real starts (issue 13, item 5). The figures are a scan of every task
+//! record, so `/metrics` reuses one for [`FRESH_FOR`] instead of scanning on
+//! every scrape.
+use crate::envelope::Reply;
+use crate::error::ApiError;
+use crate::principal::User;
+use crate::state::AppState;
+use actix_web::web;
+use caldera_actors::control_plane::estimates::EstimateAccuracy;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long a computed accuracy is served again.
+pub const FRESH_FOR: Duration = Duration::from_secs(10);
+
+/// The last accuracy computed and when.
+#[derive(Default)]
+pub struct EstimateCache(Mutex<Option<(Instant, EstimateAccuracy)>>);
+
+/// The accuracy, computed afresh when the cached one is older than [`FRESH_FOR`].
+pub async fn accuracy(st: &AppState) -> Result<EstimateAccuracy, ApiError> {
+    let cached = match st.estimates.0.lock() {
+        Ok(g) => g.clone(),
+        Err(p) => p.into_inner().clone(),
+    };
+    if let Some((_, a)) = cached.filter(|(at, _)| at.elapsed() < FRESH_FOR) {
+        return Ok(a);
+    }
+    let a = st.cp.estimate_accuracy().await?;
+    match st.estimates.0.lock() {
+        Ok(mut g) => *g = Some((Instant::now(), a.clone())),
+        Err(p) => *p.into_inner() = Some((Instant::now(), a.clone())),
+    }
+    Ok(a)
+}
+
+/// GET /v1/stats/estimates (any user: cluster-wide shares, no task named).
+pub async fn estimates(
+    _: User,
+    st: web::Data<AppState>,
+) -> Result<Reply<EstimateAccuracy>, ApiError> {
+    Ok(Reply::ok(accuracy(&st).await?))
+}

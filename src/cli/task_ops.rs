@@ -1,0 +1,51 @@
+//! `caldera scale`: what a cluster user reaches for (`kubectl scale`) on top
+//! of the replicas API.
+use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
+use super::fields::{number, text};
+use super::CliError;
+
+/// `caldera scale SERVICE N`
+#[derive(clap::Args, Debug)]
+pub struct ScaleArgs {
+    /// The inference service's task id.
+    pub id: String,
+    /// How many replicas it should run.
+    pub replicas: u32,
+    /// The service's tenant (operator token); a tenant token means its own.
+    #[arg(long)]
+    pub tenant: Option<String>,
+    #[command(flatten)]
+    pub opts: ClientOpts,
+}
+
+/// Sets a service's replica count and says what it is now.
+pub fn scale(args: ScaleArgs) -> Result<(), CliError> {
+    let client = ApiClient::from_opts(&args.opts)?;
+    let path = format!(
+        "/v1/tasks/{}/replicas{}",
+        encode(&args.id),
+        tenant_query(&args.tenant)
+    );
+    let body = serde_json::json!({ "replicas": args.replicas });
+    let task = block_on(client.send_json(Verb::Put, &path, &body))?.data;
+    if args.opts.json {
+        return print_json(&task);
+    }
+    let want = number(&task, "replicas")
+        .map(|n| n.to_string())
+        .unwrap_or_else(|| args.replicas.to_string());
+    println!(
+        "service {}: {want} replicas wanted ({})",
+        text(&task, "task_id"),
+        text(&task, "state")
+    );
+    Ok(())
+}
+
+/// `?tenant=NAME`, or nothing.
+fn tenant_query(tenant: &Option<String>) -> String {
+    match tenant {
+        Some(t) => format!("?tenant={}", encode(t)),
+        None => String::new(),
+    }
+}

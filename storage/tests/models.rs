@@ -1,0 +1,53 @@
+//! Model version records: written in a batch, read back by key and in key
+//! order, and still there after the store is closed and opened again.
+use caldera_spec::{
+    CopyState, ModelState, ModelVersionRecord, ModelVersionSpec, NodeCopy, WeightsSpec,
+};
+use caldera_storage::{Store, StoreConfig};
+
+fn version(name: &str, version: &str) -> ModelVersionRecord {
+    let mut nodes = std::collections::BTreeMap::new();
+    nodes.insert(
+        "node-1".to_string(),
+        NodeCopy {
+            copy: CopyState::Warming,
+            bytes_done: 7,
+            source: "peer node-2".into(),
+        },
+    );
+    ModelVersionRecord {
+        spec: ModelVersionSpec {
+            name: name.into(),
+            version: version.into(),
+            weights: WeightsSpec {
+                uri: "http://store:9000/m.bin".into(),
+                size_bytes: 10,
+                sha256: "cd".repeat(32),
+            },
+        },
+        state: ModelState::Active,
+        pinned: true,
+        registered_at_ms: 5,
+        owner: Some("acme".into()),
+        nodes,
+        tasks: ["acme/svc.r0".to_string()].into(),
+    }
+}
+
+#[test]
+fn model_versions_survive_a_reopen_in_key_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (version("llama", "v2"), version("llama", "v1"));
+    {
+        let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
+        let mut batch = store.batch();
+        batch.put_model_version(&a);
+        batch.put_model_version(&b);
+        store.commit(batch).unwrap();
+        store.flush().unwrap();
+    }
+    let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
+    assert_eq!(store.model_version("llama:v2").unwrap(), Some(a.clone()));
+    assert_eq!(store.model_version("llama:v3").unwrap(), None);
+    assert_eq!(store.model_versions().unwrap(), vec![b, a]);
+}
