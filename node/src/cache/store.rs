@@ -20,6 +20,7 @@ pub type InUse = BTreeMap<String, u32>;
 
 /// A fetch under way.
 pub(super) struct Running {
+    pub source: caldera_spec::weights::WeightSource,
     pub label: String,
     pub size_bytes: u64,
     pub from_peer: bool,
@@ -128,9 +129,14 @@ impl WeightCache {
                 in_use: in_use.get(sha).copied().unwrap_or(0),
             })
             .collect();
-        let fetching = self
+        // Partials on disk, and fetches just started that have none yet.
+        let shas: std::collections::BTreeSet<String> = self
             .layout
             .partials()
+            .into_iter()
+            .chain(self.running.keys().cloned())
+            .collect();
+        let fetching = shas
             .into_iter()
             .map(|sha| {
                 let running = self.running.get(&sha);
@@ -182,9 +188,13 @@ impl WeightCache {
         }
     }
 
-    /// Pins or unpins a verified copy (a pin of a copy not here is applied
-    /// when a warm brings it: the warm carries `pinned`).
+    /// Pins or unpins a verified copy, or the copy a running fetch brings
+    /// (a pin of a version neither here nor coming is dropped: a warm
+    /// carries its own `pinned`).
     pub fn pin(&mut self, sha256: &str, pinned: bool) {
+        if let Some(r) = self.running.get_mut(sha256) {
+            r.pin = pinned;
+        }
         if let Some(e) = self.index.entries.get_mut(sha256) {
             e.pinned = pinned;
             self.save();

@@ -299,3 +299,26 @@ async fn the_index_survives_a_restart() {
     assert_eq!(fetched(&end_of(&events, &sha)), 0);
     assert_eq!(again.report(&InUse::new()).counters.hits, 1);
 }
+
+#[actix_rt::test]
+async fn the_same_warm_twice_lets_the_fetch_go_on() {
+    let mut f = Fixture::new(1_000_000);
+    let (path, sha) = weights(&f.origin, "w", 200_000, 2);
+    let cmd = warm_cmd(&path, &sha, 200_000);
+    f.cache.warm(&cmd, &InUse::new());
+    let again = f.cache.warm(&cmd, &InUse::new());
+    assert!(
+        matches!(
+            again.as_slice(),
+            [CacheEvent::Report {
+                progress: WarmupProgress::Fetching { .. },
+                ..
+            }]
+        ),
+        "{again:?}"
+    );
+    let events = f.settle(&sha, |e| is_end(e, &sha)).await;
+    assert_eq!(fetched(&end_of(&events, &sha)), 200_000);
+    let c = &f.cache.index.counters;
+    assert_eq!((c.misses, c.bytes_from_origin), (1, 200_000));
+}

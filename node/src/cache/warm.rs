@@ -23,9 +23,10 @@ pub enum Want {
 
 impl WeightCache {
     /// Handles a warm command (see [`WarmCommand`]): a verified copy is
-    /// reported verified at once; a fetch of the same version from another
-    /// source is switched to this one (resuming at the partial's length);
-    /// otherwise room is made and a fetch starts.
+    /// reported verified at once; a fetch of the same version from the same
+    /// source goes on; one from another source is switched to this one
+    /// (resuming at the partial's length); otherwise room is made and a
+    /// fetch starts.
     pub fn warm(&mut self, cmd: &WarmCommand, in_use: &InUse) -> Vec<CacheEvent> {
         let label = cmd.source.label();
         let sha = cmd.sha256.as_str();
@@ -63,6 +64,19 @@ impl WeightCache {
                     source: label,
                     bytes_fetched: 0,
                     seconds: 0.0,
+                },
+            }];
+        }
+        if let Some(r) = self.running.get_mut(sha).filter(|r| r.source == cmd.source) {
+            // The same warm again (a redelivery): the fetch goes on.
+            r.pin |= cmd.pinned;
+            return vec![CacheEvent::Report {
+                sha256: cmd.sha256.clone(),
+                progress: WarmupProgress::Fetching {
+                    source: label,
+                    bytes_done: r.tally.bytes_done.get(),
+                    size_bytes: r.size_bytes,
+                    rate_bytes_per_s: 0,
                 },
             }];
         }
@@ -121,6 +135,7 @@ impl WeightCache {
         self.running.insert(
             cmd.sha256.clone(),
             Running {
+                source: cmd.source.clone(),
                 label: cmd.source.label(),
                 size_bytes: cmd.size_bytes,
                 from_peer: matches!(cmd.source, WeightSource::Peer { .. }),
