@@ -403,12 +403,18 @@ fn report(
             total.len(),
             total.describe()
         );
-        println!(
-            "  of which warming -> ready (the hit's checksum of {}): {}; = {:.2} GB/s at the median",
-            gib(run.size_bytes),
-            checksum.describe(),
-            size / 1e9 / checksum.pct(50.0).as_secs_f64().max(1e-9)
-        );
+        if checksum.is_empty() {
+            println!(
+                "  of which warming -> ready (the hit's checksum): not measured, no start's history has both stamps"
+            );
+        } else {
+            println!(
+                "  of which warming -> ready (the hit's checksum of {}): {}; = {:.2} GB/s at the median",
+                gib(run.size_bytes),
+                checksum.describe(),
+                size / 1e9 / checksum.pct(50.0).as_secs_f64().max(1e-9)
+            );
+        }
         println!(
             "  target: under 1 s plus the workload's own start-up (here `sh` printing the time: a few ms)"
         );
