@@ -9,8 +9,10 @@ use caldera_chaos_tests::models::{
 };
 use caldera_chaos_tests::origin::{Origin, OriginOptions};
 use caldera_chaos_tests::weights::{cached_copy, flip_byte, generate, sha256_file, WeightsFile};
-use caldera_chaos_tests::{cluster, AgentSpec, Api};
+use caldera_chaos_tests::{cluster, wait_until, AgentSpec, Api};
+use serde_json::Value;
 use std::path::Path;
+use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_caldera");
 
@@ -72,14 +74,19 @@ fn eviction_deletes_the_least_recently_used_unused_version_and_never_one_in_use(
             .unwrap_or_else(|| panic!("v{} was evicted", i + 1));
         assert_eq!(sha256_file(&copy).unwrap(), versions[i].sha256);
     }
-    let cache = op.node_cache("node-0");
-    let mut held = cached_versions(&cache);
-    held.sort();
     let mut want: Vec<String> = [0, 2, 3]
         .iter()
         .map(|i| versions[*i].sha256.clone())
         .collect();
     want.sort();
+    // The cache report comes with heartbeats: wait for the one after v4.
+    let (mut cache, mut held) = (Value::Null, Vec::new());
+    wait_until(Duration::from_secs(15), || {
+        cache = op.node_cache("node-0");
+        held = cached_versions(&cache);
+        held.sort();
+        held == want
+    });
     assert_eq!(held, want, "{cache:#}");
     assert_eq!(cache["counters"]["evictions"], 1, "{cache:#}");
     assert!(
@@ -135,7 +142,7 @@ fn a_truncated_or_flipped_cached_copy_is_found_before_use_and_fetched_again() {
             "{what}: nothing was fetched again (origin GETs at {:?})",
             origin.gets()
         );
-        let c = op.counters("node-0");
+        let c = op.counters_when(&["node-0"], |c| c[0].corrupt_found > n as u64)[0];
         assert_eq!(c.corrupt_found, n as u64 + 1, "{what}: {c:#?}");
         let copy = cached_copy(data, &w.sha256).expect("the copy fetched again");
         assert_eq!(sha256_file(&copy).unwrap(), w.sha256, "{what}");

@@ -174,7 +174,10 @@ fn a_peer_killed_mid_transfer_and_the_receiver_resumes_from_another_source() {
     assert_eq!(sha256_file(&copy).unwrap(), w.sha256);
     // Resumed, not restarted: what the other sources sent after the kill
     // is less than the whole file.
-    let rest = (op.counters(&format!("node-{other}")).bytes_served - served_before[other])
+    let other_node = format!("node-{other}");
+    let received = op.counters_when(&["node-2"], |c| c[0].bytes_fetched() >= SIZE);
+    assert!(received[0].bytes_fetched() >= SIZE, "{received:#?}");
+    let rest = (op.counters(&other_node).bytes_served - served_before[other])
         + (origin.bytes_served() - origin_before);
     assert!(
         rest > 0 && rest < SIZE,

@@ -12,7 +12,7 @@ use caldera_chaos_tests::models::{
 };
 use caldera_chaos_tests::origin::{Origin, OriginOptions};
 use caldera_chaos_tests::weights::{cached_copy, generate, sha256_file, WeightsFile};
-use caldera_chaos_tests::{cluster, history_states, wait_until, Agent, AgentSpec, Api};
+use caldera_chaos_tests::{cluster, history_states, wait_until, AgentSpec};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
@@ -34,10 +34,6 @@ fn agents(n: usize) -> Vec<AgentSpec> {
     (0..n)
         .map(|i| AgentSpec::with_cache(&format!("node-{i}"), "1xA100-80GB", "1"))
         .collect()
-}
-
-fn counters(op: &Api, agents: &[Agent]) -> Vec<Counters> {
-    agents.iter().map(|a| op.counters(&a.name)).collect()
 }
 
 #[test]
@@ -90,7 +86,10 @@ fn three_replicas_read_the_origin_once_and_their_peers_twice_and_a_second_servic
     );
     assert_eq!(origin.bytes_served(), SIZE);
     // The nodes' counters: one read the origin, two read a peer.
-    let c = counters(&op, &nodes);
+    let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    let c = op.counters_when(&names, |c| {
+        c.iter().map(Counters::bytes_fetched).sum::<u64>() >= 3 * SIZE
+    });
     let from_origin: Vec<u64> = c.iter().map(|c| c.bytes_from_origin).collect();
     let from_peers: Vec<u64> = c.iter().map(|c| c.bytes_from_peers).collect();
     assert_eq!(from_origin.iter().sum::<u64>(), SIZE, "{c:#?}");
@@ -151,7 +150,7 @@ fn three_replicas_read_the_origin_once_and_their_peers_twice_and_a_second_servic
         wait_running(&api, &id, 30);
         assert_eq!(printed_sha256(&api, &id, 20), w.sha256, "{id}");
     }
-    let after = counters(&op, &nodes);
+    let after = op.counters_when(&names, |c| c.iter().map(|c| c.hits).sum::<u64>() >= 2);
     let moved = |c: &[Counters]| {
         c.iter()
             .map(|c| c.bytes_fetched() + c.bytes_served)
@@ -210,7 +209,7 @@ fn a_version_on_a_shared_mount_is_copied_verified_and_read_only_to_the_workload(
         "the workload never said whether it could write"
     );
     assert_eq!(logged(&api, "mount.r0", "writable").as_deref(), Some("no"));
-    let c = op.counters("node-0");
+    let c = op.counters_when(&["node-0"], |c| c[0].bytes_fetched() >= SIZE)[0];
     assert_eq!(c.bytes_from_origin, SIZE, "{c:#?}");
     assert_eq!(c.bytes_from_peers, 0, "{c:#?}");
     let copy = cached_copy(&nodes[0].data_dir, &w.sha256).expect("a cached copy");

@@ -30,6 +30,22 @@ impl Api {
     pub fn counters(&self, node: &str) -> Counters {
         Counters::of(&self.node_cache(node))
     }
+
+    /// The counters of `nodes` once `until` holds for them (they arrive with
+    /// heartbeats, a moment after what they count), or after 15 s: the last
+    /// ones read, for the caller's exact assertions.
+    pub fn counters_when(
+        &self,
+        nodes: &[&str],
+        until: impl Fn(&[Counters]) -> bool,
+    ) -> Vec<Counters> {
+        let mut last = Vec::new();
+        wait_until(Duration::from_secs(15), || {
+            last = nodes.iter().map(|n| self.counters(n)).collect();
+            until(&last)
+        });
+        last
+    }
 }
 
 /// A node's cache counters (see `CacheCounters` in spec/src/weights.rs).
