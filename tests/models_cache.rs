@@ -9,7 +9,7 @@ use caldera_chaos_tests::models::{
 };
 use caldera_chaos_tests::origin::{Origin, OriginOptions};
 use caldera_chaos_tests::weights::{cached_copy, flip_byte, generate, sha256_file, WeightsFile};
-use caldera_chaos_tests::{cluster, wait_until, AgentSpec, Api};
+use caldera_chaos_tests::{cluster, wait_until, Agent, AgentSpec, Api, ControlPlane};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -20,6 +20,12 @@ const ENV: &[(&str, &str)] = &[
     ("CALDERA_NODE_TIMEOUT_MS", "15000"),
     ("CALDERA_WORKLOAD_LEASE_MS", "20000"),
 ];
+
+/// A control plane and one cached agent, `node-0`, of `cache_gb`.
+fn one_node(dir: &Path, cache_gb: &str) -> (ControlPlane, Vec<Agent>) {
+    let spec = AgentSpec::with_cache("node-0", "1xA100-80GB", cache_gb);
+    cluster(Path::new(BIN), dir, ENV, &[spec])
+}
 
 /// Runs a one-replica service `id` of `model` on node-0 and checks the bytes
 /// its process read.
@@ -38,12 +44,7 @@ fn eviction_deletes_the_least_recently_used_unused_version_and_never_one_in_use(
     const SIZE: u64 = 3_000_000;
     let dir = tempfile::tempdir().unwrap();
     // 10 MB: three 3 MB versions fit, a fourth does not.
-    let (cp, nodes) = cluster(
-        Path::new(BIN),
-        dir.path(),
-        ENV,
-        &[AgentSpec::with_cache("node-0", "1xA100-80GB", "0.01")],
-    );
+    let (cp, nodes) = one_node(dir.path(), "0.01");
     let op = cp.operator();
     let versions: Vec<WeightsFile> = (1..=4)
         .map(|i| generate(&dir.path().join(format!("nfs/m-v{i}.bin")), SIZE, 10 + i).unwrap())
@@ -105,12 +106,7 @@ fn a_truncated_or_flipped_cached_copy_is_found_before_use_and_fetched_again() {
     let dir = tempfile::tempdir().unwrap();
     let w = generate(&dir.path().join("origin/m.bin"), SIZE, 21).unwrap();
     let origin = Origin::serve(&w.path, OriginOptions::default()).unwrap();
-    let (cp, nodes) = cluster(
-        Path::new(BIN),
-        dir.path(),
-        ENV,
-        &[AgentSpec::with_cache("node-0", "1xA100-80GB", "1")],
-    );
+    let (cp, nodes) = one_node(dir.path(), "1");
     let op = cp.operator();
     let r = op.register_model("m", "v1", &w.spec(&origin.url()));
     assert_eq!(r.status, 201, "{:#}", r.body);

@@ -56,14 +56,7 @@ fn reasons(v: &Value) -> String {
 fn a_warming_timeout_fails_the_task_naming_the_stage_and_the_source() {
     let dir = tempfile::tempdir().unwrap();
     let w = weights(dir.path(), 31);
-    let hung = Origin::serve(
-        &w.path,
-        OriginOptions {
-            bytes_per_s: None,
-            silent: true,
-        },
-    )
-    .unwrap();
+    let hung = Origin::serve(&w.path, OriginOptions::silent()).unwrap();
     let mut env = ENV.to_vec();
     env.push(("CALDERA_WARMING_TIMEOUT_MS", "2000"));
     let (cp, _nodes) = cluster(
@@ -196,14 +189,7 @@ fn a_peer_killed_mid_transfer_and_the_receiver_resumes_from_another_source() {
 /// between 1 MiB and the whole file; returns the size of its partial file.
 fn cut_fetch(dir: &Path, seed: u64) -> (ControlPlane, Agent, Origin, WeightsFile, Api, u64) {
     let w = weights(dir, seed);
-    let origin = Origin::serve(
-        &w.path,
-        OriginOptions {
-            bytes_per_s: Some(SLOW_ORIGIN),
-            silent: false,
-        },
-    )
-    .unwrap();
+    let origin = Origin::serve(&w.path, OriginOptions::capped(SLOW_ORIGIN)).unwrap();
     let (cp, mut nodes) = cluster(
         Path::new(BIN),
         dir,

@@ -42,14 +42,7 @@ fn three_replicas_read_the_origin_once_and_their_peers_twice_and_a_second_servic
     let w = generate(&dir.path().join("origin/llama-v1.bin"), SIZE, 1).unwrap();
     // Capped (emulated slow storage) so that the read takes a few
     // heartbeats: the replicas waiting for a source are seen waiting.
-    let origin = Origin::serve(
-        &w.path,
-        OriginOptions {
-            bytes_per_s: Some(ORIGIN_CAP),
-            silent: false,
-        },
-    )
-    .unwrap();
+    let origin = Origin::serve(&w.path, OriginOptions::capped(ORIGIN_CAP)).unwrap();
     let (cp, nodes) = cluster(Path::new(BIN), dir.path(), ENV, &agents(3));
     let op = cp.operator();
     let spec = w.spec(&origin.url());

@@ -32,6 +32,25 @@ pub struct OriginOptions {
     pub silent: bool,
 }
 
+impl OriginOptions {
+    /// Capped at `bytes_per_s` over all connections (the emulation of
+    /// saturated shared storage).
+    pub fn capped(bytes_per_s: u64) -> OriginOptions {
+        OriginOptions {
+            bytes_per_s: Some(bytes_per_s),
+            silent: false,
+        }
+    }
+
+    /// Storage that hangs: requests are read, never answered.
+    pub fn silent() -> OriginOptions {
+        OriginOptions {
+            bytes_per_s: None,
+            silent: true,
+        }
+    }
+}
+
 /// A token bucket in debt form: each draw takes its bytes at once and waits
 /// until the rate has paid for them, so the total over all connections never
 /// runs ahead of the rate, and connections are served in the order they draw.
@@ -343,14 +362,7 @@ mod tests {
     fn a_silent_origin_records_the_get_and_answers_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let w = generate(&dir.path().join("w.bin"), 1000, 3).unwrap();
-        let o = Origin::serve(
-            &w.path,
-            OriginOptions {
-                bytes_per_s: None,
-                silent: true,
-            },
-        )
-        .unwrap();
+        let o = Origin::serve(&w.path, OriginOptions::silent()).unwrap();
         let rest = o.url().strip_prefix("http://").unwrap().to_string();
         let (addr, path) = rest.split_once('/').unwrap();
         let mut s = TcpStream::connect(addr).unwrap();
@@ -367,14 +379,7 @@ mod tests {
     fn the_cap_holds_two_readers_to_its_rate_together() {
         let dir = tempfile::tempdir().unwrap();
         let w = generate(&dir.path().join("w.bin"), 400_000, 3).unwrap();
-        let o = Origin::serve(
-            &w.path,
-            OriginOptions {
-                bytes_per_s: Some(2_000_000),
-                silent: false,
-            },
-        )
-        .unwrap();
+        let o = Origin::serve(&w.path, OriginOptions::capped(2_000_000)).unwrap();
         assert_eq!(
             o.label(),
             "origin: emulated shared storage, bandwidth capped at 2 MB/s"

@@ -109,14 +109,8 @@ fn start_cluster(
     w: &WeightsFile,
     env: &[(&str, &str)],
 ) -> Result<Cluster, String> {
-    let origin = Origin::serve(
-        &w.path,
-        OriginOptions {
-            bytes_per_s: Some(run.origin_bytes_per_s),
-            silent: false,
-        },
-    )
-    .map_err(|e| format!("origin: {e}"))?;
+    let origin = Origin::serve(&w.path, OriginOptions::capped(run.origin_bytes_per_s))
+        .map_err(|e| format!("origin: {e}"))?;
     let mut all: Vec<(&str, &str)> = SLOW_DETECTION.to_vec();
     all.extend_from_slice(env);
     let cp = setup.control_plane(dir, &all);
