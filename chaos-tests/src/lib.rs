@@ -4,18 +4,23 @@
 //! It links no control-plane crate: it drives the built `caldera` binary the
 //! way a user and an operator would.
 pub mod bench;
+pub mod cluster;
 pub mod failpoints;
 pub mod fake_node;
 pub mod http;
 pub mod keepalive;
 pub mod ledger;
+pub mod models;
+pub mod origin;
 pub mod process;
 pub mod proxy;
 pub mod shims;
 pub mod task_view;
 pub mod ticks;
+pub mod weights;
 
 pub use bench::stats::wall_ms;
+pub use cluster::{cluster, start_agents, AgentSpec};
 pub use http::Api;
 pub use process::{
     file_lines, free_port, nodes_connected, two_nodes, wait_until, Agent, ControlPlane,

@@ -340,7 +340,6 @@ impl Drop for Agent {
     }
 }
 
-/// How many nodes the control plane shows as connected.
 /// The lines of a file the test's workloads append to (none while it is missing).
 pub fn file_lines(p: &Path) -> Vec<String> {
     std::fs::read_to_string(p)
@@ -363,15 +362,11 @@ pub fn two_nodes(
     let cp = ControlPlane::start(bin, &dir.join("cp"), env);
     let a = Agent::start(bin, &cp, "node-a", gpus_a, dir);
     let b = Agent::start(bin, &cp, "node-b", gpus_b, dir);
-    let joined = wait_until(Duration::from_secs(20), || nodes_connected(&cp) == 2);
-    assert!(
-        joined,
-        "agents did not join: {:#}",
-        cp.operator().get("/v1/nodes").body
-    );
+    crate::cluster::wait_joined(&cp, 2);
     (cp, a, b)
 }
 
+/// How many nodes the control plane shows as connected.
 pub fn nodes_connected(cp: &ControlPlane) -> usize {
     cp.operator().get("/v1/nodes").data()["nodes"]
         .as_array()

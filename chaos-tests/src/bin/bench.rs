@@ -9,6 +9,7 @@
 //! bench restart --tasks 100000
 //! bench fleet --nodes 1000 --tasks 100000
 //! bench agent-memory --workloads 4
+//! bench warmup --nodes 8 --size-mib 1024 --origin-mbps 100
 //! ```
 //!
 //! Common flags: `--bin PATH` (the caldera binary; default
@@ -21,13 +22,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 const USAGE: &str =
-    "usage: bench <submit|start-latency|node-loss|restart|fleet|agent-memory> [flags]
+    "usage: bench <submit|start-latency|node-loss|restart|fleet|agent-memory|warmup> [flags]
   submit        --requests N (20000) --concurrency C[,C..] (8,16,32,64)
   start-latency --tasks N (200) [--reservation]
   node-loss     --trials N (10)
   restart       --tasks N (100000) --restarts R (3) --concurrency C (32)
   fleet         --nodes N (1000) --tasks N (100000) --threads T (4) --concurrency C (32) --hold-s S (0)
   agent-memory  --workloads N (4)
+  warmup        --nodes N (8) --size-mib M (1024) --origin-mbps R (100: the emulated shared
+                storage's cap, MB/s) --rounds K (1) --warm-starts W (5)
 common: --bin PATH --dir PATH --env KEY=VALUE --deadline-s N --keep";
 
 /// Flags that take no value.
@@ -172,6 +175,17 @@ fn run(cmd: &str, mut f: Flags) -> Result<(), String> {
             let workloads = f.number("--workloads", 4)?;
             f.done()?;
             bench::fleet::agent_memory(&s, workloads)
+        }
+        "warmup" => {
+            let run = bench::warmup::WarmupRun {
+                nodes: f.number("--nodes", 8)?.max(1),
+                size_bytes: (f.number("--size-mib", 1024)?.max(1) as u64) << 20,
+                origin_bytes_per_s: f.number("--origin-mbps", 100)? as u64 * 1_000_000,
+                rounds: f.number("--rounds", 1)?.max(1),
+                warm_starts: f.number("--warm-starts", 5)?,
+            };
+            f.done()?;
+            bench::warmup::run(&s, &run)
         }
         other => Err(format!("unknown subcommand {other}")),
     };
