@@ -80,6 +80,13 @@ impl ModelVersionActor {
                 );
                 plan.events
                     .push(self.event(Some(node), EventKind::ModelWarmup, msg));
+                // Found corrupt before use: a start on that node waits for
+                // the copy (the agent deleted it and waits as on a miss), so
+                // it is served again at once. A plain eviction (LRU, evict)
+                // waits for the node's next need.
+                if reason.starts_with(caldera_spec::codes::WEIGHTS_CORRUPT.name) {
+                    self.serve(&mut plan, node, None);
+                }
             }
         }
         self.carry_out(ctx, CommitSite::ModelWarmup, plan);
@@ -168,7 +175,14 @@ impl Handler<NodeCacheSeen> for ModelVersionActor {
                 .push(self.event(Some(&m.node), EventKind::ModelWarmup, msg));
         } else if m.hello
             && recorded == Some(CopyState::Warming)
-            && !cache.report.fetching.iter().any(|f| &f.sha256 == sha)
+            // A cut fetch is listed with its partial but no source reading
+            // it (an agent killed mid-fetch and started again): that is no
+            // fetch under way either.
+            && !cache
+                .report
+                .fetching
+                .iter()
+                .any(|f| &f.sha256 == sha && !f.source.is_empty())
         {
             let msg = format!(
                 "node {} said hello without its fetch of {}: told its source again",
