@@ -10,6 +10,15 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 const FILE_CHUNK: usize = 1 << 20;
 /// Until the response headers of an `http://` source.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a peer's refusal (401: no live grant) is retried. The control
+/// plane sends the peer its grant just before it sends this node the warm,
+/// but the peer's agent may not have read it yet when this node's GET
+/// arrives (seven receivers granted at once queue on one peer's loop); a
+/// refusal reported at once sent the receiver to the origin instead, a
+/// second origin read of the version.
+const GRANT_WAIT: Duration = Duration::from_secs(3);
+/// Between two tries of a refusing peer.
+const GRANT_RETRY: Duration = Duration::from_millis(100);
 
 /// Bytes from a source, in chunks; an error names what went wrong.
 pub type Body = LocalBoxStream<'static, Result<Vec<u8>, String>>;
@@ -27,7 +36,9 @@ pub async fn open(source: &WeightSource, sha256: &str, offset: u64) -> Result<Op
             if let Some(path) = uri.strip_prefix("file://") {
                 open_file(path, offset).await
             } else if uri.starts_with("http://") {
-                open_http(uri, None, offset).await
+                open_http(uri, None, offset)
+                    .await
+                    .map_err(Refusal::into_reason)
             } else if uri.starts_with("https://") {
                 Err(
                     "https origins need a TLS-enabled agent (this build's HTTP client has \
@@ -40,7 +51,15 @@ pub async fn open(source: &WeightSource, sha256: &str, offset: u64) -> Result<Op
         }
         WeightSource::Peer { url, token, .. } => {
             let url = format!("{}/v1/weights/{sha256}", url.trim_end_matches('/'));
-            open_http(&url, Some(token), offset).await
+            let deadline = tokio::time::Instant::now() + GRANT_WAIT;
+            loop {
+                match open_http(&url, Some(token), offset).await {
+                    Err(Refusal::Refused(_)) if tokio::time::Instant::now() < deadline => {
+                        tokio::time::sleep(GRANT_RETRY).await;
+                    }
+                    other => return other.map_err(Refusal::into_reason),
+                }
+            }
         }
     }
 }
@@ -76,7 +95,28 @@ async fn open_file(path: &str, offset: u64) -> Result<Opened, String> {
     })
 }
 
-async fn open_http(url: &str, token: Option<&str>, offset: u64) -> Result<Opened, String> {
+/// Why an HTTP source did not open: refused (401/403: no live grant, which
+/// a peer may lift a moment later), or anything else.
+enum Refusal {
+    Refused(String),
+    Other(String),
+}
+
+impl Refusal {
+    fn into_reason(self) -> String {
+        match self {
+            Refusal::Refused(r) | Refusal::Other(r) => r,
+        }
+    }
+}
+
+impl From<String> for Refusal {
+    fn from(r: String) -> Self {
+        Refusal::Other(r)
+    }
+}
+
+async fn open_http(url: &str, token: Option<&str>, offset: u64) -> Result<Opened, Refusal> {
     let client = awc::Client::builder().timeout(CONNECT_TIMEOUT).finish();
     let mut request = client.get(url);
     if let Some(token) = token {
@@ -95,21 +135,21 @@ async fn open_http(url: &str, token: Option<&str>, offset: u64) -> Result<Opened
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
             if !range.starts_with(&format!("bytes {offset}-")) {
-                return Err(format!(
+                return Err(Refusal::Other(format!(
                     "{url}: asked for bytes={offset}-, got content-range {range:?}"
-                ));
+                )));
             }
             offset
         }
         200 => 0,
-        401 | 403 => return Err(format!("{url}: refused ({status}): no live grant")),
-        404 => return Err(format!("{url}: the source does not hold it (404)")),
-        416 => {
-            return Err(format!(
-                "{url}: range bytes={offset}- not satisfiable (416)"
-            ))
+        401 | 403 => {
+            return Err(Refusal::Refused(format!(
+                "{url}: refused ({status}): no live grant"
+            )))
         }
-        s => return Err(format!("{url}: answered {s}")),
+        404 => return Err(format!("{url}: the source does not hold it (404)").into()),
+        416 => return Err(format!("{url}: range bytes={offset}- not satisfiable (416)").into()),
+        s => return Err(format!("{url}: answered {s}").into()),
     };
     let url = url.to_string();
     let body = response.map(move |chunk| match chunk {
