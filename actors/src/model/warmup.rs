@@ -75,11 +75,20 @@ impl ModelVersionActor {
     pub(super) fn serve(&self, plan: &mut Plan, node: &str, avoid: Option<&str>) {
         let key = self.key();
         let model = key.clone();
-        if self
-            .sh
-            .fleet
+        // The node's last cache report may still list a copy it has just
+        // reported evicted (found corrupt before use): the report is older
+        // than the eviction, so an evicted record is served, not believed.
+        let evicted = plan
+            .rec
+            .nodes
             .get(node)
-            .is_some_and(|c| c.holds(&self.rec.spec.weights.sha256))
+            .is_some_and(|c| c.copy == CopyState::Evicted);
+        if !evicted
+            && self
+                .sh
+                .fleet
+                .get(node)
+                .is_some_and(|c| c.holds(&self.rec.spec.weights.sha256))
         {
             self.mark_verified(plan, node, "cache", "its cache holds a verified copy");
             return;
