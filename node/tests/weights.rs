@@ -586,7 +586,7 @@ async fn a_workload_adopted_after_a_handover_still_holds_its_copy() {
 /// at once queue on one peer's loop). The receiver now tries a refusing peer
 /// again for a few seconds; it used to report `failed` at once, and the
 /// control plane then sent it to the origin: a second origin read of the
-/// version in 2 of 5 benchmark rounds.
+/// version in 2 of 6 benchmark rounds.
 #[actix_rt::test]
 async fn a_grant_that_arrives_after_the_receivers_first_get_still_serves_it() {
     logs();
