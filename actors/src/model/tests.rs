@@ -127,8 +127,10 @@ async fn agents(sh: &Arc<Shared>, names: &[&str]) -> BTreeMap<String, Agent> {
     out
 }
 
-/// `name` says hello again (a restarted agent), its cache fetching `fetching`.
-async fn hello_again(a: &mut Agent, name: &str, fetching: &[&str]) {
+/// `name` says hello again (a restarted agent), its cache listing the
+/// `(sha, source)` fetches: a source being read, or "" for a cut partial
+/// that nothing reads (an agent killed mid-fetch).
+async fn hello_again(a: &mut Agent, name: &str, fetching: &[(&str, &str)]) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut h = hello(name, vec![]);
     h.node_secret = a.secret.clone();
@@ -136,11 +138,11 @@ async fn hello_again(a: &mut Agent, name: &str, fetching: &[&str]) {
         capacity_bytes: 1 << 30,
         fetching: fetching
             .iter()
-            .map(|s| caldera_spec::weights::CacheFetch {
+            .map(|(s, from)| caldera_spec::weights::CacheFetch {
                 sha256: s.to_string(),
                 bytes_done: 1,
                 size_bytes: 1000,
-                source: String::new(),
+                source: from.to_string(),
             })
             .collect(),
         ..Default::default()
@@ -399,13 +401,19 @@ fn a_hello_without_the_recorded_fetch_is_told_its_source_again() {
         settle().await;
         assert_eq!(source_of(&ag.get_mut("n1").unwrap().drain()).len(), 1);
         let n1 = ag.get_mut("n1").unwrap();
-        hello_again(n1, "n1", &[&sha('a')]).await;
+        hello_again(n1, "n1", &[(&sha('a'), "origin")]).await;
         settle().await;
         assert!(
             source_of(&n1.drain()).is_empty(),
             "still fetching: not told again"
         );
         hello_again(n1, "n1", &[]).await;
+        settle().await;
+        let got = source_of(&n1.drain());
+        assert!(matches!(&got[..], [WeightSource::Origin { .. }]), "{got:?}");
+        // A cut partial that nothing reads is no fetch under way either
+        // (before: the agent killed mid-fetch waited until the timeout).
+        hello_again(n1, "n1", &[(&sha('a'), "")]).await;
         settle().await;
         let got = source_of(&n1.drain());
         assert!(matches!(&got[..], [WeightSource::Origin { .. }]), "{got:?}");
