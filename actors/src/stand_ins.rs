@@ -71,7 +71,7 @@ impl SchedulerPort for Heard {
         self.note(format!("node_weights {} {:?}", m.name, m.weights.cached))
     }
     fn model_weights(&self, m: ModelWeightsKnown) {
-        self.note(format!("model_weights {}", m.model))
+        self.note(format!("model_weights {}", m.need.model))
     }
     fn checkpointed(&self, _: Checkpointed) {}
     fn set_quota(&self, m: SetQuota) {

@@ -14,17 +14,21 @@ use caldera_spec::{Event, EventKind, ModelRef, ModelState, ModelVersionRecord};
 use caldera_storage::Store;
 use std::sync::Arc;
 
+/// What placement needs to know of `rec`: its key, sha256 and size.
+pub(crate) fn weights_need(rec: &ModelVersionRecord) -> WeightsNeed {
+    WeightsNeed {
+        model: rec.key(),
+        sha256: rec.spec.weights.sha256.clone(),
+        size_bytes: rec.spec.weights.size_bytes,
+    }
+}
+
 /// Starts `rec`'s actor, lists it in the directory and tells the Scheduler
 /// its weights (the demand of tasks that name it).
 fn start_version(rec: ModelVersionRecord, sh: &Arc<Shared>) {
     let key = rec.key();
     sh.scheduler.do_send(ModelWeightsKnown {
-        model: key.clone(),
-        need: WeightsNeed {
-            model: key.clone(),
-            sha256: rec.spec.weights.sha256.clone(),
-            size_bytes: rec.spec.weights.size_bytes,
-        },
+        need: weights_need(&rec),
     });
     let sha = rec.spec.weights.sha256.clone();
     sh.registry

@@ -109,8 +109,7 @@ pub struct NodeWeightsUpdate {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct ModelWeightsKnown {
-    /// `name:version`.
-    pub model: String,
+    /// Keyed by its `model` (`name:version`).
     pub need: caldera_scheduling::placement::WeightsNeed,
 }
 

@@ -89,11 +89,7 @@ impl Scheduler {
         }
         offers.publish(core.offers().clone());
         for v in store.model_versions()? {
-            core.set_model_weights(caldera_scheduling::placement::WeightsNeed {
-                model: v.key(),
-                sha256: v.spec.weights.sha256.clone(),
-                size_bytes: v.spec.weights.size_bytes,
-            });
+            core.set_model_weights(crate::model::register::weights_need(&v));
         }
         for t in store.tenants()? {
             core.set_limits(&t.name, crate::tenant::limits(&t));
