@@ -21,13 +21,10 @@ pub struct ScaleArgs {
 /// Sets a service's replica count and says what it is now.
 pub fn scale(args: ScaleArgs) -> Result<(), CliError> {
     let client = ApiClient::from_opts(&args.opts)?;
-    let path = format!(
-        "/v1/tasks/{}/replicas{}",
-        encode(&args.id),
-        tenant_query(&args.tenant)
-    );
-    let body = serde_json::json!({ "replicas": args.replicas });
-    let task = block_on(client.send_json(Verb::Put, &path, &body))?.data;
+    let path = format!("/v1/tasks/{}/replicas", encode(&args.id));
+    let query = [("tenant", args.tenant.unwrap_or_default())];
+    let body = serde_json::json!({ "replicas": args.replicas }).to_string();
+    let task = block_on(client.call(Verb::Put, &path, &query, Some(body.into_bytes())))?.data;
     if args.opts.json {
         return print_json(&task);
     }
@@ -40,12 +37,4 @@ pub fn scale(args: ScaleArgs) -> Result<(), CliError> {
         text(&task, "state")
     );
     Ok(())
-}
-
-/// `?tenant=NAME`, or nothing.
-fn tenant_query(tenant: &Option<String>) -> String {
-    match tenant {
-        Some(t) => format!("?tenant={}", encode(t)),
-        None => String::new(),
-    }
 }

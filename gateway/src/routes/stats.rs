@@ -18,20 +18,22 @@ pub const FRESH_FOR: Duration = Duration::from_secs(10);
 #[derive(Default)]
 pub struct EstimateCache(Mutex<Option<(Instant, EstimateAccuracy)>>);
 
+impl EstimateCache {
+    /// The slot, also after a panic elsewhere poisoned the lock (it only
+    /// ever holds a finished value).
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(Instant, EstimateAccuracy)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// The accuracy, computed afresh when the cached one is older than [`FRESH_FOR`].
 pub async fn accuracy(st: &AppState) -> Result<EstimateAccuracy, ApiError> {
-    let cached = match st.estimates.0.lock() {
-        Ok(g) => g.clone(),
-        Err(p) => p.into_inner().clone(),
-    };
+    let cached = st.estimates.slot().clone();
     if let Some((_, a)) = cached.filter(|(at, _)| at.elapsed() < FRESH_FOR) {
         return Ok(a);
     }
     let a = st.cp.estimate_accuracy().await?;
-    match st.estimates.0.lock() {
-        Ok(mut g) => *g = Some((Instant::now(), a.clone())),
-        Err(p) => *p.into_inner() = Some((Instant::now(), a.clone())),
-    }
+    *st.estimates.slot() = Some((Instant::now(), a.clone()));
     Ok(a)
 }
 
