@@ -284,18 +284,40 @@ fn grant(token: &str, sha: &str, receiver: &str) -> ServerMessage {
     })
 }
 
+/// Two cache agents, `a` holding a verified copy of a generated file of
+/// `size` bytes (from a `file://` origin), `b` empty: a peer and its
+/// receiver. Returns a, its connection, b, its connection, a's peer url and
+/// the file's sha256.
+async fn peer_and_receiver(
+    url: &str,
+    conns: &mut tokio::sync::mpsc::UnboundedReceiver<FakeConn>,
+    dir: &Path,
+    names: (&str, &str),
+    size: usize,
+    seed: u8,
+) -> (
+    RunningAgent,
+    FakeConn,
+    RunningAgent,
+    FakeConn,
+    String,
+    String,
+) {
+    let (path, sha) = weights_file(dir, "w.bin", size, seed);
+    let (a, mut ca, peer_a) = cached_agent(url, conns, &dir.join("a"), names.0, None).await;
+    let (b, cb, _) = cached_agent(url, conns, &dir.join("b"), names.1, None).await;
+    ca.send(warm(1, &sha, size as u64, file_origin(&path)));
+    verified(&mut ca, &sha).await;
+    (a, ca, b, cb, peer_a.expect("a peer url"), sha)
+}
+
 #[actix_rt::test]
 async fn a_peer_serves_its_verified_copy_only_to_a_granted_receiver() {
     logs();
     let (url, mut conns, server) = fake_control_plane();
     let dir = tempfile::tempdir().unwrap();
-    let (path, sha) = weights_file(dir.path(), "w.bin", 2_000_000, 4);
-    let (a, mut ca, peer_a) =
-        cached_agent(&url, &mut conns, &dir.path().join("a"), "pa", None).await;
-    let (b, mut cb, _) = cached_agent(&url, &mut conns, &dir.path().join("b"), "pb", None).await;
-    let peer_a = peer_a.expect("a peer url");
-    ca.send(warm(1, &sha, 2_000_000, file_origin(&path)));
-    verified(&mut ca, &sha).await;
+    let (a, mut ca, b, mut cb, peer_a, sha) =
+        peer_and_receiver(&url, &mut conns, dir.path(), ("pa", "pb"), 2_000_000, 4).await;
 
     // No token, a wrong token: 401. A live grant for a version a does not hold: 404.
     assert_eq!(peer_get(&peer_a, &sha, None).await.0, 401);
@@ -592,13 +614,8 @@ async fn a_grant_that_arrives_after_the_receivers_first_get_still_serves_it() {
     logs();
     let (url, mut conns, server) = fake_control_plane();
     let dir = tempfile::tempdir().unwrap();
-    let (path, sha) = weights_file(dir.path(), "w.bin", 1_000_000, 8);
-    let (a, mut ca, peer_a) =
-        cached_agent(&url, &mut conns, &dir.path().join("a"), "la", None).await;
-    let (b, mut cb, _) = cached_agent(&url, &mut conns, &dir.path().join("b"), "lb", None).await;
-    let peer_a = peer_a.expect("a peer url");
-    ca.send(warm(1, &sha, 1_000_000, file_origin(&path)));
-    verified(&mut ca, &sha).await;
+    let (a, mut ca, b, mut cb, peer_a, sha) =
+        peer_and_receiver(&url, &mut conns, dir.path(), ("la", "lb"), 1_000_000, 8).await;
     let from_a = WeightSource::Peer {
         node: "la".into(),
         url: peer_a.clone(),
