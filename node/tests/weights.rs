@@ -614,7 +614,7 @@ async fn a_grant_that_arrives_after_the_receivers_first_get_still_serves_it() {
     logs();
     let (url, mut conns, server) = fake_control_plane();
     let dir = tempfile::tempdir().unwrap();
-    let (a, mut ca, b, mut cb, peer_a, sha) =
+    let (a, ca, b, mut cb, peer_a, sha) =
         peer_and_receiver(&url, &mut conns, dir.path(), ("la", "lb"), 1_000_000, 8).await;
     let from_a = WeightSource::Peer {
         node: "la".into(),
