@@ -168,11 +168,13 @@ fn registration_errors_name_fields_versions_are_immutable_and_unknown_models_are
 
 /// Three nodes need llama:v1 at once: exactly one reads the origin; once its
 /// copy is verified the two others are pointed at it, each after the peer
-/// was granted that receiver's token.
+/// was granted that receiver's token. (Verified copies only: with
+/// `peer-stream-partial`, the default, the two would stream from the first
+/// while it reads; `actors/src/model/tests.rs` and `models_warmup` hold that.)
 #[test]
 fn three_nodes_warm_with_one_origin_read_and_two_peer_reads_each_granted_first() {
     let dir = tempfile::tempdir().unwrap();
-    let cp = control_plane(dir.path(), &[]);
+    let cp = control_plane(dir.path(), &[("CALDERA_PEER_STREAM_PARTIAL", "false")]);
     register(&cp, "v1");
     let names = ["node-a", "node-b", "node-c"];
     let mut nodes: Vec<(String, TcpStream, u64)> = names

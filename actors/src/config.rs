@@ -95,6 +95,13 @@ pub struct ServerConfig {
     /// Nodes fetch from peers that hold a verified copy. False: only ever
     /// from the origin (still within the two budgets above). Default true.
     pub peer_warmup: bool,
+    /// A peer still reading a version (from the origin or another peer)
+    /// streams it on to a receiver as its bytes arrive, instead of the
+    /// receiver waiting for a verified copy somewhere: a rollout overlaps
+    /// the origin read with the peer copies. Each receiver still checks the
+    /// whole copy's SHA-256 before use. False: only verified copies are
+    /// served. Default true.
+    pub peer_stream_partial: bool,
     /// A task stuck in Warming this long fails (`warming_timeout`, naming
     /// the source it was reading), ms. Default 600000 (10 min).
     pub warming_timeout_ms: u64,
@@ -139,6 +146,7 @@ impl Default for ServerConfig {
             max_origin_pulls_per_version: 1,
             max_origin_pulls: 4,
             peer_warmup: true,
+            peer_stream_partial: true,
             warming_timeout_ms: 600_000,
             peer_token_ttl_ms: 60_000,
             tenants_may_register_models: false,

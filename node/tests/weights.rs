@@ -630,3 +630,65 @@ async fn a_grant_that_arrives_after_the_receivers_first_get_still_serves_it() {
     a.join().await;
     server.stop(false).await;
 }
+
+/// A peer still fetching a version streams it on (`?size=`, what a
+/// receiver sends): z holds the copy and serves it slowly (4 Mbit/s: 1 MB
+/// takes about 2 s), a reads it from z, and b is pointed at a while a's
+/// copy is still a partial. b gets every byte from a, checks it and
+/// verifies; a GET that does not name the size is still told a holds no
+/// copy (404), as before.
+#[actix_rt::test]
+async fn a_peer_still_fetching_streams_the_copy_on_as_it_arrives() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    const SIZE: usize = 1_000_000;
+    let (path, sha) = weights_file(dir.path(), "w.bin", SIZE, 9);
+    let (z, mut cz, peer_z) =
+        cached_agent(&url, &mut conns, &dir.path().join("z"), "sz", Some(4.0)).await;
+    let (a, mut ca, peer_a) =
+        cached_agent(&url, &mut conns, &dir.path().join("a"), "sa", None).await;
+    let (b, mut cb, _) = cached_agent(&url, &mut conns, &dir.path().join("b"), "sb", None).await;
+    let peer_a = peer_a.expect("a peer url");
+    cz.send(warm(1, &sha, SIZE as u64, file_origin(&path)));
+    verified(&mut cz, &sha).await;
+    cz.send(grant("t-a", &sha, "sa"));
+    ca.send(grant("t-b", &sha, "sb"));
+    let from = |node: &str, url: &str, token: &str| WeightSource::Peer {
+        node: node.into(),
+        url: url.into(),
+        token: token.into(),
+    };
+    ca.send(warm(
+        1,
+        &sha,
+        SIZE as u64,
+        from("sz", &peer_z.expect("z's peer url"), "t-a"),
+    ));
+    warmup(&mut ca, &sha, |p| match p {
+        WarmupProgress::Fetching { bytes_done, .. } if *bytes_done > 0 => Some(()),
+        WarmupProgress::Verified { .. } => panic!("a finished before b was pointed at it"),
+        _ => None,
+    })
+    .await;
+    let a_copy = dir.path().join("a/cache/weights").join(&sha);
+    assert!(!a_copy.exists(), "a is still fetching");
+    assert_eq!(
+        peer_get(&peer_a, &sha, Some("t-b")).await.0,
+        404,
+        "without ?size a partial is not served"
+    );
+    cb.send(warm(1, &sha, SIZE as u64, from("sa", &peer_a, "t-b")));
+    assert_eq!(verified(&mut cb, &sha).await, SIZE as u64);
+    verified(&mut ca, &sha).await;
+    let rb = cache_when(&mut cb, |r| !r.entries.is_empty()).await;
+    assert_eq!(rb.counters.bytes_from_peers, SIZE as u64);
+    let ra = cache_when(&mut ca, |r| r.counters.bytes_served >= SIZE as u64).await;
+    assert_eq!(ra.counters.bytes_served, SIZE as u64);
+    let copy = std::fs::read(dir.path().join("b/cache/weights").join(&sha)).unwrap();
+    assert_eq!(sha256_of_bytes(&copy), sha);
+    for agent in [b, a, z] {
+        agent.join().await;
+    }
+    server.stop(false).await;
+}

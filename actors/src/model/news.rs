@@ -121,6 +121,10 @@ impl Handler<NodeNeeds> for ModelVersionActor {
                     .is_none_or(|c| !c.live || c.holds(&self.rec.spec.weights.sha256)) => {}
             _ => self.serve(&mut plan, &m.node, None),
         }
+        // A node that just began reading may stream on to those waiting.
+        if self.sh.config.peer_stream_partial {
+            self.serve_waiting(&mut plan);
+        }
         self.carry_out(ctx, CommitSite::ModelWarmup, plan);
     }
 }

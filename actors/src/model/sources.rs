@@ -12,7 +12,13 @@
 //! 3. else the origin, if this version has fewer than
 //!    `max-origin-pulls-per-version` origin reads under way and the
 //!    registry-wide budget (`max-origin-pulls`) admits one more;
-//! 4. else the node waits, and is served when a copy is verified somewhere
+//! 4. else, with `peer-stream-partial` on, a live peer still reading the
+//!    version streams it on as its bytes arrive (the fewest transfers, then
+//!    the most bytes done): a cold rollout overlaps the one origin read with
+//!    the peer copies instead of waiting for it. Never a peer whose own read
+//!    leads back to the receiver (a cycle would wait on itself). The
+//!    receiver checks the whole copy's SHA-256 before use either way;
+//! 5. else the node waits, and is served when a copy is verified somewhere
 //!    or an origin read ends.
 use caldera_spec::{CopyState, NodeCopy};
 use std::collections::BTreeMap;
@@ -42,6 +48,8 @@ pub struct LivePeer {
 pub struct Limits {
     pub per_version: u32,
     pub peer_warmup: bool,
+    /// Peers still reading may stream on (rule 4).
+    pub stream_partial: bool,
 }
 
 /// What a node needing a copy is told.
@@ -94,19 +102,19 @@ pub fn choose(
     {
         return Choice::Holds;
     }
-    if limits.peer_warmup {
-        let loads = peer_loads(nodes);
-        let best = live
-            .iter()
+    let loads = peer_loads(nodes);
+    let candidates = || {
+        live.iter()
             .filter(|p| p.node != receiver)
-            .filter(|p| {
-                nodes
-                    .get(&p.node)
-                    .is_some_and(|c| c.copy == CopyState::Verified)
-            })
             .filter(|p| avoid.and_then(peer_of) != Some(p.node.as_str()))
-            .min_by_key(|p| (loads.get(p.node.as_str()).copied().unwrap_or(0), &p.node));
-        if let Some(p) = best {
+            .filter_map(|p| nodes.get(&p.node).map(|c| (p, c)))
+    };
+    let load = |p: &LivePeer| loads.get(p.node.as_str()).copied().unwrap_or(0);
+    if limits.peer_warmup {
+        let best = candidates()
+            .filter(|(_, c)| c.copy == CopyState::Verified)
+            .min_by_key(|(p, _)| (load(p), &p.node));
+        if let Some((p, _)) = best {
             return Choice::Peer(p.clone());
         }
     }
@@ -118,19 +126,52 @@ pub fn choose(
     let here = reading - own;
     // An origin that just failed this node is tried again when nothing else
     // can serve it (within the budgets; a cut read resumes at its bytes).
+    if here < limits.per_version && origin_admitted {
+        return Choice::Origin;
+    }
+    if limits.peer_warmup && limits.stream_partial {
+        let best = candidates()
+            .filter(|(p, c)| {
+                c.copy == CopyState::Warming
+                    && !c.source.is_empty()
+                    && !reads_through(nodes, &p.node, receiver)
+            })
+            .min_by_key(|(p, c)| (load(p), std::cmp::Reverse(c.bytes_done), &p.node));
+        if let Some((p, _)) = best {
+            return Choice::Peer(p.clone());
+        }
+    }
     if here >= limits.per_version {
         return Choice::Wait(format!(
             "{here} of {} origin reads of this version under way and no peer holds a verified copy",
             limits.per_version
         ));
     }
-    if !origin_admitted {
-        return Choice::Wait(
-            "the registry-wide origin budget (max-origin-pulls) is spent and no peer holds a verified copy"
-                .into(),
-        );
+    Choice::Wait(
+        "the registry-wide origin budget (max-origin-pulls) is spent and no peer holds a verified copy"
+            .into(),
+    )
+}
+
+/// Whether `from`'s read of the version comes, peer by peer, from `node`
+/// (so `node` reading from `from` would close a cycle).
+fn reads_through(nodes: &BTreeMap<String, NodeCopy>, from: &str, node: &str) -> bool {
+    let mut at = from;
+    // A chain is at most as long as the record; a longer walk is a cycle already.
+    for _ in 0..=nodes.len() {
+        if at == node {
+            return true;
+        }
+        match nodes
+            .get(at)
+            .filter(|c| c.copy == CopyState::Warming)
+            .and_then(|c| peer_of(&c.source))
+        {
+            Some(next) => at = next,
+            None => return false,
+        }
     }
-    Choice::Origin
+    true
 }
 
 #[cfg(test)]
@@ -161,10 +202,100 @@ mod tests {
             .collect()
     }
 
+    /// One origin read per version, verified copies only (rules 1-3, 5).
     const ONE: Limits = Limits {
         per_version: 1,
         peer_warmup: true,
+        stream_partial: false,
     };
+
+    /// The defaults: as ONE, and peers still reading stream on (rule 4).
+    const STREAM: Limits = Limits {
+        stream_partial: true,
+        ..ONE
+    };
+
+    #[test]
+    fn with_streaming_the_next_node_reads_the_first_ones_copy_as_it_arrives() {
+        let live = peers(&["n1", "n2", "n3"]);
+        let one = record(&[("n1", CopyState::Warming, ORIGIN)]);
+        assert_eq!(
+            choose(&one, "n2", &live, STREAM, None, true),
+            Choice::Peer(peers(&["n1"])[0].clone())
+        );
+        // A verified holder still comes first, and a free origin slot before
+        // a peer that is still reading.
+        let mixed = record(&[
+            ("n1", CopyState::Warming, ORIGIN),
+            ("n3", CopyState::Verified, ORIGIN),
+        ]);
+        assert_eq!(
+            choose(&mixed, "n2", &live, STREAM, None, true),
+            Choice::Peer(peers(&["n3"])[0].clone())
+        );
+        let two = Limits {
+            per_version: 2,
+            ..STREAM
+        };
+        assert_eq!(choose(&one, "n2", &live, two, None, true), Choice::Origin);
+        // Off: n2 waits for n1's verified copy (ONE is the same without it).
+        assert!(matches!(
+            choose(&one, "n2", &live, ONE, None, true),
+            Choice::Wait(_)
+        ));
+        // A node that is waiting (no source) streams nothing on.
+        let idle = record(&[
+            ("n1", CopyState::Warming, ORIGIN),
+            ("n3", CopyState::Waiting, ""),
+        ]);
+        assert!(matches!(
+            choose(&idle, "n2", &live, STREAM, Some("peer n1"), true),
+            Choice::Wait(_)
+        ));
+    }
+
+    #[test]
+    fn streaming_spreads_by_load_then_bytes_done_and_never_closes_a_cycle() {
+        let live = peers(&["n1", "n2", "n3", "n4"]);
+        let mut nodes = record(&[
+            ("n1", CopyState::Warming, ORIGIN),
+            ("n2", CopyState::Warming, "peer n1"),
+        ]);
+        // n1 serves n2 already: n3 reads from n2 (a chain, one transfer each).
+        assert_eq!(
+            choose(&nodes, "n3", &live, STREAM, None, true),
+            Choice::Peer(peers(&["n2"])[0].clone())
+        );
+        // Equal loads: the one with more bytes.
+        nodes.insert("n3".into(), copy(CopyState::Warming, "peer n2"));
+        nodes.get_mut("n3").unwrap().bytes_done = 10;
+        nodes.get_mut("n2").unwrap().bytes_done = 5;
+        assert_eq!(
+            choose(&nodes, "n4", &live, STREAM, None, true),
+            Choice::Peer(peers(&["n3"])[0].clone())
+        );
+        // n1's origin read failed it: n1 is re-sourced. The origin slot is
+        // its own, so it reads the origin again, never from n2 or n3, which
+        // read from n1.
+        assert_eq!(
+            choose(&nodes, "n1", &live, STREAM, Some(ORIGIN), true),
+            Choice::Origin
+        );
+        assert!(reads_through(&nodes, "n3", "n1"));
+        assert!(!reads_through(&nodes, "n1", "n3"));
+        // n2 must leave n1 (now waiting): n3 reads through n2, so n2 goes to
+        // n4, which reads the origin.
+        let full = Limits {
+            per_version: 1,
+            ..STREAM
+        };
+        nodes.insert("n4".into(), copy(CopyState::Warming, ORIGIN));
+        nodes.insert("n1".into(), copy(CopyState::Waiting, ""));
+        assert!(matches!(
+            choose(&nodes, "n2", &live, full, Some("peer n1"), true),
+            Choice::Peer(p) if p.node == "n4"
+        ));
+    }
 
     #[test]
     fn the_first_node_reads_the_origin_and_the_next_waits_for_it() {

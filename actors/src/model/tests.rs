@@ -222,6 +222,45 @@ fn shared_with(dir: &std::path::Path, config: ServerConfig) -> Arc<Shared> {
     Arc::new(sh)
 }
 
+/// With `peer-stream-partial` (the default) a cold rollout does not wait
+/// for the first copy: n1 reads the origin, and n2 and n3 are pointed at
+/// peers still reading (each grant before its warm), one transfer per
+/// peer: n2 from n1, n3 from n2. The origin is read once.
+#[test]
+fn a_cold_rollout_streams_from_peers_still_reading_with_one_origin_read() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async move {
+        let sh = shared_with(dir.path(), ServerConfig::default());
+        let mut ag = agents(&sh, &["n1", "n2", "n3"]).await;
+        let a = start(&sh, version("a", &sha('a')));
+        for n in ["n1", "n2", "n3"] {
+            needs(&a, n);
+            settle().await;
+        }
+        let n1 = ag.get_mut("n1").unwrap().drain();
+        assert!(
+            matches!(source_of(&n1)[..], [WeightSource::Origin { .. }]),
+            "{n1:?}"
+        );
+        assert_eq!(grants(&n1).len(), 1, "n1 serves n2: {n1:?}");
+        let n2 = ag.get_mut("n2").unwrap().drain();
+        assert!(
+            matches!(&source_of(&n2)[..], [WeightSource::Peer { node, .. }] if node == "n1"),
+            "{n2:?}"
+        );
+        assert_eq!(grants(&n2).len(), 1, "n2 serves n3: {n2:?}");
+        let n3 = ag.get_mut("n3").unwrap().drain();
+        assert!(
+            matches!(&source_of(&n3)[..], [WeightSource::Peer { node, .. }] if node == "n2"),
+            "{n3:?}"
+        );
+        let (rec, reads) = a.send(VersionSnapshot).await.unwrap();
+        assert_eq!(reads, 1);
+        assert_eq!(rec.nodes["n3"].copy, CopyState::Warming);
+        assert_eq!(rec.nodes["n3"].source, "peer n2");
+    });
+}
+
 /// One origin read per version and two in all: three nodes needing `a`
 /// get one origin read, the others wait; `b` and `c` take the second
 /// registry-wide slot in turn. Once n1's copy is verified, n2 and n3 are
@@ -233,6 +272,8 @@ fn origin_reads_are_capped_per_version_and_in_all_and_waiters_go_to_the_first_ve
     let config = ServerConfig {
         max_origin_pulls_per_version: 1,
         max_origin_pulls: 2,
+        // Verified copies only: the waiters wait (streaming is the next test).
+        peer_stream_partial: false,
         ..Default::default()
     };
     run(async move {

@@ -37,6 +37,7 @@ impl ModelVersionActor {
         Limits {
             per_version: self.sh.config.max_origin_pulls_per_version,
             peer_warmup: self.sh.config.peer_warmup,
+            stream_partial: self.sh.config.peer_stream_partial,
         }
     }
 

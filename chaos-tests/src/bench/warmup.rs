@@ -8,7 +8,10 @@
 //! - (a) every node pulls from the origin at once (max-origin-pulls-per-version
 //!   = max-origin-pulls = N, peer-warmup off);
 //! - (b) staggered origin pulls only (per-version 1, peer-warmup off);
-//! - (c) staggered plus peer-to-peer (the defaults).
+//! - (c0) staggered plus peer-to-peer from verified copies only
+//!   (peer-stream-partial off: a peer serves once its copy is verified);
+//! - (c) staggered plus peer-to-peer (the defaults: a peer still reading
+//!   streams its copy on as it arrives).
 //!
 //! Then, on (c)'s warm cluster, warm starts (cache hits) from placement to
 //! running, and the cost of verifying a cached file.
@@ -63,8 +66,13 @@ fn scenarios(nodes: usize) -> Vec<Scenario> {
             ],
         },
         Scenario {
+            key: "c0",
+            what: "staggered + peer-to-peer, verified copies only",
+            env: vec![("CALDERA_PEER_STREAM_PARTIAL", "false".into())],
+        },
+        Scenario {
             key: "c",
-            what: "staggered + peer-to-peer (defaults)",
+            what: "staggered + peer-to-peer, streaming (defaults)",
             env: vec![],
         },
     ]
@@ -369,7 +377,7 @@ fn report(
         run.nodes,
         run.rounds
     );
-    println!("| scenario | all replicas running: last process start (median) | server's last `ready` stamp (median) | read from the origin (median) | x model size | all-running speed-up vs (a) |");
+    println!("| scenario | all replicas running: last process start (median) | server's last `ready` stamp (median) | read from the origin (median) | x model size (median; max of the rounds) | all-running speed-up vs (a) |");
     println!("|---|---:|---:|---:|---:|---:|");
     for (i, s) in all.iter().enumerate() {
         let stamped: Vec<Duration> = results[i].iter().filter_map(|r| r.all_ready).collect();
@@ -377,19 +385,21 @@ fn report(
         let mut bytes: Vec<u64> = results[i].iter().map(|r| r.origin_bytes).collect();
         bytes.sort_unstable();
         let b = bytes.get(bytes.len() / 2).copied().unwrap_or(0);
+        let most = bytes.last().copied().unwrap_or(0);
         println!(
-            "| ({}) {} | {:.2} s | {} | {} | {:.2} | {:.2} x |",
+            "| ({}) {} | {:.2} s | {} | {} | {:.2}; {:.2} | {:.2} x |",
             s.key,
             s.what,
             running[i].as_secs_f64(),
             secs(ready),
             gib(b),
             b as f64 / size,
+            most as f64 / size,
             running[0].as_secs_f64() / running[i].as_secs_f64().max(1e-9)
         );
     }
     println!(
-        "\nTargets: (c) reads the origin at most 1.2 x the model size; (c) has all replicas running at least 3 x sooner than (a)."
+        "\nTargets: (c) reads the origin at most 1.2 x the model size; (c) has all replicas running at least 3 x sooner than (a). (c0) is (c) without streaming from peers still reading, for comparison."
     );
     if let Some((total, checksum)) = hits {
         println!(

@@ -34,7 +34,7 @@ impl Weights {
             Some(listen) => {
                 let shared = Arc::new(PeerShared {
                     grants: Mutex::new(Default::default()),
-                    weights_dir: cache.weights_dir(),
+                    layout: cache.layout(),
                     served: cache.served_counter(),
                     pace: config
                         .peer_max_mbps

@@ -4,7 +4,8 @@
 //!   are 0711: a workload's uid can open the file whose path it was given
 //!   (`CALDERA_MODEL_PATH`) but cannot list which other versions are here.
 //! - `<sha256>.partial`: a fetch under way or cut (kept for a resume); never
-//!   read by a workload, never served to a peer.
+//!   read by a workload; streamed on to a peer receiver only when it names
+//!   the size it expects (it checks the whole copy's SHA-256 itself).
 //! - `index.json`: size, last use and pin of every copy, and the counters;
 //!   replaced atomically (written to `index.json.tmp`, synced, renamed).
 use std::fs;

@@ -15,8 +15,9 @@
 //!   it arrived and is checked again before its next use).
 //!
 //! The cache is owned by the agent's loop; fetches and checks run as tasks
-//! that report back as [`CacheNote`]s. Its peer server ([`peer`]) reads only
-//! `weights/`, so only verified copies are ever served.
+//! that report back as [`CacheNote`]s. Its peer server ([`peer`]) serves
+//! verified copies from `weights/`, and a copy still being fetched only as
+//! a stream to a receiver that checks the whole copy's SHA-256 itself.
 pub mod digest;
 pub mod fetch;
 pub mod index;

@@ -104,8 +104,9 @@ impl WeightCache {
     }
 
     /// `weights/`, the only dir the peer server reads.
-    pub fn weights_dir(&self) -> PathBuf {
-        self.layout.weights_dir()
+    /// Where the cache's files are (the peer server reads copies and partials).
+    pub fn layout(&self) -> super::layout::Layout {
+        self.layout.clone()
     }
 
     /// The counter the peer server adds the bytes it sends to.

@@ -119,7 +119,7 @@ async fn transfer(
     tally: &Tally,
     notes: &UnboundedSender<CacheNote>,
 ) -> Result<(), Failure> {
-    let opened = source::open(&job.source, &job.sha256, have)
+    let opened = source::open(&job.source, &job.sha256, job.size_bytes, have)
         .await
         .map_err(Failure::cut)?;
     let io = |e: std::io::Error| Failure::cut(format!("{}: {e}", job.partial.display()));

@@ -29,8 +29,14 @@ pub struct Opened {
     pub body: Body,
 }
 
-/// Opens `source` for `sha256` at `offset`.
-pub async fn open(source: &WeightSource, sha256: &str, offset: u64) -> Result<Opened, String> {
+/// Opens `source` for `sha256` (of `size_bytes`) at `offset`. A peer is
+/// told the size, so one still fetching the version may stream it on.
+pub async fn open(
+    source: &WeightSource,
+    sha256: &str,
+    size_bytes: u64,
+    offset: u64,
+) -> Result<Opened, String> {
     match source {
         WeightSource::Origin { uri } => {
             if let Some(path) = uri.strip_prefix("file://") {
@@ -50,7 +56,10 @@ pub async fn open(source: &WeightSource, sha256: &str, offset: u64) -> Result<Op
             }
         }
         WeightSource::Peer { url, token, .. } => {
-            let url = format!("{}/v1/weights/{sha256}", url.trim_end_matches('/'));
+            let url = format!(
+                "{}/v1/weights/{sha256}?size={size_bytes}",
+                url.trim_end_matches('/')
+            );
             let deadline = tokio::time::Instant::now() + GRANT_WAIT;
             loop {
                 match open_http(&url, Some(token), offset).await {

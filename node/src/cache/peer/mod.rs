@@ -1,13 +1,22 @@
 //! The peer server (`--peer-listen`): `GET /v1/weights/{sha256}` serves a
 //! verified copy, read-only, to the bearer of a live [`grants::Grants`]
-//! entry for that version; `Range: bytes=N-` resumes a cut transfer. It
-//! reads only `weights/`, where nothing lands before its checksum matched,
-//! so a partial fetch is never served. 401 without a live grant for the
-//! version (before anything is said about what the node holds), 404 for a
-//! version it does not hold.
+//! entry for that version; `Range: bytes=N-` resumes a cut transfer. 401
+//! without a live grant for the version (before anything is said about what
+//! the node holds), 404 for a version it does not hold.
+//!
+//! A receiver that names the size it expects (`?size=N`, the registered
+//! size) is also served a copy this node is still fetching: its partial
+//! file, as a stream that follows the file as it grows (see [`growing`]),
+//! so a rollout's peer copies overlap the one origin read instead of
+//! waiting for it (`peer-stream-partial` on the control plane). Those bytes
+//! are not verified here; the receiver checks the whole copy's SHA-256
+//! before anything uses it, as it does for every source.
 pub mod grants;
+pub mod growing;
 pub mod pace;
 pub mod range;
+
+use super::layout::Layout;
 
 use super::layout::is_sha256;
 use actix_web::http::header;
@@ -15,10 +24,9 @@ use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use futures_util::stream;
 use grants::Grants;
 use pace::Pace;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tokio::io::AsyncSeekExt;
 
 /// Bytes per read and per paced send.
 const CHUNK: usize = 64 * 1024;
@@ -27,7 +35,7 @@ const CHUNK: usize = 64 * 1024;
 #[derive(Debug)]
 pub struct PeerShared {
     pub grants: Mutex<Grants>,
-    pub weights_dir: PathBuf,
+    pub layout: Layout,
     /// Bytes sent, folded into the cache's counters.
     pub served: Arc<AtomicU64>,
     pub pace: Option<Pace>,
@@ -116,11 +124,20 @@ async fn serve(
     if !is_sha256(&sha) {
         return missing();
     }
-    let Ok(mut file) = tokio::fs::File::open(shared.weights_dir.join(&sha)).await else {
-        return missing();
-    };
-    let Ok(size) = file.metadata().await.map(|m| m.len()) else {
-        return missing();
+    let expected = expected_size(&req);
+    let (mut file, size, growing) = match tokio::fs::File::open(shared.layout.copy(&sha)).await {
+        Ok(file) => match file.metadata().await {
+            Ok(m) => (file, m.len(), false),
+            Err(_) => return missing(),
+        },
+        Err(_) => match expected {
+            // Still fetching here: the partial, followed as it grows.
+            Some(size) => match tokio::fs::File::open(shared.layout.partial(&sha)).await {
+                Ok(file) => (file, size, true),
+                Err(_) => return missing(),
+            },
+            None => return missing(),
+        },
     };
     let asked = req
         .headers()
@@ -138,7 +155,12 @@ async fn serve(
     if start > 0 && file.seek(std::io::SeekFrom::Start(start)).await.is_err() {
         return missing();
     }
-    tracing::info!("serving {sha} bytes {start}-{end} to {receiver}");
+    let what = if growing {
+        "a copy still arriving"
+    } else {
+        "a verified copy"
+    };
+    tracing::info!("serving {sha} bytes {start}-{end} ({what}) to {receiver}");
     let mut response = match span {
         Some(_) => {
             let mut r = HttpResponse::PartialContent();
@@ -153,31 +175,42 @@ async fn serve(
     response
         .insert_header((header::ACCEPT_RANGES, "bytes"))
         .no_chunking(end - start)
-        .streaming(body(file, end - start, shared.into_inner()))
+        .streaming(body(file, end - start, growing, shared.into_inner()))
 }
 
-/// The file's next `left` bytes, paced and counted.
+/// The `size` query parameter: the bytes the receiver expects in all.
+fn expected_size(req: &HttpRequest) -> Option<u64> {
+    req.query_string()
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("size="))
+        .and_then(|v| v.parse().ok())
+}
+
+/// The file's next `left` bytes, paced and counted; a `growing` file is
+/// waited for when it has no more bytes yet.
 fn body(
     file: tokio::fs::File,
     left: u64,
+    growing: bool,
     shared: Arc<PeerShared>,
 ) -> impl futures_util::Stream<Item = Result<web::Bytes, std::io::Error>> {
+    let reader = growing::Reader::new(file, growing);
     stream::unfold(
-        (file, left, shared),
-        |(mut file, left, shared)| async move {
+        (reader, left, shared),
+        |(mut reader, left, shared)| async move {
             if left == 0 {
                 return None;
             }
-            let mut buf = vec![0u8; CHUNK.min(left as usize)];
-            if let Err(e) = file.read_exact(&mut buf).await {
-                return Some((Err(e), (file, 0, shared)));
-            }
+            let buf = match reader.next_chunk(CHUNK.min(left as usize)).await {
+                Ok(buf) => buf,
+                Err(e) => return Some((Err(e), (reader, 0, shared))),
+            };
             if let Some(pace) = &shared.pace {
                 tokio::time::sleep(pace.book(buf.len())).await;
             }
             shared.served.fetch_add(buf.len() as u64, Ordering::Relaxed);
             let left = left - buf.len() as u64;
-            Some((Ok(web::Bytes::from(buf)), (file, left, shared)))
+            Some((Ok(web::Bytes::from(buf)), (reader, left, shared)))
         },
     )
 }
