@@ -55,6 +55,9 @@ pub struct AgentConfig {
     /// Cap on what the peer server sends, megabits per second, all
     /// transfers together (`--peer-max-mbps`). Default: none.
     pub peer_max_mbps: Option<f64>,
+    /// PEM certificates trusted for `https://` origins besides the host's
+    /// store (`--origin-ca`: a private CA's object store). Default: none.
+    pub origin_ca: Option<PathBuf>,
 }
 
 impl Default for AgentConfig {
@@ -79,6 +82,7 @@ impl Default for AgentConfig {
             peer_listen: None,
             peer_advertise: None,
             peer_max_mbps: None,
+            origin_ca: None,
         }
     }
 }

@@ -83,6 +83,10 @@ pub struct NodeArgs {
     /// transfers together [default: unlimited].
     #[arg(long, value_name = "MBPS", env = "CALDERA_PEER_MAX_MBPS")]
     pub peer_max_mbps: Option<f64>,
+    /// PEM certificates to trust for https:// weight origins, besides the
+    /// host's certificate store (an object store behind a private CA).
+    #[arg(long, value_name = "FILE", env = "CALDERA_ORIGIN_CA")]
+    pub origin_ca: Option<PathBuf>,
 }
 
 impl NodeArgs {
@@ -122,6 +126,7 @@ impl NodeArgs {
             peer_listen: self.peer_listen,
             peer_advertise: self.peer_advertise,
             peer_max_mbps: self.peer_max_mbps,
+            origin_ca: self.origin_ca,
         };
         config.validate().map_err(agent_error)?;
         Ok(config)

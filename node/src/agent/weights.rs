@@ -28,7 +28,11 @@ impl Weights {
         config: &AgentConfig,
         notes: UnboundedSender<CacheNote>,
     ) -> Result<Weights, AgentError> {
-        let cache = WeightCache::open(&config.data_dir, config.cache_capacity_bytes(), notes)?;
+        let mut cache = WeightCache::open(&config.data_dir, config.cache_capacity_bytes(), notes)?;
+        if let Some(ca) = &config.origin_ca {
+            let tls = crate::cache::fetch::Tls::new(Some(ca)).map_err(AgentError::Config)?;
+            cache.set_origin_tls(tls);
+        }
         let peer = match &config.peer_listen {
             None => None,
             Some(listen) => {

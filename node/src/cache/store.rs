@@ -33,6 +33,8 @@ pub(super) struct Running {
 
 /// The node's weight cache (see the module doc of [`super`]).
 pub struct WeightCache {
+    /// TLS of https origins (the host's roots, and `--origin-ca`'s).
+    pub(super) tls: super::fetch::Tls,
     pub(super) layout: Layout,
     pub(super) index: Index,
     pub(super) capacity_bytes: u64,
@@ -78,6 +80,7 @@ impl WeightCache {
             }
         }
         let mut cache = WeightCache {
+            tls: super::fetch::Tls::new(None).map_err(AgentError::Config)?,
             layout,
             index,
             capacity_bytes,
@@ -104,6 +107,11 @@ impl WeightCache {
     }
 
     /// `weights/`, the only dir the peer server reads.
+    /// Trusts `--origin-ca`'s certificates too, for https origins.
+    pub fn set_origin_tls(&mut self, tls: super::fetch::Tls) {
+        self.tls = tls;
+    }
+
     /// Where the cache's files are (the peer server reads copies and partials).
     pub fn layout(&self) -> super::layout::Layout {
         self.layout.clone()

@@ -130,6 +130,7 @@ impl WeightCache {
             partial: self.layout.partial(&cmd.sha256),
             copy: self.layout.copy(&cmd.sha256),
             generation,
+            tls: self.tls.clone(),
         };
         let handle = fetch::spawn(job, tally.clone(), self.notes.clone());
         self.running.insert(

@@ -2,6 +2,7 @@
 //! node's integration tests drive: each test file includes it with `mod common;`.
 #![allow(dead_code)]
 pub mod origin;
+pub mod tls_origin;
 
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use caldera_node::AgentConfig;

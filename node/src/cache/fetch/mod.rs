@@ -7,6 +7,9 @@
 //! control plane switched sources — leaves no write in flight); the sync
 //! and the checksum run on the blocking pool.
 mod source;
+mod tls;
+
+pub use tls::Tls;
 
 use super::layout::{file_len, sync_dir, COPY_MODE};
 use super::{digest, CacheNote};
@@ -35,6 +38,8 @@ pub struct Job {
     pub copy: PathBuf,
     /// Tells this run's notes from an earlier (switched-away) run's.
     pub generation: u64,
+    /// TLS of an https origin.
+    pub tls: Tls,
 }
 
 /// Counts a run shares with the cache (the same thread reads them), so an
@@ -119,7 +124,7 @@ async fn transfer(
     tally: &Tally,
     notes: &UnboundedSender<CacheNote>,
 ) -> Result<(), Failure> {
-    let opened = source::open(&job.source, &job.sha256, job.size_bytes, have)
+    let opened = source::open(&job.source, &job.sha256, job.size_bytes, have, &job.tls)
         .await
         .map_err(Failure::cut)?;
     let io = |e: std::io::Error| Failure::cut(format!("{}: {e}", job.partial.display()));

@@ -1,6 +1,8 @@
 //! Reading a version's bytes from a [`WeightSource`] starting at an offset:
-//! a `file://` origin is opened and seeked; an `http://` origin or a peer is
-//! asked with `Range: bytes=N-` — 206 resumes at N, 200 restarts at 0.
+//! a `file://` origin is opened and seeked; an `http://` or `https://`
+//! origin or a peer is asked with `Range: bytes=N-` — 206 resumes at N, 200
+//! restarts at 0.
+use super::Tls;
 use caldera_spec::weights::WeightSource;
 use futures_util::stream::{self, LocalBoxStream, StreamExt};
 use std::time::Duration;
@@ -36,23 +38,20 @@ pub async fn open(
     sha256: &str,
     size_bytes: u64,
     offset: u64,
+    tls: &Tls,
 ) -> Result<Opened, String> {
     match source {
         WeightSource::Origin { uri } => {
             if let Some(path) = uri.strip_prefix("file://") {
                 open_file(path, offset).await
-            } else if uri.starts_with("http://") {
-                open_http(uri, None, offset)
+            } else if uri.starts_with("http://") || uri.starts_with("https://") {
+                open_http(uri, None, offset, tls)
                     .await
                     .map_err(Refusal::into_reason)
-            } else if uri.starts_with("https://") {
-                Err(
-                    "https origins need a TLS-enabled agent (this build's HTTP client has \
-                     no TLS); serve the weights over http:// or a file:// mount"
-                        .into(),
-                )
             } else {
-                Err(format!("origin {uri:?} is neither file:// nor http://"))
+                Err(format!(
+                    "origin {uri:?} is neither file://, http:// nor https://"
+                ))
             }
         }
         WeightSource::Peer { url, token, .. } => {
@@ -62,7 +61,7 @@ pub async fn open(
             );
             let deadline = tokio::time::Instant::now() + GRANT_WAIT;
             loop {
-                match open_http(&url, Some(token), offset).await {
+                match open_http(&url, Some(token), offset, tls).await {
                     Err(Refusal::Refused(_)) if tokio::time::Instant::now() < deadline => {
                         tokio::time::sleep(GRANT_RETRY).await;
                     }
@@ -125,8 +124,16 @@ impl From<String> for Refusal {
     }
 }
 
-async fn open_http(url: &str, token: Option<&str>, offset: u64) -> Result<Opened, Refusal> {
-    let client = awc::Client::builder().timeout(CONNECT_TIMEOUT).finish();
+async fn open_http(
+    url: &str,
+    token: Option<&str>,
+    offset: u64,
+    tls: &Tls,
+) -> Result<Opened, Refusal> {
+    let client = awc::Client::builder()
+        .connector(awc::Connector::new().rustls_0_23(tls.0.clone()))
+        .timeout(CONNECT_TIMEOUT)
+        .finish();
     let mut request = client.get(url);
     if let Some(token) = token {
         request = request.insert_header(("Authorization", format!("Bearer {token}")));
