@@ -15,6 +15,7 @@ pub const MAX_WEIGHTS_BYTES: u64 = 16 << 40;
 
 /// Where a version's weights are and what they must hash to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WeightsSpec {
     /// `file:///abs/path` (a shared mount: NFS, CephFS, JuiceFS) or
@@ -28,6 +29,7 @@ pub struct WeightsSpec {
 
 /// A version as registered. Unknown fields are refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ModelVersionSpec {
     pub name: String,

@@ -3,6 +3,7 @@ use serde::{Deserialize, Serialize};
 
 /// `resources` of a task spec. Every part is optional; an absent part asks for nothing.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ResourceRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -20,6 +21,7 @@ pub struct ResourceRequest {
 
 /// GPUs: `count` GPUs with `memory_gb` free on EACH, or `share` of one GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GpuRequest {
     #[serde(default = "one")]
@@ -43,6 +45,7 @@ fn one() -> u32 {
 
 /// CPU cores (fractions allowed: 0.5 = half a core).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CpuRequest {
     pub cores: f64,
@@ -50,6 +53,7 @@ pub struct CpuRequest {
 
 /// A size in GB (memory or disk).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SizeRequest {
     pub size_gb: f64,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 /// Training runs to completion; inference is a service of replicas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum TaskType {
     Training,
@@ -57,6 +58,34 @@ impl Serialize for Priority {
     }
 }
 
+/// On the wire a priority is a word (`high`, `medium`, `low`) or a number
+/// 0..=1000 (the custom serde above): the schema says so, not "a u16".
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for Priority {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some(["high", "medium", "low"])),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0))
+                    .maximum(Some(Priority::MAX)),
+            )
+            .description(Some(
+                "high (900), medium (500, the default), low (100), or a number 0..=1000",
+            ))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for Priority {}
+
 impl<'de> Deserialize<'de> for Priority {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
@@ -84,6 +113,7 @@ impl<'de> Deserialize<'de> for Priority {
 
 /// A task as submitted. Unknown fields are refused so typos never pass silently.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskSpec {
     /// Caller-chosen id; also the idempotency key of the submission.
@@ -135,6 +165,7 @@ pub struct TaskSpec {
 /// be running the task (frozen, or cut off from the control plane): only its
 /// workload's lease, which the node's shim enforces, says when it has stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum OnNodeLoss {
     /// Requeued only once the lease the control plane last renewed on that
