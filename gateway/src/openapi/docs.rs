@@ -27,7 +27,7 @@ const ASSETS: &[Asset] = &[
 const PAGE: &[u8] = include_bytes!("../../assets/docs.html");
 
 /// GET /docs
-#[utoipa::path(get, path = "/docs", tag = "docs",
+#[utoipa::path(get, path = "/docs", tag = "docs", operation_id = "docs",
     description = "Interactive API docs (Swagger UI, served by this server; no network needed).",
     responses((status = 200, description = "the docs page", content_type = "text/html", body = String)))]
 pub async fn page() -> HttpResponse {
@@ -37,7 +37,7 @@ pub async fn page() -> HttpResponse {
 }
 
 /// GET /docs/{file}
-#[utoipa::path(get, path = "/docs/{file}", tag = "docs",
+#[utoipa::path(get, path = "/docs/{file}", tag = "docs", operation_id = "docs_file",
     description = "The docs page's script and stylesheet.",
     params(("file" = String, Path, description = "swagger-ui-bundle.js or swagger-ui.css")),
     responses(

@@ -77,7 +77,34 @@ pub fn document() -> Value {
     }
     let mut doc = serde_json::to_value(&api).unwrap_or_default();
     errors::complete(&mut doc);
+    unique_operation_ids(&mut doc);
     doc
+}
+
+/// A handler's name is its operation id where no other handler has that
+/// name; `list`, `get`... are prefixed with their tag (`tasks_list`), so
+/// generated clients get one method name per operation.
+fn unique_operation_ids(doc: &mut Value) {
+    let ops = || ["get", "put", "post", "delete", "patch"];
+    let mut seen: std::collections::HashMap<String, usize> = Default::default();
+    for item in doc["paths"].as_object().into_iter().flat_map(|m| m.values()) {
+        for op in ops().iter().filter_map(|m| item.get(*m)) {
+            if let Some(id) = op["operationId"].as_str() {
+                *seen.entry(id.to_string()).or_default() += 1;
+            }
+        }
+    }
+    for item in doc["paths"].as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+        for m in ops() {
+            let Some(op) = item.get_mut(m) else { continue };
+            let (Some(id), Some(tag)) = (op["operationId"].as_str(), op["tags"][0].as_str()) else {
+                continue;
+            };
+            if seen.get(id).copied().unwrap_or(0) > 1 {
+                op["operationId"] = Value::String(format!("{tag}_{id}"));
+            }
+        }
+    }
 }
 
 /// The document's bytes, built on first use.
@@ -87,7 +114,7 @@ fn bytes() -> &'static [u8] {
 }
 
 /// GET /openapi.json
-#[utoipa::path(get, path = "/openapi.json", tag = "docs",
+#[utoipa::path(get, path = "/openapi.json", tag = "docs", operation_id = "openapi",
     description = "This document (OpenAPI 3.1). No token needed.",
     responses((status = 200, description = "the OpenAPI 3.1 document", content_type = "application/json", body = Object)))]
 pub async fn spec() -> HttpResponse {

@@ -59,6 +59,20 @@ fn the_document_is_openapi_3_1_with_the_three_tokens() {
 }
 
 #[test]
+fn operation_ids_are_unique() {
+    let doc = document();
+    let mut ids = BTreeSet::new();
+    for item in doc["paths"].as_object().into_iter().flat_map(|m| m.values()) {
+        for m in METHODS {
+            if let Some(op) = item.get(*m) {
+                let id = op["operationId"].as_str().unwrap_or_default().to_string();
+                assert!(ids.insert(id.clone()), "operationId {id:?} twice");
+            }
+        }
+    }
+}
+
+#[test]
 fn every_api_error_code_is_in_its_status_schema_once() {
     let doc = document();
     let schemas = &doc["components"]["schemas"];

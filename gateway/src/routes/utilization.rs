@@ -8,7 +8,7 @@ use caldera_actors::views::Utilization;
 use caldera_spec::Envelope;
 
 /// GET /v1/utilization
-#[utoipa::path(get, path = "/v1/utilization", tag = "nodes",
+#[utoipa::path(get, path = "/v1/utilization", tag = "nodes", operation_id = "utilization",
     description = "Capacity, allocated and measured use per dimension (a tenant sees only its own line per tenant).",
     security(("operator" = []), ("tenant" = [])),
     responses((status = 200, description = "the pool's use", body = Envelope<Utilization>)))]

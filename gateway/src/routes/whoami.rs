@@ -25,7 +25,7 @@ pub struct Whoami {
 
 /// GET /v1/whoami -> `{"principal":"operator"}` or
 /// `{"principal":"tenant","tenant":NAME}`.
-#[utoipa::path(get, path = "/v1/whoami", tag = "auth",
+#[utoipa::path(get, path = "/v1/whoami", tag = "auth", operation_id = "whoami",
     description = "Who the bearer token belongs to.",
     security(("operator" = []), ("tenant" = [])),
     responses((status = 200, description = "the token's holder", body = Envelope<Whoami>)))]
