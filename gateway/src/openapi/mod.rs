@@ -8,6 +8,7 @@
 //! The document is built once per process and served as bytes.
 pub mod docs;
 pub mod errors;
+pub mod links;
 #[cfg(test)]
 mod tests;
 
@@ -30,6 +31,8 @@ Every JSON answer is the one envelope: `{code: 0, msg: \"ok\", data, request_id}
 Any path answers 404 (`not_found`) when unknown and 405 (`method_not_allowed`, with `Allow`) for a method it does not serve.",
         license(name = "Apache-2.0")
     ),
+    // Named by query parameters (`?state=`, `?type=`), which utoipa does not collect.
+    components(schemas(caldera_spec::TaskState, caldera_spec::TaskType)),
     modifiers(&Tokens),
     tags(
         (name = "tasks", description = "training jobs, inference services and reservations"),
@@ -78,6 +81,7 @@ pub fn document() -> Value {
     let mut doc = serde_json::to_value(&api).unwrap_or_default();
     errors::complete(&mut doc);
     unique_operation_ids(&mut doc);
+    links::add(&mut doc);
     doc
 }
 

@@ -110,3 +110,50 @@ fn every_error_response_points_at_an_existing_error_schema() {
         }
     }
 }
+
+/// Every `$ref` in `v`.
+fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::Object(m) => {
+            if let Some(r) = m.get("$ref").and_then(Value::as_str) {
+                out.push(r);
+            }
+            m.values().for_each(|x| refs(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_reference_resolves() {
+    let doc = document();
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    assert!(all.len() > 50, "{} refs", all.len());
+    for r in all {
+        let name = r.strip_prefix("#/components/schemas/").unwrap_or(r);
+        assert!(doc["components"]["schemas"].get(name).is_some(), "{r} is not in components");
+    }
+}
+
+#[test]
+fn every_link_names_an_operation_of_the_document() {
+    let doc = document();
+    let mut ids = BTreeSet::new();
+    let mut targets = Vec::new();
+    for item in doc["paths"].as_object().into_iter().flat_map(|m| m.values()) {
+        for op in METHODS.iter().filter_map(|m| item.get(*m)) {
+            ids.insert(op["operationId"].as_str().unwrap_or_default().to_string());
+            for r in op["responses"].as_object().into_iter().flat_map(|m| m.values()) {
+                for l in r["links"].as_object().into_iter().flat_map(|m| m.values()) {
+                    targets.push(l["operationId"].as_str().unwrap_or_default().to_string());
+                }
+            }
+        }
+    }
+    assert!(targets.len() >= 10, "{targets:?}");
+    for t in targets {
+        assert!(ids.contains(&t), "a link to {t:?}, which is no operation");
+    }
+}
