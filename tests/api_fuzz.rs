@@ -57,7 +57,17 @@ fn param_value(doc: &Value, schema: &Value, rng: &mut Rng) -> String {
     match rng.below(4) {
         0 => gen::ODD_STRINGS[rng.below(gen::ODD_STRINGS.len())].to_string(),
         1 => rng
-            .pick(&["f0", "f1", "fuzz", "fuzz-node", "any", "swagger-ui.css", "18446744073709551616", "-1", "0"])
+            .pick(&[
+                "f0",
+                "f1",
+                "fuzz",
+                "fuzz-node",
+                "any",
+                "swagger-ui.css",
+                "18446744073709551616",
+                "-1",
+                "0",
+            ])
             .to_string(),
         _ => match gen::valid(doc, schema, rng, "name", 1) {
             Value::String(s) => s,
@@ -70,7 +80,9 @@ fn param_value(doc: &Value, schema: &Value, rng: &mut Rng) -> String {
 fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()
@@ -90,7 +102,11 @@ fn target(doc: &Value, o: &Operation, rng: &mut Rng) -> String {
                 path = path.replace(&format!("{{{name}}}"), &encode(&v));
             }
             Some("query") if rng.one_in(2) => {
-                query.push(format!("{}={}", encode(name), encode(&param_value(doc, &p["schema"], rng))));
+                query.push(format!(
+                    "{}={}",
+                    encode(name),
+                    encode(&param_value(doc, &p["schema"], rng))
+                ));
             }
             _ => {}
         }
@@ -107,27 +123,39 @@ fn target(doc: &Value, o: &Operation, rng: &mut Rng) -> String {
 /// Why `reply` is not an answer the document allows for `o`, if it is not.
 fn judge(doc: &Value, o: &Operation, reply: &http::Reply) -> Result<(), String> {
     if reply.status == 0 {
-        return Err(format!("no answer (a panic or a closed connection): {}", reply.body));
+        return Err(format!(
+            "no answer (a panic or a closed connection): {}",
+            reply.body
+        ));
     }
     if reply.status >= 500 {
         return Err(format!("status {}: {}", reply.status, reply.body));
     }
     let documented = &o.op["responses"][reply.status.to_string()];
     if documented.is_null() {
-        return Err(format!("status {} is not documented: {}", reply.status, reply.body));
+        return Err(format!(
+            "status {} is not documented: {}",
+            reply.status, reply.body
+        ));
     }
     let Some(content) = documented["content"].as_object() else {
         return Ok(()); // 101: no body
     };
     let media = reply.header("content-type").unwrap_or_default();
     let Some((_, c)) = content.iter().find(|(m, _)| media.starts_with(m.as_str())) else {
-        return Err(format!("content-type {media:?}, documented {:?}", content.keys().collect::<Vec<_>>()));
+        return Err(format!(
+            "content-type {media:?}, documented {:?}",
+            content.keys().collect::<Vec<_>>()
+        ));
     };
     if !media.starts_with("application/json") {
         return Ok(());
     }
     check::conforms(doc, &c["schema"], &reply.body)?;
-    if resolve(doc, &c["schema"])["properties"].get("request_id").is_none() {
+    if resolve(doc, &c["schema"])["properties"]
+        .get("request_id")
+        .is_none()
+    {
         return Ok(()); // JSON, not an envelope: /openapi.json itself
     }
     let code = reply.body["code"].as_u64();
@@ -178,7 +206,10 @@ fn every_operation_answers_a_documented_status_in_its_documented_envelope() {
             let target = target(&doc, o, &mut rng);
             let (body, what) = match (body_schema.is_null(), rng.one_in(2)) {
                 (true, _) => (String::new(), "no body"),
-                (false, true) => (gen::valid(&doc, body_schema, &mut rng, "", 0).to_string(), "a valid body"),
+                (false, true) => (
+                    gen::valid(&doc, body_schema, &mut rng, "", 0).to_string(),
+                    "a valid body",
+                ),
                 (false, false) => gen::broken(&doc, resolve(&doc, body_schema), &mut rng),
             };
             let reply = callers[who].request(&o.method, &target, Some(&body));
@@ -206,8 +237,16 @@ fn every_operation_answers_a_documented_status_in_its_documented_envelope() {
         failures.is_empty(),
         "{} of {sent} answers are not what /openapi.json documents:\n{}",
         failures.len(),
-        failures.iter().take(25).cloned().collect::<Vec<_>>().join("\n")
+        failures
+            .iter()
+            .take(25)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert_eq!(operator.get("/healthz").status, 200, "the server survived");
-    assert!(sent >= ops.len() as u64 * cases / 2, "most operations were called");
+    assert!(
+        sent >= ops.len() as u64 * cases / 2,
+        "most operations were called"
+    );
 }

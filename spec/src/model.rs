@@ -24,6 +24,7 @@ pub struct WeightsSpec {
     pub uri: String,
     pub size_bytes: u64,
     /// Lowercase hex, 64 digits.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[0-9a-f]{64}$"))]
     pub sha256: String,
 }
 

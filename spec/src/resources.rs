@@ -25,12 +25,14 @@ pub struct ResourceRequest {
 #[serde(deny_unknown_fields)]
 pub struct GpuRequest {
     #[serde(default = "one")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub count: u32,
     /// GB of GPU memory per GPU. Absent: whole GPUs (or `share`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_gb: Option<f64>,
     /// Fraction (0, 1] of one GPU; only with count = 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0, maximum = 1))]
     pub share: Option<f64>,
     /// GPU model, matched by whole tokens of the node's model name, ignoring
     /// case, separators and the vendor ([`crate::gpu_model::matches`]: "A100"
@@ -48,6 +50,7 @@ fn one() -> u32 {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CpuRequest {
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0))]
     pub cores: f64,
 }
 
@@ -56,6 +59,7 @@ pub struct CpuRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SizeRequest {
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0))]
     pub size_gb: f64,
 }
 

@@ -117,6 +117,10 @@ impl<'de> Deserialize<'de> for Priority {
 #[serde(deny_unknown_fields)]
 pub struct TaskSpec {
     /// Caller-chosen id; also the idempotency key of the submission.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$")
+    )]
     pub task_id: String,
     pub task_type: TaskType,
     #[serde(default)]
@@ -124,6 +128,10 @@ pub struct TaskSpec {
     pub resources: ResourceRequest,
     /// Declared run time "HH:MM:SS"; used for start-time estimates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^[0-9]{1,5}:[0-5][0-9]:[0-5][0-9]$")
+    )]
     pub duration: Option<String>,
     /// Container image. Recorded; the process runtime runs `command` on the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -145,15 +153,18 @@ pub struct TaskSpec {
     pub model: Option<String>,
     /// Inference replicas (each is an allocation). Training: always 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
     pub replicas: Option<u32>,
     /// How many times a lost node may requeue this task before it fails (default 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 100))]
     pub max_retries: Option<u32>,
     /// Never reclaimed by the idle inspector (e.g. a warm standby).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub idle_exempt: bool,
     /// Inference: the fewest replicas the idle inspector may scale in to (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
     pub min_replicas: Option<u32>,
     /// What a lost node means for this task (default: `fence` for training
     /// and reservations, `replace` for inference replicas; see [`OnNodeLoss`]).

@@ -104,9 +104,15 @@ mod tests {
             "properties": {"n": {"type": "integer", "minimum": 0}, "s": {"type": ["string", "null"]}}}}}});
         let p = json!({"$ref": "#/components/schemas/P"});
         assert!(conforms(&doc, &p, &json!({"n": 1, "s": null})).is_ok());
-        assert!(conforms(&doc, &p, &json!({"n": -1})).unwrap_err().contains("/n"));
-        assert!(conforms(&doc, &p, &json!({})).unwrap_err().contains("required"));
-        assert!(conforms(&doc, &p, &json!({"n": 1, "x": 2})).unwrap_err().contains("/x"));
+        assert!(conforms(&doc, &p, &json!({"n": -1}))
+            .unwrap_err()
+            .contains("/n"));
+        assert!(conforms(&doc, &p, &json!({}))
+            .unwrap_err()
+            .contains("required"));
+        assert!(conforms(&doc, &p, &json!({"n": 1, "x": 2}))
+            .unwrap_err()
+            .contains("/x"));
         assert!(conforms(&doc, &p, &json!({"n": 1, "s": 3})).is_err());
     }
 }

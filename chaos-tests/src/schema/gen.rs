@@ -46,11 +46,12 @@ pub fn valid(doc: &Value, schema: &Value, rng: &mut Rng, name: &str, depth: usiz
     for key in ["oneOf", "anyOf"] {
         if let Some(branches) = s[key].as_array().filter(|b| !b.is_empty()) {
             // Not null where there is something else to send.
-            let real: Vec<&Value> = branches
-                .iter()
-                .filter(|b| b["type"] != "null")
-                .collect();
-            let pick = if real.is_empty() { &branches[0] } else { *rng.pick(&real) };
+            let real: Vec<&Value> = branches.iter().filter(|b| b["type"] != "null").collect();
+            let pick = if real.is_empty() {
+                &branches[0]
+            } else {
+                *rng.pick(&real)
+            };
             return valid(doc, pick, rng, name, depth + 1);
         }
     }
@@ -58,7 +59,11 @@ pub fn valid(doc: &Value, schema: &Value, rng: &mut Rng, name: &str, depth: usiz
         return rng.pick(options).clone();
     }
     let ts = types(s);
-    let t = ts.iter().find(|t| **t != "null").copied().unwrap_or("object");
+    let t = ts
+        .iter()
+        .find(|t| **t != "null")
+        .copied()
+        .unwrap_or("object");
     match t {
         "boolean" => Value::Bool(rng.one_in(2)),
         "integer" => {
@@ -135,8 +140,19 @@ pub fn word(rng: &mut Rng) -> String {
 pub fn broken(doc: &Value, schema: &Value, rng: &mut Rng) -> (String, &'static str) {
     let mut v = valid(doc, schema, rng, "", 0);
     let what = match rng.below(9) {
-        0 => return (rng.pick(&["[]", "\"x\"", "42", "null", "true"]).to_string(), "a body of the wrong type"),
-        1 => return (rng.pick(&["", "{", "{\"a\":", "not json", "{}}", "\u{feff}{}"]).to_string(), "not JSON"),
+        0 => {
+            return (
+                rng.pick(&["[]", "\"x\"", "42", "null", "true"]).to_string(),
+                "a body of the wrong type",
+            )
+        }
+        1 => {
+            return (
+                rng.pick(&["", "{", "{\"a\":", "not json", "{}}", "\u{feff}{}"])
+                    .to_string(),
+                "not JSON",
+            )
+        }
         2 => return ("[".repeat(20_000) + &"]".repeat(20_000), "deep nesting"),
         3 => {
             if let Some(m) = v.as_object_mut().filter(|m| !m.is_empty()) {
@@ -153,10 +169,20 @@ pub fn broken(doc: &Value, schema: &Value, rng: &mut Rng) -> (String, &'static s
         }
         5 => {
             let huge = rng
-                .pick(&["1e308", "18446744073709551616", "-1", "1.5", "-9223372036854775809", "1e-320"])
+                .pick(&[
+                    "1e308",
+                    "18446744073709551616",
+                    "-1",
+                    "1.5",
+                    "-9223372036854775809",
+                    "1e-320",
+                ])
                 .to_string();
             let text = replace_leaf(&mut v, rng, Value::String(PLACEHOLDER.into()));
-            return (text.replace(&format!("\"{PLACEHOLDER}\""), &huge), "a number past every range");
+            return (
+                text.replace(&format!("\"{PLACEHOLDER}\""), &huge),
+                "a number past every range",
+            );
         }
         6 => {
             let odd = Value::String(rng.pick(ODD_STRINGS).to_string());
@@ -164,7 +190,16 @@ pub fn broken(doc: &Value, schema: &Value, rng: &mut Rng) -> (String, &'static s
             "an odd string"
         }
         7 => {
-            let wrong = rng.pick(&[json!([]), json!({}), json!("s"), json!(-7), json!(null), json!(true)]).clone();
+            let wrong = rng
+                .pick(&[
+                    json!([]),
+                    json!({}),
+                    json!("s"),
+                    json!(-7),
+                    json!(null),
+                    json!(true),
+                ])
+                .clone();
             replace_leaf(&mut v, rng, wrong);
             "a field of the wrong type"
         }

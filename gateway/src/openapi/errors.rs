@@ -16,7 +16,17 @@ const AUTHENTICATED: &[(u16, &str)] = &[
     (401, "no bearer token, or one that is not valid"),
     (403, "a valid token of a kind that may not call this"),
     (500, "storage failed (sled I/O, a corrupt record)"),
-    (503, "a control-plane actor is not answering, or the change could not be recorded; retry"),
+    (
+        503,
+        "a control-plane actor is not answering, or the change could not be recorded; retry",
+    ),
+];
+
+/// The statuses every operation that reads a body can answer.
+const WITH_BODY: &[(u16, &str)] = &[
+    (400, "the body is not what the schema says; `field` names the place"),
+    (408, "the body did not arrive within client-request-timeout-ms"),
+    (413, "the body is larger than max-body-bytes"),
 ];
 
 /// API errors by HTTP status (process errors, status 0, are never answers).
@@ -58,7 +68,11 @@ fn principal(op: &Value) -> &'static str {
         .filter_map(Value::as_object)
         .flat_map(|m| m.keys().map(String::as_str))
         .collect();
-    match (names.contains(&"operator"), names.contains(&"tenant"), names.contains(&"join")) {
+    match (
+        names.contains(&"operator"),
+        names.contains(&"tenant"),
+        names.contains(&"join"),
+    ) {
         (true, true, _) => "operator or tenant",
         (true, false, _) => "operator",
         (_, _, true) => "node join token",
@@ -83,6 +97,7 @@ pub fn complete(doc: &mut Value) {
         };
         for op in item.values_mut().filter(|op| op.get("responses").is_some()) {
             let who = principal(op);
+            let reads_body = op.get("requestBody").is_some();
             op["x-caldera-principal"] = json!(who);
             let Some(responses) = op["responses"].as_object_mut() else {
                 continue;
@@ -90,8 +105,17 @@ pub fn complete(doc: &mut Value) {
             if who != "none" {
                 add_all(responses, AUTHENTICATED);
             }
+            if reads_body {
+                add_all(responses, WITH_BODY);
+            }
             if !EXEMPT.contains(&path.as_str()) {
-                add_all(responses, &[(429, "this client has max-requests-per-client requests in flight")]);
+                add_all(
+                    responses,
+                    &[(
+                        429,
+                        "this client has max-requests-per-client requests in flight",
+                    )],
+                );
             }
             for (status, response) in responses.iter_mut() {
                 let Ok(status) = status.parse::<u16>() else {

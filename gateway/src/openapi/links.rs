@@ -10,7 +10,10 @@ type Source = (&'static str, &'static str, &'static str);
 const LINKS: &[(Source, &[(&str, &str)], &[&str])] = &[
     (
         ("/v1/tasks", "post", "201"),
-        &[("id", "$response.body#/data/task_id"), ("tenant", "$response.body#/data/tenant")],
+        &[
+            ("id", "$response.body#/data/task_id"),
+            ("tenant", "$response.body#/data/tenant"),
+        ],
         &["tasks_get", "logs", "release", "scale"],
     ),
     (
@@ -20,7 +23,10 @@ const LINKS: &[(Source, &[(&str, &str)], &[&str])] = &[
     ),
     (
         ("/v1/models", "post", "201"),
-        &[("name", "$response.body#/data/name"), ("version", "$response.body#/data/version")],
+        &[
+            ("name", "$response.body#/data/name"),
+            ("version", "$response.body#/data/version"),
+        ],
         &["version", "prewarm", "pin", "deprecate"],
     ),
     (
@@ -32,7 +38,10 @@ const LINKS: &[(Source, &[(&str, &str)], &[&str])] = &[
 
 /// The parameter names an operation declares.
 fn params_of(doc: &Value, id: &str) -> Vec<String> {
-    let ops = doc["paths"].as_object().into_iter().flat_map(|m| m.values());
+    let ops = doc["paths"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values());
     ops.flat_map(|item| item.as_object().into_iter().flat_map(|m| m.values()))
         .find(|op| op["operationId"] == id)
         .map(|op| {

@@ -91,14 +91,22 @@ pub fn document() -> Value {
 fn unique_operation_ids(doc: &mut Value) {
     let ops = || ["get", "put", "post", "delete", "patch"];
     let mut seen: std::collections::HashMap<String, usize> = Default::default();
-    for item in doc["paths"].as_object().into_iter().flat_map(|m| m.values()) {
+    for item in doc["paths"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+    {
         for op in ops().iter().filter_map(|m| item.get(*m)) {
             if let Some(id) = op["operationId"].as_str() {
                 *seen.entry(id.to_string()).or_default() += 1;
             }
         }
     }
-    for item in doc["paths"].as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+    for item in doc["paths"]
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|m| m.values_mut())
+    {
         for m in ops() {
             let Some(op) = item.get_mut(m) else { continue };
             let (Some(id), Some(tag)) = (op["operationId"].as_str(), op["tags"][0].as_str()) else {

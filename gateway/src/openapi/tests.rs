@@ -5,7 +5,9 @@ use caldera_spec::codes;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-const METHODS: &[&str] = &["get", "put", "post", "delete", "patch", "head", "options", "trace"];
+const METHODS: &[&str] = &[
+    "get", "put", "post", "delete", "patch", "head", "options", "trace",
+];
 
 /// `(METHOD, path)` of every operation in the document.
 fn documented(doc: &Value) -> BTreeSet<(String, String)> {
@@ -27,7 +29,11 @@ fn registered_routes_are_exactly_the_documented_ones() {
         .map(|(m, p)| (m.as_str().to_string(), p))
         .collect();
     let served_set: BTreeSet<_> = served.iter().cloned().collect();
-    assert_eq!(served.len(), served_set.len(), "a route is in the table twice");
+    assert_eq!(
+        served.len(),
+        served_set.len(),
+        "a route is in the table twice"
+    );
     let doc = documented(&document());
     let undocumented: Vec<_> = served_set.difference(&doc).collect();
     let unserved: Vec<_> = doc.difference(&served_set).collect();
@@ -36,7 +42,13 @@ fn registered_routes_are_exactly_the_documented_ones() {
         "served but not in /openapi.json (add the handler to ApiPaths): {undocumented:?}; \
          in /openapi.json but not served (add it to routes::table): {unserved:?}"
     );
-    for must in ["/healthz", "/metrics", "/v1/nodes/connect", "/openapi.json", "/docs"] {
+    for must in [
+        "/healthz",
+        "/metrics",
+        "/v1/nodes/connect",
+        "/openapi.json",
+        "/docs",
+    ] {
         assert!(served_set.iter().any(|(_, p)| p == must), "{must}");
     }
     #[cfg(feature = "failpoints")]
@@ -48,21 +60,40 @@ fn registered_routes_are_exactly_the_documented_ones() {
 #[test]
 fn the_document_is_openapi_3_1_with_the_three_tokens() {
     let doc = document();
-    assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.1")), "{}", doc["openapi"]);
+    assert!(
+        doc["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3.1")),
+        "{}",
+        doc["openapi"]
+    );
     for scheme in ["operator", "tenant", "join"] {
-        assert_eq!(doc["components"]["securitySchemes"][scheme]["scheme"], "bearer", "{scheme}");
+        assert_eq!(
+            doc["components"]["securitySchemes"][scheme]["scheme"], "bearer",
+            "{scheme}"
+        );
     }
     let op = &doc["paths"]["/v1/tenants"]["post"];
     assert_eq!(op["x-caldera-principal"], "operator");
-    assert_eq!(doc["paths"]["/v1/tasks"]["get"]["x-caldera-principal"], "operator or tenant");
-    assert_eq!(doc["paths"]["/healthz"]["get"]["x-caldera-principal"], "none");
+    assert_eq!(
+        doc["paths"]["/v1/tasks"]["get"]["x-caldera-principal"],
+        "operator or tenant"
+    );
+    assert_eq!(
+        doc["paths"]["/healthz"]["get"]["x-caldera-principal"],
+        "none"
+    );
 }
 
 #[test]
 fn operation_ids_are_unique() {
     let doc = document();
     let mut ids = BTreeSet::new();
-    for item in doc["paths"].as_object().into_iter().flat_map(|m| m.values()) {
+    for item in doc["paths"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+    {
         for m in METHODS {
             if let Some(op) = item.get(*m) {
                 let id = op["operationId"].as_str().unwrap_or_default().to_string();
@@ -79,12 +110,16 @@ fn every_api_error_code_is_in_its_status_schema_once() {
     for e in codes::ALL.iter().filter(|e| e.http_status != 0) {
         let s = &schemas[format!("Error{}", e.http_status)]["properties"];
         assert!(
-            s["code"]["enum"].as_array().is_some_and(|v| v.contains(&e.code.into())),
+            s["code"]["enum"]
+                .as_array()
+                .is_some_and(|v| v.contains(&e.code.into())),
             "{} is not in Error{}",
             e.code,
             e.http_status
         );
-        assert!(s["error"]["enum"].as_array().is_some_and(|v| v.contains(&e.name.into())));
+        assert!(s["error"]["enum"]
+            .as_array()
+            .is_some_and(|v| v.contains(&e.name.into())));
     }
 }
 
@@ -133,7 +168,10 @@ fn every_reference_resolves() {
     assert!(all.len() > 50, "{} refs", all.len());
     for r in all {
         let name = r.strip_prefix("#/components/schemas/").unwrap_or(r);
-        assert!(doc["components"]["schemas"].get(name).is_some(), "{r} is not in components");
+        assert!(
+            doc["components"]["schemas"].get(name).is_some(),
+            "{r} is not in components"
+        );
     }
 }
 
@@ -142,10 +180,18 @@ fn every_link_names_an_operation_of_the_document() {
     let doc = document();
     let mut ids = BTreeSet::new();
     let mut targets = Vec::new();
-    for item in doc["paths"].as_object().into_iter().flat_map(|m| m.values()) {
+    for item in doc["paths"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+    {
         for op in METHODS.iter().filter_map(|m| item.get(*m)) {
             ids.insert(op["operationId"].as_str().unwrap_or_default().to_string());
-            for r in op["responses"].as_object().into_iter().flat_map(|m| m.values()) {
+            for r in op["responses"]
+                .as_object()
+                .into_iter()
+                .flat_map(|m| m.values())
+            {
                 for l in r["links"].as_object().into_iter().flat_map(|m| m.values()) {
                     targets.push(l["operationId"].as_str().unwrap_or_default().to_string());
                 }

@@ -8,8 +8,8 @@ use crate::principal::Operator;
 use crate::state::AppState;
 use actix_web::web;
 use caldera_actors::commit_faults::FaultRule;
-use caldera_actors::commit_site::CommitSite;
 use caldera_actors::commit_faults::SiteCounts;
+use caldera_actors::commit_site::CommitSite;
 use caldera_spec::{codes, Envelope};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -73,13 +73,12 @@ pub async fn get(_: Operator, st: web::Data<AppState>) -> Reply<Failpoints> {
         (status = 200, description = "the rule armed", body = Envelope<Armed>),
         (status = 400, description = "the body is not a rule"),
         (status = 404, description = "no such commit site"),
-        (status = 413, description = "the body is too large"),
     ))]
 pub async fn arm(
     _: Operator,
     st: web::Data<AppState>,
     site: web::Path<String>,
-    body: web::Bytes,
+    payload: web::Payload,
 ) -> Result<Reply<Armed>, ApiError> {
     let target = match site.as_str() {
         "any" => None,
@@ -90,6 +89,7 @@ pub async fn arm(
             )
         })?),
     };
+    let body = crate::body::read(payload, st.body_limit).await?;
     let rule: FaultRule = caldera_spec::validate::parse_json(&body)?;
     st.cp.commit_faults().arm(target, rule);
     Ok(Reply::ok(Armed {

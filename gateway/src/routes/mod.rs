@@ -186,7 +186,11 @@ pub fn registered() -> Vec<(Method, String)> {
 pub fn configure(cfg: &mut web::ServiceConfig) {
     // Extractor failures answer in the envelope too, like every error.
     cfg.app_data(web::PathConfig::default().error_handler(|e, _| {
-        ApiError::new(&codes::BAD_FORMAT, format!("a path segment is not readable: {e}")).into()
+        ApiError::new(
+            &codes::BAD_FORMAT,
+            format!("a path segment is not readable: {e}"),
+        )
+        .into()
     }));
     cfg.app_data(web::QueryConfig::default().error_handler(|e, _| {
         ApiError::bad_query("?", format!("the query string is not readable: {e}")).into()

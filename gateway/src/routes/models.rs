@@ -33,9 +33,7 @@ pub struct Prewarmed {
         (status = 201, description = "registered", body = Envelope<VersionView>),
         (status = 400, description = "the body is not a model version (the field is named)"),
         (status = 403, description = "tenants may not register versions here"),
-        (status = 408, description = "the body did not arrive in time"),
         (status = 409, description = "another body for the same name:version"),
-        (status = 413, description = "the body is too large"),
     ))]
 pub async fn register(
     user: User,
@@ -163,9 +161,7 @@ fn prewarm_target(b: PrewarmBody) -> Result<(PrewarmTarget, bool), SpecError> {
         (status = 400, description = "neither or both of nodes and count, or a bad value"),
         (status = 403, description = "only the operator changes a version the operator registered"),
         (status = 404, description = "no such version, or an unknown node"),
-        (status = 408, description = "the body did not arrive in time"),
         (status = 409, description = "the version is retired, or no node can take it"),
-        (status = 413, description = "the body is too large"),
         (status = 422, description = "the version cannot be placed on the nodes named"),
     ))]
 pub async fn prewarm(
@@ -182,7 +178,10 @@ pub async fn prewarm(
         .cp
         .prewarm_model(&name, &version, user.tenant(), target, pin)
         .await?;
-    Ok(Reply::with_status(StatusCode::ACCEPTED, Prewarmed { nodes }))
+    Ok(Reply::with_status(
+        StatusCode::ACCEPTED,
+        Prewarmed { nodes },
+    ))
 }
 
 /// Pinned copies are never evicted from the nodes' caches.
@@ -202,9 +201,7 @@ pub struct PinBody {
         (status = 400, description = "the body is not {\"pinned\": bool}"),
         (status = 403, description = "only the operator changes a version the operator registered"),
         (status = 404, description = "no such version (or the caller may not see it)"),
-        (status = 408, description = "the body did not arrive in time"),
         (status = 409, description = "the version is retired"),
-        (status = 413, description = "the body is too large"),
     ))]
 pub async fn pin(
     user: User,

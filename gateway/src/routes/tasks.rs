@@ -99,9 +99,7 @@ pub struct ReplicasBody {
         (status = 400, description = "the body is not a task spec (the field is named), or the operator gave no ?tenant="),
         (status = 403, description = "a tenant token naming another tenant"),
         (status = 404, description = "no such tenant"),
-        (status = 408, description = "the body did not arrive in time"),
         (status = 409, description = "the task_id is taken by a different spec"),
-        (status = 413, description = "the body is too large"),
         (status = 422, description = "no node could ever hold it, a reserved id, or a model version it may not use"),
     ))]
 pub async fn submit(
@@ -362,9 +360,7 @@ pub async fn logs(
         (status = 400, description = "the body is not {\"replicas\": N} with N in range"),
         (status = 403, description = "a tenant token naming another tenant"),
         (status = 404, description = "no such task (or another tenant's)"),
-        (status = 408, description = "the body did not arrive in time"),
         (status = 409, description = "not a running service, or several tenants use the id"),
-        (status = 413, description = "the body is too large"),
     ))]
 pub async fn scale(
     user: User,

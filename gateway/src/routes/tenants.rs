@@ -6,8 +6,8 @@ use crate::principal::{Operator, User};
 use crate::state::AppState;
 use actix_web::web;
 use caldera_spec::validate::parse_json;
-use caldera_spec::{Quota, TenantRecord, Usage};
 use caldera_spec::Envelope;
+use caldera_spec::{Quota, TenantRecord, Usage};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -102,9 +102,7 @@ fn view(t: &TenantRecord) -> TenantView {
     responses(
         (status = 201, description = "created; `token` is shown this once", body = Envelope<TenantView>),
         (status = 400, description = "the body is not a tenant (the field is named)"),
-        (status = 408, description = "the body did not arrive in time"),
         (status = 409, description = "the tenant exists"),
-        (status = 413, description = "the body is too large"),
     ))]
 pub async fn create(
     _: Operator,
@@ -132,8 +130,6 @@ pub async fn create(
         (status = 200, description = "the tenant as changed", body = Envelope<TenantView>),
         (status = 400, description = "the body is not a quota (the field is named)"),
         (status = 404, description = "no such tenant"),
-        (status = 408, description = "the body did not arrive in time"),
-        (status = 413, description = "the body is too large"),
     ))]
 pub async fn set_quota(
     _: Operator,
