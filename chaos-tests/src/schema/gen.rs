@@ -114,7 +114,7 @@ fn plausible(name: &str, rng: &mut Rng) -> Option<Value> {
     Some(match name {
         "task_id" | "name" | "version" => Value::String(format!("f{}", rng.below(6))),
         "duration" => json!("00:10:00"),
-        "sha256" => Value::String(format!("{:064x}", rng.next())),
+        "sha256" => Value::String(format!("{:064x}", rng.next_u64())),
         "uri" => json!("file:///tmp/caldera-fuzz-weights"),
         "size_bytes" => json!(1 + rng.below(4096)),
         "cores" => json!(0.5 + rng.below(2) as f64),

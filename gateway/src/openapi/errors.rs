@@ -24,8 +24,14 @@ const AUTHENTICATED: &[(u16, &str)] = &[
 
 /// The statuses every operation that reads a body can answer.
 const WITH_BODY: &[(u16, &str)] = &[
-    (400, "the body is not what the schema says; `field` names the place"),
-    (408, "the body did not arrive within client-request-timeout-ms"),
+    (
+        400,
+        "the body is not what the schema says; `field` names the place",
+    ),
+    (
+        408,
+        "the body did not arrive within client-request-timeout-ms",
+    ),
     (413, "the body is larger than max-body-bytes"),
 ];
 

@@ -4,36 +4,43 @@
 //! stateful fuzzers (schemathesis) follow them instead of guessing ids.
 use serde_json::{json, Map, Value};
 
-/// `(path, method, status)` of a creation, the `(parameter, runtime
-/// expression)`s it supplies, and the operations they feed.
-type Source = (&'static str, &'static str, &'static str);
-const LINKS: &[(Source, &[(&str, &str)], &[&str])] = &[
-    (
-        ("/v1/tasks", "post", "201"),
-        &[
+/// A creation's answer and the operations on what it created.
+struct Link {
+    /// `(path, method, status)` of the creation's answer.
+    from: (&'static str, &'static str, &'static str),
+    /// `(parameter, runtime expression)`: what the answer supplies.
+    supplies: &'static [(&'static str, &'static str)],
+    /// The operation ids it feeds.
+    to: &'static [&'static str],
+}
+
+const LINKS: &[Link] = &[
+    Link {
+        from: ("/v1/tasks", "post", "201"),
+        supplies: &[
             ("id", "$response.body#/data/task_id"),
             ("tenant", "$response.body#/data/tenant"),
         ],
-        &["tasks_get", "logs", "release", "scale"],
-    ),
-    (
-        ("/v1/tenants", "post", "201"),
-        &[("name", "$response.body#/data/name")],
-        &["tenants_get", "usage", "set_quota"],
-    ),
-    (
-        ("/v1/models", "post", "201"),
-        &[
+        to: &["tasks_get", "logs", "release", "scale"],
+    },
+    Link {
+        from: ("/v1/tenants", "post", "201"),
+        supplies: &[("name", "$response.body#/data/name")],
+        to: &["tenants_get", "usage", "set_quota"],
+    },
+    Link {
+        from: ("/v1/models", "post", "201"),
+        supplies: &[
             ("name", "$response.body#/data/name"),
             ("version", "$response.body#/data/version"),
         ],
-        &["version", "prewarm", "pin", "deprecate"],
-    ),
-    (
-        ("/v1/models", "post", "201"),
-        &[("name", "$response.body#/data/name")],
-        &["models_get"],
-    ),
+        to: &["version", "prewarm", "pin", "deprecate"],
+    },
+    Link {
+        from: ("/v1/models", "post", "201"),
+        supplies: &[("name", "$response.body#/data/name")],
+        to: &["models_get"],
+    },
 ];
 
 /// The parameter names an operation declares.
@@ -57,9 +64,14 @@ fn params_of(doc: &Value, id: &str) -> Vec<String> {
 
 /// Adds [`LINKS`] to `doc`'s responses (each target given the parameters it has).
 pub fn add(doc: &mut Value) {
-    for ((path, method, status), supplies, targets) in LINKS {
+    for Link {
+        from: (path, method, status),
+        supplies,
+        to,
+    } in LINKS
+    {
         let mut links = Map::new();
-        for target in *targets {
+        for target in *to {
             let names = params_of(doc, target);
             let parameters: Map<String, Value> = supplies
                 .iter()
