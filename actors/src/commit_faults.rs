@@ -14,6 +14,7 @@ use std::sync::Mutex;
 
 /// What to do with the next commits of a site.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct FaultRule {
     /// Commits to let through first.
@@ -25,6 +26,7 @@ pub struct FaultRule {
 
 /// Commits made and refused at one site since the process started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SiteCounts {
     pub committed: u64,
     pub refused: u64,

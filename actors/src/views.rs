@@ -7,6 +7,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TransitionView {
     pub state: &'static str,
     pub at: String,
@@ -16,6 +17,7 @@ pub struct TransitionView {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskView {
     pub task_id: String,
     pub tenant: String,
@@ -120,6 +122,7 @@ impl From<&TaskRecord> for TaskView {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GpuView {
     pub index: u32,
     pub uuid: String,
@@ -134,6 +137,7 @@ pub struct GpuView {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NodeView {
     pub name: String,
     pub state: &'static str,
@@ -232,6 +236,7 @@ impl NodeView {
 
 /// Capacity, allocation and measured use of one dimension.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Dim {
     pub capacity: f64,
     pub allocated: f64,
@@ -240,6 +245,7 @@ pub struct Dim {
 
 /// The five dimensions of the pool.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Dims {
     pub gpus: Dim,
     pub gpu_memory_mb: Dim,
@@ -249,6 +255,7 @@ pub struct Dims {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Keyed<T: Serialize> {
     pub key: String,
     #[serde(flatten)]
@@ -256,6 +263,7 @@ pub struct Keyed<T: Serialize> {
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Utilization {
     pub total: Dims,
     pub by_node: Vec<Keyed<Dims>>,

@@ -14,6 +14,7 @@ pub mod models;
 pub mod origin;
 pub mod process;
 pub mod proxy;
+pub mod schema;
 pub mod shims;
 pub mod task_view;
 pub mod ticks;

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Paths a client is never refused on.
-const EXEMPT: &[&str] = &["/healthz", "/v1/nodes/connect"];
+pub const EXEMPT: &[&str] = &["/healthz", "/v1/nodes/connect"];
 
 /// In-flight requests per client.
 pub struct ClientLimit {

@@ -1,5 +1,6 @@
 //! caldera-gateway: the HTTP face of the control plane — REST /v1, the node
-//! WebSocket, health and metrics. It translates HTTP to calls of the
+//! WebSocket, health and metrics, and the API's own description
+//! (`/openapi.json`, `/docs`). It translates HTTP to calls of the
 //! control plane's facade (`caldera_actors::control_plane::ControlPlane`).
 //! It may not read sled, name an actor or a message (the facade is its one
 //! door into the control plane), nor depend on `caldera-sim`.
@@ -7,6 +8,7 @@ pub mod body;
 pub mod client_limit;
 pub mod envelope;
 pub mod error;
+pub mod openapi;
 pub mod principal;
 pub mod routes;
 pub mod server;

@@ -18,6 +18,13 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest frame accepted from an agent (a hello with many workloads).
 const MAX_FRAME: usize = 4 * 1024 * 1024;
 
+#[utoipa::path(get, path = "/v1/nodes/connect", tag = "nodes",
+    description = "The node agents' WebSocket (join token). The first text frame is a hello; the frames are the wire messages of caldera-spec's `wire` module, outside this document.",
+    security(("join" = [])),
+    responses(
+        (status = 101, description = "switched to the WebSocket protocol"),
+        (status = 400, description = "not a WebSocket upgrade"),
+    ))]
 pub async fn connect(
     _: NodeJoin,
     req: HttpRequest,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// non-zero stable `code`, an `error` name, the offending `field` where there
 /// is one, and `"data": null`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Envelope<T> {
     pub code: u32,
     pub msg: String,

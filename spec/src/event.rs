@@ -3,6 +3,7 @@ use serde::{Deserialize, Serialize};
 
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     TaskSubmitted,
@@ -43,6 +44,7 @@ pub enum EventKind {
 
 /// One entry of the event log. `seq` is assigned by storage, strictly increasing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Event {
     pub seq: u64,
     pub at_ms: u64,

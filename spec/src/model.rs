@@ -15,6 +15,7 @@ pub const MAX_WEIGHTS_BYTES: u64 = 16 << 40;
 
 /// Where a version's weights are and what they must hash to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WeightsSpec {
     /// `file:///abs/path` (a shared mount: NFS, CephFS, JuiceFS) or
@@ -23,11 +24,13 @@ pub struct WeightsSpec {
     pub uri: String,
     pub size_bytes: u64,
     /// Lowercase hex, 64 digits.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[0-9a-f]{64}$"))]
     pub sha256: String,
 }
 
 /// A version as registered. Unknown fields are refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ModelVersionSpec {
     pub name: String,

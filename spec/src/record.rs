@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// The task lifecycle of DESIGN.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
     Queued,
@@ -72,6 +73,7 @@ pub struct Transition {
 
 /// A slice of one GPU granted to an allocation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GpuGrant {
     pub index: u32,
     pub uuid: String,
@@ -83,6 +85,7 @@ pub struct GpuGrant {
 /// What the scheduler granted a task on one node. The ledger of these is
 /// written by the Scheduler alone.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Allocation {
     pub allocation_id: String,
     pub task_id: String,

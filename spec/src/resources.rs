@@ -3,6 +3,7 @@ use serde::{Deserialize, Serialize};
 
 /// `resources` of a task spec. Every part is optional; an absent part asks for nothing.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ResourceRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -20,15 +21,18 @@ pub struct ResourceRequest {
 
 /// GPUs: `count` GPUs with `memory_gb` free on EACH, or `share` of one GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GpuRequest {
     #[serde(default = "one")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub count: u32,
     /// GB of GPU memory per GPU. Absent: whole GPUs (or `share`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_gb: Option<f64>,
     /// Fraction (0, 1] of one GPU; only with count = 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0, maximum = 1))]
     pub share: Option<f64>,
     /// GPU model, matched by whole tokens of the node's model name, ignoring
     /// case, separators and the vendor ([`crate::gpu_model::matches`]: "A100"
@@ -43,15 +47,19 @@ fn one() -> u32 {
 
 /// CPU cores (fractions allowed: 0.5 = half a core).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CpuRequest {
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0))]
     pub cores: f64,
 }
 
 /// A size in GB (memory or disk).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SizeRequest {
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0))]
     pub size_gb: f64,
 }
 

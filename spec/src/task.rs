@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 /// Training runs to completion; inference is a service of replicas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum TaskType {
     Training,
@@ -57,6 +58,34 @@ impl Serialize for Priority {
     }
 }
 
+/// On the wire a priority is a word (`high`, `medium`, `low`) or a number
+/// 0..=1000 (the custom serde above): the schema says so, not "a u16".
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for Priority {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some(["high", "medium", "low"])),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0))
+                    .maximum(Some(Priority::MAX)),
+            )
+            .description(Some(
+                "high (900), medium (500, the default), low (100), or a number 0..=1000",
+            ))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for Priority {}
+
 impl<'de> Deserialize<'de> for Priority {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
@@ -84,9 +113,14 @@ impl<'de> Deserialize<'de> for Priority {
 
 /// A task as submitted. Unknown fields are refused so typos never pass silently.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskSpec {
     /// Caller-chosen id; also the idempotency key of the submission.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$")
+    )]
     pub task_id: String,
     pub task_type: TaskType,
     #[serde(default)]
@@ -94,6 +128,10 @@ pub struct TaskSpec {
     pub resources: ResourceRequest,
     /// Declared run time "HH:MM:SS"; used for start-time estimates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^[0-9]{1,5}:[0-5][0-9]:[0-5][0-9]$")
+    )]
     pub duration: Option<String>,
     /// Container image. Recorded; the process runtime runs `command` on the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,15 +153,18 @@ pub struct TaskSpec {
     pub model: Option<String>,
     /// Inference replicas (each is an allocation). Training: always 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
     pub replicas: Option<u32>,
     /// How many times a lost node may requeue this task before it fails (default 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 100))]
     pub max_retries: Option<u32>,
     /// Never reclaimed by the idle inspector (e.g. a warm standby).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub idle_exempt: bool,
     /// Inference: the fewest replicas the idle inspector may scale in to (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
     pub min_replicas: Option<u32>,
     /// What a lost node means for this task (default: `fence` for training
     /// and reservations, `replace` for inference replicas; see [`OnNodeLoss`]).
@@ -135,6 +176,7 @@ pub struct TaskSpec {
 /// be running the task (frozen, or cut off from the control plane): only its
 /// workload's lease, which the node's shim enforces, says when it has stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum OnNodeLoss {
     /// Requeued only once the lease the control plane last renewed on that

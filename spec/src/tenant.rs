@@ -3,6 +3,7 @@ use serde::{Deserialize, Serialize};
 
 /// Limits per dimension; an absent dimension is unlimited.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Quota {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -124,6 +125,7 @@ pub struct TenantRecord {
 
 /// Resources held, in the same dimensions as [`Quota`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Usage {
     /// GPUs touched (a share counts as its fraction).
     pub gpus: f64,

@@ -142,6 +142,7 @@ pub enum WarmupProgress {
 
 /// A node's weight cache, in its hello and every heartbeat.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default)]
 pub struct CacheReport {
     /// `--cache-gb` in bytes; 0: the node has no cache (models cannot run there).
@@ -155,6 +156,7 @@ pub struct CacheReport {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CacheEntry {
     pub sha256: String,
     pub size_bytes: u64,
@@ -166,6 +168,7 @@ pub struct CacheEntry {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CacheFetch {
     pub sha256: String,
     pub bytes_done: u64,
@@ -176,6 +179,7 @@ pub struct CacheFetch {
 
 /// Totals since the agent's data dir was created (persisted with the cache).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default)]
 pub struct CacheCounters {
     /// Starts (and warm commands) that found a verified copy.

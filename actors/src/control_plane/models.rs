@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 /// One model's versions as the caller sees them.
 #[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelView {
     pub name: String,
     pub versions: Vec<VersionView>,

@@ -3,6 +3,7 @@ use caldera_spec::{ModelVersionRecord, WeightsSpec};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct VersionView {
     pub name: String,
     pub version: String,
@@ -21,6 +22,7 @@ pub struct VersionView {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CopyView {
     pub node: String,
     pub copy: &'static str,

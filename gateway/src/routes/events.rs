@@ -9,9 +9,61 @@ use crate::state::AppState;
 use actix_web::web;
 use caldera_actors::control_plane::EventFilter;
 use caldera_spec::time::rfc3339;
-use serde_json::{json, Value};
+use caldera_spec::{Envelope, Event};
+use serde::Serialize;
+use utoipa::ToSchema;
 
-pub async fn list(user: User, st: web::Data<AppState>, q: Query) -> Result<Reply<Value>, ApiError> {
+/// An event as the API shows it: its time also in RFC 3339, its task by
+/// the tenant's own id (the tenant is its own field).
+#[derive(Serialize, ToSchema)]
+pub struct EventView {
+    /// RFC 3339 of `at_ms`.
+    pub at: String,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// `GET /v1/events`: a page of events.
+#[derive(Serialize, ToSchema)]
+pub struct EventPage {
+    pub events: Vec<EventView>,
+    /// The `seq` to pass as `cursor` for the next page; null: no more.
+    pub next_cursor: Option<u64>,
+}
+
+/// `GET /v1/events` filters.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventFilterQuery {
+    /// A task's id (the operator: `tenant/id`, or an id one tenant holds).
+    pub task: Option<String>,
+    /// A tenant (a tenant token: only its own).
+    pub tenant: Option<String>,
+    /// A node.
+    pub node: Option<String>,
+    /// The `seq` of the last event seen.
+    #[param(minimum = 0)]
+    pub cursor: Option<u64>,
+    /// Events per page (1..=1000, default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u32>,
+}
+
+#[utoipa::path(get, path = "/v1/events", tag = "events",
+    description = "The allocation history and audit trail, paged by sequence.",
+    params(EventFilterQuery),
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "a page of events", body = Envelope<EventPage>),
+        (status = 400, description = "a bad cursor or limit"),
+        (status = 403, description = "a tenant token naming another tenant"),
+        (status = 409, description = "the operator named a task id several tenants use"),
+    ))]
+pub async fn list(
+    user: User,
+    st: web::Data<AppState>,
+    q: Query,
+) -> Result<Reply<EventPage>, ApiError> {
     let mut filter = EventFilter {
         task: q.get("task").cloned(),
         tenant: q.get("tenant").cloned(),
@@ -46,20 +98,22 @@ pub async fn list(user: User, st: web::Data<AppState>, q: Query) -> Result<Reply
         None if page.events.len() == limit => page.events.last().map(|e| e.seq),
         None => None,
     };
-    let out: Vec<Value> = page
+    let events = page
         .events
-        .iter()
-        .map(|e| {
-            let mut v = serde_json::to_value(e).unwrap_or_default();
-            v["at"] = Value::String(rfc3339(e.at_ms));
-            if let Some(task) = &e.task {
-                // The tenant is the event's own field; the task is its own id.
-                v["task"] = Value::String(caldera_spec::local_id(task).to_string());
+        .into_iter()
+        .map(|mut e| {
+            // The tenant is the event's own field; the task is its own id.
+            e.task = e.task.map(|t| caldera_spec::local_id(&t).to_string());
+            EventView {
+                at: rfc3339(e.at_ms),
+                event: e,
             }
-            v
         })
         .collect();
-    Ok(Reply::ok(json!({"events": out, "next_cursor": next})))
+    Ok(Reply::ok(EventPage {
+        events,
+        next_cursor: next,
+    }))
 }
 
 /// The operator's `?task=ID` without `?tenant=`: the key of the one tenant's

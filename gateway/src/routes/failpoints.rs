@@ -8,35 +8,78 @@ use crate::principal::Operator;
 use crate::state::AppState;
 use actix_web::web;
 use caldera_actors::commit_faults::FaultRule;
+use caldera_actors::commit_faults::SiteCounts;
 use caldera_actors::commit_site::CommitSite;
-use caldera_spec::codes;
-use serde_json::{json, Value};
+use caldera_spec::{codes, Envelope};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+/// Commits made and refused per site, the rules armed, the sites there are.
+#[derive(Serialize, ToSchema)]
+pub struct Failpoints {
+    pub counts: BTreeMap<String, SiteCounts>,
+    /// By site (`any`: every site).
+    pub rules: BTreeMap<String, FaultRule>,
+    pub sites: Vec<&'static str>,
+}
+
+/// The rule armed at a site.
+#[derive(Serialize, ToSchema)]
+pub struct Armed {
+    pub site: String,
+    pub rule: FaultRule,
+}
+
+/// The rules are gone.
+#[derive(Serialize, ToSchema)]
+pub struct Cleared {
+    pub cleared: bool,
+}
 
 /// GET /v1/test/failpoints: commits made and refused per site, and the rules armed.
-pub async fn get(_: Operator, st: web::Data<AppState>) -> Reply<Value> {
+#[utoipa::path(get, path = "/v1/test/failpoints", tag = "test",
+    description = "Test builds only (the failpoints feature).",
+    security(("operator" = [])),
+    responses((status = 200, description = "counters and rules", body = Envelope<Failpoints>)))]
+pub async fn get(_: Operator, st: web::Data<AppState>) -> Reply<Failpoints> {
     let f = st.cp.commit_faults();
-    let counts: serde_json::Map<String, Value> = f
+    let counts = f
         .counts()
         .into_iter()
-        .map(|(site, c)| (site.as_str().to_string(), json!(c)))
+        .map(|(site, c)| (site.as_str().to_string(), c))
         .collect();
-    let rules: serde_json::Map<String, Value> = f
+    let rules = f
         .rules()
         .into_iter()
-        .map(|(site, r)| (site.map_or("any", CommitSite::as_str).to_string(), json!(r)))
+        .map(|(site, r)| (site.map_or("any", CommitSite::as_str).to_string(), r))
         .collect();
-    let sites: Vec<&str> = CommitSite::ALL.iter().map(|s| s.as_str()).collect();
-    Reply::ok(json!({ "counts": counts, "rules": rules, "sites": sites }))
+    let sites = CommitSite::ALL.iter().map(|s| s.as_str()).collect();
+    Reply::ok(Failpoints {
+        counts,
+        rules,
+        sites,
+    })
 }
 
 /// PUT /v1/test/failpoints/{site} `{"skip": S, "fail": N}`: let S commits
 /// at `site` (`any`: every site) through, then refuse N.
+#[utoipa::path(put, path = "/v1/test/failpoints/{site}", tag = "test",
+    description = "Test builds only (the failpoints feature).",
+    params(("site" = String, Path, description = "a commit site, or `any`")),
+    request_body = FaultRule,
+    security(("operator" = [])),
+    responses(
+        (status = 200, description = "the rule armed", body = Envelope<Armed>),
+        (status = 400, description = "the body is not a rule"),
+        (status = 404, description = "no such commit site"),
+    ))]
 pub async fn arm(
     _: Operator,
     st: web::Data<AppState>,
     site: web::Path<String>,
-    body: web::Bytes,
-) -> Result<Reply<Value>, ApiError> {
+    payload: web::Payload,
+) -> Result<Reply<Armed>, ApiError> {
     let target = match site.as_str() {
         "any" => None,
         name => Some(CommitSite::parse(name).ok_or_else(|| {
@@ -46,13 +89,21 @@ pub async fn arm(
             )
         })?),
     };
+    let body = crate::body::read(payload, st.body_limit).await?;
     let rule: FaultRule = caldera_spec::validate::parse_json(&body)?;
     st.cp.commit_faults().arm(target, rule);
-    Ok(Reply::ok(json!({ "site": site.as_str(), "rule": rule })))
+    Ok(Reply::ok(Armed {
+        site: site.into_inner(),
+        rule,
+    }))
 }
 
 /// DELETE /v1/test/failpoints: every rule removed; commits go through.
-pub async fn clear(_: Operator, st: web::Data<AppState>) -> Reply<Value> {
+#[utoipa::path(delete, path = "/v1/test/failpoints", tag = "test",
+    description = "Test builds only (the failpoints feature).",
+    security(("operator" = [])),
+    responses((status = 200, description = "every rule removed", body = Envelope<Cleared>)))]
+pub async fn clear(_: Operator, st: web::Data<AppState>) -> Reply<Cleared> {
     st.cp.commit_faults().clear();
-    Reply::ok(json!({ "cleared": true }))
+    Reply::ok(Cleared { cleared: true })
 }

@@ -3,12 +3,32 @@ use crate::envelope::Reply;
 use crate::error::ApiError;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
+use caldera_spec::Envelope;
+use serde::Serialize;
+use utoipa::ToSchema;
 
-pub async fn healthz() -> Reply<serde_json::Value> {
-    Reply::ok(serde_json::json!({"status": "ok"}))
+/// The process answers.
+#[derive(Serialize, ToSchema)]
+pub struct Health {
+    #[schema(example = "ok")]
+    pub status: &'static str,
+}
+
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    description = "Liveness: no token needed, never refused for load.",
+    responses((status = 200, description = "the process answers", body = Envelope<Health>)))]
+pub async fn healthz() -> Reply<Health> {
+    Reply::ok(Health { status: "ok" })
 }
 
 /// Prometheus text exposition of the scheduler's counters.
+#[utoipa::path(get, path = "/metrics", tag = "health",
+    description = "Prometheus text exposition (no token needed).",
+    responses(
+        (status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String),
+        (status = 500, description = "storage failed"),
+        (status = 503, description = "a control-plane actor is not answering"),
+    ))]
 pub async fn metrics(st: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let s = st.cp.stats().await?;
     let body = format!(

@@ -1,4 +1,22 @@
-//! REST routes under /v1, the node WebSocket and health.
+//! REST routes under /v1, the node WebSocket, health, `/openapi.json` and `/docs`.
+//!
+//! [`table`] is the one list of what the server serves; each entry takes its
+//! method and path from the handler's `#[utoipa::path]` annotation, so a
+//! route cannot be served under another path than the one documented.
+//!
+//! To add a route:
+//! 1. annotate the handler with `#[utoipa::path(METHOD, path = "/v1/...",
+//!    tag, params, request_body, security, responses)]` (its own error
+//!    statuses only; `crate::openapi::errors` adds 401/403/429/500/503 and
+//!    points every error at its registry schema), and derive
+//!    `utoipa::ToSchema` on its body and answer types;
+//! 2. add `at::<module::__path_handler>(web::to(module::handler))` to
+//!    [`table`];
+//! 3. add `module::handler` to [`ApiPaths`]'s `paths(...)`.
+//!
+//! The test `registered_routes_are_exactly_the_documented_ones` fails when 2
+//! and 3 disagree, and `tests/api_fuzz.rs` calls every documented operation
+//! on the real binary.
 pub mod events;
 #[cfg(feature = "failpoints")]
 pub mod failpoints;
@@ -11,139 +29,188 @@ pub mod tenants;
 pub mod utilization;
 pub mod whoami;
 
+use crate::openapi;
+
 use crate::error::ApiError;
 use actix_web::http::Method;
 use actix_web::{web, Resource, Route};
 use caldera_spec::codes;
 use std::collections::HashMap;
+use utoipa::OpenApi;
+
+/// One served operation: the method and path of its handler's
+/// `#[utoipa::path]` annotation (written once, there), and the handler.
+pub struct Endpoint {
+    pub method: Method,
+    pub path: String,
+    route: Route,
+}
+
+/// The endpoint of the handler whose annotation generated `P`
+/// (`#[utoipa::path]` on `fn list` makes `__path_list`). An annotation names
+/// one method (`every_annotation_names_one_method` checks).
+fn at<P: utoipa::Path>(route: Route) -> Endpoint {
+    use utoipa::openapi::path::HttpMethod as H;
+    let method = match P::methods().first() {
+        Some(H::Post) => Method::POST,
+        Some(H::Put) => Method::PUT,
+        Some(H::Delete) => Method::DELETE,
+        Some(H::Patch) => Method::PATCH,
+        Some(H::Head) => Method::HEAD,
+        Some(H::Options) => Method::OPTIONS,
+        Some(H::Trace) => Method::TRACE,
+        Some(H::Get) | None => Method::GET,
+    };
+    Endpoint {
+        method,
+        path: P::path(),
+        route,
+    }
+}
+
+/// Every route the server serves, in matching order (a literal path before
+/// a pattern that would also match it: `/v1/nodes/connect` before
+/// `/v1/nodes/{name}`).
+fn table() -> Vec<Endpoint> {
+    let t = vec![
+        at::<health::__path_healthz>(web::to(health::healthz)),
+        at::<health::__path_metrics>(web::to(health::metrics)),
+        at::<openapi::__path_spec>(web::to(openapi::spec)),
+        at::<openapi::docs::__path_page>(web::to(openapi::docs::page)),
+        at::<openapi::docs::__path_asset>(web::to(openapi::docs::asset)),
+        at::<tasks::__path_list>(web::to(tasks::list)),
+        at::<tasks::__path_submit>(web::to(tasks::submit)),
+        at::<tasks::__path_get>(web::to(tasks::get)),
+        at::<tasks::__path_release>(web::to(tasks::release)),
+        at::<tasks::__path_logs>(web::to(tasks::logs)),
+        at::<tasks::__path_scale>(web::to(tasks::scale)),
+        at::<crate::ws::__path_connect>(web::to(crate::ws::connect)),
+        at::<nodes::__path_list>(web::to(nodes::list)),
+        at::<nodes::__path_get>(web::to(nodes::get)),
+        at::<nodes::__path_revoke>(web::to(nodes::revoke)),
+        at::<nodes::__path_cordon>(web::to(nodes::cordon)),
+        at::<nodes::__path_drain>(web::to(nodes::drain)),
+        at::<nodes::__path_uncordon>(web::to(nodes::uncordon)),
+        at::<utilization::__path_get>(web::to(utilization::get)),
+        at::<tenants::__path_list>(web::to(tenants::list)),
+        at::<tenants::__path_create>(web::to(tenants::create)),
+        at::<tenants::__path_get>(web::to(tenants::get)),
+        at::<tenants::__path_set_quota>(web::to(tenants::set_quota)),
+        at::<tenants::__path_usage>(web::to(tenants::usage)),
+        at::<models::__path_list>(web::to(models::list)),
+        at::<models::__path_register>(web::to(models::register)),
+        at::<models::__path_get>(web::to(models::get)),
+        at::<models::__path_version>(web::to(models::version)),
+        at::<models::__path_prewarm>(web::to(models::prewarm)),
+        at::<models::__path_pin>(web::to(models::pin)),
+        at::<models::__path_deprecate>(web::to(models::deprecate)),
+        at::<events::__path_list>(web::to(events::list)),
+        at::<whoami::__path_get>(web::to(whoami::get)),
+        at::<stats::__path_estimates>(web::to(stats::estimates)),
+        at::<nodes::__path_allocations>(web::to(nodes::allocations)),
+    ];
+    #[cfg(feature = "failpoints")]
+    let t = {
+        let mut t = t;
+        t.extend([
+            at::<failpoints::__path_get>(web::to(failpoints::get)),
+            at::<failpoints::__path_clear>(web::to(failpoints::clear)),
+            at::<failpoints::__path_arm>(web::to(failpoints::arm)),
+        ]);
+        t
+    };
+    t
+}
+
+/// The operations of `/openapi.json`: the same handlers as [`table`]
+/// (`registered_routes_are_exactly_the_documented_ones` fails when the two
+/// lists differ).
+#[derive(OpenApi)]
+#[openapi(paths(
+    health::healthz,
+    health::metrics,
+    crate::openapi::spec,
+    crate::openapi::docs::page,
+    crate::openapi::docs::asset,
+    tasks::list,
+    tasks::submit,
+    tasks::get,
+    tasks::release,
+    tasks::logs,
+    tasks::scale,
+    crate::ws::connect,
+    nodes::list,
+    nodes::get,
+    nodes::revoke,
+    nodes::cordon,
+    nodes::drain,
+    nodes::uncordon,
+    utilization::get,
+    tenants::list,
+    tenants::create,
+    tenants::get,
+    tenants::set_quota,
+    tenants::usage,
+    models::list,
+    models::register,
+    models::get,
+    models::version,
+    models::prewarm,
+    models::pin,
+    models::deprecate,
+    events::list,
+    whoami::get,
+    stats::estimates,
+    nodes::allocations,
+))]
+pub struct ApiPaths;
+
+#[cfg(feature = "failpoints")]
+#[derive(OpenApi)]
+#[openapi(paths(failpoints::get, failpoints::clear, failpoints::arm))]
+struct FailpointPaths;
+
+/// The test-only routes' operations, in a build with them.
+pub fn failpoints_doc() -> Option<utoipa::openapi::OpenApi> {
+    #[cfg(feature = "failpoints")]
+    return Some(FailpointPaths::openapi());
+    #[cfg(not(feature = "failpoints"))]
+    None
+}
+
+/// `(method, path)` of every route the server serves, from the one table.
+pub fn registered() -> Vec<(Method, String)> {
+    table().into_iter().map(|e| (e.method, e.path)).collect()
+}
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    use actix_web::http::Method as M;
-    let on = |m: M, route: Route| (m, route);
-    let paths = [
-        ("/healthz", vec![on(M::GET, web::to(health::healthz))]),
-        ("/metrics", vec![on(M::GET, web::to(health::metrics))]),
-        (
-            "/v1/tasks",
-            vec![
-                on(M::GET, web::to(tasks::list)),
-                on(M::POST, web::to(tasks::submit)),
-            ],
-        ),
-        ("/v1/tasks/{id}", vec![on(M::GET, web::to(tasks::get))]),
-        (
-            "/v1/tasks/{id}/release",
-            vec![on(M::POST, web::to(tasks::release))],
-        ),
-        (
-            "/v1/tasks/{id}/logs",
-            vec![on(M::GET, web::to(tasks::logs))],
-        ),
-        (
-            "/v1/tasks/{id}/replicas",
-            vec![on(M::PUT, web::to(tasks::scale))],
-        ),
-        (
-            "/v1/nodes/connect",
-            vec![on(M::GET, web::to(crate::ws::connect))],
-        ),
-        ("/v1/nodes", vec![on(M::GET, web::to(nodes::list))]),
-        ("/v1/nodes/{name}", vec![on(M::GET, web::to(nodes::get))]),
-        (
-            "/v1/nodes/{name}/revoke",
-            vec![on(M::POST, web::to(nodes::revoke))],
-        ),
-        (
-            "/v1/nodes/{name}/cordon",
-            vec![on(M::POST, web::to(nodes::cordon))],
-        ),
-        (
-            "/v1/nodes/{name}/drain",
-            vec![on(M::POST, web::to(nodes::drain))],
-        ),
-        (
-            "/v1/nodes/{name}/uncordon",
-            vec![on(M::POST, web::to(nodes::uncordon))],
-        ),
-        (
-            "/v1/utilization",
-            vec![on(M::GET, web::to(utilization::get))],
-        ),
-        (
-            "/v1/tenants",
-            vec![
-                on(M::GET, web::to(tenants::list)),
-                on(M::POST, web::to(tenants::create)),
-            ],
-        ),
-        (
-            "/v1/tenants/{name}",
-            vec![on(M::GET, web::to(tenants::get))],
-        ),
-        (
-            "/v1/tenants/{name}/quota",
-            vec![on(M::PUT, web::to(tenants::set_quota))],
-        ),
-        (
-            "/v1/tenants/{name}/usage",
-            vec![on(M::GET, web::to(tenants::usage))],
-        ),
-        (
-            "/v1/models",
-            vec![
-                on(M::GET, web::to(models::list)),
-                on(M::POST, web::to(models::register)),
-            ],
-        ),
-        ("/v1/models/{name}", vec![on(M::GET, web::to(models::get))]),
-        (
-            "/v1/models/{name}/versions/{version}",
-            vec![on(M::GET, web::to(models::version))],
-        ),
-        (
-            "/v1/models/{name}/versions/{version}/prewarm",
-            vec![on(M::POST, web::to(models::prewarm))],
-        ),
-        (
-            "/v1/models/{name}/versions/{version}/pin",
-            vec![on(M::PUT, web::to(models::pin))],
-        ),
-        (
-            "/v1/models/{name}/versions/{version}/deprecate",
-            vec![on(M::POST, web::to(models::deprecate))],
-        ),
-        ("/v1/events", vec![on(M::GET, web::to(events::list))]),
-        ("/v1/whoami", vec![on(M::GET, web::to(whoami::get))]),
-        (
-            "/v1/stats/estimates",
-            vec![on(M::GET, web::to(stats::estimates))],
-        ),
-        (
-            "/v1/allocations",
-            vec![on(M::GET, web::to(nodes::allocations))],
-        ),
-    ];
-    for (path, routes) in paths {
-        cfg.service(resource(path, routes));
+    // Extractor failures answer in the envelope too, like every error.
+    cfg.app_data(web::PathConfig::default().error_handler(|e, _| {
+        ApiError::new(
+            &codes::BAD_FORMAT,
+            format!("a path segment is not readable: {e}"),
+        )
+        .into()
+    }));
+    cfg.app_data(web::QueryConfig::default().error_handler(|e, _| {
+        ApiError::bad_query("?", format!("the query string is not readable: {e}")).into()
+    }));
+    // Grouped by path in first-appearance order, so each path's resource
+    // answers 405 naming all its methods.
+    let mut paths: Vec<(String, Vec<(Method, Route)>)> = Vec::new();
+    for e in table() {
+        match paths.iter_mut().find(|(p, _)| *p == e.path) {
+            Some((_, routes)) => routes.push((e.method, e.route)),
+            None => paths.push((e.path, vec![(e.method, e.route)])),
+        }
     }
-    #[cfg(feature = "failpoints")]
-    {
-        cfg.service(resource(
-            "/v1/test/failpoints",
-            vec![
-                on(M::GET, web::to(failpoints::get)),
-                on(M::DELETE, web::to(failpoints::clear)),
-            ],
-        ));
-        cfg.service(resource(
-            "/v1/test/failpoints/{site}",
-            vec![on(M::PUT, web::to(failpoints::arm))],
-        ));
+    for (path, routes) in paths {
+        cfg.service(resource(&path, routes));
     }
     cfg.default_service(web::to(|| async {
         Err::<actix_web::HttpResponse, _>(ApiError::new(
             &codes::NOT_FOUND,
-            "no such path; see the API table in the README",
+            "no such path; see /docs or /openapi.json",
         ))
     }));
 }

@@ -12,12 +12,29 @@ use actix_web::web;
 use caldera_actors::control_plane::{ModelView, PrewarmTarget};
 use caldera_actors::model::view::VersionView;
 use caldera_spec::validate::parse_json;
-use caldera_spec::{SpecError, SpecErrorKind as K};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use caldera_spec::{Envelope, ModelVersionSpec, SpecError, SpecErrorKind as K};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// The nodes a prewarm sent the version to.
+#[derive(Serialize, ToSchema)]
+pub struct Prewarmed {
+    pub nodes: Vec<String>,
+}
 
 /// POST /v1/models — 201 new, 200 the identical registration, 409 another
 /// body for the same `name:version` (versions are immutable).
+#[utoipa::path(post, path = "/v1/models", tag = "models",
+    description = "Registers a model version (the operator; a tenant where tenants-may-register-models allows).",
+    request_body = ModelVersionSpec,
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "the identical registration exists", body = Envelope<VersionView>),
+        (status = 201, description = "registered", body = Envelope<VersionView>),
+        (status = 400, description = "the body is not a model version (the field is named)"),
+        (status = 403, description = "tenants may not register versions here"),
+        (status = 409, description = "another body for the same name:version"),
+    ))]
 pub async fn register(
     user: User,
     st: web::Data<AppState>,
@@ -41,11 +58,21 @@ pub async fn register(
 }
 
 /// GET /v1/models
+#[utoipa::path(get, path = "/v1/models", tag = "models",
+    security(("operator" = []), ("tenant" = [])),
+    responses((status = 200, description = "every model the caller may see", body = Envelope<Vec<ModelView>>)))]
 pub async fn list(user: User, st: web::Data<AppState>) -> Result<Reply<Vec<ModelView>>, ApiError> {
     Ok(Reply::ok(st.cp.models(user.tenant()).await))
 }
 
 /// GET /v1/models/{name}
+#[utoipa::path(get, path = "/v1/models/{name}", tag = "models",
+    params(("name" = String, Path, description = "the model")),
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "the model's versions", body = Envelope<ModelView>),
+        (status = 404, description = "no such model (or none the caller may see)"),
+    ))]
 pub async fn get(
     user: User,
     st: web::Data<AppState>,
@@ -58,6 +85,13 @@ pub async fn get(
 }
 
 /// GET /v1/models/{name}/versions/{version}
+#[utoipa::path(get, path = "/v1/models/{name}/versions/{version}", tag = "models",
+    params(("name" = String, Path, description = "the model"), ("version" = String, Path, description = "the version")),
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "the version", body = Envelope<VersionView>),
+        (status = 404, description = "no such version (or the caller may not see it)"),
+    ))]
 pub async fn version(
     user: User,
     st: web::Data<AppState>,
@@ -81,9 +115,10 @@ async fn may_change(user: &User, st: &AppState, name: &str, version: &str) -> Re
     }
 }
 
-#[derive(Deserialize)]
+/// `nodes` or `count`, exactly one; `pin` keeps the copies from eviction.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct PrewarmBody {
+pub struct PrewarmBody {
     #[serde(default)]
     nodes: Option<Vec<String>>,
     #[serde(default)]
@@ -116,12 +151,25 @@ fn prewarm_target(b: PrewarmBody) -> Result<(PrewarmTarget, bool), SpecError> {
 }
 
 /// POST /v1/models/{name}/versions/{version}/prewarm {"nodes":[..]} | {"count":N}, "pin"?
+#[utoipa::path(post, path = "/v1/models/{name}/versions/{version}/prewarm", tag = "models",
+    description = "Fetches the version's weights onto nodes ahead of use.",
+    params(("name" = String, Path, description = "the model"), ("version" = String, Path, description = "the version")),
+    request_body = PrewarmBody,
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 202, description = "the nodes it was sent to", body = Envelope<Prewarmed>),
+        (status = 400, description = "neither or both of nodes and count, or a bad value"),
+        (status = 403, description = "only the operator changes a version the operator registered"),
+        (status = 404, description = "no such version, or an unknown node"),
+        (status = 409, description = "the version is retired, or no node can take it"),
+        (status = 422, description = "the version cannot be placed on the nodes named"),
+    ))]
 pub async fn prewarm(
     user: User,
     st: web::Data<AppState>,
     path: web::Path<(String, String)>,
     payload: web::Payload,
-) -> Result<Reply<Value>, ApiError> {
+) -> Result<Reply<Prewarmed>, ApiError> {
     let (name, version) = path.into_inner();
     may_change(&user, &st, &name, &version).await?;
     let body = body::read(payload, st.body_limit).await?;
@@ -132,17 +180,29 @@ pub async fn prewarm(
         .await?;
     Ok(Reply::with_status(
         StatusCode::ACCEPTED,
-        json!({ "nodes": nodes }),
+        Prewarmed { nodes },
     ))
 }
 
-#[derive(Deserialize)]
+/// Pinned copies are never evicted from the nodes' caches.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct PinBody {
+pub struct PinBody {
     pinned: bool,
 }
 
 /// PUT /v1/models/{name}/versions/{version}/pin {"pinned": bool}
+#[utoipa::path(put, path = "/v1/models/{name}/versions/{version}/pin", tag = "models",
+    params(("name" = String, Path, description = "the model"), ("version" = String, Path, description = "the version")),
+    request_body = PinBody,
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "the version, pinned or not", body = Envelope<VersionView>),
+        (status = 400, description = "the body is not {\"pinned\": bool}"),
+        (status = 403, description = "only the operator changes a version the operator registered"),
+        (status = 404, description = "no such version (or the caller may not see it)"),
+        (status = 409, description = "the version is retired"),
+    ))]
 pub async fn pin(
     user: User,
     st: web::Data<AppState>,
@@ -161,6 +221,16 @@ pub async fn pin(
 }
 
 /// POST /v1/models/{name}/versions/{version}/deprecate
+#[utoipa::path(post, path = "/v1/models/{name}/versions/{version}/deprecate", tag = "models",
+    description = "No new tasks may name the version; the ones running keep it.",
+    params(("name" = String, Path, description = "the model"), ("version" = String, Path, description = "the version")),
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "the version, retiring", body = Envelope<VersionView>),
+        (status = 403, description = "only the operator changes a version the operator registered"),
+        (status = 404, description = "no such version (or the caller may not see it)"),
+        (status = 409, description = "the version is retired already"),
+    ))]
 pub async fn deprecate(
     user: User,
     st: web::Data<AppState>,

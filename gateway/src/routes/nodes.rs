@@ -6,15 +6,40 @@ use crate::state::AppState;
 use actix_web::web;
 use caldera_actors::control_plane::CordonChange;
 use caldera_actors::views::NodeView;
-use serde_json::{json, Value};
+use caldera_spec::{Allocation, Envelope};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// `GET /v1/nodes`.
+#[derive(Serialize, ToSchema)]
+pub struct NodeList {
+    pub nodes: Vec<NodeView>,
+}
+
+/// `GET /v1/allocations`: the Scheduler's ledger and sled's copy of it.
+#[derive(Serialize, ToSchema)]
+pub struct Allocations {
+    pub ledger: Vec<Allocation>,
+    pub stored: Vec<Allocation>,
+}
 
 /// GET /v1/nodes
-pub async fn list(_: User, st: web::Data<AppState>) -> Result<Reply<Value>, ApiError> {
+#[utoipa::path(get, path = "/v1/nodes", tag = "nodes",
+    security(("operator" = []), ("tenant" = [])),
+    responses((status = 200, description = "every node", body = Envelope<NodeList>)))]
+pub async fn list(_: User, st: web::Data<AppState>) -> Result<Reply<NodeList>, ApiError> {
     let nodes = st.cp.nodes().await?;
-    Ok(Reply::ok(json!({ "nodes": nodes })))
+    Ok(Reply::ok(NodeList { nodes }))
 }
 
 /// GET /v1/nodes/{name}
+#[utoipa::path(get, path = "/v1/nodes/{name}", tag = "nodes",
+    params(("name" = String, Path, description = "the node")),
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "the node, with its weight cache", body = Envelope<NodeView>),
+        (status = 404, description = "no such node"),
+    ))]
 pub async fn get(
     _: User,
     st: web::Data<AppState>,
@@ -30,20 +55,35 @@ pub async fn get(
 /// it, so the ledger can be checked against the tasks' states. Ids as every
 /// view shows them (the tenant's own, beside the `tenant` field), so they
 /// compare with `GET /v1/tasks/{id}?tenant=`.
-pub async fn allocations(_: Operator, st: web::Data<AppState>) -> Result<Reply<Value>, ApiError> {
+#[utoipa::path(get, path = "/v1/allocations", tag = "nodes",
+    security(("operator" = [])),
+    responses((status = 200, description = "the ledger and its stored copy", body = Envelope<Allocations>)))]
+pub async fn allocations(
+    _: Operator,
+    st: web::Data<AppState>,
+) -> Result<Reply<Allocations>, ApiError> {
     let (ledger, stored) = st.cp.allocations().await?;
     let view = |v: Vec<caldera_spec::Allocation>| -> Vec<caldera_spec::Allocation> {
         v.iter()
             .map(caldera_actors::views::allocation_view)
             .collect()
     };
-    Ok(Reply::ok(
-        json!({ "ledger": view(ledger), "stored": view(stored) }),
-    ))
+    Ok(Reply::ok(Allocations {
+        ledger: view(ledger),
+        stored: view(stored),
+    }))
 }
 
 /// POST /v1/nodes/{name}/revoke (operator): the node's secret stops working
 /// and its live session is closed; its tasks are handled as on node loss.
+#[utoipa::path(post, path = "/v1/nodes/{name}/revoke", tag = "nodes",
+    description = "Revokes the node's secret and closes its session; its tasks are handled as on node loss.",
+    params(("name" = String, Path, description = "the node")),
+    security(("operator" = [])),
+    responses(
+        (status = 200, description = "the node, revoked", body = Envelope<NodeView>),
+        (status = 404, description = "no such node"),
+    ))]
 pub async fn revoke(
     _: Operator,
     st: web::Data<AppState>,
@@ -57,6 +97,14 @@ pub async fn revoke(
 
 /// POST /v1/nodes/{name}/cordon (operator): no new placements on the node;
 /// what runs there stays.
+#[utoipa::path(post, path = "/v1/nodes/{name}/cordon", tag = "nodes",
+    description = "No new placements on the node; what runs there stays.",
+    params(("name" = String, Path, description = "the node")),
+    security(("operator" = [])),
+    responses(
+        (status = 200, description = "the node, cordoned", body = Envelope<NodeView>),
+        (status = 404, description = "no such node"),
+    ))]
 pub async fn cordon(
     op: Operator,
     st: web::Data<AppState>,
@@ -68,6 +116,14 @@ pub async fn cordon(
 /// POST /v1/nodes/{name}/drain (operator): cordon, and move its work away as
 /// a planned stop (training checkpoints and resumes elsewhere, reservations
 /// and replicas are placed again; no retry spent).
+#[utoipa::path(post, path = "/v1/nodes/{name}/drain", tag = "nodes",
+    description = "Cordons the node and moves its work away as a planned stop.",
+    params(("name" = String, Path, description = "the node")),
+    security(("operator" = [])),
+    responses(
+        (status = 200, description = "the node, draining", body = Envelope<NodeView>),
+        (status = 404, description = "no such node"),
+    ))]
 pub async fn drain(
     op: Operator,
     st: web::Data<AppState>,
@@ -77,6 +133,14 @@ pub async fn drain(
 }
 
 /// POST /v1/nodes/{name}/uncordon (operator): placements there again.
+#[utoipa::path(post, path = "/v1/nodes/{name}/uncordon", tag = "nodes",
+    description = "Placements on the node again.",
+    params(("name" = String, Path, description = "the node")),
+    security(("operator" = [])),
+    responses(
+        (status = 200, description = "the node, uncordoned", body = Envelope<NodeView>),
+        (status = 404, description = "no such node"),
+    ))]
 pub async fn uncordon(
     op: Operator,
     st: web::Data<AppState>,

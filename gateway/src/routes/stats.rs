@@ -8,6 +8,7 @@ use crate::principal::User;
 use crate::state::AppState;
 use actix_web::web;
 use caldera_actors::control_plane::estimates::EstimateAccuracy;
+use caldera_spec::Envelope;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -38,6 +39,10 @@ pub async fn accuracy(st: &AppState) -> Result<EstimateAccuracy, ApiError> {
 }
 
 /// GET /v1/stats/estimates (any user: cluster-wide shares, no task named).
+#[utoipa::path(get, path = "/v1/stats/estimates", tag = "stats",
+    description = "How close first start estimates came to the real starts.",
+    security(("operator" = []), ("tenant" = [])),
+    responses((status = 200, description = "start-estimate accuracy", body = Envelope<EstimateAccuracy>)))]
 pub async fn estimates(
     _: User,
     st: web::Data<AppState>,

@@ -9,10 +9,99 @@ use actix_web::http::StatusCode;
 use actix_web::web;
 use caldera_actors::control_plane::TaskQuery;
 use caldera_actors::views::TaskView;
-use caldera_spec::{codes, TaskRecord, TaskState, TaskType};
-use serde_json::{json, Value};
+use caldera_spec::{codes, Envelope, TaskRecord, TaskSpec, TaskState, TaskType};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// `GET /v1/tasks`: a page of tasks.
+#[derive(Serialize, ToSchema)]
+pub struct TaskPage {
+    pub tasks: Vec<TaskView>,
+    /// Pass as `cursor` for the next page; null: no more.
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /v1/tasks/{id}/logs`: the tail of a task's log (a reservation: none).
+#[derive(Serialize, ToSchema)]
+pub struct LogChunk {
+    pub task_id: String,
+    pub node: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocation_id: Option<String>,
+    pub content: String,
+    pub truncated: bool,
+    /// The offset after `content`: the next `from_byte` when following.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_byte: Option<u64>,
+    /// Set (true) for a reservation, which runs no process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<&'static str>,
+}
+
+/// `?tenant=`: the tenant a request acts for (the operator's; a tenant token's own).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TenantParam {
+    /// The tenant the operator acts for; a tenant token may name only its own.
+    pub tenant: Option<String>,
+}
+
+/// `GET /v1/tasks` filters.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TaskFilter {
+    /// Only tasks in this state.
+    pub state: Option<TaskState>,
+    /// `training` or `inference`.
+    #[param(rename = "type")]
+    pub task_type: Option<TaskType>,
+    /// Tasks per page (1..=1000, default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// `GET /v1/tasks/{id}/logs` options.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct LogQuery {
+    /// Bytes from the end (1..=16 MiB, default 64 KiB).
+    #[param(minimum = 1, maximum = 16777216)]
+    pub tail_bytes: Option<u64>,
+    /// Read from this offset (following a log: the last `end_byte`).
+    #[param(minimum = 0)]
+    pub from_byte: Option<u64>,
+    /// The tenant the operator acts for.
+    pub tenant: Option<String>,
+}
+
+/// `PUT /v1/tasks/{id}/replicas`.
+#[derive(ToSchema)]
+#[allow(dead_code)] // a schema only: `parse_replicas` reads the body
+pub struct ReplicasBody {
+    /// 1..=`MAX_REPLICAS`.
+    #[schema(minimum = 1, maximum = 1000)]
+    replicas: u32,
+}
 
 /// POST /v1/tasks — 201 when created, 200 when the identical spec exists, 409 on a different one.
+#[utoipa::path(post, path = "/v1/tasks", tag = "tasks",
+    description = "Requests resources: a training job, an inference service or a reservation.",
+    params(TenantParam),
+    request_body = TaskSpec,
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "the identical spec exists already", body = Envelope<TaskView>),
+        (status = 201, description = "created", body = Envelope<TaskView>),
+        (status = 400, description = "the body is not a task spec (the field is named), or the operator gave no ?tenant="),
+        (status = 403, description = "a tenant token naming another tenant"),
+        (status = 404, description = "no such tenant"),
+        (status = 409, description = "the task_id is taken by a different spec"),
+        (status = 422, description = "no node could ever hold it, a reserved id, or a model version it may not use"),
+    ))]
 pub async fn submit(
     user: User,
     st: web::Data<AppState>,
@@ -96,6 +185,14 @@ async fn visible(
 }
 
 /// GET /v1/tasks/{id}?tenant=
+#[utoipa::path(get, path = "/v1/tasks/{id}", tag = "tasks",
+    params(("id" = String, Path, description = "the task's id (the tenant's own)"), TenantParam),
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "the task", body = Envelope<TaskView>),
+        (status = 404, description = "no such task (or another tenant's)"),
+        (status = 409, description = "the operator gave no ?tenant= and several tenants use the id"),
+    ))]
 pub async fn get(
     user: User,
     st: web::Data<AppState>,
@@ -116,7 +213,18 @@ pub async fn get(
 /// own ids, `cursor` the last id seen; the operator's: every tenant's, ordered
 /// by key (`tenant/id`), `cursor` the last key seen. A page examines a bounded number of tasks, so it may hold
 /// fewer than `limit` with a `next_cursor` to go on from.
-pub async fn list(user: User, st: web::Data<AppState>, q: Query) -> Result<Reply<Value>, ApiError> {
+#[utoipa::path(get, path = "/v1/tasks", tag = "tasks",
+    params(TaskFilter),
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "a page of tasks", body = Envelope<TaskPage>),
+        (status = 400, description = "a bad filter (the parameter is named)"),
+    ))]
+pub async fn list(
+    user: User,
+    st: web::Data<AppState>,
+    q: Query,
+) -> Result<Reply<TaskPage>, ApiError> {
     let state = match q.get("state") {
         None => None,
         Some(s) => Some(
@@ -156,12 +264,22 @@ pub async fn list(user: User, st: web::Data<AppState>, q: Query) -> Result<Reply
             view
         })
         .collect();
-    Ok(Reply::ok(
-        json!({"tasks": tasks, "next_cursor": page.next_cursor}),
-    ))
+    Ok(Reply::ok(TaskPage {
+        tasks,
+        next_cursor: page.next_cursor,
+    }))
 }
 
 /// POST /v1/tasks/{id}/release?tenant= — stop, free, Released (queued: Cancelled).
+#[utoipa::path(post, path = "/v1/tasks/{id}/release", tag = "tasks",
+    params(("id" = String, Path, description = "the task's id"), TenantParam),
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "the task, released (or as it ended)", body = Envelope<TaskView>),
+        (status = 403, description = "a tenant token naming another tenant"),
+        (status = 404, description = "no such task (or another tenant's)"),
+        (status = 409, description = "the operator gave no ?tenant= and several tenants use the id"),
+    ))]
 pub async fn release(
     user: User,
     st: web::Data<AppState>,
@@ -179,12 +297,22 @@ pub async fn release(
 }
 
 /// GET /v1/tasks/{id}/logs?tail_bytes=N&tenant= — fetched from the node that ran it.
+#[utoipa::path(get, path = "/v1/tasks/{id}/logs", tag = "tasks",
+    params(("id" = String, Path, description = "the task's id"), LogQuery),
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "the log's tail", body = Envelope<LogChunk>),
+        (status = 400, description = "a bad tail_bytes or from_byte"),
+        (status = 403, description = "a tenant token naming another tenant"),
+        (status = 404, description = "no such task (or another tenant's)"),
+        (status = 409, description = "the task has not run yet, or several tenants use the id"),
+    ))]
 pub async fn logs(
     user: User,
     st: web::Data<AppState>,
     id: web::Path<String>,
     q: Query,
-) -> Result<Reply<Value>, ApiError> {
+) -> Result<Reply<LogChunk>, ApiError> {
     let (_, rec) = visible(&user, &st, &q, &id).await?;
     let tail = query_num(&q, "tail_bytes", 64 * 1024, 16 * 1024 * 1024)?;
     let Some(a) = rec.allocation else {
@@ -196,21 +324,44 @@ pub async fn logs(
     if rec.spec.command.is_empty() {
         // A reservation holds room and runs nothing: say so, rather than
         // answering an empty log as if a process had been silent.
-        return Ok(Reply::ok(
-            json!({"task_id": *id, "node": a.node, "content": "",
-            "truncated": false, "reservation": true,
-            "note": "this task is a reservation: it runs no process, so it has no log"}),
-        ));
+        return Ok(Reply::ok(LogChunk {
+            task_id: id.into_inner(),
+            node: a.node,
+            allocation_id: None,
+            content: String::new(),
+            truncated: false,
+            end_byte: None,
+            reservation: Some(true),
+            note: Some("this task is a reservation: it runs no process, so it has no log"),
+        }));
     }
     // From an offset: the next piece of a log being followed (`logs -f`).
     let from = query_offset(&q, "from_byte")?;
     let chunk = st.cp.logs(&a, tail, from).await?;
-    Ok(Reply::ok(json!({"task_id": *id, "node": a.node,
-        "allocation_id": caldera_spec::local_id(&a.allocation_id),
-        "content": chunk.content, "truncated": chunk.truncated, "end_byte": chunk.end_byte})))
+    Ok(Reply::ok(LogChunk {
+        task_id: id.into_inner(),
+        allocation_id: Some(caldera_spec::local_id(&a.allocation_id).to_string()),
+        node: a.node,
+        content: chunk.content,
+        truncated: chunk.truncated,
+        end_byte: chunk.end_byte,
+        reservation: None,
+        note: None,
+    }))
 }
 
 /// PUT /v1/tasks/{id}/replicas?tenant= {"replicas": N} — scale an inference service.
+#[utoipa::path(put, path = "/v1/tasks/{id}/replicas", tag = "tasks",
+    params(("id" = String, Path, description = "the service's id"), TenantParam),
+    request_body = ReplicasBody,
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "the service, scaled", body = Envelope<TaskView>),
+        (status = 400, description = "the body is not {\"replicas\": N} with N in range"),
+        (status = 403, description = "a tenant token naming another tenant"),
+        (status = 404, description = "no such task (or another tenant's)"),
+        (status = 409, description = "not a running service, or several tenants use the id"),
+    ))]
 pub async fn scale(
     user: User,
     st: web::Data<AppState>,

@@ -6,13 +6,15 @@ use crate::principal::{Operator, User};
 use crate::state::AppState;
 use actix_web::web;
 use caldera_spec::validate::parse_json;
-use caldera_spec::{Quota, TenantRecord};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use caldera_spec::Envelope;
+use caldera_spec::{Quota, TenantRecord, Usage};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
-#[derive(Deserialize)]
+/// `POST /v1/tenants`: the tenant's name, its guarantee and its borrowing limit.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct NewTenant {
+pub struct NewTenant {
     name: String,
     #[serde(default)]
     quota: Quota,
@@ -22,26 +24,91 @@ struct NewTenant {
 
 /// A quota change: `{"guaranteed":{...},"borrowing_limit":{...}}` (either part
 /// optional), or a bare quota object meaning the guarantee.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct QuotaChange {
+pub struct QuotaChange {
     #[serde(default)]
     guaranteed: Option<Quota>,
     #[serde(default)]
     borrowing_limit: Option<Quota>,
 }
 
-fn view(t: &TenantRecord) -> Value {
-    json!({"name": t.name, "quota": t.quota, "guaranteed": t.quota, "borrowing_limit": t.borrowing_limit,
-        "created_at": caldera_spec::time::rfc3339(t.created_ms)})
+/// The body of `PUT /v1/tenants/{name}/quota`: a [`QuotaChange`], or a
+/// bare [`Quota`] meaning the guarantee (what older clients send).
+/// A schema only: `set_quota` parses the two forms itself, so that each
+/// answers its own field-naming error.
+pub struct QuotaChangeBody;
+
+impl utoipa::PartialSchema for QuotaChangeBody {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{AnyOfBuilder, Ref};
+        AnyOfBuilder::new()
+            .item(Ref::from_schema_name("QuotaChange"))
+            .item(Ref::from_schema_name("Quota"))
+            .into()
+    }
+}
+
+impl ToSchema for QuotaChangeBody {
+    fn schemas(
+        out: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        use utoipa::PartialSchema;
+        out.push(("QuotaChange".into(), QuotaChange::schema()));
+        out.push(("Quota".into(), Quota::schema()));
+        <QuotaChange as ToSchema>::schemas(out);
+    }
+}
+
+/// A tenant as the API shows it; `quota` is the older name of `guaranteed`.
+#[derive(Serialize, ToSchema)]
+pub struct TenantView {
+    pub name: String,
+    pub quota: Quota,
+    pub guaranteed: Quota,
+    pub borrowing_limit: Quota,
+    /// RFC 3339.
+    pub created_at: String,
+    /// The tenant's bearer token: in the answer to its creation only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+/// `GET /v1/tenants`.
+#[derive(Serialize, ToSchema)]
+pub struct TenantList {
+    pub tenants: Vec<TenantView>,
+}
+
+fn view(t: &TenantRecord) -> TenantView {
+    TenantView {
+        name: t.name.clone(),
+        quota: t.quota.clone(),
+        guaranteed: t.quota.clone(),
+        borrowing_limit: t.borrowing_limit.clone(),
+        created_at: caldera_spec::time::rfc3339(t.created_ms),
+        token: None,
+    }
 }
 
 /// POST /v1/tenants {name, quota?}
+#[utoipa::path(post, path = "/v1/tenants", tag = "tenants",
+    description = "Creates a tenant. Its token is in this answer only.",
+    request_body = NewTenant,
+    security(("operator" = [])),
+    responses(
+        (status = 201, description = "created; `token` is shown this once", body = Envelope<TenantView>),
+        (status = 400, description = "the body is not a tenant (the field is named)"),
+        (status = 409, description = "the tenant exists"),
+    ))]
 pub async fn create(
     _: Operator,
     st: web::Data<AppState>,
     payload: web::Payload,
-) -> Result<Reply<Value>, ApiError> {
+) -> Result<Reply<TenantView>, ApiError> {
     let body = body::read(payload, st.body_limit).await?;
     let nt: NewTenant = parse_json(&body)?;
     let (rec, token) = st
@@ -49,17 +116,27 @@ pub async fn create(
         .create_tenant(nt.name, nt.quota, nt.borrowing_limit)
         .await?;
     let mut v = view(&rec);
-    v["token"] = Value::String(token);
+    v.token = Some(token);
     Ok(Reply::created(v))
 }
 
 /// PUT /v1/tenants/{name}/quota (operator)
+#[utoipa::path(put, path = "/v1/tenants/{name}/quota", tag = "tenants",
+    description = "Changes a tenant's guarantee and/or borrowing limit.",
+    params(("name" = String, Path, description = "the tenant")),
+    request_body = QuotaChangeBody,
+    security(("operator" = [])),
+    responses(
+        (status = 200, description = "the tenant as changed", body = Envelope<TenantView>),
+        (status = 400, description = "the body is not a quota (the field is named)"),
+        (status = 404, description = "no such tenant"),
+    ))]
 pub async fn set_quota(
     _: Operator,
     st: web::Data<AppState>,
     name: web::Path<String>,
     payload: web::Payload,
-) -> Result<Reply<Value>, ApiError> {
+) -> Result<Reply<TenantView>, ApiError> {
     let body = body::read(payload, st.body_limit).await?;
     let change = match parse_json::<QuotaChange>(&body) {
         Ok(c) if c.guaranteed.is_some() || c.borrowing_limit.is_some() => c,
@@ -82,9 +159,12 @@ pub async fn set_quota(
 }
 
 /// GET /v1/tenants (operator)
-pub async fn list(_: Operator, st: web::Data<AppState>) -> Result<Reply<Value>, ApiError> {
-    let tenants: Vec<Value> = st.cp.tenants().await?.iter().map(view).collect();
-    Ok(Reply::ok(json!({ "tenants": tenants })))
+#[utoipa::path(get, path = "/v1/tenants", tag = "tenants",
+    security(("operator" = [])),
+    responses((status = 200, description = "every tenant", body = Envelope<TenantList>)))]
+pub async fn list(_: Operator, st: web::Data<AppState>) -> Result<Reply<TenantList>, ApiError> {
+    let tenants = st.cp.tenants().await?.iter().map(view).collect();
+    Ok(Reply::ok(TenantList { tenants }))
 }
 
 /// The tenant `name` if the caller may see it (operator, or the tenant
@@ -97,32 +177,81 @@ async fn visible_tenant(user: &User, st: &AppState, name: &str) -> Result<Tenant
 }
 
 /// GET /v1/tenants/{name} (operator, or the tenant itself)
+#[utoipa::path(get, path = "/v1/tenants/{name}", tag = "tenants",
+    params(("name" = String, Path, description = "the tenant")),
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "the tenant", body = Envelope<TenantView>),
+        (status = 404, description = "no such tenant (or another tenant's)"),
+    ))]
 pub async fn get(
     user: User,
     st: web::Data<AppState>,
     name: web::Path<String>,
-) -> Result<Reply<Value>, ApiError> {
+) -> Result<Reply<TenantView>, ApiError> {
     let rec = visible_tenant(&user, &st, &name).await?;
     Ok(Reply::ok(view(&rec)))
 }
 
+/// Allocated and measured use at one moment.
+#[derive(Serialize, ToSchema)]
+pub struct UsageNow {
+    pub allocated: Usage,
+    pub used: Usage,
+}
+
+/// One sample of a tenant's usage.
+#[derive(Serialize, ToSchema)]
+pub struct UsagePoint {
+    /// RFC 3339.
+    pub at: String,
+    pub at_ms: u64,
+    pub allocated: Usage,
+    pub used: Usage,
+}
+
+/// `GET /v1/tenants/{name}/usage`.
+#[derive(Serialize, ToSchema)]
+pub struct UsageReport {
+    pub tenant: String,
+    /// The last sample; null before the first.
+    pub current: Option<UsageNow>,
+    pub samples: Vec<UsagePoint>,
+    pub note: &'static str,
+}
+
 /// GET /v1/tenants/{name}/usage — allocated vs measured use over time.
+#[utoipa::path(get, path = "/v1/tenants/{name}/usage", tag = "tenants",
+    params(("name" = String, Path, description = "the tenant")),
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "allocated vs measured use", body = Envelope<UsageReport>),
+        (status = 404, description = "no such tenant (or another tenant's)"),
+    ))]
 pub async fn usage(
     user: User,
     st: web::Data<AppState>,
     name: web::Path<String>,
-) -> Result<Reply<Value>, ApiError> {
+) -> Result<Reply<UsageReport>, ApiError> {
     visible_tenant(&user, &st, &name).await?;
     let samples = st.cp.usage(&name).await?;
-    let points: Vec<Value> = samples
+    let samples: Vec<UsagePoint> = samples
         .iter()
-        .map(|s| json!({"at": caldera_spec::time::rfc3339(s.at_ms), "at_ms": s.at_ms, "allocated": s.allocated, "used": s.used}))
+        .map(|s| UsagePoint {
+            at: caldera_spec::time::rfc3339(s.at_ms),
+            at_ms: s.at_ms,
+            allocated: s.allocated,
+            used: s.used,
+        })
         .collect();
-    let current = samples
-        .last()
-        .map(|s| json!({"allocated": s.allocated, "used": s.used}));
-    Ok(Reply::ok(
-        json!({"tenant": *name, "current": current, "samples": points,
-        "note": "used on simulated GPUs is the CPU use of the workload's process tree"}),
-    ))
+    let current = samples.last().map(|s| UsageNow {
+        allocated: s.allocated,
+        used: s.used,
+    });
+    Ok(Reply::ok(UsageReport {
+        tenant: name.into_inner(),
+        current,
+        samples,
+        note: "used on simulated GPUs is the CPU use of the workload's process tree",
+    }))
 }

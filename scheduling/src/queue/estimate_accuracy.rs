@@ -8,6 +8,7 @@ use serde::Serialize;
 
 /// The accuracy of first start estimates over the tasks that had one.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EstimateAccuracy {
     /// Tasks placed after waiting with an estimate.
     pub tasks: u64,
