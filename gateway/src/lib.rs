@@ -7,6 +7,7 @@ pub mod body;
 pub mod client_limit;
 pub mod envelope;
 pub mod error;
+pub mod metrics;
 pub mod principal;
 pub mod routes;
 pub mod server;
