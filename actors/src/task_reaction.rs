@@ -238,7 +238,7 @@ impl TaskActor {
                 self.tell_service(state);
                 if state == TaskState::Running {
                     self.arm_time_limit(ctx);
-                    if a.is_some() {
+                    if self.rec.allocation.is_some() {
                         self.count_first_run();
                     }
                 }
