@@ -90,37 +90,102 @@ fn the_exposition_is_valid_and_shows_the_apis_figures() {
     ] {
         for figure in ["capacity", "allocated"] {
             let want = api[figure].as_f64().unwrap_or(-1.0) * scale;
-            let got = value(&e, &format!("caldera_pool_{figure}"), &[("resource", resource)]);
+            let got = value(
+                &e,
+                &format!("caldera_pool_{figure}"),
+                &[("resource", resource)],
+            );
             assert_eq!(got, want, "{figure} {resource}");
         }
     }
     // 40 GB of one 80 GB GPU: half a GPU, 40 GiB, by the pool and by team-a.
-    assert_eq!(value(&e, "caldera_pool_allocated", &[("resource", "gpus")]), 0.5);
+    assert_eq!(
+        value(&e, "caldera_pool_allocated", &[("resource", "gpus")]),
+        0.5
+    );
     let team = [("tenant", "team-a"), ("resource", "gpu_memory_bytes")];
     assert_eq!(value(&e, "caldera_tenant_allocated", &team), 40.0 * GIB);
-    let gpu = [("node", "node-a"), ("gpu", "0"), ("model", "A100-80GB"), ("simulated", "true")];
-    assert_eq!(value(&e, "caldera_gpu_memory_allocated_bytes", &gpu), 40.0 * GIB);
-    assert_eq!(value(&e, "caldera_gpu_memory_total_bytes", &gpu), 80.0 * GIB);
+    let gpu = [
+        ("node", "node-a"),
+        ("gpu", "0"),
+        ("model", "A100-80GB"),
+        ("simulated", "true"),
+    ];
+    assert_eq!(
+        value(&e, "caldera_gpu_memory_allocated_bytes", &gpu),
+        40.0 * GIB
+    );
+    assert_eq!(
+        value(&e, "caldera_gpu_memory_total_bytes", &gpu),
+        80.0 * GIB
+    );
     assert_eq!(value(&e, "caldera_gpu_healthy", &gpu), 1.0);
     // The quota as configured, in base units; within it, nothing borrowed.
     let t = |r| [("tenant", "team-a"), ("resource", r)];
     assert_eq!(value(&e, "caldera_tenant_guarantee", &t("gpus")), 2.0);
-    assert_eq!(value(&e, "caldera_tenant_guarantee", &t("memory_bytes")), 64.0 * GIB);
+    assert_eq!(
+        value(&e, "caldera_tenant_guarantee", &t("memory_bytes")),
+        64.0 * GIB
+    );
     assert_eq!(value(&e, "caldera_tenant_borrowing_limit", &t("gpus")), 1.0);
-    assert_eq!(e.value("caldera_tenant_guarantee", &t("cpu")), None, "no cpu limit set");
+    assert_eq!(
+        e.value("caldera_tenant_guarantee", &t("cpu")),
+        None,
+        "no cpu limit set"
+    );
     assert_eq!(value(&e, "caldera_tenant_borrowed", &t("gpus")), 0.0);
     // The node in exactly one state; `whole` waits at medium priority,
     // turned down for want of an idle GPU; `half` ran once.
     assert_eq!(e.sum("caldera_node_health", &[("node", "node-a")]), 1.0);
-    assert_eq!(value(&e, "caldera_node_health", &[("node", "node-a"), ("state", "healthy")]), 1.0);
-    assert_eq!(value(&e, "caldera_queue_depth", &[("priority", "medium")]), 1.0);
-    assert_eq!(value(&e, "caldera_queue_depth", &[("priority", "high")]), 0.0);
-    assert!(value(&e, "caldera_queue_oldest_age_seconds", &[("priority", "medium")]) >= 0.0);
-    assert!(value(&e, "caldera_placement_rejections_total", &[("reason", "whole_gpus")]) >= 1.0);
-    assert!(value(&e, "caldera_placement_decisions_total", &[("outcome", "placed")]) >= 1.0);
+    assert_eq!(
+        value(
+            &e,
+            "caldera_node_health",
+            &[("node", "node-a"), ("state", "healthy")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(&e, "caldera_queue_depth", &[("priority", "medium")]),
+        1.0
+    );
+    assert_eq!(
+        value(&e, "caldera_queue_depth", &[("priority", "high")]),
+        0.0
+    );
+    assert!(
+        value(
+            &e,
+            "caldera_queue_oldest_age_seconds",
+            &[("priority", "medium")]
+        ) >= 0.0
+    );
+    assert!(
+        value(
+            &e,
+            "caldera_placement_rejections_total",
+            &[("reason", "whole_gpus")]
+        ) >= 1.0
+    );
+    assert!(
+        value(
+            &e,
+            "caldera_placement_decisions_total",
+            &[("outcome", "placed")]
+        ) >= 1.0
+    );
     let ran = [("task_type", "training")];
-    assert_eq!(value(&e, "caldera_task_submit_to_running_seconds_count", &ran), 1.0);
-    assert!(value(&e, "caldera_storage_commit_seconds_count", &[("site", "grant")]) >= 1.0);
+    assert_eq!(
+        value(&e, "caldera_task_submit_to_running_seconds_count", &ran),
+        1.0
+    );
+    assert!(
+        value(
+            &e,
+            "caldera_storage_commit_seconds_count",
+            &[("site", "grant")]
+        ) >= 1.0
+    );
     assert!(value(&e, "caldera_storage_flush_seconds_count", &[]) >= 1.0);
     assert!(value(&e, "caldera_scheduling_cycle_seconds_count", &[]) >= 1.0);
     assert_eq!(value(&e, "caldera_queued_tasks", &[]), 1.0);
@@ -131,7 +196,11 @@ fn the_exposition_is_valid_and_shows_the_apis_figures() {
 fn requests_are_counted_by_route_pattern_and_refusals_by_node() {
     let p = pool();
     let op = p.cp.operator();
-    let route = [("route", "/v1/tasks/{id}"), ("method", "GET"), ("code", "404")];
+    let route = [
+        ("route", "/v1/tasks/{id}"),
+        ("method", "GET"),
+        ("code", "404"),
+    ];
     let before = scrape(&p.cp).sum("caldera_http_requests_total", &route);
     for id in ["no-such-1", "no-such-2", "no-such-3"] {
         assert_eq!(op.get(&format!("/v1/tasks/{id}")).status, 404);
@@ -144,7 +213,10 @@ fn requests_are_counted_by_route_pattern_and_refusals_by_node() {
     // The scrape before this one is counted under its own pattern.
     assert!(e.sum("caldera_http_requests_total", &[("route", "/metrics")]) >= 1.0);
     for s in e.samples().filter(|s| s.name.starts_with("caldera_http_")) {
-        let raw = s.labels.iter().any(|(_, v)| v.contains("no-such") || v.contains("/no/"));
+        let raw = s
+            .labels
+            .iter()
+            .any(|(_, v)| v.contains("no-such") || v.contains("/no/"));
         assert!(!raw, "a raw path in a label: {s:?}");
     }
     // The second session for a connected name was refused, and counted.

@@ -160,7 +160,9 @@ impl Metrics {
         add("preempting", o.preempting);
         add("rejected", o.rejected_total());
         for (reason, n) in o.rejections() {
-            self.rejections.get_or_create(&ReasonLabel { reason }).inc_by(n);
+            self.rejections
+                .get_or_create(&ReasonLabel { reason })
+                .inc_by(n);
         }
     }
 
@@ -261,7 +263,10 @@ mod tests {
         c.commit_took(CommitSite::Grant, Duration::from_micros(300));
         let t = text(&m);
         assert!(t.contains("caldera_preemptions_total 2\n"), "{t}");
-        assert!(t.contains("caldera_node_losses_total{node=\"n1\"} 1\n"), "{t}");
+        assert!(
+            t.contains("caldera_node_losses_total{node=\"n1\"} 1\n"),
+            "{t}"
+        );
         assert!(
             t.contains("caldera_placement_decisions_total{outcome=\"placed\"} 2\n"),
             "{t}"
@@ -289,8 +294,8 @@ mod tests {
         let t = text(&Metrics::default());
         assert!(t.contains("caldera_placement_rejections_total{reason=\"gpu_room\"} 0\n"));
         assert!(t.contains("caldera_preemptions_total 0\n"));
-        assert!(t.contains(
-            "caldera_task_submit_to_running_seconds_count{task_type=\"inference\"} 0\n"
-        ));
+        assert!(
+            t.contains("caldera_task_submit_to_running_seconds_count{task_type=\"inference\"} 0\n")
+        );
     }
 }

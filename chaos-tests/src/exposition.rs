@@ -174,7 +174,9 @@ fn check_name(name: &str) -> Result<(), String> {
 fn check_suffix(family: &str, kind: &str, s: &Sample) -> Result<(), String> {
     let suffixes: &[&str] = match kind {
         "counter" => &["_total", "_created"],
-        "histogram" | "gaugehistogram" => &["_bucket", "_sum", "_count", "_created", "_gcount", "_gsum"],
+        "histogram" | "gaugehistogram" => {
+            &["_bucket", "_sum", "_count", "_created", "_gcount", "_gsum"]
+        }
         "summary" => &["", "_sum", "_count", "_created"],
         "info" => &["_info"],
         _ => &[""],
@@ -243,7 +245,10 @@ fn parse_labels(mut s: &str) -> Result<(Vec<(String, String)>, &str), String> {
         }
         let eq = s.find('=').ok_or("a label without =")?;
         let key = &s[..eq];
-        let ok = key.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        let ok = key
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !ok {
             return Err(format!("bad label name {key:?}"));
@@ -251,7 +256,9 @@ fn parse_labels(mut s: &str) -> Result<(Vec<(String, String)>, &str), String> {
         if out.iter().any(|(k, _)| k == key) {
             return Err(format!("label {key} twice"));
         }
-        s = s[eq + 1..].strip_prefix('"').ok_or("an unquoted label value")?;
+        s = s[eq + 1..]
+            .strip_prefix('"')
+            .ok_or("an unquoted label value")?;
         let mut value = String::new();
         let mut chars = s.char_indices();
         let end = loop {
@@ -286,10 +293,19 @@ fn check_histogram(name: &str, f: &Family) -> Result<(), String> {
     let bucket = format!("{name}_bucket");
     let count = format!("{name}_count");
     for s in &f.samples {
-        let mut key: Key = s.labels.iter().filter(|(k, _)| k != "le").cloned().collect();
+        let mut key: Key = s
+            .labels
+            .iter()
+            .filter(|(k, _)| k != "le")
+            .cloned()
+            .collect();
         key.sort();
         if s.name == bucket {
-            let le = s.labels.iter().find(|(k, _)| k == "le").map(|(_, v)| v.as_str());
+            let le = s
+                .labels
+                .iter()
+                .find(|(k, _)| k == "le")
+                .map(|(_, v)| v.as_str());
             let le = match le {
                 Some("+Inf") => f64::INFINITY,
                 Some(v) => v.parse().map_err(|_| format!("{name}: bad le {v:?}"))?,
@@ -318,7 +334,8 @@ fn check_histogram(name: &str, f: &Family) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    const GOOD: &str = "# HELP a_seconds Time.\n# TYPE a_seconds histogram\n# UNIT a_seconds seconds\n\
+    const GOOD: &str =
+        "# HELP a_seconds Time.\n# TYPE a_seconds histogram\n# UNIT a_seconds seconds\n\
 a_seconds_bucket{le=\"0.1\",site=\"x\"} 1\na_seconds_bucket{le=\"+Inf\",site=\"x\"} 3\n\
 a_seconds_sum{site=\"x\"} 0.5\na_seconds_count{site=\"x\"} 3\n\
 # HELP b Things.\n# TYPE b counter\nb_total{node=\"n \\\"1\\\"\"} 2\n\
@@ -341,14 +358,38 @@ a_seconds_sum{site=\"x\"} 0.5\na_seconds_count{site=\"x\"} 3\n\
             ("a sample before TYPE", format!("c 1\n{GOOD}")),
             ("no HELP", GOOD.replace("# HELP c Level.\n", "")),
             ("a counter without _total", GOOD.replace("b_total{", "b{")),
-            ("a unit that is not the suffix", GOOD.replace("UNIT a_seconds seconds", "UNIT a_seconds bytes")),
-            ("buckets going down", GOOD.replace("{le=\"0.1\",site=\"x\"} 1", "{le=\"0.1\",site=\"x\"} 4")),
-            ("+Inf not the count", GOOD.replace("a_seconds_count{site=\"x\"} 3", "a_seconds_count{site=\"x\"} 2")),
+            (
+                "a unit that is not the suffix",
+                GOOD.replace("UNIT a_seconds seconds", "UNIT a_seconds bytes"),
+            ),
+            (
+                "buckets going down",
+                GOOD.replace("{le=\"0.1\",site=\"x\"} 1", "{le=\"0.1\",site=\"x\"} 4"),
+            ),
+            (
+                "+Inf not the count",
+                GOOD.replace(
+                    "a_seconds_count{site=\"x\"} 3",
+                    "a_seconds_count{site=\"x\"} 2",
+                ),
+            ),
             ("a series twice", GOOD.replace("c 1.5\n", "c 1.5\nc 2\n")),
-            ("an unquoted label", GOOD.replace("{node=\"n \\\"1\\\"\"}", "{node=n}")),
+            (
+                "an unquoted label",
+                GOOD.replace("{node=\"n \\\"1\\\"\"}", "{node=n}"),
+            ),
             ("a bad value", GOOD.replace("c 1.5", "c one")),
-            ("a split family", format!("{}# HELP b Again.\n# TYPE b counter\nb_total 1\n# EOF\n", GOOD.replace("# EOF\n", ""))),
-            ("an unknown type", GOOD.replace("TYPE c gauge", "TYPE c level")),
+            (
+                "a split family",
+                format!(
+                    "{}# HELP b Again.\n# TYPE b counter\nb_total 1\n# EOF\n",
+                    GOOD.replace("# EOF\n", "")
+                ),
+            ),
+            (
+                "an unknown type",
+                GOOD.replace("TYPE c gauge", "TYPE c level"),
+            ),
         ];
         for (what, text) in rows {
             assert!(parse(&text).is_err(), "{what} was accepted:\n{text}");

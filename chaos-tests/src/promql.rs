@@ -7,16 +7,44 @@ use std::collections::BTreeSet;
 
 /// Words that are PromQL syntax, not metric names.
 const KEYWORDS: [&str; 13] = [
-    "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or",
-    "unless", "offset", "inf", "nan",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "bool",
+    "and",
+    "or",
+    "unless",
+    "offset",
+    "inf",
+    "nan",
 ];
 /// Aggregation operators: `sum by (le) (...)` names no metric `sum`.
 const AGGREGATIONS: [&str; 12] = [
-    "sum", "avg", "min", "max", "count", "group", "stddev", "stdvar", "topk", "bottomk",
-    "quantile", "count_values",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "count",
+    "group",
+    "stddev",
+    "stdvar",
+    "topk",
+    "bottomk",
+    "quantile",
+    "count_values",
 ];
 /// Keywords whose parenthesised list is of label names.
-const GROUPING: [&str; 6] = ["by", "without", "on", "ignoring", "group_left", "group_right"];
+const GROUPING: [&str; 6] = [
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+];
 
 /// The distinct metric (sample) names `expr` reads, as written
 /// (`x_bucket`, `x_total`).

@@ -130,7 +130,9 @@ async fn serve(
             .app_data(limit.clone())
             .wrap(actix_web::middleware::from_fn(crate::client_limit::cap))
             // Outermost: requests the cap turns away are counted too.
-            .wrap(actix_web::middleware::from_fn(crate::metrics::http::observe))
+            .wrap(actix_web::middleware::from_fn(
+                crate::metrics::http::observe,
+            ))
             .configure(crate::routes::configure)
     })
     .workers(config.http_workers)

@@ -194,7 +194,11 @@ impl Scheduler {
 
 /// One allocation's allocated and measured dimensions (its tenant's share of
 /// the pool), by the same rule as the nodes': a GPU by its memory fraction.
-pub(super) fn allocation_dims(a: &Allocation, inv: &NodeInventory, measured: Option<&AllocationUse>) -> Dims {
+pub(super) fn allocation_dims(
+    a: &Allocation,
+    inv: &NodeInventory,
+    measured: Option<&AllocationUse>,
+) -> Dims {
     let granted = allocated_use(a, Some(inv));
     let mut d = Dims::default();
     d.gpus.allocated = granted.gpus;

@@ -174,7 +174,12 @@ pub async fn observe(
             let route = r.request().match_name().unwrap_or(UNMATCHED);
             m.record(route, &method, r.status(), took);
         }
-        Err(e) => m.record(UNMATCHED, &method, e.as_response_error().status_code(), took),
+        Err(e) => m.record(
+            UNMATCHED,
+            &method,
+            e.as_response_error().status_code(),
+            took,
+        ),
     }
     res
 }
@@ -189,7 +194,12 @@ mod tests {
         m.record("/v1/tasks/{id}", &Method::GET, StatusCode::OK, 0.002);
         m.record("/v1/tasks/{id}", &Method::GET, StatusCode::OK, 0.2);
         m.record("/v1/tasks/{id}", &Method::GET, StatusCode::NOT_FOUND, 0.001);
-        m.record(UNMATCHED, &Method::from_bytes(b"BREW").unwrap(), StatusCode::NOT_FOUND, 0.001);
+        m.record(
+            UNMATCHED,
+            &Method::from_bytes(b"BREW").unwrap(),
+            StatusCode::NOT_FOUND,
+            0.001,
+        );
         let mut r = Registry::default();
         m.register(&mut r);
         let mut t = String::new();

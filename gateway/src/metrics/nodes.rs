@@ -75,7 +75,12 @@ pub fn nodes(r: &mut Registry, nodes: &[NodeView]) {
         None,
     );
     let gpu = |r: &mut Registry, name, help, unit| gauges::<Gpu>(r, name, help, unit);
-    let total = gpu(r, "caldera_gpu_memory_total", "Memory of each GPU", Some(Unit::Bytes));
+    let total = gpu(
+        r,
+        "caldera_gpu_memory_total",
+        "Memory of each GPU",
+        Some(Unit::Bytes),
+    );
     let allocated = gpu(
         r,
         "caldera_gpu_memory_allocated",
@@ -124,9 +129,12 @@ pub fn nodes(r: &mut Registry, nodes: &[NodeView]) {
                 simulated: g.simulated,
             };
             let held = g.memory_total_mb.saturating_sub(g.memory_free_mb);
-            total.get_or_create(&l).set(mib_bytes(g.memory_total_mb as f64));
+            total
+                .get_or_create(&l)
+                .set(mib_bytes(g.memory_total_mb as f64));
             allocated.get_or_create(&l).set(mib_bytes(held as f64));
-            used.get_or_create(&l).set(mib_bytes(g.memory_used_mb as f64));
+            used.get_or_create(&l)
+                .set(mib_bytes(g.memory_used_mb as f64));
             util.get_or_create(&l)
                 .set(f64::from(g.utilization_pct.min(100)) / 100.0);
             let ok = node_up && !g.faulted;
@@ -160,10 +168,15 @@ pub fn caches(r: &mut Registry, caches: &BTreeMap<String, NodeCache>) {
         capacity
             .get_or_create(&node)
             .set(c.report.capacity_bytes as f64);
-        in_cache.get_or_create(&node).set(c.report.used_bytes as f64);
+        in_cache
+            .get_or_create(&node)
+            .set(c.report.used_bytes as f64);
         hits.get_or_create(&node).inc_by(k.hits);
         misses.get_or_create(&node).inc_by(k.misses);
-        for (source, bytes) in [("origin", k.bytes_from_origin), ("peer", k.bytes_from_peers)] {
+        for (source, bytes) in [
+            ("origin", k.bytes_from_origin),
+            ("peer", k.bytes_from_peers),
+        ] {
             warmup
                 .get_or_create(&Warmup {
                     node: name.clone(),
@@ -208,7 +221,11 @@ mod tests {
             ("revoked", false, None, "revoked"),
         ];
         for (state, connected, cordon, want) in rows {
-            assert_eq!(health(state, connected, cordon), want, "{state} {connected} {cordon:?}");
+            assert_eq!(
+                health(state, connected, cordon),
+                want,
+                "{state} {connected} {cordon:?}"
+            );
             assert!(HEALTH_STATES.contains(&want));
         }
     }

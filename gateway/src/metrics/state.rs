@@ -53,15 +53,30 @@ fn count(r: &mut Registry, name: &str, help: &str, v: usize) {
 /// The control plane's counts, refused node reports and actor rebuilds.
 pub fn counts(r: &mut Registry, s: &Scrape) {
     let st = &s.stats;
-    count(r, "caldera_queued_tasks", "Tasks waiting for room", st.queued);
-    count(r, "caldera_allocations", "Live allocations in the ledger", st.allocations);
+    count(
+        r,
+        "caldera_queued_tasks",
+        "Tasks waiting for room",
+        st.queued,
+    );
+    count(
+        r,
+        "caldera_allocations",
+        "Live allocations in the ledger",
+        st.allocations,
+    );
     count(
         r,
         "caldera_healthy_nodes",
         "Nodes with a live agent session",
         st.healthy_nodes,
     );
-    count(r, "caldera_live_tasks", "Tasks with a live TaskActor", st.live_tasks);
+    count(
+        r,
+        "caldera_live_tasks",
+        "Tasks with a live TaskActor",
+        st.live_tasks,
+    );
     let refused = Family::<Refusal, Counter>::default();
     for (node, reason, n) in &s.refusals {
         refused
@@ -102,8 +117,12 @@ pub fn estimates(r: &mut Registry, a: &EstimateAccuracy) {
         "Share of them placed within the window of their first estimate",
         None,
     );
-    within.get_or_create(&Window { window: "1m" }).set(a.within_1m);
-    within.get_or_create(&Window { window: "10m" }).set(a.within_10m);
+    within
+        .get_or_create(&Window { window: "1m" })
+        .set(a.within_1m);
+    within
+        .get_or_create(&Window { window: "10m" })
+        .set(a.within_10m);
     let median = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
     median.set(a.median_abs_error_s);
     r.register_with_unit(

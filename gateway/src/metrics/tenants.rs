@@ -33,7 +33,11 @@ fn quota_values(q: &Quota) -> Vec<(&'static str, f64)> {
     .collect()
 }
 
-fn set(f: &Gauges<TenantResource>, tenant: &str, values: impl IntoIterator<Item = (&'static str, f64)>) {
+fn set(
+    f: &Gauges<TenantResource>,
+    tenant: &str,
+    values: impl IntoIterator<Item = (&'static str, f64)>,
+) {
     for (resource, v) in values {
         f.get_or_create(&TenantResource {
             tenant: tenant.to_string(),
@@ -46,20 +50,33 @@ fn set(f: &Gauges<TenantResource>, tenant: &str, values: impl IntoIterator<Item 
 /// The tenant families. Every tenant has its holdings series (zero when it
 /// holds nothing), so a dashboard lists tenants that are idle too.
 pub fn tenants(r: &mut Registry, s: &Scrape) {
-    let family = |r: &mut Registry, name: &str, help: &str| gauges::<TenantResource>(r, name, help, None);
-    let guarantee = family(r, "caldera_tenant_guarantee", "What each tenant is guaranteed, by resource");
+    let family =
+        |r: &mut Registry, name: &str, help: &str| gauges::<TenantResource>(r, name, help, None);
+    let guarantee = family(
+        r,
+        "caldera_tenant_guarantee",
+        "What each tenant is guaranteed, by resource",
+    );
     let limit = family(
         r,
         "caldera_tenant_borrowing_limit",
         "How much more than its guarantee each tenant may borrow from idle capacity, by resource",
     );
-    let allocated = family(r, "caldera_tenant_allocated", "What each tenant's allocations hold, by resource");
+    let allocated = family(
+        r,
+        "caldera_tenant_allocated",
+        "What each tenant's allocations hold, by resource",
+    );
     let borrowed = family(
         r,
         "caldera_tenant_borrowed",
         "The part of each tenant's allocations that is borrowed (preempted first when an owner needs it back)",
     );
-    let used = family(r, "caldera_tenant_used", "What each tenant's allocations measurably use, by resource");
+    let used = family(
+        r,
+        "caldera_tenant_used",
+        "What each tenant's allocations measurably use, by resource",
+    );
     let idle = family(
         r,
         "caldera_tenant_idle",

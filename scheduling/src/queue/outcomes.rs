@@ -59,9 +59,7 @@ impl Outcomes {
 
     /// `(reason, count)` for every reason with a count.
     pub fn rejections(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        Self::reasons()
-            .zip(self.rejected)
-            .filter(|(_, n)| *n > 0)
+        Self::reasons().zip(self.rejected).filter(|(_, n)| *n > 0)
     }
 
     /// Tasks turned down in all.
