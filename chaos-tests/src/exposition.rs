@@ -13,11 +13,14 @@
 //! - the exposition ends with `# EOF`.
 use std::collections::{BTreeMap, BTreeSet};
 
+/// A sample's labels, in the order written.
+pub type Labels = Vec<(String, String)>;
+
 /// One sample line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     pub name: String,
-    pub labels: Vec<(String, String)>,
+    pub labels: Labels,
     pub value: f64,
 }
 
@@ -237,8 +240,8 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
 }
 
 /// Labels up to the closing brace; answers them and what follows the brace.
-fn parse_labels(mut s: &str) -> Result<(Vec<(String, String)>, &str), String> {
-    let mut out: Vec<(String, String)> = Vec::new();
+fn parse_labels(mut s: &str) -> Result<(Labels, &str), String> {
+    let mut out: Labels = Vec::new();
     loop {
         if let Some(after) = s.strip_prefix('}') {
             return Ok((out, after));
@@ -287,7 +290,7 @@ fn parse_labels(mut s: &str) -> Result<(Vec<(String, String)>, &str), String> {
 /// Per series (labels without `le`): buckets cumulative in `le`, a `+Inf`
 /// bucket, equal to `_count`.
 fn check_histogram(name: &str, f: &Family) -> Result<(), String> {
-    type Key = Vec<(String, String)>;
+    type Key = Labels;
     let mut buckets: BTreeMap<Key, Vec<(f64, f64)>> = BTreeMap::new();
     let mut counts: BTreeMap<Key, f64> = BTreeMap::new();
     let bucket = format!("{name}_bucket");
