@@ -5,22 +5,8 @@
 //! Grafana variables (`$__rate_interval`) are taken out.
 use std::collections::BTreeSet;
 
-/// Words that are PromQL syntax, not metric names.
-const KEYWORDS: [&str; 13] = [
-    "by",
-    "without",
-    "on",
-    "ignoring",
-    "group_left",
-    "group_right",
-    "bool",
-    "and",
-    "or",
-    "unless",
-    "offset",
-    "inf",
-    "nan",
-];
+/// Words that are PromQL syntax, not metric names (besides [`GROUPING`]).
+const KEYWORDS: [&str; 7] = ["bool", "and", "or", "unless", "offset", "inf", "nan"];
 /// Aggregation operators: `sum by (le) (...)` names no metric `sum`.
 const AGGREGATIONS: [&str; 12] = [
     "sum",
