@@ -114,3 +114,61 @@ pub(crate) fn by_resource(
         ("disk_bytes", mib_bytes(pick(&d.disk_mb))),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caldera_actors::control_plane::PoolStats;
+
+    /// What a control plane with no node, tenant or task renders.
+    fn empty() -> Scrape {
+        Scrape {
+            stats: PoolStats {
+                queued: 0,
+                allocations: 0,
+                healthy_nodes: 0,
+                live_tasks: 0,
+            },
+            pool: Default::default(),
+            nodes: Vec::new(),
+            tenants: Vec::new(),
+            caches: Default::default(),
+            refusals: vec![("n1".into(), "stale_epoch", 2)],
+            rebuilds: vec![("scheduler", 1)],
+        }
+    }
+
+    #[test]
+    fn an_empty_control_plane_renders_a_valid_exposition() {
+        let x = Exposition::new(&caldera_actors::metrics::Metrics::default());
+        let text = x.render(&empty(), &EstimateAccuracy::default()).unwrap();
+        let e = caldera_chaos_tests::exposition::parse(&text)
+            .unwrap_or_else(|err| panic!("{err}\n{text}"));
+        assert!(text.ends_with("# EOF\n"));
+        // The families that exist before anything happened, at zero.
+        assert_eq!(
+            e.value("caldera_queue_depth", &[("priority", "high")]),
+            Some(0.0)
+        );
+        assert_eq!(e.value("caldera_preemptions_total", &[]), Some(0.0));
+        assert_eq!(
+            e.value("caldera_pool_capacity", &[("resource", "gpus")]),
+            Some(0.0)
+        );
+        assert_eq!(
+            e.value(
+                "caldera_node_reports_refused_total",
+                &[("node", "n1"), ("reason", "stale_epoch")]
+            ),
+            Some(2.0)
+        );
+        assert_eq!(
+            e.value("caldera_actor_rebuilds_total", &[("kind", "scheduler")]),
+            Some(1.0)
+        );
+        assert_eq!(
+            e.families["caldera_storage_flush_seconds"].kind,
+            "histogram"
+        );
+    }
+}
