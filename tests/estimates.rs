@@ -54,10 +54,9 @@ fn a_waiting_tasks_first_estimate_is_measured_when_it_starts() {
         "the median of one error is that error: {median} s vs {error_ms} ms"
     );
     let metrics = cp.operator().get("/metrics").body;
-    let metrics = metrics.as_str().unwrap_or_default();
-    assert!(
-        metrics.contains("caldera_start_estimates_measured 1\n")
-            && metrics.contains("caldera_start_estimates_within_ratio{window=\"1m\"} 1\n"),
-        "{metrics}"
-    );
+    let metrics = caldera_chaos_tests::exposition::parse(metrics.as_str().unwrap_or_default())
+        .expect("a valid exposition");
+    let measured = metrics.value("caldera_start_estimates_measured", &[]);
+    let within = metrics.value("caldera_start_estimates_within_ratio", &[("window", "1m")]);
+    assert_eq!((measured, within), (Some(1.0), Some(1.0)));
 }

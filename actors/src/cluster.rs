@@ -51,7 +51,7 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
     crate::migrate::scope_task_keys(&store)?;
     let book = Arc::new(TokenBook::default());
     let (gen_op, gen_join) = setup_tokens(&store, &config, &book)?;
-    let gate = FlushGate::start(store.clone());
+    let gate = FlushGate::start(store.clone(), crate::metrics::Metrics::default());
     let registry = Arc::new(Registry::default());
     let offers = Arc::new(crate::shared::PoolOffers::default());
     let clock = crate::clock::Clock::start();

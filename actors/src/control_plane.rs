@@ -4,6 +4,7 @@
 //! "parse, call, show" and never names a message, an address or the store.
 pub mod estimates;
 mod models;
+pub mod scrape;
 mod task_page;
 
 pub use crate::protocol::model::PrewarmTarget;
@@ -260,6 +261,12 @@ impl ControlPlane {
             CordonChange::Uncordon => node.send(Uncordon).await??,
         }
         self.node(name).await
+    }
+
+    /// The event measures `/metrics` serves (commit, cycle and wait times,
+    /// decisions, preemptions, node losses).
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        self.sh.metrics()
     }
 
     /// Actor rebuilds since the process started, as `(kind, count)`, for `/metrics`.

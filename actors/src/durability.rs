@@ -18,6 +18,8 @@ pub struct FlushGate {
     committed: AtomicU64,
     flushed: watch::Sender<u64>,
     kick: Notify,
+    /// Commit and flush times (`caldera_storage_*_seconds`).
+    metrics: crate::metrics::Metrics,
     /// Fail points (test builds only): to prove that a failed commit on
     /// any path stops its actor and its supervisor rebuilds it from sled.
     #[cfg(any(test, feature = "failpoints"))]
@@ -25,14 +27,16 @@ pub struct FlushGate {
 }
 
 impl FlushGate {
-    /// Creates the gate and starts its flusher on the current runtime.
-    pub fn start(store: Store) -> Arc<FlushGate> {
+    /// Creates the gate and starts its flusher on the current runtime;
+    /// commit and flush times are recorded into `metrics`.
+    pub fn start(store: Store, metrics: crate::metrics::Metrics) -> Arc<FlushGate> {
         let (flushed, _) = watch::channel(0);
         let gate = Arc::new(FlushGate {
             store,
             committed: AtomicU64::new(0),
             flushed,
             kick: Notify::new(),
+            metrics,
             #[cfg(any(test, feature = "failpoints"))]
             faults: Default::default(),
         });
@@ -46,6 +50,11 @@ impl FlushGate {
         &self.store
     }
 
+    /// The control plane's event measures (see [`crate::metrics`]).
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.metrics
+    }
+
     /// Applies `batch` atomically (visible to reads at once) and schedules a
     /// flush. `site` names the write path (logs, fail points).
     pub fn commit(&self, site: CommitSite, batch: WriteBatch) -> Result<Ticket, StorageError> {
@@ -55,9 +64,11 @@ impl FlushGate {
                 "commit at {site} refused by a test fault"
             )));
         }
+        let began = std::time::Instant::now();
         self.store.commit(batch).inspect_err(|e| {
             tracing::error!(%site, error = %e, "commit failed");
         })?;
+        self.metrics.commit_took(site, began.elapsed());
         let t = self.committed.fetch_add(1, Ordering::SeqCst) + 1;
         self.kick.notify_one();
         Ok(Ticket(t))
@@ -126,6 +137,7 @@ impl FlushGate {
                 self.kick.notified().await;
                 continue;
             }
+            let began = std::time::Instant::now();
             let flushed = match self.store.flush_async().await {
                 Ok(_) => {
                     // sled's flush is sync_file_range; fdatasync makes the group
@@ -142,6 +154,7 @@ impl FlushGate {
             };
             match flushed {
                 Ok(()) => {
+                    self.metrics.flush_took(began.elapsed());
                     self.flushed.send_replace(target);
                 }
                 Err(e) => {
@@ -165,7 +178,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
         actix_rt::System::new().block_on(async move {
-            let gate = FlushGate::start(store.clone());
+            let gate = FlushGate::start(store.clone(), Default::default());
             let mut tickets = Vec::new();
             for i in 0..3 {
                 let mut b = gate.store().batch();
@@ -188,7 +201,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
         actix_rt::System::new().block_on(async move {
-            let gate = FlushGate::start(store.clone());
+            let gate = FlushGate::start(store.clone(), Default::default());
             gate.refuse_commits(1);
             let mut b = gate.store().batch();
             b.meta_put("lost", b"v");

@@ -21,6 +21,7 @@ pub mod errors;
 #[cfg(test)]
 mod fixtures;
 pub mod lifecycle;
+pub mod metrics;
 pub mod migrate;
 pub mod model;
 pub mod node;

@@ -91,6 +91,7 @@ impl NodeActor {
 
     /// Starts a node actor under supervision and returns its handle.
     pub fn spawn(rec: NodeRecord, sh: Arc<Shared>, grace: Duration) -> NodeHandle {
+        sh.metrics().node_known(&rec.name);
         NodeHandle::new(actix::Supervisor::start(move |_| {
             NodeActor::new(rec, sh, grace)
         }))
@@ -152,6 +153,7 @@ impl NodeActor {
         {
             return;
         }
+        self.sh.metrics().node_lost(&self.rec.name);
         self.session = None;
         self.sh.scheduler.do_send(NodeDown {
             name: self.rec.name.clone(),

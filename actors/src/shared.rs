@@ -73,4 +73,10 @@ impl Shared {
     pub fn record(&self, e: Event) {
         self.gate.record(e)
     }
+
+    /// The event measures of `/metrics` (kept with the flush gate, which
+    /// every actor holds and which times the commits itself).
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        self.gate.metrics()
+    }
 }

@@ -122,10 +122,13 @@ impl SchedulerPort for Heard {
     fn utilization(&self, _: QueryUtilization) -> Reply<Utilization> {
         Box::pin(async { Err(actix::MailboxError::Closed) })
     }
+    fn pool_metrics(&self, _: QueryPoolMetrics) -> Reply<crate::views::PoolMetrics> {
+        Box::pin(async { Err(actix::MailboxError::Closed) })
+    }
 }
 
 pub fn shared(store: Store, heard: &Heard) -> Arc<Shared> {
-    let gate = FlushGate::start(store);
+    let gate = FlushGate::start(store, Default::default());
     let _ = heard.2.set(gate.clone());
     Arc::new(Shared {
         clock: Clock::starting_at(1_700_000_000_000),

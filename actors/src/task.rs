@@ -299,6 +299,7 @@ impl TaskActor {
             spec: self.rec.spec.clone(),
             seq: self.rec.seq,
             attempt: self.rec.attempts + 1,
+            queued_ms: queued_since(&self.rec),
         });
     }
 
@@ -639,6 +640,17 @@ impl Handler<TaskSnapshot> for TaskActor {
 }
 
 /// Moves `rec` to `state` and answers the transition's event text.
+/// Since when a waiting task waits: its latest move into the queue
+/// (`queued`, or `preempted` on its way back), else its submission. What
+/// the queue's oldest-age figure counts from, also after a restart.
+pub fn queued_since(rec: &TaskRecord) -> u64 {
+    rec.history
+        .iter()
+        .rev()
+        .find(|t| matches!(t.state, TaskState::Queued | TaskState::Preempted))
+        .map_or(rec.created_ms, |t| t.at_ms)
+}
+
 pub(crate) fn move_to(
     rec: &mut TaskRecord,
     state: TaskState,

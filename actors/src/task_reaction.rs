@@ -238,6 +238,9 @@ impl TaskActor {
                 self.tell_service(state);
                 if state == TaskState::Running {
                     self.arm_time_limit(ctx);
+                    if self.rec.allocation.is_some() {
+                        self.count_first_run();
+                    }
                 }
                 if state == TaskState::Warming {
                     self.arm_warming_timeout(ctx);
@@ -286,6 +289,19 @@ impl TaskActor {
             | Step::RecordFailure(_)
             | Step::RecordExitCode(_)
             | Step::NotePending { .. } => {}
+        }
+    }
+
+    /// Its first start (not a restart after a preemption or a lost node):
+    /// the wait since submission goes into `caldera_task_submit_to_running_seconds`.
+    fn count_first_run(&self) {
+        let runs = self.rec.history.iter();
+        if runs.filter(|t| t.state == TaskState::Running).count() == 1 {
+            let waited = self.sh.now_ms().saturating_sub(self.rec.created_ms);
+            self.sh.metrics().first_run(
+                self.rec.spec.task_type,
+                std::time::Duration::from_millis(waited),
+            );
         }
     }
 

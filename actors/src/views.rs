@@ -134,6 +134,8 @@ pub struct GpuView {
     pub memory_used_mb: u64,
     pub utilization_pct: u32,
     pub simulated: bool,
+    /// The agent's last heartbeat said this GPU did not answer its probe.
+    pub faulted: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -215,6 +217,7 @@ impl NodeView {
                         memory_used_mb: l.memory_used_mb,
                         utilization_pct: l.utilization_pct,
                         simulated: g.simulated,
+                        faulted: l.faulted,
                     }
                 })
                 .collect(),
@@ -271,6 +274,23 @@ pub struct Utilization {
     pub by_gpu_model: Vec<Keyed<Dims>>,
     /// True when any GPU in the pool is simulated.
     pub simulated_gpus: bool,
+}
+
+/// The pool as `/metrics` shows it, read in one Scheduler turn so the
+/// figures agree with each other.
+#[derive(Debug, Clone, Default)]
+pub struct PoolMetrics {
+    pub utilization: Utilization,
+    /// Per tenant, what its borrowed (preemptible) allocations hold: the
+    /// `allocated` figure of each dimension.
+    pub borrowed: Vec<Keyed<Dims>>,
+    /// Per tenant, what its allocations the idle inspector's rule finds idle
+    /// (measured below `idle-threshold-pct`) hold: the `allocated` figures.
+    pub idle: Vec<Keyed<Dims>>,
+    /// Waiting tasks by priority, highest first.
+    pub queue: Vec<caldera_scheduling::queue::core::QueueDepth>,
+    /// The Scheduler's clock when read (Unix ms): queue ages count to it.
+    pub now_ms: u64,
 }
 
 /// One point of a tenant's usage report.

@@ -35,7 +35,7 @@ fn planned(mut rec: TaskRecord, a: &Allocation) -> (TaskRecord, Event) {
 }
 
 fn start(store: Store) -> (Arc<FlushGate>, actix::Addr<Scheduler>) {
-    let gate = FlushGate::start(store);
+    let gate = FlushGate::start(store, Default::default());
     let s = Scheduler::load(
         Clock::start(),
         gate.clone(),
@@ -174,6 +174,7 @@ fn an_enqueue_frees_the_allocation_the_ledger_still_holds_for_the_task() {
             spec: running.spec.clone(),
             seq: 0,
             attempt: 2,
+            queued_ms: 0,
         });
         let stats = s.send(Stats).await.unwrap();
         assert_eq!((stats.allocations, stats.queued), (0, 1));

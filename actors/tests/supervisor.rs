@@ -54,7 +54,7 @@ fn a_stopped_scheduler_is_restarted_and_rebuilt_from_storage() {
     store.commit(b).unwrap();
 
     actix_rt::System::new().block_on(async move {
-        let gate = FlushGate::start(store);
+        let gate = FlushGate::start(store, Default::default());
         let registry = Arc::new(Registry::default());
         let config = ServerConfig::default();
         let s = Scheduler::load(

@@ -5,6 +5,7 @@
 //! way a user and an operator would.
 pub mod bench;
 pub mod cluster;
+pub mod exposition;
 pub mod failpoints;
 pub mod fake_node;
 pub mod http;
@@ -13,6 +14,7 @@ pub mod ledger;
 pub mod models;
 pub mod origin;
 pub mod process;
+pub mod promql;
 pub mod proxy;
 pub mod schema;
 pub mod shims;

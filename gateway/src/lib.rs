@@ -9,6 +9,7 @@ pub mod client_limit;
 pub mod envelope;
 pub mod error;
 pub mod openapi;
+pub mod metrics;
 pub mod principal;
 pub mod routes;
 pub mod server;

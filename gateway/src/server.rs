@@ -119,6 +119,7 @@ async fn serve(
             timeout: request_timeout,
         },
         estimates: Default::default(),
+        metrics: crate::metrics::Exposition::new(cp.metrics()),
     });
     let limit = web::Data::new(crate::client_limit::ClientLimit::new(
         config.max_requests_per_client,
@@ -128,6 +129,10 @@ async fn serve(
             .app_data(state.clone())
             .app_data(limit.clone())
             .wrap(actix_web::middleware::from_fn(crate::client_limit::cap))
+            // Outermost: requests the cap turns away are counted too.
+            .wrap(actix_web::middleware::from_fn(
+                crate::metrics::http::observe,
+            ))
             .configure(crate::routes::configure)
     })
     .workers(config.http_workers)

@@ -11,4 +11,6 @@ pub struct AppState {
     pub body_limit: BodyLimit,
     /// The last start-estimate accuracy computed (a scan of every task).
     pub estimates: crate::routes::stats::EstimateCache,
+    /// `/metrics`: the registered event measures and the HTTP ones.
+    pub metrics: crate::metrics::Exposition,
 }

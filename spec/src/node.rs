@@ -100,6 +100,11 @@ pub struct GpuLive {
     pub index: u32,
     pub memory_used_mb: u64,
     pub utilization_pct: u32,
+    /// The GPU did not answer its probe (NVML could not open it or read its
+    /// memory: fallen off the bus, an XID the driver gave up on). A
+    /// simulated GPU never faults. Absent in older agents' heartbeats.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub faulted: bool,
 }
 
 /// A node as the control plane records it.

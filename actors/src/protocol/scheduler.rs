@@ -23,6 +23,8 @@ pub struct Enqueue {
     pub spec: TaskSpec,
     pub seq: u64,
     pub attempt: u32,
+    /// Since when it waits (Unix ms; [`crate::task::queued_since`]).
+    pub queued_ms: u64,
 }
 
 /// A queued task leaves the queue (cancelled or released).
@@ -154,6 +156,12 @@ pub struct TenantUsage {
 #[rtype(result = "Utilization")]
 pub struct QueryUtilization;
 
+/// The pool as `/metrics` shows it: utilisation, each tenant's borrowed and
+/// idle holdings, the queue by priority.
+#[derive(Message)]
+#[rtype(result = "crate::views::PoolMetrics")]
+pub struct QueryPoolMetrics;
+
 /// Every allocation of the ledger in memory, ordered by id: the operator's
 /// view for checking the ledger against the tasks' states.
 #[derive(Message)]
@@ -184,6 +192,7 @@ handle! {
             stats: Stats,
             tenant_usage: TenantUsage,
             utilization: QueryUtilization,
+            pool_metrics: QueryPoolMetrics,
             ledger_allocations: LedgerAllocations,
             queue_positions: QueuePositions,
         }

@@ -36,7 +36,7 @@ fn a_free_whose_commit_fails_rebuilds_the_scheduler_from_sled() {
     let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
     held(&store);
     actix_rt::System::new().block_on(async move {
-        let gate = FlushGate::start(store);
+        let gate = FlushGate::start(store, Default::default());
         let s = Scheduler::load(
             Clock::start(),
             gate.clone(),

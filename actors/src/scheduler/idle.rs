@@ -98,6 +98,18 @@ impl Inspector {
         Duration::from_millis(self.sample_ms.max(100))
     }
 
+    /// Whether `a` measured `m` counts as busy: its GPUs' utilisation (or,
+    /// holding no GPU, its CPU) at or above `idle-threshold-pct`. The one
+    /// rule for idle, for the warnings and for `/metrics`.
+    pub fn is_busy(&self, a: &Allocation, m: &caldera_spec::wire::AllocationUse) -> bool {
+        let measured = if a.gpus.is_empty() {
+            m.cpu_pct
+        } else {
+            m.gpu_utilization_pct
+        };
+        measured >= self.threshold_pct
+    }
+
     pub fn forget(&mut self, allocation_id: &str) {
         self.watches.remove(allocation_id);
     }
@@ -132,11 +144,7 @@ impl Scheduler {
     /// allocation's watch stepped once.
     fn survey_idle(&mut self, now: u64) -> Survey {
         let mut out = Survey::default();
-        let (window, grace, threshold) = (
-            self.idle.window_ms,
-            self.idle.grace_ms,
-            self.idle.threshold_pct,
-        );
+        let (window, grace) = (self.idle.window_ms, self.idle.grace_ms);
         for e in self.core.ledger().all() {
             let a = &e.allocation;
             // The views' rule (a GPU by its memory fraction), not the
@@ -150,17 +158,13 @@ impl Scheduler {
             if window == 0 || e.idle_exempt {
                 continue;
             }
-            let measured = if a.gpus.is_empty() {
-                m.cpu_pct
-            } else {
-                m.gpu_utilization_pct
-            };
+            let busy = self.idle.is_busy(a, m);
             let w = self
                 .idle
                 .watches
                 .entry(a.allocation_id.clone())
                 .or_default();
-            match w.step(measured >= threshold, now, window, grace) {
+            match w.step(busy, now, window, grace) {
                 Verdict::Nothing => {}
                 Verdict::Warn(idle_for) => {
                     out.warn.push((a.clone(), idle_for, m.gpu_source.clone()))

@@ -8,6 +8,7 @@ mod borrow_marks;
 #[cfg(test)]
 mod free_tests;
 pub mod idle;
+mod pool_metrics;
 pub mod utilization;
 
 use crate::clock::Clock;
@@ -121,10 +122,15 @@ impl Scheduler {
 
     fn cycle(&mut self, ctx: &mut Context<Self>) {
         self.cycle_pending = false;
+        // Wall time, not the injected clock: this measures the pass itself.
+        let began = std::time::Instant::now();
         let now = self.clock.now_ms();
         for d in self.core.cycle(now) {
             self.apply(d);
         }
+        let metrics = self.gate.metrics();
+        metrics.cycle_took(began.elapsed());
+        metrics.pass_decided(&self.core.take_outcomes());
         if self.fatal {
             ctx.stop();
         }
@@ -164,6 +170,7 @@ impl Scheduler {
                     tenant: t.tenant.clone(),
                     seq: t.seq,
                     attempt: t.attempts + 1,
+                    queued_ms: crate::task::queued_since(&t),
                     spec: t.spec,
                 });
             }
@@ -273,6 +280,7 @@ impl Scheduler {
             seq: planned.seq,
             // The planned record counted the attempt it did not get.
             attempt: planned.attempts,
+            queued_ms: crate::task::queued_since(planned),
             spec: planned.spec.clone(),
         });
         self.request_cycle(ctx);
@@ -301,6 +309,7 @@ impl Scheduler {
                 for_task,
                 reason,
             } => {
+                self.gate.metrics().preempted();
                 if let Some(t) = self.registry.task(&victim.task_id) {
                     t.do_send(Preempt {
                         allocation_id: victim.allocation_id,
@@ -453,6 +462,7 @@ impl Handler<Enqueue> for Scheduler {
             spec: m.spec,
             seq: m.seq,
             attempt: m.attempt,
+            queued_ms: m.queued_ms,
         });
         self.request_cycle(ctx);
     }

@@ -73,7 +73,7 @@ fn gpu_of(inv: &NodeInventory, index: u32) -> Option<&GpuInfo> {
 }
 
 impl Scheduler {
-    fn utilization(&self) -> Utilization {
+    pub(super) fn utilization(&self) -> Utilization {
         let mut total = Dims::default();
         let mut by_node: BTreeMap<String, Dims> = BTreeMap::new();
         let mut by_model: BTreeMap<String, Dims> = BTreeMap::new();
@@ -194,7 +194,11 @@ impl Scheduler {
 
 /// One allocation's allocated and measured dimensions (its tenant's share of
 /// the pool), by the same rule as the nodes': a GPU by its memory fraction.
-fn allocation_dims(a: &Allocation, inv: &NodeInventory, measured: Option<&AllocationUse>) -> Dims {
+pub(super) fn allocation_dims(
+    a: &Allocation,
+    inv: &NodeInventory,
+    measured: Option<&AllocationUse>,
+) -> Dims {
     let granted = allocated_use(a, Some(inv));
     let mut d = Dims::default();
     d.gpus.allocated = granted.gpus;
@@ -212,7 +216,7 @@ fn allocation_dims(a: &Allocation, inv: &NodeInventory, measured: Option<&Alloca
     d
 }
 
-fn add(into: &mut Dims, d: &Dims) {
+pub(super) fn add(into: &mut Dims, d: &Dims) {
     for (a, b) in [
         (&mut into.gpus, &d.gpus),
         (&mut into.gpu_memory_mb, &d.gpu_memory_mb),

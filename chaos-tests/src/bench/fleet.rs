@@ -87,6 +87,29 @@ fn peak_rss_mib(pid: u32, samples: usize) -> f64 {
     peak as f64 / 1024.0
 }
 
+/// What `n` scrapes of `/metrics` in a row cost: the median and largest
+/// time to the whole body, and the body's size.
+fn scrape_cost(api: &crate::http::Api, n: usize) -> String {
+    let mut ms = Vec::with_capacity(n);
+    let mut bytes = 0;
+    for _ in 0..n {
+        let t = Instant::now();
+        let r = api.get("/metrics");
+        ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        if r.status != 200 {
+            return format!("answered {} (0 = no answer)", r.status);
+        }
+        bytes = r.body.as_str().map_or(0, str::len);
+    }
+    ms.sort_by(f64::total_cmp);
+    format!(
+        "{n} scrapes: median {:.1} ms, largest {:.1} ms; body {:.0} KiB",
+        ms[n / 2],
+        ms[n - 1],
+        bytes as f64 / 1024.0
+    )
+}
+
 /// `bench fleet`: the control plane's part.
 pub fn run(
     setup: &Setup,
@@ -146,6 +169,11 @@ pub fn run(
         counters.heartbeat_errors.load(Ordering::Relaxed),
         counters.late_rounds.load(Ordering::Relaxed),
         loadavg()
+    );
+    println!(
+        "fleet: /metrics with {connected} nodes and {} tasks: {}",
+        b.latencies.len(),
+        scrape_cost(&op, 20)
     );
     // Does the resident set keep growing while nothing but heartbeats arrive?
     let held = Instant::now();

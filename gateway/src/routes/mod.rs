@@ -216,11 +216,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 /// `path` answering each `(method, route)`; any other method is answered
-/// 405 with an `Allow` header naming the methods it does answer.
+/// 405 with an `Allow` header naming the methods it does answer. The
+/// resource is named after its pattern: the HTTP metrics label requests by
+/// it (`metrics::http`), never by the raw path.
 fn resource(path: &str, routes: Vec<(Method, Route)>) -> Resource {
     let allow: Vec<&str> = routes.iter().map(|(m, _)| m.as_str()).collect();
     let allow = allow.join(", ");
-    let mut r = web::resource(path);
+    let mut r = web::resource(path).name(path);
     for (m, route) in routes {
         r = r.route(route.method(m));
     }

@@ -105,18 +105,18 @@ impl GpuProbe {
                     index: g.index,
                     memory_used_mb: 0,
                     utilization_pct: 0,
+                    faulted: false,
                 })
                 .collect(),
             GpuProbe::Absent(_) => Vec::new(),
             GpuProbe::Nvml { nvml, count, .. } => (0..*count)
                 .map(|i| {
                     let d = nvml.device_by_index(i).ok();
+                    let memory = d.as_ref().and_then(|d| d.memory_info().ok());
                     GpuLive {
                         index: i,
-                        memory_used_mb: d
-                            .as_ref()
-                            .and_then(|d| d.memory_info().ok())
-                            .map_or(0, |m| m.used / MIB),
+                        faulted: memory.is_none(),
+                        memory_used_mb: memory.map_or(0, |m| m.used / MIB),
                         utilization_pct: d
                             .as_ref()
                             .and_then(|d| d.utilization_rates().ok())

@@ -74,6 +74,18 @@ pub struct WaitingTask {
     pub seq: u64,
     /// Attempt number its next allocation will carry.
     pub attempt: u32,
+    /// Since when it waits (Unix ms): its submission, or its requeue after
+    /// a preemption or a lost node. Only the queue's age figures read it.
+    pub queued_ms: u64,
+}
+
+/// The tasks waiting at one priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueDepth {
+    pub priority: caldera_spec::Priority,
+    pub tasks: usize,
+    /// The earliest `queued_ms` among them.
+    pub oldest_queued_ms: u64,
 }
 
 /// A waiting task. Shared parts are behind `Arc` so a pass over a long queue
@@ -162,6 +174,8 @@ pub struct Core {
     /// control plane, possibly before the node is up; each refresh of the
     /// node's pool view carries it).
     pub(in crate::queue) node_weights: HashMap<String, NodeWeights>,
+    /// What the passes decided since the caller last took the tally.
+    outcomes: super::outcomes::Outcomes,
     pub config: CoreConfig,
 }
 
@@ -203,6 +217,7 @@ impl Core {
             now_ms: 0,
             model_weights: HashMap::new(),
             node_weights: HashMap::new(),
+            outcomes: Default::default(),
             config,
         }
     }
@@ -361,6 +376,30 @@ impl Core {
         self.waiting.len()
     }
 
+    /// The queue by priority, highest first: how many wait and since when
+    /// the oldest of them waits.
+    pub fn queue_depths(&self) -> Vec<QueueDepth> {
+        let mut by: std::collections::BTreeMap<std::cmp::Reverse<u16>, QueueDepth> =
+            Default::default();
+        for w in self.waiting.values() {
+            let p = w.task.spec.priority;
+            let d = by.entry(std::cmp::Reverse(p.0)).or_insert(QueueDepth {
+                priority: p,
+                tasks: 0,
+                oldest_queued_ms: u64::MAX,
+            });
+            d.tasks += 1;
+            d.oldest_queued_ms = d.oldest_queued_ms.min(w.task.queued_ms);
+        }
+        by.into_values().collect()
+    }
+
+    /// What the passes decided since the last call (placed, turned down by
+    /// reason, preempting), and a fresh tally.
+    pub fn take_outcomes(&mut self) -> super::outcomes::Outcomes {
+        self.outcomes.take()
+    }
+
     /// An allocation ends: its room returns to the pool.
     pub fn release(&mut self, allocation_id: &str) -> Option<Entry> {
         let e = self.ledger.remove(allocation_id)?;
@@ -410,6 +449,7 @@ impl Core {
                 continue;
             };
             let Some(standing) = self.admit(&id, &w, &mut pass, now_ms) else {
+                self.outcomes.rejected(super::outcomes::OVER_QUOTA);
                 continue;
             };
             match pass
@@ -445,9 +485,13 @@ impl Core {
             .unwrap_or_default();
         let model_borrowed = match self.model_admission(tenant, &node, &w.demand, &p) {
             Ok(borrowed) => borrowed,
-            Err(why) => return self.pending(&mut pass.out, id, why, None),
+            Err(why) => {
+                self.outcomes.rejected(super::outcomes::GPU_MODEL_QUOTA);
+                return self.pending(&mut pass.out, id, why, None);
+            }
         };
         if let Some(why) = self.backfill_blocks(id, w, &node, now_ms) {
+            self.outcomes.rejected(super::outcomes::BACKFILL);
             let est = self.estimates.get(id).copied().flatten();
             return self.pending(&mut pass.out, id, why, est);
         }
@@ -455,13 +499,17 @@ impl Core {
         let note = self.placer.explain(&self.pool, &w.demand, &p);
         match self.bind(id, p, borrowed, now_ms) {
             Ok(a) => {
+                self.outcomes.placed += 1;
                 pass.granted(tenant, allocation_usage_of(&a, &self.ledger));
                 pass.out.push(Decision::Place {
                     allocation: a,
                     note,
                 });
             }
-            Err(why) => self.pending(&mut pass.out, id, why, None),
+            Err(why) => {
+                self.outcomes.rejected(super::outcomes::BIND);
+                self.pending(&mut pass.out, id, why, None)
+            }
         }
     }
 
@@ -478,8 +526,10 @@ impl Core {
     ) {
         let within_guarantee = standing == Standing::Guaranteed;
         if no_room.first_of_shape && self.preempt(id, w, within_guarantee, now_ms, &mut pass.out) {
+            self.outcomes.preempting += 1;
             return;
         }
+        self.outcomes.rejected(no_room.top);
         pass.blocked.push(id.to_string());
         self.reserve_head(id, w, now_ms);
         let est = self.estimates.get(id).copied().flatten();

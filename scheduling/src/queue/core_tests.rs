@@ -209,3 +209,35 @@ fn demands_and_node_views_carry_the_weights_the_control_plane_fed() {
     let view = c.pool.nodes().map(|(_, v)| v.weights.clone()).next();
     assert_eq!(view, Some(w));
 }
+
+#[test]
+fn a_pass_counts_what_it_decided_and_the_queue_ages_by_priority() {
+    use super::fixtures::waiting;
+    use crate::placement::rejections::WHOLE_GPUS;
+    let mut c = core_with(&[("a", 2)]);
+    let queued = |id, gpus, priority, seq, at| {
+        let mut w = waiting("t", spec(id, gpus, priority, None), seq, 1);
+        w.queued_ms = at;
+        w
+    };
+    // 2 GPUs: `fits` (2) is placed; `low` (1) and `med` (1) then find none idle.
+    c.enqueue(queued("fits", 2, "high", 1, 1_000));
+    c.enqueue(queued("med", 1, "medium", 2, 3_000));
+    c.enqueue(queued("low", 1, "low", 3, 2_000));
+    c.enqueue(queued("low2", 1, "low", 4, 5_000));
+    assert_eq!(placed(&c.cycle(10_000)), ["fits"]);
+    let o = c.take_outcomes();
+    assert_eq!((o.placed, o.preempting, o.rejected_total()), (1, 0, 3));
+    assert_eq!(o.rejections().collect::<Vec<_>>(), vec![(WHOLE_GPUS, 3)]);
+    assert_eq!(c.take_outcomes().rejected_total(), 0, "taken once");
+    // Highest priority first; each with its count and its oldest arrival.
+    let depths: Vec<_> = c
+        .queue_depths()
+        .into_iter()
+        .map(|d| (d.priority.label(), d.tasks, d.oldest_queued_ms))
+        .collect();
+    assert_eq!(
+        depths,
+        vec![("medium".into(), 1, 3_000), ("low".into(), 2, 2_000)]
+    );
+}

@@ -48,6 +48,7 @@ pub fn waiting(tenant: &str, s: TaskSpec, seq: u64, attempt: u32) -> WaitingTask
         spec: s,
         seq,
         attempt,
+        queued_ms: 0,
     }
 }
 

@@ -12,6 +12,7 @@ pub mod estimate_accuracy;
 mod fixtures;
 pub mod ledger;
 pub mod offers;
+pub mod outcomes;
 pub mod stages;
 pub mod weights;
 

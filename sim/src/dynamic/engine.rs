@@ -154,6 +154,7 @@ impl<'a> Sim<'a> {
             spec: t.spec.clone(),
             seq: i as u64,
             attempt: self.attempts[i] + 1,
+            queued_ms: t.arrival_ms,
         });
     }
 

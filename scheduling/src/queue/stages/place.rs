@@ -12,6 +12,10 @@ use std::sync::Arc;
 pub struct NoRoom {
     /// The placer's rejections, counted by reason.
     pub reason: String,
+    /// The filter that turned down the most nodes (a reason code of
+    /// `placement::rejections`), or `outcomes::NO_NODES`: what the pass
+    /// counts the task under.
+    pub top: &'static str,
     /// Whether this is the first task of its shape to find no room this pass
     /// (only the first may try preemption: the rest would find the same
     /// victims, or none).
@@ -20,7 +24,7 @@ pub struct NoRoom {
 
 /// The shapes (demand and priority) that found no room in this pass, with why.
 #[derive(Debug, Default)]
-pub struct ShapesWithoutRoom(HashMap<Arc<str>, String>);
+pub struct ShapesWithoutRoom(HashMap<Arc<str>, (String, &'static str)>);
 
 impl ShapesWithoutRoom {
     /// Places `demand` of `shape` on `pool`, unless the shape already found no
@@ -32,17 +36,23 @@ impl ShapesWithoutRoom {
         shape: &Arc<str>,
         demand: &Demand,
     ) -> Result<Placement, NoRoom> {
-        if let Some(reason) = self.0.get(shape) {
+        if let Some((reason, top)) = self.0.get(shape) {
             return Err(NoRoom {
                 reason: reason.clone(),
+                top,
                 first_of_shape: false,
             });
         }
         placer.place(pool, demand).map_err(|rejections| {
             let reason = rejections.summary(demand);
-            self.0.insert(shape.clone(), reason.clone());
+            let top = rejections
+                .counts()
+                .first()
+                .map_or(crate::queue::outcomes::NO_NODES, |(r, _)| r);
+            self.0.insert(shape.clone(), (reason.clone(), top));
             NoRoom {
                 reason,
+                top,
                 first_of_shape: true,
             }
         })
@@ -74,6 +84,7 @@ mod tests {
         let refused = |reason: &str, first_of_shape| {
             Err(NoRoom {
                 reason: reason.into(),
+                top: crate::placement::rejections::WHOLE_GPUS,
                 first_of_shape,
             })
         };
