@@ -24,6 +24,8 @@ pub mod tenant;
 pub mod time;
 pub mod validate;
 pub mod weights;
+pub mod webhook;
+pub mod webhook_request;
 pub mod wire;
 
 pub use api::{Envelope, ErrorBody};

@@ -8,7 +8,6 @@ use crate::principal::User;
 use crate::state::AppState;
 use actix_web::web;
 use caldera_actors::control_plane::EventFilter;
-use caldera_spec::time::rfc3339;
 use serde_json::{json, Value};
 
 pub async fn list(user: User, st: web::Data<AppState>, q: Query) -> Result<Reply<Value>, ApiError> {
@@ -49,15 +48,7 @@ pub async fn list(user: User, st: web::Data<AppState>, q: Query) -> Result<Reply
     let out: Vec<Value> = page
         .events
         .iter()
-        .map(|e| {
-            let mut v = serde_json::to_value(e).unwrap_or_default();
-            v["at"] = Value::String(rfc3339(e.at_ms));
-            if let Some(task) = &e.task {
-                // The tenant is the event's own field; the task is its own id.
-                v["task"] = Value::String(caldera_spec::local_id(task).to_string());
-            }
-            v
-        })
+        .map(caldera_spec::Event::view)
         .collect();
     Ok(Reply::ok(json!({"events": out, "next_cursor": next})))
 }
