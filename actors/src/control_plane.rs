@@ -5,6 +5,7 @@
 pub mod estimates;
 mod models;
 mod task_page;
+mod webhooks;
 
 pub use crate::protocol::model::PrewarmTarget;
 pub use models::ModelView;

@@ -9,6 +9,7 @@ pub mod stats;
 pub mod tasks;
 pub mod tenants;
 pub mod utilization;
+pub mod webhooks;
 pub mod whoami;
 
 use crate::error::ApiError;
@@ -121,6 +122,24 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         (
             "/v1/allocations",
             vec![on(M::GET, web::to(nodes::allocations))],
+        ),
+        (
+            "/v1/webhooks",
+            vec![
+                on(M::GET, web::to(webhooks::list)),
+                on(M::POST, web::to(webhooks::create)),
+            ],
+        ),
+        (
+            "/v1/webhooks/{id}",
+            vec![
+                on(M::GET, web::to(webhooks::get)),
+                on(M::DELETE, web::to(webhooks::delete)),
+            ],
+        ),
+        (
+            "/v1/webhooks/{id}/deliveries",
+            vec![on(M::GET, web::to(webhooks::deliveries))],
         ),
     ];
     for (path, routes) in paths {
