@@ -18,6 +18,7 @@ pub mod shims;
 pub mod task_view;
 pub mod ticks;
 pub mod weights;
+pub mod webhook_receiver;
 
 pub use bench::stats::wall_ms;
 pub use cluster::{cluster, start_agents, AgentSpec};
