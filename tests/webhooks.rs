@@ -31,7 +31,10 @@ fn server(dir: &Path, extra: &[(&str, &str)]) -> ControlPlane {
 
 /// Subscribes `url` to `events`; (id, secret).
 fn subscribe(api: &Api, url: &str, events: &[&str]) -> (String, String) {
-    let r = api.post("/v1/webhooks", &json!({"url": url, "events": events}).to_string());
+    let r = api.post(
+        "/v1/webhooks",
+        &json!({"url": url, "events": events}).to_string(),
+    );
     assert_eq!(r.status, 201, "{:#}", r.body);
     let d = r.data();
     let secret = d["secret"].as_str().unwrap_or_default().to_string();
@@ -57,7 +60,10 @@ fn wait_for(rx: &Receiver, what: &str, pred: impl Fn(&[Received]) -> bool) -> Ve
 fn deliveries(api: &Api, id: &str) -> Vec<Value> {
     let r = api.get(&format!("/v1/webhooks/{id}/deliveries"));
     assert_eq!(r.status, 200, "{:#}", r.body);
-    r.data()["deliveries"].as_array().cloned().unwrap_or_default()
+    r.data()["deliveries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Waits until subscription `id` shows a delivery that `pred` accepts.
@@ -72,7 +78,9 @@ fn wait_delivery(api: &Api, id: &str, what: &str, pred: impl Fn(&Value) -> bool)
 }
 
 fn with_task<'a>(got: &'a [Received], task: &str) -> Vec<&'a Received> {
-    got.iter().filter(|r| r.json()["data"]["task"] == task).collect()
+    got.iter()
+        .filter(|r| r.json()["data"]["task"] == task)
+        .collect()
 }
 
 /// The CLI as a user with `CALDERA_SERVER`/`CALDERA_TOKEN` runs it.
@@ -81,11 +89,18 @@ fn cli(cp: &ControlPlane, token: &str, args: &[&str]) -> String {
         .args(args)
         .env("CALDERA_SERVER", cp.url())
         .env("CALDERA_TOKEN", token)
-        .env("CALDERA_CONTEXTS_FILE", cp.data_dir.join("no-contexts.json"))
+        .env(
+            "CALDERA_CONTEXTS_FILE",
+            cp.data_dir.join("no-contexts.json"),
+        )
         .output()
         .expect("the caldera binary runs");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{args:?}: {text} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?}: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     text
 }
 
@@ -100,37 +115,67 @@ fn a_delivery_is_signed_and_a_500_is_retried_under_the_same_event_id() {
     let created: Value = serde_json::from_str(&cli(
         &cp,
         &token,
-        &["webhook", "create", "--url", &rx.url("/hook"), "--events", "task.submitted", "--json"],
+        &[
+            "webhook",
+            "create",
+            "--url",
+            &rx.url("/hook"),
+            "--events",
+            "task.submitted",
+            "--json",
+        ],
     ))
     .unwrap();
     let (id, secret) = (
         created["id"].as_str().unwrap().to_string(),
         created["secret"].as_str().unwrap().to_string(),
     );
-    assert_eq!((created["tenant"].as_str(), secret.len()), (Some("acme"), 64), "{created:#}");
+    assert_eq!(
+        (created["tenant"].as_str(), secret.len()),
+        (Some("acme"), 64),
+        "{created:#}"
+    );
     // Never shown again.
     for path in ["/v1/webhooks".to_string(), format!("/v1/webhooks/{id}")] {
         let r = api.get(&path);
         assert_eq!(r.status, 200, "{:#}", r.body);
-        assert!(!r.body.to_string().contains(&secret), "{path} shows the secret");
+        assert!(
+            !r.body.to_string().contains(&secret),
+            "{path} shows the secret"
+        );
     }
     submit(&api, "train-1");
-    let got = wait_for(&rx, "a retry after the 500", |g| with_task(g, "train-1").len() >= 2);
+    let got = wait_for(&rx, "a retry after the 500", |g| {
+        with_task(g, "train-1").len() >= 2
+    });
     let tries = with_task(&got, "train-1");
     let (first, second) = (tries[0], tries[1]);
     assert_eq!((first.answered, second.answered), (500, 200));
     for r in [first, second] {
         assert!(r.signed_with(&secret), "the signature verifies: {r:#?}");
-        assert!(!r.signed_with("not-the-secret"), "a wrong secret does not verify");
+        assert!(
+            !r.signed_with("not-the-secret"),
+            "a wrong secret does not verify"
+        );
         assert_eq!(r.header("caldera-webhook-id"), Some(id.as_str()));
         assert_eq!(r.path, "/hook");
     }
-    let event_id = first.header("caldera-event-id").unwrap_or_default().to_string();
-    assert_eq!(second.header("caldera-event-id"), Some(event_id.as_str()), "the same event id");
+    let event_id = first
+        .header("caldera-event-id")
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        second.header("caldera-event-id"),
+        Some(event_id.as_str()),
+        "the same event id"
+    );
     assert_eq!(first.body, second.body, "the same body on every attempt");
     let body = first.json();
     assert_eq!(body["id"].to_string(), event_id);
-    assert_eq!((body["type"].as_str(), body["tenant"].as_str()), (Some("task.submitted"), Some("acme")));
+    assert_eq!(
+        (body["type"].as_str(), body["tenant"].as_str()),
+        (Some("task.submitted"), Some("acme"))
+    );
     // The event id is the event log's seq.
     let events = api.get("/v1/events?task=train-1").data()["events"].clone();
     let seq = events
@@ -142,10 +187,18 @@ fn a_delivery_is_signed_and_a_500_is_retried_under_the_same_event_id() {
     let d = wait_delivery(&api, &id, "delivered", |d| d["state"] == "delivered");
     assert_eq!(d["event_id"].to_string(), event_id);
     assert_eq!(d["attempt_count"], 2, "{d:#}");
-    let statuses: Vec<Value> = d["attempts"].as_array().unwrap().iter().map(|a| a["status"].clone()).collect();
+    let statuses: Vec<Value> = d["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["status"].clone())
+        .collect();
     assert_eq!(statuses, vec![json!(500), json!(200)]);
     let table = cli(&cp, &token, &["webhook", "deliveries", &id]);
-    assert!(table.contains("task.submitted") && table.contains("delivered"), "{table}");
+    assert!(
+        table.contains("task.submitted") && table.contains("delivered"),
+        "{table}"
+    );
     let list = cli(&cp, &token, &["webhook", "list"]);
     assert!(list.contains(&id) && list.contains("acme"), "{list}");
     assert!(!list.contains(&secret));
@@ -165,36 +218,62 @@ fn tenants_cannot_subscribe_to_or_see_each_others_webhooks() {
         ("DELETE", format!("/v1/webhooks/{id}")),
     ] {
         let r = rival.request(method, &path, None);
-        assert_eq!((r.status, r.body["code"].clone()), (404, json!(40400)), "{method} {path}");
+        assert_eq!(
+            (r.status, r.body["code"].clone()),
+            (404, json!(40400)),
+            "{method} {path}"
+        );
     }
     assert_eq!(rival.get("/v1/webhooks").data()["webhooks"], json!([]));
     let refused = |api: &Api, body: Value| {
         let r = api.post("/v1/webhooks", &body.to_string());
-        (r.status, r.body["code"].as_u64().unwrap_or(0), r.body["field"].as_str().unwrap_or("").to_string())
+        (
+            r.status,
+            r.body["code"].as_u64().unwrap_or(0),
+            r.body["field"].as_str().unwrap_or("").to_string(),
+        )
     };
     let url = rx.url("/x");
     assert_eq!(
-        refused(&rival, json!({"url": url, "events": ["*"], "tenant": "acme"})),
+        refused(
+            &rival,
+            json!({"url": url, "events": ["*"], "tenant": "acme"})
+        ),
         (403, 40300, "tenant".into())
     );
     assert_eq!(
-        refused(&rival, json!({"url": url, "events": ["task.failed", "node.lost"]})),
+        refused(
+            &rival,
+            json!({"url": url, "events": ["task.failed", "node.lost"]})
+        ),
         (403, 40300, "events[1]".into())
     );
     assert_eq!(
-        refused(&rival, json!({"url": url, "events": ["task.failed", "task.exploded"]})),
+        refused(
+            &rival,
+            json!({"url": url, "events": ["task.failed", "task.exploded"]})
+        ),
         (400, 40006, "events[1]".into())
     );
     assert_eq!(
-        refused(&rival, json!({"url": "file:///etc/passwd", "events": ["*"]})),
+        refused(
+            &rival,
+            json!({"url": "file:///etc/passwd", "events": ["*"]})
+        ),
         (400, 40006, "url".into())
     );
     assert_eq!(
-        refused(&rival, json!({"url": "https://hooks.example.com/x", "events": ["*"]})),
+        refused(
+            &rival,
+            json!({"url": "https://hooks.example.com/x", "events": ["*"]})
+        ),
         (422, 42221, "url".into())
     );
     assert_eq!(
-        refused(&cp.operator(), json!({"url": url, "events": ["*"], "tenant": "nobody"})),
+        refused(
+            &cp.operator(),
+            json!({"url": url, "events": ["*"], "tenant": "nobody"})
+        ),
         (404, 40400, "tenant".into())
     );
     // rival's event comes first in the log; once acme's has arrived, rival's
@@ -208,8 +287,17 @@ fn tenants_cannot_subscribe_to_or_see_each_others_webhooks() {
     }
     // The operator sees it; its owner deletes it.
     let all = cp.operator().get("/v1/webhooks").data()["webhooks"].clone();
-    assert!(all.as_array().is_some_and(|w| w.iter().any(|w| w["id"] == id.as_str() && w["owner"] == "acme")), "{all:#}");
-    assert_eq!(acme.request("DELETE", &format!("/v1/webhooks/{id}"), None).status, 200);
+    assert!(
+        all.as_array().is_some_and(|w| w
+            .iter()
+            .any(|w| w["id"] == id.as_str() && w["owner"] == "acme")),
+        "{all:#}"
+    );
+    assert_eq!(
+        acme.request("DELETE", &format!("/v1/webhooks/{id}"), None)
+            .status,
+        200
+    );
     assert_eq!(acme.get(&format!("/v1/webhooks/{id}")).status, 404);
 }
 
@@ -229,12 +317,21 @@ fn a_pending_delivery_is_delivered_after_kill_9_and_restart() {
     cp.kill9();
     rx.answer(200);
     cp.restart();
-    let d = wait_delivery(&cp.operator(), &id, "delivered after the restart", |d| d["state"] == "delivered");
+    let d = wait_delivery(&cp.operator(), &id, "delivered after the restart", |d| {
+        d["state"] == "delivered"
+    });
     assert_eq!(d["event_id"], event_id);
-    let ok: Vec<Received> = rx.received().into_iter().filter(|r| r.answered == 200).collect();
+    let ok: Vec<Received> = rx
+        .received()
+        .into_iter()
+        .filter(|r| r.answered == 200)
+        .collect();
     assert!(!ok.is_empty());
     for r in &ok {
-        assert_eq!(r.header("caldera-event-id"), Some(event_id.to_string().as_str()));
+        assert_eq!(
+            r.header("caldera-event-id"),
+            Some(event_id.to_string().as_str())
+        );
         assert!(r.signed_with(&secret));
     }
     // Fanned out once, and the log is followed on from where it was.
@@ -266,7 +363,10 @@ fn a_hung_receiver_does_not_hold_up_another_subscriptions_deliveries() {
     assert!(got.iter().all(|r| r.answered == 200));
     // The hung one timed out (webhook-timeout-ms) and is being retried.
     wait_delivery(&op, &slow_id, "a timed-out attempt", |d| {
-        d["state"] == "pending" && d["attempts"].as_array().is_some_and(|a| a.iter().any(|a| a["error"].is_string()))
+        d["state"] == "pending"
+            && d["attempts"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|a| a["error"].is_string()))
     });
 }
 
@@ -288,23 +388,44 @@ fn idle_webhook_url_is_a_signed_subscription_that_still_fires() {
     );
     let _agent = Agent::start(Path::new(BIN), &cp, "node-a", "1xA100-80GB", dir.path());
     let op = cp.operator();
-    assert!(wait_until(Duration::from_secs(20), || op.get("/v1/nodes/node-a").data()["connected"] == true));
+    assert!(wait_until(Duration::from_secs(20), || op
+        .get("/v1/nodes/node-a")
+        .data()["connected"]
+        == true));
     let subs = op.get("/v1/webhooks").data()["webhooks"].clone();
     let only = subs.as_array().cloned().unwrap_or_default();
     assert_eq!(only.len(), 1, "{subs:#}");
-    assert_eq!((only[0]["from_config"].clone(), only[0]["events"].clone()), (json!(true), json!(["idle.warning"])));
+    assert_eq!(
+        (only[0]["from_config"].clone(), only[0]["events"].clone()),
+        (json!(true), json!(["idle.warning"]))
+    );
     let api = cp.api(&cp.tenant("hoarder"));
     let spec = json!({"task_id": "sleeper", "task_type": "training",
         "resources": {"gpu": {"count": 1}, "cpu": {"cores": 1}}, "command": ["sleep", "120"]});
     assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
-    let got = wait_for(&rx, "an idle warning", |g| g.iter().any(|r| r.json()["type"] == "idle.warning"));
-    let warning = got.iter().find(|r| r.json()["type"] == "idle.warning").unwrap();
-    assert!(warning.signed_with(secret), "signed with idle-webhook-secret: {warning:#?}");
+    let got = wait_for(&rx, "an idle warning", |g| {
+        g.iter().any(|r| r.json()["type"] == "idle.warning")
+    });
+    let warning = got
+        .iter()
+        .find(|r| r.json()["type"] == "idle.warning")
+        .unwrap();
+    assert!(
+        warning.signed_with(secret),
+        "signed with idle-webhook-secret: {warning:#?}"
+    );
     let body = warning.json();
     // The body the direct POST sent before is `data.detail`.
     let detail = &body["data"]["detail"];
-    assert_eq!((detail["event"].as_str(), detail["task"].as_str()), (Some("idle_warning"), Some("sleeper")), "{body:#}");
-    assert!(detail["allocation"].is_string() && detail["idle_for_s"].is_u64(), "{body:#}");
+    assert_eq!(
+        (detail["event"].as_str(), detail["task"].as_str()),
+        (Some("idle_warning"), Some("sleeper")),
+        "{body:#}"
+    );
+    assert!(
+        detail["allocation"].is_string() && detail["idle_for_s"].is_u64(),
+        "{body:#}"
+    );
     assert_eq!(body["tenant"], "hoarder");
     // A restart keeps the one subscription, same id.
     cp.restart();

@@ -17,8 +17,8 @@ pub mod proxy;
 pub mod shims;
 pub mod task_view;
 pub mod ticks;
-pub mod weights;
 pub mod webhook_receiver;
+pub mod weights;
 
 pub use bench::stats::wall_ms;
 pub use cluster::{cluster, start_agents, AgentSpec};

@@ -23,9 +23,9 @@ pub mod task_key;
 pub mod tenant;
 pub mod time;
 pub mod validate;
-pub mod weights;
 pub mod webhook;
 pub mod webhook_request;
+pub mod weights;
 pub mod wire;
 
 pub use api::{Envelope, ErrorBody};

@@ -255,7 +255,11 @@ mod tests {
     #[test]
     fn every_mapped_kind_has_one_documented_name() {
         let rows = [
-            (EventKind::TaskSubmitted, "submitted", Some("task.submitted")),
+            (
+                EventKind::TaskSubmitted,
+                "submitted",
+                Some("task.submitted"),
+            ),
             (
                 EventKind::TaskTransition,
                 "queued -> scheduled: placed on node-a",
@@ -332,7 +336,10 @@ mod tests {
         assert!(!sub(&["*"], Some("other")).wants(&failed, "task.failed"));
         let mut old = failed.clone();
         old.seq = 5;
-        assert!(!sub(&["*"], None).wants(&old, "task.failed"), "seq 5 <= after_seq 5");
+        assert!(
+            !sub(&["*"], None).wants(&old, "task.failed"),
+            "seq 5 <= after_seq 5"
+        );
         let lost = ev(EventKind::NodeLost, "node-a lost");
         assert!(sub(&["node.state_changed"], None).wants(&lost, "node.lost"));
     }

@@ -48,14 +48,14 @@ pub fn parse_new_webhook(body: &[u8]) -> Result<(NewWebhook, UrlScheme), SpecErr
     }
     for (i, name) in w.events.iter().enumerate() {
         if !is_known(name) {
-            let known: Vec<&str> = crate::webhook::EVENT_TYPES.iter().map(|(n, _)| *n).collect();
+            let known: Vec<&str> = crate::webhook::EVENT_TYPES
+                .iter()
+                .map(|(n, _)| *n)
+                .collect();
             return Err(SpecError::new(
                 K::BadFormat,
                 format!("events[{i}]"),
-                format!(
-                    "unknown event {name:?}; known: *, {}",
-                    known.join(", ")
-                ),
+                format!("unknown event {name:?}; known: *, {}", known.join(", ")),
             ));
         }
     }
@@ -97,7 +97,9 @@ pub fn check_url(url: &str) -> Result<UrlScheme, SpecError> {
         return bad("the url names no host");
     }
     if let Some((_, port)) = host_port.rsplit_once("]:").or_else(|| {
-        (!host_port.starts_with('[')).then(|| host_port.split_once(':')).flatten()
+        (!host_port.starts_with('['))
+            .then(|| host_port.split_once(':'))
+            .flatten()
     }) {
         if port.parse::<u16>().map_or(true, |p| p == 0) {
             return bad(&format!("port {port:?} is not a port (1-65535)"));
@@ -124,7 +126,10 @@ mod tests {
         ] {
             assert_eq!(check_url(ok), Ok(UrlScheme::Http), "{ok}");
         }
-        assert_eq!(check_url("https://hooks.example.com/a"), Ok(UrlScheme::Https));
+        assert_eq!(
+            check_url("https://hooks.example.com/a"),
+            Ok(UrlScheme::Https)
+        );
         for bad in [
             "file:///etc/passwd",
             "unix:///var/run/docker.sock",
@@ -154,6 +159,12 @@ mod tests {
         assert_eq!(field(r#"{"url":"http://h/","events":["*"],"x":1}"#), "x");
         let (w, s) =
             parse_new_webhook(br#"{"url":"http://h/","events":["*","idle.warning","*"]}"#).unwrap();
-        assert_eq!((w.events, s), (vec!["*".to_string(), "idle.warning".into()], UrlScheme::Http));
+        assert_eq!(
+            (w.events, s),
+            (
+                vec!["*".to_string(), "idle.warning".into()],
+                UrlScheme::Http
+            )
+        );
     }
 }

@@ -119,7 +119,10 @@ pub fn webhook(args: WebhookArgs) -> Result<(), CliError> {
 
 /// The names a subscription listens to, comma-separated.
 fn events_of(w: &Value) -> String {
-    let names: Vec<&str> = items(w, "events").iter().filter_map(Value::as_str).collect();
+    let names: Vec<&str> = items(w, "events")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     names.join(",")
 }
 
@@ -209,8 +212,14 @@ mod tests {
     fn the_secret_is_printed_with_its_warning_and_a_scope_of_none_is_all() {
         let w = json!({"id": "wh-1", "url": "http://h/", "events": ["*"], "tenant": null, "secret": "ab"});
         let out = render_created(&w);
-        assert!(out.contains("secret:  ab") || out.contains("secret: ab"), "{out}");
-        assert!(out.contains("tenant:  all") || out.contains("tenant: all"), "{out}");
+        assert!(
+            out.contains("secret:  ab") || out.contains("secret: ab"),
+            "{out}"
+        );
+        assert!(
+            out.contains("tenant:  all") || out.contains("tenant: all"),
+            "{out}"
+        );
         assert!(out.ends_with("shown this once: keep it to verify Caldera-Signature\n"));
     }
 }

@@ -290,7 +290,10 @@ impl Store {
         }
     }
 
-    pub(crate) fn scan<T: DeserializeOwned>(&self, prefix: &[u8]) -> impl Iterator<Item = Result<T>> {
+    pub(crate) fn scan<T: DeserializeOwned>(
+        &self,
+        prefix: &[u8],
+    ) -> impl Iterator<Item = Result<T>> {
         self.db.scan_prefix(prefix).map(|kv| {
             let (k, v) = kv?;
             decode(&k, &v)

@@ -182,11 +182,21 @@ mod tests {
         // Another subscription's entry never shows in wh-a's queue.
         b.put_delivery(&DeliveryRecord::new("wh-ab", 9, "task.failed", 0), None);
         s.commit(b).unwrap();
-        let due: Vec<u64> = s.due_deliveries("wh-a", 250, 10).unwrap().iter().map(|d| d.seq).collect();
+        let due: Vec<u64> = s
+            .due_deliveries("wh-a", 250, 10)
+            .unwrap()
+            .iter()
+            .map(|d| d.seq)
+            .collect();
         assert_eq!(due, vec![1, 2], "due at 100 and 200, not 300");
         // Event 1 fails once and is due again at 400; event 2 is delivered.
         let mut d1 = s.delivery("wh-a", 1).unwrap().unwrap();
-        d1.push_attempt(Attempt { at_ms: 110, status: Some(500), error: None, duration_ms: 1 });
+        d1.push_attempt(Attempt {
+            at_ms: 110,
+            status: Some(500),
+            error: None,
+            duration_ms: 1,
+        });
         d1.next_attempt_ms = Some(400);
         let mut d2 = s.delivery("wh-a", 2).unwrap().unwrap();
         d2.state = DeliveryState::Delivered;
@@ -201,7 +211,12 @@ mod tests {
             .map(|d| (d.due_ms, d.seq))
             .collect();
         assert_eq!(due, vec![(300, 3), (400, 1)]);
-        let listed: Vec<u64> = s.deliveries("wh-a", 1, 10).unwrap().iter().map(|d| d.event_id).collect();
+        let listed: Vec<u64> = s
+            .deliveries("wh-a", 1, 10)
+            .unwrap()
+            .iter()
+            .map(|d| d.event_id)
+            .collect();
         assert_eq!(listed, vec![2, 3], "after event 1, wh-a's only");
         let b = s.forget_webhook("wh-a").unwrap();
         s.commit(b).unwrap();

@@ -187,7 +187,12 @@ impl Dispatcher {
     }
 
     /// Sends one delivery (its record and event read back from sled).
-    fn attempt(&mut self, ctx: &mut Context<Self>, s: &WebhookRecord, d: Due) -> Result<(), StorageError> {
+    fn attempt(
+        &mut self,
+        ctx: &mut Context<Self>,
+        s: &WebhookRecord,
+        d: Due,
+    ) -> Result<(), StorageError> {
         let store = self.sh.gate.store();
         let event = store
             .events(&EventFilter::default(), d.seq.saturating_sub(1), 1)?
@@ -216,15 +221,26 @@ impl Dispatcher {
         let at_ms = self.sh.now_ms();
         let send = post(client, s.clone(), event, record.event_type);
         let (webhook_id, seq, was_due) = (s.id.clone(), d.seq, d.due_ms);
-        ctx.spawn(send.into_actor(self).map(move |(status, error, took), act, ctx| {
-            let attempt = Attempt {
-                at_ms,
-                status,
-                error,
-                duration_ms: took,
-            };
-            act.record(ctx, Outcome { webhook_id, seq, was_due, attempt });
-        }));
+        ctx.spawn(
+            send.into_actor(self)
+                .map(move |(status, error, took), act, ctx| {
+                    let attempt = Attempt {
+                        at_ms,
+                        status,
+                        error,
+                        duration_ms: took,
+                    };
+                    act.record(
+                        ctx,
+                        Outcome {
+                            webhook_id,
+                            seq,
+                            was_due,
+                            attempt,
+                        },
+                    );
+                }),
+        );
         Ok(())
     }
 
@@ -257,7 +273,10 @@ impl Dispatcher {
             d.next_attempt_ms = None;
         } else {
             let first = d.first_attempt_ms.unwrap_or(now);
-            match self.policy().after_failure(d.attempt_count, first, now, jitter_unit()) {
+            match self
+                .policy()
+                .after_failure(d.attempt_count, first, now, jitter_unit())
+            {
                 NextStep::RetryAt(at) => d.next_attempt_ms = Some(at),
                 NextStep::GiveUp => {
                     d.state = DeliveryState::Failed;
@@ -283,7 +302,12 @@ fn client(timeout_ms: u64) -> awc::Client {
 }
 
 /// POSTs one delivery: `(status, error, ms taken)`.
-async fn post(client: awc::Client, s: WebhookRecord, e: Event, kind: String) -> (Option<u16>, Option<String>, u64) {
+async fn post(
+    client: awc::Client,
+    s: WebhookRecord,
+    e: Event,
+    kind: String,
+) -> (Option<u16>, Option<String>, u64) {
     let body = payload::body(&e, &kind);
     let t = crate::clock::now_ms() / 1000;
     let mut req = client.post(&s.url);

@@ -39,7 +39,7 @@ pub fn config_problem(c: &ServerConfig) -> Option<ConfigError> {
             Ok(UrlScheme::Https) if !TLS_BUILT_IN => {
                 return err(
                     "idle-webhook-url",
-                    "https:// urls cannot be delivered: this build has no TLS client; use http:// (e.g. to a TLS-terminating proxy)",
+                    "https:// urls cannot be delivered: this build has no TLS client; use http:// (e.g. to a forwarding proxy that speaks https onward)",
                 )
             }
             Ok(_) => {}
@@ -52,10 +52,16 @@ pub fn config_problem(c: &ServerConfig) -> Option<ConfigError> {
         return err("webhook-retry-initial-ms", "must be greater than 0");
     }
     if c.webhook_retry_max_ms < c.webhook_retry_initial_ms {
-        return err("webhook-retry-max-ms", "must be at least webhook-retry-initial-ms");
+        return err(
+            "webhook-retry-max-ms",
+            "must be at least webhook-retry-initial-ms",
+        );
     }
     if !(100..=600_000).contains(&c.webhook_timeout_ms) {
-        return err("webhook-timeout-ms", "must be from 100 to 600000 (10 minutes)");
+        return err(
+            "webhook-timeout-ms",
+            "must be from 100 to 600000 (10 minutes)",
+        );
     }
     if c.webhook_max_in_flight == 0 {
         return err("webhook-max-in-flight", "must be greater than 0");
@@ -72,23 +78,44 @@ mod tests {
         let bad = |c: ServerConfig| c.validate().unwrap_err().key;
         let d = ServerConfig::default;
         assert_eq!(
-            bad(ServerConfig { idle_webhook_url: Some("file:///x".into()), ..d() }),
+            bad(ServerConfig {
+                idle_webhook_url: Some("file:///x".into()),
+                ..d()
+            }),
             "idle-webhook-url"
         );
         assert_eq!(
-            bad(ServerConfig { idle_webhook_url: Some("https://h/x".into()), ..d() }),
+            bad(ServerConfig {
+                idle_webhook_url: Some("https://h/x".into()),
+                ..d()
+            }),
             "idle-webhook-url"
         );
         assert_eq!(
-            bad(ServerConfig { idle_webhook_secret: Some("short".into()), ..d() }),
+            bad(ServerConfig {
+                idle_webhook_secret: Some("short".into()),
+                ..d()
+            }),
             "idle-webhook-secret"
         );
         assert_eq!(
-            bad(ServerConfig { webhook_retry_max_ms: 1, ..d() }),
+            bad(ServerConfig {
+                webhook_retry_max_ms: 1,
+                ..d()
+            }),
             "webhook-retry-max-ms"
         );
-        assert_eq!(bad(ServerConfig { webhook_timeout_ms: 5, ..d() }), "webhook-timeout-ms");
-        let ok = ServerConfig { idle_webhook_url: Some("http://127.0.0.1:9/i".into()), ..d() };
+        assert_eq!(
+            bad(ServerConfig {
+                webhook_timeout_ms: 5,
+                ..d()
+            }),
+            "webhook-timeout-ms"
+        );
+        let ok = ServerConfig {
+            idle_webhook_url: Some("http://127.0.0.1:9/i".into()),
+            ..d()
+        };
         assert_eq!(ok.validate(), Ok(()));
     }
 }

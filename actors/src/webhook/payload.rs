@@ -22,10 +22,19 @@ pub fn body(e: &Event, kind: &str) -> Vec<u8> {
 }
 
 /// The headers of one attempt sent at `t` (unix seconds).
-pub fn headers(webhook_id: &str, e: &Event, secret: &str, t: u64, body: &[u8]) -> Vec<(&'static str, String)> {
+pub fn headers(
+    webhook_id: &str,
+    e: &Event,
+    secret: &str,
+    t: u64,
+    body: &[u8],
+) -> Vec<(&'static str, String)> {
     vec![
         ("Content-Type", "application/json".to_string()),
-        ("User-Agent", concat!("caldera-webhooks/", env!("CARGO_PKG_VERSION")).to_string()),
+        (
+            "User-Agent",
+            concat!("caldera-webhooks/", env!("CARGO_PKG_VERSION")).to_string(),
+        ),
         ("Caldera-Webhook-Id", webhook_id.to_string()),
         ("Caldera-Event-Id", e.seq.to_string()),
         ("Caldera-Timestamp", t.to_string()),
@@ -40,9 +49,13 @@ mod tests {
 
     #[test]
     fn the_body_is_the_event_under_its_id_and_type_and_the_same_every_time() {
-        let mut e = Event::new(1_700_000_000_123, EventKind::TaskTransition, "running -> failed")
-            .task("acme/train")
-            .tenant("acme");
+        let mut e = Event::new(
+            1_700_000_000_123,
+            EventKind::TaskTransition,
+            "running -> failed",
+        )
+        .task("acme/train")
+        .tenant("acme");
         e.seq = 42;
         let b = body(&e, "task.failed");
         assert_eq!(b, body(&e, "task.failed"), "retries send the same bytes");
@@ -55,6 +68,8 @@ mod tests {
         assert_eq!(v["data"]["kind"], "task_transition");
         let h = headers("wh-1", &e, "k", 5, &b);
         assert!(h.contains(&("Caldera-Event-Id", "42".into())));
-        assert!(h.iter().any(|(n, v)| *n == "Caldera-Signature" && v.starts_with("t=5,v1=")));
+        assert!(h
+            .iter()
+            .any(|(n, v)| *n == "Caldera-Signature" && v.starts_with("t=5,v1=")));
     }
 }

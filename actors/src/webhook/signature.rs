@@ -38,7 +38,12 @@ mod tests {
     fn the_mac_is_rfc_4231_hmac_sha256() {
         let mut mac = Hmac::<Sha256>::new_from_slice(b"Jefe").unwrap();
         mac.update(b"what do ya want for nothing?");
-        let hex: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        let hex: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         assert_eq!(
             hex,
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
@@ -53,11 +58,25 @@ mod tests {
         let h = signature_header("s3cret", 1700000000, body);
         let mut mac = Hmac::<Sha256>::new_from_slice(b"s3cret").unwrap();
         mac.update(b"1700000000.{\"id\":7}");
-        let want: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        let want: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         assert_eq!(h, format!("t=1700000000,v1={want}"));
         // Any change of body, time or secret changes it.
-        assert_ne!(sign("s3cret", 1700000001, body), sign("s3cret", 1700000000, body));
-        assert_ne!(sign("s3cret", 1700000000, br#"{"id":8}"#), sign("s3cret", 1700000000, body));
-        assert_ne!(sign("other", 1700000000, body), sign("s3cret", 1700000000, body));
+        assert_ne!(
+            sign("s3cret", 1700000001, body),
+            sign("s3cret", 1700000000, body)
+        );
+        assert_ne!(
+            sign("s3cret", 1700000000, br#"{"id":8}"#),
+            sign("s3cret", 1700000000, body)
+        );
+        assert_ne!(
+            sign("other", 1700000000, body),
+            sign("s3cret", 1700000000, body)
+        );
     }
 }

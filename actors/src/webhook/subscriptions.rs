@@ -64,7 +64,10 @@ pub fn ensure_idle_subscription(store: &Store, config: &ServerConfig, now_ms: u6
             b
         }
         (Some(url), Some(mut rec)) => {
-            let secret = config.idle_webhook_secret.clone().unwrap_or(rec.secret.clone());
+            let secret = config
+                .idle_webhook_secret
+                .clone()
+                .unwrap_or(rec.secret.clone());
             if rec.url == *url && rec.secret == secret {
                 return Ok(());
             }
@@ -133,7 +136,10 @@ mod tests {
         ensure_idle_subscription(&store, &c, 3).unwrap();
         let subs = store.webhooks().unwrap();
         assert_eq!(subs.len(), 1);
-        assert_eq!((subs[0].id.as_str(), subs[0].url.as_str()), (first.id.as_str(), "http://127.0.0.1:10/idle"));
+        assert_eq!(
+            (subs[0].id.as_str(), subs[0].url.as_str()),
+            (first.id.as_str(), "http://127.0.0.1:10/idle")
+        );
         assert_eq!(subs[0].secret, "0123456789abcdef");
         // The key removed: the subscription goes.
         ensure_idle_subscription(&store, &config(None, None), 4).unwrap();

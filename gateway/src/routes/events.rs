@@ -45,11 +45,7 @@ pub async fn list(user: User, st: web::Data<AppState>, q: Query) -> Result<Reply
         None if page.events.len() == limit => page.events.last().map(|e| e.seq),
         None => None,
     };
-    let out: Vec<Value> = page
-        .events
-        .iter()
-        .map(caldera_spec::Event::view)
-        .collect();
+    let out: Vec<Value> = page.events.iter().map(caldera_spec::Event::view).collect();
     Ok(Reply::ok(json!({"events": out, "next_cursor": next})))
 }
 

@@ -28,8 +28,10 @@ fn delivery_view(d: &DeliveryRecord) -> Value {
     let attempts: Vec<Value> = d
         .attempts
         .iter()
-        .map(|a| json!({"at": rfc3339(a.at_ms), "at_ms": a.at_ms, "status": a.status,
-            "error": a.error, "duration_ms": a.duration_ms}))
+        .map(|a| {
+            json!({"at": rfc3339(a.at_ms), "at_ms": a.at_ms, "status": a.status,
+            "error": a.error, "duration_ms": a.duration_ms})
+        })
         .collect();
     json!({"event_id": d.event_id, "event_type": d.event_type, "state": d.state,
         "created_at": rfc3339(d.created_ms),
@@ -89,7 +91,7 @@ pub async fn create(
     if scheme == UrlScheme::Https && !TLS_BUILT_IN {
         return Err(ApiError::new(
             &codes::WEBHOOK_TLS_UNAVAILABLE,
-            "this build of Caldera has no TLS client, so an https:// url could never be delivered to; use http:// (e.g. a TLS-terminating proxy on the receiver's side)",
+            "this build of Caldera has no TLS client, so an https:// url could never be delivered to; use http:// (e.g. to a forwarding proxy next to the control plane that speaks https onward)",
         )
         .at("url"));
     }
