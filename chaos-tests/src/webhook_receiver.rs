@@ -24,11 +24,7 @@ pub struct Received {
 
 impl Received {
     pub fn header(&self, name: &str) -> Option<&str> {
-        let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.as_str())
+        crate::http::find_header(&self.headers, name)
     }
 
     /// The body as JSON (Null when it is not).
