@@ -81,11 +81,11 @@ impl Dispatcher {
     /// still queued, and is attempted again).
     fn load(&mut self) -> Result<(), StorageError> {
         let store = self.sh.gate.store();
-        self.cursor = match store.meta_get(META_CURSOR)? {
-            Some(v) => String::from_utf8_lossy(&v).parse().unwrap_or(0),
-            // First start with webhooks: nothing before now is owed to anyone.
-            None => store.last_event_seq(),
+        let stored = match store.meta_get(META_CURSOR)? {
+            Some(v) => String::from_utf8_lossy(&v).parse().ok(),
+            None => None,
         };
+        self.cursor = start_cursor(stored, &store.webhooks()?, store.last_event_seq());
         self.in_flight.clear();
         self.per_webhook.clear();
         Ok(())
@@ -129,8 +129,13 @@ impl Dispatcher {
         let mut b = store.batch();
         let mut deliveries = 0usize;
         for _ in 0..PAGES_PER_POLL {
+            if self.cursor >= newest {
+                break;
+            }
             let events = store.events(&EventFilter::default(), self.cursor, PAGE)?;
-            for e in &events {
+            // Past `newest` may be events a subscription made after the
+            // read above wants: the next poll reads them, with it.
+            for e in events.iter().take_while(|e| e.seq <= newest) {
                 self.cursor = e.seq;
                 let Some(kind) = webhook_type(e) else {
                     continue;
@@ -249,6 +254,9 @@ impl Dispatcher {
         self.in_flight.remove(&(o.webhook_id.clone(), o.seq));
         if let Some(n) = self.per_webhook.get_mut(&o.webhook_id) {
             *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_webhook.remove(&o.webhook_id);
+            }
         }
         if let Err(e) = self.record_outcome(o) {
             return self.fail(ctx, "recording an attempt", e);
@@ -289,6 +297,18 @@ impl Dispatcher {
         // Not waited for: an outcome lost in a crash means one more attempt.
         self.sh.gate.commit(CommitSite::WebhookAttempt, b)?;
         Ok(())
+    }
+}
+
+/// Where fan-out resumes at start: the stored cursor; without one (no
+/// event has had a delivery yet), just before the oldest subscription's
+/// first event — an event recorded before a crash that no poll had read
+/// yet is still owed to it; with no subscription, nothing before `newest` is
+/// owed to anyone.
+fn start_cursor(stored: Option<u64>, subs: &[WebhookRecord], newest: u64) -> u64 {
+    match stored {
+        Some(c) => c,
+        None => subs.iter().map(|s| s.after_seq).min().unwrap_or(newest),
     }
 }
 
@@ -338,5 +358,35 @@ impl actix::Supervised for Dispatcher {
     fn restarting(&mut self, _: &mut Context<Self>) {
         tracing::warn!("webhook dispatcher restarting: resuming from its stored cursor");
         self.client = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sub(after_seq: u64) -> WebhookRecord {
+        WebhookRecord {
+            id: format!("wh-{after_seq}"),
+            url: "http://127.0.0.1:1/".into(),
+            events: vec!["*".into()],
+            tenant: None,
+            owner: None,
+            secret: "k".into(),
+            created_ms: 0,
+            after_seq,
+            from_config: false,
+        }
+    }
+
+    #[test]
+    fn fan_out_resumes_at_the_stored_cursor_else_at_the_oldest_subscription() {
+        // Stored: exactly there, whatever else is true.
+        assert_eq!(start_cursor(Some(40), &[sub(10)], 90), 40);
+        // Subscriptions made at seq 30 and 12, nothing delivered yet, a
+        // crash before the first poll: events 13.. are still read.
+        assert_eq!(start_cursor(None, &[sub(30), sub(12)], 90), 12);
+        // Nobody subscribed: nothing is owed.
+        assert_eq!(start_cursor(None, &[], 90), 90);
     }
 }
