@@ -343,6 +343,47 @@ fn a_pending_delivery_is_delivered_after_kill_9_and_restart() {
     assert_eq!(all.len(), 2, "one delivery per event: {all:#?}");
 }
 
+/// Killed while the first attempt waits for an answer: nothing of it was
+/// recorded, the delivery is still queued, and it is sent again — the same
+/// event id twice at the receiver, which is what it deduplicates.
+#[test]
+fn a_delivery_in_flight_at_kill_9_is_sent_again_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let rx = Receiver::hung();
+    let mut cp = server(dir.path(), &[("CALDERA_WEBHOOK_TIMEOUT_MS", "600000")]);
+    let api = cp.api(&cp.tenant("acme"));
+    let (id, secret) = subscribe(&api, &rx.url("/hook"), &["task.submitted"]);
+    submit(&api, "t-1");
+    let held = wait_for(&rx, "the first attempt, held", |g| !g.is_empty());
+    let event_id = held[0]
+        .header("caldera-event-id")
+        .unwrap_or_default()
+        .to_string();
+    let d = deliveries(&api, &id);
+    assert_eq!(
+        (
+            d.len(),
+            d[0]["state"].as_str(),
+            d[0]["attempt_count"].as_u64()
+        ),
+        (1, Some("pending"), Some(0)),
+        "{d:#?}"
+    );
+    cp.kill9();
+    rx.answer(200);
+    cp.restart();
+    let got = wait_for(&rx, "the attempt again", |g| {
+        g.iter().any(|r| r.answered == 200)
+    });
+    let again = got.iter().find(|r| r.answered == 200).unwrap();
+    assert_eq!(again.header("caldera-event-id"), Some(event_id.as_str()));
+    assert_eq!(again.body, held[0].body);
+    assert!(again.signed_with(&secret));
+    wait_delivery(&api, &id, "delivered", |d| {
+        d["state"] == "delivered" && d["attempt_count"] == 1
+    });
+}
+
 #[test]
 fn a_hung_receiver_does_not_hold_up_another_subscriptions_deliveries() {
     let dir = tempfile::tempdir().unwrap();

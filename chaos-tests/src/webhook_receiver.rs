@@ -72,6 +72,8 @@ struct State {
     got: Vec<Received>,
     script: VecDeque<u16>,
     then: u16,
+    /// Read requests, answer none.
+    hung: bool,
 }
 
 /// A running receiver on 127.0.0.1.
@@ -91,7 +93,8 @@ impl Receiver {
         Self::serve(script, then, false)
     }
 
-    /// Accepts connections, reads each request, never answers.
+    /// Accepts connections, reads each request, never answers (until
+    /// [`Receiver::answer`]).
     pub fn hung() -> Receiver {
         Self::serve(&[], 0, true)
     }
@@ -103,12 +106,13 @@ impl Receiver {
             got: Vec::new(),
             script: script.iter().copied().collect(),
             then,
+            hung,
         }));
         let shared = state.clone();
         std::thread::spawn(move || {
             for s in l.incoming().flatten() {
                 let st = shared.clone();
-                std::thread::spawn(move || serve_one(s, &st, hung));
+                std::thread::spawn(move || serve_one(s, &st));
             }
         });
         Receiver { port, state }
@@ -124,15 +128,17 @@ impl Receiver {
         lock(&self.state).got.clone()
     }
 
-    /// From now on, answer with `status`.
+    /// From now on, answer with `status` (a hung receiver too; requests it
+    /// already holds stay unanswered).
     pub fn answer(&self, status: u16) {
         let mut s = lock(&self.state);
         s.script.clear();
         s.then = status;
+        s.hung = false;
     }
 }
 
-fn serve_one(s: TcpStream, state: &Mutex<State>, hung: bool) {
+fn serve_one(s: TcpStream, state: &Mutex<State>) {
     let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
     let Ok(mut write) = s.try_clone() else {
         return;
@@ -163,8 +169,9 @@ fn serve_one(s: TcpStream, state: &Mutex<State>, hung: bool) {
         return;
     }
     let body = String::from_utf8_lossy(&body).into_owned();
-    let answered = {
+    let (answered, hung) = {
         let mut st = lock(state);
+        let hung = st.hung;
         let status = if hung {
             0
         } else {
@@ -177,7 +184,7 @@ fn serve_one(s: TcpStream, state: &Mutex<State>, hung: bool) {
             body,
             answered: status,
         });
-        status
+        (status, hung)
     };
     if hung {
         // Hold the connection open, answering nothing, until the sender gives up.
