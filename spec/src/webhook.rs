@@ -155,7 +155,10 @@ impl WebhookRecord {
             return false;
         }
         if let Some(t) = &self.tenant {
-            if e.tenant.as_deref() != Some(t.as_str()) {
+            // A version the operator registered is every user's to use and
+            // see (`GET /v1/models`): its events are every tenant's too.
+            let public_model = kind.starts_with("model.") && e.tenant.is_none();
+            if e.tenant.as_deref() != Some(t.as_str()) && !public_model {
                 return false;
             }
         }
@@ -340,6 +343,17 @@ mod tests {
             !sub(&["*"], None).wants(&old, "task.failed"),
             "seq 5 <= after_seq 5"
         );
+        let mut public = ev(
+            EventKind::ModelStateChanged,
+            "llama:v1 registered -> active",
+        );
+        public.tenant = None;
+        assert!(
+            sub(&["model.version_changed"], Some("acme")).wants(&public, "model.version_changed")
+        );
+        let mut theirs = public.clone();
+        theirs.tenant = Some("other".into());
+        assert!(!sub(&["*"], Some("acme")).wants(&theirs, "model.version_changed"));
         let lost = ev(EventKind::NodeLost, "node-a lost");
         assert!(sub(&["node.state_changed"], None).wants(&lost, "node.lost"));
     }
