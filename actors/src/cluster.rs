@@ -72,6 +72,8 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
     restore_nodes(&store, &sh)?;
     let versions = crate::model::register::restore_models(&store, &sh)?;
     let (live, next_seq) = restore_tasks(&store, &sh)?;
+    crate::webhook::subscriptions::ensure_idle_subscription(&store, &sh.config, sh.now_ms())?;
+    crate::webhook::dispatcher::Dispatcher::start(sh.clone());
     sh.record(Event::new(
         sh.now_ms(),
         EventKind::ServerStarted,

@@ -57,6 +57,12 @@ pub enum CommitSite {
     ModelWarmup,
     /// An event recorded on its own (a refusal, a fence notice, an idle warning).
     Event,
+    /// A webhook subscription made or deleted.
+    WebhookSubscribe,
+    /// Deliveries of new events recorded with the dispatcher's cursor.
+    WebhookFanOut,
+    /// A delivery attempt's outcome (delivered, retry at, failed).
+    WebhookAttempt,
 }
 
 impl CommitSite {
@@ -83,6 +89,9 @@ impl CommitSite {
         CommitSite::ModelState,
         CommitSite::ModelWarmup,
         CommitSite::Event,
+        CommitSite::WebhookSubscribe,
+        CommitSite::WebhookFanOut,
+        CommitSite::WebhookAttempt,
     ];
 
     /// The stable name (logs, the fail-point endpoint).
@@ -109,6 +118,9 @@ impl CommitSite {
             CommitSite::ModelState => "model_state",
             CommitSite::ModelWarmup => "model_warmup",
             CommitSite::Event => "event",
+            CommitSite::WebhookSubscribe => "webhook_subscribe",
+            CommitSite::WebhookFanOut => "webhook_fan_out",
+            CommitSite::WebhookAttempt => "webhook_attempt",
         }
     }
 

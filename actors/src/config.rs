@@ -78,6 +78,24 @@ pub struct ServerConfig {
     pub idle_grace_ms: u64,
     /// Where idle warnings are POSTed (JSON). Default: none.
     pub idle_webhook_url: Option<String>,
+    /// HMAC secret of the `idle-webhook-url` subscription (at least 16
+    /// characters). Default: none; one is generated when the subscription is
+    /// made, and printed in the log that once.
+    pub idle_webhook_secret: Option<String>,
+    /// Webhook deliveries: a delivery without a 2xx is retried until this long
+    /// after its first attempt, then marked failed, ms. Default 86400000 (24 h).
+    pub webhook_retry_for_ms: u64,
+    /// Webhook deliveries: the first retry's delay, doubling each retry (with
+    /// +-20% jitter), ms. Default 10000.
+    pub webhook_retry_initial_ms: u64,
+    /// Webhook deliveries: the longest delay between two retries, ms. Default 3600000 (1 h).
+    pub webhook_retry_max_ms: u64,
+    /// Webhook deliveries: how long one attempt may take (connect, send,
+    /// answer) before it counts as failed, ms. Default 10000.
+    pub webhook_timeout_ms: u64,
+    /// Webhook deliveries: attempts in flight at once over all subscriptions
+    /// (each subscription has at most 4 of them). Default 32.
+    pub webhook_max_in_flight: usize,
     /// Period of the inspector and of the tenant usage samples, ms. Default 10000.
     pub usage_sample_ms: u64,
     /// Most GPU memory one inference replica may ask for, as a fraction of the
@@ -140,6 +158,12 @@ impl Default for ServerConfig {
             idle_window_ms: 1_800_000,
             idle_grace_ms: 1_800_000,
             idle_webhook_url: None,
+            idle_webhook_secret: None,
+            webhook_retry_for_ms: 86_400_000,
+            webhook_retry_initial_ms: 10_000,
+            webhook_retry_max_ms: 3_600_000,
+            webhook_timeout_ms: 10_000,
+            webhook_max_in_flight: 32,
             usage_sample_ms: 10_000,
             inference_replica_cap: 0.5,
             accept_unschedulable: false,
@@ -225,6 +249,9 @@ impl ServerConfig {
         }
         if self.max_requests_per_client == 0 {
             return err("max-requests-per-client", "must be greater than 0");
+        }
+        if let Some(key) = crate::webhook::config_problem(self) {
+            return Err(key);
         }
         // Checked here, not when the Scheduler starts: there an unknown name
         // would surface as a boot ("storage") failure that names no key.

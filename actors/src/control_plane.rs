@@ -6,6 +6,7 @@ pub mod estimates;
 mod models;
 pub mod scrape;
 mod task_page;
+mod webhooks;
 
 pub use crate::protocol::model::PrewarmTarget;
 pub use models::ModelView;

@@ -45,3 +45,4 @@ mod task_tests;
 pub mod tenant;
 pub mod tokens;
 pub mod views;
+pub mod webhook;

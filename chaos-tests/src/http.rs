@@ -24,17 +24,22 @@ pub struct Reply {
 impl Reply {
     /// The value of header `name` (any case), if the response had it.
     pub fn header(&self, name: &str) -> Option<&str> {
-        let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.as_str())
+        find_header(&self.headers, name)
     }
 
     /// The envelope's `data`.
     pub fn data(&self) -> &serde_json::Value {
         &self.body["data"]
     }
+}
+
+/// The value of header `name` (any case) among `headers` (names in lower case).
+pub fn find_header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    let name = name.to_ascii_lowercase();
+    headers
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v.as_str())
 }
 
 impl Api {

@@ -56,6 +56,11 @@ pub struct Event {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     pub message: String,
+    /// Structured facts of the event, for receivers that should not parse
+    /// `message` (an idle warning's allocation and idle time). Absent in
+    /// events recorded before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<serde_json::Value>,
 }
 
 impl Event {
@@ -69,7 +74,24 @@ impl Event {
             tenant: None,
             node: None,
             message: message.into(),
+            detail: None,
         }
+    }
+    pub fn detail(mut self, d: serde_json::Value) -> Self {
+        self.detail = Some(d);
+        self
+    }
+
+    /// The event as the API shows it (`GET /v1/events`, webhook `data`):
+    /// `at` in RFC 3339 beside `at_ms`, and the task as its tenant's own id
+    /// (the tenant is its own field).
+    pub fn view(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        v["at"] = serde_json::Value::String(crate::time::rfc3339(self.at_ms));
+        if let Some(task) = &self.task {
+            v["task"] = serde_json::Value::String(crate::local_id(task).to_string());
+        }
+        v
     }
     pub fn task(mut self, t: &str) -> Self {
         self.task = Some(t.to_string());

@@ -23,6 +23,8 @@ pub mod task_key;
 pub mod tenant;
 pub mod time;
 pub mod validate;
+pub mod webhook;
+pub mod webhook_request;
 pub mod weights;
 pub mod wire;
 

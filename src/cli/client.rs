@@ -38,6 +38,7 @@ pub enum Verb {
     Get,
     Post,
     Put,
+    Delete,
 }
 
 /// A successful answer: the HTTP status (201 vs 200 tells a new task from an
@@ -92,6 +93,7 @@ impl ApiClient {
             Verb::Get => awc::http::Method::GET,
             Verb::Post => awc::http::Method::POST,
             Verb::Put => awc::http::Method::PUT,
+            Verb::Delete => awc::http::Method::DELETE,
         };
         let mut request = self.http.request(method, url.as_str());
         if let Some(token) = &self.token {

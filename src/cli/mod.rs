@@ -20,6 +20,7 @@ pub mod tasks;
 pub mod tenants;
 pub mod top;
 pub mod up;
+pub mod webhooks;
 
 use clap::{Parser, Subcommand};
 
@@ -123,6 +124,8 @@ pub enum Command {
     Login(login::LoginArgs),
     /// Model versions: register, list, show, prewarm, pin, deprecate.
     Model(models::ModelArgs),
+    /// Signed webhooks: create (the secret is printed once), list, deliveries, delete.
+    Webhook(webhooks::WebhookArgs),
 }
 
 pub fn dispatch(cli: Cli) -> Result<(), CliError> {
@@ -146,5 +149,6 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Usage(args) => own_tenant::usage(args),
         Command::Login(args) => login::run(args),
         Command::Model(args) => models::model(args),
+        Command::Webhook(args) => webhooks::webhook(args),
     }
 }

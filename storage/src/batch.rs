@@ -68,6 +68,12 @@ impl WriteBatch {
         self.ops.insert(keys::record(keys::META, key), value);
     }
 
+    /// Inserts an empty-valued key (an index or queue entry).
+    pub(crate) fn put_marker(&mut self, key: Vec<u8>) {
+        self.writes += 1;
+        self.ops.insert(key, &[]);
+    }
+
     /// Deletes a setting (absent: no-op).
     pub fn meta_remove(&mut self, key: &str) {
         self.remove(keys::record(keys::META, key));
@@ -85,7 +91,7 @@ impl WriteBatch {
         self.writes == 0 && self.events.is_empty() && self.error.is_none()
     }
 
-    fn put_json<T: Serialize>(&mut self, key: Vec<u8>, value: &T) {
+    pub(crate) fn put_json<T: Serialize>(&mut self, key: Vec<u8>, value: &T) {
         self.writes += 1;
         match serde_json::to_vec(value) {
             Ok(bytes) => self.ops.insert(key, bytes),
@@ -100,7 +106,7 @@ impl WriteBatch {
         }
     }
 
-    fn remove(&mut self, key: Vec<u8>) {
+    pub(crate) fn remove(&mut self, key: Vec<u8>) {
         self.writes += 1;
         self.ops.remove(key);
     }

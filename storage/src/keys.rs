@@ -14,6 +14,9 @@
 //! | `e/<seq: u64 BE>` | `Event` JSON |
 //! | `x/<dim><len: u32 BE><name><seq: u64 BE>` | empty: event index per task (`t`), tenant (`u`), node (`n`) |
 //! | `s/<name>` | storage's own bookkeeping (format version) |
+//! | `w/<webhook id>` | `WebhookRecord` JSON (a webhook subscription) |
+//! | `d/r/<webhook id>/<seq: u64 BE>` | `DeliveryRecord` JSON (one event to one subscription) |
+//! | `d/q/<webhook id>/<due ms: u64 BE><seq: u64 BE>` | empty: a pending delivery's place in its subscription's queue, by due time |
 //!
 //! Index names are length-prefixed so that the index of task `a` never
 //! matches the entries of task `a/b` or `ab`.
@@ -26,6 +29,9 @@ pub(crate) const MODEL: &[u8] = b"v/";
 pub(crate) const META: &[u8] = b"m/";
 pub(crate) const EVENT: &[u8] = b"e/";
 pub(crate) const FORMAT: &[u8] = b"s/format";
+pub(crate) const WEBHOOK: &[u8] = b"w/";
+pub(crate) const DELIVERY: &[u8] = b"d/r/";
+pub(crate) const DELIVERY_QUEUE: &[u8] = b"d/q/";
 
 /// Which dimension an event index covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -37,9 +37,11 @@ mod errors;
 mod events;
 mod keys;
 mod store;
+mod webhooks;
 
 pub use batch::WriteBatch;
 pub use config::{StoreConfig, DEFAULT_CACHE_CAPACITY_BYTES};
 pub use errors::{Result, StorageError};
 pub use events::{EventFilter, EventPage};
 pub use store::{CommitInfo, Store, FORMAT_VERSION};
+pub use webhooks::Due;

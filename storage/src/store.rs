@@ -97,6 +97,11 @@ impl Store {
         })
     }
 
+    /// The sled tree itself, for this crate's typed readers.
+    pub(crate) fn db(&self) -> &sled::Db {
+        &self.db
+    }
+
     /// One task by id.
     pub fn task(&self, task_id: &str) -> Result<Option<TaskRecord>> {
         self.get(&keys::record(keys::TASK, task_id))
@@ -278,14 +283,17 @@ impl Store {
         Ok(self.db.size_on_disk()?)
     }
 
-    fn get<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>> {
+    pub(crate) fn get<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>> {
         match self.db.get(key)? {
             Some(v) => decode(key, &v).map(Some),
             None => Ok(None),
         }
     }
 
-    fn scan<T: DeserializeOwned>(&self, prefix: &[u8]) -> impl Iterator<Item = Result<T>> {
+    pub(crate) fn scan<T: DeserializeOwned>(
+        &self,
+        prefix: &[u8],
+    ) -> impl Iterator<Item = Result<T>> {
         self.db.scan_prefix(prefix).map(|kv| {
             let (k, v) = kv?;
             decode(&k, &v)

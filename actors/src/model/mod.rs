@@ -56,8 +56,13 @@ impl ModelVersionActor {
     }
 
     /// An event about this version (and `node`, when it is about one).
+    /// A tenant's own version: the event is that tenant's (its `/v1/events`
+    /// and webhooks), as its registration's is.
     fn event(&self, node: Option<&str>, kind: EventKind, msg: String) -> Event {
-        let e = Event::new(self.sh.now_ms(), kind, msg);
+        let mut e = Event::new(self.sh.now_ms(), kind, msg);
+        if let Some(t) = &self.rec.owner {
+            e = e.tenant(t);
+        }
         match node {
             Some(n) => e.node(n),
             None => e,

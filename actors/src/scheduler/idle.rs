@@ -1,6 +1,6 @@
 //! The idle inspector: compares each allocation with its measured use. An
-//! allocation idle for a whole window gets an `idle_warning` event and a
-//! webhook POST to its tenant; still idle after the grace period, it is
+//! allocation idle for a whole window gets an `idle_warning` event (which
+//! the `idle.warning` webhooks deliver); still idle after the grace period, it is
 //! reclaimed (training: checkpoint and stop; inference: scale in) unless its
 //! task is exempt. It also samples allocated-vs-used per tenant over time — the
 //! report that ends quota hoarding.
@@ -76,7 +76,6 @@ pub struct Inspector {
     window_ms: u64,
     grace_ms: u64,
     sample_ms: u64,
-    webhook: Option<String>,
     watches: HashMap<String, Watch>,
     history: HashMap<String, VecDeque<UsageSample>>,
 }
@@ -88,7 +87,6 @@ impl Inspector {
             window_ms: c.idle_window_ms,
             grace_ms: c.idle_grace_ms,
             sample_ms: c.usage_sample_ms,
-            webhook: c.idle_webhook_url.clone(),
             watches: HashMap::new(),
             history: HashMap::new(),
         }
@@ -175,7 +173,8 @@ impl Scheduler {
         out
     }
 
-    /// An `idle_warning` event per allocation, and the webhook POST.
+    /// An `idle_warning` event per allocation (webhook subscriptions to
+    /// `idle.warning`, the `idle-webhook-url` one included, deliver it).
     fn warn_idle(&self, warn: &[(Allocation, u64, String)], now: u64) {
         for (a, idle_for, source) in warn {
             // The message and the webhook speak to the tenant: its own ids
@@ -191,27 +190,17 @@ impl Scheduler {
                 self.idle.threshold_pct,
                 self.idle.grace_ms / 1000
             );
+            // `detail` is the body the direct idle POST sent before webhooks
+            // existed: the `idle.warning` webhook carries it as `data.detail`.
+            let detail = serde_json::json!({"event": "idle_warning", "tenant": a.tenant, "task": task,
+                "allocation": allocation, "node": a.node, "idle_for_s": idle_for / 1000, "message": msg});
             self.gate.record(
-                Event::new(now, EventKind::IdleWarning, msg.clone())
+                Event::new(now, EventKind::IdleWarning, msg)
                     .task(&a.task_id)
                     .tenant(&a.tenant)
-                    .node(&a.node),
+                    .node(&a.node)
+                    .detail(detail),
             );
-            if let Some(url) = self.idle.webhook.clone() {
-                let body = serde_json::json!({"event": "idle_warning", "tenant": a.tenant, "task": task,
-                    "allocation": allocation, "node": a.node, "idle_for_s": idle_for / 1000, "message": msg});
-                actix::spawn(async move {
-                    let client = awc::Client::default();
-                    if let Err(e) = client
-                        .post(&url)
-                        .timeout(Duration::from_secs(5))
-                        .send_json(&body)
-                        .await
-                    {
-                        tracing::warn!(%url, error = %e, "idle webhook failed");
-                    }
-                });
-            }
         }
     }
 
@@ -221,7 +210,11 @@ impl Scheduler {
             if let Some(t) = self.registry.task(&a.task_id) {
                 t.do_send(Reclaim {
                     allocation_id: a.allocation_id.clone(),
-                    reason: format!("reclaimed: idle for {}s", idle_for / 1000),
+                    reason: format!(
+                        "{} for {}s",
+                        caldera_spec::webhook::RECLAIM_REASON,
+                        idle_for / 1000
+                    ),
                 });
             }
         }

@@ -27,6 +27,7 @@ pub mod stats;
 pub mod tasks;
 pub mod tenants;
 pub mod utilization;
+pub mod webhooks;
 pub mod whoami;
 
 use crate::openapi;
@@ -108,6 +109,11 @@ fn table() -> Vec<Endpoint> {
         at::<whoami::__path_get>(web::to(whoami::get)),
         at::<stats::__path_estimates>(web::to(stats::estimates)),
         at::<nodes::__path_allocations>(web::to(nodes::allocations)),
+        at::<webhooks::__path_list>(web::to(webhooks::list)),
+        at::<webhooks::__path_create>(web::to(webhooks::create)),
+        at::<webhooks::__path_get>(web::to(webhooks::get)),
+        at::<webhooks::__path_delete>(web::to(webhooks::delete)),
+        at::<webhooks::__path_deliveries>(web::to(webhooks::deliveries)),
     ];
     #[cfg(feature = "failpoints")]
     let t = {
@@ -162,6 +168,11 @@ fn table() -> Vec<Endpoint> {
     whoami::get,
     stats::estimates,
     nodes::allocations,
+    webhooks::list,
+    webhooks::create,
+    webhooks::get,
+    webhooks::delete,
+    webhooks::deliveries,
 ))]
 pub struct ApiPaths;
 

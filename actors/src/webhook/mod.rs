@@ -1,0 +1,121 @@
+//! Signed webhooks: subscriptions (`POST /v1/webhooks`), and the
+//! [`Dispatcher`](dispatcher::Dispatcher) that follows the event log and
+//! POSTs each event to the subscriptions that want it.
+//!
+//! The guarantee is at-least-once: a delivery is recorded in sled (and
+//! flushed) before its first attempt and stays queued until a 2xx is
+//! recorded, so a control plane killed at any point sends it again after its
+//! restart. The event id is the event's seq; receivers deduplicate by it.
+//! Each POST is signed (`signature.rs`); failures are retried with
+//! exponential backoff (`backoff.rs`) for `webhook-retry-for-ms`.
+pub mod backoff;
+pub mod dispatcher;
+pub mod payload;
+pub mod signature;
+pub mod subscriptions;
+
+use crate::config::{ConfigError, ServerConfig};
+use caldera_spec::webhook_request::{check_url, UrlScheme};
+
+/// Attempts in flight at once to one subscription: a slow receiver holds
+/// at most these, never the whole budget.
+pub const MAX_IN_FLIGHT_PER_WEBHOOK: usize = 4;
+
+/// Whether this build can deliver to `https://` urls: awc is built without
+/// a TLS connector (no rustls/openssl in the tree), so it cannot.
+pub const TLS_BUILT_IN: bool = false;
+
+/// The first unusable webhook setting, if any (for `ServerConfig::validate`).
+pub fn config_problem(c: &ServerConfig) -> Option<ConfigError> {
+    let err = |key, message: &str| {
+        Some(ConfigError {
+            key,
+            message: message.to_string(),
+        })
+    };
+    if let Some(url) = &c.idle_webhook_url {
+        match check_url(url) {
+            Err(e) => return err("idle-webhook-url", &e.message),
+            Ok(UrlScheme::Https) if !TLS_BUILT_IN => {
+                return err(
+                    "idle-webhook-url",
+                    "https:// urls cannot be delivered: this build has no TLS client; use http:// (e.g. to a forwarding proxy that speaks https onward)",
+                )
+            }
+            Ok(_) => {}
+        }
+    }
+    if c.idle_webhook_secret.as_ref().is_some_and(|s| s.len() < 16) {
+        return err("idle-webhook-secret", "must be at least 16 characters");
+    }
+    if c.webhook_retry_initial_ms == 0 {
+        return err("webhook-retry-initial-ms", "must be greater than 0");
+    }
+    if c.webhook_retry_max_ms < c.webhook_retry_initial_ms {
+        return err(
+            "webhook-retry-max-ms",
+            "must be at least webhook-retry-initial-ms",
+        );
+    }
+    if !(100..=600_000).contains(&c.webhook_timeout_ms) {
+        return err(
+            "webhook-timeout-ms",
+            "must be from 100 to 600000 (10 minutes)",
+        );
+    }
+    if c.webhook_max_in_flight == 0 {
+        return err("webhook-max-in-flight", "must be greater than 0");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn webhook_settings_that_cannot_work_are_refused_by_key() {
+        let bad = |c: ServerConfig| c.validate().unwrap_err().key;
+        let d = ServerConfig::default;
+        assert_eq!(
+            bad(ServerConfig {
+                idle_webhook_url: Some("file:///x".into()),
+                ..d()
+            }),
+            "idle-webhook-url"
+        );
+        assert_eq!(
+            bad(ServerConfig {
+                idle_webhook_url: Some("https://h/x".into()),
+                ..d()
+            }),
+            "idle-webhook-url"
+        );
+        assert_eq!(
+            bad(ServerConfig {
+                idle_webhook_secret: Some("short".into()),
+                ..d()
+            }),
+            "idle-webhook-secret"
+        );
+        assert_eq!(
+            bad(ServerConfig {
+                webhook_retry_max_ms: 1,
+                ..d()
+            }),
+            "webhook-retry-max-ms"
+        );
+        assert_eq!(
+            bad(ServerConfig {
+                webhook_timeout_ms: 5,
+                ..d()
+            }),
+            "webhook-timeout-ms"
+        );
+        let ok = ServerConfig {
+            idle_webhook_url: Some("http://127.0.0.1:9/i".into()),
+            ..d()
+        };
+        assert_eq!(ok.validate(), Ok(()));
+    }
+}

@@ -1,0 +1,476 @@
+//! Signed webhooks (issue 13, item 3) against the real server, with a real
+//! HTTP receiver (`chaos-tests/src/webhook_receiver.rs`) that checks each
+//! delivery's signature as the README tells a receiver to: a delivery
+//! arrives signed; a 500 is retried with the same event id and both attempts
+//! are listed; tenants cannot subscribe to or see each other's webhooks; a
+//! pending delivery survives kill -9 of the control plane; a hung receiver
+//! does not hold up another's deliveries; `idle-webhook-url` is a signed
+//! subscription that still fires. Retries are fast through config, and
+//! every wait polls with a deadline.
+use caldera_chaos_tests::webhook_receiver::{Received, Receiver};
+use caldera_chaos_tests::{wait_until, Agent, Api, ControlPlane};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_caldera");
+
+/// Retries after 200 ms doubling to 400 ms; a 1 s attempt timeout.
+const FAST_RETRIES: &[(&str, &str)] = &[
+    ("CALDERA_WEBHOOK_RETRY_INITIAL_MS", "200"),
+    ("CALDERA_WEBHOOK_RETRY_MAX_MS", "400"),
+    ("CALDERA_WEBHOOK_TIMEOUT_MS", "1000"),
+];
+
+fn server(dir: &Path, extra: &[(&str, &str)]) -> ControlPlane {
+    let mut env = FAST_RETRIES.to_vec();
+    env.extend_from_slice(extra);
+    ControlPlane::start(Path::new(BIN), &dir.join("cp"), &env)
+}
+
+/// Subscribes `url` to `events`; (id, secret).
+fn subscribe(api: &Api, url: &str, events: &[&str]) -> (String, String) {
+    let r = api.post(
+        "/v1/webhooks",
+        &json!({"url": url, "events": events}).to_string(),
+    );
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    let d = r.data();
+    let secret = d["secret"].as_str().unwrap_or_default().to_string();
+    assert_eq!(secret.len(), 64, "32 random bytes, hex: {d:#}");
+    (d["id"].as_str().unwrap_or_default().to_string(), secret)
+}
+
+/// A pure reservation: with no node registered it waits in the queue.
+fn submit(api: &Api, id: &str) {
+    let spec = json!({"task_id": id, "task_type": "training", "resources": {"gpu": {"count": 1}}});
+    let r = api.post("/v1/tasks", &spec.to_string());
+    assert_eq!(r.status, 201, "{:#}", r.body);
+}
+
+/// Waits (20 s at most) until `rx` holds a request that `pred` accepts.
+fn wait_for(rx: &Receiver, what: &str, pred: impl Fn(&[Received]) -> bool) -> Vec<Received> {
+    let ok = wait_until(Duration::from_secs(20), || pred(&rx.received()));
+    let got = rx.received();
+    assert!(ok, "{what}: not received; got {got:#?}");
+    got
+}
+
+fn deliveries(api: &Api, id: &str) -> Vec<Value> {
+    let r = api.get(&format!("/v1/webhooks/{id}/deliveries"));
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    r.data()["deliveries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Waits until subscription `id` shows a delivery that `pred` accepts.
+fn wait_delivery(api: &Api, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let mut last = Vec::new();
+    let ok = wait_until(Duration::from_secs(20), || {
+        last = deliveries(api, id);
+        last.iter().any(&pred)
+    });
+    assert!(ok, "{what}: deliveries were {last:#?}");
+    last.into_iter().find(|d| pred(d)).unwrap_or_default()
+}
+
+fn with_task<'a>(got: &'a [Received], task: &str) -> Vec<&'a Received> {
+    got.iter()
+        .filter(|r| r.json()["data"]["task"] == task)
+        .collect()
+}
+
+/// The CLI as a user with `CALDERA_SERVER`/`CALDERA_TOKEN` runs it.
+fn cli(cp: &ControlPlane, token: &str, args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .args(args)
+        .env("CALDERA_SERVER", cp.url())
+        .env("CALDERA_TOKEN", token)
+        .env(
+            "CALDERA_CONTEXTS_FILE",
+            cp.data_dir.join("no-contexts.json"),
+        )
+        .output()
+        .expect("the caldera binary runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{args:?}: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+#[test]
+fn a_delivery_is_signed_and_a_500_is_retried_under_the_same_event_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let rx = Receiver::start(&[500], 200);
+    let cp = server(dir.path(), &[]);
+    let token = cp.tenant("acme");
+    let api = cp.api(&token);
+    // Made with the CLI: the secret is printed once, here.
+    let created: Value = serde_json::from_str(&cli(
+        &cp,
+        &token,
+        &[
+            "webhook",
+            "create",
+            "--url",
+            &rx.url("/hook"),
+            "--events",
+            "task.submitted",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    let (id, secret) = (
+        created["id"].as_str().unwrap().to_string(),
+        created["secret"].as_str().unwrap().to_string(),
+    );
+    assert_eq!(
+        (created["tenant"].as_str(), secret.len()),
+        (Some("acme"), 64),
+        "{created:#}"
+    );
+    // Never shown again.
+    for path in ["/v1/webhooks".to_string(), format!("/v1/webhooks/{id}")] {
+        let r = api.get(&path);
+        assert_eq!(r.status, 200, "{:#}", r.body);
+        assert!(
+            !r.body.to_string().contains(&secret),
+            "{path} shows the secret"
+        );
+    }
+    submit(&api, "train-1");
+    let got = wait_for(&rx, "a retry after the 500", |g| {
+        with_task(g, "train-1").len() >= 2
+    });
+    let tries = with_task(&got, "train-1");
+    let (first, second) = (tries[0], tries[1]);
+    assert_eq!((first.answered, second.answered), (500, 200));
+    for r in [first, second] {
+        assert!(r.signed_with(&secret), "the signature verifies: {r:#?}");
+        assert!(
+            !r.signed_with("not-the-secret"),
+            "a wrong secret does not verify"
+        );
+        assert_eq!(r.header("caldera-webhook-id"), Some(id.as_str()));
+        assert_eq!(r.path, "/hook");
+    }
+    let event_id = first
+        .header("caldera-event-id")
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        second.header("caldera-event-id"),
+        Some(event_id.as_str()),
+        "the same event id"
+    );
+    assert_eq!(first.body, second.body, "the same body on every attempt");
+    let body = first.json();
+    assert_eq!(body["id"].to_string(), event_id);
+    assert_eq!(
+        (body["type"].as_str(), body["tenant"].as_str()),
+        (Some("task.submitted"), Some("acme"))
+    );
+    // The event id is the event log's seq.
+    let events = api.get("/v1/events?task=train-1").data()["events"].clone();
+    let seq = events
+        .as_array()
+        .and_then(|es| es.iter().find(|e| e["kind"] == "task_submitted"))
+        .map(|e| e["seq"].to_string());
+    assert_eq!(seq, Some(event_id.clone()), "{events:#}");
+    // The deliveries list shows both attempts.
+    let d = wait_delivery(&api, &id, "delivered", |d| d["state"] == "delivered");
+    assert_eq!(d["event_id"].to_string(), event_id);
+    assert_eq!(d["attempt_count"], 2, "{d:#}");
+    let statuses: Vec<Value> = d["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["status"].clone())
+        .collect();
+    assert_eq!(statuses, vec![json!(500), json!(200)]);
+    let table = cli(&cp, &token, &["webhook", "deliveries", &id]);
+    assert!(
+        table.contains("task.submitted") && table.contains("delivered"),
+        "{table}"
+    );
+    let list = cli(&cp, &token, &["webhook", "list"]);
+    assert!(list.contains(&id) && list.contains("acme"), "{list}");
+    assert!(!list.contains(&secret));
+}
+
+#[test]
+fn tenants_cannot_subscribe_to_or_see_each_others_webhooks() {
+    let dir = tempfile::tempdir().unwrap();
+    let rx = Receiver::start(&[], 200);
+    let cp = server(dir.path(), &[]);
+    let acme = cp.api(&cp.tenant("acme"));
+    let rival = cp.api(&cp.tenant("rival"));
+    let (id, _) = subscribe(&acme, &rx.url("/acme"), &["*"]);
+    for (method, path) in [
+        ("GET", format!("/v1/webhooks/{id}")),
+        ("GET", format!("/v1/webhooks/{id}/deliveries")),
+        ("DELETE", format!("/v1/webhooks/{id}")),
+    ] {
+        let r = rival.request(method, &path, None);
+        assert_eq!(
+            (r.status, r.body["code"].clone()),
+            (404, json!(40400)),
+            "{method} {path}"
+        );
+    }
+    assert_eq!(rival.get("/v1/webhooks").data()["webhooks"], json!([]));
+    let refused = |api: &Api, body: Value| {
+        let r = api.post("/v1/webhooks", &body.to_string());
+        (
+            r.status,
+            r.body["code"].as_u64().unwrap_or(0),
+            r.body["field"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    let url = rx.url("/x");
+    assert_eq!(
+        refused(
+            &rival,
+            json!({"url": url, "events": ["*"], "tenant": "acme"})
+        ),
+        (403, 40300, "tenant".into())
+    );
+    assert_eq!(
+        refused(
+            &rival,
+            json!({"url": url, "events": ["task.failed", "node.lost"]})
+        ),
+        (403, 40300, "events[1]".into())
+    );
+    assert_eq!(
+        refused(
+            &rival,
+            json!({"url": url, "events": ["task.failed", "task.exploded"]})
+        ),
+        (400, 40006, "events[1]".into())
+    );
+    assert_eq!(
+        refused(
+            &rival,
+            json!({"url": "file:///etc/passwd", "events": ["*"]})
+        ),
+        (400, 40006, "url".into())
+    );
+    assert_eq!(
+        refused(
+            &rival,
+            json!({"url": "https://hooks.example.com/x", "events": ["*"]})
+        ),
+        (422, 42221, "url".into())
+    );
+    assert_eq!(
+        refused(
+            &cp.operator(),
+            json!({"url": url, "events": ["*"], "tenant": "nobody"})
+        ),
+        (404, 40400, "tenant".into())
+    );
+    // rival's event comes first in the log; once acme's has arrived, rival's
+    // was looked at and went nowhere.
+    submit(&rival, "r-1");
+    submit(&acme, "a-1");
+    let got = wait_for(&rx, "acme's own event", |g| !with_task(g, "a-1").is_empty());
+    for r in &got {
+        assert_eq!(r.json()["tenant"], "acme", "{r:#?}");
+        assert!(!r.body.contains("r-1"), "{r:#?}");
+    }
+    // The operator sees it; its owner deletes it.
+    let all = cp.operator().get("/v1/webhooks").data()["webhooks"].clone();
+    assert!(
+        all.as_array().is_some_and(|w| w
+            .iter()
+            .any(|w| w["id"] == id.as_str() && w["owner"] == "acme")),
+        "{all:#}"
+    );
+    assert_eq!(
+        acme.request("DELETE", &format!("/v1/webhooks/{id}"), None)
+            .status,
+        200
+    );
+    assert_eq!(acme.get(&format!("/v1/webhooks/{id}")).status, 404);
+}
+
+#[test]
+fn a_pending_delivery_is_delivered_after_kill_9_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let rx = Receiver::start(&[], 503);
+    let mut cp = server(dir.path(), &[]);
+    let api = cp.api(&cp.tenant("acme"));
+    let (id, secret) = subscribe(&cp.operator(), &rx.url("/ops"), &["task.submitted"]);
+    submit(&api, "t-1");
+    wait_for(&rx, "a first attempt", |g| !g.is_empty());
+    let pending = wait_delivery(&cp.operator(), &id, "a failed attempt recorded", |d| {
+        d["state"] == "pending" && d["attempt_count"].as_u64() >= Some(1)
+    });
+    let event_id = pending["event_id"].clone();
+    cp.kill9();
+    rx.answer(200);
+    cp.restart();
+    let d = wait_delivery(&cp.operator(), &id, "delivered after the restart", |d| {
+        d["state"] == "delivered"
+    });
+    assert_eq!(d["event_id"], event_id);
+    let ok: Vec<Received> = rx
+        .received()
+        .into_iter()
+        .filter(|r| r.answered == 200)
+        .collect();
+    assert!(!ok.is_empty());
+    for r in &ok {
+        assert_eq!(
+            r.header("caldera-event-id"),
+            Some(event_id.to_string().as_str())
+        );
+        assert!(r.signed_with(&secret));
+    }
+    // Fanned out once, and the log is followed on from where it was.
+    submit(&api, "t-2");
+    wait_delivery(&cp.operator(), &id, "t-2 delivered", |d| {
+        d["state"] == "delivered" && d["event_id"] != event_id
+    });
+    let all = deliveries(&cp.operator(), &id);
+    assert_eq!(all.len(), 2, "one delivery per event: {all:#?}");
+}
+
+/// Killed while the first attempt waits for an answer: nothing of it was
+/// recorded, the delivery is still queued, and it is sent again — the same
+/// event id twice at the receiver, which is what it deduplicates.
+#[test]
+fn a_delivery_in_flight_at_kill_9_is_sent_again_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let rx = Receiver::hung();
+    let mut cp = server(dir.path(), &[("CALDERA_WEBHOOK_TIMEOUT_MS", "600000")]);
+    let api = cp.api(&cp.tenant("acme"));
+    let (id, secret) = subscribe(&api, &rx.url("/hook"), &["task.submitted"]);
+    submit(&api, "t-1");
+    let held = wait_for(&rx, "the first attempt, held", |g| !g.is_empty());
+    let event_id = held[0]
+        .header("caldera-event-id")
+        .unwrap_or_default()
+        .to_string();
+    let d = deliveries(&api, &id);
+    assert_eq!(
+        (
+            d.len(),
+            d[0]["state"].as_str(),
+            d[0]["attempt_count"].as_u64()
+        ),
+        (1, Some("pending"), Some(0)),
+        "{d:#?}"
+    );
+    cp.kill9();
+    rx.answer(200);
+    cp.restart();
+    let got = wait_for(&rx, "the attempt again", |g| {
+        g.iter().any(|r| r.answered == 200)
+    });
+    let again = got.iter().find(|r| r.answered == 200).unwrap();
+    assert_eq!(again.header("caldera-event-id"), Some(event_id.as_str()));
+    assert_eq!(again.body, held[0].body);
+    assert!(again.signed_with(&secret));
+    wait_delivery(&api, &id, "delivered", |d| {
+        d["state"] == "delivered" && d["attempt_count"] == 1
+    });
+}
+
+#[test]
+fn a_hung_receiver_does_not_hold_up_another_subscriptions_deliveries() {
+    let dir = tempfile::tempdir().unwrap();
+    let hung = Receiver::hung();
+    let fast = Receiver::start(&[], 200);
+    let cp = server(dir.path(), &[]);
+    let op = cp.operator();
+    let (slow_id, _) = subscribe(&op, &hung.url("/slow"), &["task.submitted"]);
+    subscribe(&op, &fast.url("/fast"), &["task.submitted"]);
+    let api = cp.api(&cp.tenant("acme"));
+    // More events than one subscription may have attempts in flight (4).
+    for i in 0..8 {
+        submit(&api, &format!("t-{i}"));
+    }
+    let got = wait_for(&fast, "all 8 at the fast receiver", |g| {
+        (0..8).all(|i| !with_task(g, &format!("t-{i}")).is_empty())
+    });
+    assert!(got.iter().all(|r| r.answered == 200));
+    // The hung one timed out (webhook-timeout-ms) and is being retried.
+    wait_delivery(&op, &slow_id, "a timed-out attempt", |d| {
+        d["state"] == "pending"
+            && d["attempts"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|a| a["error"].is_string()))
+    });
+}
+
+#[test]
+fn idle_webhook_url_is_a_signed_subscription_that_still_fires() {
+    let dir = tempfile::tempdir().unwrap();
+    let rx = Receiver::start(&[], 200);
+    let secret = "idle-secret-0123456789";
+    let url = rx.url("/idle");
+    let mut cp = server(
+        dir.path(),
+        &[
+            ("CALDERA_IDLE_WINDOW_MS", "1500"),
+            ("CALDERA_IDLE_GRACE_MS", "600000"),
+            ("CALDERA_USAGE_SAMPLE_MS", "300"),
+            ("CALDERA_IDLE_WEBHOOK_URL", &url),
+            ("CALDERA_IDLE_WEBHOOK_SECRET", secret),
+        ],
+    );
+    let _agent = Agent::start(Path::new(BIN), &cp, "node-a", "1xA100-80GB", dir.path());
+    let op = cp.operator();
+    assert!(wait_until(Duration::from_secs(20), || op
+        .get("/v1/nodes/node-a")
+        .data()["connected"]
+        == true));
+    let subs = op.get("/v1/webhooks").data()["webhooks"].clone();
+    let only = subs.as_array().cloned().unwrap_or_default();
+    assert_eq!(only.len(), 1, "{subs:#}");
+    assert_eq!(
+        (only[0]["from_config"].clone(), only[0]["events"].clone()),
+        (json!(true), json!(["idle.warning"]))
+    );
+    let api = cp.api(&cp.tenant("hoarder"));
+    let spec = json!({"task_id": "sleeper", "task_type": "training",
+        "resources": {"gpu": {"count": 1}, "cpu": {"cores": 1}}, "command": ["sleep", "120"]});
+    assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
+    let got = wait_for(&rx, "an idle warning", |g| {
+        g.iter().any(|r| r.json()["type"] == "idle.warning")
+    });
+    let warning = got
+        .iter()
+        .find(|r| r.json()["type"] == "idle.warning")
+        .unwrap();
+    assert!(
+        warning.signed_with(secret),
+        "signed with idle-webhook-secret: {warning:#?}"
+    );
+    let body = warning.json();
+    // The body the direct POST sent before is `data.detail`.
+    let detail = &body["data"]["detail"];
+    assert_eq!(
+        (detail["event"].as_str(), detail["task"].as_str()),
+        (Some("idle_warning"), Some("sleeper")),
+        "{body:#}"
+    );
+    assert!(
+        detail["allocation"].is_string() && detail["idle_for_s"].is_u64(),
+        "{body:#}"
+    );
+    assert_eq!(body["tenant"], "hoarder");
+    // A restart keeps the one subscription, same id.
+    cp.restart();
+    let again = cp.operator().get("/v1/webhooks").data()["webhooks"].clone();
+    assert_eq!(again.as_array().map(Vec::len), Some(1), "{again:#}");
+    assert_eq!(again[0]["id"], only[0]["id"]);
+}
