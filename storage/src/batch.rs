@@ -85,7 +85,7 @@ impl WriteBatch {
         self.writes == 0 && self.events.is_empty() && self.error.is_none()
     }
 
-    fn put_json<T: Serialize>(&mut self, key: Vec<u8>, value: &T) {
+    pub(crate) fn put_json<T: Serialize>(&mut self, key: Vec<u8>, value: &T) {
         self.writes += 1;
         match serde_json::to_vec(value) {
             Ok(bytes) => self.ops.insert(key, bytes),
@@ -100,7 +100,7 @@ impl WriteBatch {
         }
     }
 
-    fn remove(&mut self, key: Vec<u8>) {
+    pub(crate) fn remove(&mut self, key: Vec<u8>) {
         self.writes += 1;
         self.ops.remove(key);
     }

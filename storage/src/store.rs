@@ -29,7 +29,7 @@ pub struct CommitInfo {
 /// durable — call it once for a group of commits.
 #[derive(Clone)]
 pub struct Store {
-    db: sled::Db,
+    pub(crate) db: sled::Db,
     shared: Arc<Shared>,
 }
 
@@ -278,14 +278,17 @@ impl Store {
         Ok(self.db.size_on_disk()?)
     }
 
-    fn get<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>> {
+    pub(crate) fn get<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>> {
         match self.db.get(key)? {
             Some(v) => decode(key, &v).map(Some),
             None => Ok(None),
         }
     }
 
-    fn scan<T: DeserializeOwned>(&self, prefix: &[u8]) -> impl Iterator<Item = Result<T>> {
+    pub(crate) fn scan<T: DeserializeOwned>(
+        &self,
+        prefix: &[u8],
+    ) -> impl Iterator<Item = Result<T>> {
         self.db.scan_prefix(prefix).map(|kv| {
             let (k, v) = kv?;
             decode(&k, &v)
