@@ -9,6 +9,7 @@
 //! not its concern) nor on `caldera-sim` (no plots or trace code in the server).
 //! How the pieces fit, and where a new message or actor goes:
 //! `docs/architecture.md`.
+pub mod chargeback;
 pub mod clock;
 pub mod cluster;
 #[cfg(any(test, feature = "failpoints"))]
