@@ -44,4 +44,5 @@ mod task_reaction;
 mod task_tests;
 pub mod tenant;
 pub mod tokens;
+pub mod usage_history;
 pub mod views;

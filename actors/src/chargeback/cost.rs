@@ -134,7 +134,9 @@ fn stretch(r: &BillingRecord, p: &PriceTable, s: u64, e: u64) -> CostLine {
 /// The group key of a stretch starting at `s`.
 fn key(r: &BillingRecord, by: GroupBy, s: u64) -> String {
     match by {
-        GroupBy::Task => caldera_spec::local_id(r.service.as_deref().unwrap_or(&r.task_id)).to_string(),
+        GroupBy::Task => {
+            caldera_spec::local_id(r.service.as_deref().unwrap_or(&r.task_id)).to_string()
+        }
         GroupBy::Model => r.model.clone().unwrap_or_else(|| "-".into()),
         GroupBy::Day => caldera_spec::time::utc_date(s),
     }
@@ -157,7 +159,14 @@ fn days(from: u64, to: u64, by: GroupBy) -> Vec<(u64, u64)> {
 
 /// The report of `records` over `[from_ms, to_ms)`; an allocation still
 /// held is charged up to `min(to_ms, now_ms)`.
-pub fn report(records: &[BillingRecord], prices: &PriceTable, from_ms: u64, to_ms: u64, now_ms: u64, by: GroupBy) -> CostReport {
+pub fn report(
+    records: &[BillingRecord],
+    prices: &PriceTable,
+    from_ms: u64,
+    to_ms: u64,
+    now_ms: u64,
+    by: GroupBy,
+) -> CostReport {
     let mut groups: BTreeMap<String, CostLine> = BTreeMap::new();
     for r in records {
         let end = r.end_ms.unwrap_or(now_ms.max(r.start_ms));
@@ -180,7 +189,10 @@ pub fn report(records: &[BillingRecord], prices: &PriceTable, from_ms: u64, to_m
                     line.guaranteed = line.allocated;
                 }
                 let k = key(r, by, bs);
-                let g = groups.entry(k.clone()).or_insert_with(|| CostLine { key: k.clone(), ..Default::default() });
+                let g = groups.entry(k.clone()).or_insert_with(|| CostLine {
+                    key: k.clone(),
+                    ..Default::default()
+                });
                 g.add(&line);
                 if touched.insert(k) {
                     g.allocations += 1;
@@ -188,7 +200,10 @@ pub fn report(records: &[BillingRecord], prices: &PriceTable, from_ms: u64, to_m
             }
         }
     }
-    let mut total = CostLine { key: "total".into(), ..Default::default() };
+    let mut total = CostLine {
+        key: "total".into(),
+        ..Default::default()
+    };
     for g in groups.values() {
         total.add(g);
     }
@@ -196,7 +211,13 @@ pub fn report(records: &[BillingRecord], prices: &PriceTable, from_ms: u64, to_m
         .iter()
         .filter(|r| r.start_ms.max(from_ms) < r.end_ms.unwrap_or(now_ms.max(r.start_ms)).min(to_ms))
         .count() as u32;
-    CostReport { from_ms, to_ms, group_by: by, total, groups: groups.into_values().collect() }
+    CostReport {
+        from_ms,
+        to_ms,
+        group_by: by,
+        total,
+        groups: groups.into_values().collect(),
+    }
 }
 
 #[cfg(test)]
@@ -226,7 +247,12 @@ mod tests {
             service: None,
             model: None,
             node: "n".into(),
-            gpus: vec![BilledGpu { model: "A100-80GB".into(), index: 0, memory_mb: 40_960, memory_total_mb: 81_920 }],
+            gpus: vec![BilledGpu {
+                model: "A100-80GB".into(),
+                index: 0,
+                memory_mb: 40_960,
+                memory_total_mb: 81_920,
+            }],
             cpu_milli: 2000,
             memory_mb: 4096,
             disk_mb: 0,
@@ -260,7 +286,14 @@ mod tests {
     #[test]
     fn a_live_allocation_is_charged_up_to_to_or_now() {
         let r = half_a100("live", 0, None);
-        let half_hour = report(std::slice::from_ref(&r), &prices(), 0, 1_800_000, 3_600_000, GroupBy::Task);
+        let half_hour = report(
+            std::slice::from_ref(&r),
+            &prices(),
+            0,
+            1_800_000,
+            3_600_000,
+            GroupBy::Task,
+        );
         assert_eq!(half_hour.total.allocated, Micros(656_000));
         let to_now = report(&[r], &prices(), 0, 7_200_000, 3_600_000, GroupBy::Task);
         assert_eq!(to_now.total.allocated, Micros(1_312_000));
@@ -271,11 +304,23 @@ mod tests {
     #[test]
     fn a_remark_splits_borrowed_from_guaranteed() {
         let mut r = half_a100("b", 0, Some(5_400_000));
-        r.marks = vec![BorrowMark { at_ms: 1_800_000, borrowed: true }, BorrowMark { at_ms: 3_600_000, borrowed: false }];
+        r.marks = vec![
+            BorrowMark {
+                at_ms: 1_800_000,
+                borrowed: true,
+            },
+            BorrowMark {
+                at_ms: 3_600_000,
+                borrowed: false,
+            },
+        ];
         let rep = report(&[r], &prices(), 0, 5_400_000, 5_400_000, GroupBy::Model);
         assert_eq!(rep.total.borrowed, Micros(656_000));
         assert_eq!(rep.total.guaranteed, Micros(1_312_000));
-        assert_eq!(rep.total.borrowed.0 + rep.total.guaranteed.0, rep.total.allocated.0);
+        assert_eq!(
+            rep.total.borrowed.0 + rep.total.guaranteed.0,
+            rep.total.allocated.0
+        );
         assert_eq!(rep.groups[0].key, "-");
     }
 
@@ -290,7 +335,14 @@ mod tests {
         assert_eq!(rep.total.allocated, Micros(2_624_000));
         assert_eq!(rep.total.allocations, 1);
         // Outside the period: nothing.
-        let none = report(&rep_records(), &prices(), 3 * DAY_MS, 4 * DAY_MS, 4 * DAY_MS, GroupBy::Day);
+        let none = report(
+            &rep_records(),
+            &prices(),
+            3 * DAY_MS,
+            4 * DAY_MS,
+            4 * DAY_MS,
+            GroupBy::Day,
+        );
         assert_eq!(none.total.allocated, Micros(0));
         assert!(none.groups.is_empty());
     }

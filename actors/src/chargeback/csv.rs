@@ -81,14 +81,33 @@ mod tests {
 
     #[test]
     fn a_report_is_a_header_and_one_row_per_group() {
-        let g = CostLine { key: "m:1,beta".into(), allocations: 2, allocated: Micros(1_500_000), ..Default::default() };
-        let rep = CostReport { from_ms: 0, to_ms: 1000, group_by: GroupBy::Model, total: g.clone(), groups: vec![g] };
+        let g = CostLine {
+            key: "m:1,beta".into(),
+            allocations: 2,
+            allocated: Micros(1_500_000),
+            ..Default::default()
+        };
+        let rep = CostReport {
+            from_ms: 0,
+            to_ms: 1000,
+            group_by: GroupBy::Model,
+            total: g.clone(),
+            groups: vec![g],
+        };
         let doc = render("team-a", &rep, "EUR");
         let lines: Vec<&str> = doc.split("\r\n").collect();
         assert_eq!(lines.len(), 3, "{doc:?}");
         assert_eq!(lines[0].split(',').count(), COLUMNS.len());
-        assert!(lines[1].starts_with("team-a,model,\"m:1,beta\",1970-01-01T00:00:00.000Z,"), "{}", lines[1]);
-        assert!(lines[1].contains(",EUR,2,1.500000,0.000000,0.000000,"), "{}", lines[1]);
+        assert!(
+            lines[1].starts_with("team-a,model,\"m:1,beta\",1970-01-01T00:00:00.000Z,"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[1].contains(",EUR,2,1.500000,0.000000,0.000000,"),
+            "{}",
+            lines[1]
+        );
         assert_eq!(lines[2], "");
     }
 }

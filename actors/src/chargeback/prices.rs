@@ -24,7 +24,11 @@ impl Micros {
         if frac.len() > 6 {
             return Err(format!("{s:?} has more than 6 decimals"));
         }
-        let w: u64 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| format!("{s:?} is too large"))? };
+        let w: u64 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| format!("{s:?} is too large"))?
+        };
         let f: u64 = format!("{frac:0<6}").parse().unwrap_or(0);
         match w.checked_mul(1_000_000).and_then(|x| x.checked_add(f)) {
             Some(m) if m <= MAX_PRICE => Ok(Micros(m)),
@@ -89,7 +93,9 @@ impl GpuPrices {
         self.0
             .iter()
             .filter(|(k, _)| *k != "default")
-            .filter(|(k, _)| k.eq_ignore_ascii_case(model) || caldera_spec::gpu_model::matches(k, model))
+            .filter(|(k, _)| {
+                k.eq_ignore_ascii_case(model) || caldera_spec::gpu_model::matches(k, model)
+            })
             .max_by_key(|(k, _)| k.len())
             .or_else(|| self.0.get_key_value("default"))
             .map_or(Micros(0), |(_, p)| *p)
@@ -177,7 +183,8 @@ mod tests {
         assert_eq!(p.of("T4-16GB"), Micros(1_000_000));
         assert_eq!(GpuPrices::default().of("T4"), Micros(0));
         assert!(GpuPrices::parse_list("A100").is_err());
-        let t: GpuPrices = serde_json::from_str(r#"{"default":"0.5","T4":0.35}"#).unwrap_or_default();
+        let t: GpuPrices =
+            serde_json::from_str(r#"{"default":"0.5","T4":0.35}"#).unwrap_or_default();
         assert_eq!(t.of("T4-16GB"), Micros(350_000));
     }
 }
