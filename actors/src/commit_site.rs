@@ -57,6 +57,9 @@ pub enum CommitSite {
     ModelWarmup,
     /// An event recorded on its own (a refusal, a fence notice, an idle warning).
     Event,
+    /// Scheduler: one inspector pass's usage history samples and roll-ups,
+    /// and the idle time measured into open billing records.
+    UsageHistory,
 }
 
 impl CommitSite {
@@ -83,6 +86,7 @@ impl CommitSite {
         CommitSite::ModelState,
         CommitSite::ModelWarmup,
         CommitSite::Event,
+        CommitSite::UsageHistory,
     ];
 
     /// The stable name (logs, the fail-point endpoint).
@@ -109,6 +113,7 @@ impl CommitSite {
             CommitSite::ModelState => "model_state",
             CommitSite::ModelWarmup => "model_warmup",
             CommitSite::Event => "event",
+            CommitSite::UsageHistory => "usage_history",
         }
     }
 

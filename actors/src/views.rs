@@ -265,14 +265,6 @@ pub struct Utilization {
     pub simulated_gpus: bool,
 }
 
-/// One point of a tenant's usage report.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct UsageSample {
-    pub at_ms: u64,
-    pub allocated: caldera_spec::Usage,
-    pub used: caldera_spec::Usage,
-}
-
 /// Counters for /metrics and tests.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct SchedulerStats {

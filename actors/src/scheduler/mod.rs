@@ -4,10 +4,12 @@
 //! only) and records it when the task takes it (`RecordGrant`: the allocation,
 //! the task's `scheduled` record and the epoch in one batch), tells victims to
 //! checkpoint and stop, tells waiting tasks why they wait.
+mod billing;
 mod borrow_marks;
 #[cfg(test)]
 mod free_tests;
 pub mod idle;
+mod usage_record;
 pub mod utilization;
 
 use crate::clock::Clock;
@@ -103,7 +105,7 @@ impl Scheduler {
             core,
             metrics: HashMap::new(),
             usage: HashMap::new(),
-            idle: idle::Inspector::new(config),
+            idle: idle::Inspector::new(config, &store),
             epochs,
             unrecorded: Default::default(),
             offers,
@@ -186,9 +188,14 @@ impl Scheduler {
             return;
         };
         let a = &e.allocation;
+        let now = self.clock.now_ms();
         let mut b = self.gate.store().batch();
         b.remove_allocation(&a.allocation_id);
-        b.append_event(released(a, self.clock.now_ms(), &format!(": {reason}")));
+        // Never recorded (offered, not taken): nothing to bill.
+        if !self.unrecorded.contains(allocation_id) {
+            self.stage_billing_close(&mut b, a, now, reason);
+        }
+        b.append_event(released(a, now, &format!(": {reason}")));
         if let Err(err) = self.gate.commit(CommitSite::Free, b) {
             tracing::error!(allocation = %a.allocation_id, error = %err, "could not record release; restarting the scheduler");
             self.fatal = true;
@@ -231,6 +238,7 @@ impl Scheduler {
         b.put_allocation(a);
         b.put_task(&m.record);
         if self.unrecorded.contains(&id) {
+            b.put_open_billing(&self.open_billing(a, &m.record));
             b.append_event(
                 Event::new(
                     self.clock.now_ms(),
@@ -363,6 +371,7 @@ fn reconcile_ledger(
         if let Some(why) = why {
             tracing::warn!(allocation = %a.allocation_id, %why, "allocation freed at boot");
             freed.remove_allocation(&a.allocation_id);
+            billing::stage_close(store, &mut freed, &a, now, &why, 0);
             freed.append_event(released(&a, now, &format!(" at boot: {why}")));
             n += 1;
         }

@@ -73,7 +73,7 @@ fn gpu_of(inv: &NodeInventory, index: u32) -> Option<&GpuInfo> {
 }
 
 impl Scheduler {
-    fn utilization(&self) -> Utilization {
+    pub(super) fn utilization(&self) -> Utilization {
         let mut total = Dims::default();
         let mut by_node: BTreeMap<String, Dims> = BTreeMap::new();
         let mut by_model: BTreeMap<String, Dims> = BTreeMap::new();
