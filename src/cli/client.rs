@@ -122,6 +122,33 @@ impl ApiClient {
         Ok(self.call(Verb::Get, path, query, None).await?.data)
     }
 
+    /// GET `path` asking for CSV (`Accept: text/csv`) and return the text;
+    /// an error answer is still the JSON envelope, read as usual.
+    pub async fn get_csv(&self, path: &str, query: &[(&str, String)]) -> Result<String, CliError> {
+        let url = format!("{}{}{}", self.base, path, query_string(query));
+        let mut request = self
+            .http
+            .get(url.as_str())
+            .insert_header(("accept", "text/csv"));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let mut response = request
+            .send()
+            .await
+            .map_err(|e| CliError::Failed(format!("cannot reach {}: {e}", self.base)))?;
+        let status = response.status().as_u16();
+        let bytes = response
+            .body()
+            .limit(MAX_RESPONSE_BYTES)
+            .await
+            .map_err(|e| CliError::Failed(format!("reading the answer of {url}: {e}")))?;
+        if !(200..300).contains(&status) {
+            read_envelope(status, &bytes)?;
+        }
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     /// Sends `body` as JSON with `verb` and returns the answer.
     pub async fn send_json(
         &self,

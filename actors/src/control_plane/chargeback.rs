@@ -5,6 +5,7 @@ use super::{blocking, ControlPlane};
 use crate::chargeback::{self, CostReport, GroupBy, PriceTable};
 use crate::errors::Result;
 use crate::usage_history::{tier_for, PoolSample, TenantSample};
+use caldera_spec::BillingRecord;
 use caldera_storage::{HistoryPoint, HistorySeries};
 
 /// One point of a curve: the mean over its bucket and the max.
@@ -93,21 +94,20 @@ impl ControlPlane {
         })
     }
 
-    /// `tenant`'s cost over `[from_ms, to_ms)`, grouped `by`.
+    /// `tenant`'s cost over `[from_ms, to_ms)`, grouped `by`, with the
+    /// billing records it was computed from.
     pub async fn cost(
         &self,
         tenant: &str,
         from_ms: u64,
         to_ms: u64,
         by: GroupBy,
-    ) -> Result<CostReport> {
+    ) -> Result<(Vec<BillingRecord>, CostReport)> {
         let store = self.store();
         let t = tenant.to_string();
         let records = blocking(move || store.billing_between(&t, from_ms, to_ms)).await?;
         let prices = self.prices();
-        let now = self.now_ms();
-        Ok(chargeback::report(
-            &records, &prices, from_ms, to_ms, now, by,
-        ))
+        let rep = chargeback::report(&records, &prices, from_ms, to_ms, self.now_ms(), by);
+        Ok((records, rep))
     }
 }

@@ -35,13 +35,17 @@ pub const TIERS: [Tier; 3] = [
     },
 ];
 
+/// Slack of [`tier_for`]: "the last day", computed a moment before the
+/// tier is chosen, still reads the finest tier.
+const SLACK_MS: u64 = 60_000;
+
 /// The finest tier that still holds points from `from_ms` at `now_ms`
 /// (the coarsest when none does: it is the longest record there is).
 pub fn tier_for(from_ms: u64, now_ms: u64) -> Tier {
     TIERS
         .iter()
         .copied()
-        .find(|t| from_ms >= now_ms.saturating_sub(t.keep_ms))
+        .find(|t| from_ms.saturating_add(SLACK_MS) >= now_ms.saturating_sub(t.keep_ms))
         .unwrap_or(TIERS[TIERS.len() - 1])
 }
 
@@ -130,6 +134,8 @@ mod tests {
         let now = 40 * DAY;
         assert_eq!(tier_for(now - 3_600_000, now).id, 0);
         assert_eq!(tier_for(now - DAY, now).id, 0);
+        assert_eq!(tier_for(now - DAY - 1000, now).id, 0, "within the slack");
+        assert_eq!(tier_for(now - DAY - 120_000, now).id, 1);
         assert_eq!(tier_for(now - 3 * DAY, now).id, 1);
         assert_eq!(tier_for(now - 35 * DAY, now).id, 2);
         assert_eq!(tier_for(0, 400 * DAY).id, 2);

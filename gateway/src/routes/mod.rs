@@ -1,10 +1,13 @@
 //! REST routes under /v1, the node WebSocket and health.
+pub mod cost;
 pub mod events;
 #[cfg(feature = "failpoints")]
 pub mod failpoints;
 pub mod health;
+pub mod history;
 pub mod models;
 pub mod nodes;
+mod period;
 pub mod stats;
 pub mod tasks;
 pub mod tenants;
@@ -86,7 +89,16 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         ),
         (
             "/v1/tenants/{name}/usage",
-            vec![on(M::GET, web::to(tenants::usage))],
+            vec![on(M::GET, web::to(history::tenant))],
+        ),
+        // Chargeback (README "Chargeback").
+        (
+            "/v1/tenants/{name}/cost",
+            vec![on(M::GET, web::to(cost::get))],
+        ),
+        (
+            "/v1/utilization/history",
+            vec![on(M::GET, web::to(history::pool))],
         ),
         (
             "/v1/models",

@@ -89,7 +89,11 @@ pub async fn list(_: Operator, st: web::Data<AppState>) -> Result<Reply<Value>, 
 
 /// The tenant `name` if the caller may see it (operator, or the tenant
 /// itself); otherwise a 404 that does not say whether it exists.
-async fn visible_tenant(user: &User, st: &AppState, name: &str) -> Result<TenantRecord, ApiError> {
+pub(crate) async fn visible_tenant(
+    user: &User,
+    st: &AppState,
+    name: &str,
+) -> Result<TenantRecord, ApiError> {
     match st.cp.tenant(name).await? {
         Some(t) if user.may_see(name) => Ok(t),
         _ => Err(ApiError::not_found("tenant", name)),
@@ -104,25 +108,4 @@ pub async fn get(
 ) -> Result<Reply<Value>, ApiError> {
     let rec = visible_tenant(&user, &st, &name).await?;
     Ok(Reply::ok(view(&rec)))
-}
-
-/// GET /v1/tenants/{name}/usage — allocated vs measured use over time.
-pub async fn usage(
-    user: User,
-    st: web::Data<AppState>,
-    name: web::Path<String>,
-) -> Result<Reply<Value>, ApiError> {
-    visible_tenant(&user, &st, &name).await?;
-    let samples = st.cp.usage(&name).await?;
-    let points: Vec<Value> = samples
-        .iter()
-        .map(|s| json!({"at": caldera_spec::time::rfc3339(s.at_ms), "at_ms": s.at_ms, "allocated": s.allocated, "used": s.used}))
-        .collect();
-    let current = samples
-        .last()
-        .map(|s| json!({"allocated": s.allocated, "used": s.used}));
-    Ok(Reply::ok(
-        json!({"tenant": *name, "current": current, "samples": points,
-        "note": "used on simulated GPUs is the CPU use of the workload's process tree"}),
-    ))
 }
