@@ -32,7 +32,7 @@ pub struct CostArgs {
 
 fn row(l: &Value, key: &str) -> Vec<String> {
     let share = number(l, "idle_share").map_or("-".into(), |s| format!("{:.1}%", s * 100.0));
-    let hours = |k: &str| number(l, k).map_or("-".into(), |h| format!("{h:.2}"));
+    let hours = |k: &str| number(l, k).map_or("-".into(), |h| format!("{h:.4}"));
     vec![
         key.to_string(),
         text(l, "allocations"),
