@@ -322,6 +322,33 @@ fn borrowed_and_guaranteed_split_at_a_remark_and_others_cost_is_hidden() {
             "{by}: {r:#}"
         );
     }
+    // The CLI as the tenant sees it: its own tenant without naming it.
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .args(["cost", "--from", "0", "--server", &cp.url()])
+            .args(["--token", a.token.as_deref().unwrap_or_default()])
+            .args(args)
+            .env("CALDERA_CONTEXTS_FILE", dir.path().join("contexts.json"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let json: Value = serde_json::from_str(&cli(&["--json"])).unwrap_or_default();
+    assert_eq!(json["tenant"], "a");
+    assert_eq!(micros(&json["total"], "borrowed"), borrowed, "{json:#}");
+    let csv = cli(&["--csv", "--group-by", "model"]);
+    assert!(csv.starts_with("tenant,group_by,key,"), "{csv}");
+    assert!(
+        csv.contains(&format!(",{},", decimal(own_cost + borrowed + guaranteed))),
+        "{csv}"
+    );
+    let table = cli(&[]);
+    assert!(table.lines().any(|l| l.starts_with("TOTAL")), "{table}");
     // Another tenant's cost is not there for b; the bad parameters are named.
     let hidden = b.get("/v1/tenants/a/cost");
     assert_eq!(

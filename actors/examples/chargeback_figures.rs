@@ -16,16 +16,44 @@ const DAY: u64 = 86_400_000;
 const TENANTS: usize = 20;
 
 fn point(at_ms: u64, values: Vec<f32>) -> HistoryPoint {
-    HistoryPoint { at_ms, count: 30, max: values.clone(), mean: values }
+    HistoryPoint {
+        at_ms,
+        count: 30,
+        max: values.clone(),
+        mean: values,
+    }
 }
 
 fn history_size() -> Result<(u64, u64), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let store = Store::open(dir.path(), &StoreConfig::default())?;
     let now = 400 * DAY;
-    let tenant = TenantSample { allocated: Usage { gpus: 3.5, gpu_memory_gb: 140.0, cpu_cores: 32.0, memory_gb: 256.0, disk_gb: 200.0 }, used: Usage { gpus: 1.2, ..Default::default() } };
-    let pool = PoolSample { capacity: tenant.allocated, allocated: tenant.allocated, ..Default::default() };
-    let mut series: Vec<(HistorySeries, Vec<f32>)> = (0..TENANTS).map(|i| (HistorySeries::Tenant(format!("team-{i:02}")), tenant.to_values())).collect();
+    let tenant = TenantSample {
+        allocated: Usage {
+            gpus: 3.5,
+            gpu_memory_gb: 140.0,
+            cpu_cores: 32.0,
+            memory_gb: 256.0,
+            disk_gb: 200.0,
+        },
+        used: Usage {
+            gpus: 1.2,
+            ..Default::default()
+        },
+    };
+    let pool = PoolSample {
+        capacity: tenant.allocated,
+        allocated: tenant.allocated,
+        ..Default::default()
+    };
+    let mut series: Vec<(HistorySeries, Vec<f32>)> = (0..TENANTS)
+        .map(|i| {
+            (
+                HistorySeries::Tenant(format!("team-{i:02}")),
+                tenant.to_values(),
+            )
+        })
+        .collect();
     series.push((HistorySeries::Pool, pool.to_values()));
     let mut points = 0u64;
     for (s, values) in &series {
@@ -56,7 +84,12 @@ fn record(i: usize, month_start: u64) -> BillingRecord {
         service: None,
         model: (i % 3 == 0).then(|| format!("llama:{}", i % 4)),
         node: format!("node-{}", i % 40),
-        gpus: vec![BilledGpu { model: "A100-80GB".into(), index: (i % 8) as u32, memory_mb: 20_480, memory_total_mb: 81_920 }],
+        gpus: vec![BilledGpu {
+            model: "A100-80GB".into(),
+            index: (i % 8) as u32,
+            memory_mb: 20_480,
+            memory_total_mb: 81_920,
+        }],
         cpu_milli: 8000,
         memory_mb: 65_536,
         disk_mb: 102_400,
