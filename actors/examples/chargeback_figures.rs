@@ -82,7 +82,7 @@ fn record(i: usize, month_start: u64) -> BillingRecord {
         tenant: "team-00".into(),
         task_id: format!("team-00/task-{}", i % 500),
         service: None,
-        model: (i % 3 == 0).then(|| format!("llama:{}", i % 4)),
+        model: i.is_multiple_of(3).then(|| format!("llama:{}", i % 4)),
         node: format!("node-{}", i % 40),
         gpus: vec![BilledGpu {
             model: "A100-80GB".into(),
@@ -96,7 +96,7 @@ fn record(i: usize, month_start: u64) -> BillingRecord {
         start_ms: start,
         end_ms: Some(start + 3_600_000 + (i as u64 % 7) * 600_000),
         end_reason: Some("released".into()),
-        borrowed: i % 5 == 0,
+        borrowed: i.is_multiple_of(5),
         marks: vec![],
         idle_ms: (i as u64 % 11) * 60_000,
     }

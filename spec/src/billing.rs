@@ -178,8 +178,8 @@ mod tests {
         );
         // Starting inside the borrowed run.
         assert_eq!(r.borrow_runs(150, 180), vec![(150, 180, true)]);
-        assert_eq!(r.borrowed_at(99), false);
-        assert_eq!(r.borrowed_at(100), true);
+        assert!(!r.borrowed_at(99));
+        assert!(r.borrowed_at(100));
     }
 
     #[test]
