@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// One GPU an allocation held, with what is needed to charge it without the
 /// node's inventory: the model (for its price) and the GPU's total memory
 /// (for the fraction).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BilledGpu {
     pub model: String,
     pub index: u32,
@@ -40,7 +40,7 @@ pub struct BorrowMark {
 
 /// What one allocation held, from when to when: written in the batch that
 /// records the grant, closed in the batch that frees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BillingRecord {
     pub allocation_id: String,
     pub tenant: String,
@@ -147,25 +147,11 @@ mod tests {
 
     fn rec(marks: &[(u64, bool)]) -> BillingRecord {
         BillingRecord {
-            allocation_id: "t/a.1".into(),
-            tenant: "t".into(),
-            task_id: "t/a".into(),
-            service: None,
-            model: None,
-            node: "n".into(),
-            gpus: vec![],
-            cpu_milli: 0,
-            memory_mb: 0,
-            disk_mb: 0,
-            start_ms: 0,
-            end_ms: None,
-            end_reason: None,
-            borrowed: false,
             marks: marks
                 .iter()
                 .map(|&(at_ms, borrowed)| BorrowMark { at_ms, borrowed })
                 .collect(),
-            idle_ms: 0,
+            ..Default::default()
         }
     }
 

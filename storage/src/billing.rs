@@ -97,16 +97,7 @@ impl Store {
         tenant: &str,
         cutoff_ms: u64,
     ) -> Result<usize> {
-        let mut n = 0;
-        for k in self
-            .db
-            .range(closed_prefix(tenant)..closed_from(tenant, cutoff_ms))
-            .keys()
-        {
-            batch.remove(k?.to_vec());
-            n += 1;
-        }
-        Ok(n)
+        self.stage_range_removal(batch, closed_prefix(tenant)..closed_from(tenant, cutoff_ms))
     }
 }
 
@@ -119,20 +110,9 @@ mod tests {
         BillingRecord {
             allocation_id: format!("{tenant}/{id}.1"),
             tenant: tenant.into(),
-            task_id: format!("{tenant}/{id}"),
-            service: None,
-            model: None,
-            node: "n1".into(),
-            gpus: vec![],
-            cpu_milli: 1000,
-            memory_mb: 1024,
-            disk_mb: 0,
             start_ms: start,
             end_ms: end,
-            end_reason: None,
-            borrowed: false,
-            marks: vec![],
-            idle_ms: 0,
+            ..Default::default()
         }
     }
 

@@ -139,16 +139,10 @@ impl Store {
         series: &HistorySeries,
         cutoff_ms: u64,
     ) -> Result<usize> {
-        let mut n = 0;
-        for k in self
-            .db
-            .range(point_key(tier, series, 0)..point_key(tier, series, cutoff_ms))
-            .keys()
-        {
-            batch.remove(k?.to_vec());
-            n += 1;
-        }
-        Ok(n)
+        self.stage_range_removal(
+            batch,
+            point_key(tier, series, 0)..point_key(tier, series, cutoff_ms),
+        )
     }
 }
 

@@ -278,6 +278,20 @@ impl Store {
         Ok(self.db.size_on_disk()?)
     }
 
+    /// Adds to `batch` the deletion of every key in `range`; returns how many.
+    pub(crate) fn stage_range_removal(
+        &self,
+        batch: &mut WriteBatch,
+        range: std::ops::Range<Vec<u8>>,
+    ) -> Result<usize> {
+        let mut n = 0;
+        for k in self.db.range(range).keys() {
+            batch.remove(k?.to_vec());
+            n += 1;
+        }
+        Ok(n)
+    }
+
     pub(crate) fn get<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>> {
         match self.db.get(key)? {
             Some(v) => decode(key, &v).map(Some),

@@ -242,11 +242,7 @@ mod tests {
     fn half_a100(id: &str, start: u64, end: Option<u64>) -> BillingRecord {
         BillingRecord {
             allocation_id: format!("t/{id}.1"),
-            tenant: "t".into(),
             task_id: format!("t/{id}"),
-            service: None,
-            model: None,
-            node: "n".into(),
             gpus: vec![BilledGpu {
                 model: "A100-80GB".into(),
                 index: 0,
@@ -255,13 +251,9 @@ mod tests {
             }],
             cpu_milli: 2000,
             memory_mb: 4096,
-            disk_mb: 0,
             start_ms: start,
             end_ms: end,
-            end_reason: None,
-            borrowed: false,
-            marks: vec![],
-            idle_ms: 0,
+            ..Default::default()
         }
     }
 
