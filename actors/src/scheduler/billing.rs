@@ -4,18 +4,38 @@
 //! frees it, so the billing history and the ledger never disagree about
 //! what was held when.
 use super::Scheduler;
+use caldera_scheduling::queue::core::Core;
 use caldera_spec::{Allocation, BillingRecord, BorrowMark, TaskRecord};
 use caldera_storage::{Store, WriteBatch};
 
+/// The open record of `a`, granted to `task`: what it holds, each GPU with
+/// its total memory as the node reported it.
+fn open_record(core: &Core, a: &Allocation, task: &TaskRecord) -> BillingRecord {
+    let inv = core.inventory(&a.node);
+    BillingRecord::open(a, task.spec.model.clone(), task.service.clone(), |index| {
+        inv.and_then(|inv| inv.gpus.iter().find(|g| g.index == index))
+            .map(|g| g.memory_total_mb)
+    })
+}
+
+/// At boot: stages an open record for a kept allocation that has none (it
+/// was granted by a build without billing).
+pub(super) fn stage_missing_open(
+    store: &Store,
+    b: &mut WriteBatch,
+    core: &Core,
+    a: &Allocation,
+    task: &TaskRecord,
+) {
+    if matches!(store.open_billing(&a.allocation_id), Ok(None)) {
+        b.put_open_billing(&open_record(core, a, task));
+    }
+}
+
 impl Scheduler {
-    /// The open record of a grant about to be recorded: what `a` holds,
-    /// each GPU with its total memory as the node reported it.
+    /// The open record of a grant about to be recorded.
     pub(super) fn open_billing(&self, a: &Allocation, task: &TaskRecord) -> BillingRecord {
-        let inv = self.core.inventory(&a.node);
-        BillingRecord::open(a, task.spec.model.clone(), task.service.clone(), |index| {
-            inv.and_then(|inv| inv.gpus.iter().find(|g| g.index == index))
-                .map(|g| g.memory_total_mb)
-        })
+        open_record(&self.core, a, task)
     }
 
     /// Stages the close of `a`'s record at `now` with `why`, carrying the

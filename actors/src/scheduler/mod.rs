@@ -333,7 +333,8 @@ impl Scheduler {
     }
 }
 
-/// Restores the ledger from sled, reconciled with the task records: an
+/// Restores the ledger from sled, reconciled with the task records (and
+/// gives a kept allocation without a billing record its open one): an
 /// allocation is kept only when its task holds exactly it (a state that holds
 /// room, and the record names that allocation) and the ledger admits it (a
 /// new id, the task's only one). Any other — of an ended task, of one that
@@ -374,9 +375,12 @@ fn reconcile_ledger(
             billing::stage_close(store, &mut freed, &a, now, &why, 0);
             freed.append_event(released(&a, now, &format!(" at boot: {why}")));
             n += 1;
+        } else if let Some(t) = &task {
+            // Kept, and granted before billing existed: bill it from now on.
+            billing::stage_missing_open(store, &mut freed, core, &a, t);
         }
     }
-    if n > 0 {
+    if n > 0 || !freed.is_empty() {
         gate.commit(CommitSite::LedgerReconcile, freed)?;
     }
     Ok(())
