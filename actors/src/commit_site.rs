@@ -63,6 +63,9 @@ pub enum CommitSite {
     WebhookFanOut,
     /// A delivery attempt's outcome (delivered, retry at, failed).
     WebhookAttempt,
+    /// Scheduler: one inspector pass's usage history samples and roll-ups,
+    /// and the idle time measured into open billing records.
+    UsageHistory,
 }
 
 impl CommitSite {
@@ -92,6 +95,7 @@ impl CommitSite {
         CommitSite::WebhookSubscribe,
         CommitSite::WebhookFanOut,
         CommitSite::WebhookAttempt,
+        CommitSite::UsageHistory,
     ];
 
     /// The stable name (logs, the fail-point endpoint).
@@ -121,6 +125,7 @@ impl CommitSite {
             CommitSite::WebhookSubscribe => "webhook_subscribe",
             CommitSite::WebhookFanOut => "webhook_fan_out",
             CommitSite::WebhookAttempt => "webhook_attempt",
+            CommitSite::UsageHistory => "usage_history",
         }
     }
 

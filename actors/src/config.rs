@@ -129,6 +129,23 @@ pub struct ServerConfig {
     /// Tenants may register their own model versions (visible to themselves
     /// and the operator). Default false: only the operator registers.
     pub tenants_may_register_models: bool,
+    // Chargeback (README "Chargeback"). Prices are decimals with at most 6
+    // places, kept as integer micro-units.
+    /// Price of one GPU-hour by GPU model, a table (`{ default = "1.00",
+    /// A100 = "2.40" }`; in the environment `default=1.00,A100=2.40`). A
+    /// model is priced by the longest entry that names it as a request
+    /// would, else `default`. A slice pays its fraction. Default `{ default = "0" }`.
+    pub price_gpu_hour: crate::chargeback::GpuPrices,
+    /// Price of one CPU core-hour. Default `0`.
+    pub price_cpu_core_hour: crate::chargeback::Micros,
+    /// Price of one GB-hour of memory (GB = 1024 MiB). Default `0`.
+    pub price_memory_gb_hour: crate::chargeback::Micros,
+    /// Price of one GB-hour of disk. Default `0`.
+    pub price_disk_gb_hour: crate::chargeback::Micros,
+    /// The currency the prices are in, a label only. Default `USD`.
+    pub price_currency: String,
+    /// Billing records of freed allocations older than this are deleted, days. Default 400.
+    pub billing_retention_days: u64,
 }
 
 impl Default for ServerConfig {
@@ -174,6 +191,14 @@ impl Default for ServerConfig {
             warming_timeout_ms: 600_000,
             peer_token_ttl_ms: 60_000,
             tenants_may_register_models: false,
+            price_gpu_hour: crate::chargeback::GpuPrices(
+                [("default".to_string(), crate::chargeback::Micros(0))].into(),
+            ),
+            price_cpu_core_hour: crate::chargeback::Micros(0),
+            price_memory_gb_hour: crate::chargeback::Micros(0),
+            price_disk_gb_hour: crate::chargeback::Micros(0),
+            price_currency: "USD".into(),
+            billing_retention_days: 400,
         }
     }
 }
@@ -237,6 +262,9 @@ impl ServerConfig {
         }
         if self.usage_sample_ms == 0 {
             return err("usage-sample-ms", "must be greater than 0");
+        }
+        if self.billing_retention_days == 0 {
+            return err("billing-retention-days", "must be greater than 0");
         }
         if self.http_workers == 0 {
             return err("http-workers", "must be greater than 0");

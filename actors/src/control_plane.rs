@@ -2,6 +2,7 @@
 //! operation of the API; which actor answers it, and what is read from sled
 //! (always off the async workers), stays behind this file, so a route is
 //! "parse, call, show" and never names a message, an address or the store.
+mod chargeback;
 pub mod estimates;
 mod models;
 pub mod scrape;
@@ -9,6 +10,7 @@ mod task_page;
 mod webhooks;
 
 pub use crate::protocol::model::PrewarmTarget;
+pub use chargeback::{Curve, CurvePoint};
 pub use models::ModelView;
 
 pub use crate::service::parse_replicas;
@@ -22,7 +24,6 @@ use crate::protocol::node::{
 };
 use crate::protocol::scheduler::{
     AllocatedByNode, AllocationsOn, LedgerAllocations, QueryUtilization, QueuePositions, Stats,
-    TenantUsage,
 };
 use crate::protocol::task::{Release, Scale, TaskSnapshot};
 use crate::protocol::tenant::{ChangeQuota, TenantSnapshot};
@@ -30,7 +31,7 @@ use crate::protocol::NodeHandle;
 
 use crate::shared::Shared;
 use crate::tokens::Principal;
-use crate::views::{NodeAllocated, NodeView, UsageSample, Utilization};
+use crate::views::{NodeAllocated, NodeView, Utilization};
 use actix::Addr;
 use caldera_spec::wire::{Hello, NodeMessage, ServerMessage};
 use caldera_spec::{Allocation, Quota, TaskRecord, TaskSpec, TenantRecord};
@@ -340,14 +341,6 @@ impl ControlPlane {
     /// Capacity, allocation and measured use of the pool.
     pub async fn utilization(&self) -> Result<Utilization> {
         Ok(self.sh.scheduler.send(QueryUtilization).await?)
-    }
-
-    /// A tenant's allocated vs measured use over time.
-    pub async fn usage(&self, tenant: &str) -> Result<Vec<UsageSample>> {
-        let m = TenantUsage {
-            tenant: tenant.to_string(),
-        };
-        Ok(self.sh.scheduler.send(m).await?)
     }
 
     /// Events after `after_seq` matching `filter`, on the blocking pool, with

@@ -9,6 +9,7 @@
 //! not its concern) nor on `caldera-sim` (no plots or trace code in the server).
 //! How the pieces fit, and where a new message or actor goes:
 //! `docs/architecture.md`.
+pub mod chargeback;
 pub mod clock;
 pub mod cluster;
 #[cfg(any(test, feature = "failpoints"))]
@@ -44,5 +45,6 @@ mod task_reaction;
 mod task_tests;
 pub mod tenant;
 pub mod tokens;
+pub mod usage_history;
 pub mod views;
 pub mod webhook;

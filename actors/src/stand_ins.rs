@@ -9,7 +9,7 @@ use crate::protocol::{Reply, SchedulerHandle};
 use crate::registry::Registry;
 use crate::shared::Shared;
 use crate::tokens::TokenBook;
-use crate::views::{NodeAllocated, SchedulerStats, UsageSample, Utilization};
+use crate::views::{NodeAllocated, SchedulerStats, Utilization};
 use caldera_spec::Allocation;
 use caldera_storage::Store;
 use std::collections::HashMap;
@@ -115,9 +115,6 @@ impl SchedulerPort for Heard {
     }
     fn queue_positions(&self, _: QueuePositions) -> Reply<HashMap<String, u32>> {
         ready(HashMap::new())
-    }
-    fn tenant_usage(&self, _: TenantUsage) -> Reply<Vec<UsageSample>> {
-        ready(Vec::new())
     }
     fn utilization(&self, _: QueryUtilization) -> Reply<Utilization> {
         Box::pin(async { Err(actix::MailboxError::Closed) })

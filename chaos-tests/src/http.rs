@@ -69,9 +69,18 @@ impl Api {
         self.request("PUT", path, Some(body))
     }
 
+    /// GET with an `Accept` header (e.g. `text/csv`).
+    pub fn get_accepting(&self, path: &str, accept: &str) -> Reply {
+        self.send("GET", path, None, &format!("Accept: {accept}\r\n"))
+    }
+
     /// One request on a fresh connection. Connection failures come back as status 0.
     pub fn request(&self, method: &str, path: &str, body: Option<&str>) -> Reply {
-        match self.try_request(method, path, body) {
+        self.send(method, path, body, "")
+    }
+
+    fn send(&self, method: &str, path: &str, body: Option<&str>, extra: &str) -> Reply {
+        match self.try_request(method, path, body, extra) {
             Ok(r) => r,
             Err(e) => Reply {
                 status: 0,
@@ -81,7 +90,13 @@ impl Api {
         }
     }
 
-    fn try_request(&self, method: &str, path: &str, body: Option<&str>) -> std::io::Result<Reply> {
+    fn try_request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        extra: &str,
+    ) -> std::io::Result<Reply> {
         let mut s = TcpStream::connect(&self.addr)?;
         s.set_read_timeout(Some(Duration::from_secs(30)))?;
         let body = body.unwrap_or("");
@@ -92,7 +107,7 @@ impl Api {
             .unwrap_or_default();
         write!(
             s,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{auth}{extra}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             self.addr,
             body.len()
         )?;

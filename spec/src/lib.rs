@@ -7,6 +7,7 @@
 //! registry ([`codes`]). No I/O lives here, and it depends on no other Caldera
 //! crate: its Cargo.toml lists serde, serde_json and thiserror only.
 pub mod api;
+pub mod billing;
 pub mod codes;
 pub mod error;
 pub mod event;
@@ -29,6 +30,7 @@ pub mod weights;
 pub mod wire;
 
 pub use api::{Envelope, ErrorBody};
+pub use billing::{BilledGpu, BillingRecord, BorrowMark};
 pub use codes::ErrorCode;
 pub use error::{SpecError, SpecErrorKind};
 pub use event::{Event, EventKind};

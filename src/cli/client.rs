@@ -88,6 +88,19 @@ impl ApiClient {
         query: &[(&str, String)],
         body: Option<Vec<u8>>,
     ) -> Result<Answer, CliError> {
+        let (status, bytes) = self.exchange(verb, path, query, body, None).await?;
+        read_envelope(status, &bytes).map(|data| Answer { status, data })
+    }
+
+    /// One request: its status and body, whatever the body is.
+    async fn exchange(
+        &self,
+        verb: Verb,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<Vec<u8>>,
+        accept: Option<&str>,
+    ) -> Result<(u16, actix_web::web::Bytes), CliError> {
         let url = format!("{}{}{}", self.base, path, query_string(query));
         let method = match verb {
             Verb::Get => awc::http::Method::GET,
@@ -98,6 +111,9 @@ impl ApiClient {
         let mut request = self.http.request(method, url.as_str());
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
+        }
+        if let Some(accept) = accept {
+            request = request.insert_header(("accept", accept));
         }
         let sent = match body {
             Some(bytes) => {
@@ -116,12 +132,23 @@ impl ApiClient {
             .limit(MAX_RESPONSE_BYTES)
             .await
             .map_err(|e| CliError::Failed(format!("reading the answer of {url}: {e}")))?;
-        read_envelope(status, &bytes).map(|data| Answer { status, data })
+        Ok((status, bytes))
     }
 
     /// GET `path` and return `data`.
     pub async fn get(&self, path: &str, query: &[(&str, String)]) -> Result<Value, CliError> {
         Ok(self.call(Verb::Get, path, query, None).await?.data)
+    }
+
+    /// GET `path` asking for CSV (`Accept: text/csv`) and return the text;
+    /// an error answer is still the JSON envelope, read as usual.
+    pub async fn get_csv(&self, path: &str, query: &[(&str, String)]) -> Result<String, CliError> {
+        let accept = Some("text/csv");
+        let (status, bytes) = self.exchange(Verb::Get, path, query, None, accept).await?;
+        if !(200..300).contains(&status) {
+            read_envelope(status, &bytes)?;
+        }
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
     /// Sends `body` as JSON with `verb` and returns the answer.

@@ -1,6 +1,7 @@
 //! Command-line surface of the `caldera` binary.
 pub mod client;
 pub mod context;
+pub mod cost;
 pub mod events;
 pub mod fields;
 pub mod follow;
@@ -119,6 +120,9 @@ pub enum Command {
     Quota(tenants::QuotaArgs),
     /// Show what a tenant holds now and what it uses (a tenant token: its own).
     Usage(own_tenant::UsageArgs),
+    /// What a tenant's allocations cost over a period (a tenant token: its
+    /// own), by task, model version or day; `--csv` for a spreadsheet.
+    Cost(cost::CostArgs),
     /// Check a server and token and save them as a context, so later
     /// commands need neither `--server` nor `--token`.
     Login(login::LoginArgs),
@@ -147,6 +151,7 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Tenant(args) => tenants::tenant(args),
         Command::Quota(args) => tenants::quota(args),
         Command::Usage(args) => own_tenant::usage(args),
+        Command::Cost(args) => cost::run(args),
         Command::Login(args) => login::run(args),
         Command::Model(args) => models::model(args),
         Command::Webhook(args) => webhooks::webhook(args),

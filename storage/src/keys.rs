@@ -17,6 +17,10 @@
 //! | `w/<webhook id>` | `WebhookRecord` JSON (a webhook subscription) |
 //! | `d/r/<webhook id>/<seq: u64 BE>` | `DeliveryRecord` JSON (one event to one subscription) |
 //! | `d/q/<webhook id>/<due ms: u64 BE><seq: u64 BE>` | empty: a pending delivery's place in its subscription's queue, by due time |
+//! | `b/o/<allocation_id>` | `BillingRecord` JSON of a held allocation (open) |
+//! | `b/c/<len: u32 BE><tenant><end_ms: u64 BE><allocation_id>` | `BillingRecord` JSON of a freed allocation (closed), by tenant and end |
+//! | `h/<tier: u8>p<at_ms: u64 BE>` | pool usage history point (binary, `history.rs`) |
+//! | `h/<tier: u8>t<len: u32 BE><tenant><at_ms: u64 BE>` | tenant usage history point (binary) |
 //!
 //! Index names are length-prefixed so that the index of task `a` never
 //! matches the entries of task `a/b` or `ab`.
@@ -32,6 +36,32 @@ pub(crate) const FORMAT: &[u8] = b"s/format";
 pub(crate) const WEBHOOK: &[u8] = b"w/";
 pub(crate) const DELIVERY: &[u8] = b"d/r/";
 pub(crate) const DELIVERY_QUEUE: &[u8] = b"d/q/";
+pub(crate) const BILLING_OPEN: &[u8] = b"b/o/";
+pub(crate) const BILLING_CLOSED: &[u8] = b"b/c/";
+pub(crate) const HISTORY: &[u8] = b"h/";
+
+/// `prefix`, the length of `name` (u32 BE), then `name`: so that the range
+/// of `a` never holds the entries of `ab`.
+pub(crate) fn length_prefixed(prefix: &[u8], name: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(prefix.len() + 4 + name.len());
+    k.extend_from_slice(prefix);
+    // Names longer than 4 GiB cannot reach here: records are far smaller.
+    k.extend_from_slice(&(name.len() as u32).to_be_bytes());
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+/// The first key after every key that starts with `prefix`.
+pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut e = prefix.to_vec();
+    while let Some(last) = e.pop() {
+        if last < u8::MAX {
+            e.push(last + 1);
+            return e;
+        }
+    }
+    vec![u8::MAX; prefix.len() + 1]
+}
 
 /// Which dimension an event index covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,13 +99,7 @@ pub(crate) fn event(seq: u64) -> Vec<u8> {
 
 /// The prefix shared by every index entry of `name` in `dim`.
 pub(crate) fn index_prefix(dim: IndexDim, name: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(7 + name.len() + 8);
-    k.extend_from_slice(b"x/");
-    k.push(dim.tag());
-    // Names longer than 4 GiB cannot reach here: records are far smaller.
-    k.extend_from_slice(&(name.len() as u32).to_be_bytes());
-    k.extend_from_slice(name.as_bytes());
-    k
+    length_prefixed(&[b'x', b'/', dim.tag()], name)
 }
 
 /// One index entry: `index_prefix(dim, name)` followed by the event's seq.

@@ -32,9 +32,11 @@
 //! # let _ = info; Ok(()) }
 //! ```
 mod batch;
+mod billing;
 mod config;
 mod errors;
 mod events;
+mod history;
 mod keys;
 mod store;
 mod webhooks;
@@ -43,5 +45,6 @@ pub use batch::WriteBatch;
 pub use config::{StoreConfig, DEFAULT_CACHE_CAPACITY_BYTES};
 pub use errors::{Result, StorageError};
 pub use events::{EventFilter, EventPage};
+pub use history::{HistoryPoint, HistorySeries};
 pub use store::{CommitInfo, Store, FORMAT_VERSION};
 pub use webhooks::Due;

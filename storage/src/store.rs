@@ -29,7 +29,7 @@ pub struct CommitInfo {
 /// durable — call it once for a group of commits.
 #[derive(Clone)]
 pub struct Store {
-    db: sled::Db,
+    pub(crate) db: sled::Db,
     shared: Arc<Shared>,
 }
 
@@ -281,6 +281,20 @@ impl Store {
     /// Bytes the store occupies on disk.
     pub fn size_on_disk(&self) -> Result<u64> {
         Ok(self.db.size_on_disk()?)
+    }
+
+    /// Adds to `batch` the deletion of every key in `range`; returns how many.
+    pub(crate) fn stage_range_removal(
+        &self,
+        batch: &mut WriteBatch,
+        range: std::ops::Range<Vec<u8>>,
+    ) -> Result<usize> {
+        let mut n = 0;
+        for k in self.db.range(range).keys() {
+            batch.remove(k?.to_vec());
+            n += 1;
+        }
+        Ok(n)
     }
 
     pub(crate) fn get<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>> {

@@ -1,6 +1,6 @@
 //! Messages the Scheduler answers, and [`SchedulerHandle`].
 use super::handle::handle;
-use crate::views::{NodeAllocated, SchedulerStats, UsageSample, Utilization};
+use crate::views::{NodeAllocated, SchedulerStats, Utilization};
 use actix::prelude::*;
 use caldera_scheduling::queue::core::TenantLimits;
 use caldera_spec::wire::AllocationUse;
@@ -145,13 +145,6 @@ pub struct Stats;
 #[rtype(result = "HashMap<String, u32>")]
 pub struct QueuePositions;
 
-/// The usage report of one tenant.
-#[derive(Message)]
-#[rtype(result = "Vec<UsageSample>")]
-pub struct TenantUsage {
-    pub tenant: String,
-}
-
 #[derive(Message)]
 #[rtype(result = "Utilization")]
 pub struct QueryUtilization;
@@ -190,7 +183,6 @@ handle! {
             allocations_on: AllocationsOn,
             allocated_by_node: AllocatedByNode,
             stats: Stats,
-            tenant_usage: TenantUsage,
             utilization: QueryUtilization,
             pool_metrics: QueryPoolMetrics,
             ledger_allocations: LedgerAllocations,

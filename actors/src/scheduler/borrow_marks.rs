@@ -29,8 +29,10 @@ impl Scheduler {
         }
         let mut b = self.gate.store().batch();
         let mut now_borrowed = Vec::new();
+        let now = self.clock.now_ms();
         for a in &changed {
             b.put_allocation(a);
+            self.stage_billing_mark(&mut b, a, now);
             if a.borrowed {
                 now_borrowed.push(a.allocation_id.clone());
             }
@@ -46,9 +48,7 @@ impl Scheduler {
                 now_borrowed.join(", ")
             )
         };
-        b.append_event(
-            Event::new(self.clock.now_ms(), EventKind::QuotaChanged, msg).tenant(tenant),
-        );
+        b.append_event(Event::new(now, EventKind::QuotaChanged, msg).tenant(tenant));
         if let Err(e) = self.gate.commit(CommitSite::BorrowMarks, b) {
             tracing::error!(error = %e, "could not record borrowed marks; restarting the scheduler");
             self.fatal = true;

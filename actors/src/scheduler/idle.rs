@@ -7,16 +7,10 @@
 use super::utilization::{allocated_use, measured_use};
 use super::Scheduler;
 use crate::config::ServerConfig;
-use crate::protocol::scheduler::TenantUsage;
 use crate::protocol::task::Reclaim;
-use crate::views::UsageSample;
-use actix::prelude::*;
 use caldera_spec::{Allocation, Event, EventKind, Usage};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::time::Duration;
-
-/// Samples kept per tenant (24 h at the default 10 s period).
-const HISTORY: usize = 8640;
 
 /// One allocation's idle watch: since when it is idle, whether it was warned.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -64,9 +58,14 @@ impl Watch {
 
 /// One inspection's findings, carried out by the Scheduler afterwards.
 #[derive(Default)]
-struct Survey {
-    allocated: HashMap<String, Usage>,
-    used: HashMap<String, Usage>,
+pub(super) struct Survey {
+    pub(super) allocated: HashMap<String, Usage>,
+    pub(super) used: HashMap<String, Usage>,
+    /// What allocations measured idle in this pass hold, and their ids.
+    pub(super) idle: Usage,
+    pub(super) idle_ids: Vec<String>,
+    /// What borrowed allocations hold.
+    pub(super) borrowed: Usage,
     warn: Vec<(Allocation, u64, String)>,
     reclaim: Vec<(Allocation, u64)>,
 }
@@ -77,18 +76,19 @@ pub struct Inspector {
     grace_ms: u64,
     sample_ms: u64,
     watches: HashMap<String, Watch>,
-    history: HashMap<String, VecDeque<UsageSample>>,
+    /// Billing's measured-idle time per allocation and what is persisted.
+    pub(super) billing: super::usage_record::IdleClock,
 }
 
 impl Inspector {
-    pub fn new(c: &ServerConfig) -> Inspector {
+    pub fn new(c: &ServerConfig, store: &caldera_storage::Store) -> Inspector {
         Inspector {
             threshold_pct: c.idle_threshold_pct,
             window_ms: c.idle_window_ms,
             grace_ms: c.idle_grace_ms,
             sample_ms: c.usage_sample_ms,
             watches: HashMap::new(),
-            history: HashMap::new(),
+            billing: super::usage_record::IdleClock::load(store),
         }
     }
 
@@ -110,20 +110,7 @@ impl Inspector {
 
     pub fn forget(&mut self, allocation_id: &str) {
         self.watches.remove(allocation_id);
-    }
-
-    pub fn history(&self, tenant: &str) -> Vec<UsageSample> {
-        self.history
-            .get(tenant)
-            .map(|h| h.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-}
-
-impl Handler<TenantUsage> for Scheduler {
-    type Result = MessageResult<TenantUsage>;
-    fn handle(&mut self, m: TenantUsage, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.idle.history(&m.tenant))
+        self.billing.forget(allocation_id);
     }
 }
 
@@ -135,7 +122,7 @@ impl Scheduler {
         let survey = self.survey_idle(now);
         self.warn_idle(&survey.warn, now);
         self.reclaim_idle(&survey.reclaim);
-        self.sample_usage(survey.allocated, survey.used, now);
+        self.record_usage(&survey, now);
     }
 
     /// Walks the ledger: per-tenant allocated and used totals, and each
@@ -149,14 +136,22 @@ impl Scheduler {
             // quota's count of whole GPUs: these samples are a view.
             let u = allocated_use(a, self.core.inventory(&a.node));
             *out.allocated.entry(a.tenant.clone()).or_default() += u;
+            if a.borrowed {
+                out.borrowed += u;
+            }
             let Some(m) = self.usage.get(&a.allocation_id) else {
                 continue;
             };
             *out.used.entry(a.tenant.clone()).or_default() += measured_use(&u, m);
+            let busy = self.idle.is_busy(a, m);
+            // Billing counts idle time whatever the warning policy says.
+            if !busy {
+                out.idle += u;
+                out.idle_ids.push(a.allocation_id.clone());
+            }
             if window == 0 || e.idle_exempt {
                 continue;
             }
-            let busy = self.idle.is_busy(a, m);
             let w = self
                 .idle
                 .watches
@@ -216,26 +211,6 @@ impl Scheduler {
                         idle_for / 1000
                     ),
                 });
-            }
-        }
-    }
-
-    /// One allocated-vs-used sample per tenant, bounded history.
-    fn sample_usage(
-        &mut self,
-        allocated: HashMap<String, Usage>,
-        mut used: HashMap<String, Usage>,
-        now: u64,
-    ) {
-        for (tenant, alloc) in allocated {
-            let h = self.idle.history.entry(tenant.clone()).or_default();
-            h.push_back(UsageSample {
-                at_ms: now,
-                allocated: alloc,
-                used: used.remove(&tenant).unwrap_or_default(),
-            });
-            if h.len() > HISTORY {
-                h.pop_front();
             }
         }
     }

@@ -4,11 +4,13 @@
 //! only) and records it when the task takes it (`RecordGrant`: the allocation,
 //! the task's `scheduled` record and the epoch in one batch), tells victims to
 //! checkpoint and stop, tells waiting tasks why they wait.
+mod billing;
 mod borrow_marks;
 #[cfg(test)]
 mod free_tests;
 pub mod idle;
 mod pool_metrics;
+mod usage_record;
 pub mod utilization;
 
 use crate::clock::Clock;
@@ -104,7 +106,7 @@ impl Scheduler {
             core,
             metrics: HashMap::new(),
             usage: HashMap::new(),
-            idle: idle::Inspector::new(config),
+            idle: idle::Inspector::new(config, &store),
             epochs,
             unrecorded: Default::default(),
             offers,
@@ -193,9 +195,14 @@ impl Scheduler {
             return;
         };
         let a = &e.allocation;
+        let now = self.clock.now_ms();
         let mut b = self.gate.store().batch();
         b.remove_allocation(&a.allocation_id);
-        b.append_event(released(a, self.clock.now_ms(), &format!(": {reason}")));
+        // Never recorded (offered, not taken): nothing to bill.
+        if !self.unrecorded.contains(allocation_id) {
+            self.stage_billing_close(&mut b, a, now, reason);
+        }
+        b.append_event(released(a, now, &format!(": {reason}")));
         if let Err(err) = self.gate.commit(CommitSite::Free, b) {
             tracing::error!(allocation = %a.allocation_id, error = %err, "could not record release; restarting the scheduler");
             self.fatal = true;
@@ -238,6 +245,7 @@ impl Scheduler {
         b.put_allocation(a);
         b.put_task(&m.record);
         if self.unrecorded.contains(&id) {
+            b.put_open_billing(&self.open_billing(a, &m.record));
             b.append_event(
                 Event::new(
                     self.clock.now_ms(),
@@ -334,7 +342,8 @@ impl Scheduler {
     }
 }
 
-/// Restores the ledger from sled, reconciled with the task records: an
+/// Restores the ledger from sled, reconciled with the task records (and
+/// gives a kept allocation without a billing record its open one): an
 /// allocation is kept only when its task holds exactly it (a state that holds
 /// room, and the record names that allocation) and the ledger admits it (a
 /// new id, the task's only one). Any other — of an ended task, of one that
@@ -372,11 +381,15 @@ fn reconcile_ledger(
         if let Some(why) = why {
             tracing::warn!(allocation = %a.allocation_id, %why, "allocation freed at boot");
             freed.remove_allocation(&a.allocation_id);
+            billing::stage_close(store, &mut freed, &a, now, &why, 0);
             freed.append_event(released(&a, now, &format!(" at boot: {why}")));
             n += 1;
+        } else if let Some(t) = &task {
+            // Kept, and granted before billing existed: bill it from now on.
+            billing::stage_missing_open(store, &mut freed, core, &a, t);
         }
     }
-    if n > 0 {
+    if n > 0 || !freed.is_empty() {
         gate.commit(CommitSite::LedgerReconcile, freed)?;
     }
     Ok(())

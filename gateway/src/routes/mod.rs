@@ -17,12 +17,15 @@
 //! The test `registered_routes_are_exactly_the_documented_ones` fails when 2
 //! and 3 disagree, and `tests/api_fuzz.rs` calls every documented operation
 //! on the real binary.
+pub mod cost;
 pub mod events;
 #[cfg(feature = "failpoints")]
 pub mod failpoints;
 pub mod health;
+pub mod history;
 pub mod models;
 pub mod nodes;
+mod period;
 pub mod stats;
 pub mod tasks;
 pub mod tenants;
@@ -97,7 +100,6 @@ fn table() -> Vec<Endpoint> {
         at::<tenants::__path_create>(web::to(tenants::create)),
         at::<tenants::__path_get>(web::to(tenants::get)),
         at::<tenants::__path_set_quota>(web::to(tenants::set_quota)),
-        at::<tenants::__path_usage>(web::to(tenants::usage)),
         at::<models::__path_list>(web::to(models::list)),
         at::<models::__path_register>(web::to(models::register)),
         at::<models::__path_get>(web::to(models::get)),
@@ -156,7 +158,6 @@ fn table() -> Vec<Endpoint> {
     tenants::create,
     tenants::get,
     tenants::set_quota,
-    tenants::usage,
     models::list,
     models::register,
     models::get,

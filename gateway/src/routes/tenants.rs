@@ -169,7 +169,11 @@ pub async fn list(_: Operator, st: web::Data<AppState>) -> Result<Reply<TenantLi
 
 /// The tenant `name` if the caller may see it (operator, or the tenant
 /// itself); otherwise a 404 that does not say whether it exists.
-async fn visible_tenant(user: &User, st: &AppState, name: &str) -> Result<TenantRecord, ApiError> {
+pub(crate) async fn visible_tenant(
+    user: &User,
+    st: &AppState,
+    name: &str,
+) -> Result<TenantRecord, ApiError> {
     match st.cp.tenant(name).await? {
         Some(t) if user.may_see(name) => Ok(t),
         _ => Err(ApiError::not_found("tenant", name)),
@@ -191,67 +195,4 @@ pub async fn get(
 ) -> Result<Reply<TenantView>, ApiError> {
     let rec = visible_tenant(&user, &st, &name).await?;
     Ok(Reply::ok(view(&rec)))
-}
-
-/// Allocated and measured use at one moment.
-#[derive(Serialize, ToSchema)]
-pub struct UsageNow {
-    pub allocated: Usage,
-    pub used: Usage,
-}
-
-/// One sample of a tenant's usage.
-#[derive(Serialize, ToSchema)]
-pub struct UsagePoint {
-    /// RFC 3339.
-    pub at: String,
-    pub at_ms: u64,
-    pub allocated: Usage,
-    pub used: Usage,
-}
-
-/// `GET /v1/tenants/{name}/usage`.
-#[derive(Serialize, ToSchema)]
-pub struct UsageReport {
-    pub tenant: String,
-    /// The last sample; null before the first.
-    pub current: Option<UsageNow>,
-    pub samples: Vec<UsagePoint>,
-    pub note: &'static str,
-}
-
-/// GET /v1/tenants/{name}/usage — allocated vs measured use over time.
-#[utoipa::path(get, path = "/v1/tenants/{name}/usage", tag = "tenants",
-    params(("name" = String, Path, description = "the tenant")),
-    security(("operator" = []), ("tenant" = [])),
-    responses(
-        (status = 200, description = "allocated vs measured use", body = Envelope<UsageReport>),
-        (status = 404, description = "no such tenant (or another tenant's)"),
-    ))]
-pub async fn usage(
-    user: User,
-    st: web::Data<AppState>,
-    name: web::Path<String>,
-) -> Result<Reply<UsageReport>, ApiError> {
-    visible_tenant(&user, &st, &name).await?;
-    let samples = st.cp.usage(&name).await?;
-    let samples: Vec<UsagePoint> = samples
-        .iter()
-        .map(|s| UsagePoint {
-            at: caldera_spec::time::rfc3339(s.at_ms),
-            at_ms: s.at_ms,
-            allocated: s.allocated,
-            used: s.used,
-        })
-        .collect();
-    let current = samples.last().map(|s| UsageNow {
-        allocated: s.allocated,
-        used: s.used,
-    });
-    Ok(Reply::ok(UsageReport {
-        tenant: name.into_inner(),
-        current,
-        samples,
-        note: "used on simulated GPUs is the CPU use of the workload's process tree",
-    }))
 }

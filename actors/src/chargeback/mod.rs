@@ -1,0 +1,8 @@
+//! Chargeback: what each tenant's allocations cost, from the persisted
+//! billing records (`b/`) and the price table in config.
+pub mod cost;
+pub mod csv;
+pub mod prices;
+
+pub use cost::{report, CostLine, CostReport, GroupBy};
+pub use prices::{GpuPrices, Micros, PriceTable};

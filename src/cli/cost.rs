@@ -1,0 +1,131 @@
+//! `caldera cost`: what a tenant's allocations cost over a period — a table
+//! per group, `--csv` for a spreadsheet, `--json` for scripts. A tenant
+//! token reports its own tenant; the operator names one with `--tenant`.
+use super::client::{block_on, encode, print_json, ApiClient, ClientOpts};
+use super::fields::{items, number, text};
+use super::own_tenant::which;
+use super::table::Table;
+use super::CliError;
+use serde_json::Value;
+
+/// `caldera cost [--tenant T] [--from F --to T] [--group-by task|model|day] [--csv]`
+#[derive(clap::Args, Debug)]
+pub struct CostArgs {
+    /// The tenant (operator token); a tenant token means its own.
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Start of the period: RFC 3339 or Unix ms [default: the 1st of this month, UTC].
+    #[arg(long)]
+    pub from: Option<String>,
+    /// End of the period: RFC 3339 or Unix ms [default: now].
+    #[arg(long)]
+    pub to: Option<String>,
+    /// One line per task, model version or UTC day.
+    #[arg(long, value_parser = ["task", "model", "day"], default_value = "task")]
+    pub group_by: String,
+    /// Print the server's CSV (a header row, one row per group).
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+    #[command(flatten)]
+    pub opts: ClientOpts,
+}
+
+fn row(l: &Value, key: &str) -> Vec<String> {
+    let share = number(l, "idle_share").map_or("-".into(), |s| format!("{:.1}%", s * 100.0));
+    let hours = |k: &str| number(l, k).map_or("-".into(), |h| format!("{h:.4}"));
+    vec![
+        key.to_string(),
+        text(l, "allocations"),
+        text(l, "allocated_cost"),
+        format!("{} ({share})", text(l, "idle_cost")),
+        text(l, "borrowed_cost"),
+        text(l, "guaranteed_cost"),
+        hours("gpu_hours"),
+        hours("cpu_core_hours"),
+        hours("memory_gb_hours"),
+    ]
+}
+
+/// The report as a table, the total last.
+pub fn render(data: &Value) -> String {
+    let mut t = Table::new(&[
+        text(data, "group_by").to_uppercase().as_str(),
+        "ALLOCS",
+        "COST",
+        "IDLE",
+        "BORROWED",
+        "GUARANTEED",
+        "GPU-H",
+        "CORE-H",
+        "GB-H",
+    ]);
+    for g in items(data, "groups") {
+        t.row(row(g, &text(g, "key")));
+    }
+    if let Some(total) = data.get("total") {
+        t.row(row(total, "TOTAL"));
+    }
+    format!(
+        "tenant {} from {} to {} ({})\n{}",
+        text(data, "tenant"),
+        text(data, "from"),
+        text(data, "to"),
+        text(data, "currency"),
+        t.render()
+    )
+}
+
+pub fn run(args: CostArgs) -> Result<(), CliError> {
+    let client = ApiClient::from_opts(&args.opts)?;
+    let mut query = vec![("group_by", args.group_by.clone())];
+    query.extend(args.from.clone().map(|f| ("from", f)));
+    query.extend(args.to.clone().map(|t| ("to", t)));
+    let csv = args.csv;
+    let answer = block_on(async {
+        let name = which(&client, args.tenant).await?;
+        let path = format!("/v1/tenants/{}/cost", encode(&name));
+        if csv {
+            client.get_csv(&path, &query).await.map(Value::String)
+        } else {
+            client.get(&path, &query).await
+        }
+    })?;
+    match answer {
+        Value::String(doc) => {
+            print!("{doc}");
+            Ok(())
+        }
+        data if args.opts.json => print_json(&data),
+        data => {
+            print!("{}", render(&data));
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_table_has_a_line_per_group_and_the_total_last() {
+        let l = json!({"key": "train", "allocations": 1, "allocated_cost": "1.200000", "idle_cost": "0.600000",
+            "idle_share": 0.5, "borrowed_cost": "0.000000", "guaranteed_cost": "1.200000", "gpu_hours": 0.5,
+            "cpu_core_hours": 1.0, "memory_gb_hours": 2.0});
+        let d = json!({"tenant": "team-a", "from": "f", "to": "t", "currency": "EUR", "group_by": "task",
+            "groups": [l.clone()], "total": l});
+        let out = render(&d);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].contains("team-a") && lines[0].contains("EUR"),
+            "{out}"
+        );
+        assert!(lines[1].starts_with("TASK"), "{out}");
+        assert!(
+            lines[2].starts_with("train") && lines[2].contains("0.600000 (50.0%)"),
+            "{out}"
+        );
+        assert!(lines[3].starts_with("TOTAL"), "{out}");
+    }
+}
