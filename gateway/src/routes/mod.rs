@@ -7,9 +7,10 @@
 //! To add a route:
 //! 1. annotate the handler with `#[utoipa::path(METHOD, path = "/v1/...",
 //!    tag, params, request_body, security, responses)]` (its own error
-//!    statuses only; `crate::openapi::errors` adds 401/403/429/500/503 and
-//!    points every error at its registry schema), and derive
-//!    `utoipa::ToSchema` on its body and answer types;
+//!    statuses only: `crate::openapi::errors` adds 401/403/500/503 where a
+//!    token is needed, 400/408/413 where a body is read, 429, and points
+//!    every error at its registry schema), and derive `utoipa::ToSchema` on
+//!    its body and answer types (`Envelope<Answer>` in `responses`);
 //! 2. add `at::<module::__path_handler>(web::to(module::handler))` to
 //!    [`table`];
 //! 3. add `module::handler` to [`ApiPaths`]'s `paths(...)`.
@@ -33,9 +34,8 @@ pub mod utilization;
 pub mod webhooks;
 pub mod whoami;
 
-use crate::openapi;
-
 use crate::error::ApiError;
+use crate::openapi;
 use actix_web::http::Method;
 use actix_web::{web, Resource, Route};
 use caldera_spec::codes;
@@ -52,7 +52,8 @@ pub struct Endpoint {
 
 /// The endpoint of the handler whose annotation generated `P`
 /// (`#[utoipa::path]` on `fn list` makes `__path_list`). An annotation names
-/// one method (`every_annotation_names_one_method` checks).
+/// one method: a second one would be documented and not served, which
+/// `registered_routes_are_exactly_the_documented_ones` reports.
 fn at<P: utoipa::Path>(route: Route) -> Endpoint {
     use utoipa::openapi::path::HttpMethod as H;
     let method = match P::methods().first() {
