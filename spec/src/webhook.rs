@@ -169,6 +169,7 @@ impl WebhookRecord {
 
 /// Where a delivery stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryState {
     /// Not yet answered with a 2xx; `next_attempt_ms` says when it is tried.

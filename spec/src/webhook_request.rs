@@ -12,10 +12,16 @@ pub const MAX_EVENT_NAMES: usize = 32;
 
 /// A subscription as asked for.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NewWebhook {
+    /// Where deliveries are POSTed: an absolute http:// or https:// url with a host.
+    #[cfg_attr(feature = "openapi", schema(example = "http://127.0.0.1:9000/hooks"))]
     pub url: String,
+    /// Event names (see the README's Webhooks table), a family (`task.*`) or `*`.
+    #[cfg_attr(feature = "openapi", schema(example = json!(["task.state_changed", "idle.warning"])))]
     pub events: Vec<String>,
+    /// The operator only: this tenant's events (absent: every tenant's and the pool's).
     #[serde(default)]
     pub tenant: Option<String>,
 }

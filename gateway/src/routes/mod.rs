@@ -31,6 +31,7 @@ pub mod stats;
 pub mod tasks;
 pub mod tenants;
 pub mod utilization;
+mod webhook_views;
 pub mod webhooks;
 pub mod whoami;
 

@@ -12,32 +12,10 @@ use actix_web::web;
 use caldera_actors::webhook::subscriptions::Subscription;
 use caldera_actors::webhook::TLS_BUILT_IN;
 use caldera_spec::codes;
-use caldera_spec::time::rfc3339;
 use caldera_spec::webhook::{operator_only, DeliveryRecord, WebhookRecord};
 use caldera_spec::webhook_request::{parse_new_webhook, NewWebhook, UrlScheme};
-use serde_json::{json, Value};
-
-fn view(w: &WebhookRecord) -> Value {
-    json!({"id": w.id, "url": w.url, "events": w.events, "tenant": w.tenant,
-        "owner": w.owner.as_deref().unwrap_or("operator"), "from_config": w.from_config,
-        "created_at": rfc3339(w.created_ms), "created_at_ms": w.created_ms,
-        "after_event_id": w.after_seq})
-}
-
-fn delivery_view(d: &DeliveryRecord) -> Value {
-    let attempts: Vec<Value> = d
-        .attempts
-        .iter()
-        .map(|a| {
-            json!({"at": rfc3339(a.at_ms), "at_ms": a.at_ms, "status": a.status,
-            "error": a.error, "duration_ms": a.duration_ms})
-        })
-        .collect();
-    json!({"event_id": d.event_id, "event_type": d.event_type, "state": d.state,
-        "created_at": rfc3339(d.created_ms),
-        "next_attempt_at": d.next_attempt_ms.map(rfc3339), "next_attempt_ms": d.next_attempt_ms,
-        "attempt_count": d.attempt_count, "attempts": attempts})
-}
+use super::webhook_views::{DeliveryPage, DeliveryView, WebhookDeleted, WebhookList, WebhookView};
+use caldera_spec::Envelope;
 
 /// The subscription `w` asks for, as `user` may make it: a tenant's own
 /// events only and no node events; the operator's for any tenant or all.
@@ -80,11 +58,22 @@ fn scoped(user: &User, w: NewWebhook) -> Result<Subscription, ApiError> {
 }
 
 /// POST /v1/webhooks {url, events, tenant?} — 201 with the secret (once).
+#[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks",
+    description = "Subscribes a url to events: a tenant to its own tenant's, the operator to one tenant's (`tenant`) or all. Deliveries are signed with HMAC-SHA256 (README, Webhooks); the secret is in this answer only.",
+    request_body = NewWebhook,
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 201, description = "subscribed; `secret` is shown this once", body = Envelope<WebhookView>),
+        (status = 400, description = "the body is not a subscription: a bad url, an unknown event name, node events with `tenant` (the field is named)"),
+        (status = 403, description = "a tenant token naming another tenant, or node events"),
+        (status = 404, description = "no such tenant"),
+        (status = 422, description = "an https url, and this build has no TLS client for webhooks"),
+    ))]
 pub async fn create(
     user: User,
     st: web::Data<AppState>,
     payload: web::Payload,
-) -> Result<Reply<Value>, ApiError> {
+) -> Result<Reply<WebhookView>, ApiError> {
     let body = body::read(payload, st.body_limit).await?;
     let (w, scheme) = parse_new_webhook(&body)?;
     let s = scoped(&user, w)?;
@@ -104,8 +93,8 @@ pub async fn create(
             e
         }
     })?;
-    let mut v = view(&rec);
-    v["secret"] = Value::String(rec.secret.clone());
+    let mut v = WebhookView::of(&rec);
+    v.secret = Some(rec.secret.clone());
     Ok(Reply::created(v))
 }
 
@@ -127,39 +116,83 @@ async fn visible_webhook(user: &User, st: &AppState, id: &str) -> Result<Webhook
 }
 
 /// GET /v1/webhooks — the caller's own (the operator: all).
-pub async fn list(user: User, st: web::Data<AppState>) -> Result<Reply<Value>, ApiError> {
+#[utoipa::path(get, path = "/v1/webhooks", tag = "webhooks",
+    security(("operator" = []), ("tenant" = [])),
+    responses((status = 200, description = "the caller's subscriptions (the operator: all), without secrets", body = Envelope<WebhookList>)))]
+pub async fn list(user: User, st: web::Data<AppState>) -> Result<Reply<WebhookList>, ApiError> {
     let all = st.cp.webhooks().await?;
-    let mine: Vec<Value> = all.iter().filter(|w| visible(&user, w)).map(view).collect();
-    Ok(Reply::ok(json!({ "webhooks": mine })))
+    let webhooks = all
+        .iter()
+        .filter(|w| visible(&user, w))
+        .map(WebhookView::of)
+        .collect();
+    Ok(Reply::ok(WebhookList { webhooks }))
 }
 
 /// GET /v1/webhooks/{id}
+#[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks",
+    params(("id" = String, Path, description = "the subscription")),
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "the subscription, without its secret", body = Envelope<WebhookView>),
+        (status = 404, description = "no such subscription (or another tenant's)"),
+    ))]
 pub async fn get(
     user: User,
     st: web::Data<AppState>,
     id: web::Path<String>,
-) -> Result<Reply<Value>, ApiError> {
-    Ok(Reply::ok(view(&visible_webhook(&user, &st, &id).await?)))
+) -> Result<Reply<WebhookView>, ApiError> {
+    Ok(Reply::ok(WebhookView::of(
+        &visible_webhook(&user, &st, &id).await?,
+    )))
 }
 
 /// DELETE /v1/webhooks/{id} — with its deliveries.
+#[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks",
+    params(("id" = String, Path, description = "the subscription")),
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "deleted, with its deliveries", body = Envelope<WebhookDeleted>),
+        (status = 404, description = "no such subscription (or another tenant's)"),
+    ))]
 pub async fn delete(
     user: User,
     st: web::Data<AppState>,
     id: web::Path<String>,
-) -> Result<Reply<Value>, ApiError> {
+) -> Result<Reply<WebhookDeleted>, ApiError> {
     let w = visible_webhook(&user, &st, &id).await?;
     st.cp.delete_webhook(&w.id).await?;
-    Ok(Reply::ok(json!({"deleted": w.id})))
+    Ok(Reply::ok(WebhookDeleted { deleted: w.id }))
+}
+
+/// `GET /v1/webhooks/{id}/deliveries` paging.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DeliveryPaging {
+    /// The event id of the last delivery seen.
+    #[param(minimum = 0)]
+    pub after: Option<u64>,
+    /// Deliveries per page (1..=1000, default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u32>,
 }
 
 /// GET /v1/webhooks/{id}/deliveries?after=&limit= — by event id, ascending.
+#[utoipa::path(get, path = "/v1/webhooks/{id}/deliveries", tag = "webhooks",
+    description = "Each delivery's attempts (time, the receiver's status or the connection error), state and next attempt.",
+    params(("id" = String, Path, description = "the subscription"), DeliveryPaging),
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "a page of deliveries, by event id", body = Envelope<DeliveryPage>),
+        (status = 400, description = "a bad after or limit"),
+        (status = 404, description = "no such subscription (or another tenant's)"),
+    ))]
 pub async fn deliveries(
     user: User,
     st: web::Data<AppState>,
     id: web::Path<String>,
     q: Query,
-) -> Result<Reply<Value>, ApiError> {
+) -> Result<Reply<DeliveryPage>, ApiError> {
     let w = visible_webhook(&user, &st, &id).await?;
     let after = match q.get("after") {
         None => 0,
@@ -172,8 +205,9 @@ pub async fn deliveries(
     let next = (page.len() == limit)
         .then(|| page.last().map(|d| d.event_id))
         .flatten();
-    let out: Vec<Value> = page.iter().map(delivery_view).collect();
-    Ok(Reply::ok(
-        json!({"webhook": w.id, "deliveries": out, "next_cursor": next}),
-    ))
+    Ok(Reply::ok(DeliveryPage {
+        webhook: w.id,
+        deliveries: page.iter().map(DeliveryView::of).collect(),
+        next_cursor: next,
+    }))
 }
