@@ -1,0 +1,124 @@
+//! What the webhook routes answer, typed so `/openapi.json` documents it
+//! (the same keys the routes always answered).
+use caldera_spec::time::rfc3339;
+use caldera_spec::webhook::{DeliveryRecord, DeliveryState, WebhookRecord};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// A subscription. Its secret is in the creation's answer only.
+#[derive(Serialize, ToSchema)]
+pub struct WebhookView {
+    /// `wh-` and 16 hex digits.
+    pub id: String,
+    pub url: String,
+    /// Event names (`task.state_changed`, `task.*`, `*`...).
+    pub events: Vec<String>,
+    /// Only this tenant's events; null: every tenant's and the pool's (the operator's).
+    pub tenant: Option<String>,
+    /// The tenant that made it, or `operator`.
+    pub owner: String,
+    /// Made by the control plane for the `idle-webhook-url` config key.
+    pub from_config: bool,
+    /// RFC 3339.
+    pub created_at: String,
+    pub created_at_ms: u64,
+    /// Only events with a larger id are delivered (a new subscription does not hear the past).
+    pub after_event_id: u64,
+    /// The HMAC-SHA256 key, hex: in the 201 of its creation only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+}
+
+impl WebhookView {
+    pub fn of(w: &WebhookRecord) -> WebhookView {
+        WebhookView {
+            id: w.id.clone(),
+            url: w.url.clone(),
+            events: w.events.clone(),
+            tenant: w.tenant.clone(),
+            owner: w.owner.clone().unwrap_or_else(|| "operator".into()),
+            from_config: w.from_config,
+            created_at: rfc3339(w.created_ms),
+            created_at_ms: w.created_ms,
+            after_event_id: w.after_seq,
+            secret: None,
+        }
+    }
+}
+
+/// `GET /v1/webhooks`.
+#[derive(Serialize, ToSchema)]
+pub struct WebhookList {
+    pub webhooks: Vec<WebhookView>,
+}
+
+/// `DELETE /v1/webhooks/{id}`.
+#[derive(Serialize, ToSchema)]
+pub struct WebhookDeleted {
+    /// The id of the subscription deleted (with its deliveries).
+    pub deleted: String,
+}
+
+/// One try of a delivery.
+#[derive(Serialize, ToSchema)]
+pub struct AttemptView {
+    /// RFC 3339.
+    pub at: String,
+    pub at_ms: u64,
+    /// The receiver's HTTP status; null when it did not answer.
+    pub status: Option<u16>,
+    /// Why no answer came (connection refused, timeout...).
+    pub error: Option<String>,
+    pub duration_ms: u64,
+}
+
+/// One event on its way to one subscription.
+#[derive(Serialize, ToSchema)]
+pub struct DeliveryView {
+    /// The event's id (its seq in the event log): what a receiver dedupes by.
+    pub event_id: u64,
+    pub event_type: String,
+    pub state: DeliveryState,
+    /// RFC 3339.
+    pub created_at: String,
+    /// When it is tried next (pending only), RFC 3339.
+    pub next_attempt_at: Option<String>,
+    pub next_attempt_ms: Option<u64>,
+    /// Every attempt so far (the newest 50 are listed).
+    pub attempt_count: u32,
+    pub attempts: Vec<AttemptView>,
+}
+
+impl DeliveryView {
+    pub fn of(d: &DeliveryRecord) -> DeliveryView {
+        DeliveryView {
+            event_id: d.event_id,
+            event_type: d.event_type.clone(),
+            state: d.state,
+            created_at: rfc3339(d.created_ms),
+            next_attempt_at: d.next_attempt_ms.map(rfc3339),
+            next_attempt_ms: d.next_attempt_ms,
+            attempt_count: d.attempt_count,
+            attempts: d
+                .attempts
+                .iter()
+                .map(|a| AttemptView {
+                    at: rfc3339(a.at_ms),
+                    at_ms: a.at_ms,
+                    status: a.status,
+                    error: a.error.clone(),
+                    duration_ms: a.duration_ms,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `GET /v1/webhooks/{id}/deliveries`: a page by event id, ascending.
+#[derive(Serialize, ToSchema)]
+pub struct DeliveryPage {
+    pub webhook: String,
+    pub deliveries: Vec<DeliveryView>,
+    /// The `after` of the next page; null: no more.
+    pub next_cursor: Option<u64>,
+}
