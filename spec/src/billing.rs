@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 /// node's inventory: the model (for its price) and the GPU's total memory
 /// (for the fraction).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BilledGpu {
     pub model: String,
     pub index: u32,
@@ -33,6 +34,7 @@ impl BilledGpu {
 /// A change of an allocation's borrowed mark while it was held (a quota
 /// change re-marks live allocations).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BorrowMark {
     pub at_ms: u64,
     pub borrowed: bool,

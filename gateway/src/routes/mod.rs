@@ -19,6 +19,7 @@
 //! and 3 disagree, and `tests/api_fuzz.rs` calls every documented operation
 //! on the real binary.
 pub mod cost;
+mod cost_views;
 pub mod events;
 #[cfg(feature = "failpoints")]
 pub mod failpoints;
@@ -113,6 +114,9 @@ fn table() -> Vec<Endpoint> {
         at::<whoami::__path_get>(web::to(whoami::get)),
         at::<stats::__path_estimates>(web::to(stats::estimates)),
         at::<nodes::__path_allocations>(web::to(nodes::allocations)),
+        at::<history::__path_tenant>(web::to(history::tenant)),
+        at::<cost::__path_get>(web::to(cost::get)),
+        at::<history::__path_pool>(web::to(history::pool)),
         at::<webhooks::__path_list>(web::to(webhooks::list)),
         at::<webhooks::__path_create>(web::to(webhooks::create)),
         at::<webhooks::__path_get>(web::to(webhooks::get)),
@@ -171,6 +175,9 @@ fn table() -> Vec<Endpoint> {
     whoami::get,
     stats::estimates,
     nodes::allocations,
+    history::tenant,
+    cost::get,
+    history::pool,
     webhooks::list,
     webhooks::create,
     webhooks::get,

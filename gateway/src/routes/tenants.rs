@@ -7,7 +7,7 @@ use crate::state::AppState;
 use actix_web::web;
 use caldera_spec::validate::parse_json;
 use caldera_spec::Envelope;
-use caldera_spec::{Quota, TenantRecord, Usage};
+use caldera_spec::{Quota, TenantRecord};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

@@ -2,6 +2,7 @@
 //! and sees only its own subscriptions (another's is a 404); the operator
 //! subscribes to one tenant's events or to all, and sees every subscription.
 //! The secret is in the 201 only.
+use super::webhook_views::{DeliveryPage, DeliveryView, WebhookDeleted, WebhookList, WebhookView};
 use super::{query_num, Query};
 use crate::body;
 use crate::envelope::Reply;
@@ -12,9 +13,8 @@ use actix_web::web;
 use caldera_actors::webhook::subscriptions::Subscription;
 use caldera_actors::webhook::TLS_BUILT_IN;
 use caldera_spec::codes;
-use caldera_spec::webhook::{operator_only, DeliveryRecord, WebhookRecord};
+use caldera_spec::webhook::{operator_only, WebhookRecord};
 use caldera_spec::webhook_request::{parse_new_webhook, NewWebhook, UrlScheme};
-use super::webhook_views::{DeliveryPage, DeliveryView, WebhookDeleted, WebhookList, WebhookView};
 use caldera_spec::Envelope;
 
 /// The subscription `w` asks for, as `user` may make it: a tenant's own
