@@ -474,3 +474,45 @@ fn idle_webhook_url_is_a_signed_subscription_that_still_fires() {
     assert_eq!(again.as_array().map(Vec::len), Some(1), "{again:#}");
     assert_eq!(again[0]["id"], only[0]["id"]);
 }
+
+/// Measure (not run in CI): 1,000 `task.submitted` events, each delivered to
+/// one local receiver; how long from the event's record to its arrival, and
+/// how many deliveries a second. `cargo test --release --test webhooks --
+/// --ignored --nocapture`.
+#[test]
+#[ignore]
+fn measure_delivery_latency_and_rate() {
+    let n = 1000;
+    let dir = tempfile::tempdir().unwrap();
+    let rx = Receiver::start(&[], 200);
+    let cp = server(dir.path(), &[]);
+    let api = cp.api(&cp.tenant("acme"));
+    subscribe(&api, &rx.url("/m"), &["task.submitted"]);
+    for i in 0..n {
+        submit(&api, &format!("m-{i}"));
+    }
+    let ok = wait_until(Duration::from_secs(120), || rx.received().len() >= n);
+    let got = rx.received();
+    assert!(ok, "{} of {n} arrived", got.len());
+    let lag = caldera_chaos_tests::bench::stats::Sample::new(
+        got.iter()
+            .map(|r| {
+                let at = r.json()["created_at_ms"].as_u64().unwrap_or(0);
+                Duration::from_millis(r.at_ms.saturating_sub(at))
+            })
+            .collect(),
+    );
+    let first = got
+        .iter()
+        .filter_map(|r| r.json()["created_at_ms"].as_u64())
+        .min()
+        .unwrap_or(0);
+    let last = got.iter().map(|r| r.at_ms).max().unwrap_or(0);
+    let secs = (last.saturating_sub(first)).max(1) as f64 / 1000.0;
+    println!(
+        "{n} deliveries, event -> receiver: {}; {:.0} deliveries/s (first event to last arrival {secs:.2} s; load {})",
+        lag.describe(),
+        n as f64 / secs,
+        caldera_chaos_tests::bench::stats::loadavg()
+    );
+}

@@ -20,6 +20,8 @@ pub struct Received {
     pub body: String,
     /// The status it was answered with.
     pub answered: u16,
+    /// When its body had arrived (Unix ms).
+    pub at_ms: u64,
 }
 
 impl Received {
@@ -183,6 +185,7 @@ fn serve_one(s: TcpStream, state: &Mutex<State>) {
             headers,
             body,
             answered: status,
+            at_ms: crate::wall_ms(),
         });
         (status, hung)
     };

@@ -1,7 +1,7 @@
 //! GET /v1/events: the allocation history and audit trail, paged by sequence.
 //! A page examines a bounded number of events; `next_cursor` is set whenever
 //! there may be more (a full page, or a read that stopped at its budget).
-use super::{query_num, Query};
+use super::{query_page, Query};
 use crate::envelope::Reply;
 use crate::error::ApiError;
 use crate::principal::User;
@@ -85,13 +85,7 @@ pub async fn list(
         (Some(key), None) if key.contains('/') => Some(key),
         (Some(id), None) => Some(operator_task_key(&st, &id).await?),
     };
-    let cursor = match q.get("cursor") {
-        None => 0,
-        Some(c) => c.parse::<u64>().map_err(|_| {
-            ApiError::bad_query("cursor", "cursor is the seq of the last event seen")
-        })?,
-    };
-    let limit = query_num(&q, "limit", 100, 1000)? as usize;
+    let (cursor, limit) = query_page(&q, "cursor", "cursor is the seq of the last event seen")?;
     let page = st.cp.events(filter, cursor, limit).await?;
     let next = match page.resume_after {
         Some(seq) => Some(seq),

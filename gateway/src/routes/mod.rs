@@ -256,6 +256,23 @@ fn resource(path: &str, routes: Vec<(Method, Route)>) -> Resource {
 /// The query string of a request, as names to values.
 pub type Query = web::Query<HashMap<String, String>>;
 
+/// A page by event seq: `cursor` (the seq after which to start; 0 when
+/// absent; `why` says what it is when it is not a number) and `limit`
+/// (1..=1000, default 100).
+pub fn query_page(
+    q: &HashMap<String, String>,
+    cursor: &str,
+    why: &str,
+) -> Result<(u64, usize), ApiError> {
+    let after = match q.get(cursor) {
+        None => 0,
+        Some(c) => c
+            .parse::<u64>()
+            .map_err(|_| ApiError::bad_query(cursor, why))?,
+    };
+    Ok((after, query_num(q, "limit", 100, 1000)? as usize))
+}
+
 /// Parses an optional numeric query parameter in `1..=max`, naming it when it is bad.
 /// An optional byte offset (0 allowed): absent is None.
 pub fn query_offset(q: &HashMap<String, String>, key: &str) -> Result<Option<u64>, ApiError> {

@@ -3,7 +3,7 @@
 //! subscribes to one tenant's events or to all, and sees every subscription.
 //! The secret is in the 201 only.
 use super::webhook_views::{DeliveryPage, DeliveryView, WebhookDeleted, WebhookList, WebhookView};
-use super::{query_num, Query};
+use super::{query_page, Query};
 use crate::body;
 use crate::envelope::Reply;
 use crate::error::ApiError;
@@ -194,13 +194,11 @@ pub async fn deliveries(
     q: Query,
 ) -> Result<Reply<DeliveryPage>, ApiError> {
     let w = visible_webhook(&user, &st, &id).await?;
-    let after = match q.get("after") {
-        None => 0,
-        Some(a) => a.parse::<u64>().map_err(|_| {
-            ApiError::bad_query("after", "after is the event id of the last delivery seen")
-        })?,
-    };
-    let limit = query_num(&q, "limit", 100, 1000)? as usize;
+    let (after, limit) = query_page(
+        &q,
+        "after",
+        "after is the event id of the last delivery seen",
+    )?;
     let page = st.cp.webhook_deliveries(&w.id, after, limit).await?;
     let next = (page.len() == limit)
         .then(|| page.last().map(|d| d.event_id))
