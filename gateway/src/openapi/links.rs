@@ -26,7 +26,7 @@ const LINKS: &[Link] = &[
     Link {
         from: ("/v1/tenants", "post", "201"),
         supplies: &[("name", "$response.body#/data/name")],
-        to: &["tenants_get", "usage", "set_quota"],
+        to: &["tenants_get", "tenant_usage", "tenant_cost", "set_quota"],
     },
     Link {
         from: ("/v1/models", "post", "201"),
@@ -40,6 +40,11 @@ const LINKS: &[Link] = &[
         from: ("/v1/models", "post", "201"),
         supplies: &[("name", "$response.body#/data/name")],
         to: &["models_get"],
+    },
+    Link {
+        from: ("/v1/webhooks", "post", "201"),
+        supplies: &[("id", "$response.body#/data/id")],
+        to: &["webhooks_get", "webhook_deliveries", "webhooks_delete"],
     },
 ];
 

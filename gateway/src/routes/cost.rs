@@ -34,7 +34,7 @@ pub struct CostQuery {
 }
 
 /// GET /v1/tenants/{name}/cost (the operator, or the tenant itself)
-#[utoipa::path(get, path = "/v1/tenants/{name}/cost", tag = "tenants",
+#[utoipa::path(get, path = "/v1/tenants/{name}/cost", tag = "tenants", operation_id = "tenant_cost",
     description = "What a tenant's allocations cost over a period, from the persisted billing records and the price table: allocated cost, the part measured idle, borrowed vs guaranteed, per task, model or day. `Accept: text/csv` answers CSV (README, Chargeback).",
     params(("name" = String, Path, description = "the tenant"), CostQuery),
     security(("operator" = []), ("tenant" = [])),

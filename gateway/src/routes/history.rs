@@ -41,7 +41,7 @@ fn figures(p: &PoolSample) -> PoolFigures {
 /// GET /v1/tenants/{name}/usage — allocated vs measured use over time. The
 /// shape of before (`current`, `samples[].{at, at_ms, allocated, used}`),
 /// each sample now the mean over its bucket, with `max` and `samples` added.
-#[utoipa::path(get, path = "/v1/tenants/{name}/usage", tag = "tenants",
+#[utoipa::path(get, path = "/v1/tenants/{name}/usage", tag = "tenants", operation_id = "tenant_usage",
     description = "A tenant's allocated vs measured use over time, from the persisted, downsampled history (the finest tier that holds `from` answers).",
     params(("name" = String, Path, description = "the tenant"), Range),
     security(("operator" = []), ("tenant" = [])),
@@ -93,7 +93,7 @@ pub async fn tenant(
 
 /// GET /v1/utilization/history (operator) — the pool's capacity, allocated,
 /// used, idle and borrowed per dimension over time.
-#[utoipa::path(get, path = "/v1/utilization/history", tag = "pool",
+#[utoipa::path(get, path = "/v1/utilization/history", tag = "nodes", operation_id = "utilization_history",
     description = "The pool's capacity, allocated, used, idle and borrowed per dimension over time, from the persisted, downsampled history.",
     params(Range),
     security(("operator" = [])),

@@ -148,7 +148,7 @@ pub async fn get(
 }
 
 /// DELETE /v1/webhooks/{id} — with its deliveries.
-#[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks",
+#[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", operation_id = "webhooks_delete",
     params(("id" = String, Path, description = "the subscription")),
     security(("operator" = []), ("tenant" = [])),
     responses(
@@ -178,7 +178,7 @@ pub struct DeliveryPaging {
 }
 
 /// GET /v1/webhooks/{id}/deliveries?after=&limit= — by event id, ascending.
-#[utoipa::path(get, path = "/v1/webhooks/{id}/deliveries", tag = "webhooks",
+#[utoipa::path(get, path = "/v1/webhooks/{id}/deliveries", tag = "webhooks", operation_id = "webhook_deliveries",
     description = "Each delivery's attempts (time, the receiver's status or the connection error), state and next attempt.",
     params(("id" = String, Path, description = "the subscription"), DeliveryPaging),
     security(("operator" = []), ("tenant" = [])),
