@@ -411,6 +411,14 @@ fn report(
             println!(
                 "  of which warming -> ready (the hit's checksum): not measured, no start's history has both stamps"
             );
+        } else if checksum.pct(50.0) < Duration::from_millis(10) {
+            // Under 10 ms for a GiB is no hash at all: the agent skipped it
+            // (an untouched copy, `node/src/cache/stamp.rs`); a rate from it
+            // would be nonsense.
+            println!(
+                "  of which warming -> ready: {} (no hash: the copy was untouched since its last full check in this agent's run)",
+                checksum.describe()
+            );
         } else {
             println!(
                 "  of which warming -> ready (the hit's checksum of {}): {}; = {:.2} GB/s at the median",
