@@ -65,14 +65,40 @@ pub fn render(data: &Value) -> String {
     if let Some(total) = data.get("total") {
         t.row(row(total, "TOTAL"));
     }
-    format!(
+    let mut out = format!(
         "tenant {} from {} to {} ({})\n{}",
         text(data, "tenant"),
         text(data, "from"),
         text(data, "to"),
         text(data, "currency"),
         t.render()
-    )
+    );
+    if unpriced(data) {
+        out.push_str(
+            "note: the server has no prices configured (price-gpu-hour, price-cpu-core-hour, \
+             price-memory-gb-hour, price-disk-gb-hour), so every cost reads 0; the hours are what was held\n",
+        );
+    }
+    out
+}
+
+/// Every price in the report's table is zero: costs are 0 whatever was
+/// held, which a reader would otherwise take for "nothing was used".
+fn unpriced(data: &Value) -> bool {
+    let Some(p) = data.get("prices") else {
+        return false;
+    };
+    let zero = |v: &Value| {
+        v.as_str()
+            .is_some_and(|s| s.trim_matches(['0', '.']).is_empty())
+    };
+    let gpu_free = p["gpu_hour"]
+        .as_object()
+        .is_none_or(|m| m.values().all(zero));
+    gpu_free
+        && ["cpu_core_hour", "memory_gb_hour", "disk_gb_hour"]
+            .iter()
+            .all(|k| zero(&p[*k]))
 }
 
 pub fn run(args: CostArgs) -> Result<(), CliError> {
@@ -107,6 +133,18 @@ pub fn run(args: CostArgs) -> Result<(), CliError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_report_with_no_prices_says_why_every_cost_is_zero() {
+        let free = json!({"prices": {"gpu_hour": {"default": "0.000000"}, "cpu_core_hour": "0.000000",
+            "memory_gb_hour": "0.000000", "disk_gb_hour": "0.000000"}});
+        assert!(unpriced(&free));
+        assert!(render(&free).contains("no prices configured"));
+        let priced = json!({"prices": {"gpu_hour": {"default": "0.000000", "A100": "2.400000"},
+            "cpu_core_hour": "0.000000", "memory_gb_hour": "0.000000", "disk_gb_hour": "0.000000"}});
+        assert!(!unpriced(&priced));
+        assert!(!render(&priced).contains("no prices configured"));
+    }
 
     #[test]
     fn the_table_has_a_line_per_group_and_the_total_last() {
