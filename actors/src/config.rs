@@ -93,6 +93,9 @@ pub struct ServerConfig {
     /// Webhook deliveries: how long one attempt may take (connect, send,
     /// answer) before it counts as failed, ms. Default 10000.
     pub webhook_timeout_ms: u64,
+    /// PEM certificates trusted for `https://` webhook urls besides the
+    /// host's certificate store (a receiver behind a private CA). Default: none.
+    pub webhook_ca_file: Option<PathBuf>,
     /// Webhook deliveries: attempts in flight at once over all subscriptions
     /// (each subscription has at most 4 of them). Default 32.
     pub webhook_max_in_flight: usize,
@@ -180,6 +183,7 @@ impl Default for ServerConfig {
             webhook_retry_initial_ms: 10_000,
             webhook_retry_max_ms: 3_600_000,
             webhook_timeout_ms: 10_000,
+            webhook_ca_file: None,
             webhook_max_in_flight: 32,
             usage_sample_ms: 10_000,
             inference_replica_cap: 0.5,

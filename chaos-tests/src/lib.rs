@@ -20,6 +20,7 @@ pub mod schema;
 pub mod shims;
 pub mod task_view;
 pub mod ticks;
+pub mod tls;
 pub mod webhook_receiver;
 pub mod weights;
 

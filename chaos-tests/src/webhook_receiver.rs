@@ -7,7 +7,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -83,6 +83,8 @@ struct State {
 pub struct Receiver {
     pub port: u16,
     state: Arc<Mutex<State>>,
+    /// Served over TLS: the CA's PEM that vouches for it.
+    pub ca_pem: Option<String>,
 }
 
 fn lock(s: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -92,16 +94,27 @@ fn lock(s: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 impl Receiver {
     /// Answers the first requests with `script`, the rest with `then`.
     pub fn start(script: &[u16], then: u16) -> Receiver {
-        Self::serve(script, then, false)
+        Self::serve(script, then, false, None)
+    }
+
+    /// [`Receiver::start`] over TLS (`https://`), its certificate signed by
+    /// a CA of its own ([`Receiver::ca_pem`]).
+    pub fn start_tls(script: &[u16], then: u16) -> Receiver {
+        Self::serve(
+            script,
+            then,
+            false,
+            Some(crate::tls::authority_for_localhost()),
+        )
     }
 
     /// Accepts connections, reads each request, never answers (until
     /// [`Receiver::answer`]).
     pub fn hung() -> Receiver {
-        Self::serve(&[], 0, true)
+        Self::serve(&[], 0, true, None)
     }
 
-    fn serve(script: &[u16], then: u16, hung: bool) -> Receiver {
+    fn serve(script: &[u16], then: u16, hung: bool, tls: Option<crate::tls::TestCa>) -> Receiver {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind a receiver port");
         let port = l.local_addr().map(|a| a.port()).unwrap_or(0);
         let state = Arc::new(Mutex::new(State {
@@ -111,18 +124,38 @@ impl Receiver {
             hung,
         }));
         let shared = state.clone();
+        let ca_pem = tls.as_ref().map(|t| t.ca_pem.clone());
+        let server = tls.map(|t| t.server);
         std::thread::spawn(move || {
             for s in l.incoming().flatten() {
                 let st = shared.clone();
-                std::thread::spawn(move || serve_one(s, &st));
+                let server = server.clone();
+                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                std::thread::spawn(move || match server {
+                    None => serve_one(s, &st),
+                    Some(config) => {
+                        if let Ok(conn) = rustls::ServerConnection::new(config) {
+                            serve_one(rustls::StreamOwned::new(conn, s), &st);
+                        }
+                    }
+                });
             }
         });
-        Receiver { port, state }
+        Receiver {
+            port,
+            state,
+            ca_pem,
+        }
     }
 
-    /// `http://127.0.0.1:<port><path>`.
+    /// `http://127.0.0.1:<port><path>` (`https://` for a TLS receiver).
     pub fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        let scheme = if self.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://127.0.0.1:{}{path}", self.port)
     }
 
     /// Every request so far (a hung receiver keeps them too).
@@ -140,37 +173,35 @@ impl Receiver {
     }
 }
 
-fn serve_one(s: TcpStream, state: &Mutex<State>) {
-    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-    let Ok(mut write) = s.try_clone() else {
-        return;
+fn serve_one<S: Read + Write>(mut s: S, state: &Mutex<State>) {
+    let (path, headers, body) = {
+        let mut r = BufReader::new(&mut s);
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            if r.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
+                break;
+            }
+            if let Some((n, v)) = h.split_once(':') {
+                headers.push((n.trim().to_ascii_lowercase(), v.trim().to_string()));
+            }
+        }
+        let len = headers
+            .iter()
+            .find(|(n, _): &&(String, String)| n == "content-length")
+            .and_then(|(_, v)| v.parse::<usize>().ok())
+            .unwrap_or(0);
+        let mut body = vec![0u8; len];
+        if r.read_exact(&mut body).is_err() {
+            return;
+        }
+        (path, headers, String::from_utf8_lossy(&body).into_owned())
     };
-    let mut r = BufReader::new(s);
-    let mut line = String::new();
-    if r.read_line(&mut line).unwrap_or(0) == 0 {
-        return;
-    }
-    let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
-    let mut headers = Vec::new();
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
-            break;
-        }
-        if let Some((n, v)) = h.split_once(':') {
-            headers.push((n.trim().to_ascii_lowercase(), v.trim().to_string()));
-        }
-    }
-    let len = headers
-        .iter()
-        .find(|(n, _)| n == "content-length")
-        .and_then(|(_, v)| v.parse::<usize>().ok())
-        .unwrap_or(0);
-    let mut body = vec![0u8; len];
-    if r.read_exact(&mut body).is_err() {
-        return;
-    }
-    let body = String::from_utf8_lossy(&body).into_owned();
     let (answered, hung) = {
         let mut st = lock(state);
         let hung = st.hung;
@@ -192,11 +223,12 @@ fn serve_one(s: TcpStream, state: &Mutex<State>) {
     if hung {
         // Hold the connection open, answering nothing, until the sender gives up.
         let mut sink = [0u8; 64];
-        while matches!(r.read(&mut sink), Ok(n) if n > 0) {}
+        while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
         return;
     }
     let _ = write!(
-        write,
+        s,
         "HTTP/1.1 {answered} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
     );
+    let _ = s.flush();
 }

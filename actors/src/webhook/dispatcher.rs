@@ -221,7 +221,12 @@ impl Dispatcher {
         *self.per_webhook.entry(s.id.clone()).or_default() += 1;
         let client = self
             .client
-            .get_or_insert_with(|| client(self.sh.config.webhook_timeout_ms))
+            .get_or_insert_with(|| {
+                client(
+                    self.sh.config.webhook_timeout_ms,
+                    self.sh.config.webhook_ca_file.as_deref(),
+                )
+            })
             .clone();
         let at_ms = self.sh.now_ms();
         let send = post(client, s.clone(), event, record.event_type);
@@ -313,12 +318,27 @@ fn start_cursor(stored: Option<u64>, subs: &[WebhookRecord], newest: u64) -> u64
 }
 
 /// The HTTP client of the deliveries: the attempt timeout, no redirects
-/// followed (a 3xx is not a 2xx: it is retried, and shown).
-fn client(timeout_ms: u64) -> awc::Client {
-    awc::Client::builder()
+/// followed (a 3xx is not a 2xx: it is retried, and shown), TLS for
+/// `https://` urls trusting the host's store and `webhook-ca-file`.
+fn client(timeout_ms: u64, ca_file: Option<&std::path::Path>) -> awc::Client {
+    let builder = awc::Client::builder()
         .timeout(Duration::from_millis(timeout_ms))
-        .disable_redirects()
-        .finish()
+        .disable_redirects();
+    // The config was checked at start (`config_problem`); should the file
+    // have gone bad since, the host's store alone still serves public urls.
+    let tls = caldera_tls::client_config(ca_file, "webhook-ca-file").or_else(|e| {
+        tracing::warn!("webhook TLS: {e}; trusting the host's certificate store only");
+        caldera_tls::client_config(None, "webhook-ca-file")
+    });
+    match tls {
+        Ok(tls) => builder
+            .connector(awc::Connector::new().rustls_0_23(tls))
+            .finish(),
+        Err(e) => {
+            tracing::warn!("webhook TLS: {e}; https urls will fail");
+            builder.finish()
+        }
+    }
 }
 
 /// POSTs one delivery: `(status, error, ms taken)`.

@@ -15,15 +15,11 @@ pub mod signature;
 pub mod subscriptions;
 
 use crate::config::{ConfigError, ServerConfig};
-use caldera_spec::webhook_request::{check_url, UrlScheme};
+use caldera_spec::webhook_request::check_url;
 
 /// Attempts in flight at once to one subscription: a slow receiver holds
 /// at most these, never the whole budget.
 pub const MAX_IN_FLIGHT_PER_WEBHOOK: usize = 4;
-
-/// Whether this build can deliver to `https://` urls: awc is built without
-/// a TLS connector (no rustls/openssl in the tree), so it cannot.
-pub const TLS_BUILT_IN: bool = false;
 
 /// The first unusable webhook setting, if any (for `ServerConfig::validate`).
 pub fn config_problem(c: &ServerConfig) -> Option<ConfigError> {
@@ -34,15 +30,16 @@ pub fn config_problem(c: &ServerConfig) -> Option<ConfigError> {
         })
     };
     if let Some(url) = &c.idle_webhook_url {
-        match check_url(url) {
-            Err(e) => return err("idle-webhook-url", &e.message),
-            Ok(UrlScheme::Https) if !TLS_BUILT_IN => {
-                return err(
-                    "idle-webhook-url",
-                    "https:// urls cannot be delivered: this build has no TLS client; use http:// (e.g. to a forwarding proxy that speaks https onward)",
-                )
-            }
-            Ok(_) => {}
+        if let Err(e) = check_url(url) {
+            return err("idle-webhook-url", &e.message);
+        }
+    }
+    if let Some(ca) = &c.webhook_ca_file {
+        if let Err(e) = caldera_tls::client_config(Some(ca), "webhook-ca-file") {
+            return Some(ConfigError {
+                key: "webhook-ca-file",
+                message: e,
+            });
         }
     }
     if c.idle_webhook_secret.as_ref().is_some_and(|s| s.len() < 16) {

@@ -11,10 +11,8 @@ use crate::principal::User;
 use crate::state::AppState;
 use actix_web::web;
 use caldera_actors::webhook::subscriptions::Subscription;
-use caldera_actors::webhook::TLS_BUILT_IN;
-use caldera_spec::codes;
 use caldera_spec::webhook::{operator_only, WebhookRecord};
-use caldera_spec::webhook_request::{parse_new_webhook, NewWebhook, UrlScheme};
+use caldera_spec::webhook_request::{parse_new_webhook, NewWebhook};
 use caldera_spec::Envelope;
 
 /// The subscription `w` asks for, as `user` may make it: a tenant's own
@@ -67,7 +65,6 @@ fn scoped(user: &User, w: NewWebhook) -> Result<Subscription, ApiError> {
         (status = 400, description = "the body is not a subscription: a bad url, an unknown event name, node events with `tenant` (the field is named)"),
         (status = 403, description = "a tenant token naming another tenant, or node events"),
         (status = 404, description = "no such tenant"),
-        (status = 422, description = "an https url, and this build has no TLS client for webhooks"),
     ))]
 pub async fn create(
     user: User,
@@ -75,15 +72,8 @@ pub async fn create(
     payload: web::Payload,
 ) -> Result<Reply<WebhookView>, ApiError> {
     let body = body::read(payload, st.body_limit).await?;
-    let (w, scheme) = parse_new_webhook(&body)?;
+    let (w, _) = parse_new_webhook(&body)?;
     let s = scoped(&user, w)?;
-    if scheme == UrlScheme::Https && !TLS_BUILT_IN {
-        return Err(ApiError::new(
-            &codes::WEBHOOK_TLS_UNAVAILABLE,
-            "this build of Caldera has no TLS client, so an https:// url could never be delivered to; use http:// (e.g. to a forwarding proxy next to the control plane that speaks https onward)",
-        )
-        .at("url"));
-    }
     let rec = st.cp.create_webhook(s).await.map_err(|e| {
         let unknown_tenant = matches!(e, caldera_actors::errors::ActorError::NotFound { .. });
         let e = ApiError::from(e);

@@ -1,13 +1,10 @@
-//! An `https://` weights origin for the TLS fetch tests: a CA and a
-//! certificate for 127.0.0.1 made with rcgen, and a small blocking server
-//! (std TcpListener + rustls) that serves one file whole or from a
+//! An `https://` weights origin for the TLS fetch tests: the harness's
+//! test CA ([`caldera_chaos_tests::tls`]) and a small blocking server (std
+//! TcpListener + rustls) that serves one file whole or from a
 //! `Range: bytes=N-` offset.
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 pub struct TlsOrigin {
     /// `https://127.0.0.1:<port>/<name>` of the served file.
@@ -18,28 +15,10 @@ pub struct TlsOrigin {
 
 /// Serves `file` over TLS until the test process ends.
 pub fn start(dir: &Path, file: &Path) -> TlsOrigin {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&leaf_key, &ca, &ca_key)
-        .unwrap();
+    let ca = caldera_chaos_tests::tls::authority_for_localhost();
     let ca_pem = dir.join("origin-ca.pem");
-    std::fs::write(&ca_pem, ca.pem()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![CertificateDer::from(leaf.der().to_vec())],
-            PrivateKeyDer::from_pem_slice(leaf_key.serialize_pem().as_bytes()).unwrap(),
-        )
-        .unwrap();
-    let config = Arc::new(config);
+    std::fs::write(&ca_pem, &ca.ca_pem).unwrap();
+    let config = ca.server;
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let body = std::fs::read(file).unwrap();
