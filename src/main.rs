@@ -13,6 +13,18 @@ fn main() -> std::process::ExitCode {
         return caldera_node::shim::command(raw.next());
     }
     let args = cli::Cli::parse();
+    if args.command.prints_for_a_reader() {
+        // Rust ignores SIGPIPE, so a print into a pipe whose reader has
+        // gone panics ("failed printing to stdout"). A command-line client
+        // should end quietly instead, as `ls | head` does. Never for the
+        // server, agent or `up`: they write to sockets, where EPIPE is an
+        // error to handle, not a reason to die.
+        // SAFETY: setting a signal's disposition to its default, before any
+        // thread is started.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     match cli::dispatch(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

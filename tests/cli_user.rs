@@ -196,3 +196,32 @@ fn a_tenant_logs_in_once_and_works_without_flags() {
     assert!(ok && n.as_u64().is_some_and(|n| n >= 1), "{n}");
     assert!(out.contains(&format!("allocations: {n}")), "{out}");
 }
+
+/// A client command whose reader goes away (`caldera tasks --json | head
+/// -0`) ends quietly by SIGPIPE, as Unix tools do; it used to panic with
+/// "failed printing to stdout: Broken pipe".
+#[test]
+fn a_client_printing_into_a_closed_pipe_ends_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = std::process::Command::new(BIN)
+        .args(["tasks", "--json"])
+        // Nothing listens there: the error envelope is what it prints.
+        .env("CALDERA_SERVER", "http://127.0.0.1:1")
+        .env("CALDERA_TOKEN", "x".repeat(32))
+        .env("CALDERA_CONTEXTS_FILE", dir.path().join("contexts.json"))
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?} {stderr}",
+        out.status
+    );
+}

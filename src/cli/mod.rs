@@ -132,6 +132,15 @@ pub enum Command {
     Webhook(webhooks::WebhookArgs),
 }
 
+impl Command {
+    /// The commands that talk to a server and print (not the server, the
+    /// agent, `up`): their output may go into a pipe a reader closes early
+    /// (`caldera tasks --json | head`).
+    pub fn prints_for_a_reader(&self) -> bool {
+        !matches!(self, Command::Server(_) | Command::Node(_) | Command::Up(_))
+    }
+}
+
 pub fn dispatch(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Sim(args) => sim::run(args),

@@ -81,12 +81,22 @@ mod tests {
             }),
             "idle-webhook-url"
         );
+        // https is delivered (TLS): fine as a url.
+        assert!(ServerConfig {
+            idle_webhook_url: Some("https://h/x".into()),
+            ..d()
+        }
+        .validate()
+        .is_ok());
+        let dir = tempfile::tempdir().unwrap();
+        let no_pem = dir.path().join("ca.pem");
+        std::fs::write(&no_pem, "not a certificate\n").unwrap();
         assert_eq!(
             bad(ServerConfig {
-                idle_webhook_url: Some("https://h/x".into()),
+                webhook_ca_file: Some(no_pem),
                 ..d()
             }),
-            "idle-webhook-url"
+            "webhook-ca-file"
         );
         assert_eq!(
             bad(ServerConfig {
