@@ -28,11 +28,10 @@ impl Weights {
         config: &AgentConfig,
         notes: UnboundedSender<CacheNote>,
     ) -> Result<Weights, AgentError> {
-        let mut cache = WeightCache::open(&config.data_dir, config.cache_capacity_bytes(), notes)?;
-        if let Some(ca) = &config.origin_ca {
-            let tls = crate::cache::fetch::Tls::new(Some(ca)).map_err(AgentError::Config)?;
-            cache.set_origin_tls(tls);
-        }
+        // Built once: the host's certificate store is read here, not per fetch.
+        let tls = crate::cache::fetch::Tls::new(config.origin_ca.as_deref())
+            .map_err(AgentError::Config)?;
+        let cache = WeightCache::open(&config.data_dir, config.cache_capacity_bytes(), notes, tls)?;
         let peer = match &config.peer_listen {
             None => None,
             Some(listen) => {

@@ -60,6 +60,7 @@ impl WeightCache {
         data_dir: &Path,
         capacity_bytes: u64,
         notes: UnboundedSender<CacheNote>,
+        tls: super::fetch::Tls,
     ) -> Result<WeightCache, AgentError> {
         let layout = Layout::under(data_dir);
         let mut index = Index::default();
@@ -80,7 +81,7 @@ impl WeightCache {
             }
         }
         let mut cache = WeightCache {
-            tls: super::fetch::Tls::new(None).map_err(AgentError::Config)?,
+            tls,
             layout,
             index,
             capacity_bytes,
@@ -107,11 +108,6 @@ impl WeightCache {
     }
 
     /// `weights/`, the only dir the peer server reads.
-    /// Trusts `--origin-ca`'s certificates too, for https origins.
-    pub fn set_origin_tls(&mut self, tls: super::fetch::Tls) {
-        self.tls = tls;
-    }
-
     /// Where the cache's files are (the peer server reads copies and partials).
     pub fn layout(&self) -> super::layout::Layout {
         self.layout.clone()

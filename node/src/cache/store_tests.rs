@@ -45,7 +45,13 @@ impl Fixture {
         let (data, origin) = (dir.path().join("node"), dir.path().join("origin"));
         std::fs::create_dir_all(&origin).unwrap();
         let (tx, notes) = unbounded_channel();
-        let cache = WeightCache::open(&data, capacity, tx).unwrap();
+        let cache = WeightCache::open(
+            &data,
+            capacity,
+            tx,
+            crate::cache::fetch::Tls::new(None).unwrap(),
+        )
+        .unwrap();
         Fixture {
             _dir: dir,
             data,
@@ -288,7 +294,13 @@ async fn the_index_survives_a_restart() {
     let before = f.cache.report(&InUse::new());
     drop(f.cache);
     let (tx, _notes) = unbounded_channel();
-    let mut again = WeightCache::open(&f.data, 1_000_000, tx).unwrap();
+    let mut again = WeightCache::open(
+        &f.data,
+        1_000_000,
+        tx,
+        crate::cache::fetch::Tls::new(None).unwrap(),
+    )
+    .unwrap();
     let after = again.report(&InUse::new());
     assert_eq!(after.entries, before.entries);
     assert!(after.entries[0].pinned);
@@ -340,7 +352,13 @@ async fn an_untouched_copy_is_not_hashed_again_until_the_agent_restarts() {
     );
     // The agent again: no stamps, a full hash (its time is counted).
     let (tx, notes) = unbounded_channel();
-    f.cache = WeightCache::open(&f.data, 1_000_000, tx).unwrap();
+    f.cache = WeightCache::open(
+        &f.data,
+        1_000_000,
+        tx,
+        crate::cache::fetch::Tls::new(None).unwrap(),
+    )
+    .unwrap();
     f.notes = notes;
     let before = f.cache.index.counters.load_seconds;
     assert_eq!(f.check(&sha, 100_000).await, Ok(()));
