@@ -41,6 +41,7 @@ impl TenantSample {
 /// The pool at one instant (or the mean over a bucket). `idle` is what
 /// allocations measured idle hold; `borrowed` what is lent beyond guarantees.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PoolSample {
     pub capacity: Usage,
     pub allocated: Usage,

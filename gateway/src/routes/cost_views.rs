@@ -1,6 +1,7 @@
 //! What the cost and usage-history routes answer, typed so `/openapi.json`
 //! documents it (the keys they always answered).
 use caldera_actors::chargeback::{CostLine, PriceTable};
+use caldera_actors::usage_history::PoolSample;
 use caldera_spec::time::rfc3339;
 use caldera_spec::{BilledGpu, BillingRecord, BorrowMark, Usage};
 use serde::Serialize;
@@ -199,24 +200,14 @@ pub struct TenantUsageView {
     pub note: &'static str,
 }
 
-/// The pool in one sample, per dimension.
-#[derive(Serialize, ToSchema)]
-pub struct PoolFigures {
-    pub capacity: Usage,
-    pub allocated: Usage,
-    pub used: Usage,
-    pub idle: Usage,
-    pub borrowed: Usage,
-}
-
 /// One point of the pool's curve: the mean over its bucket, and the max.
 #[derive(Serialize, ToSchema)]
 pub struct PoolPoint {
     /// RFC 3339 of the bucket's start.
     pub at: String,
     pub at_ms: u64,
-    pub mean: PoolFigures,
-    pub max: PoolFigures,
+    pub mean: PoolSample,
+    pub max: PoolSample,
     pub samples: u32,
 }
 

@@ -3,16 +3,13 @@
 //! (`GET /v1/utilization/history`, operator). `?from=&to=` default to the
 //! last 24 h; the finest tier that still holds `from` answers, and
 //! `resolution_ms` says which.
-use super::cost_views::{
-    PoolFigures, PoolHistoryView, PoolPoint, TenantUsagePoint, TenantUsageView, UsagePair,
-};
+use super::cost_views::{PoolHistoryView, PoolPoint, TenantUsagePoint, TenantUsageView, UsagePair};
 use super::{period, Query};
 use crate::envelope::Reply;
 use crate::error::ApiError;
 use crate::principal::{Operator, User};
 use crate::state::AppState;
 use actix_web::web;
-use caldera_actors::usage_history::PoolSample;
 use caldera_spec::time::rfc3339;
 use caldera_spec::Envelope;
 
@@ -26,16 +23,6 @@ pub struct Range {
     pub from: Option<String>,
     /// Unix ms or RFC 3339, exclusive (default: now).
     pub to: Option<String>,
-}
-
-fn figures(p: &PoolSample) -> PoolFigures {
-    PoolFigures {
-        capacity: p.capacity,
-        allocated: p.allocated,
-        used: p.used,
-        idle: p.idle,
-        borrowed: p.borrowed,
-    }
 }
 
 /// GET /v1/tenants/{name}/usage — allocated vs measured use over time. The
@@ -114,8 +101,8 @@ pub async fn pool(
         .map(|p| PoolPoint {
             at: rfc3339(p.at_ms),
             at_ms: p.at_ms,
-            mean: figures(&p.mean),
-            max: figures(&p.max),
+            mean: p.mean,
+            max: p.max,
             samples: p.samples,
         })
         .collect();
