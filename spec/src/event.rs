@@ -86,12 +86,16 @@ impl Event {
     /// `at` in RFC 3339 beside `at_ms`, and the task as its tenant's own id
     /// (the tenant is its own field).
     pub fn view(&self) -> serde_json::Value {
-        let mut v = serde_json::to_value(self).unwrap_or_default();
+        let mut v = serde_json::to_value(self.clone().for_its_tenant()).unwrap_or_default();
         v["at"] = serde_json::Value::String(crate::time::rfc3339(self.at_ms));
-        if let Some(task) = &self.task {
-            v["task"] = serde_json::Value::String(crate::local_id(task).to_string());
-        }
         v
+    }
+
+    /// The event with its task as the tenant's own id (`tenant/id` -> `id`;
+    /// the tenant is its own field): what the API and webhooks show.
+    pub fn for_its_tenant(mut self) -> Self {
+        self.task = self.task.map(|t| crate::local_id(&t).to_string());
+        self
     }
     pub fn task(mut self, t: &str) -> Self {
         self.task = Some(t.to_string());

@@ -95,13 +95,9 @@ pub async fn list(
     let events = page
         .events
         .into_iter()
-        .map(|mut e| {
-            // The tenant is the event's own field; the task is its own id.
-            e.task = e.task.map(|t| caldera_spec::local_id(&t).to_string());
-            EventView {
-                at: rfc3339(e.at_ms),
-                event: e,
-            }
+        .map(|e| EventView {
+            at: rfc3339(e.at_ms),
+            event: e.for_its_tenant(),
         })
         .collect();
     Ok(Reply::ok(EventPage {
