@@ -16,6 +16,8 @@ use caldera_spec::{Event, EventKind, TaskRecord, TaskState, TaskType};
 use std::time::Duration;
 
 mod moves;
+mod swap;
+mod swap_drive;
 
 impl TaskActor {
     /// A service parent (not a replica).

@@ -19,6 +19,7 @@ pub mod node;
 pub mod record;
 pub mod replica_slots;
 pub mod resources;
+pub mod swap;
 pub mod task;
 pub mod task_key;
 pub mod tenant;
@@ -42,6 +43,7 @@ pub use node::{
 pub use record::{Allocation, GpuGrant, TaskRecord, TaskState, Transition};
 pub use replica_slots::{replica_index, ReplicaMove, ReplicaSlots};
 pub use resources::{CpuRequest, GpuRequest, ResourceRequest, SizeRequest};
+pub use swap::{SwapAnswer, SwapPhase, SwapProgress, SwapReplica, SwapStep};
 pub use task::{OnNodeLoss, Priority, TaskSpec, TaskType};
 pub use task_key::{as_seen_by, local_id, names_a_replica, replica_id, task_key, tenant_of};
 pub use tenant::{dominant_share, standing, Quota, Standing, TenantRecord, Usage};
