@@ -423,7 +423,7 @@ fn workload(rec: &TaskRecord, stopping: Option<&Stopping>, kind: &WorkloadEventK
                 format!("isolation: {isolation}"),
             )])
         }
-        WorkloadEventKind::Started { pid } if !releasing && state != TaskState::Running => {
+        WorkloadEventKind::Started { pid, .. } if !releasing && state != TaskState::Running => {
             let how = pid.map_or("reservation held (no command)".to_string(), |p| {
                 format!("pid {p}")
             });

@@ -318,6 +318,7 @@ impl TaskActor {
             checkpoint_dir: self.rec.spec.checkpoint_dir.clone(),
             resume_from: self.rec.checkpoint.clone(),
             model: self.model_mount(),
+            readiness: self.rec.spec.readiness.clone(),
         }
     }
 

@@ -16,6 +16,7 @@ mod json;
 pub mod model;
 pub mod model_record;
 pub mod node;
+pub mod readiness;
 pub mod record;
 pub mod replica_slots;
 pub mod resources;
@@ -40,7 +41,8 @@ pub use model_record::{CopyState, ModelVersionRecord, NodeCopy};
 pub use node::{
     Cordon, CordonBy, DiskInfo, GpuInfo, NodeInventory, NodeMetrics, NodeRecord, NodeState,
 };
-pub use record::{Allocation, GpuGrant, TaskRecord, TaskState, Transition};
+pub use readiness::ReadinessProbe;
+pub use record::{Allocation, Endpoint, GpuGrant, TaskRecord, TaskState, Transition};
 pub use replica_slots::{replica_index, ReplicaMove, ReplicaSlots};
 pub use resources::{CpuRequest, GpuRequest, ResourceRequest, SizeRequest};
 pub use swap::{SwapAnswer, SwapPhase, SwapProgress, SwapReplica, SwapStep};

@@ -81,7 +81,7 @@ pub struct SwapReplica {
     pub step: SwapStep,
     /// The process generation the last Swap command asked for (0: none sent).
     #[serde(default)]
-    pub generation: u64,
+    pub generation: u32,
     /// When the current step began (its timeout counts from here).
     pub since_ms: u64,
     /// A surge replica (a 1-replica swap with `max_surge: 1`): started on

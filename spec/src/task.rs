@@ -170,6 +170,10 @@ pub struct TaskSpec {
     /// and reservations, `replace` for inference replicas; see [`OnNodeLoss`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_node_loss: Option<OnNodeLoss>,
+    /// Inference: when a replica is ready for traffic (listed as an
+    /// endpoint). Absent: ready as soon as its process starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<crate::readiness::ReadinessProbe>,
 }
 
 /// What happens to a task whose node is declared lost. A lost node may still
