@@ -171,6 +171,24 @@ pub struct SwapModel {
 #[rtype(result = "()")]
 pub struct SwapTick;
 
+/// A replica is being swapped in place to `model` (`name:version`) by its
+/// service: it records that as its spec's model, so a restart of it (a lost
+/// node's requeue) starts the version it serves.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct RunsModel {
+    pub model: String,
+}
+
+/// A replica's node refused or failed the Swap of `generation`: for its service.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct ReplicaSwapFailed {
+    pub replica: String,
+    pub generation: u32,
+    pub reason: String,
+}
+
 handle! {
     /// A live task, as the directory, the Scheduler, its node and its service hold it.
     TaskHandle: TaskPort {
@@ -189,6 +207,8 @@ handle! {
             replica_pending: ReplicaPending,
             scale_in_idle: ScaleInIdle,
             swap_tick: SwapTick,
+            runs_model: RunsModel,
+            replica_swap_failed: ReplicaSwapFailed,
             // A service releases its replicas without waiting for the answer.
             release_unanswered: Release,
         }

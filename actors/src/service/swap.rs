@@ -10,9 +10,10 @@
 use crate::commit_site::CommitSite;
 use crate::errors::{ActorError, Result};
 use crate::model::register::check_task_model;
-use crate::protocol::task::{SwapModel, SwapTick};
+use crate::protocol::task::{ReplicaSwapFailed, RunsModel, SwapModel, SwapTick};
 use crate::task::TaskActor;
 use actix::prelude::*;
+use caldera_spec::wire::WorkloadEventKind;
 use caldera_spec::{
     local_id, EventKind, ModelRef, SpecError, SpecErrorKind, SwapAnswer, SwapPhase, SwapProgress,
     SwapReplica, SwapStep, TaskRecord, TaskState,
@@ -187,5 +188,52 @@ impl Handler<SwapTick> for TaskActor {
     /// Looks at the swap under way again (`swap_drive.rs`).
     fn handle(&mut self, _: SwapTick, ctx: &mut Context<Self>) {
         self.drive_swap(ctx);
+    }
+}
+
+impl TaskActor {
+    /// A replica forwards its node's SwapFailed to its service.
+    pub(crate) fn tell_service_swap_failed(&self, kind: &WorkloadEventKind) {
+        let WorkloadEventKind::SwapFailed { generation, reason } = kind else {
+            return;
+        };
+        if let Some(parent) = self
+            .rec
+            .service
+            .as_ref()
+            .and_then(|s| self.sh.registry.task(s))
+        {
+            parent.do_send(ReplicaSwapFailed {
+                replica: self.id().to_string(),
+                generation: *generation,
+                reason: reason.clone(),
+            });
+        }
+    }
+}
+
+impl Handler<ReplicaSwapFailed> for TaskActor {
+    type Result = ();
+    fn handle(&mut self, m: ReplicaSwapFailed, ctx: &mut Context<Self>) {
+        self.swap_live
+            .failed
+            .insert(m.replica, (m.generation, m.reason));
+        self.drive_swap(ctx);
+    }
+}
+
+impl Handler<RunsModel> for TaskActor {
+    type Result = ();
+    /// Recorded in the replica's own record (its actor owns it).
+    fn handle(&mut self, m: RunsModel, _: &mut Context<Self>) {
+        if self.rec.spec.model.as_deref() == Some(m.model.as_str()) || self.rec.state.is_terminal()
+        {
+            return;
+        }
+        let mut planned = self.rec.clone();
+        planned.spec.model = Some(m.model);
+        // Not recorded: the replica is rebuilt from sled; its process still
+        // runs what its node was told, and reports it (`serving_model`).
+        let _ = self.record(CommitSite::TaskRecord, planned, Vec::new());
     }
 }
