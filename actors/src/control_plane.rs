@@ -6,6 +6,7 @@ mod chargeback;
 pub mod estimates;
 mod models;
 pub mod scrape;
+pub mod swap;
 mod task_page;
 mod webhooks;
 

@@ -59,6 +59,10 @@ pub struct TaskView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<u32>,
     pub created_at: String,
+    /// A service: its latest hot swap (under way, or how it ended), step
+    /// by step per replica.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap: Option<caldera_spec::SwapProgress>,
     pub spec: TaskSpec,
 }
 
@@ -116,6 +120,7 @@ impl From<&TaskRecord> for TaskView {
                 None
             },
             created_at: rfc3339(r.created_ms),
+            swap: r.swap.clone(),
             spec,
         }
     }

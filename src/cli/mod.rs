@@ -15,6 +15,7 @@ pub mod own_tenant;
 pub mod server;
 pub mod server_config;
 pub mod sim;
+pub mod swap;
 pub mod table;
 pub mod task_ops;
 pub mod tasks;
@@ -103,6 +104,10 @@ pub enum Command {
     Cancel(tasks::ReleaseArgs),
     /// Set an inference service's replica count.
     Scale(task_ops::ScaleArgs),
+    /// Swap an inference service to another model version in place, replica
+    /// by replica (2+ replicas: never zero ready; 1 replica: needs
+    /// --max-surge 1 with free room, or --allow-downtime).
+    Swap(swap::SwapArgs),
     /// Print a task's log.
     Logs(tasks::LogsArgs),
     /// List nodes, or show one.
@@ -152,6 +157,7 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Tasks(args) => tasks::list(args),
         Command::Release(args) | Command::Cancel(args) => tasks::release(args),
         Command::Scale(args) => task_ops::scale(args),
+        Command::Swap(args) => swap::swap(args),
         Command::Logs(args) => tasks::logs(args),
         Command::Nodes(args) => nodes::nodes(args),
         Command::Util(args) => nodes::util(args),
