@@ -171,9 +171,10 @@ pub struct SwapModel {
 #[rtype(result = "()")]
 pub struct SwapTick;
 
-/// A replica is being swapped in place to `model` (`name:version`) by its
-/// service: it records that as its spec's model, so a restart of it (a lost
-/// node's requeue) starts the version it serves.
+/// A replica is about to be restarted in place on `model` (`name:version`)
+/// by its service: it records that as its spec's model (a restart of it, a
+/// lost node's requeue, starts the version it serves) and itself as not
+/// ready, so its endpoint leaves the list before its process is stopped.
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct RunsModel {

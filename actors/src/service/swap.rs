@@ -226,12 +226,12 @@ impl Handler<RunsModel> for TaskActor {
     type Result = ();
     /// Recorded in the replica's own record (its actor owns it).
     fn handle(&mut self, m: RunsModel, _: &mut Context<Self>) {
-        if self.rec.spec.model.as_deref() == Some(m.model.as_str()) || self.rec.state.is_terminal()
-        {
+        if self.rec.state.is_terminal() {
             return;
         }
         let mut planned = self.rec.clone();
         planned.spec.model = Some(m.model);
+        planned.ready = false;
         // Not recorded: the replica is rebuilt from sled; its process still
         // runs what its node was told, and reports it (`serving_model`).
         let _ = self.record(CommitSite::TaskRecord, planned, Vec::new());

@@ -26,6 +26,10 @@ const TURN: Duration = Duration::from_millis(200);
 /// A Swap command not answered within this is sent again (a node that
 /// reconnected meanwhile lost it; the agent answers a repeat idempotently).
 const RESEND_MS: u64 = 10_000;
+/// Between a replica leaving the endpoints list and its Swap command: a
+/// client that listed it just before still finishes its request on the old
+/// process (the drain Kubernetes does before SIGTERM).
+const DRAIN: Duration = Duration::from_millis(750);
 /// The readiness wait without a probe's `ready_timeout_s` (its default).
 const DEFAULT_READY_MS: u64 = 300_000;
 
@@ -57,7 +61,7 @@ impl TaskActor {
             let seen = self.swap_seen(&swap);
             self.resend_swaps(&swap, &seen);
             let next = swap_steps::next(&swap, &seen, self.sh.now_ms(), self.swap_limits());
-            if next == Next::Wait || !self.take_swap_step(swap, next) {
+            if next == Next::Wait || !self.take_swap_step(ctx, swap, next) {
                 break;
             }
         }
@@ -115,7 +119,12 @@ impl TaskActor {
 
     /// Records `next` and acts on it; false when it could not be recorded
     /// (the actor is being rebuilt from sled and resumes from there).
-    fn take_swap_step(&mut self, mut swap: SwapProgress, next: Next) -> bool {
+    fn take_swap_step(
+        &mut self,
+        ctx: &mut Context<Self>,
+        mut swap: SwapProgress,
+        next: Next,
+    ) -> bool {
         let now = self.sh.now_ms();
         let (msg, then): (String, Option<Then>) = match next {
             Next::Wait => return false,
@@ -185,7 +194,7 @@ impl TaskActor {
             return false;
         }
         match then {
-            Some(Then::Replica(i)) => self.act_on_step(&swap, i),
+            Some(Then::Replica(i)) => self.act_on_step(ctx, &swap, i),
             Some(Then::Left(off, onto)) => self.tell_version_left(&swap, &off, &onto),
             Some(Then::Release(i)) => {
                 let id = swap.replicas[i].replica.clone();
@@ -206,9 +215,9 @@ impl TaskActor {
 
     /// What a replica's recorded step asks for: its node warms the target,
     /// or restarts it in place (forward or back).
-    fn act_on_step(&mut self, swap: &SwapProgress, i: usize) {
+    fn act_on_step(&mut self, ctx: &mut Context<Self>, swap: &SwapProgress, i: usize) {
         let r = &swap.replicas[i];
-        match r.step {
+        let model = match r.step {
             SwapStep::Warming => {
                 if let Some(m) = self.sh.registry.model(&swap.to.to_string()) {
                     m.do_send(NodeNeeds {
@@ -216,11 +225,22 @@ impl TaskActor {
                         task: Some(r.replica.clone()),
                     });
                 }
+                return;
             }
-            SwapStep::Restarting => self.send_swap(swap, i, &swap.to),
-            SwapStep::RollingBack => self.send_swap(swap, i, &swap.from),
-            _ => {}
+            SwapStep::Restarting => swap.to.clone(),
+            SwapStep::RollingBack => swap.from.clone(),
+            _ => return,
+        };
+        // Off the endpoints list first, then (after the drain) the restart.
+        if let Some(rep) = self.sh.registry.task(&r.replica) {
+            rep.do_send(crate::protocol::task::RunsModel {
+                model: model.to_string(),
+            });
         }
+        let key = (r.replica.clone(), r.generation);
+        self.swap_live.sent.insert(key, self.sh.now_ms());
+        let swap = swap.clone();
+        ctx.run_later(DRAIN, move |act, _| act.send_swap(&swap, i, &model));
     }
 
     /// Sends again each Swap whose generation the replica does not report
@@ -250,8 +270,7 @@ impl TaskActor {
     }
 
     /// The Swap command of replica `i` to `model`, under its recorded
-    /// generation, to its node (same allocation, same GPUs). The replica is
-    /// told first which version it runs from now (its record follows).
+    /// generation, to its node (same allocation, same GPUs).
     fn send_swap(&mut self, swap: &SwapProgress, i: usize, model: &ModelRef) {
         let r = &swap.replicas[i];
         self.swap_live
@@ -261,11 +280,6 @@ impl TaskActor {
             tracing::error!(model = %model, "swap: the version's record is unreadable");
             return;
         };
-        if let Some(rep) = self.sh.registry.task(&r.replica) {
-            rep.do_send(crate::protocol::task::RunsModel {
-                model: model.to_string(),
-            });
-        }
         let cmd = SwapCommand {
             allocation_id: r.allocation_id.clone(),
             task_id: r.replica.clone(),
