@@ -69,6 +69,15 @@ impl TaskActor {
                 m.to
             )));
         }
+        if replicas.len() < 2 && !m.allow_downtime {
+            // The surge replica (make-before-break on free capacity) is not
+            // built yet: refused rather than swapped with a gap.
+            return Err(ActorError::SwapNeedsReplicas(format!(
+                "service {} has 1 replica and this control plane cannot start a surge replica for a swap yet: scale it to 2 replicas first (PUT /v1/tasks/{}/replicas), or ask for \"allow_downtime\": true",
+                local_id(self.id()),
+                local_id(self.id())
+            )));
+        }
         Ok(Some(SwapProgress {
             from,
             to: m.to.clone(),
