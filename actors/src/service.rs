@@ -26,6 +26,14 @@ impl TaskActor {
         self.rec.spec.task_type == TaskType::Inference && self.rec.service.is_none()
     }
 
+    /// A replica's service, if it lives.
+    pub(crate) fn parent_service(&self) -> Option<crate::protocol::TaskHandle> {
+        self.rec
+            .service
+            .as_ref()
+            .and_then(|s| self.sh.registry.task(s))
+    }
+
     pub(crate) fn desired(&self) -> u32 {
         self.rec
             .desired_replicas

@@ -206,12 +206,7 @@ impl TaskActor {
         let WorkloadEventKind::SwapFailed { generation, reason } = kind else {
             return;
         };
-        if let Some(parent) = self
-            .rec
-            .service
-            .as_ref()
-            .and_then(|s| self.sh.registry.task(s))
-        {
+        if let Some(parent) = self.parent_service() {
             parent.do_send(ReplicaSwapFailed {
                 replica: self.id().to_string(),
                 generation: *generation,
