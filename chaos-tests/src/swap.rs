@@ -67,9 +67,10 @@ pub fn wait_endpoints(api: &Api, id: &str, n: usize, secs: u64) -> Vec<Value> {
     });
     assert!(
         ok,
-        "{id}: {n} ready endpoints expected, {} listed; service {:#}",
+        "{id}: {n} ready endpoints expected, {} listed; service {:#}; first replica {:#}",
         list.len(),
-        api.task(id)
+        api.task(id),
+        api.task(&format!("{id}.r0"))
     );
     list
 }

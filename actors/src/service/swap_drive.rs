@@ -197,8 +197,9 @@ impl TaskActor {
             Some(Then::Replica(i)) => self.act_on_step(ctx, &swap, i),
             Some(Then::Left(off, onto)) => self.tell_version_left(&swap, &off, &onto),
             Some(Then::Release(i)) => {
+                // Still wanted by its slot: once it has ended, the service
+                // replaces it (on the version its spec names now).
                 let id = swap.replicas[i].replica.clone();
-                self.replicas.remove(&id);
                 if let Some(r) = self.sh.registry.task(&id) {
                     r.do_send(Release {
                         by: format!(
