@@ -2,6 +2,7 @@
 pub mod client;
 pub mod context;
 pub mod cost;
+pub mod endpoints;
 pub mod events;
 pub mod fields;
 pub mod follow;
@@ -105,6 +106,8 @@ pub enum Command {
     Scale(task_ops::ScaleArgs),
     /// Print a task's log.
     Logs(tasks::LogsArgs),
+    /// List where an inference service's ready replicas are reached.
+    Endpoints(endpoints::EndpointsArgs),
     /// List nodes, or show one.
     Nodes(nodes::NodesArgs),
     /// Show pool capacity, allocation and use.
@@ -153,6 +156,7 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Release(args) | Command::Cancel(args) => tasks::release(args),
         Command::Scale(args) => task_ops::scale(args),
         Command::Logs(args) => tasks::logs(args),
+        Command::Endpoints(args) => endpoints::endpoints(args),
         Command::Nodes(args) => nodes::nodes(args),
         Command::Util(args) => nodes::util(args),
         Command::Top(args) => top::run(args),
