@@ -252,3 +252,42 @@ fn a_registered_name_needs_its_secret_one_session_at_a_time_until_revoked() {
     assert_eq!(tenant.post("/v1/nodes/node-1/revoke", "").status, 403);
     assert_eq!(cp.operator().post("/v1/nodes/nope/revoke", "").status, 404);
 }
+
+/// Readiness and swaps are reports like any other: a node that does not
+/// hold the replica's allocation cannot make it ready (listed as an
+/// endpoint) or swap its model; each try is refused and counted.
+#[test]
+fn a_rogue_node_cannot_make_another_nodes_replica_ready_or_swap_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // A long node timeout: the rogue does not heartbeat.
+    let env = [("CALDERA_NODE_TIMEOUT_MS", "60000")];
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &env);
+    let _real = Agent::start(Path::new(BIN), &cp, "node-r", "1xA100-80GB", dir.path());
+    assert!(wait_until(Duration::from_secs(20), || connected(
+        &cp, "node-r"
+    )));
+    let api = cp.api(&cp.tenant("team-a"));
+    // Its own probe never passes: only a forged report could make it ready.
+    let svc = json!({"task_id": "svc", "task_type": "inference", "replicas": 1,
+        "resources": {"cpu": {"cores": 1}}, "command": ["sleep", "120"],
+        "readiness": {"command": ["false"], "period_s": 1}});
+    assert_eq!(api.post("/v1/tasks", &svc.to_string()).status, 201);
+    let v = wait_running(&api, "svc.r0");
+    let alloc = format!("team-a/{}", allocation_id(&v));
+    let key = "team-a/svc.r0";
+    let (mut rogue, epoch) = fake_node::join(&cp.addr, JOIN_TOKEN, "rogue-r", 0).unwrap();
+    let ready = json!({"kind": "readiness", "ready": true, "generation": 0, "detail": "forged"});
+    let swapped = json!({"kind": "swapped", "generation": 1, "model": "evil:v1", "pid": 1});
+    fake_node::event(&mut rogue, epoch, &alloc, key, ready).unwrap();
+    fake_node::event(&mut rogue, epoch, &alloc, key, swapped).unwrap();
+    let counted = wait_until(Duration::from_secs(5), || refused(&cp, "rogue-r") >= 2);
+    assert!(counted, "refusals counted: {}", refused(&cp, "rogue-r"));
+    std::thread::sleep(Duration::from_secs(2));
+    let v = api.get("/v1/tasks/svc.r0").data().clone();
+    assert_eq!(v["ready"], false, "a forged readiness was taken: {v:#}");
+    assert_eq!(v["generation"], 0, "{v:#}");
+    assert!(v["serving_model"].is_null(), "{v:#}");
+    let e = api.get("/v1/tasks/svc/endpoints").data().clone();
+    assert_eq!(e["endpoints"], json!([]), "{e:#}");
+    assert_eq!(refused(&cp, "node-r"), 0, "the honest agent was refused");
+}

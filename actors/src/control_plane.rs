@@ -3,6 +3,7 @@
 //! (always off the async workers), stays behind this file, so a route is
 //! "parse, call, show" and never names a message, an address or the store.
 mod chargeback;
+mod endpoints;
 pub mod estimates;
 mod models;
 pub mod scrape;

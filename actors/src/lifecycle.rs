@@ -18,6 +18,7 @@ use caldera_spec::{Allocation, EventKind, TaskRecord, TaskState};
 mod moves;
 pub mod replica_moves;
 pub mod swap_steps;
+mod serving;
 #[cfg(test)]
 mod tests;
 mod warming;
@@ -60,6 +61,8 @@ pub enum Input<'a> {
     Workload {
         allocation_id: &'a str,
         kind: &'a WorkloadEventKind,
+        /// Where the reporting node is reached (its replicas' endpoints).
+        node_address: &'a str,
     },
     /// A user or the data platform released the task. `node_connected`: the
     /// allocation's node has an actor to carry the stop (else nothing will
@@ -180,6 +183,15 @@ pub enum Step {
     },
     /// The workload saved a checkpoint: the next start resumes from `path`.
     SaveCheckpoint { path: String },
+    /// The running process is reached at `endpoint` (None: it has no
+    /// port); not ready until its readiness says so.
+    Serve {
+        endpoint: Option<caldera_spec::Endpoint>,
+    },
+    /// The running generation's readiness changed.
+    SetReady(bool),
+    /// The node swapped the workload in place: `generation` serving `model` runs.
+    RecordSwap { generation: u32, model: String },
     /// Append events that do not change the record.
     Announce(Vec<(EventKind, String)>),
     /// Persist the record with one event.
@@ -239,7 +251,9 @@ pub fn decide(rec: &TaskRecord, stopping: Option<&Stopping>, input: Input<'_>) -
         Input::Workload { allocation_id, .. } if !holds(rec, allocation_id) => {
             Outcome::Ignored("an older attempt's news")
         }
-        Input::Workload { kind, .. } => workload(rec, stopping, kind),
+        Input::Workload {
+            kind, node_address, ..
+        } => workload(rec, stopping, kind, node_address),
         Input::ReleaseRequested { by, node_connected } => release(rec, by, node_connected),
         Input::Preempt {
             allocation_id,
@@ -404,7 +418,12 @@ fn pending(state: TaskState, reason: &str, estimated_start_ms: Option<u64>) -> O
     }])
 }
 
-fn workload(rec: &TaskRecord, stopping: Option<&Stopping>, kind: &WorkloadEventKind) -> Outcome {
+fn workload(
+    rec: &TaskRecord,
+    stopping: Option<&Stopping>,
+    kind: &WorkloadEventKind,
+    node_address: &str,
+) -> Outcome {
     let state = rec.state;
     let releasing = state == TaskState::Released;
     match kind {
@@ -424,12 +443,29 @@ fn workload(rec: &TaskRecord, stopping: Option<&Stopping>, kind: &WorkloadEventK
                 format!("isolation: {isolation}"),
             )])
         }
-        WorkloadEventKind::Started { pid, .. } if !releasing && state != TaskState::Running => {
+        WorkloadEventKind::Started { pid, port } if !releasing && state != TaskState::Running => {
             let how = pid.map_or("reservation held (no command)".to_string(), |p| {
                 format!("pid {p}")
             });
-            steps(vec![enter(TaskState::Running, how)])
+            let mut s = vec![enter(TaskState::Running, how)];
+            s.extend(serving::started_at(*port, node_address));
+            steps(s)
         }
+        // A heartbeat's report can make the task running before the
+        // start's own event, which alone names the port.
+        WorkloadEventKind::Started {
+            port: Some(port), ..
+        } if state == TaskState::Running && rec.endpoint.is_none() => steps(
+            serving::started_at(Some(*port), node_address)
+                .into_iter()
+                .collect(),
+        ),
+        WorkloadEventKind::Readiness {
+            ready, generation, ..
+        } => serving::readiness(rec, *ready, *generation),
+        WorkloadEventKind::Swapped {
+            generation, model, ..
+        } => serving::swapped(rec, *generation, model),
         WorkloadEventKind::Exited(st) => exited(rec, stopping, st),
         WorkloadEventKind::StartFailed { .. } if releasing => steps(vec![finish("released")]),
         WorkloadEventKind::StartFailed { reason } => steps(vec![
@@ -751,16 +787,34 @@ pub fn bind(rec: &mut TaskRecord, allocation: &Allocation) {
             .map(|e| allocation.created_ms as i64 - e as i64);
     }
     rec.allocation = Some(allocation.clone());
+    serving::reset(rec);
     rec.attempts += 1;
     rec.pending_reason = None;
     rec.estimated_start_ms = None;
 }
 
+impl Step {
+    /// A record-only step that is recorded even when nothing else in its
+    /// reaction is (what the node says a replica serves).
+    pub fn is_serving_news(&self) -> bool {
+        matches!(
+            self,
+            Step::Serve { .. } | Step::SetReady(_) | Step::RecordSwap { .. }
+        )
+    }
+}
+
 /// Applies a step's change to the record, for the steps that only change the
 /// record; answers false for the others (the actor carries those out).
 pub fn apply_to_record(rec: &mut TaskRecord, step: &Step) -> bool {
+    if serving::apply(rec, step) {
+        return true;
+    }
     match step {
-        Step::Unbind => rec.allocation = None,
+        Step::Unbind => {
+            rec.allocation = None;
+            serving::reset(rec);
+        }
         Step::CountNodeLoss => rec.node_losses += 1,
         Step::Unfence => rec.fenced_until_ms = None,
         Step::CountPreemption => rec.preemptions += 1,

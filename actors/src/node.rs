@@ -63,6 +63,9 @@ pub struct NodeActor {
     held: Held,
     /// The agent's data dir, from its hello (checkpoint paths are inside it).
     data_dir: String,
+    /// Where the node is reached, from its hello (its advertised host, or
+    /// the address the gateway saw it connect from).
+    address: String,
     /// When the last LeaseRenewed was sent (or, conservatively, when this
     /// actor was created or welcomed the agent): see `lease.rs`.
     lease_renewed: Instant,
@@ -85,6 +88,7 @@ impl NodeActor {
             exits_forwarded: HashMap::new(),
             held: Held::default(),
             data_dir: String::new(),
+            address: "127.0.0.1".into(),
             sup: Supervision::default(),
         }
     }
@@ -344,6 +348,9 @@ impl Handler<AgentHello> for NodeActor {
             return;
         };
         self.data_dir = m.hello.data_dir.clone();
+        if let Some(host) = &m.hello.advertise_host {
+            self.address = host.clone();
+        }
         self.cache_seen(&m.hello.cache, m.hello.peer_url.clone(), true);
         let sh = self.sh.clone();
         let name = self.rec.name.clone();

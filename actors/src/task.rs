@@ -540,6 +540,7 @@ impl Handler<Workload> for TaskActor {
         let input = Input::Workload {
             allocation_id: &m.allocation_id,
             kind: &m.kind,
+            node_address: &m.node_address,
         };
         self.react(ctx, input, None);
     }

@@ -62,6 +62,9 @@ impl TaskActor {
         let now = self.sh.now_ms();
         for step in steps.by_ref() {
             if lifecycle::apply_to_record(&mut planned, &step) {
+                if step.is_serving_news() {
+                    plan.at(CommitSite::TaskRecord);
+                }
                 continue;
             }
             match step {
@@ -288,7 +291,10 @@ impl TaskActor {
             | Step::CountPreemption
             | Step::RecordFailure(_)
             | Step::RecordExitCode(_)
-            | Step::NotePending { .. } => {}
+            | Step::NotePending { .. }
+            | Step::Serve { .. }
+            | Step::SetReady(_)
+            | Step::RecordSwap { .. } => {}
         }
     }
 

@@ -58,6 +58,18 @@ pub struct TaskView {
     /// A service: the replicas it should run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<u32>,
+    /// Where its running process is reached (the node's address and the
+    /// port its agent gave it, CALDERA_PORT).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<caldera_spec::Endpoint>,
+    /// Its running process passed its readiness probe (or has none and
+    /// started): it is listed in its service's endpoints.
+    pub ready: bool,
+    /// Generation of the process now running (0: the first start; a swap's after one).
+    pub generation: u32,
+    /// The `name:version` its running process serves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serving_model: Option<String>,
     pub created_at: String,
     /// A service: its latest hot swap (under way, or how it ended), step
     /// by step per replica.
@@ -119,6 +131,10 @@ impl From<&TaskRecord> for TaskView {
             } else {
                 None
             },
+            endpoint: r.endpoint.clone(),
+            ready: r.ready,
+            generation: r.generation,
+            serving_model: r.serving_model.clone(),
             created_at: rfc3339(r.created_ms),
             swap: r.swap.clone(),
             spec,

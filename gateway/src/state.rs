@@ -13,4 +13,6 @@ pub struct AppState {
     pub estimates: crate::routes::stats::EstimateCache,
     /// `/metrics`: the registered event measures and the HTTP ones.
     pub metrics: crate::metrics::Exposition,
+    /// The endpoint lists last answered per service, and their revisions.
+    pub endpoint_revisions: crate::routes::endpoints::EndpointRevisions,
 }

@@ -43,8 +43,11 @@ pub async fn connect(
         .max_continuation_size(MAX_FRAME);
     let session_id = st.next_session.fetch_add(1, Ordering::Relaxed);
     let st = st.into_inner();
+    // The node's replicas are listed at the host the agent advertises, else
+    // at the address its connection comes from.
+    let peer_host = req.peer_addr().map(|a| a.ip().to_string());
     actix_web::rt::spawn(async move {
-        if let Err(why) = run_session(st, session, stream, session_id).await {
+        if let Err(why) = run_session(st, session, stream, session_id, peer_host).await {
             tracing::info!(session_id, %why, "node session ended");
         }
     });
@@ -56,6 +59,7 @@ async fn run_session(
     mut session: Session,
     mut stream: actix_ws::AggregatedMessageStream,
     session_id: u64,
+    peer_host: Option<String>,
 ) -> Result<(), String> {
     let (tx, mut rx) = mpsc::unbounded_channel::<ServerMessage>();
     // 1. hello
@@ -70,6 +74,10 @@ async fn run_session(
         },
         _ => return refuse(session, "the first frame must be a text hello", 0).await,
     };
+    let mut hello = hello;
+    if hello.advertise_host.is_none() {
+        hello.advertise_host = peer_host;
+    }
     let node_name = hello.node_name.clone();
     let node = match st.cp.open_node_session(hello, session_id, tx).await {
         Ok(link) => link,

@@ -107,6 +107,7 @@ pub async fn run_until_stop(
         probe.gpus.is_simulated(),
     );
     runtime.set_tenancy(tenancy);
+    runtime.set_replica_ports(config.replica_ports);
     if let Some(shim) = &config.shim {
         runtime.set_shim_command(shim.clone());
     }
@@ -258,7 +259,7 @@ impl Agent {
             workloads,
             cache: self.cache_report(),
             peer_url: self.weights.peer_url(),
-            advertise_host: None,
+            advertise_host: self.config.advertise_host.clone(),
         };
         let hello_sent_ms = boottime_ms();
         let _ = outbound.send(NodeMessage::Hello(hello));
@@ -287,11 +288,10 @@ impl Agent {
             ServerMessage::Evict(cmd) => self.evict(cmd),
             ServerMessage::Pin(cmd) => self.pin(cmd),
             ServerMessage::Swap(cmd) => {
-                tracing::warn!(
-                    "swap of allocation {} to generation {} is not implemented yet; ignored",
-                    cmd.allocation_id,
-                    cmd.generation
-                );
+                if self.current_epoch(cmd.epoch, "swap", &cmd.allocation_id) {
+                    self.runtime.refuse_swap(&cmd);
+                    self.flush();
+                }
             }
             ServerMessage::Start(cmd) => {
                 if self.current_epoch(cmd.epoch, "start", &cmd.allocation_id) {

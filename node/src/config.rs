@@ -58,6 +58,13 @@ pub struct AgentConfig {
     /// PEM certificates trusted for `https://` origins besides the host's
     /// store (`--origin-ca`: a private CA's object store). Default: none.
     pub origin_ca: Option<PathBuf>,
+    /// Ports handed to workloads as CALDERA_PORT, one per workload on the
+    /// node (`--replica-ports FIRST-LAST`). Default 20000-29999.
+    pub replica_ports: (u16, u16),
+    /// The host the control plane lists this node's replicas at
+    /// (`--advertise-host`). Default: the address the control plane sees
+    /// the agent's connection come from.
+    pub advertise_host: Option<String>,
 }
 
 impl Default for AgentConfig {
@@ -83,6 +90,8 @@ impl Default for AgentConfig {
             peer_advertise: None,
             peer_max_mbps: None,
             origin_ca: None,
+            replica_ports: crate::runtime::ports::DEFAULT_RANGE,
+            advertise_host: None,
         }
     }
 }
@@ -147,7 +156,31 @@ impl AgentConfig {
             }
         }
         self.simulated_gpu_groups()?;
+        self.validate_serving()?;
         self.validate_cache()
+    }
+
+    /// `replica-ports` and `advertise-host`.
+    fn validate_serving(&self) -> Result<(), AgentError> {
+        let (first, last) = self.replica_ports;
+        if first < 1024 || first > last {
+            return Err(AgentError::Config(format!(
+                "replica-ports {first}-{last} must be FIRST-LAST with 1024 <= FIRST <= LAST <= 65535"
+            )));
+        }
+        if let Some(host) = &self.advertise_host {
+            let plain = !host.is_empty()
+                && host.len() <= 253
+                && host
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_'));
+            if !plain {
+                return Err(AgentError::Config(format!(
+                    "advertise-host {host:?} must be a host name or IP address (no scheme, no port)"
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn validate_cache(&self) -> Result<(), AgentError> {
@@ -258,6 +291,20 @@ mod tests {
                     ..valid()
                 },
                 "heartbeat",
+            ),
+            (
+                AgentConfig {
+                    replica_ports: (30000, 20000),
+                    ..valid()
+                },
+                "replica-ports",
+            ),
+            (
+                AgentConfig {
+                    advertise_host: Some("http://x".into()),
+                    ..valid()
+                },
+                "advertise-host",
             ),
             (
                 AgentConfig {

@@ -75,6 +75,11 @@ pub enum StartError {
     /// The task names a model and this node has no weight cache.
     #[error("the task needs model {0} and this node has no weight cache (--cache-gb 0)")]
     NoCache(String),
+    /// Every port of `replica-ports` is taken.
+    #[error(
+        "every port of replica-ports {range} is held by another workload or in use on the host"
+    )]
+    PortsExhausted { range: String },
 }
 
 impl StartError {
@@ -88,6 +93,7 @@ impl StartError {
             StartError::UidsExhausted { .. } => &codes::WORKLOAD_UIDS_EXHAUSTED,
             StartError::Shim(_) => &codes::SHIM_FAILED,
             StartError::NoCache(_) => &codes::CACHE_UNUSABLE,
+            StartError::PortsExhausted { .. } => &codes::REPLICA_PORTS_EXHAUSTED,
         }
     }
 

@@ -188,7 +188,11 @@ async fn workload_sees_its_allocation_and_exit_code_and_log_are_kept() {
             stopped: false
         }
     );
-    assert_eq!(h.kinds("a1"), ["Preparing", "Ready", "Started", "Exited"]);
+    // Without a readiness probe it is reported ready right after it starts.
+    assert_eq!(
+        h.kinds("a1"),
+        ["Preparing", "Ready", "Started", "Readiness", "Exited"]
+    );
     let log = h.log("a1");
     assert!(
         log.contains("CVD=1,3 TASK=task-a1 ALLOC=a1 MEM=20480 RESUME=/ckpt/step-7 SPEC=yes"),

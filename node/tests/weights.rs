@@ -167,7 +167,12 @@ async fn a_start_warms_from_a_file_origin_then_reads_its_copy_and_a_second_start
     let (seen, code) = events_until_exit(&mut c, "a1").await;
     assert_eq!(code, Some(0), "{seen:?}");
     assert!(seen.iter().any(|s| s == "Warming(origin)"), "{seen:?}");
-    assert_eq!(&seen[seen.len() - 2..], ["Ready", "Started"], "{seen:?}");
+    // Without a readiness probe it is reported ready right after it starts.
+    assert_eq!(
+        &seen[seen.len() - 3..],
+        ["Ready", "Started", "Readiness"],
+        "{seen:?}"
+    );
     let log = std::fs::read_to_string(dir.path().join("n/logs/_/task-a1.log")).unwrap();
     let copy = dir
         .path()
@@ -191,7 +196,16 @@ async fn a_start_warms_from_a_file_origin_then_reads_its_copy_and_a_second_start
     c.send(ServerMessage::Start(again));
     let (seen, code) = events_until_exit(&mut c, "a2").await;
     assert_eq!(code, Some(0));
-    assert_eq!(seen, ["Preparing", "Warming(cache)", "Ready", "Started"]);
+    assert_eq!(
+        seen,
+        [
+            "Preparing",
+            "Warming(cache)",
+            "Ready",
+            "Started",
+            "Readiness"
+        ]
+    );
     let report = cache_when(&mut c, |r| r.counters.hits == 1).await;
     assert_eq!(report.counters.bytes_from_origin, 3_000_000);
     assert_eq!(report.entries[0].in_use, 0);

@@ -67,6 +67,7 @@ registry! {
     WARMING_FAILED = 10207, "warming_failed", 0, "a model version's weights could not be fetched from its source (unreachable, refused, cut, or the cache is full of pinned and in-use copies)";
     WEIGHTS_CORRUPT = 10208, "weights_corrupt", 0, "a fetched or cached copy did not match its registered size or SHA-256; it was deleted and is fetched again";
     WARMING_TIMEOUT = 10209, "warming_timeout", 0, "a task stayed in warming longer than warming-timeout-ms; the reason names the source it was reading";
+    REPLICA_PORTS_EXHAUSTED = 10210, "replica_ports_exhausted", 0, "every port of the agent's replica-ports range is held by another workload or in use on the host";
     PLACEMENT_UNKNOWN_NODE = 10301, "placement_unknown_node", 0, "a placement names a node the pool does not know";
     PLACEMENT_UNKNOWN_GPU = 10302, "placement_unknown_gpu", 0, "a placement names a GPU index its node does not have";
     PLACEMENT_NO_ROOM = 10303, "placement_no_room", 0, "the node no longer has room for the demand (a stale decision)";
@@ -99,6 +100,7 @@ registry! {
     RESERVED_ID = 42202, "reserved_id", 422, "a task_id ending in `.r` and a number names a replica of a service; choose another id";
     UNKNOWN_MODEL = 42203, "unknown_model", 422, "the task names a model version that is not registered (or the caller may not see it)";
     MODEL_NOT_ACCEPTING = 42204, "model_not_accepting", 422, "the task names a model version that is retiring or retired";
+    NOT_A_SERVICE = 42205, "not_a_service", 422, "the task is not an inference service (a training task, or one of a service's replicas), so it has no endpoints";
     TOO_MANY_REQUESTS = 42901, "too_many_requests", 429, "this client already has max-requests-per-client requests in flight; retry when one is answered";
     // 500 / 503: the caller did nothing wrong, the server did.
     STORAGE_IO = 50001, "storage_io", 500, "sled failed: I/O, a lock held by another process, a corrupt log";

@@ -168,29 +168,31 @@ mod tests {
             let p: ReadinessProbe = serde_json::from_str(json).unwrap();
             p.validate().unwrap_err().field
         };
-        assert_eq!(field(r#"{"http_path":"ready"}"#), "readiness.http_path");
-        assert_eq!(
-            field(r#"{"http_path":"/r","command":["true"]}"#),
-            "readiness.http_path"
-        );
-        assert_eq!(field(r#"{}"#), "readiness");
-        assert_eq!(field(r#"{"command":[" "]}"#), "readiness.command[0]");
-        assert_eq!(
-            field(r#"{"http_path":"/r","period_s":0}"#),
-            "readiness.period_s"
-        );
-        assert_eq!(
-            field(r#"{"http_path":"/r","timeout_s":601}"#),
-            "readiness.timeout_s"
-        );
-        assert_eq!(
-            field(r#"{"http_path":"/r","failure_threshold":101}"#),
-            "readiness.failure_threshold"
-        );
-        assert_eq!(
-            field(r#"{"http_path":"/r","ready_timeout_s":0}"#),
-            "readiness.ready_timeout_s"
-        );
+        let table = [
+            (r#"{"http_path":"ready"}"#, "readiness.http_path"),
+            (
+                r#"{"http_path":"/r","command":["true"]}"#,
+                "readiness.http_path",
+            ),
+            (r#"{}"#, "readiness"),
+            (r#"{"command":[" "]}"#, "readiness.command[0]"),
+            (r#"{"http_path":"/r","period_s":0}"#, "readiness.period_s"),
+            (
+                r#"{"http_path":"/r","timeout_s":601}"#,
+                "readiness.timeout_s",
+            ),
+            (
+                r#"{"http_path":"/r","failure_threshold":101}"#,
+                "readiness.failure_threshold",
+            ),
+            (
+                r#"{"http_path":"/r","ready_timeout_s":0}"#,
+                "readiness.ready_timeout_s",
+            ),
+        ];
+        for (json, named) in table {
+            assert_eq!(field(json), named, "{json}");
+        }
         assert!(serde_json::from_str::<ReadinessProbe>(r#"{"http_pth":"/r"}"#).is_err());
     }
 

@@ -2,6 +2,7 @@
 pub mod client;
 pub mod context;
 pub mod cost;
+pub mod endpoints;
 pub mod events;
 pub mod fields;
 pub mod follow;
@@ -110,6 +111,8 @@ pub enum Command {
     Swap(swap::SwapArgs),
     /// Print a task's log.
     Logs(tasks::LogsArgs),
+    /// List where an inference service's ready replicas are reached.
+    Endpoints(endpoints::EndpointsArgs),
     /// List nodes, or show one.
     Nodes(nodes::NodesArgs),
     /// Show pool capacity, allocation and use.
@@ -159,6 +162,7 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Scale(args) => task_ops::scale(args),
         Command::Swap(args) => swap::swap(args),
         Command::Logs(args) => tasks::logs(args),
+        Command::Endpoints(args) => endpoints::endpoints(args),
         Command::Nodes(args) => nodes::nodes(args),
         Command::Util(args) => nodes::util(args),
         Command::Top(args) => top::run(args),

@@ -87,6 +87,19 @@ pub struct NodeArgs {
     /// host's certificate store (an object store behind a private CA).
     #[arg(long, value_name = "FILE", env = "CALDERA_ORIGIN_CA")]
     pub origin_ca: Option<PathBuf>,
+    /// Ports given to workloads as CALDERA_PORT, one per workload on this
+    /// node, FIRST-LAST.
+    #[arg(
+        long,
+        value_name = "FIRST-LAST",
+        env = "CALDERA_REPLICA_PORTS",
+        default_value = "20000-29999"
+    )]
+    pub replica_ports: String,
+    /// The host the control plane lists this node's replicas at
+    /// [default: the address it sees this agent connect from].
+    #[arg(long, value_name = "HOST", env = "CALDERA_ADVERTISE_HOST")]
+    pub advertise_host: Option<String>,
 }
 
 impl NodeArgs {
@@ -127,6 +140,9 @@ impl NodeArgs {
             peer_advertise: self.peer_advertise,
             peer_max_mbps: self.peer_max_mbps,
             origin_ca: self.origin_ca,
+            replica_ports: caldera_node::runtime::ports::parse_range(&self.replica_ports)
+                .map_err(CliError::Usage)?,
+            advertise_host: self.advertise_host,
         };
         config.validate().map_err(agent_error)?;
         Ok(config)

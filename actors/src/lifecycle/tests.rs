@@ -41,6 +41,7 @@ pub(super) fn news(kind: WorkloadEventKind) -> Input<'static> {
     Input::Workload {
         allocation_id: "a1",
         kind: leak(kind),
+        node_address: "10.0.0.5",
     }
 }
 
@@ -325,6 +326,7 @@ fn workload_progress() {
             Input::Workload {
                 allocation_id: "a0",
                 kind: leak(WorkloadEventKind::Preparing),
+                node_address: "10.0.0.5",
             },
             Outcome::Ignored("an older attempt's news"),
         ),

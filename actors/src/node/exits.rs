@@ -29,6 +29,7 @@ impl NodeActor {
                 kind,
                 node: self.rec.name.clone(),
                 node_data_dir: self.data_dir.clone(),
+                node_address: self.address.clone(),
             });
         }
     }

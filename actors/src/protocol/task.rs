@@ -35,6 +35,8 @@ pub struct Workload {
     /// path is accepted only inside the task's checkpoint dir there.
     pub node: String,
     pub node_data_dir: String,
+    /// Where the node is reached: its replicas' endpoint address.
+    pub node_address: String,
 }
 
 /// Release resources (the data platform's "release"): stop the workload if it

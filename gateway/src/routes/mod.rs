@@ -20,6 +20,7 @@
 //! on the real binary.
 pub mod cost;
 mod cost_views;
+pub mod endpoints;
 pub mod events;
 #[cfg(feature = "failpoints")]
 pub mod failpoints;
@@ -93,6 +94,7 @@ fn table() -> Vec<Endpoint> {
         at::<tasks::__path_logs>(web::to(tasks::logs)),
         at::<tasks::__path_scale>(web::to(tasks::scale)),
         at::<swap::__path_swap>(web::to(swap::swap)),
+        at::<endpoints::__path_endpoints>(web::to(endpoints::endpoints)),
         at::<crate::ws::__path_connect>(web::to(crate::ws::connect)),
         at::<nodes::__path_list>(web::to(nodes::list)),
         at::<nodes::__path_get>(web::to(nodes::get)),
@@ -155,6 +157,7 @@ fn table() -> Vec<Endpoint> {
     tasks::logs,
     tasks::scale,
     swap::swap,
+    endpoints::endpoints,
     crate::ws::connect,
     nodes::list,
     nodes::get,

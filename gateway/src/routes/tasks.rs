@@ -171,7 +171,7 @@ async fn address(user: &User, st: &AppState, q: &Query, id: &str) -> Result<Stri
 
 /// A task the caller may see and its key, or the 404 (another tenant's task
 /// is "not found", and the message names only the id the caller gave).
-pub(crate) async fn visible(
+pub(super) async fn visible(
     user: &User,
     st: &AppState,
     q: &Query,

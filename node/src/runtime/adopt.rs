@@ -37,6 +37,9 @@ impl Runtime {
             w.gpu_memory_mb = spec.gpu_memory_mb;
             w.checkpoint = CheckpointWatch::new(spec.checkpoint_dir.clone());
             w.model_sha256 = spec.model_sha256.clone();
+            w.port = spec.port;
+            w.readiness = spec.readiness.clone();
+            w.uid = spec.uid;
             w.pid = found.workload.as_ref().map(|r| r.pid);
             w.shim = found.shim.clone();
             if w.shim.is_none() && found.exit.is_none() && !spec.argv.is_empty() {
@@ -62,6 +65,11 @@ impl Runtime {
                 counts.lost += 1;
             } else {
                 counts.running += 1;
+                // Probed again: the welcome's epoch stamps what it reports.
+                if let Some(ready) = w.watch_readiness(&self.notes) {
+                    let (task, epoch) = (w.task_id.clone(), w.epoch);
+                    self.event(&id, &task, epoch, ready);
+                }
             }
             self.workloads.insert(id.clone(), w);
             if found.exit.is_none() && lost {

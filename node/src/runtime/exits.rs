@@ -33,6 +33,7 @@ impl Runtime {
             record
         });
         self.isolation.reap(allocation_id);
+        w.stop_probe();
         if record.reason == reason::LEASE_EXPIRED {
             tracing::warn!(
                 "allocation {allocation_id}: its lease ran out, so its shim stopped it; \

@@ -20,6 +20,8 @@ pub struct Prepared {
     pub log_path: PathBuf,
     /// The verified cached copy of the task's model, if it names one.
     pub model_path: Option<PathBuf>,
+    /// The workload's port on the node (CALDERA_PORT); None for a reservation.
+    pub port: Option<u16>,
 }
 
 /// The task's own checkpoint tree, `<data-dir>/checkpoints/<task>`, and in it
@@ -77,6 +79,7 @@ pub fn prepare(
         scratch_dir,
         log_path,
         model_path: None,
+        port: None,
     })
 }
 
@@ -133,6 +136,9 @@ pub fn workload_env(cmd: &StartCommand, prepared: &Prepared) -> Vec<(String, Str
         prepared.checkpoint_dir.to_string_lossy().into_owned(),
     ));
     env.push(("CALDERA_SCRATCH_DIR".into(), scratch));
+    if let Some(port) = prepared.port {
+        env.push(("CALDERA_PORT".into(), port.to_string()));
+    }
     if let Some(resume) = &cmd.resume_from {
         env.push(("CALDERA_RESUME_FROM".into(), resume.clone()));
     }
@@ -156,6 +162,7 @@ pub fn shim_spec(
     cgroup: Option<&WorkloadCgroup>,
     lease_grace: std::time::Duration,
 ) -> ShimSpec {
+    let port = prepared.port;
     ShimSpec {
         allocation_id: cmd.allocation_id.clone(),
         task_id: cmd.task_id.clone(),
@@ -173,5 +180,7 @@ pub fn shim_spec(
         gpu_memory_mb: cmd.gpu_memory_mb,
         checkpoint_dir: prepared.checkpoint_dir,
         model_sha256: cmd.model.as_ref().map(|m| m.sha256.clone()),
+        port,
+        readiness: cmd.readiness.clone(),
     }
 }

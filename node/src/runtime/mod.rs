@@ -31,7 +31,9 @@ mod exits;
 pub mod gpu_devices;
 mod launch;
 pub mod logs;
+pub mod ports;
 pub mod procfs;
+pub mod readiness;
 pub mod shim_link;
 pub mod usage;
 mod warming;
@@ -71,6 +73,14 @@ pub enum Note {
         run: u64,
         outcome: Result<Option<PidRecord>, StartError>,
     },
+    /// The readiness probe of run `run` saw readiness change.
+    Readiness {
+        allocation_id: String,
+        run: u64,
+        generation: u32,
+        ready: bool,
+        detail: String,
+    },
     /// The shim of run `run` (this agent's child) ended; the workload's exit
     /// is in its dir.
     ShimExited {
@@ -99,6 +109,8 @@ pub struct Runtime {
     next_run: u64,
     /// (allocation id, task id) of workloads that are gone, newest last.
     finished: VecDeque<(String, String)>,
+    /// Where workloads' ports come from.
+    ports: ports::ReplicaPorts,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -137,6 +149,7 @@ impl Runtime {
             notes,
             next_run: 1,
             finished: VecDeque::new(),
+            ports: ports::ReplicaPorts::new(ports::DEFAULT_RANGE),
         };
         (runtime, rx)
     }
@@ -144,6 +157,21 @@ impl Runtime {
     /// Starts shims with `command` (tests use the `caldera-shim` binary).
     pub fn set_shim_command(&mut self, command: ShimCommand) {
         self.shim_command = command;
+    }
+
+    /// Hands workloads ports from `range` (`replica-ports`).
+    pub fn set_replica_ports(&mut self, range: (u16, u16)) {
+        self.ports = ports::ReplicaPorts::new(range);
+    }
+
+    /// A port no workload this runtime knows holds (adopted ones included).
+    fn pick_port(&mut self) -> Result<u16, StartError> {
+        let held = self.workloads.values().filter_map(|w| w.port).collect();
+        self.ports
+            .pick(&held)
+            .ok_or_else(|| StartError::PortsExhausted {
+                range: self.ports.label(),
+            })
     }
 
     /// How tenants are kept apart (uids).
@@ -287,14 +315,13 @@ impl Runtime {
         match outcome {
             Ok(pid) => {
                 w.pid = pid.map(|r| r.pid);
-                let pid = w.pid;
-                tracing::info!("started allocation {id} (task {task}) pid {pid:?}");
-                self.event(
-                    id,
-                    &task,
-                    epoch,
-                    WorkloadEventKind::Started { pid, port: None },
-                );
+                let (pid, port) = (w.pid, w.port);
+                tracing::info!("started allocation {id} (task {task}) pid {pid:?} port {port:?}");
+                let ready_now = w.watch_readiness(&self.notes);
+                self.event(id, &task, epoch, WorkloadEventKind::Started { pid, port });
+                if let Some(ready) = ready_now {
+                    self.event(id, &task, epoch, ready);
+                }
             }
             Err(e) => {
                 let dir = w.shim_dir.clone();
@@ -316,9 +343,14 @@ impl Runtime {
     ) -> Result<Workload, StartError> {
         let tenant = caldera_spec::tenant_of(&cmd.task_id).unwrap_or("_");
         let uid = self.tenancy.uid_of(tenant)?;
+        let reservation = cmd.command.is_empty();
+        let port = match reservation {
+            true => None,
+            false => Some(self.pick_port()?),
+        };
         let mut prepared = launch::prepare(&self.data_dir, cmd, uid)?;
         prepared.model_path = model_path;
-        let reservation = cmd.command.is_empty();
+        prepared.port = port;
         let (cgroup, cgroup_label) = match reservation {
             true => (None, self.isolation.label()),
             false => match launch::isolate(&self.isolation, cmd, &self.denied_devices(cmd)) {
@@ -342,6 +374,8 @@ impl Runtime {
         let dir = shim_link::dir_of(&self.data_dir, &cmd.allocation_id);
         let spec = launch::shim_spec(cmd, prepared, uid, cgroup.as_ref(), self.lease_grace);
         w.shim_dir = dir.clone();
+        w.port = port;
+        w.uid = uid;
         let created =
             shim_link::create(&dir, &spec, self.lease).map_err(|source| StartError::Prepare {
                 path: dir.clone(),
@@ -462,6 +496,16 @@ impl Runtime {
                 }
                 return;
             }
+            Note::Readiness {
+                allocation_id,
+                run,
+                generation,
+                ready,
+                detail,
+            } => {
+                self.readiness_changed(&allocation_id, run, generation, ready, detail);
+                return;
+            }
             Note::ShimExited {
                 allocation_id,
                 run,
@@ -478,6 +522,55 @@ impl Runtime {
             tracing::warn!("waiting for the shim of allocation {allocation_id} failed: {e}");
         }
         self.finish(&allocation_id);
+    }
+
+    /// A probe saw readiness change: reported if it is about the process
+    /// that runs now (not an older run or generation).
+    fn readiness_changed(
+        &mut self,
+        id: &str,
+        run: u64,
+        generation: u32,
+        ready: bool,
+        detail: String,
+    ) {
+        let Some(w) = self.workloads.get(id) else {
+            return;
+        };
+        if w.run != run || w.generation != generation || !w.is_alive() {
+            return;
+        }
+        tracing::info!("allocation {id} generation {generation}: ready {ready} ({detail})");
+        let (task, epoch) = (w.task_id.clone(), w.epoch);
+        let kind = WorkloadEventKind::Readiness {
+            ready,
+            generation,
+            detail,
+        };
+        self.event(id, &task, epoch, kind);
+    }
+
+    /// Answers a swap with `SwapFailed`: this agent does not restart a
+    /// workload in place yet, so the running generation keeps serving
+    /// untouched (the control plane's swap then rolls back).
+    pub fn refuse_swap(&mut self, cmd: &caldera_spec::wire::SwapCommand) {
+        let id = &cmd.allocation_id;
+        let reason = match self.workloads.get(id) {
+            Some(w) if w.is_alive() => format!(
+                "this agent does not swap workloads in place; generation {} keeps serving",
+                w.generation
+            ),
+            _ => format!("allocation {id} runs no workload on this node"),
+        };
+        tracing::warn!(
+            "swap of allocation {id} to generation {} refused: {reason}",
+            cmd.generation
+        );
+        let kind = WorkloadEventKind::SwapFailed {
+            generation: cmd.generation,
+            reason,
+        };
+        self.event(id, &cmd.task_id, cmd.epoch, kind);
     }
 
     /// Polls the shims this agent adopted (not its children): one that

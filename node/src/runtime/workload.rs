@@ -45,6 +45,16 @@ pub struct Workload {
     /// Its start, while it waits for its model's verified copy (warming):
     /// no shim and no process yet.
     pub warming: Option<Box<StartCommand>>,
+    /// Its port on the node (CALDERA_PORT), held while the record lives.
+    pub port: Option<u16>,
+    /// How it is probed for readiness (None: ready once started).
+    pub readiness: Option<caldera_spec::ReadinessProbe>,
+    /// The uid it runs as (a command probe runs as it too).
+    pub uid: Option<u32>,
+    /// The running probe, stopped when the workload ends.
+    pub probe: Option<tokio::task::AbortHandle>,
+    /// Generation of the process now running: 0 for the first start.
+    pub generation: u32,
 }
 
 impl Workload {
@@ -56,7 +66,40 @@ impl Workload {
         w.gpu_memory_mb = cmd.gpu_memory_mb;
         w.checkpoint = CheckpointWatch::new(checkpoint_dir.to_path_buf());
         w.model_sha256 = cmd.model.as_ref().map(|m| m.sha256.clone());
+        w.readiness = cmd.readiness.clone();
         w
+    }
+
+    /// Starts probing its readiness (its process runs), or, without a
+    /// probe, answers that it is ready now: the event to send, if any.
+    pub fn watch_readiness(
+        &mut self,
+        notes: &tokio::sync::mpsc::UnboundedSender<super::Note>,
+    ) -> Option<caldera_spec::wire::WorkloadEventKind> {
+        self.stop_probe();
+        let Some(probe) = self.readiness.clone() else {
+            return Some(caldera_spec::wire::WorkloadEventKind::Readiness {
+                ready: true,
+                generation: self.generation,
+                detail: "no readiness probe: ready once started".into(),
+            });
+        };
+        let target = super::readiness::Target {
+            allocation_id: self.allocation_id.clone(),
+            run: self.run,
+            generation: self.generation,
+            port: self.port,
+            uid: self.uid,
+        };
+        self.probe = super::readiness::watch(probe, target, notes.clone());
+        None
+    }
+
+    /// Stops its probe (it ended, or a new process replaces it).
+    pub fn stop_probe(&mut self) {
+        if let Some(p) = self.probe.take() {
+            p.abort();
+        }
     }
 
     /// A bare record (filled in by a start or an adoption).
@@ -83,6 +126,11 @@ impl Workload {
             last_cpu: None,
             model_sha256: None,
             warming: None,
+            port: None,
+            readiness: None,
+            uid: None,
+            probe: None,
+            generation: 0,
         }
     }
 

@@ -74,6 +74,13 @@ pub struct ShimSpec {
     /// in use while it runs, also for an agent that adopts it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_sha256: Option<String>,
+    /// The port the workload was given as CALDERA_PORT: an adopting agent
+    /// keeps it taken (absent from agents before replica ports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// The workload's readiness probe: an adopting agent probes it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<caldera_spec::ReadinessProbe>,
 }
 
 /// A process as a later reader can recognise it despite pid reuse.

@@ -246,6 +246,7 @@ fn an_agent_that_stops_its_workload_on_shutdown_is_a_planned_stop() {
     let why = "stopped by the agent of node n1 as it shut down";
     let stopped_by_agent = Input::Workload {
         allocation_id: "a1",
+        node_address: "10.0.0.5",
         kind: leak(WorkloadEventKind::Exited(ExitStatus {
             code: None,
             signal: Some(15),

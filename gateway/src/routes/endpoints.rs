@@ -1,0 +1,199 @@
+//! `GET /v1/tasks/{service}/endpoints`: where a service's ready replicas are
+//! reached, for a load balancer or client to route to. Long-polling: with
+//! `?wait=S&since=R` the answer waits (up to 60 s) until the list's
+//! revision differs from `R`, so a router hears of a change at once.
+//!
+//! The revision changes whenever the list changes, and only grows: a change
+//! is numbered `max(previous + 1, now in unix ms)`, and the first list a
+//! server computes for a service after it starts is numbered with its time,
+//! so a revision after a control-plane restart is larger than any before it
+//! (a restart counts as a change, even if the list is the same).
+use super::tasks::visible;
+use super::{query_offset, Query};
+use crate::envelope::Reply;
+use crate::error::ApiError;
+use crate::principal::User;
+use crate::state::AppState;
+use actix_web::web;
+use caldera_spec::{codes, Envelope, TaskRecord, TaskState, TaskType};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use utoipa::ToSchema;
+
+/// The longest `wait` accepted, seconds.
+pub const MAX_WAIT_S: u64 = 60;
+/// How often a waiting request looks at the replicas again.
+const WAIT_POLL: Duration = Duration::from_millis(200);
+
+/// One ready replica.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct EndpointView {
+    /// The replica's task id (the tenant's own, `svc.r0`).
+    pub replica: String,
+    pub node: String,
+    /// The host its node is reached at.
+    pub address: String,
+    /// Its port on that host (the workload's CALDERA_PORT).
+    pub port: u16,
+    /// The `name:version` it serves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub allocation_id: String,
+    pub gpu_indices: Vec<u32>,
+}
+
+/// The answer: the service's ready replicas, and the list's revision.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ServiceEndpoints {
+    pub service: String,
+    /// Changes whenever `endpoints` changes, and only grows (also across a
+    /// control-plane restart): pass it as `since` to wait for the next change.
+    pub revision: u64,
+    pub endpoints: Vec<EndpointView>,
+}
+
+/// The last list seen per service (by key) and its revision.
+#[derive(Default)]
+pub struct EndpointRevisions(Mutex<HashMap<String, (Vec<EndpointView>, u64)>>);
+
+impl EndpointRevisions {
+    /// The revision of `list` for `service`: the last one if the list is
+    /// unchanged, else a new, larger one (see the module doc).
+    fn observe(&self, service: &str, list: &[EndpointView]) -> u64 {
+        let now_ms = caldera_actors::clock::now_ms();
+        let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match seen.get_mut(service) {
+            Some((last, rev)) if last.as_slice() == list => *rev,
+            Some((last, rev)) => {
+                *rev = (*rev + 1).max(now_ms);
+                *last = list.to_vec();
+                *rev
+            }
+            None => {
+                seen.insert(service.to_string(), (list.to_vec(), now_ms));
+                now_ms
+            }
+        }
+    }
+}
+
+/// Only ready, running replicas with a port are listed, by replica id.
+fn ready_endpoints(replicas: &[TaskRecord]) -> Vec<EndpointView> {
+    let local = |k: &str| caldera_spec::local_id(k).to_string();
+    let mut list: Vec<EndpointView> = replicas
+        .iter()
+        .filter(|r| r.state == TaskState::Running && r.ready)
+        .filter_map(|r| {
+            let (a, e) = (r.allocation.as_ref()?, r.endpoint.as_ref()?);
+            Some(EndpointView {
+                replica: local(&r.spec.task_id),
+                node: a.node.clone(),
+                address: e.address.clone(),
+                port: e.port,
+                model: r.serving_model.clone(),
+                allocation_id: local(&a.allocation_id),
+                gpu_indices: a.gpus.iter().map(|g| g.index).collect(),
+            })
+        })
+        .collect();
+    list.sort_by(|a, b| a.replica.cmp(&b.replica));
+    list
+}
+
+fn wait_param(q: &Query) -> Result<Duration, ApiError> {
+    match q.get("wait") {
+        None => Ok(Duration::ZERO),
+        Some(v) => match v.parse::<u64>() {
+            Ok(s) if s <= MAX_WAIT_S => Ok(Duration::from_secs(s)),
+            _ => Err(ApiError::bad_query(
+                "wait",
+                format!("wait must be a number of seconds from 0 to {MAX_WAIT_S}, not {v:?}"),
+            )),
+        },
+    }
+}
+
+/// GET /v1/tasks/{id}/endpoints?wait=&since=&tenant=
+#[utoipa::path(get, path = "/v1/tasks/{id}/endpoints", tag = "tasks",
+    params(
+        ("id" = String, Path, description = "the service's id (the tenant's own)"),
+        ("wait" = Option<u64>, Query, description = "seconds (0..=60) to wait for the revision to differ from `since`; at the timeout the current list is answered"),
+        ("since" = Option<u64>, Query, description = "the revision the caller has"),
+        super::tasks::TenantParam,
+    ),
+    security(("operator" = []), ("tenant" = [])),
+    responses(
+        (status = 200, description = "the service's ready replicas", body = Envelope<ServiceEndpoints>),
+        (status = 400, description = "wait is not 0..=60 seconds, or since is not a number (the parameter is named)"),
+        (status = 403, description = "a tenant token naming another tenant"),
+        (status = 404, description = "no such task (or another tenant's)"),
+        (status = 409, description = "the operator gave no ?tenant= and several tenants use the id"),
+        (status = 422, description = "the task is not an inference service"),
+    ))]
+pub async fn endpoints(
+    user: User,
+    st: web::Data<AppState>,
+    id: web::Path<String>,
+    q: Query,
+) -> Result<Reply<ServiceEndpoints>, ApiError> {
+    let wait = wait_param(&q)?;
+    let since = query_offset(&q, "since")?;
+    let (key, rec) = visible(&user, &st, &q, &id).await?;
+    if rec.spec.task_type != TaskType::Inference || rec.service.is_some() {
+        return Err(ApiError::new(
+            &codes::NOT_A_SERVICE,
+            format!("task {id:?} is not an inference service, so it has no endpoints"),
+        ));
+    }
+    let deadline = Instant::now() + wait;
+    loop {
+        let replicas = st.cp.service_replicas(&key).await?;
+        let endpoints = ready_endpoints(&replicas);
+        let revision = st.endpoint_revisions.observe(&key, &endpoints);
+        if since != Some(revision) || Instant::now() >= deadline {
+            return Ok(Reply::ok(ServiceEndpoints {
+                service: id.into_inner(),
+                revision,
+                endpoints,
+            }));
+        }
+        tokio::time::sleep(WAIT_POLL.min(deadline - Instant::now())).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(replica: &str, port: u16) -> EndpointView {
+        EndpointView {
+            replica: replica.into(),
+            node: "n1".into(),
+            address: "127.0.0.1".into(),
+            port,
+            model: None,
+            allocation_id: format!("{replica}.1"),
+            gpu_indices: vec![],
+        }
+    }
+
+    #[test]
+    fn the_revision_changes_with_the_list_only_and_only_grows() {
+        let revs = EndpointRevisions::default();
+        let first = revs.observe("t/s", &[]);
+        assert_eq!(
+            revs.observe("t/s", &[]),
+            first,
+            "unchanged list, same revision"
+        );
+        let one = revs.observe("t/s", &[view("s.r0", 20000)]);
+        assert!(one > first);
+        let other_port = revs.observe("t/s", &[view("s.r0", 20001)]);
+        assert!(other_port > one);
+        let empty = revs.observe("t/s", &[]);
+        assert!(empty > other_port, "a removal is a change too");
+        assert_eq!(revs.observe("t/s", &[]), empty);
+    }
+}
