@@ -28,6 +28,12 @@ pub enum ActorError {
     /// A task names a version that is retiring or retired; field `model`.
     #[error("{0}")]
     ModelNotAccepting(String),
+    /// A retire asked again with another `replace_with`, or of a retired version.
+    #[error("{0}")]
+    RetireInProgress(String),
+    /// A retire's `replace_with` may not serve; field `replace_with`.
+    #[error("{0}")]
+    ReplacementInvalid(String),
     /// Keeps the storage error's own code (a corrupt record is not a full disk).
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
@@ -45,6 +51,8 @@ impl ActorError {
             ActorError::Unschedulable(_) => &codes::UNSCHEDULABLE,
             ActorError::UnknownModel(_) => &codes::UNKNOWN_MODEL,
             ActorError::ModelNotAccepting(_) => &codes::MODEL_NOT_ACCEPTING,
+            ActorError::RetireInProgress(_) => &codes::RETIRE_IN_PROGRESS,
+            ActorError::ReplacementInvalid(_) => &codes::REPLACEMENT_INVALID,
             ActorError::Storage(e) => e.error_code(),
         }
     }
@@ -59,6 +67,7 @@ impl ActorError {
         match self {
             ActorError::Invalid(e) => Some(&e.field),
             ActorError::UnknownModel(_) | ActorError::ModelNotAccepting(_) => Some("model"),
+            ActorError::ReplacementInvalid(_) => Some("replace_with"),
             _ => None,
         }
     }

@@ -60,6 +60,10 @@ pub struct TaskView {
     pub replicas: Option<u32>,
     pub created_at: String,
     pub spec: TaskSpec,
+    /// What the submission succeeded despite, e.g. a deprecated model
+    /// version (only in the answer to `POST /v1/tasks`; absent when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// An allocation as the API shows it: its `task_id` and `allocation_id` in
@@ -117,6 +121,7 @@ impl From<&TaskRecord> for TaskView {
             },
             created_at: rfc3339(r.created_ms),
             spec,
+            warnings: Vec::new(),
         }
     }
 }

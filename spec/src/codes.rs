@@ -91,11 +91,13 @@ registry! {
     REQUEST_TIMEOUT = 40801, "request_timeout", 408, "the request's head or body did not arrive within client-request-timeout-ms";
     CONFLICT = 40901, "conflict", 409, "the request contradicts what exists (a reused task_id, an ended service)";
     NO_LOGS_YET = 40902, "no_logs_yet", 409, "the task has not run yet, so it has no logs";
+    RETIRE_IN_PROGRESS = 40910, "retire_in_progress", 409, "the version is retiring already with another replace_with (or is retired); the message names it";
     BODY_TOO_LARGE = 41301, "body_too_large", 413, "the body is larger than the gateway accepts";
     UNSCHEDULABLE = 42201, "unschedulable", 422, "no registered node could ever hold the request; the message names the dimension and the largest offer";
     RESERVED_ID = 42202, "reserved_id", 422, "a task_id ending in `.r` and a number names a replica of a service; choose another id";
     UNKNOWN_MODEL = 42203, "unknown_model", 422, "the task names a model version that is not registered (or the caller may not see it)";
     MODEL_NOT_ACCEPTING = 42204, "model_not_accepting", 422, "the task names a model version that is retiring or retired";
+    REPLACEMENT_INVALID = 42210, "replacement_invalid", 422, "a retire's replace_with names no registered version, the retiring version itself, or one that is deprecated, retiring or retired";
     TOO_MANY_REQUESTS = 42901, "too_many_requests", 429, "this client already has max-requests-per-client requests in flight; retry when one is answered";
     // 500 / 503: the caller did nothing wrong, the server did.
     STORAGE_IO = 50001, "storage_io", 500, "sled failed: I/O, a lock held by another process, a corrupt log";

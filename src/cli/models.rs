@@ -1,4 +1,4 @@
-//! Model version commands: `caldera model register|list|show|prewarm|pin|deprecate`.
+//! Model version commands: `caldera model register|list|show|prewarm|pin|deprecate|retire`.
 use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
 use super::fields::{items, text};
 use super::table::{key_values, Table};
@@ -30,8 +30,21 @@ pub enum ModelAction {
     Prewarm(PrewarmArgs),
     /// Pin (or with --off unpin) a version's cached copies.
     Pin(PinArgs),
-    /// Flag a version deprecated (still usable).
+    /// Flag a version deprecated (still usable; submissions naming it warn).
     Deprecate(ShowArgs),
+    /// Retire a version (operator): no new tasks; retired and evicted from
+    /// every cache once no task uses it.
+    Retire(RetireArgs),
+}
+
+/// `caldera model retire NAME:VERSION [--replace-with NAME:VERSION]`
+#[derive(clap::Args, Debug)]
+pub struct RetireArgs {
+    /// NAME:VERSION
+    pub model: String,
+    /// The version the services still on it move to.
+    #[arg(long, value_name = "NAME:VERSION")]
+    pub replace_with: Option<String>,
 }
 
 /// `caldera model register --name N --version V (--uri U --size-bytes S --sha256 H | --file PATH)`
@@ -223,6 +236,14 @@ pub fn model(args: ModelArgs) -> Result<(), CliError> {
             let path = format!("{}/deprecate", version_path(&s.model)?);
             block_on(client.send_json(Verb::Post, &path, &json!({})))?.data
         }
+        ModelAction::Retire(r) => {
+            let path = format!("{}/retire", version_path(&r.model)?);
+            let body = match &r.replace_with {
+                Some(v) => json!({"replace_with": v}),
+                None => json!({}),
+            };
+            block_on(client.send_json(Verb::Post, &path, &body))?.data
+        }
     };
     if json_out {
         return print_json(&data);
@@ -281,6 +302,25 @@ fn render_version(v: &Value) -> String {
     let tasks: Vec<String> = items(v, "tasks").iter().map(super::fields::show).collect();
     if !tasks.is_empty() {
         out.push_str(&format!("tasks: {}\n", tasks.join(", ")));
+    }
+    if let Some(order) = v.get("retire").filter(|o| o.is_object()) {
+        let with = order
+            .get("replace_with")
+            .and_then(Value::as_str)
+            .unwrap_or("nothing");
+        out.push_str(&format!(
+            "retire: asked by {}, replaced with {with}\n",
+            text(order, "by")
+        ));
+    }
+    if let Some(users) = v.get("used_by").and_then(Value::as_object) {
+        for (tenant, tasks) in users {
+            let ids: Vec<String> = tasks
+                .as_array()
+                .map(|t| t.iter().map(super::fields::show).collect())
+                .unwrap_or_default();
+            out.push_str(&format!("still used by {tenant}: {}\n", ids.join(", ")));
+        }
     }
     out
 }

@@ -222,14 +222,14 @@ pub async fn pin(
 
 /// POST /v1/models/{name}/versions/{version}/deprecate
 #[utoipa::path(post, path = "/v1/models/{name}/versions/{version}/deprecate", tag = "models",
-    description = "No new tasks may name the version; the ones running keep it.",
+    description = "Marks the version deprecated: it still serves and new tasks may name it, but each submission that does succeeds with a warning (`data.warnings` of the `POST /v1/tasks` answer). Retire it to refuse new tasks.",
     params(("name" = String, Path, description = "the model"), ("version" = String, Path, description = "the version")),
     security(("operator" = []), ("tenant" = [])),
     responses(
-        (status = 200, description = "the version, retiring", body = Envelope<VersionView>),
+        (status = 200, description = "the version, deprecated", body = Envelope<VersionView>),
         (status = 403, description = "only the operator changes a version the operator registered"),
         (status = 404, description = "no such version (or the caller may not see it)"),
-        (status = 409, description = "the version is retired already"),
+        (status = 409, description = "the version is retiring or retired already"),
     ))]
 pub async fn deprecate(
     user: User,
