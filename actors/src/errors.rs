@@ -28,6 +28,16 @@ pub enum ActorError {
     /// A task names a version that is retiring or retired; field `model`.
     #[error("{0}")]
     ModelNotAccepting(String),
+    /// A swap of the service runs already (409 `swap_in_progress`).
+    #[error("{0}")]
+    SwapInProgress(String),
+    /// A 1-replica swap without downtime allowed or room to surge (409
+    /// `swap_needs_replicas`); the message says what to add.
+    #[error("{0}")]
+    SwapNeedsReplicas(String),
+    /// A replica is not running on an allocation (409 `swap_not_ready`).
+    #[error("{0}")]
+    SwapNotReady(String),
     /// A retire asked again with another `replace_with`, or of a retired version.
     #[error("{0}")]
     RetireInProgress(String),
@@ -51,6 +61,9 @@ impl ActorError {
             ActorError::Unschedulable(_) => &codes::UNSCHEDULABLE,
             ActorError::UnknownModel(_) => &codes::UNKNOWN_MODEL,
             ActorError::ModelNotAccepting(_) => &codes::MODEL_NOT_ACCEPTING,
+            ActorError::SwapInProgress(_) => &codes::SWAP_IN_PROGRESS,
+            ActorError::SwapNeedsReplicas(_) => &codes::SWAP_NEEDS_REPLICAS,
+            ActorError::SwapNotReady(_) => &codes::SWAP_NOT_READY,
             ActorError::RetireInProgress(_) => &codes::RETIRE_IN_PROGRESS,
             ActorError::ReplacementInvalid(_) => &codes::REPLACEMENT_INVALID,
             ActorError::Storage(e) => e.error_code(),

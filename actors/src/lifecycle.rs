@@ -17,6 +17,7 @@ use caldera_spec::{Allocation, EventKind, TaskRecord, TaskState};
 
 mod moves;
 pub mod replica_moves;
+pub mod swap_steps;
 #[cfg(test)]
 mod tests;
 mod warming;
@@ -423,7 +424,7 @@ fn workload(rec: &TaskRecord, stopping: Option<&Stopping>, kind: &WorkloadEventK
                 format!("isolation: {isolation}"),
             )])
         }
-        WorkloadEventKind::Started { pid } if !releasing && state != TaskState::Running => {
+        WorkloadEventKind::Started { pid, .. } if !releasing && state != TaskState::Running => {
             let how = pid.map_or("reservation held (no command)".to_string(), |p| {
                 format!("pid {p}")
             });

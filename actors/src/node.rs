@@ -483,6 +483,7 @@ impl Handler<SendWeights> for NodeActor {
             ServerMessage::PeerGrant(g) => g.epoch = epoch,
             ServerMessage::Evict(e) => e.epoch = epoch,
             ServerMessage::Pin(p) => p.epoch = epoch,
+            ServerMessage::Swap(s) => s.epoch = epoch,
             _ => return false,
         }
         self.send(m.0)

@@ -16,6 +16,9 @@ use caldera_spec::{Event, EventKind, TaskRecord, TaskState, TaskType};
 use std::time::Duration;
 
 mod moves;
+mod swap;
+mod swap_drive;
+pub(crate) use swap_drive::SwapLive;
 
 impl TaskActor {
     /// A service parent (not a replica).
@@ -50,6 +53,8 @@ impl TaskActor {
                 act.ensure_replicas();
                 act.resume_moves(ctx);
                 act.settle();
+                // Rebuilt mid-swap: carry on from the recorded step.
+                act.drive_swap(ctx);
             }),
         );
     }

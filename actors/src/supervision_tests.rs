@@ -152,6 +152,7 @@ pub(crate) fn hello(name: &str, workloads: Vec<caldera_spec::wire::WorkloadRepor
         workloads,
         cache: Default::default(),
         peer_url: None,
+        advertise_host: None,
     }
 }
 

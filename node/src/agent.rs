@@ -258,6 +258,7 @@ impl Agent {
             workloads,
             cache: self.cache_report(),
             peer_url: self.weights.peer_url(),
+            advertise_host: None,
         };
         let hello_sent_ms = boottime_ms();
         let _ = outbound.send(NodeMessage::Hello(hello));
@@ -285,6 +286,13 @@ impl Agent {
             ServerMessage::PeerGrant(grant) => self.peer_grant(grant),
             ServerMessage::Evict(cmd) => self.evict(cmd),
             ServerMessage::Pin(cmd) => self.pin(cmd),
+            ServerMessage::Swap(cmd) => {
+                tracing::warn!(
+                    "swap of allocation {} to generation {} is not implemented yet; ignored",
+                    cmd.allocation_id,
+                    cmd.generation
+                );
+            }
             ServerMessage::Start(cmd) => {
                 if self.current_epoch(cmd.epoch, "start", &cmd.allocation_id) {
                     self.start(&cmd);

@@ -40,7 +40,7 @@ async fn hello_welcome_start_heartbeat_reconnect_adopt_stop() {
                         .to_string(),
                 );
                 match e.kind {
-                    WorkloadEventKind::Started { pid } => Some(pid),
+                    WorkloadEventKind::Started { pid, .. } => Some(pid),
                     _ => None,
                 }
             }

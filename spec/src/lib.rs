@@ -16,9 +16,11 @@ mod json;
 pub mod model;
 pub mod model_record;
 pub mod node;
+pub mod readiness;
 pub mod record;
 pub mod replica_slots;
 pub mod resources;
+pub mod swap;
 pub mod task;
 pub mod task_key;
 pub mod tenant;
@@ -39,9 +41,11 @@ pub use model_record::{CopyState, ModelVersionRecord, NodeCopy, RetireOrder};
 pub use node::{
     Cordon, CordonBy, DiskInfo, GpuInfo, NodeInventory, NodeMetrics, NodeRecord, NodeState,
 };
-pub use record::{Allocation, GpuGrant, TaskRecord, TaskState, Transition};
+pub use readiness::ReadinessProbe;
+pub use record::{Allocation, Endpoint, GpuGrant, TaskRecord, TaskState, Transition};
 pub use replica_slots::{replica_index, ReplicaMove, ReplicaSlots};
 pub use resources::{CpuRequest, GpuRequest, ResourceRequest, SizeRequest};
+pub use swap::{SwapAnswer, SwapPhase, SwapProgress, SwapReplica, SwapStep};
 pub use task::{OnNodeLoss, Priority, TaskSpec, TaskType};
 pub use task_key::{as_seen_by, local_id, names_a_replica, replica_id, task_key, tenant_of};
 pub use tenant::{dominant_share, standing, Quota, Standing, TenantRecord, Usage};

@@ -168,11 +168,41 @@ pub struct TaskRecord {
     /// off drained nodes under way (make-before-break).
     #[serde(default, skip_serializing_if = "crate::ReplicaSlots::is_empty")]
     pub replica_slots: crate::ReplicaSlots,
+    /// An inference service: its latest hot swap (under way, or how the
+    /// last one ended), written before each of its steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap: Option<crate::SwapProgress>,
+    /// Where the running process of this allocation is reached (an inference
+    /// replica: the node's address and the port the agent gave it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<Endpoint>,
+    /// The running process passed its readiness probe (or has none and
+    /// started): only ready replicas are listed as a service's endpoints.
+    #[serde(default)]
+    pub ready: bool,
+    /// Generation of the process now running: 0 for the first start, a
+    /// swap's generation once the node reports it swapped.
+    #[serde(default)]
+    pub generation: u32,
+    /// The `name:version` the running process serves; starts as `spec.model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving_model: Option<String>,
+}
+
+/// Where a replica's process is reached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Endpoint {
+    /// The host the node is reached at (its advertised host, else the
+    /// address the control plane saw it connect from).
+    pub address: String,
+    pub port: u16,
 }
 
 impl TaskRecord {
     /// A freshly submitted task.
     pub fn new(spec: TaskSpec, tenant: String, now_ms: u64, seq: u64) -> Self {
+        let spec_model = spec.model.clone();
         TaskRecord {
             spec,
             tenant,
@@ -200,6 +230,11 @@ impl TaskRecord {
             preemptions: 0,
             fenced_until_ms: None,
             replica_slots: Default::default(),
+            swap: None,
+            endpoint: None,
+            ready: false,
+            generation: 0,
+            serving_model: spec_model,
         }
     }
 

@@ -170,6 +170,10 @@ pub struct TaskSpec {
     /// and reservations, `replace` for inference replicas; see [`OnNodeLoss`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_node_loss: Option<OnNodeLoss>,
+    /// Inference: when a replica is ready for traffic (listed as an
+    /// endpoint). Absent: ready as soon as its process starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<crate::readiness::ReadinessProbe>,
     /// Inference: how many of the service's replicas one node may hold.
     /// Unset: 1 where capacity allows, else a replica may join a node that
     /// holds one (never a GPU that does; its placement event says `placed

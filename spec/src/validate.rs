@@ -139,6 +139,16 @@ pub fn validate_task_spec(spec: &TaskSpec) -> Result<(), SpecError> {
     if let Some(dir) = &spec.checkpoint_dir {
         validate_relative_dir("checkpoint_dir", dir)?;
     }
+    if let Some(probe) = &spec.readiness {
+        if spec.task_type == TaskType::Training {
+            return Err(SpecError::new(
+                K::Conflict,
+                "readiness",
+                "a readiness probe is for inference services; a training task runs to completion",
+            ));
+        }
+        probe.validate()?;
+    }
     if let Some(r) = spec.max_retries {
         if r > MAX_RETRIES {
             return Err(SpecError::new(

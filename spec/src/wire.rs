@@ -35,6 +35,7 @@
 //! `Evict` and `Pin` drive the cache, and [`NodeMessage::Warmup`] reports on
 //! it. The whole flow is in [`crate::weights`].
 use crate::node::{NodeInventory, NodeMetrics};
+pub use crate::readiness::ReadinessProbe;
 pub use crate::weights::{
     CacheCounters, CacheEntry, CacheFetch, CacheReport, EvictCommand, ModelMount, PeerGrant,
     PinCommand, WarmCommand, WarmupProgress, WarmupReport, WeightSource,
@@ -98,6 +99,10 @@ pub struct Hello {
     /// None: it serves no peers (`--peer-listen` off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_url: Option<String>,
+    /// The host the node's workloads are reached at (`advertise-host`);
+    /// None: the host the control plane saw the connection come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advertise_host: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -197,6 +202,9 @@ pub enum WorkloadEventKind {
     /// The process runs (or, for a reservation without command, the slot is held).
     Started {
         pid: Option<u32>,
+        /// The port the agent gave the workload as CALDERA_PORT.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port: Option<u16>,
     },
     Exited(ExitStatus),
     /// Preparing or starting failed; the message says why.
@@ -207,9 +215,31 @@ pub enum WorkloadEventKind {
     CheckpointSaved {
         path: String,
     },
+    /// Readiness changed (and, once ready, after each start or swap). A
+    /// workload without probe is reported ready right after it starts.
+    /// `generation`: 0 for the first start, the swap's after a swap.
+    Readiness {
+        ready: bool,
+        generation: u32,
+        detail: String,
+    },
+    /// The workload was restarted in place on `model` (`name:version`),
+    /// answering [`ServerMessage::Swap`] of `generation`.
+    Swapped {
+        generation: u32,
+        model: String,
+        pid: Option<u32>,
+    },
+    /// A swap of `generation` failed; `reason` says why and what runs now.
+    SwapFailed {
+        generation: u32,
+        reason: String,
+    },
 }
 
-/// Control plane -> agent.
+/// Control plane -> agent. A start is sent once per allocation, so its
+/// size (it carries a readiness probe) does not matter next to a lease renewal's.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerMessage {
@@ -255,6 +285,8 @@ pub enum ServerMessage {
     Evict(EvictCommand),
     /// Pin or unpin a cached copy.
     Pin(PinCommand),
+    /// Restart one allocation's workload in place on another model version.
+    Swap(SwapCommand),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -307,6 +339,26 @@ pub struct StartCommand {
     /// CALDERA_MODEL_NAME and CALDERA_MODEL_VERSION.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelMount>,
+    /// When the workload is ready (see [`ReadinessProbe`]); None: ready once started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<ReadinessProbe>,
+}
+
+/// Restart one allocation's workload on another model version IN PLACE: same
+/// allocation id, GPUs, cgroup, uid, port and env except CALDERA_MODEL_*.
+/// The agent makes sure `model` is verified in its cache (as for a start),
+/// then stops the running process (SIGTERM, grace_ms, SIGKILL), starts the
+/// task's command again with the new model mount, and reports `Swapped` then
+/// `Readiness`, or `SwapFailed`. A repeated generation is answered with the
+/// outcome already reached (idempotent: the control plane resends after a restart).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SwapCommand {
+    pub allocation_id: String,
+    pub task_id: String,
+    pub epoch: u64,
+    pub generation: u32,
+    pub model: ModelMount,
+    pub grace_ms: u64,
 }
 
 /// Stop one allocation's workload: SIGTERM to its process group, `grace_ms`, then SIGKILL.
@@ -372,5 +424,80 @@ mod tests {
                 code: 0
             }
         );
+    }
+
+    #[test]
+    fn swap_and_readiness_messages_round_trip() {
+        let swap = ServerMessage::Swap(SwapCommand {
+            allocation_id: "a1".into(),
+            task_id: "svc.r0".into(),
+            epoch: 2,
+            generation: 4,
+            model: ModelMount {
+                name: "m".into(),
+                version: "v4".into(),
+                sha256: "ab".repeat(32),
+                size_bytes: 10,
+            },
+            grace_ms: 1000,
+        });
+        let text = serde_json::to_string(&swap).unwrap();
+        assert!(text.starts_with(r#"{"type":"swap""#), "{text}");
+        assert_eq!(serde_json::from_str::<ServerMessage>(&text).unwrap(), swap);
+        for kind in [
+            WorkloadEventKind::Started {
+                pid: Some(7),
+                port: Some(20001),
+            },
+            WorkloadEventKind::Readiness {
+                ready: true,
+                generation: 4,
+                detail: "GET /ready: 200".into(),
+            },
+            WorkloadEventKind::Swapped {
+                generation: 4,
+                model: "m:v4".into(),
+                pid: Some(8),
+            },
+            WorkloadEventKind::SwapFailed {
+                generation: 4,
+                reason: "verify failed".into(),
+            },
+        ] {
+            let e = NodeMessage::Event(WorkloadEvent {
+                allocation_id: "a1".into(),
+                task_id: "svc.r0".into(),
+                epoch: 2,
+                at_ms: 1,
+                kind,
+            });
+            let text = serde_json::to_string(&e).unwrap();
+            assert_eq!(serde_json::from_str::<NodeMessage>(&text).unwrap(), e);
+        }
+        // An older agent's started event has no port.
+        let old: WorkloadEventKind = serde_json::from_str(r#"{"kind":"started","pid":3}"#).unwrap();
+        assert_eq!(
+            old,
+            WorkloadEventKind::Started {
+                pid: Some(3),
+                port: None
+            }
+        );
+    }
+
+    #[test]
+    fn a_start_without_probe_has_no_readiness_field() {
+        let start: StartCommand = serde_json::from_str(
+            r#"{"allocation_id":"a","task_id":"t","epoch":1,"command":["x"],"env":{},
+                "gpu_indices":[],"gpu_uuids":[],"gpu_memory_mb":0,"cpu_milli":100,
+                "memory_mb":10,"checkpoint_dir":null,"resume_from":null}"#,
+        )
+        .unwrap();
+        assert_eq!(start.readiness, None);
+        let mut with = start.clone();
+        with.readiness = Some(ReadinessProbe::http("/ready"));
+        let text = serde_json::to_string(&with).unwrap();
+        assert_eq!(serde_json::from_str::<StartCommand>(&text).unwrap(), with);
+        assert!(!serde_json::to_string(&start).unwrap().contains("readiness"));
     }
 }

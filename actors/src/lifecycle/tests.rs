@@ -370,25 +370,37 @@ fn workload_progress() {
         row(
             "ready + started(pid 42) -> running",
             task(Ready),
-            news(WorkloadEventKind::Started { pid: Some(42) }),
+            news(WorkloadEventKind::Started {
+                pid: Some(42),
+                port: None,
+            }),
             s(vec![to(Running, "pid 42")]),
         ),
         row(
             "scheduled + started(no pid) -> running: a reservation holds its slot",
             task(Scheduled),
-            news(WorkloadEventKind::Started { pid: None }),
+            news(WorkloadEventKind::Started {
+                pid: None,
+                port: None,
+            }),
             s(vec![to(Running, "reservation held (no command)")]),
         ),
         row(
             "running + started -> ignored: already running",
             task(Running),
-            news(WorkloadEventKind::Started { pid: Some(42) }),
+            news(WorkloadEventKind::Started {
+                pid: Some(42),
+                port: None,
+            }),
             Outcome::Ignored("already past that stage"),
         ),
         row(
             "released + started -> ignored: released stays released",
             task(Released),
-            news(WorkloadEventKind::Started { pid: Some(42) }),
+            news(WorkloadEventKind::Started {
+                pid: Some(42),
+                port: None,
+            }),
             Outcome::Ignored("already past that stage"),
         ),
         row(
@@ -537,7 +549,10 @@ fn workload_exits() {
         row(
             "failed + started -> ignored: terminal",
             with(task(Failed), |r| r.allocation = Some(alloc("a1", "n1"))),
-            news(WorkloadEventKind::Started { pid: Some(1) }),
+            news(WorkloadEventKind::Started {
+                pid: Some(1),
+                port: None
+            }),
             Outcome::Ignored("the task has ended"),
         ),
         row(

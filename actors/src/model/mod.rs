@@ -14,6 +14,7 @@ pub mod retire;
 pub mod sources;
 #[cfg(test)]
 mod tests;
+pub mod users;
 pub mod view;
 mod warmup;
 

@@ -18,6 +18,7 @@ use crate::commit_site::CommitSite;
 use crate::errors::Result;
 use crate::protocol::model::Retire;
 use crate::protocol::node::SendWeights;
+use crate::protocol::task::SwapModel;
 use actix::prelude::*;
 use caldera_spec::weights::EvictCommand;
 use caldera_spec::wire::ServerMessage;
@@ -27,9 +28,10 @@ use std::time::Duration;
 /// How often a retiring version looks for its remaining users.
 pub const RECHECK: Duration = Duration::from_millis(500);
 
-/// The tasks of any tenant that still use the version `key`: not ended and
-/// naming it. A scan of the task records (an operator's control message, a
-/// few tasks per second at most).
+/// The tasks of any tenant that still use the version `key`: not ended, and
+/// submitted with it or (a replica) running a process that serves it — a
+/// replica mid-swap counts for both versions. A scan of the task records
+/// (twice a second while a version retires).
 pub fn users(store: &caldera_storage::Store, key: &str) -> Vec<TaskRecord> {
     store
         .tasks()
@@ -38,11 +40,22 @@ pub fn users(store: &caldera_storage::Store, key: &str) -> Vec<TaskRecord> {
         .collect()
 }
 
-/// Whether `task` names the version `key` (as written: `name:version`).
+/// Whether `task` names the version `key` (as `name:version`), as its spec
+/// or as what its process serves.
 fn names(task: &TaskRecord, key: &str) -> bool {
-    task.spec.model.as_deref().is_some_and(|m| {
-        caldera_spec::ModelRef::parse(m, "model").is_ok_and(|r| r.to_string() == key)
-    })
+    let is =
+        |m: &str| caldera_spec::ModelRef::parse(m, "model").is_ok_and(|r| r.to_string() == key);
+    task.spec.model.as_deref().is_some_and(is) || task.serving_model.as_deref().is_some_and(is)
+}
+
+/// The services (keys) among `users`: a replica's service, or an inference
+/// service's own record; sorted, each once.
+pub fn services_of(users: &[TaskRecord]) -> std::collections::BTreeSet<String> {
+    users
+        .iter()
+        .filter(|t| t.spec.task_type == caldera_spec::TaskType::Inference)
+        .map(|t| t.service.clone().unwrap_or_else(|| t.spec.task_id.clone()))
+        .collect()
 }
 
 impl ModelVersionActor {
@@ -68,7 +81,9 @@ impl ModelVersionActor {
         if self.rec.state != ModelState::Retiring {
             return;
         }
-        if !users(self.sh.gate.store(), &self.key()).is_empty() {
+        let users = users(self.sh.gate.store(), &self.key());
+        if !users.is_empty() {
+            self.ask_swaps(ctx, &users);
             self.watch_retiring(ctx);
             return;
         }
@@ -157,5 +172,75 @@ impl Handler<Retire> for ModelVersionActor {
         self.pin_holders();
         self.watch_retiring(ctx);
         self.durable_answer(self.rec.clone())
+    }
+}
+
+impl ModelVersionActor {
+    /// With `replace_with`: every service still on this version that was
+    /// not asked yet is asked to swap to it (all services at once; each swap
+    /// rolls replica by replica, the swap's own guarantee). The services
+    /// asked are recorded first, so a restart does not ask twice; a refusal
+    /// (or a swap rolled back later) leaves the service on this version, and
+    /// the version `retiring`, listing it: an event says why.
+    fn ask_swaps(&mut self, ctx: &mut Context<Self>, users: &[TaskRecord]) {
+        let Some(order) = self.rec.retire.clone() else {
+            return;
+        };
+        let Some(to) = order.replace_with.as_deref() else {
+            return;
+        };
+        let Ok(to) = caldera_spec::ModelRef::parse(to, "replace_with") else {
+            return;
+        };
+        let fresh: Vec<String> = services_of(users)
+            .into_iter()
+            .filter(|s| !order.swaps_asked.contains(s))
+            .collect();
+        if fresh.is_empty() {
+            return;
+        }
+        let mut planned = self.rec.clone();
+        if let Some(o) = planned.retire.as_mut() {
+            o.swaps_asked.extend(fresh.iter().cloned());
+        }
+        let names: Vec<&str> = fresh.iter().map(|s| caldera_spec::local_id(s)).collect();
+        let msg = format!(
+            "model {} is retiring: services {} asked to swap to {to}",
+            self.key(),
+            names.join(", ")
+        );
+        let e = self.event(None, EventKind::ModelStateChanged, msg);
+        if self
+            .record(CommitSite::ModelState, planned, vec![e])
+            .is_err()
+        {
+            return;
+        }
+        for service in fresh {
+            let Some(h) = self.sh.registry.task(&service) else {
+                continue;
+            };
+            let swap = SwapModel {
+                to: to.clone(),
+                requested_by: format!("retire:{}", order.by),
+                allow_downtime: false,
+                max_surge: 1,
+            };
+            let asked = h.send(swap);
+            ctx.spawn(asked.into_actor(self).map(move |res, act, _| {
+                let why = match res {
+                    Ok(Ok(_)) => return,
+                    Ok(Err(e)) => e.to_string(),
+                    Err(e) => format!("the service did not answer: {e}"),
+                };
+                let msg = format!(
+                    "model {}: service {} was not swapped ({why}); the version stays retiring while it is used",
+                    act.key(),
+                    caldera_spec::local_id(&service)
+                );
+                let e = act.event(None, EventKind::ModelStateChanged, msg);
+                let _ = act.record(CommitSite::ModelState, act.rec.clone(), vec![e]);
+            }));
+        }
     }
 }

@@ -112,7 +112,10 @@ impl NodeActor {
             let kind = match &w.exit {
                 Some(x) => WorkloadEventKind::Exited(x.clone()),
                 None if w.warming => continue,
-                None => WorkloadEventKind::Started { pid: w.pid },
+                None => WorkloadEventKind::Started {
+                    pid: w.pid,
+                    port: None,
+                },
             };
             self.forward(&task, &w.allocation_id, kind);
         }

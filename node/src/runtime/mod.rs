@@ -255,7 +255,10 @@ impl Runtime {
                 let reservation = cmd.command.is_empty();
                 self.workloads.insert(id.clone(), w);
                 if reservation {
-                    let started = WorkloadEventKind::Started { pid: None };
+                    let started = WorkloadEventKind::Started {
+                        pid: None,
+                        port: None,
+                    };
                     self.event(id, &cmd.task_id, cmd.epoch, started);
                 }
             }
@@ -286,7 +289,12 @@ impl Runtime {
                 w.pid = pid.map(|r| r.pid);
                 let pid = w.pid;
                 tracing::info!("started allocation {id} (task {task}) pid {pid:?}");
-                self.event(id, &task, epoch, WorkloadEventKind::Started { pid });
+                self.event(
+                    id,
+                    &task,
+                    epoch,
+                    WorkloadEventKind::Started { pid, port: None },
+                );
             }
             Err(e) => {
                 let dir = w.shim_dir.clone();

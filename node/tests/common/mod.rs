@@ -244,6 +244,7 @@ pub fn start_command(alloc: &str, epoch: u64, script: &str) -> StartCommand {
         checkpoint_dir: None,
         resume_from: None,
         model: None,
+        readiness: None,
     }
 }
 
