@@ -4,6 +4,7 @@
 //! "parse, call, show" and never names a message, an address or the store.
 mod chargeback;
 pub mod estimates;
+mod model_from_task;
 mod models;
 pub mod scrape;
 mod task_page;
@@ -11,6 +12,7 @@ mod webhooks;
 
 pub use crate::protocol::model::PrewarmTarget;
 pub use chargeback::{Curve, CurvePoint};
+pub use model_from_task::FromTask;
 pub use models::ModelView;
 
 pub use crate::service::parse_replicas;

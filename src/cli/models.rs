@@ -47,13 +47,27 @@ pub struct RetireArgs {
     pub replace_with: Option<String>,
 }
 
-/// `caldera model register --name N --version V (--uri U --size-bytes S --sha256 H | --file PATH)`
+/// `caldera model register (NAME:VERSION | --name N --version V)
+/// (--uri U --size-bytes S --sha256 H | --file PATH | --from-task TASK [--path FILE])`
 #[derive(clap::Args, Debug)]
 pub struct RegisterArgs {
+    /// NAME:VERSION (or --name and --version).
+    #[arg(conflicts_with_all = ["name", "version"])]
+    pub model: Option<String>,
     #[arg(long)]
-    pub name: String,
+    pub name: Option<String>,
     #[arg(long)]
-    pub version: String,
+    pub version: Option<String>,
+    /// Register a task's checkpoint (its latest, or --path): the control
+    /// plane computes its size and SHA-256.
+    #[arg(long, value_name = "TASK", conflicts_with_all = ["uri", "size_bytes", "sha256", "file"])]
+    pub from_task: Option<String>,
+    /// With --from-task: a file in the task's checkpoint directory.
+    #[arg(long, requires = "from_task")]
+    pub path: Option<String>,
+    /// With --from-task and the operator token: the task's tenant.
+    #[arg(long, requires = "from_task")]
+    pub tenant: Option<String>,
     /// `file:///abs/path` or `http(s)://...`.
     #[arg(long, conflicts_with = "file")]
     pub uri: Option<String>,
@@ -116,6 +130,25 @@ pub fn file_digest(path: &Path) -> Result<(u64, String), CliError> {
 
 /// The registration body the flags describe.
 fn registration(a: &RegisterArgs) -> Result<Value, CliError> {
+    let (name, version) = match (&a.model, &a.name, &a.version) {
+        (Some(m), _, _) => name_version(m)?,
+        (None, Some(n), Some(v)) => (n.clone(), v.clone()),
+        _ => {
+            return Err(CliError::Usage(
+                "name the version: NAME:VERSION, or --name and --version".into(),
+            ))
+        }
+    };
+    if let Some(task) = &a.from_task {
+        let mut body = json!({"name": name, "version": version, "from_task": task});
+        if let Some(p) = &a.path {
+            body["path"] = json!(p);
+        }
+        if let Some(t) = &a.tenant {
+            body["tenant"] = json!(t);
+        }
+        return Ok(body);
+    }
     let (uri, size, sha) = match &a.file {
         Some(path) => {
             let abs = std::fs::canonicalize(path)
@@ -132,7 +165,7 @@ fn registration(a: &RegisterArgs) -> Result<Value, CliError> {
             }
         },
     };
-    Ok(json!({"name": a.name, "version": a.version,
+    Ok(json!({"name": name, "version": version,
         "weights": {"uri": uri, "size_bytes": size, "sha256": sha}}))
 }
 
@@ -340,9 +373,13 @@ mod tests {
             sha,
             "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
         );
-        let args = RegisterArgs {
-            name: "m".into(),
-            version: "v1".into(),
+        let mut args = RegisterArgs {
+            model: None,
+            name: Some("m".into()),
+            version: Some("v1".into()),
+            from_task: None,
+            path: None,
+            tenant: None,
             uri: None,
             size_bytes: None,
             sha256: None,
@@ -350,6 +387,11 @@ mod tests {
         };
         let body = registration(&args).unwrap();
         assert!(text(&body, "weights.uri").starts_with("file:///"), "{body}");
+        // NAME:VERSION and --from-task: the control plane hashes the file.
+        args.model = Some("m:v2".into());
+        args.from_task = Some("train".into());
+        let body = registration(&args).unwrap();
+        assert_eq!(body, json!({"name": "m", "version": "v2", "from_task": "train"}));
         assert!(name_version("llama").is_err());
         assert_eq!(
             name_version("llama:v1").unwrap(),
