@@ -7,7 +7,7 @@
 //! deprecated version still serves, and a submission naming it succeeds
 //! with a warning (the API's `data.warnings`; the CLI prints it).
 use caldera_chaos_tests::models::{
-    cached_versions, model_service, one_core, release_service, submit, task_events, wait_running,
+    cached_versions, model_service, one_core, release_service, submit, wait_running,
 };
 use caldera_chaos_tests::weights::{cached_copy, generate};
 use caldera_chaos_tests::{cluster, wait_until, AgentSpec, Api};
@@ -144,7 +144,6 @@ fn retire_waits_for_its_last_user_survives_a_restart_then_evicts_every_copy() {
             .is_some_and(|m| m.contains("model m:v1 retired (asked by operator)"))),
         "{events:#?}"
     );
-    let _ = task_events;
 }
 
 #[test]

@@ -12,7 +12,7 @@ mod webhooks;
 
 pub use crate::protocol::model::PrewarmTarget;
 pub use chargeback::{Curve, CurvePoint};
-pub use model_from_task::FromTask;
+pub use model_from_task::{file_digest, FromTask};
 pub use models::ModelView;
 
 pub use crate::service::parse_replicas;

@@ -4,7 +4,6 @@ use super::fields::{items, text};
 use super::table::{key_values, Table};
 use super::CliError;
 use serde_json::{json, Value};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// `caldera model ...`
@@ -110,22 +109,8 @@ pub struct PinArgs {
 
 /// Size and SHA-256 (lowercase hex) of `path`, read in 1 MiB chunks.
 pub fn file_digest(path: &Path) -> Result<(u64, String), CliError> {
-    use sha2::{Digest, Sha256};
-    let fail = |e: std::io::Error| CliError::Usage(format!("--file {}: {e}", path.display()));
-    let mut f = std::fs::File::open(path).map_err(fail)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut size = 0u64;
-    loop {
-        let n = f.read(&mut buf).map_err(fail)?;
-        if n == 0 {
-            break;
-        }
-        size += n as u64;
-        h.update(&buf[..n]);
-    }
-    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    Ok((size, hex))
+    caldera_actors::control_plane::file_digest(path)
+        .map_err(|e| CliError::Usage(format!("--file {}: {e}", path.display())))
 }
 
 /// The registration body the flags describe.
@@ -391,7 +376,10 @@ mod tests {
         args.model = Some("m:v2".into());
         args.from_task = Some("train".into());
         let body = registration(&args).unwrap();
-        assert_eq!(body, json!({"name": "m", "version": "v2", "from_task": "train"}));
+        assert_eq!(
+            body,
+            json!({"name": "m", "version": "v2", "from_task": "train"})
+        );
         assert!(name_version("llama").is_err());
         assert_eq!(
             name_version("llama:v1").unwrap(),

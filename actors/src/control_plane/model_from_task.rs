@@ -87,12 +87,13 @@ fn checkpoint_file(checkpoint: &str, path: Option<&str>) -> Result<(PathBuf, u64
     if !file.is_file() {
         return Err(bad(format!("{} is not a file", file.display())));
     }
-    let (size, sha) = digest(&file).map_err(|e| bad(format!("{}: {e}", file.display())))?;
+    let (size, sha) = file_digest(&file).map_err(|e| bad(format!("{}: {e}", file.display())))?;
     Ok((file, size, sha))
 }
 
-/// Size and lowercase hex SHA-256 of the file at `path`.
-fn digest(path: &Path) -> std::io::Result<(u64, String)> {
+/// Size and lowercase hex SHA-256 of the file at `path` (also what
+/// `caldera model register --file` computes on the client).
+pub fn file_digest(path: &Path) -> std::io::Result<(u64, String)> {
     let mut f = std::fs::File::open(path)?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
