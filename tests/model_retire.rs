@@ -208,3 +208,74 @@ fn a_deprecated_version_still_serves_and_its_submissions_warn() {
     assert_eq!(r.status, 201, "{:#}", r.body);
     assert!(r.body["data"]["warnings"].is_null(), "{:#}", r.body);
 }
+
+/// Retire with `replace_with`: every service on the old version is swapped
+/// in place to the new one (the swap of h/swap), then the old version is
+/// `retired` and gone from every node's cache.
+///
+/// Ignored until the agent carries out `ServerMessage::Swap` (the node side
+/// of the in-place swap; the agent ignores it so far): run it with
+/// `cargo test --test model_retire -- --ignored` once it does.
+#[test]
+#[ignore = "needs the agent's in-place swap (it ignores ServerMessage::Swap so far)"]
+fn retire_with_replace_with_moves_every_service_then_evicts_the_old_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = [
+        AgentSpec::with_cache("node-0", "1xA100-80GB", "1"),
+        AgentSpec::with_cache("node-1", "1xA100-80GB", "1"),
+    ];
+    let (cp, nodes) = cluster(Path::new(BIN), dir.path(), ENV, &specs);
+    let op = cp.operator();
+    let v1 = generate(&dir.path().join("nfs/m-v1.bin"), 500_000, 1).unwrap();
+    let v2 = generate(&dir.path().join("nfs/m-v2.bin"), 500_000, 2).unwrap();
+    assert_eq!(
+        op.register_model("m", "v1", &v1.spec(&v1.file_uri()))
+            .status,
+        201
+    );
+    assert_eq!(
+        op.register_model("m", "v2", &v2.spec(&v2.file_uri()))
+            .status,
+        201
+    );
+    let api = cp.api(&cp.tenant("team-a"));
+    for svc in ["a", "b"] {
+        submit(&api, &model_service(svc, "m:v1", 2, one_core()));
+        wait_running(&api, &format!("{svc}.r0"), 60);
+        wait_running(&api, &format!("{svc}.r1"), 60);
+    }
+    let r = op.post(
+        "/v1/models/m/versions/v1/retire",
+        r#"{"replace_with": "m:v2"}"#,
+    );
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    assert_eq!(r.body["data"]["retire"]["replace_with"], "m:v2");
+    assert!(
+        wait_until(Duration::from_secs(120), || version(&op, "m:v1")["state"]
+            == "retired"),
+        "{:#}",
+        version(&op, "m:v1")
+    );
+    for svc in ["a", "b"] {
+        for i in 0..2 {
+            let v = api.task(&format!("{svc}.r{i}"));
+            assert_eq!(v["state"], "running", "{v:#}");
+            assert_eq!(v["spec"]["model"], "m:v2", "{v:#}");
+        }
+    }
+    for n in &nodes {
+        assert!(
+            wait_until(Duration::from_secs(30), || cached_copy(
+                &n.data_dir,
+                &v1.sha256
+            )
+            .is_none()),
+            "m:v1 is still cached on {}",
+            n.data_dir.display()
+        );
+        assert!(
+            cached_copy(&n.data_dir, &v2.sha256).is_some(),
+            "m:v2 is not cached"
+        );
+    }
+}
