@@ -5,6 +5,7 @@
 mod chargeback;
 pub mod estimates;
 mod models;
+mod portal;
 pub mod scrape;
 mod task_page;
 mod webhooks;
