@@ -126,9 +126,10 @@ pub fn age(ms: u64) -> String {
     }
 }
 
-/// A quantity in MB shown in GB with one decimal.
+/// A quantity in MB shown in GB with one decimal (1 GB = 1024 MB, as the
+/// spec's `memory_gb` is granted).
 pub fn gb(mb: f64) -> String {
-    format!("{:.1} GB", mb / 1000.0)
+    format!("{:.1} GB", mb / 1024.0)
 }
 
 /// Inline text that must not be escaped twice (already-rendered SVG).

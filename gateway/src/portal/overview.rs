@@ -94,6 +94,7 @@ fn summed(rows: &[Keyed<Dims>], d: &Dimension) -> f64 {
     responses(
         (status = 200, description = "the page", content_type = "text/html", body = String),
         (status = 303, description = "no session: on to the login page"),
+        (status = 401, description = "fragment=live without a session (the script then goes to the login)", content_type = "text/html", body = String),
     ))]
 pub async fn page_handler(
     viewer: Viewer,
