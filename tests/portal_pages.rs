@@ -142,6 +142,22 @@ fn the_portal_end_to_end_with_a_real_agent() {
             assert_eq!(r.header("location"), Some("/login"), "{p}");
         }
     }
+    // The live fragment is the page's live part only, for the script to swap in.
+    let live = alpha.get("/nodes?fragment=live");
+    assert!(!text(&live).contains("<html") && text(&live).contains("data-node=\"node-a\""));
+    // The log's next piece, from an offset, as the page's follow reads it.
+    let job = r#"{"task_id":"talker","task_type":"training","resources":{"cpu":{"cores":1}},"command":["sh","-c","echo hello-portal; exec sleep 60"]}"#;
+    assert_eq!(alpha_api.post("/v1/tasks", job).status, 201);
+    alpha_api.wait_task("talker", 20, "running", |v| v["state"] == "running");
+    let mut said = String::new();
+    let spoke = caldera_chaos_tests::wait_until(std::time::Duration::from_secs(10), || {
+        let r = alpha.get("/tasks/talker/log?tenant=alpha&from_byte=0");
+        said = text(&r).to_string();
+        r.status == 200 && said.contains("hello-portal") && r.header("x-log-end").is_some()
+    });
+    assert!(spoke, "{said}");
+    let page = alpha.get("/tasks/talker");
+    assert!(text(&page).contains("id=\"log-follow\"") && text(&page).contains("hello-portal"));
     let tasks = alpha.get("/tasks");
     assert!(text(&tasks).contains("data-task-id=\"train_20240716_001\""));
     let csv = alpha.get("/tenants/alpha/cost.csv");

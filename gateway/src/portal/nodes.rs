@@ -16,6 +16,9 @@ use caldera_spec::Allocation;
 use maud::{html, Markup};
 use std::collections::BTreeMap;
 
+/// Node cards a page shows: 100 nodes of 8 GPUs would pass 200 KB on one page.
+pub const PAGE: usize = 20;
+
 /// Node name -> the model versions with a copy there, and its state.
 type Copies = BTreeMap<String, Vec<(String, &'static str)>>;
 
@@ -91,11 +94,15 @@ pub async fn copies(viewer: &Viewer, st: &web::Data<AppState>) -> Result<Copies,
 /// GET /nodes
 #[utoipa::path(get, path = "/nodes", tag = "portal", operation_id = "portal_nodes",
     description = "The portal's node cards: GPU memory bars split into the slices held, health, epoch, isolation, cached model versions.",
-    params(("fragment" = Option<String>, Query, description = "live: only the part the page refreshes")),
+    params(
+        ("node" = Option<String>, Query, description = "only this node's card"),
+        ("page" = Option<u32>, Query, description = "which page of cards (from 1; 20 a page)"),
+        ("fragment" = Option<String>, Query, description = "live: only the part the page refreshes")),
     responses(
         (status = 200, description = "the page", content_type = "text/html", body = String),
         (status = 303, description = "no session: on to the login page"),
         (status = 401, description = "fragment=live without a session (the script then goes to the login)", content_type = "text/html", body = String),
+        (status = 400, description = "a page out of range", content_type = "text/html", body = String),
     ))]
 pub async fn page_handler(
     viewer: Viewer,
@@ -104,12 +111,35 @@ pub async fn page_handler(
 ) -> Result<HttpResponse, PortalError> {
     let render = Render::start(&q);
     let list = nodes::list(viewer.user(), st.clone()).await?.into_data();
-    let nodes = list.map(|l| l.nodes).unwrap_or_default();
+    let mut nodes = list.map(|l| l.nodes).unwrap_or_default();
+    if let Some(only) = q.get("node").filter(|n| !n.is_empty()) {
+        nodes.retain(|n| &n.name == only);
+    }
+    let pages = nodes.len().div_ceil(PAGE).max(1);
+    let at = match q.get("page") {
+        None => 1,
+        Some(p) => p
+            .parse::<usize>()
+            .ok()
+            .filter(|p| (1..=pages).contains(p))
+            .ok_or_else(|| {
+                PortalError::from(crate::ApiError::bad_query(
+                    "page",
+                    format!("page is a number from 1 to {pages}"),
+                ))
+            })?,
+    };
+    let shown = &nodes[(at - 1) * PAGE..(at * PAGE).min(nodes.len())];
     let (ledger, _) = st.cp.allocations().await?;
     let copies = copies(&viewer, &st).await?;
     let live = html! {
         @if nodes.is_empty() { p.note { "No node has joined yet." } }
-        div.cards { @for n in &nodes { (card(&viewer, n, &ledger, &copies)) } }
+        div.cards { @for n in shown { (card(&viewer, n, &ledger, &copies)) } }
+        @if pages > 1 {
+            p.pager { "Page " (at) " of " (pages) " (" (nodes.len()) " nodes) "
+                @if at > 1 { a #nodes-prev href=(format!("/nodes?page={}", at - 1)) { "Previous" } }
+                @if at < pages { a #nodes-next href=(format!("/nodes?page={}", at + 1)) { "Next" } } }
+        }
     };
     Ok(render.page(
         |live| page(&viewer, Nav::Nodes, "Nodes", html! {}, live),

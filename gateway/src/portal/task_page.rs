@@ -270,8 +270,10 @@ async fn log_section(viewer: &Viewer, st: &web::Data<AppState>, t: &TaskView, q:
             @match chunk.map(|r| r.into_data()) {
                 Ok(Some(c)) => {
                     @if let Some(n) = c.note { p.note { (n) } }
-                    label { input #log-follow type="checkbox" checked; " follow" }
-                    pre #log data-follow=(follow) data-end=(c.end_byte.unwrap_or(0)) { (c.content) }
+                    @if c.reservation != Some(true) {
+                        label { input #log-follow type="checkbox" checked; " follow" }
+                        pre #log data-follow=(follow) data-end=(c.end_byte.unwrap_or(0)) { (c.content) }
+                    }
                 }
                 Ok(None) => { p.note { "No log." } }
                 Err(e) => { p.note #log-missing { (e.message()) } }
