@@ -19,6 +19,9 @@ use caldera_spec::{EventKind, Quota};
 use maud::{html, Markup};
 use std::collections::HashMap;
 
+/// Tenants a page shows at most (each costs a read of its billing records).
+pub const SHOWN: usize = 30;
+
 /// A quota figure, `—` when unlimited.
 fn limit(v: Option<f64>) -> String {
     v.map(|v| format!("{v}")).unwrap_or_else(|| "—".into())
@@ -93,6 +96,7 @@ fn dims_table(quota: &Quota, borrow: &Quota, alloc: Option<&Dims>, idle: Option<
     params(
         ("from" = Option<String>, Query, description = "the cost period's start (default: this month)"),
         ("to" = Option<String>, Query, description = "the cost period's end (default: now)"),
+        ("tenant" = Option<String>, Query, description = "only this tenant"),
         ("fragment" = Option<String>, Query, description = "live: only the part the page refreshes")),
     responses(
         (status = 200, description = "the page", content_type = "text/html", body = String),
@@ -118,6 +122,12 @@ pub async fn page_handler(
             .into_iter()
             .collect(),
     };
+    let mut views = views;
+    if let Some(only) = q.get("tenant").filter(|t| !t.is_empty()) {
+        views.retain(|t| &t.name == only);
+    }
+    let all = views.len();
+    views.truncate(SHOWN);
     let util = utilization::get(viewer.user(), st.clone())
         .await?
         .into_data()
@@ -179,7 +189,10 @@ pub async fn page_handler(
             }
         }
     };
-    let live = html! { @for c in cards { (c) } };
+    let live = html! {
+        @for c in cards { (c) }
+        @if all > SHOWN { p.note { "Showing " (SHOWN) " of " (all) " tenants: pick one with ?tenant=NAME." } }
+    };
     Ok(render.page(
         |live| page(&viewer, Nav::Tenants, "Tenants", fixed, live),
         live,
