@@ -5,7 +5,7 @@
 use super::auth::Viewer;
 use super::error::PortalError;
 use super::layout::{page, Nav};
-use super::respond::Render;
+use super::respond::{PageAnswers, Render};
 use crate::routes::{models, Query};
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
@@ -16,9 +16,7 @@ use maud::html;
     description = "The portal's model versions: state, where each is warm, which tasks use it.",
     params(("fragment" = Option<String>, Query, description = "live: only the part the page refreshes")),
     responses(
-        (status = 200, description = "the page", content_type = "text/html", body = String),
-        (status = 303, description = "no session: on to the login page"),
-        (status = 401, description = "fragment=live without a session (the script then goes to the login)", content_type = "text/html", body = String),
+        PageAnswers,
     ))]
 pub async fn page_handler(
     viewer: Viewer,

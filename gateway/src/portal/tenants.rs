@@ -6,7 +6,7 @@ use super::auth::Viewer;
 use super::error::PortalError;
 use super::events::kind_name;
 use super::layout::{gb, page, Nav};
-use super::respond::Render;
+use super::respond::{PageAnswers, Render};
 use super::tasks::url_part;
 use crate::principal::Operator;
 use crate::routes::cost_views::CostLineView;
@@ -99,9 +99,7 @@ fn dims_table(quota: &Quota, borrow: &Quota, alloc: Option<&Dims>, idle: Option<
         ("tenant" = Option<String>, Query, description = "only this tenant"),
         ("fragment" = Option<String>, Query, description = "live: only the part the page refreshes")),
     responses(
-        (status = 200, description = "the page", content_type = "text/html", body = String),
-        (status = 303, description = "no session: on to the login page"),
-        (status = 401, description = "fragment=live without a session (the script then goes to the login)", content_type = "text/html", body = String),
+        PageAnswers,
         (status = 400, description = "a bad from or to (named)", content_type = "text/html", body = String),
     ))]
 pub async fn page_handler(
