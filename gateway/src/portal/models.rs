@@ -5,19 +5,22 @@
 use super::auth::Viewer;
 use super::error::PortalError;
 use super::layout::{page, Nav};
-use super::respond::{PageAnswers, Render};
+use super::respond::{Live, PageAnswers, Render};
 use crate::routes::{models, Query};
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use maud::html;
 
 /// GET /models
-#[utoipa::path(get, path = "/models", tag = "portal", operation_id = "portal_models",
+#[utoipa::path(
+    get,
+    path = "/models",
+    tag = "portal",
+    operation_id = "portal_models",
     description = "The portal's model versions: state, where each is warm, which tasks use it.",
-    params(("fragment" = Option<String>, Query, description = "live: only the part the page refreshes")),
-    responses(
-        PageAnswers,
-    ))]
+    params(Live),
+    responses(PageAnswers,)
+)]
 pub async fn page_handler(
     viewer: Viewer,
     st: web::Data<AppState>,

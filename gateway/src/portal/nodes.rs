@@ -6,7 +6,7 @@ use super::auth::{Form, Viewer};
 use super::error::PortalError;
 use super::layout::{csrf_field, gb, page, Nav};
 use super::membar::{free_mb, gpu_bar, slices_on, spread};
-use super::respond::{see_other, PageAnswers, Render};
+use super::respond::{see_other, Live, PageAnswers, Render};
 use crate::principal::Operator;
 use crate::routes::{models, nodes, Query};
 use crate::state::AppState;
@@ -97,7 +97,7 @@ pub async fn copies(viewer: &Viewer, st: &web::Data<AppState>) -> Result<Copies,
     params(
         ("node" = Option<String>, Query, description = "only this node's card"),
         ("page" = Option<u32>, Query, description = "which page of cards (from 1; 20 a page)"),
-        ("fragment" = Option<String>, Query, description = "live: only the part the page refreshes")),
+        Live),
     responses(
         PageAnswers,
         (status = 400, description = "a page out of range", content_type = "text/html", body = String),

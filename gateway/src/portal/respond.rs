@@ -71,3 +71,12 @@ pub enum PageAnswers {
     #[response(status = 401, content_type = "text/html")]
     NoSession(String),
 }
+
+/// `?fragment=live`, which every page takes, for `/openapi.json`.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // a description only: [`Render::start`] reads it
+pub struct Live {
+    /// `live`: only the part the page refreshes.
+    fragment: Option<String>,
+}

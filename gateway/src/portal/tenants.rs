@@ -6,7 +6,7 @@ use super::auth::Viewer;
 use super::error::PortalError;
 use super::events::kind_name;
 use super::layout::{gb, page, Nav};
-use super::respond::{PageAnswers, Render};
+use super::respond::{Live, PageAnswers, Render};
 use super::tasks::url_part;
 use crate::principal::Operator;
 use crate::routes::cost_views::CostLineView;
@@ -97,7 +97,7 @@ fn dims_table(quota: &Quota, borrow: &Quota, alloc: Option<&Dims>, idle: Option<
         ("from" = Option<String>, Query, description = "the cost period's start (default: this month)"),
         ("to" = Option<String>, Query, description = "the cost period's end (default: now)"),
         ("tenant" = Option<String>, Query, description = "only this tenant"),
-        ("fragment" = Option<String>, Query, description = "live: only the part the page refreshes")),
+        Live),
     responses(
         PageAnswers,
         (status = 400, description = "a bad from or to (named)", content_type = "text/html", body = String),
