@@ -7,6 +7,7 @@ mod endpoints;
 pub mod estimates;
 mod model_from_task;
 mod models;
+mod portal;
 pub mod scrape;
 pub mod swap;
 mod task_page;
