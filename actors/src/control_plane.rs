@@ -3,6 +3,7 @@
 //! (always off the async workers), stays behind this file, so a route is
 //! "parse, call, show" and never names a message, an address or the store.
 mod chargeback;
+mod dry_run;
 pub mod estimates;
 mod models;
 pub mod scrape;
@@ -11,6 +12,7 @@ mod webhooks;
 
 pub use crate::protocol::model::PrewarmTarget;
 pub use chargeback::{Curve, CurvePoint};
+pub use dry_run::DryRunView;
 pub use models::ModelView;
 
 pub use crate::service::parse_replicas;
