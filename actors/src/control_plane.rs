@@ -6,6 +6,7 @@ mod chargeback;
 mod dry_run;
 pub mod estimates;
 mod models;
+mod portal;
 pub mod scrape;
 mod task_page;
 mod webhooks;

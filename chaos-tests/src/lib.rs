@@ -13,6 +13,7 @@ pub mod keepalive;
 pub mod ledger;
 pub mod models;
 pub mod origin;
+pub mod portal;
 pub mod process;
 pub mod promql;
 pub mod proxy;

@@ -13,4 +13,6 @@ pub struct AppState {
     pub estimates: crate::routes::stats::EstimateCache,
     /// `/metrics`: the registered event measures and the HTTP ones.
     pub metrics: crate::metrics::Exposition,
+    /// The portal's sessions (in memory: a restart logs everyone out).
+    pub portal: crate::portal::Portal,
 }

@@ -38,6 +38,7 @@ pub mod whoami;
 
 use crate::error::ApiError;
 use crate::openapi;
+use crate::portal;
 use actix_web::http::Method;
 use actix_web::{web, Resource, Route};
 use caldera_spec::codes;
@@ -122,6 +123,13 @@ fn table() -> Vec<Endpoint> {
         at::<webhooks::__path_get>(web::to(webhooks::get)),
         at::<webhooks::__path_delete>(web::to(webhooks::delete)),
         at::<webhooks::__path_deliveries>(web::to(webhooks::deliveries)),
+        // The portal's pages (gateway/src/portal).
+        at::<portal::login::__path_page>(web::to(portal::login::page)),
+        at::<portal::login::__path_login>(web::to(portal::login::login)),
+        at::<portal::login::__path_logout>(web::to(portal::login::logout)),
+        at::<portal::assets::__path_asset>(web::to(portal::assets::asset)),
+        at::<portal::overview::__path_page_handler>(web::to(portal::overview::page_handler)),
+        at::<portal::events::__path_page_handler>(web::to(portal::events::page_handler)),
     ];
     #[cfg(feature = "failpoints")]
     let t = {
@@ -183,6 +191,12 @@ fn table() -> Vec<Endpoint> {
     webhooks::get,
     webhooks::delete,
     webhooks::deliveries,
+    portal::login::page,
+    portal::login::login,
+    portal::login::logout,
+    portal::assets::asset,
+    portal::overview::page_handler,
+    portal::events::page_handler,
 ))]
 pub struct ApiPaths;
 

@@ -1,0 +1,58 @@
+//! Portal answers: HTML with `Server-Timing: render;dur=<ms>` (what the
+//! benchmark reads) and no caching (pages show live state).
+use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use actix_web::HttpResponse;
+use maud::Markup;
+use std::time::Instant;
+
+/// When a request's rendering started, and whether only its live fragment
+/// is wanted (`?fragment=live`: the page's script refreshing it).
+pub struct Render {
+    started: Instant,
+    pub fragment: bool,
+}
+
+impl Render {
+    pub fn start(q: &std::collections::HashMap<String, String>) -> Render {
+        Render {
+            started: Instant::now(),
+            fragment: q.get("fragment").is_some_and(|f| f == "live"),
+        }
+    }
+
+    /// A 200 with `markup`.
+    pub fn html(&self, markup: Markup) -> HttpResponse {
+        self.with(HttpResponse::Ok(), markup)
+    }
+
+    /// `builder`'s status with `markup`, timed.
+    pub fn with(
+        &self,
+        mut builder: actix_web::HttpResponseBuilder,
+        markup: Markup,
+    ) -> HttpResponse {
+        let body = markup.into_string();
+        let ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        builder
+            .insert_header((CONTENT_TYPE, "text/html; charset=utf-8"))
+            .insert_header((CACHE_CONTROL, "no-store"))
+            .insert_header(("Server-Timing", format!("render;dur={ms:.2}")))
+            .body(body)
+    }
+
+    /// The whole page, or only its live part when that is what was asked.
+    pub fn page(&self, whole: impl FnOnce(Markup) -> Markup, live: Markup) -> HttpResponse {
+        if self.fragment {
+            self.html(live)
+        } else {
+            self.html(whole(live))
+        }
+    }
+}
+
+/// A 303 to `to` (after a form: the browser then GETs the result).
+pub fn see_other(to: &str) -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header((actix_web::http::header::LOCATION, to))
+        .finish()
+}
