@@ -22,6 +22,7 @@ pub mod shims;
 pub mod task_view;
 pub mod ticks;
 pub mod tls;
+pub mod webdriver;
 pub mod webhook_receiver;
 pub mod weights;
 
