@@ -76,7 +76,10 @@ impl Viewer {
 
 /// The viewer of `req`, or [`PortalError::NoSession`].
 fn viewer(req: &HttpRequest) -> Result<Viewer, PortalError> {
-    let fragment = req.query_string().contains("fragment=");
+    let fragment = req
+        .query_string()
+        .split('&')
+        .any(|kv| kv == "fragment=live");
     let none = || PortalError::NoSession { fragment };
     let id = cookie(req, SESSION_COOKIE).ok_or_else(none)?;
     let st = req.app_data::<web::Data<AppState>>().ok_or_else(none)?;

@@ -114,6 +114,7 @@ pub fn events_table(events: &[EventView]) -> Markup {
     responses(
         (status = 200, description = "the page", content_type = "text/html", body = String),
         (status = 303, description = "no session: on to the login page"),
+        (status = 401, description = "fragment=live without a session (the script then goes to the login)", content_type = "text/html", body = String),
         (status = 400, description = "a bad filter (named)", content_type = "text/html", body = String),
         (status = 403, description = "a tenant's session naming another tenant", content_type = "text/html", body = String),
         (status = 409, description = "the operator named a task id several tenants use", content_type = "text/html", body = String),

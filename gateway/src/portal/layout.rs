@@ -115,20 +115,22 @@ pub fn grouped(n: u64) -> String {
     out
 }
 
-/// A duration in ms as a person reads it: 45 s, 12 min, 3.5 h, 2.1 d.
+/// A duration in ms as a person reads it: 80 ms, 45 s, 12 min, 3.5 h, 2.1 d.
 pub fn age(ms: u64) -> String {
     let s = ms / 1000;
     match s {
-        0..=119 => format!("{s} s"),
+        0 => format!("{ms} ms"),
+        1..=119 => format!("{s} s"),
         120..=7199 => format!("{} min", s / 60),
         7200..=172_799 => format!("{:.1} h", s as f64 / 3600.0),
         _ => format!("{:.1} d", s as f64 / 86_400.0),
     }
 }
 
-/// A quantity in MB shown in GB with one decimal.
+/// A quantity in MB shown in GB with one decimal (1 GB = 1024 MB, as the
+/// spec's `memory_gb` is granted).
 pub fn gb(mb: f64) -> String {
-    format!("{:.1} GB", mb / 1000.0)
+    format!("{:.1} GB", mb / 1024.0)
 }
 
 /// Inline text that must not be escaped twice (already-rendered SVG).

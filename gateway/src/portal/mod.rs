@@ -12,13 +12,22 @@
 pub mod assets;
 pub mod auth;
 pub mod chart;
+pub mod dry_run;
 pub mod error;
 pub mod events;
 pub mod layout;
 pub mod login;
+pub mod membar;
+pub mod models;
+pub mod nodes;
 pub mod overview;
 pub mod respond;
 pub mod session;
+pub mod spec_form;
+pub mod submit;
+pub mod task_page;
+pub mod tasks;
+pub mod tenants;
 
 pub use error::PortalError;
 

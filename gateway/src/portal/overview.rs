@@ -34,45 +34,39 @@ struct Dimension {
 }
 
 const DIMENSIONS: [Dimension; 5] = [
-    Dimension {
-        label: "GPUs",
-        id: "gpus",
-        dims: |d| d.gpus,
-        usage: |u| u.gpus,
-        in_mb: false,
-    },
-    Dimension {
-        label: "GPU memory",
-        id: "gpu-memory",
-        dims: |d| d.gpu_memory_mb,
-        usage: |u| u.gpu_memory_gb,
-        in_mb: true,
-    },
-    Dimension {
-        label: "CPU cores",
-        id: "cpu",
-        dims: |d| d.cpu_cores,
-        usage: |u| u.cpu_cores,
-        in_mb: false,
-    },
-    Dimension {
-        label: "Memory",
-        id: "memory",
-        dims: |d| d.memory_mb,
-        usage: |u| u.memory_gb,
-        in_mb: true,
-    },
-    Dimension {
-        label: "Disk",
-        id: "disk",
-        dims: |d| d.disk_mb,
-        usage: |u| u.disk_gb,
-        in_mb: true,
-    },
+    Dimension::of("GPUs", "gpus", |d| d.gpus, |u| u.gpus, false),
+    Dimension::of(
+        "GPU memory",
+        "gpu-memory",
+        |d| d.gpu_memory_mb,
+        |u| u.gpu_memory_gb,
+        true,
+    ),
+    Dimension::of("CPU cores", "cpu", |d| d.cpu_cores, |u| u.cpu_cores, false),
+    Dimension::of("Memory", "memory", |d| d.memory_mb, |u| u.memory_gb, true),
+    Dimension::of("Disk", "disk", |d| d.disk_mb, |u| u.disk_gb, true),
 ];
 
 impl Dimension {
+    const fn of(
+        label: &'static str,
+        id: &'static str,
+        dims: fn(&Dims) -> Dim,
+        usage: fn(&Usage) -> f64,
+        in_mb: bool,
+    ) -> Dimension {
+        Dimension {
+            label,
+            id,
+            dims,
+            usage,
+            in_mb,
+        }
+    }
+
     fn show(&self, v: f64) -> String {
+        // Sums of floats can come out as -0.0: show it as 0.
+        let v = if v.abs() < 1e-9 { 0.0 } else { v };
         if self.in_mb {
             gb(v)
         } else {
@@ -94,6 +88,7 @@ fn summed(rows: &[Keyed<Dims>], d: &Dimension) -> f64 {
     responses(
         (status = 200, description = "the page", content_type = "text/html", body = String),
         (status = 303, description = "no session: on to the login page"),
+        (status = 401, description = "fragment=live without a session (the script then goes to the login)", content_type = "text/html", body = String),
     ))]
 pub async fn page_handler(
     viewer: Viewer,

@@ -19,7 +19,7 @@
 //! and 3 disagree, and `tests/api_fuzz.rs` calls every documented operation
 //! on the real binary.
 pub mod cost;
-mod cost_views;
+pub mod cost_views;
 pub mod events;
 #[cfg(feature = "failpoints")]
 pub mod failpoints;
@@ -27,7 +27,7 @@ pub mod health;
 pub mod history;
 pub mod models;
 pub mod nodes;
-mod period;
+pub mod period;
 pub mod stats;
 pub mod tasks;
 pub mod tenants;
@@ -130,6 +130,19 @@ fn table() -> Vec<Endpoint> {
         at::<portal::assets::__path_asset>(web::to(portal::assets::asset)),
         at::<portal::overview::__path_page_handler>(web::to(portal::overview::page_handler)),
         at::<portal::events::__path_page_handler>(web::to(portal::events::page_handler)),
+        at::<portal::submit::__path_page_handler>(web::to(portal::submit::page_handler)),
+        at::<portal::submit::__path_submit>(web::to(portal::submit::submit)),
+        at::<portal::submit::__path_dry_run_handler>(web::to(portal::submit::dry_run_handler)),
+        at::<portal::tasks::__path_page_handler>(web::to(portal::tasks::page_handler)),
+        at::<portal::task_page::__path_page_handler>(web::to(portal::task_page::page_handler)),
+        at::<portal::task_page::__path_log_handler>(web::to(portal::task_page::log_handler)),
+        at::<portal::task_page::__path_release>(web::to(portal::task_page::release)),
+        at::<portal::task_page::__path_scale>(web::to(portal::task_page::scale)),
+        at::<portal::nodes::__path_page_handler>(web::to(portal::nodes::page_handler)),
+        at::<portal::nodes::__path_cordon>(web::to(portal::nodes::cordon)),
+        at::<portal::tenants::__path_page_handler>(web::to(portal::tenants::page_handler)),
+        at::<portal::tenants::__path_cost_csv>(web::to(portal::tenants::cost_csv)),
+        at::<portal::models::__path_page_handler>(web::to(portal::models::page_handler)),
     ];
     #[cfg(feature = "failpoints")]
     let t = {
@@ -197,6 +210,19 @@ fn table() -> Vec<Endpoint> {
     portal::assets::asset,
     portal::overview::page_handler,
     portal::events::page_handler,
+    portal::submit::page_handler,
+    portal::submit::submit,
+    portal::submit::dry_run_handler,
+    portal::tasks::page_handler,
+    portal::task_page::page_handler,
+    portal::task_page::log_handler,
+    portal::task_page::release,
+    portal::task_page::scale,
+    portal::nodes::page_handler,
+    portal::nodes::cordon,
+    portal::tenants::page_handler,
+    portal::tenants::cost_csv,
+    portal::models::page_handler,
 ))]
 pub struct ApiPaths;
 
