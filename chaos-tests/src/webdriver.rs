@@ -369,6 +369,20 @@ impl Session {
         self.call("POST", "/execute/sync", Some(body), "execute")
     }
 
+    /// Resizes the window so that the page's viewport is `width` x
+    /// `height` (the window's own frame is measured, not guessed).
+    pub fn set_viewport(&self, width: u32, height: u32) -> Result<(), String> {
+        let inner = self.execute(
+            "return [window.innerWidth, window.innerHeight, window.outerWidth, window.outerHeight];",
+            vec![],
+        )?;
+        let at = |i: usize| inner[i].as_i64().unwrap_or(0);
+        let (w, h) = (width as i64 + at(2) - at(0), height as i64 + at(3) - at(1));
+        let body = json!({"width": w, "height": h});
+        self.call("POST", "/window/rect", Some(body), "window rect")
+            .map(drop)
+    }
+
     /// The viewport as a PNG.
     pub fn screenshot(&self) -> Result<Vec<u8>, String> {
         let v = self.call("GET", "/screenshot", None, "screenshot")?;
