@@ -10,6 +10,7 @@
 //! bench fleet --nodes 1000 --tasks 100000
 //! bench agent-memory --workloads 4
 //! bench warmup --nodes 8 --size-mib 1024 --origin-mbps 100
+//! bench portal --nodes 100 --requests 20
 //! ```
 //!
 //! Common flags: `--bin PATH` (the caldera binary; default
@@ -22,7 +23,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 const USAGE: &str =
-    "usage: bench <submit|start-latency|node-loss|restart|fleet|agent-memory|warmup> [flags]
+    "usage: bench <submit|start-latency|node-loss|restart|fleet|agent-memory|warmup|portal> [flags]
   submit        --requests N (20000) --concurrency C[,C..] (8,16,32,64)
   start-latency --tasks N (200) [--reservation]
   node-loss     --trials N (10)
@@ -31,6 +32,7 @@ const USAGE: &str =
   agent-memory  --workloads N (4)
   warmup        --nodes N (8) --size-mib M (1024) --origin-mbps R (100: the emulated shared
                 storage's cap, MB/s) --rounds K (1) --warm-starts W (5)
+  portal        --nodes N (100) --requests R (20: per page); 1,000 tasks
 common: --bin PATH --dir PATH --env KEY=VALUE --deadline-s N --keep";
 
 /// Flags that take no value.
@@ -186,6 +188,12 @@ fn run(cmd: &str, mut f: Flags) -> Result<(), String> {
             };
             f.done()?;
             bench::warmup::run(&s, &run)
+        }
+        "portal" => {
+            let nodes = f.number("--nodes", 100)?.max(1);
+            let requests = f.number("--requests", 20)?.max(1);
+            f.done()?;
+            bench::portal::run(&s, nodes, requests)
         }
         other => Err(format!("unknown subcommand {other}")),
     };
