@@ -4,6 +4,7 @@
 //! "parse, call, show" and never names a message, an address or the store.
 mod chargeback;
 mod endpoints;
+mod dry_run;
 pub mod estimates;
 mod model_from_task;
 mod models;
@@ -16,6 +17,7 @@ mod webhooks;
 pub use crate::protocol::model::PrewarmTarget;
 pub use chargeback::{Curve, CurvePoint};
 pub use model_from_task::{file_digest, FromTask};
+pub use dry_run::DryRunView;
 pub use models::ModelView;
 
 pub use crate::service::parse_replicas;

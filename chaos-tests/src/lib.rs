@@ -23,6 +23,7 @@ pub mod swap;
 pub mod task_view;
 pub mod ticks;
 pub mod tls;
+pub mod webdriver;
 pub mod webhook_receiver;
 pub mod weights;
 

@@ -9,15 +9,16 @@ use caldera_spec::TaskSpec;
 use maud::{html, Markup};
 use serde_json::Value;
 
-/// The dry run's answer (the API's `data`), or the API's error.
-///
-/// The control plane's dry run (`ControlPlane::dry_run`, issue 14's
-/// backend) is built on the branch h/browser; until it is merged here this
-/// answers the API's "not available" error, which the page shows. After the
-/// merge: `serde_json::to_value(st.cp.dry_run(tenant, spec).await?)`.
+/// The dry run's answer (the API's `data`), or the API's error: the
+/// control plane's own dry run, as `POST /v1/tasks?dry_run=true` answers.
 pub async fn answer(st: &AppState, tenant: String, spec: TaskSpec) -> Result<Value, ApiError> {
-    let _ = (st, tenant, spec);
-    Err(super::submit::not_in_this_build())
+    let view = st.cp.dry_run(tenant, spec).await?;
+    serde_json::to_value(view).map_err(|e| {
+        ApiError::new(
+            &caldera_spec::codes::STORAGE_ENCODE,
+            format!("the dry run's answer could not be shown: {e}"),
+        )
+    })
 }
 
 /// The answer as the form shows it below itself.

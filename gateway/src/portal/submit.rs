@@ -14,7 +14,7 @@ use crate::routes::Query;
 use crate::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
-use caldera_spec::{codes, TaskSpec};
+use caldera_spec::TaskSpec;
 use maud::{html, Markup};
 use std::collections::HashMap;
 
@@ -254,12 +254,4 @@ pub async fn dry_run_handler(
     let answer = dry_run::answer(&st, tenant, spec).await;
     let (viewer, s) = shown(form, None, Some(dry_run::render(answer)));
     Ok(render_form(&render, &viewer, StatusCode::OK, &s))
-}
-
-/// The error a dry run shows when the control plane cannot answer one.
-pub fn not_in_this_build() -> ApiError {
-    ApiError::new(
-        &codes::UNAVAILABLE,
-        "dry runs (POST /v1/tasks?dry_run=true) are not in this build of the control plane",
-    )
 }
