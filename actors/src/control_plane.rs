@@ -13,7 +13,7 @@ mod webhooks;
 
 pub use crate::protocol::model::PrewarmTarget;
 pub use chargeback::{Curve, CurvePoint};
-pub use dry_run::DryRunView;
+pub use dry_run::DryRun;
 pub use models::ModelView;
 
 pub use crate::service::parse_replicas;
