@@ -87,3 +87,16 @@ fn a_login_form_without_its_page_cookie_and_a_join_token_are_refused() {
     let mut op = Browser::logged_in(&cp.addr, OPERATOR_TOKEN);
     assert!(text(&op.get("/")).contains("operator"));
 }
+
+#[test]
+fn a_session_ends_after_portal_session_ttl_ms() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("CALDERA_PORTAL_SESSION_TTL_MS", "1000")];
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &env);
+    let mut b = Browser::logged_in(&cp.addr, OPERATOR_TOKEN);
+    assert_eq!(b.get("/").status, 200);
+    std::thread::sleep(std::time::Duration::from_millis(1300));
+    let r = b.get("/");
+    assert_eq!(r.status, 303, "the session expired: {}", text(&r));
+    assert_eq!(r.header("location"), Some("/login"));
+}

@@ -100,6 +100,49 @@ fn the_portal_end_to_end_with_a_real_agent() {
     // The twin takes the GPU's other 40 GB.
     alpha_api.wait_task("twin", 20, "running", |v| v["state"] == "running");
 
+    // The dry run shows its answer below the form and submits nothing.
+    let mut dry: Vec<(&str, &str)> = SEED_FIELDS.to_vec();
+    dry[0] = ("task_id", "only-a-dry-run");
+    let r = alpha.post_form("/submit/dry-run", &with_csrf(&csrf, &dry));
+    assert_eq!(r.status, 200, "{}", text(&r));
+    let result = &text(&r)[text(&r).find("id=\"dry-run-result\"").unwrap()..];
+    assert!(result.contains("Dry run"), "{result}");
+    assert!(
+        text(&r).contains("value=\"only-a-dry-run\""),
+        "the form is kept"
+    );
+    assert_eq!(alpha_api.get("/v1/tasks/only-a-dry-run").status, 404);
+
+    // The JSON editor, when filled in, is the request; the operator names the tenant.
+    let op_csrf = op.csrf("/submit");
+    let json = r#"{"task_id":"from-json","task_type":"training","resources":{"cpu":{"cores":1}}}"#;
+    let r = op.post_form(
+        "/submit",
+        &[
+            ("csrf", &op_csrf),
+            ("spec_json", json),
+            ("task_id", "ignored"),
+        ],
+    );
+    assert_eq!(
+        r.status,
+        400,
+        "the operator must name a tenant: {}",
+        text(&r)
+    );
+    assert!(
+        text(&r).contains("data-field-error=\"tenant\">the operator"),
+        "{}",
+        text(&r)
+    );
+    let r = op.post_form(
+        "/submit",
+        &[("csrf", &op_csrf), ("spec_json", json), ("tenant", "alpha")],
+    );
+    assert_eq!(r.status, 303, "{}", text(&r));
+    assert_eq!(alpha_api.get("/v1/tasks/from-json").status, 200);
+    assert_eq!(alpha_api.get("/v1/tasks/ignored").status, 404);
+
     // Every page answers 200 with a session (tenant and operator), is
     // timed and under 200 KB, and sends the browser to the login without one.
     let pages = [

@@ -204,3 +204,25 @@ fn every_link_names_an_operation_of_the_document() {
         assert!(ids.contains(&t), "a link to {t:?}, which is no operation");
     }
 }
+
+#[test]
+fn portal_pages_document_their_html_page_the_login_redirect_and_the_fragments_401() {
+    let doc = document();
+    for path in [
+        "/",
+        "/tasks",
+        "/tasks/{id}",
+        "/nodes",
+        "/tenants",
+        "/models",
+        "/events",
+    ] {
+        let r = &doc["paths"][path]["get"]["responses"];
+        assert!(
+            r["200"]["content"].get("text/html").is_some(),
+            "{path}: {r:#}"
+        );
+        assert!(r.get("303").is_some(), "{path}");
+        assert!(r["401"]["content"].get("text/html").is_some(), "{path}");
+    }
+}

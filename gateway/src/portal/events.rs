@@ -5,7 +5,7 @@
 use super::auth::Viewer;
 use super::error::PortalError;
 use super::layout::{page, Nav};
-use super::respond::Render;
+use super::respond::{Live, PageAnswers, Render};
 use crate::routes::events::EventView;
 use crate::routes::{events, Query};
 use crate::state::AppState;
@@ -110,11 +110,9 @@ pub fn events_table(events: &[EventView]) -> Markup {
         ("tenant" = Option<String>, Query, description = "a tenant (a tenant's session: only its own)"),
         ("since" = Option<String>, Query, description = "only events at or after this time (RFC 3339 or Unix ms)"),
         ("before" = Option<u64>, Query, description = "only events with a seq below this (the older page)"),
-        ("fragment" = Option<String>, Query, description = "live: only the part the page refreshes")),
+        Live),
     responses(
-        (status = 200, description = "the page", content_type = "text/html", body = String),
-        (status = 303, description = "no session: on to the login page"),
-        (status = 401, description = "fragment=live without a session (the script then goes to the login)", content_type = "text/html", body = String),
+        PageAnswers,
         (status = 400, description = "a bad filter (named)", content_type = "text/html", body = String),
         (status = 403, description = "a tenant's session naming another tenant", content_type = "text/html", body = String),
         (status = 409, description = "the operator named a task id several tenants use", content_type = "text/html", body = String),

@@ -5,21 +5,22 @@
 use super::auth::Viewer;
 use super::error::PortalError;
 use super::layout::{page, Nav};
-use super::respond::Render;
+use super::respond::{Live, PageAnswers, Render};
 use crate::routes::{models, Query};
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use maud::html;
 
 /// GET /models
-#[utoipa::path(get, path = "/models", tag = "portal", operation_id = "portal_models",
+#[utoipa::path(
+    get,
+    path = "/models",
+    tag = "portal",
+    operation_id = "portal_models",
     description = "The portal's model versions: state, where each is warm, which tasks use it.",
-    params(("fragment" = Option<String>, Query, description = "live: only the part the page refreshes")),
-    responses(
-        (status = 200, description = "the page", content_type = "text/html", body = String),
-        (status = 303, description = "no session: on to the login page"),
-        (status = 401, description = "fragment=live without a session (the script then goes to the login)", content_type = "text/html", body = String),
-    ))]
+    params(Live),
+    responses(PageAnswers,)
+)]
 pub async fn page_handler(
     viewer: Viewer,
     st: web::Data<AppState>,

@@ -6,7 +6,7 @@ use super::auth::{Form, Viewer};
 use super::error::PortalError;
 use super::layout::{csrf_field, gb, page, Nav};
 use super::membar::{free_mb, gpu_bar, slices_on, spread};
-use super::respond::{see_other, Render};
+use super::respond::{see_other, Live, PageAnswers, Render};
 use crate::principal::Operator;
 use crate::routes::{models, nodes, Query};
 use crate::state::AppState;
@@ -97,11 +97,9 @@ pub async fn copies(viewer: &Viewer, st: &web::Data<AppState>) -> Result<Copies,
     params(
         ("node" = Option<String>, Query, description = "only this node's card"),
         ("page" = Option<u32>, Query, description = "which page of cards (from 1; 20 a page)"),
-        ("fragment" = Option<String>, Query, description = "live: only the part the page refreshes")),
+        Live),
     responses(
-        (status = 200, description = "the page", content_type = "text/html", body = String),
-        (status = 303, description = "no session: on to the login page"),
-        (status = 401, description = "fragment=live without a session (the script then goes to the login)", content_type = "text/html", body = String),
+        PageAnswers,
         (status = 400, description = "a page out of range", content_type = "text/html", body = String),
     ))]
 pub async fn page_handler(

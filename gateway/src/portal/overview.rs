@@ -6,7 +6,7 @@ use super::chart::{line_chart, Series};
 use super::error::PortalError;
 use super::events::{events_table, latest_events};
 use super::layout::{age, gb, page, raw, Nav};
-use super::respond::Render;
+use super::respond::{Live, PageAnswers, Render};
 use crate::principal::Operator;
 use crate::routes::{history, utilization, Query};
 use crate::state::AppState;
@@ -84,11 +84,9 @@ fn summed(rows: &[Keyed<Dims>], d: &Dimension) -> f64 {
 #[utoipa::path(get, path = "/", tag = "portal", operation_id = "portal_overview",
     description = "The portal's overview: the pool per dimension, utilisation curves, the queue, the latest events.",
     params(("range" = Option<String>, Query, description = "the curves' range: 1h, 24h (default) or 14d"),
-        ("fragment" = Option<String>, Query, description = "live: only the part the page refreshes")),
+        Live),
     responses(
-        (status = 200, description = "the page", content_type = "text/html", body = String),
-        (status = 303, description = "no session: on to the login page"),
-        (status = 401, description = "fragment=live without a session (the script then goes to the login)", content_type = "text/html", body = String),
+        PageAnswers,
     ))]
 pub async fn page_handler(
     viewer: Viewer,

@@ -56,3 +56,27 @@ pub fn see_other(to: &str) -> HttpResponse {
         .insert_header((actix_web::http::header::LOCATION, to))
         .finish()
 }
+
+/// What every page answers besides its own errors, for `/openapi.json`.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // a description only: the handlers answer HTML
+pub enum PageAnswers {
+    /// the page
+    #[response(status = 200, content_type = "text/html")]
+    Page(String),
+    /// no session: on to the login page
+    #[response(status = 303)]
+    ToLogin,
+    /// fragment=live without a session (the script then goes to the login)
+    #[response(status = 401, content_type = "text/html")]
+    NoSession(String),
+}
+
+/// `?fragment=live`, which every page takes, for `/openapi.json`.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // a description only: [`Render::start`] reads it
+pub struct Live {
+    /// `live`: only the part the page refreshes.
+    fragment: Option<String>,
+}

@@ -146,25 +146,27 @@ fn tenant_of(form: &Form) -> Result<String, (String, String)> {
 }
 
 /// Reads and checks a sent form: the spec and tenant, or the form again
-/// with the error at its field.
+/// (already rendered) with the error at its field.
 async fn checked(
     viewer: Viewer,
     st: &AppState,
     payload: web::Payload,
-) -> Result<Result<(Form, String, TaskSpec), (Form, StatusCode, String, String)>, PortalError> {
+    render: &Render,
+) -> Result<Result<(Form, String, TaskSpec), HttpResponse>, PortalError> {
     let form = Form::checked(viewer, st, payload).await?;
-    let spec = match spec_of(&form) {
-        Ok(s) => s,
-        Err(e) => {
-            let status = StatusCode::from_u16(e.kind.error_code().http_status)
-                .unwrap_or(StatusCode::BAD_REQUEST);
-            return Ok(Err((form, status, e.field.clone(), e.message.clone())));
-        }
+    let refused = match (spec_of(&form), tenant_of(&form)) {
+        (Ok(spec), Ok(t)) => return Ok(Ok((form, t, spec))),
+        (Err(e), _) => (
+            StatusCode::from_u16(e.kind.error_code().http_status)
+                .unwrap_or(StatusCode::BAD_REQUEST),
+            e.field,
+            e.message,
+        ),
+        (Ok(_), Err((f, msg))) => (StatusCode::BAD_REQUEST, f, msg),
     };
-    match tenant_of(&form) {
-        Ok(t) => Ok(Ok((form, t, spec))),
-        Err((f, msg)) => Ok(Err((form, StatusCode::BAD_REQUEST, f, msg))),
-    }
+    let (status, f, msg) = refused;
+    let (viewer, s) = shown(form, Some((f, msg)), None);
+    Ok(Err(render_form(render, &viewer, status, &s)))
 }
 
 fn shown(form: Form, error: Option<(String, String)>, dry_run: Option<Markup>) -> (Viewer, Shown) {
@@ -200,12 +202,9 @@ pub async fn submit(
     payload: web::Payload,
 ) -> Result<HttpResponse, PortalError> {
     let render = Render::start(&q);
-    let (form, tenant, spec) = match checked(viewer, &st, payload).await? {
+    let (form, tenant, spec) = match checked(viewer, &st, payload, &render).await? {
         Ok(ok) => ok,
-        Err((form, status, f, msg)) => {
-            let (viewer, s) = shown(form, Some((f, msg)), None);
-            return Ok(render_form(&render, &viewer, status, &s));
-        }
+        Err(form_again) => return Ok(form_again),
     };
     let id = caldera_spec::local_id(&spec.task_id).to_string();
     match st.cp.submit(tenant.clone(), spec).await {
@@ -248,12 +247,9 @@ pub async fn dry_run_handler(
     payload: web::Payload,
 ) -> Result<HttpResponse, PortalError> {
     let render = Render::start(&q);
-    let (form, tenant, spec) = match checked(viewer, &st, payload).await? {
+    let (form, tenant, spec) = match checked(viewer, &st, payload, &render).await? {
         Ok(ok) => ok,
-        Err((form, status, f, msg)) => {
-            let (viewer, s) = shown(form, Some((f, msg)), None);
-            return Ok(render_form(&render, &viewer, status, &s));
-        }
+        Err(form_again) => return Ok(form_again),
     };
     let answer = dry_run::answer(&st, tenant, spec).await;
     let (viewer, s) = shown(form, None, Some(dry_run::render(answer)));

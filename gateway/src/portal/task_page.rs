@@ -11,7 +11,7 @@ use super::error::PortalError;
 use super::events::{events_table, task_events};
 use super::layout::{age, csrf_field, gb, page, raw, Nav};
 use super::membar::{gpu_bar, slices_on};
-use super::respond::{see_other, Render};
+use super::respond::{see_other, Live, PageAnswers, Render};
 use super::tasks::{asks, task_href, url_part};
 use crate::routes::{history, tasks, Query};
 use crate::state::AppState;
@@ -206,11 +206,9 @@ fn actions(viewer: &Viewer, t: &TaskView) -> Markup {
     description = "The portal's task page: timeline, topology, log, events, use against allocation, cost, release and scale.",
     params(("id" = String, Path, description = "the task's id (the tenant's own)"),
         ("tenant" = Option<String>, Query, description = "the task's tenant (the operator)"),
-        ("fragment" = Option<String>, Query, description = "live: only the part the page refreshes")),
+        Live),
     responses(
-        (status = 200, description = "the page", content_type = "text/html", body = String),
-        (status = 303, description = "no session: on to the login page"),
-        (status = 401, description = "fragment=live without a session (the script then goes to the login)", content_type = "text/html", body = String),
+        PageAnswers,
         (status = 403, description = "a tenant's session naming another tenant", content_type = "text/html", body = String),
         (status = 404, description = "no such task (or another tenant's)", content_type = "text/html", body = String),
         (status = 409, description = "the operator named an id several tenants use, without a tenant", content_type = "text/html", body = String),

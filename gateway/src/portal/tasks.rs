@@ -6,7 +6,7 @@
 use super::auth::Viewer;
 use super::error::PortalError;
 use super::layout::{page, Nav};
-use super::respond::Render;
+use super::respond::{Live, PageAnswers, Render};
 use crate::principal::User;
 use crate::routes::{tasks, Query};
 use crate::state::AppState;
@@ -92,11 +92,9 @@ fn row(t: &TaskView) -> Markup {
         ("tenant" = Option<String>, Query, description = "the operator: only this tenant's"),
         ("model" = Option<String>, Query, description = "only tasks naming this model version or GPU model"),
         ("cursor" = Option<String>, Query, description = "where the page starts (the next link's)"),
-        ("fragment" = Option<String>, Query, description = "live: only the part the page refreshes")),
+        Live),
     responses(
-        (status = 200, description = "the page", content_type = "text/html", body = String),
-        (status = 303, description = "no session: on to the login page"),
-        (status = 401, description = "fragment=live without a session (the script then goes to the login)", content_type = "text/html", body = String),
+        PageAnswers,
         (status = 400, description = "a bad filter (named)", content_type = "text/html", body = String),
     ))]
 pub async fn page_handler(

@@ -6,7 +6,7 @@ use super::auth::Viewer;
 use super::error::PortalError;
 use super::events::kind_name;
 use super::layout::{gb, page, Nav};
-use super::respond::Render;
+use super::respond::{Live, PageAnswers, Render};
 use super::tasks::url_part;
 use crate::principal::Operator;
 use crate::routes::cost_views::CostLineView;
@@ -18,6 +18,9 @@ use caldera_actors::views::{Dims, Keyed};
 use caldera_spec::{EventKind, Quota};
 use maud::{html, Markup};
 use std::collections::HashMap;
+
+/// Tenants a page shows at most (each costs a read of its billing records).
+pub const SHOWN: usize = 30;
 
 /// A quota figure, `—` when unlimited.
 fn limit(v: Option<f64>) -> String {
@@ -93,11 +96,10 @@ fn dims_table(quota: &Quota, borrow: &Quota, alloc: Option<&Dims>, idle: Option<
     params(
         ("from" = Option<String>, Query, description = "the cost period's start (default: this month)"),
         ("to" = Option<String>, Query, description = "the cost period's end (default: now)"),
-        ("fragment" = Option<String>, Query, description = "live: only the part the page refreshes")),
+        ("tenant" = Option<String>, Query, description = "only this tenant"),
+        Live),
     responses(
-        (status = 200, description = "the page", content_type = "text/html", body = String),
-        (status = 303, description = "no session: on to the login page"),
-        (status = 401, description = "fragment=live without a session (the script then goes to the login)", content_type = "text/html", body = String),
+        PageAnswers,
         (status = 400, description = "a bad from or to (named)", content_type = "text/html", body = String),
     ))]
 pub async fn page_handler(
@@ -118,6 +120,12 @@ pub async fn page_handler(
             .into_iter()
             .collect(),
     };
+    let mut views = views;
+    if let Some(only) = q.get("tenant").filter(|t| !t.is_empty()) {
+        views.retain(|t| &t.name == only);
+    }
+    let all = views.len();
+    views.truncate(SHOWN);
     let util = utilization::get(viewer.user(), st.clone())
         .await?
         .into_data()
@@ -179,7 +187,10 @@ pub async fn page_handler(
             }
         }
     };
-    let live = html! { @for c in cards { (c) } };
+    let live = html! {
+        @for c in cards { (c) }
+        @if all > SHOWN { p.note { "Showing " (SHOWN) " of " (all) " tenants: pick one with ?tenant=NAME." } }
+    };
     Ok(render.page(
         |live| page(&viewer, Nav::Tenants, "Tenants", fixed, live),
         live,
