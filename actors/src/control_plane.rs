@@ -16,8 +16,8 @@ mod webhooks;
 
 pub use crate::protocol::model::PrewarmTarget;
 pub use chargeback::{Curve, CurvePoint};
+pub use dry_run::DryRun;
 pub use model_from_task::{file_digest, FromTask};
-pub use dry_run::DryRunView;
 pub use models::ModelView;
 
 pub use crate::service::parse_replicas;

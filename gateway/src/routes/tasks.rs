@@ -7,7 +7,7 @@ use crate::principal::User;
 use crate::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{web, Either};
-use caldera_actors::control_plane::{DryRunView, TaskQuery};
+use caldera_actors::control_plane::{DryRun, TaskQuery};
 use caldera_actors::views::TaskView;
 use caldera_spec::{codes, Envelope, TaskRecord, TaskSpec, TaskState, TaskType};
 use serde::Serialize;
@@ -106,7 +106,7 @@ pub struct SubmitParams {
 #[allow(dead_code)] // a schema only: the handler answers one of the two
 pub enum Submitted {
     Task(Box<TaskView>),
-    DryRun(DryRunView),
+    DryRun(DryRun),
 }
 
 /// POST /v1/tasks — 201 when created, 200 when the identical spec exists, 409 on a different one.
@@ -129,7 +129,7 @@ pub async fn submit(
     st: web::Data<AppState>,
     q: Query,
     payload: web::Payload,
-) -> Result<Either<Reply<TaskView>, Reply<DryRunView>>, ApiError> {
+) -> Result<Either<Reply<TaskView>, Reply<DryRun>>, ApiError> {
     let dry_run = dry_run_asked(&q)?;
     let Some(tenant) = tenant_asked(&user, &q, "submits only for its own tenant")? else {
         return Err(ApiError::bad_query(

@@ -10,8 +10,9 @@ use super::stages::admit::standing;
 use super::stages::backfill::{blocks, Candidate};
 use caldera_spec::{Standing, TaskSpec};
 
-/// What a dry run found.
-#[derive(Debug, Clone, PartialEq)]
+/// What a dry run found: what `POST /v1/tasks?dry_run=true` answers.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DryRun {
     /// It would start now.
     pub placeable: bool,
@@ -19,16 +20,20 @@ pub struct DryRun {
     pub node: Option<String>,
     /// The GPU indices on that node it would hold.
     pub gpu_indices: Vec<u32>,
-    /// Why it would wait: the same sentence a waiting task is told.
+    /// Why it would wait: the same sentence a waiting task is told ("why
+    /// pending"); null when placeable.
     pub reason: Option<String>,
     /// When it would start (Unix ms): now when placeable, else the queue's
     /// estimate; `None` when nothing known ends in time for it.
     pub estimated_start_ms: Option<u64>,
+    /// The tenant's standing if it were granted.
     pub admission: Admission,
 }
 
 /// The tenant's standing if the task were granted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
 pub enum Admission {
     /// Within the tenant's guarantee.
     Guaranteed,
@@ -36,17 +41,6 @@ pub enum Admission {
     Borrowing,
     /// Past guarantee + borrowing limit (a dimension or a GPU model's).
     OverQuota,
-}
-
-impl Admission {
-    /// Its name on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Admission::Guaranteed => "guaranteed",
-            Admission::Borrowing => "borrowing",
-            Admission::OverQuota => "over_quota",
-        }
-    }
 }
 
 impl DryRun {
