@@ -10,7 +10,7 @@ use caldera_chaos_tests::models::{
     cached_versions, model_service, one_core, release_service, submit, wait_running,
 };
 use caldera_chaos_tests::weights::{cached_copy, generate};
-use caldera_chaos_tests::{cluster, wait_until, AgentSpec, Api};
+use caldera_chaos_tests::{cluster, wait_until, Agent, AgentSpec, Api};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -22,6 +22,17 @@ const ENV: &[(&str, &str)] = &[
     ("CALDERA_NODE_TIMEOUT_MS", "15000"),
     ("CALDERA_WORKLOAD_LEASE_MS", "20000"),
 ];
+
+/// Waits until `agent`'s cache directory holds a file of `sha256` (or, with
+/// `present` false, holds none); panics after 30 s.
+fn wait_cached(agent: &Agent, sha256: &str, present: bool) {
+    let holds = || cached_copy(&agent.data_dir, sha256).is_some() == present;
+    assert!(
+        wait_until(Duration::from_secs(30), holds),
+        "{}: a copy of {sha256} should be there: {present}",
+        agent.data_dir.display()
+    );
+}
 
 fn version(op: &Api, model: &str) -> Value {
     let (name, v) = model.split_once(':').expect("name:version");
@@ -47,15 +58,7 @@ fn retire_waits_for_its_last_user_survives_a_restart_then_evicts_every_copy() {
     wait_running(&api, "svc.r0", 60);
     wait_running(&api, "svc.r1", 60);
     for n in &nodes {
-        assert!(
-            wait_until(Duration::from_secs(20), || cached_copy(
-                &n.data_dir,
-                &w.sha256
-            )
-            .is_some()),
-            "no copy on {}",
-            n.data_dir.display()
-        );
+        wait_cached(n, &w.sha256, true);
     }
 
     let r = op.post("/v1/models/m/versions/v1/retire", "{}");
@@ -115,15 +118,7 @@ fn retire_waits_for_its_last_user_survives_a_restart_then_evicts_every_copy() {
         version(&op, "m:v1")
     );
     for n in &nodes {
-        assert!(
-            wait_until(Duration::from_secs(30), || cached_copy(
-                &n.data_dir,
-                &w.sha256
-            )
-            .is_none()),
-            "the copy on {} is still there",
-            n.data_dir.display()
-        );
+        wait_cached(n, &w.sha256, false);
     }
     for n in ["node-0", "node-1"] {
         assert!(
@@ -264,18 +259,7 @@ fn retire_with_replace_with_moves_every_service_then_evicts_the_old_version() {
         }
     }
     for n in &nodes {
-        assert!(
-            wait_until(Duration::from_secs(30), || cached_copy(
-                &n.data_dir,
-                &v1.sha256
-            )
-            .is_none()),
-            "m:v1 is still cached on {}",
-            n.data_dir.display()
-        );
-        assert!(
-            cached_copy(&n.data_dir, &v2.sha256).is_some(),
-            "m:v2 is not cached"
-        );
+        wait_cached(n, &v1.sha256, false);
+        wait_cached(n, &v2.sha256, true);
     }
 }
