@@ -212,3 +212,37 @@ fn ports_are_unique_on_a_node_and_kept_across_an_agent_restart() {
     .len()
         == 4));
 }
+
+/// Readiness is persisted before it counts: a replica whose `ready` commit
+/// fails is not listed, and its rebuilt task hears it again from the next
+/// heartbeat (which repeats every workload's readiness), then lists it.
+#[test]
+fn a_readiness_whose_commit_fails_is_heard_again_from_heartbeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, range) = port_range(4);
+    let spec = AgentSpec::new("node-1", "1xA100-80GB").flag("replica-ports", &range);
+    let (cp, _agents) = cluster(Path::new(BIN), dir.path(), &[], &[spec]);
+    let api = cp.api(&cp.tenant("team-a"));
+    let op = cp.operator();
+    // Ready 3 s after it starts (the probe finds the file its command writes).
+    let flag = dir.path().join("slow-ready").display().to_string();
+    let svc = json!({"task_id": "slow", "task_type": "inference", "replicas": 1,
+        "resources": {"cpu": {"cores": 1}},
+        "command": ["sh", "-c", format!("sleep 3; touch {flag}; exec sleep 3600")],
+        "readiness": {"command": ["test", "-e", flag], "period_s": 1}});
+    submit(&api, &svc);
+    api.wait_task("slow.r0", 60, "running with a port", |v| {
+        v["state"] == "running" && v["endpoint"]["port"].is_u64()
+    });
+    let (_, refused) = op.commit_counts("task_record");
+    op.arm_fault("task_record", 0, 1);
+    op.wait_refused("task_record", refused + 1, 20);
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            listed(&endpoints(&api, "slow", "")).len() == 1
+        }),
+        "never listed after its readiness commit failed: {:#}",
+        api.task("slow.r0")
+    );
+    assert_eq!(api.task("slow.r0")["ready"], true);
+}

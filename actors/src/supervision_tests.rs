@@ -225,6 +225,8 @@ fn a_hello_the_scheduler_cannot_answer_is_refused_not_welcomed_with_kills() {
             exit: None,
             usage: Default::default(),
             warming: false,
+            ready: None,
+            generation: 0,
         };
         node.do_send(AgentHello {
             hello: hello("gpu-8", vec![running]),

@@ -136,6 +136,14 @@ pub struct WorkloadReport {
     /// not started, so a heartbeat does not stand for a `started` event.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub warming: bool,
+    /// Its running process's readiness as last reported in a `Readiness`
+    /// event (None: none yet); repeated on every heartbeat, so a control
+    /// plane that could not record one hears it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    /// The generation that readiness is about (0: the first start).
+    #[serde(default)]
+    pub generation: u32,
 }
 
 /// Measured use of one allocation. On simulated GPUs the CPU use of the

@@ -117,7 +117,18 @@ impl NodeActor {
                     port: None,
                 },
             };
+            let running = w.exit.is_none();
             self.forward(&task, &w.allocation_id, kind);
+            // Its readiness too: a task that could not record the event
+            // hears it again (one that has it ignores it).
+            if let (true, Some(ready)) = (running, w.ready) {
+                let kind = WorkloadEventKind::Readiness {
+                    ready,
+                    generation: w.generation,
+                    detail: "as the heartbeat reports it".into(),
+                };
+                self.forward(&task, &w.allocation_id, kind);
+            }
         }
         usage
     }

@@ -16,6 +16,8 @@ fn running(id: &str) -> WorkloadReport {
         exit: None,
         usage: Default::default(),
         warming: false,
+        ready: None,
+        generation: 0,
     }
 }
 

@@ -534,12 +534,13 @@ impl Runtime {
         ready: bool,
         detail: String,
     ) {
-        let Some(w) = self.workloads.get(id) else {
+        let Some(w) = self.workloads.get_mut(id) else {
             return;
         };
         if w.run != run || w.generation != generation || !w.is_alive() {
             return;
         }
+        w.ready = Some(ready);
         tracing::info!("allocation {id} generation {generation}: ready {ready} ({detail})");
         let (task, epoch) = (w.task_id.clone(), w.epoch);
         let kind = WorkloadEventKind::Readiness {

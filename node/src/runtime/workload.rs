@@ -55,6 +55,8 @@ pub struct Workload {
     pub probe: Option<tokio::task::AbortHandle>,
     /// Generation of the process now running: 0 for the first start.
     pub generation: u32,
+    /// Readiness as last reported (None: not yet), for heartbeats.
+    pub ready: Option<bool>,
 }
 
 impl Workload {
@@ -77,7 +79,9 @@ impl Workload {
         notes: &tokio::sync::mpsc::UnboundedSender<super::Note>,
     ) -> Option<caldera_spec::wire::WorkloadEventKind> {
         self.stop_probe();
+        self.ready = None;
         let Some(probe) = self.readiness.clone() else {
+            self.ready = Some(true);
             return Some(caldera_spec::wire::WorkloadEventKind::Readiness {
                 ready: true,
                 generation: self.generation,
@@ -131,6 +135,7 @@ impl Workload {
             uid: None,
             probe: None,
             generation: 0,
+            ready: None,
         }
     }
 
@@ -149,6 +154,8 @@ impl Workload {
             exit: self.exit.clone(),
             usage: self.usage.clone(),
             warming: self.warming.is_some(),
+            ready: self.ready,
+            generation: self.generation,
         }
     }
 }
