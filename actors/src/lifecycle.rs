@@ -17,8 +17,8 @@ use caldera_spec::{Allocation, EventKind, TaskRecord, TaskState};
 
 mod moves;
 pub mod replica_moves;
-pub mod swap_steps;
 mod serving;
+pub mod swap_steps;
 #[cfg(test)]
 mod tests;
 mod warming;

@@ -18,9 +18,11 @@ use serde::{Deserialize, Serialize};
 pub struct SwapProgress {
     /// The version the service served when the swap started.
     #[cfg_attr(feature = "openapi", schema(value_type = String, example = "llama:v3"))]
+    #[serde(with = "as_text")]
     pub from: ModelRef,
     /// The version it is moving to.
     #[cfg_attr(feature = "openapi", schema(value_type = String, example = "llama:v4"))]
+    #[serde(with = "as_text")]
     pub to: ModelRef,
     /// Who asked for it: a tenant, or `retire:<operator>` for a retirement.
     pub requested_by: String,
@@ -135,7 +137,43 @@ pub enum SwapAnswer {
     /// The service already serves that version: nothing to do.
     AlreadyServing {
         #[cfg_attr(feature = "openapi", schema(value_type = String))]
+        #[serde(with = "as_text")]
         model: ModelRef,
         message: String,
     },
+}
+
+/// A version as `name:version` text in JSON, as every other view writes it.
+mod as_text {
+    use crate::model::ModelRef;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &ModelRef, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(m)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ModelRef, D::Error> {
+        let text = String::deserialize(d)?;
+        ModelRef::parse(&text, "model").map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_written_as_name_colon_version() {
+        let m = |v: &str| ModelRef {
+            name: "llama".into(),
+            version: v.into(),
+        };
+        let a = SwapAnswer::AlreadyServing {
+            model: m("v4"),
+            message: "x".into(),
+        };
+        let text = serde_json::to_string(&a).unwrap();
+        assert!(text.contains(r#""model":"llama:v4""#), "{text}");
+        assert_eq!(serde_json::from_str::<SwapAnswer>(&text).unwrap(), a);
+    }
 }
