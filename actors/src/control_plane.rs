@@ -3,8 +3,8 @@
 //! (always off the async workers), stays behind this file, so a route is
 //! "parse, call, show" and never names a message, an address or the store.
 mod chargeback;
-mod endpoints;
 mod dry_run;
+mod endpoints;
 pub mod estimates;
 mod model_from_task;
 mod models;

@@ -18,6 +18,7 @@ pub mod events;
 pub mod layout;
 pub mod login;
 pub mod membar;
+pub mod model_actions;
 pub mod models;
 pub mod nodes;
 pub mod overview;

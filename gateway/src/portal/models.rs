@@ -1,7 +1,7 @@
 //! `GET /models`: every model version the viewer may see, its state, where
 //! it is warm (each node's copy), and the tasks that use it (`GET
-//! /v1/models`). The operator's retire button is wired by the swap/retire
-//! work after its merge: each row keeps a `.retire-slot` for it.
+//! /v1/models`), and its retirement: the operator's retire form, or the
+//! retire order and who still uses the version.
 use super::auth::Viewer;
 use super::error::PortalError;
 use super::layout::{page, Nav};
@@ -50,7 +50,7 @@ pub async fn page_handler(
                         } }
                         td { (v.origin_pulls_now) }
                         td { @for t in v.tasks.iter().take(20) { code { (t) } " " } @if v.tasks.len() > 20 { "…" } }
-                        td.retire-slot {}
+                        td.retire-slot { (super::model_actions::retire_cell(&viewer, v)) }
                     }
                 } }
             }

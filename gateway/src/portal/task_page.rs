@@ -34,7 +34,7 @@ fn tenant_q(q: &Query) -> HashMap<String, String> {
 }
 
 /// The task as `GET /v1/tasks/{id}` shows it to the viewer (404 otherwise).
-async fn task(
+pub(super) async fn task(
     viewer: &Viewer,
     st: &web::Data<AppState>,
     id: &str,
@@ -170,7 +170,7 @@ async fn cost(st: &web::Data<AppState>, t: &TaskView) -> Result<Markup, PortalEr
     })
 }
 
-/// Release and scale, each behind a confirmation step; the spot for swap.
+/// Release, scale and (a service) swap, each behind a confirmation step.
 fn actions(viewer: &Viewer, t: &TaskView) -> Markup {
     let base = format!("/tasks/{}", url_part(&t.task_id));
     let tq = format!("?tenant={}", url_part(&t.tenant));
@@ -196,7 +196,7 @@ fn actions(viewer: &Viewer, t: &TaskView) -> Markup {
                     }
                 }
             }
-            span #swap-slot.slot { "model swap: wired with the swap work" }
+            (super::model_actions::swap_form(viewer, t))
         }
     }
 }
@@ -234,6 +234,7 @@ pub async fn page_handler(
         @if let Some(r) = &t.pending_reason { p.reason { "Why pending: " (r) } }
         @if let Some(f) = &t.failure { p.field-error { (f) } }
         (cost)
+        @if let Some(s) = &t.swap { (super::model_actions::swap_progress(s, now)) }
         section { h2 { "Timeline" } (timeline(&t, now)) }
         section #topology { h2 { "Allocation" } (topo) }
         section { h2 { "Use" } (curve) }

@@ -149,6 +149,8 @@ fn table() -> Vec<Endpoint> {
         at::<portal::tenants::__path_page_handler>(web::to(portal::tenants::page_handler)),
         at::<portal::tenants::__path_cost_csv>(web::to(portal::tenants::cost_csv)),
         at::<portal::models::__path_page_handler>(web::to(portal::models::page_handler)),
+        at::<portal::model_actions::__path_swap>(web::to(portal::model_actions::swap)),
+        at::<portal::model_actions::__path_retire>(web::to(portal::model_actions::retire)),
     ];
     #[cfg(feature = "failpoints")]
     let t = {
@@ -232,6 +234,8 @@ fn table() -> Vec<Endpoint> {
     portal::tenants::page_handler,
     portal::tenants::cost_csv,
     portal::models::page_handler,
+    portal::model_actions::swap,
+    portal::model_actions::retire,
 ))]
 pub struct ApiPaths;
 
