@@ -533,7 +533,9 @@ impl Handler<Workload> for TaskActor {
                 return;
             }
         }
-        self.tell_service_swap_failed(&m.kind);
+        if self.swap_news(&m.kind) {
+            return;
+        }
         if !self.warming_due(&m.kind) {
             return;
         }

@@ -201,8 +201,30 @@ impl Handler<SwapTick> for TaskActor {
 }
 
 impl TaskActor {
+    /// A replica's swap news: true drops the event — a heartbeat's repeat
+    /// of "ready" for the generation it drains (it would put the replica
+    /// back on the endpoints list just before its process is restarted).
+    /// The answer to a Swap ends the drain; a SwapFailed also goes to the
+    /// service.
+    pub(crate) fn swap_news(&mut self, kind: &WorkloadEventKind) -> bool {
+        match kind {
+            WorkloadEventKind::Readiness {
+                ready: true,
+                generation,
+                ..
+            } => return self.swap_live.draining == Some(*generation),
+            WorkloadEventKind::Swapped { .. } => self.swap_live.draining = None,
+            WorkloadEventKind::SwapFailed { .. } => {
+                self.swap_live.draining = None;
+                self.tell_service_swap_failed(kind);
+            }
+            _ => {}
+        }
+        false
+    }
+
     /// A replica forwards its node's SwapFailed to its service.
-    pub(crate) fn tell_service_swap_failed(&self, kind: &WorkloadEventKind) {
+    fn tell_service_swap_failed(&self, kind: &WorkloadEventKind) {
         let WorkloadEventKind::SwapFailed { generation, reason } = kind else {
             return;
         };
@@ -233,6 +255,7 @@ impl Handler<RunsModel> for TaskActor {
         if self.rec.state.is_terminal() {
             return;
         }
+        self.swap_live.draining = Some(self.rec.generation);
         let mut planned = self.rec.clone();
         planned.spec.model = Some(m.model);
         planned.ready = false;

@@ -43,6 +43,9 @@ pub(crate) struct SwapLive {
     pub(crate) failed: HashMap<String, (u32, String)>,
     /// A turn is armed already.
     armed: bool,
+    /// A replica: the generation it runs while draining for a swap (off
+    /// the endpoints list until its node answers the Swap).
+    pub(crate) draining: Option<u32>,
 }
 
 impl TaskActor {
