@@ -1,7 +1,8 @@
 //! The portal's model-version actions against the real binary and a real
 //! agent (issues 12 and 14): a service's task page offers the swap form and
 //! its POST goes through the API's own rules (CSRF first, then the
-//! 1-replica rule, then an accepted swap shown as progress); the models page
+//! 1-replica rule, then an accepted swap shown as progress on the task page
+//! and the models page); the models page
 //! offers the operator — and only the operator — the retire form, whose POST
 //! records the retirement the API shows.
 use caldera_chaos_tests::models::{model_service, one_core, submit, wait_running};

@@ -100,6 +100,16 @@ pub fn line_chart(
             line.trim_end(),
             escape(s.label)
         );
+        // The latest point as a dot: a curve of one or two samples (a
+        // cluster just started) sits on the right edge and would not show.
+        if let Some((at, v)) = pts.last() {
+            let (x, y) = place(*at, *v, from_ms, to_ms, top);
+            let _ = write!(
+                svg,
+                r#"<circle class="series {}" cx="{x:.1}" cy="{y:.1}" r="2.5"/>"#,
+                escape(s.class)
+            );
+        }
     }
     svg.push_str("</svg>");
     svg

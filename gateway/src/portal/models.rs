@@ -1,12 +1,12 @@
 //! `GET /models`: every model version the viewer may see, its state, where
 //! it is warm (each node's copy), and the tasks that use it (`GET
-//! /v1/models`), and its retirement: the operator's retire form, or the
+//! /v1/models`), the services' model swaps with their progress, and its retirement: the operator's retire form, or the
 //! retire order and who still uses the version.
 use super::auth::Viewer;
 use super::error::PortalError;
 use super::layout::{page, Nav};
 use super::respond::{Live, PageAnswers, Render};
-use crate::routes::{models, Query};
+use crate::routes::{models, tasks, Query};
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use maud::html;
@@ -31,7 +31,9 @@ pub async fn page_handler(
         .await?
         .into_data()
         .unwrap_or_default();
+    let swaps = swaps(&viewer, &st).await?;
     let live = html! {
+        (swaps)
         @if all.is_empty() { p.note { "No model version is registered." } }
         table.models {
             thead { tr { th { "version" } th { "state" } th { "size" } th { "warm on" } th { "origin reads now" } th { "used by" } th { "" } } }
@@ -60,4 +62,49 @@ pub async fn page_handler(
         |live| page(&viewer, Nav::Models, "Models", html! {}, live),
         live,
     ))
+}
+
+/// Inference services read for the swap table at most (one page of the API's list).
+const SERVICES_READ: &str = "1000";
+
+/// The swaps of the viewer's services: those under way first, then the
+/// ended ones, each with its phase and how many replicas are through.
+async fn swaps(viewer: &Viewer, st: &web::Data<AppState>) -> Result<maud::Markup, PortalError> {
+    let q: std::collections::HashMap<String, String> = [
+        ("type".to_string(), "inference".to_string()),
+        ("limit".to_string(), SERVICES_READ.to_string()),
+    ]
+    .into();
+    let page = tasks::list(viewer.user(), st.clone(), web::Query(q))
+        .await?
+        .into_data();
+    let mut swapping: Vec<_> = page
+        .map(|p| p.tasks)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|t| t.swap.clone().map(|s| (t, s)))
+        .collect();
+    swapping.sort_by_key(|(_, s)| (s.phase.is_over(), std::cmp::Reverse(s.started_ms)));
+    let now = st.cp.now_ms();
+    Ok(html! {
+        section #swaps {
+            h2 { "Model swaps" }
+            @if swapping.is_empty() { p.note { "No service has been swapped." } }
+            @else {
+                table.swaps {
+                    thead { tr { th { "service" } th { "from → to" } th { "phase" } th { "replicas through" } th { "started" } th { "why" } } }
+                    tbody { @for (t, s) in swapping.iter().take(50) {
+                        tr data-service=(t.task_id) data-phase=(s.phase.as_str()) {
+                            td { a href=(super::tasks::task_href(&t.task_id, &t.tenant)) { (t.task_id) } " " small.note { (t.tenant) } }
+                            td { (s.from) " → " (s.to) }
+                            td { span class=(format!("state {}", s.phase.as_str())) { (s.phase.as_str()) } }
+                            td { (s.replicas.iter().filter(|r| r.step == caldera_spec::SwapStep::Done).count()) " / " (s.replicas.len()) }
+                            td { (super::layout::age(now.saturating_sub(s.started_ms))) " ago" }
+                            td { @if let Some(r) = &s.reason { (r) } }
+                        }
+                    } }
+                }
+            }
+        }
+    })
 }
