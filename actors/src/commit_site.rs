@@ -27,6 +27,9 @@ pub enum CommitSite {
     /// A service's replica move off a drained node: the service's slots with
     /// the replacement's record (started), or the slots alone (finished).
     ReplicaMove,
+    /// A service's hot swap: its progress (a step of a replica, the phase),
+    /// recorded before the step is acted on.
+    ServiceSwap,
     /// Scheduler: a grant — allocation, the task's `scheduled` record, the
     /// epoch and the events in one batch.
     Grant,
@@ -79,6 +82,7 @@ impl CommitSite {
         CommitSite::ServiceScale,
         CommitSite::ReplicaCreate,
         CommitSite::ReplicaMove,
+        CommitSite::ServiceSwap,
         CommitSite::Grant,
         CommitSite::Free,
         CommitSite::BorrowMarks,
@@ -109,6 +113,7 @@ impl CommitSite {
             CommitSite::ServiceScale => "service_scale",
             CommitSite::ReplicaCreate => "replica_create",
             CommitSite::ReplicaMove => "replica_move",
+            CommitSite::ServiceSwap => "service_swap",
             CommitSite::Grant => "grant",
             CommitSite::Free => "free",
             CommitSite::BorrowMarks => "borrow_marks",

@@ -7,6 +7,7 @@ mod endpoints;
 pub mod estimates;
 mod models;
 pub mod scrape;
+pub mod swap;
 mod task_page;
 mod webhooks;
 

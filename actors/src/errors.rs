@@ -28,6 +28,16 @@ pub enum ActorError {
     /// A task names a version that is retiring or retired; field `model`.
     #[error("{0}")]
     ModelNotAccepting(String),
+    /// A swap of the service runs already (409 `swap_in_progress`).
+    #[error("{0}")]
+    SwapInProgress(String),
+    /// A 1-replica swap without downtime allowed or room to surge (409
+    /// `swap_needs_replicas`); the message says what to add.
+    #[error("{0}")]
+    SwapNeedsReplicas(String),
+    /// A replica is not running on an allocation (409 `swap_not_ready`).
+    #[error("{0}")]
+    SwapNotReady(String),
     /// Keeps the storage error's own code (a corrupt record is not a full disk).
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
@@ -45,6 +55,9 @@ impl ActorError {
             ActorError::Unschedulable(_) => &codes::UNSCHEDULABLE,
             ActorError::UnknownModel(_) => &codes::UNKNOWN_MODEL,
             ActorError::ModelNotAccepting(_) => &codes::MODEL_NOT_ACCEPTING,
+            ActorError::SwapInProgress(_) => &codes::SWAP_IN_PROGRESS,
+            ActorError::SwapNeedsReplicas(_) => &codes::SWAP_NEEDS_REPLICAS,
+            ActorError::SwapNotReady(_) => &codes::SWAP_NOT_READY,
             ActorError::Storage(e) => e.error_code(),
         }
     }

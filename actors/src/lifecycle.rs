@@ -18,6 +18,7 @@ use caldera_spec::{Allocation, EventKind, TaskRecord, TaskState};
 mod moves;
 pub mod replica_moves;
 mod serving;
+pub mod swap_steps;
 #[cfg(test)]
 mod tests;
 mod warming;

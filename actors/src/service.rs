@@ -16,11 +16,22 @@ use caldera_spec::{Event, EventKind, TaskRecord, TaskState, TaskType};
 use std::time::Duration;
 
 mod moves;
+mod swap;
+mod swap_drive;
+pub(crate) use swap_drive::SwapLive;
 
 impl TaskActor {
     /// A service parent (not a replica).
     pub(crate) fn is_service(&self) -> bool {
         self.rec.spec.task_type == TaskType::Inference && self.rec.service.is_none()
+    }
+
+    /// A replica's service, if it lives.
+    pub(crate) fn parent_service(&self) -> Option<crate::protocol::TaskHandle> {
+        self.rec
+            .service
+            .as_ref()
+            .and_then(|s| self.sh.registry.task(s))
     }
 
     pub(crate) fn desired(&self) -> u32 {
@@ -50,6 +61,8 @@ impl TaskActor {
                 act.ensure_replicas();
                 act.resume_moves(ctx);
                 act.settle();
+                // Rebuilt mid-swap: carry on from the recorded step.
+                act.drive_swap(ctx);
             }),
         );
     }

@@ -57,6 +57,8 @@ pub struct TaskActor {
     pub(crate) left: bool,
     /// Warming: what the node last reported of the copy (memory only).
     pub(crate) warming: Option<warming::WarmingNote>,
+    /// An inference service: its swap's memory-only bookkeeping.
+    pub(crate) swap_live: crate::service::SwapLive,
 }
 
 impl TaskActor {
@@ -75,6 +77,7 @@ impl TaskActor {
             resend_exit: false,
             left: false,
             warming: None,
+            swap_live: Default::default(),
         }
     }
 
@@ -445,6 +448,7 @@ impl actix::Supervised for TaskActor {
         self.replicas.clear();
         self.replica_restarts = 0;
         self.moves_noted.clear();
+        self.swap_live = Default::default();
         let read = self.sh.gate.store().task(self.id());
         match reread("task", self.id(), read) {
             Reread::Found(r) => {
@@ -528,6 +532,9 @@ impl Handler<Workload> for TaskActor {
                 node_trust::refuse(&self.sh, &m.node, Refusal::CheckpointOutsideDir, &what);
                 return;
             }
+        }
+        if self.swap_news(&m.kind) {
+            return;
         }
         if !self.warming_due(&m.kind) {
             return;

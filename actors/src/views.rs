@@ -71,6 +71,10 @@ pub struct TaskView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub serving_model: Option<String>,
     pub created_at: String,
+    /// A service: its latest hot swap (under way, or how it ended), step
+    /// by step per replica.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap: Option<caldera_spec::SwapProgress>,
     pub spec: TaskSpec,
 }
 
@@ -132,6 +136,7 @@ impl From<&TaskRecord> for TaskView {
             generation: r.generation,
             serving_model: r.serving_model.clone(),
             created_at: rfc3339(r.created_ms),
+            swap: r.swap.clone(),
             spec,
         }
     }

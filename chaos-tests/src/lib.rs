@@ -18,6 +18,7 @@ pub mod promql;
 pub mod proxy;
 pub mod schema;
 pub mod shims;
+pub mod swap;
 pub mod task_view;
 pub mod ticks;
 pub mod tls;

@@ -40,6 +40,9 @@ pub enum EventKind {
     ModelWarmup,
     /// A task in `warming`: bytes arriving (at most about one a second).
     WarmingProgress,
+    /// A service's hot swap: started, a replica swapped (or rolled back),
+    /// done, rolled back (with the replica and the reason).
+    ModelSwap,
 }
 
 /// One entry of the event log. `seq` is assigned by storage, strictly increasing.

@@ -168,6 +168,10 @@ pub struct TaskRecord {
     /// off drained nodes under way (make-before-break).
     #[serde(default, skip_serializing_if = "crate::ReplicaSlots::is_empty")]
     pub replica_slots: crate::ReplicaSlots,
+    /// An inference service: its latest hot swap (under way, or how the
+    /// last one ended), written before each of its steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap: Option<crate::SwapProgress>,
     /// Where the running process of this allocation is reached (an inference
     /// replica: the node's address and the port the agent gave it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -226,6 +230,7 @@ impl TaskRecord {
             preemptions: 0,
             fenced_until_ms: None,
             replica_slots: Default::default(),
+            swap: None,
             endpoint: None,
             ready: false,
             generation: 0,

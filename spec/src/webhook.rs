@@ -36,6 +36,10 @@ pub const EVENT_TYPES: &[(&str, &str)] = &[
         "model.version_changed",
         "a model version changed state (active, deprecated, retiring...) or pin",
     ),
+    (
+        "service.model_swap",
+        "a service's hot swap started, swapped a replica, finished or rolled back (the message says which and why)",
+    ),
     ("node.lost", "a node went silent past node-timeout-ms (operator only)"),
     (
         "node.state_changed",
@@ -85,6 +89,7 @@ pub fn webhook_type(e: &Event) -> Option<&'static str> {
         EventKind::QuotaChanged => "quota.changed",
         EventKind::ModelRegistered => "model.registered",
         EventKind::ModelStateChanged => "model.version_changed",
+        EventKind::ModelSwap => "service.model_swap",
         EventKind::NodeLost => "node.lost",
         EventKind::NodeJoined
         | EventKind::NodeCordoned
@@ -302,6 +307,7 @@ mod tests {
                 "x",
                 Some("model.version_changed"),
             ),
+            (EventKind::ModelSwap, "x", Some("service.model_swap")),
             (EventKind::NodeLost, "x", Some("node.lost")),
             (EventKind::NodeCordoned, "x", Some("node.state_changed")),
             (EventKind::ServerStarted, "x", None),

@@ -16,6 +16,7 @@ pub mod own_tenant;
 pub mod server;
 pub mod server_config;
 pub mod sim;
+pub mod swap;
 pub mod table;
 pub mod task_ops;
 pub mod tasks;
@@ -104,6 +105,10 @@ pub enum Command {
     Cancel(tasks::ReleaseArgs),
     /// Set an inference service's replica count.
     Scale(task_ops::ScaleArgs),
+    /// Swap an inference service to another model version in place, replica
+    /// by replica (2+ replicas: never zero ready; 1 replica: needs
+    /// --max-surge 1 with free room, or --allow-downtime).
+    Swap(swap::SwapArgs),
     /// Print a task's log.
     Logs(tasks::LogsArgs),
     /// List where an inference service's ready replicas are reached.
@@ -155,6 +160,7 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Tasks(args) => tasks::list(args),
         Command::Release(args) | Command::Cancel(args) => tasks::release(args),
         Command::Scale(args) => task_ops::scale(args),
+        Command::Swap(args) => swap::swap(args),
         Command::Logs(args) => tasks::logs(args),
         Command::Endpoints(args) => endpoints::endpoints(args),
         Command::Nodes(args) => nodes::nodes(args),

@@ -306,6 +306,7 @@ pub fn render_status(task: &Value) -> String {
 
     out.push('\n');
     out.push_str(&render_allocation(task));
+    out.push_str(&super::swap::render_swap(task));
     out
 }
 

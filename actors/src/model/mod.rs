@@ -13,6 +13,7 @@ pub mod register;
 pub mod sources;
 #[cfg(test)]
 mod tests;
+pub mod users;
 pub mod view;
 mod warmup;
 

@@ -85,6 +85,16 @@ pub struct ChangeState {
     pub to: ModelState,
 }
 
+/// A hot swap moved these tasks (keys) off the version, or rolled them
+/// back off it: they no longer use it.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct TasksLeft {
+    pub tasks: Vec<String>,
+    /// Why, for its event (`swapped to llama:v4`).
+    pub why: String,
+}
+
 handle! {
     /// A model version's actor, as the directory holds it.
     ModelHandle: ModelPort {
@@ -95,6 +105,7 @@ handle! {
             node_cache_seen: NodeCacheSeen,
             node_gone: NodeGone,
             origin_freed: OriginFreed,
+            tasks_left: TasksLeft,
         }
         ask {
             observe: Observe,

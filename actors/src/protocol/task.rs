@@ -5,7 +5,7 @@ use super::lifecycle::{Observe, Rebuild};
 use crate::errors::Result;
 use actix::prelude::*;
 use caldera_spec::wire::WorkloadEventKind;
-use caldera_spec::{Allocation, TaskRecord, TaskState};
+use caldera_spec::{Allocation, ModelRef, SwapAnswer, TaskRecord, TaskState};
 
 /// The scheduler granted an allocation, decided in memory only: the task,
 /// if it still waits, asks the Scheduler to record it (`RecordGrant`).
@@ -144,6 +144,54 @@ pub struct ScaleInIdle {
     pub reason: String,
 }
 
+/// `POST /v1/tasks/{service}/model`, and a retirement moving a service off a
+/// retiring version: swap the service's replicas to `to` in place, replica
+/// by replica (same allocations, same GPUs), with rollback. Answered once the
+/// swap is validated and recorded (`SwapAnswer::Started`), or with
+/// `AlreadyServing` when the service serves `to` already; the swap itself
+/// runs on. Refusals: not an inference service or ended (409 conflict), a
+/// swap already running (409 swap_in_progress), 1 replica without
+/// `allow_downtime` or room for `max_surge: 1` (409 swap_needs_replicas),
+/// `to` unknown or invisible to the tenant (422 unknown_model), retiring or
+/// retired (422 model_not_accepting).
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<SwapAnswer>")]
+pub struct SwapModel {
+    pub to: ModelRef,
+    /// Who asked: the tenant, or `retire:<operator>`; recorded and in events.
+    pub requested_by: String,
+    /// A 1-replica service may be swapped with a gap in service.
+    pub allow_downtime: bool,
+    /// 0 or 1: a 1-replica service is swapped by starting one extra replica
+    /// on `to` first (make-before-break), when free capacity holds it now.
+    pub max_surge: u32,
+}
+
+/// A timer of a swap under way fired (a step's timeout, or a wait for
+/// another replica to be ready): the service looks at its swap again.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct SwapTick;
+
+/// A replica is about to be restarted in place on `model` (`name:version`)
+/// by its service: it records that as its spec's model (a restart of it, a
+/// lost node's requeue, starts the version it serves) and itself as not
+/// ready, so its endpoint leaves the list before its process is stopped.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct RunsModel {
+    pub model: String,
+}
+
+/// A replica's node refused or failed the Swap of `generation`: for its service.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct ReplicaSwapFailed {
+    pub replica: String,
+    pub generation: u32,
+    pub reason: String,
+}
+
 handle! {
     /// A live task, as the directory, the Scheduler, its node and its service hold it.
     TaskHandle: TaskPort {
@@ -161,6 +209,9 @@ handle! {
             replica_state: ReplicaState,
             replica_pending: ReplicaPending,
             scale_in_idle: ScaleInIdle,
+            swap_tick: SwapTick,
+            runs_model: RunsModel,
+            replica_swap_failed: ReplicaSwapFailed,
             // A service releases its replicas without waiting for the answer.
             release_unanswered: Release,
         }
@@ -168,6 +219,7 @@ handle! {
             observe: Observe,
             release: Release,
             scale: Scale,
+            swap_model: SwapModel,
             replica_drained: ReplicaDrained,
             snapshot: TaskSnapshot,
         }

@@ -203,12 +203,7 @@ impl TaskActor {
         if self.rec.state != TaskState::Queued {
             return;
         }
-        if let Some(parent) = self
-            .rec
-            .service
-            .as_ref()
-            .and_then(|s| self.sh.registry.task(s))
-        {
+        if let Some(parent) = self.parent_service() {
             parent.do_send(ReplicaPending {
                 replica: self.id().to_string(),
                 reason: reason.to_string(),

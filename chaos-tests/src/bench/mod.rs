@@ -8,6 +8,7 @@ pub mod restart;
 pub mod start_latency;
 pub mod stats;
 pub mod submit;
+pub mod swap;
 pub mod warmup;
 
 use crate::process::ControlPlane;

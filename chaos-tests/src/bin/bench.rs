@@ -10,6 +10,7 @@
 //! bench fleet --nodes 1000 --tasks 100000
 //! bench agent-memory --workloads 4
 //! bench warmup --nodes 8 --size-mib 1024 --origin-mbps 100
+//! bench swap --replicas 4 --size-mib 4 --server target/debug/infer-server
 //! ```
 //!
 //! Common flags: `--bin PATH` (the caldera binary; default
@@ -22,7 +23,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 const USAGE: &str =
-    "usage: bench <submit|start-latency|node-loss|restart|fleet|agent-memory|warmup> [flags]
+    "usage: bench <submit|start-latency|node-loss|restart|fleet|agent-memory|warmup|swap> [flags]
   submit        --requests N (20000) --concurrency C[,C..] (8,16,32,64)
   start-latency --tasks N (200) [--reservation]
   node-loss     --trials N (10)
@@ -31,6 +32,8 @@ const USAGE: &str =
   agent-memory  --workloads N (4)
   warmup        --nodes N (8) --size-mib M (1024) --origin-mbps R (100: the emulated shared
                 storage's cap, MB/s) --rounds K (1) --warm-starts W (5)
+  swap          --replicas N (4) --size-mib M (4) --server PATH (target/debug/infer-server:
+                the test fixture, built by `cargo test --test hot_swap --no-run`)
 common: --bin PATH --dir PATH --env KEY=VALUE --deadline-s N --keep";
 
 /// Flags that take no value.
@@ -186,6 +189,18 @@ fn run(cmd: &str, mut f: Flags) -> Result<(), String> {
             };
             f.done()?;
             bench::warmup::run(&s, &run)
+        }
+        "swap" => {
+            let run = bench::swap::SwapRun {
+                replicas: f.number("--replicas", 4)?.max(1),
+                size_bytes: (f.number("--size-mib", 4)?.max(1) as u64) << 20,
+                server: f
+                    .values
+                    .remove("--server")
+                    .unwrap_or_else(|| "target/debug/infer-server".into()),
+            };
+            f.done()?;
+            bench::swap::run(&s, &run)
         }
         other => Err(format!("unknown subcommand {other}")),
     };

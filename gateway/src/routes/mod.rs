@@ -30,6 +30,7 @@ pub mod models;
 pub mod nodes;
 mod period;
 pub mod stats;
+pub mod swap;
 pub mod tasks;
 pub mod tenants;
 pub mod utilization;
@@ -92,6 +93,7 @@ fn table() -> Vec<Endpoint> {
         at::<tasks::__path_release>(web::to(tasks::release)),
         at::<tasks::__path_logs>(web::to(tasks::logs)),
         at::<tasks::__path_scale>(web::to(tasks::scale)),
+        at::<swap::__path_swap>(web::to(swap::swap)),
         at::<endpoints::__path_endpoints>(web::to(endpoints::endpoints)),
         at::<crate::ws::__path_connect>(web::to(crate::ws::connect)),
         at::<nodes::__path_list>(web::to(nodes::list)),
@@ -154,6 +156,7 @@ fn table() -> Vec<Endpoint> {
     tasks::release,
     tasks::logs,
     tasks::scale,
+    swap::swap,
     endpoints::endpoints,
     crate::ws::connect,
     nodes::list,
