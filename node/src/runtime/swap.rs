@@ -16,10 +16,12 @@
 //!
 //! A generation the workload already reached is answered again with that
 //! outcome (the control plane resends after its own restart); one in
-//! progress is a duplicate and ignored. An agent that dies between the old
-//! process's exit and the new shim's start leaves a dir with the old exit,
-//! which the next agent reports as a stop (the control plane then replaces
-//! the replica): the window is the few milliseconds of one rewrite.
+//! progress is a duplicate and ignored. The swap is not kept on disk: an
+//! agent that dies while the old process stops (or before the new shim
+//! starts) leaves the old stop, which the next agent reports as the exit (the
+//! control plane's swap sees the replica end and rolls back or replaces it);
+//! one that dies while the copy warms just loses the swap, which the control
+//! plane resends (its generation was never reported).
 use super::launch::{model_label, swapped_env};
 use super::{exits::agent_exit, shim_link, watch_shim, Runtime};
 use crate::shim::files::{self, reason, PidRecord, ShimSpec};
