@@ -95,7 +95,7 @@ pub struct ReplicasBody {
     security(("operator" = []), ("tenant" = [])),
     responses(
         (status = 200, description = "the identical spec exists already", body = Envelope<TaskView>),
-        (status = 201, description = "created", body = Envelope<TaskView>),
+        (status = 201, description = "created; `data.warnings` lists what it succeeded despite (a deprecated model version)", body = Envelope<TaskView>),
         (status = 400, description = "the body is not a task spec (the field is named), or the operator gave no ?tenant="),
         (status = 403, description = "a tenant token naming another tenant"),
         (status = 404, description = "no such tenant"),
@@ -122,7 +122,9 @@ pub async fn submit(
     } else {
         StatusCode::OK
     };
-    Ok(Reply::with_status(status, TaskView::from(&rec)))
+    let mut view = TaskView::from(&rec);
+    view.warnings = st.cp.submission_warnings(&rec.spec).await?;
+    Ok(Reply::with_status(status, view))
 }
 
 /// The tenant a request acts for: a tenant token's own (a `?tenant=` naming
