@@ -214,3 +214,41 @@ pub fn swapped_env(
     env.push((MODEL_VARS[2].into(), model.version.clone()));
     env
 }
+
+#[cfg(test)]
+mod tests {
+    use super::swapped_env;
+    use caldera_spec::wire::ModelMount;
+    use std::path::Path;
+
+    #[test]
+    fn a_swapped_env_changes_the_model_variables_and_nothing_else() {
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let before = vec![
+            pair("CALDERA_PORT", "20001"),
+            pair("CALDERA_MODEL_PATH", "/cache/v3"),
+            pair("CUDA_VISIBLE_DEVICES", "1"),
+            pair("CALDERA_MODEL_NAME", "m"),
+            pair("CALDERA_MODEL_VERSION", "v3"),
+            pair("TOKEN", "x"),
+        ];
+        let model = ModelMount {
+            name: "m".into(),
+            version: "v4".into(),
+            sha256: "ab".repeat(32),
+            size_bytes: 1,
+        };
+        let after = swapped_env(&before, &model, Path::new("/cache/v4"));
+        assert_eq!(
+            after,
+            vec![
+                pair("CALDERA_PORT", "20001"),
+                pair("CUDA_VISIBLE_DEVICES", "1"),
+                pair("TOKEN", "x"),
+                pair("CALDERA_MODEL_PATH", "/cache/v4"),
+                pair("CALDERA_MODEL_NAME", "m"),
+                pair("CALDERA_MODEL_VERSION", "v4"),
+            ]
+        );
+    }
+}
