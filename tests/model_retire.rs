@@ -207,12 +207,7 @@ fn a_deprecated_version_still_serves_and_its_submissions_warn() {
 /// Retire with `replace_with`: every service on the old version is swapped
 /// in place to the new one (the swap of h/swap), then the old version is
 /// `retired` and gone from every node's cache.
-///
-/// Ignored until the agent carries out `ServerMessage::Swap` (the node side
-/// of the in-place swap; the agent ignores it so far): run it with
-/// `cargo test --test model_retire -- --ignored` once it does.
 #[test]
-#[ignore = "needs the agent's in-place swap (it ignores ServerMessage::Swap so far)"]
 fn retire_with_replace_with_moves_every_service_then_evicts_the_old_version() {
     let dir = tempfile::tempdir().unwrap();
     let specs = [

@@ -68,6 +68,9 @@ registry! {
     WEIGHTS_CORRUPT = 10208, "weights_corrupt", 0, "a fetched or cached copy did not match its registered size or SHA-256; it was deleted and is fetched again";
     WARMING_TIMEOUT = 10209, "warming_timeout", 0, "a task stayed in warming longer than warming-timeout-ms; the reason names the source it was reading";
     REPLICA_PORTS_EXHAUSTED = 10210, "replica_ports_exhausted", 0, "every port of the agent's replica-ports range is held by another workload or in use on the host";
+    SWAP_REFUSED = 10211, "swap_refused", 0, "a node was asked to swap an allocation that runs no process of that task there (gone, still starting, or a reservation)";
+    SWAP_VERIFY_FAILED = 10212, "swap_verify_failed", 0, "a swap's model version could not be fetched or verified in the node's cache; the old process was left serving";
+    SWAP_START_FAILED = 10213, "swap_start_failed", 0, "after a swap stopped the old process, the new one could not be started; the workload is reported exited";
     PLACEMENT_UNKNOWN_NODE = 10301, "placement_unknown_node", 0, "a placement names a node the pool does not know";
     PLACEMENT_UNKNOWN_GPU = 10302, "placement_unknown_gpu", 0, "a placement names a GPU index its node does not have";
     PLACEMENT_NO_ROOM = 10303, "placement_no_room", 0, "the node no longer has room for the demand (a stale decision)";

@@ -185,8 +185,11 @@ impl TaskActor {
         };
         let mut planned = self.rec.clone();
         if swap.phase == SwapPhase::Done {
-            // New replicas (a replacement, a scale-out) start on it from now.
+            // New replicas (a replacement, a scale-out) start on it from now;
+            // the service's own record serves it too (it started as the
+            // spec's model, and a retire counts what a record serves).
             planned.spec.model = Some(swap.to.to_string());
+            planned.serving_model = Some(swap.to.to_string());
         }
         planned.swap = Some(swap.clone());
         let e = self.event_of(&planned, EventKind::ModelSwap, msg);

@@ -182,5 +182,73 @@ pub fn shim_spec(
         model_sha256: cmd.model.as_ref().map(|m| m.sha256.clone()),
         port,
         readiness: cmd.readiness.clone(),
+        generation: 0,
+        model: cmd.model.as_ref().map(model_label),
+    }
+}
+
+/// `name:version` of a model mount, as events and records name it.
+pub fn model_label(m: &caldera_spec::wire::ModelMount) -> String {
+    format!("{}:{}", m.name, m.version)
+}
+
+/// The workload's environment for another model: the same variables, with
+/// CALDERA_MODEL_PATH / _NAME / _VERSION (and nothing else) set to `model`'s.
+pub fn swapped_env(
+    env: &[(String, String)],
+    model: &caldera_spec::wire::ModelMount,
+    path: &Path,
+) -> Vec<(String, String)> {
+    const MODEL_VARS: [&str; 3] = [
+        "CALDERA_MODEL_PATH",
+        "CALDERA_MODEL_NAME",
+        "CALDERA_MODEL_VERSION",
+    ];
+    let mut env: Vec<(String, String)> = env
+        .iter()
+        .filter(|(k, _)| !MODEL_VARS.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    env.push((MODEL_VARS[0].into(), path.to_string_lossy().into_owned()));
+    env.push((MODEL_VARS[1].into(), model.name.clone()));
+    env.push((MODEL_VARS[2].into(), model.version.clone()));
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::swapped_env;
+    use caldera_spec::wire::ModelMount;
+    use std::path::Path;
+
+    #[test]
+    fn a_swapped_env_changes_the_model_variables_and_nothing_else() {
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let before = vec![
+            pair("CALDERA_PORT", "20001"),
+            pair("CALDERA_MODEL_PATH", "/cache/v3"),
+            pair("CUDA_VISIBLE_DEVICES", "1"),
+            pair("CALDERA_MODEL_NAME", "m"),
+            pair("CALDERA_MODEL_VERSION", "v3"),
+            pair("TOKEN", "x"),
+        ];
+        let model = ModelMount {
+            name: "m".into(),
+            version: "v4".into(),
+            sha256: "ab".repeat(32),
+            size_bytes: 1,
+        };
+        let after = swapped_env(&before, &model, Path::new("/cache/v4"));
+        assert_eq!(
+            after,
+            vec![
+                pair("CALDERA_PORT", "20001"),
+                pair("CUDA_VISIBLE_DEVICES", "1"),
+                pair("TOKEN", "x"),
+                pair("CALDERA_MODEL_PATH", "/cache/v4"),
+                pair("CALDERA_MODEL_NAME", "m"),
+                pair("CALDERA_MODEL_VERSION", "v4"),
+            ]
+        );
     }
 }
