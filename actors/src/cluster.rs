@@ -247,22 +247,11 @@ impl Cluster {
     /// task is known by its key `tenant/task_id` (`caldera_spec::task_key`),
     /// so two tenants' ids never meet. The key is scoped once, here.
     fn submit(&mut self, mut m: Submit) -> Result<(TaskRecord, bool, crate::durability::Ticket)> {
-        if self.sh.registry.tenant(&m.tenant).is_none() {
-            return Err(ActorError::not_found("tenant", &m.tenant));
-        }
+        check_request(&self.sh, &m.tenant, &m.spec)?;
         let own_id = caldera_spec::local_id(&m.spec.task_id).to_string();
         m.spec.task_id = caldera_spec::task_key(&m.tenant, &own_id);
         let id = m.spec.task_id.clone();
-        let offers = self.sh.offers.current();
-        check_inference_cap(
-            &m.spec,
-            self.sh.config.inference_replica_cap,
-            offers.largest_gpu_mb(),
-        )?;
-        if let Some(model) = &m.spec.model {
-            crate::model::register::check_task_model(self.sh.gate.store(), &m.tenant, model)?;
-        }
-        if let Some(why) = offers.never_fits(&m.spec) {
+        if let Some(why) = self.sh.offers.current().never_fits(&m.spec) {
             if !self.sh.config.accept_unschedulable {
                 return Err(ActorError::Unschedulable(why));
             }
@@ -298,6 +287,27 @@ impl Cluster {
         self.sh.registry.add_task(&id, actor);
         Ok((rec, true, ticket))
     }
+}
+
+/// What a request must pass before anything is decided about it, at
+/// submission and in a dry run alike (so both refuse with the same error
+/// naming the same field): its tenant exists, an inference replica is
+/// within the per-replica cap, and its model version is one the tenant may
+/// use.
+pub(crate) fn check_request(sh: &Shared, tenant: &str, spec: &TaskSpec) -> Result<()> {
+    if sh.registry.tenant(tenant).is_none() {
+        return Err(ActorError::not_found("tenant", tenant));
+    }
+    let offers = sh.offers.current();
+    check_inference_cap(
+        spec,
+        sh.config.inference_replica_cap,
+        offers.largest_gpu_mb(),
+    )?;
+    if let Some(model) = &spec.model {
+        crate::model::register::check_task_model(sh.gate.store(), tenant, model)?;
+    }
+    Ok(())
 }
 
 /// Inference replicas are small by rule: at most `cap` of one GPU each (by

@@ -101,6 +101,9 @@ pub struct ServerConfig {
     pub webhook_max_in_flight: usize,
     /// Period of the inspector and of the tenant usage samples, ms. Default 10000.
     pub usage_sample_ms: u64,
+    /// How long a portal login lasts, ms (sessions are held in memory: a
+    /// restart ends them). Default 43200000 (12 h).
+    pub portal_session_ttl_ms: u64,
     /// Most GPU memory one inference replica may ask for, as a fraction of the
     /// largest GPU in the pool: scale out with replicas, not up. Default 0.5.
     pub inference_replica_cap: f64,
@@ -186,6 +189,7 @@ impl Default for ServerConfig {
             webhook_ca_file: None,
             webhook_max_in_flight: 32,
             usage_sample_ms: 10_000,
+            portal_session_ttl_ms: 43_200_000,
             inference_replica_cap: 0.5,
             accept_unschedulable: false,
             max_origin_pulls_per_version: 1,
@@ -266,6 +270,9 @@ impl ServerConfig {
         }
         if self.usage_sample_ms == 0 {
             return err("usage-sample-ms", "must be greater than 0");
+        }
+        if self.portal_session_ttl_ms < 1000 {
+            return err("portal-session-ttl-ms", "must be at least 1000");
         }
         if self.billing_retention_days == 0 {
             return err("billing-retention-days", "must be greater than 0");

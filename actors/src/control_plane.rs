@@ -3,9 +3,11 @@
 //! (always off the async workers), stays behind this file, so a route is
 //! "parse, call, show" and never names a message, an address or the store.
 mod chargeback;
+mod dry_run;
 mod endpoints;
 pub mod estimates;
 mod models;
+mod portal;
 pub mod scrape;
 pub mod swap;
 mod task_page;
@@ -13,6 +15,7 @@ mod webhooks;
 
 pub use crate::protocol::model::PrewarmTarget;
 pub use chargeback::{Curve, CurvePoint};
+pub use dry_run::DryRun;
 pub use models::ModelView;
 
 pub use crate::service::parse_replicas;

@@ -116,6 +116,9 @@ impl SchedulerPort for Heard {
     fn queue_positions(&self, _: QueuePositions) -> Reply<HashMap<String, u32>> {
         ready(HashMap::new())
     }
+    fn dry_run(&self, _: DryRunPlacement) -> Reply<caldera_scheduling::queue::dry_run::DryRun> {
+        Box::pin(async { Err(actix::MailboxError::Closed) })
+    }
     fn utilization(&self, _: QueryUtilization) -> Reply<Utilization> {
         Box::pin(async { Err(actix::MailboxError::Closed) })
     }

@@ -79,7 +79,9 @@ impl Api {
         self.send(method, path, body, "")
     }
 
-    fn send(&self, method: &str, path: &str, body: Option<&str>, extra: &str) -> Reply {
+    /// A request with `extra` header lines (each ending in `\r\n`); a
+    /// `Content-Type` among them replaces the JSON one (a portal form).
+    pub fn send(&self, method: &str, path: &str, body: Option<&str>, extra: &str) -> Reply {
         match self.try_request(method, path, body, extra) {
             Ok(r) => r,
             Err(e) => Reply {
@@ -97,6 +99,10 @@ impl Api {
         body: Option<&str>,
         extra: &str,
     ) -> std::io::Result<Reply> {
+        let json = match extra.to_ascii_lowercase().contains("content-type:") {
+            true => "",
+            false => "Content-Type: application/json\r\n",
+        };
         let mut s = TcpStream::connect(&self.addr)?;
         s.set_read_timeout(Some(Duration::from_secs(30)))?;
         let body = body.unwrap_or("");
@@ -107,7 +113,7 @@ impl Api {
             .unwrap_or_default();
         write!(
             s,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{auth}{extra}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{auth}{extra}{json}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
             self.addr,
             body.len()
         )?;

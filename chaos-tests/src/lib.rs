@@ -13,6 +13,7 @@ pub mod keepalive;
 pub mod ledger;
 pub mod models;
 pub mod origin;
+pub mod portal;
 pub mod process;
 pub mod promql;
 pub mod proxy;
@@ -22,6 +23,7 @@ pub mod swap;
 pub mod task_view;
 pub mod ticks;
 pub mod tls;
+pub mod webdriver;
 pub mod webhook_receiver;
 pub mod weights;
 

@@ -36,6 +36,11 @@ impl<T: Serialize> Reply<T> {
         Reply::with_status(StatusCode::CREATED, data)
     }
 
+    /// What the answer carries: the portal renders the API's own answers.
+    pub fn into_data(self) -> Option<T> {
+        self.body.data
+    }
+
     pub fn with_status(status: StatusCode, data: T) -> Self {
         Reply {
             status,

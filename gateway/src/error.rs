@@ -61,6 +61,16 @@ impl ApiError {
     pub fn code(&self) -> &'static ErrorCode {
         self.code
     }
+
+    /// The sentence for the caller (the portal shows it on its pages).
+    pub fn message(&self) -> &str {
+        &self.msg
+    }
+
+    /// The offending field or query parameter, if the error names one.
+    pub fn field(&self) -> Option<&str> {
+        self.field.as_deref()
+    }
 }
 
 impl std::fmt::Display for ApiError {

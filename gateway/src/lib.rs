@@ -10,6 +10,7 @@ pub mod envelope;
 pub mod error;
 pub mod metrics;
 pub mod openapi;
+pub mod portal;
 pub mod principal;
 pub mod routes;
 pub mod server;

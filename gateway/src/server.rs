@@ -121,6 +121,7 @@ async fn serve(
         estimates: Default::default(),
         metrics: crate::metrics::Exposition::new(cp.metrics()),
         endpoint_revisions: Default::default(),
+        portal: crate::portal::Portal::new(config.portal_session_ttl_ms),
     });
     let limit = web::Data::new(crate::client_limit::ClientLimit::new(
         config.max_requests_per_client,

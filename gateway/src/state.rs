@@ -15,4 +15,6 @@ pub struct AppState {
     pub metrics: crate::metrics::Exposition,
     /// The endpoint lists last answered per service, and their revisions.
     pub endpoint_revisions: crate::routes::endpoints::EndpointRevisions,
+    /// The portal's sessions (in memory: a restart logs everyone out).
+    pub portal: crate::portal::Portal,
 }

@@ -86,7 +86,12 @@ registry! {
     BAD_QUERY = 40008, "bad_query", 400, "a query parameter is unknown-valued or out of range";
     NOT_WEBSOCKET = 40009, "not_websocket", 400, "the node endpoint was called without a WebSocket upgrade";
     UNAUTHENTICATED = 40100, "unauthenticated", 401, "no bearer token, or one that is not valid";
+    PORTAL_LOGIN_REFUSED = 40101, "portal_login_refused", 401, "the token pasted into the portal's login is not a valid operator or tenant token";
+    PORTAL_NO_SESSION = 40102, "portal_no_session", 401, "no portal session: never logged in, logged out, expired, or the control plane restarted; log in again";
     FORBIDDEN = 40300, "forbidden", 403, "the token is valid but may not do this";
+    PORTAL_CSRF_REFUSED = 40301, "portal_csrf_refused", 403, "a portal form was sent without its session's CSRF token, or with a wrong one; nothing was changed; reload the page and send it again";
+    PORTAL_LOGIN_FORM_STALE = 40302, "portal_login_form_stale", 403, "the portal's login form was sent without the cookie its page set (a stale or forged form); reload the login page";
+    PORTAL_OPERATOR_ONLY = 40303, "portal_operator_only", 403, "a portal action only the operator may take (cordon, drain), asked by a tenant's session";
     NOT_FOUND = 40400, "not_found", 404, "no such task, tenant, node or path (or the caller may not see it)";
     METHOD_NOT_ALLOWED = 40501, "method_not_allowed", 405, "the path exists but does not answer this method; `Allow` lists those it does";
     REQUEST_TIMEOUT = 40801, "request_timeout", 408, "the request's head or body did not arrive within client-request-timeout-ms";

@@ -15,6 +15,10 @@ pub struct SubmitArgs {
     /// the operator token names the tenant; a tenant token may leave it out.
     #[arg(long)]
     pub tenant: Option<String>,
+    /// Create nothing: show where the task would go now, or why not and
+    /// when it should start (`?dry_run=true`).
+    #[arg(long)]
+    pub dry_run: bool,
     #[command(flatten)]
     pub opts: ClientOpts,
 }
@@ -88,10 +92,18 @@ pub struct LogsArgs {
 pub fn submit(args: SubmitArgs) -> Result<(), CliError> {
     let body = read_spec(&args.file)?;
     let client = ApiClient::from_opts(&args.opts)?;
-    let query = [("tenant", args.tenant.unwrap_or_default())];
+    let dry_run = if args.dry_run { "true" } else { "" };
+    let query = [
+        ("tenant", args.tenant.unwrap_or_default()),
+        ("dry_run", dry_run.to_string()),
+    ];
     let answer = block_on(client.call(Verb::Post, "/v1/tasks", &query, Some(body)))?;
     if args.opts.json {
         return print_json(&answer.data);
+    }
+    if args.dry_run {
+        print!("{}", render_dry_run(&answer.data, fields::now_ms()));
+        return Ok(());
     }
     let id = text(&answer.data, "task_id");
     let state = text(&answer.data, "state");
@@ -104,6 +116,25 @@ pub fn submit(args: SubmitArgs) -> Result<(), CliError> {
         println!("pending: {}", fields::show(reason));
     }
     Ok(())
+}
+
+/// A dry run's answer: where it would start, or why it would wait and when
+/// it should start.
+fn render_dry_run(d: &Value, now_ms: f64) -> String {
+    let admission = text(d, "admission");
+    if get(d, "placeable").and_then(Value::as_bool) == Some(true) {
+        let gpus: Vec<String> = items(d, "gpu_indices").iter().map(fields::show).collect();
+        return format!(
+            "would start now on {} (GPUs [{}]; admission: {admission})\n",
+            text(d, "node"),
+            gpus.join(", ")
+        );
+    }
+    format!(
+        "would wait: {}\nestimated start: {} (admission: {admission})\n",
+        text(d, "reason"),
+        starts(d, now_ms)
+    )
 }
 
 fn read_spec(file: &str) -> Result<Vec<u8>, CliError> {
@@ -405,6 +436,24 @@ mod tests {
              train_20240716_001  demo    training  high      running  -    -       node-1  2xA100-80GB  2m\n\
              q1                  -       -         -         queued   1    in 5m   -       0.5          1m\n\
              next cursor: c2\n"
+        );
+    }
+
+    #[test]
+    fn a_dry_run_shows_where_it_would_start_or_why_it_would_wait() {
+        let fits = json!({"placeable": true, "node": "node-a", "gpu_indices": [0, 3],
+            "reason": null, "estimated_start_ms": 1_000, "admission": "guaranteed"});
+        assert_eq!(
+            render_dry_run(&fits, 1_000.0),
+            "would start now on node-a (GPUs [0, 3]; admission: guaranteed)\n"
+        );
+        let waits = json!({"placeable": false, "node": null, "gpu_indices": [],
+            "reason": "1 node: 2 fewer than 2 idle GPUs", "estimated_start_ms": 301_000,
+            "admission": "borrowing"});
+        // 301 s - 1 s = 300 s from now: "in 5m".
+        assert_eq!(
+            render_dry_run(&waits, 1_000.0),
+            "would wait: 1 node: 2 fewer than 2 idle GPUs\nestimated start: in 5m (admission: borrowing)\n"
         );
     }
 

@@ -161,6 +161,17 @@ pub struct QueryPoolMetrics;
 #[rtype(result = "Vec<Allocation>")]
 pub struct LedgerAllocations;
 
+/// Where a task would go now, or why not: the pass's stages against the
+/// live pool, binding nothing (`caldera_scheduling::queue::dry_run`).
+/// `task_id` is the task's key (`tenant/id`).
+#[derive(Message)]
+#[rtype(result = "caldera_scheduling::queue::dry_run::DryRun")]
+pub struct DryRunPlacement {
+    pub task_id: String,
+    pub tenant: String,
+    pub spec: TaskSpec,
+}
+
 handle! {
     /// The Scheduler (supervised: the handle survives its rebuilds).
     SchedulerHandle: SchedulerPort {
@@ -187,6 +198,7 @@ handle! {
             pool_metrics: QueryPoolMetrics,
             ledger_allocations: LedgerAllocations,
             queue_positions: QueuePositions,
+            dry_run: DryRunPlacement,
         }
     }
 }

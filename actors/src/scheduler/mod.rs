@@ -18,9 +18,9 @@ use crate::commit_site::CommitSite;
 use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::protocol::scheduler::{
-    AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, Enqueue, Free, LedgerAllocations,
-    ModelWeightsKnown, NodeCordoned, NodeDown, NodeMetricsUpdate, NodeUp, NodeWeightsUpdate,
-    QueuePositions, RecordGrant, Restart, Stats,
+    AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, DryRunPlacement, Enqueue, Free,
+    LedgerAllocations, ModelWeightsKnown, NodeCordoned, NodeDown, NodeMetricsUpdate, NodeUp,
+    NodeWeightsUpdate, QueuePositions, RecordGrant, Restart, Stats,
 };
 use crate::protocol::task::{Pending, Placed, Preempt};
 use crate::registry::Registry;
@@ -605,6 +605,16 @@ impl Handler<QueuePositions> for Scheduler {
     type Result = MessageResult<QueuePositions>;
     fn handle(&mut self, _: QueuePositions, _: &mut Context<Self>) -> Self::Result {
         MessageResult(self.core.queue_positions())
+    }
+}
+
+impl Handler<DryRunPlacement> for Scheduler {
+    type Result = MessageResult<DryRunPlacement>;
+    /// Answered between passes, so it sees the pool a pass would; it binds
+    /// nothing and leaves the placer's seeded draws as they were.
+    fn handle(&mut self, m: DryRunPlacement, _: &mut Context<Self>) -> Self::Result {
+        let now = self.clock.now_ms();
+        MessageResult(self.core.dry_run(&m.task_id, &m.tenant, &m.spec, now))
     }
 }
 

@@ -4,6 +4,7 @@
 //! prints its figures as lines and as a Markdown table.
 pub mod fleet;
 pub mod node_loss;
+pub mod portal;
 pub mod restart;
 pub mod start_latency;
 pub mod stats;

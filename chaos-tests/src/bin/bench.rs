@@ -11,6 +11,7 @@
 //! bench agent-memory --workloads 4
 //! bench warmup --nodes 8 --size-mib 1024 --origin-mbps 100
 //! bench swap --replicas 4 --size-mib 4 --server target/debug/infer-server
+//! bench portal --nodes 100 --requests 20
 //! ```
 //!
 //! Common flags: `--bin PATH` (the caldera binary; default
@@ -23,7 +24,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 const USAGE: &str =
-    "usage: bench <submit|start-latency|node-loss|restart|fleet|agent-memory|warmup|swap> [flags]
+    "usage: bench <submit|start-latency|node-loss|restart|fleet|agent-memory|warmup|swap|portal> [flags]
   submit        --requests N (20000) --concurrency C[,C..] (8,16,32,64)
   start-latency --tasks N (200) [--reservation]
   node-loss     --trials N (10)
@@ -34,6 +35,7 @@ const USAGE: &str =
                 storage's cap, MB/s) --rounds K (1) --warm-starts W (5)
   swap          --replicas N (4) --size-mib M (4) --server PATH (target/debug/infer-server:
                 the test fixture, built by `cargo test --test hot_swap --no-run`)
+  portal        --nodes N (100) --requests R (20: per page); 1,000 tasks
 common: --bin PATH --dir PATH --env KEY=VALUE --deadline-s N --keep";
 
 /// Flags that take no value.
@@ -201,6 +203,12 @@ fn run(cmd: &str, mut f: Flags) -> Result<(), String> {
             };
             f.done()?;
             bench::swap::run(&s, &run)
+        }
+        "portal" => {
+            let nodes = f.number("--nodes", 100)?.max(1);
+            let requests = f.number("--requests", 20)?.max(1);
+            f.done()?;
+            bench::portal::run(&s, nodes, requests)
         }
         other => Err(format!("unknown subcommand {other}")),
     };

@@ -44,6 +44,7 @@ Any path answers 404 (`not_found`) when unknown and 405 (`method_not_allowed`, w
         (name = "auth", description = "who a token belongs to"),
         (name = "health", description = "liveness, metrics"),
         (name = "docs", description = "this document and its viewer"),
+        (name = "portal", description = "the web portal's pages (HTML for a person; a session cookie from /login, not a bearer token)"),
     )
 )]
 struct Frame;

@@ -130,7 +130,8 @@ fn every_error_response_points_at_an_existing_error_schema() {
         for (method, op) in item.as_object().into_iter().flatten() {
             for (status, r) in op["responses"].as_object().into_iter().flatten() {
                 let n: u16 = status.parse().unwrap_or(0);
-                if n < 400 {
+                // The portal's error pages are HTML for a person, not an envelope.
+                if n < 400 || r["content"].get("text/html").is_some() {
                     continue;
                 }
                 let target = r["content"]["application/json"]["schema"]["$ref"]
@@ -201,5 +202,27 @@ fn every_link_names_an_operation_of_the_document() {
     assert!(targets.len() >= 10, "{targets:?}");
     for t in targets {
         assert!(ids.contains(&t), "a link to {t:?}, which is no operation");
+    }
+}
+
+#[test]
+fn portal_pages_document_their_html_page_the_login_redirect_and_the_fragments_401() {
+    let doc = document();
+    for path in [
+        "/",
+        "/tasks",
+        "/tasks/{id}",
+        "/nodes",
+        "/tenants",
+        "/models",
+        "/events",
+    ] {
+        let r = &doc["paths"][path]["get"]["responses"];
+        assert!(
+            r["200"]["content"].get("text/html").is_some(),
+            "{path}: {r:#}"
+        );
+        assert!(r.get("303").is_some(), "{path}");
+        assert!(r["401"]["content"].get("text/html").is_some(), "{path}");
     }
 }

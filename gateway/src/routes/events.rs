@@ -41,6 +41,8 @@ pub struct EventFilterQuery {
     pub tenant: Option<String>,
     /// A node.
     pub node: Option<String>,
+    /// An event kind (`task_transition`, `allocation_granted`, …).
+    pub kind: Option<caldera_spec::EventKind>,
     /// The `seq` of the last event seen.
     #[param(minimum = 0)]
     pub cursor: Option<u64>,
@@ -55,7 +57,7 @@ pub struct EventFilterQuery {
     security(("operator" = []), ("tenant" = [])),
     responses(
         (status = 200, description = "a page of events", body = Envelope<EventPage>),
-        (status = 400, description = "a bad cursor or limit"),
+        (status = 400, description = "a bad cursor, limit or kind"),
         (status = 403, description = "a tenant token naming another tenant"),
         (status = 409, description = "the operator named a task id several tenants use"),
     ))]
@@ -68,7 +70,10 @@ pub async fn list(
         task: q.get("task").cloned(),
         tenant: q.get("tenant").cloned(),
         node: q.get("node").cloned(),
-        kind: None,
+        kind: match q.get("kind") {
+            None => None,
+            Some(k) => Some(parse_kind(k)?),
+        },
     };
     if let Some(t) = user.tenant() {
         if filter.tenant.as_ref().is_some_and(|asked| asked != t) {
@@ -104,6 +109,12 @@ pub async fn list(
         events,
         next_cursor: next,
     }))
+}
+
+/// `?kind=`: an event kind by its JSON name.
+fn parse_kind(k: &str) -> Result<caldera_spec::EventKind, ApiError> {
+    serde_json::from_value(serde_json::Value::String(k.to_string()))
+        .map_err(|_| ApiError::bad_query("kind", format!("unknown event kind {k:?}")))
 }
 
 /// The operator's `?task=ID` without `?tenant=`: the key of the one tenant's

@@ -19,7 +19,7 @@
 //! and 3 disagree, and `tests/api_fuzz.rs` calls every documented operation
 //! on the real binary.
 pub mod cost;
-mod cost_views;
+pub mod cost_views;
 pub mod endpoints;
 pub mod events;
 #[cfg(feature = "failpoints")]
@@ -28,7 +28,7 @@ pub mod health;
 pub mod history;
 pub mod models;
 pub mod nodes;
-mod period;
+pub mod period;
 pub mod stats;
 pub mod swap;
 pub mod tasks;
@@ -40,6 +40,7 @@ pub mod whoami;
 
 use crate::error::ApiError;
 use crate::openapi;
+use crate::portal;
 use actix_web::http::Method;
 use actix_web::{web, Resource, Route};
 use caldera_spec::codes;
@@ -126,6 +127,26 @@ fn table() -> Vec<Endpoint> {
         at::<webhooks::__path_get>(web::to(webhooks::get)),
         at::<webhooks::__path_delete>(web::to(webhooks::delete)),
         at::<webhooks::__path_deliveries>(web::to(webhooks::deliveries)),
+        // The portal's pages (gateway/src/portal).
+        at::<portal::login::__path_page>(web::to(portal::login::page)),
+        at::<portal::login::__path_login>(web::to(portal::login::login)),
+        at::<portal::login::__path_logout>(web::to(portal::login::logout)),
+        at::<portal::assets::__path_asset>(web::to(portal::assets::asset)),
+        at::<portal::overview::__path_page_handler>(web::to(portal::overview::page_handler)),
+        at::<portal::events::__path_page_handler>(web::to(portal::events::page_handler)),
+        at::<portal::submit::__path_page_handler>(web::to(portal::submit::page_handler)),
+        at::<portal::submit::__path_submit>(web::to(portal::submit::submit)),
+        at::<portal::submit::__path_dry_run_handler>(web::to(portal::submit::dry_run_handler)),
+        at::<portal::tasks::__path_page_handler>(web::to(portal::tasks::page_handler)),
+        at::<portal::task_page::__path_page_handler>(web::to(portal::task_page::page_handler)),
+        at::<portal::task_page::__path_log_handler>(web::to(portal::task_page::log_handler)),
+        at::<portal::task_page::__path_release>(web::to(portal::task_page::release)),
+        at::<portal::task_page::__path_scale>(web::to(portal::task_page::scale)),
+        at::<portal::nodes::__path_page_handler>(web::to(portal::nodes::page_handler)),
+        at::<portal::nodes::__path_cordon>(web::to(portal::nodes::cordon)),
+        at::<portal::tenants::__path_page_handler>(web::to(portal::tenants::page_handler)),
+        at::<portal::tenants::__path_cost_csv>(web::to(portal::tenants::cost_csv)),
+        at::<portal::models::__path_page_handler>(web::to(portal::models::page_handler)),
     ];
     #[cfg(feature = "failpoints")]
     let t = {
@@ -189,6 +210,25 @@ fn table() -> Vec<Endpoint> {
     webhooks::get,
     webhooks::delete,
     webhooks::deliveries,
+    portal::login::page,
+    portal::login::login,
+    portal::login::logout,
+    portal::assets::asset,
+    portal::overview::page_handler,
+    portal::events::page_handler,
+    portal::submit::page_handler,
+    portal::submit::submit,
+    portal::submit::dry_run_handler,
+    portal::tasks::page_handler,
+    portal::task_page::page_handler,
+    portal::task_page::log_handler,
+    portal::task_page::release,
+    portal::task_page::scale,
+    portal::nodes::page_handler,
+    portal::nodes::cordon,
+    portal::tenants::page_handler,
+    portal::tenants::cost_csv,
+    portal::models::page_handler,
 ))]
 pub struct ApiPaths;
 

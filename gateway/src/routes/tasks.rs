@@ -6,8 +6,8 @@ use crate::error::ApiError;
 use crate::principal::User;
 use crate::state::AppState;
 use actix_web::http::StatusCode;
-use actix_web::web;
-use caldera_actors::control_plane::TaskQuery;
+use actix_web::{web, Either};
+use caldera_actors::control_plane::{DryRun, TaskQuery};
 use caldera_actors::views::TaskView;
 use caldera_spec::{codes, Envelope, TaskRecord, TaskSpec, TaskState, TaskType};
 use serde::Serialize;
@@ -87,14 +87,36 @@ pub struct ReplicasBody {
     replicas: u32,
 }
 
+/// `POST /v1/tasks` options.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SubmitParams {
+    /// The tenant the operator acts for; a tenant token may name only its own.
+    pub tenant: Option<String>,
+    /// `true`: validate, admit and place against the live pool without
+    /// binding anything (no task, no allocation, no event), and answer where
+    /// it would go now, or why not and its estimated start.
+    pub dry_run: Option<bool>,
+}
+
+/// What `POST /v1/tasks` answers with 200: the existing task, or (with
+/// `?dry_run=true`) the dry run's answer.
+#[derive(ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // a schema only: the handler answers one of the two
+pub enum Submitted {
+    Task(Box<TaskView>),
+    DryRun(DryRun),
+}
+
 /// POST /v1/tasks — 201 when created, 200 when the identical spec exists, 409 on a different one.
 #[utoipa::path(post, path = "/v1/tasks", tag = "tasks",
-    description = "Requests resources: a training job, an inference service or a reservation.",
-    params(TenantParam),
+    description = "Requests resources: a training job, an inference service or a reservation. With `?dry_run=true` nothing is created: the answer says where it would go now, or why not and when it should start.",
+    params(SubmitParams),
     request_body = TaskSpec,
     security(("operator" = []), ("tenant" = [])),
     responses(
-        (status = 200, description = "the identical spec exists already", body = Envelope<TaskView>),
+        (status = 200, description = "the identical spec exists already; with ?dry_run=true, the dry run's answer", body = Envelope<Submitted>),
         (status = 201, description = "created", body = Envelope<TaskView>),
         (status = 400, description = "the body is not a task spec (the field is named), or the operator gave no ?tenant="),
         (status = 403, description = "a tenant token naming another tenant"),
@@ -107,7 +129,8 @@ pub async fn submit(
     st: web::Data<AppState>,
     q: Query,
     payload: web::Payload,
-) -> Result<Reply<TaskView>, ApiError> {
+) -> Result<Either<Reply<TaskView>, Reply<DryRun>>, ApiError> {
+    let dry_run = dry_run_asked(&q)?;
     let Some(tenant) = tenant_asked(&user, &q, "submits only for its own tenant")? else {
         return Err(ApiError::bad_query(
             "tenant",
@@ -116,13 +139,31 @@ pub async fn submit(
     };
     let body = body::read(payload, st.body_limit).await?;
     let spec = caldera_spec::parse_task_spec(&body)?;
+    if dry_run {
+        return Ok(Either::Right(Reply::ok(st.cp.dry_run(tenant, spec).await?)));
+    }
     let (rec, created) = st.cp.submit(tenant, spec).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
-    Ok(Reply::with_status(status, TaskView::from(&rec)))
+    Ok(Either::Left(Reply::with_status(
+        status,
+        TaskView::from(&rec),
+    )))
+}
+
+/// `?dry_run=`: `true` or `false` (absent: false); anything else is named.
+fn dry_run_asked(q: &Query) -> Result<bool, ApiError> {
+    match q.get("dry_run").map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(ApiError::bad_query(
+            "dry_run",
+            format!("dry_run is true or false, not {other:?}"),
+        )),
+    }
 }
 
 /// The tenant a request acts for: a tenant token's own (a `?tenant=` naming

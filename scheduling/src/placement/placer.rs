@@ -103,6 +103,18 @@ impl Placer {
         Holding::of(&pool.node(placement.node)?.weights, need).note()
     }
 
+    /// The seeded draws so far: a preview (a dry run) saves them and
+    /// [`Placer::rewind`]s after, so asking "where would it go" never moves
+    /// the sequence the live placements (and a replay) depend on.
+    pub fn draws(&self) -> SplitMix64 {
+        self.rng.clone()
+    }
+
+    /// Puts back the draws [`Placer::draws`] saved.
+    pub fn rewind(&mut self, draws: SplitMix64) {
+        self.rng = draws;
+    }
+
     /// The policy this placer runs.
     pub fn policy(&self) -> PolicyName {
         self.policy

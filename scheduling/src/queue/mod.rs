@@ -6,6 +6,7 @@ pub mod core;
 #[cfg(test)]
 mod core_tests;
 pub mod demand;
+pub mod dry_run;
 pub mod estimate;
 pub mod estimate_accuracy;
 #[cfg(test)]

@@ -1,0 +1,386 @@
+//! `GET /tasks/{id}`: one task — its timeline with the time spent in each
+//! stage, its allocation topology (node → GPU cards → this task's slice
+//! beside the others'), its log (tail, and follow through `GET
+//! /tasks/{id}/log`), its events, its tenant's use against allocation over
+//! the task's life, its cost so far, and release / scale with a
+//! confirmation step. Read through `GET /v1/tasks/{id}`: another tenant's
+//! task is the 404 page, as in the API.
+use super::auth::{Form, Viewer};
+use super::chart::{line_chart, Series};
+use super::error::PortalError;
+use super::events::{events_table, task_events};
+use super::layout::{age, csrf_field, gb, page, raw, Nav};
+use super::membar::{gpu_bar, slices_on};
+use super::respond::{see_other, Live, PageAnswers, Render};
+use super::tasks::{asks, task_href, url_part};
+use crate::routes::{history, tasks, Query};
+use crate::state::AppState;
+use actix_web::http::header::CONTENT_TYPE;
+use actix_web::{web, HttpResponse};
+use caldera_actors::chargeback::GroupBy;
+use caldera_actors::views::TaskView;
+use maud::{html, Markup};
+use std::collections::HashMap;
+
+/// Log bytes the page shows first (follow reads on from there).
+const LOG_TAIL: u64 = 16 * 1024;
+
+/// The API's query for this task: its tenant, when the page names one.
+fn tenant_q(q: &Query) -> HashMap<String, String> {
+    q.get("tenant")
+        .filter(|t| !t.is_empty())
+        .map(|t| [("tenant".to_string(), t.clone())].into())
+        .unwrap_or_default()
+}
+
+/// The task as `GET /v1/tasks/{id}` shows it to the viewer (404 otherwise).
+async fn task(
+    viewer: &Viewer,
+    st: &web::Data<AppState>,
+    id: &str,
+    q: &Query,
+) -> Result<TaskView, PortalError> {
+    tasks::get(
+        viewer.user(),
+        st.clone(),
+        web::Path::from(id.to_string()),
+        web::Query(tenant_q(q)),
+    )
+    .await?
+    .into_data()
+    .ok_or_else(|| crate::ApiError::not_found("task", id).into())
+}
+
+/// Each transition with how long the task stayed in it (to the next one,
+/// or to `now` for the state it is in).
+fn timeline(t: &TaskView, now_ms: u64) -> Markup {
+    html! {
+        table #timeline.timeline {
+            thead { tr { th { "state" } th { "since" } th { "for" } th { "why" } } }
+            tbody {
+                @for (i, tr_) in t.history.iter().enumerate() {
+                    @let until = t.history.get(i + 1).map(|n| n.at_ms).unwrap_or(now_ms);
+                    @let last = i + 1 == t.history.len();
+                    tr data-state=(tr_.state) {
+                        td { span class=(format!("state {}", tr_.state)) { (tr_.state) } }
+                        td { (tr_.at) }
+                        td.dur { (age(until.saturating_sub(tr_.at_ms))) @if last { " so far" } }
+                        td { (tr_.reason.as_deref().unwrap_or("")) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The node this task holds room on, its GPUs as bars with this task's
+/// slice marked among the others'.
+async fn topology(
+    viewer: &Viewer,
+    st: &web::Data<AppState>,
+    t: &TaskView,
+) -> Result<Markup, PortalError> {
+    let Some(a) = &t.allocation else {
+        return Ok(
+            html! { p.note { "No allocation: " (t.pending_reason.as_deref().unwrap_or("it holds no room now")) } },
+        );
+    };
+    let node = st.cp.node(&a.node).await?;
+    let (ledger, _) = st.cp.allocations().await?;
+    let key = caldera_spec::task_key(&t.tenant, &t.task_id);
+    let slices = slices_on(&a.node, &ledger, viewer.tenant(), Some(&key));
+    let held: Vec<u32> = a.gpus.iter().map(|g| g.index).collect();
+    Ok(html! {
+        p { "Node " a href="/nodes" { strong { (a.node) } } " (epoch " (a.epoch) ") · "
+            (format!("{:.1}", a.cpu_milli as f64 / 1000.0)) " cores · " (gb(a.memory_mb as f64)) " memory · " (gb(a.disk_mb as f64)) " disk"
+            @if a.borrowed { " · " span.warning { "borrowed (preempted first)" } } }
+        @match node {
+            None => { p.note { "The node is no longer registered." } }
+            Some(n) => {
+                @for g in n.gpus.iter().filter(|g| held.contains(&g.index)) {
+                    (gpu_bar(g.index, &g.model, g.memory_total_mb, slices.get(&g.index).map(Vec::as_slice).unwrap_or(&[])))
+                }
+                @if held.is_empty() { p.note { "It holds no GPU." } }
+            }
+        }
+    })
+}
+
+/// The tenant's allocated vs measured GPU use over the task's life (the
+/// persisted history keeps tenants' curves, not one allocation's).
+async fn use_curve(
+    viewer: &Viewer,
+    st: &web::Data<AppState>,
+    t: &TaskView,
+) -> Result<Markup, PortalError> {
+    let from = t.history.first().map(|h| h.at_ms).unwrap_or(0);
+    let to = st.cp.now_ms().max(from + 1);
+    let range: HashMap<String, String> = [
+        ("from".to_string(), from.to_string()),
+        ("to".to_string(), to.to_string()),
+    ]
+    .into();
+    let h = history::tenant(
+        viewer.user(),
+        st.clone(),
+        web::Path::from(t.tenant.clone()),
+        web::Query(range),
+    )
+    .await?
+    .into_data();
+    let samples = h.map(|h| h.samples).unwrap_or_default();
+    let series = [
+        Series {
+            label: "allocated",
+            class: "allocated",
+            points: samples
+                .iter()
+                .map(|p| (p.at_ms, p.allocated.gpus))
+                .collect(),
+        },
+        Series {
+            label: "used",
+            class: "used",
+            points: samples.iter().map(|p| (p.at_ms, p.used.gpus)).collect(),
+        },
+    ];
+    Ok(html! {
+        figure { figcaption { "GPUs of tenant " (t.tenant) " since this task was submitted: allocated vs used" }
+            (raw(line_chart("chart-task-use", &series, from, to, None, "GPUs"))) }
+    })
+}
+
+/// The cost of this task's allocations so far.
+async fn cost(st: &web::Data<AppState>, t: &TaskView) -> Result<Markup, PortalError> {
+    let from = t.history.first().map(|h| h.at_ms).unwrap_or(0);
+    let to = st.cp.now_ms().max(from + 1);
+    let (_, rep) = st.cp.cost(&t.tenant, from, to, GroupBy::Task).await?;
+    let key = caldera_spec::task_key(&t.tenant, &t.task_id);
+    let line = rep
+        .groups
+        .iter()
+        .find(|g| g.key == key || g.key == t.task_id);
+    let currency = st.cp.prices().currency;
+    Ok(html! {
+        p #task-cost { @match line {
+            Some(l) => { strong { (l.allocated.decimal()) " " (currency) } " so far (idle " (l.idle.decimal()) ", "
+                (format!("{:.2}", l.gpu_hours)) " GPU-hours, " (l.allocations) " allocations)" }
+            None => { "0 " (currency) " so far (it has held no room)" }
+        } }
+    })
+}
+
+/// Release and scale, each behind a confirmation step; the spot for swap.
+fn actions(viewer: &Viewer, t: &TaskView) -> Markup {
+    let base = format!("/tasks/{}", url_part(&t.task_id));
+    let tq = format!("?tenant={}", url_part(&t.tenant));
+    html! {
+        section #actions {
+            h2 { "Actions" }
+            details.confirm {
+                summary #release { "Release" }
+                form method="post" action=(format!("{base}/release{tq}")) {
+                    (csrf_field(viewer))
+                    p { "Release " strong { (t.task_id) } "? Its room is freed and its workload stopped." }
+                    button.danger #release-confirm type="submit" { "Yes, release it" }
+                }
+            }
+            @if t.replicas.is_some() {
+                details.confirm {
+                    summary #scale { "Scale" }
+                    form method="post" action=(format!("{base}/scale{tq}")) {
+                        (csrf_field(viewer))
+                        label { "replicas " input #scale-replicas name="replicas" type="number" min="1" value=(t.replicas.unwrap_or(1)); }
+                        " "
+                        button #scale-confirm type="submit" { "Yes, scale it" }
+                    }
+                }
+            }
+            span #swap-slot.slot { "model swap: wired with the swap work" }
+        }
+    }
+}
+
+/// GET /tasks/{id}
+#[utoipa::path(get, path = "/tasks/{id}", tag = "portal", operation_id = "portal_task",
+    description = "The portal's task page: timeline, topology, log, events, use against allocation, cost, release and scale.",
+    params(("id" = String, Path, description = "the task's id (the tenant's own)"),
+        ("tenant" = Option<String>, Query, description = "the task's tenant (the operator)"),
+        Live),
+    responses(
+        PageAnswers,
+        (status = 403, description = "a tenant's session naming another tenant", content_type = "text/html", body = String),
+        (status = 404, description = "no such task (or another tenant's)", content_type = "text/html", body = String),
+        (status = 409, description = "the operator named an id several tenants use, without a tenant", content_type = "text/html", body = String),
+    ))]
+pub async fn page_handler(
+    viewer: Viewer,
+    st: web::Data<AppState>,
+    id: web::Path<String>,
+    q: Query,
+) -> Result<HttpResponse, PortalError> {
+    let render = Render::start(&q);
+    let t = task(&viewer, &st, &id, &q).await?;
+    let now = st.cp.now_ms();
+    let topo = topology(&viewer, &st, &t).await?;
+    let evs = task_events(&viewer, &st, &t.tenant, &t.task_id).await?;
+    let curve = use_curve(&viewer, &st, &t).await?;
+    let cost = cost(&st, &t).await?;
+    let live = html! {
+        p { "State " span #task-state class=(format!("state {}", t.state)) { (t.state) }
+            " · " (t.task_type) " · priority " (t.priority) " · tenant " (t.tenant) " · asks " (asks(&t))
+            @if let Some(p) = t.queue_position { " · " strong { "#" (p) } " in line" }
+            @if let Some(s) = &t.estimated_start { " · estimated start " (s) } }
+        @if let Some(r) = &t.pending_reason { p.reason { "Why pending: " (r) } }
+        @if let Some(f) = &t.failure { p.field-error { (f) } }
+        (cost)
+        section { h2 { "Timeline" } (timeline(&t, now)) }
+        section #topology { h2 { "Allocation" } (topo) }
+        section { h2 { "Use" } (curve) }
+        section { h2 { "Events" } (events_table(&evs)) }
+    };
+    let log = log_section(&viewer, &st, &t, &q).await;
+    let fixed = html! { (actions(&viewer, &t)) (log) };
+    let title = format!("Task {}", t.task_id);
+    Ok(render.page(|live| page(&viewer, Nav::Tasks, &title, fixed, live), live))
+}
+
+/// The log's tail and its follow switch; a task with no log says why.
+async fn log_section(viewer: &Viewer, st: &web::Data<AppState>, t: &TaskView, q: &Query) -> Markup {
+    let mut lq = tenant_q(q);
+    lq.insert("tenant".into(), t.tenant.clone());
+    lq.insert("tail_bytes".into(), LOG_TAIL.to_string());
+    let chunk = tasks::logs(
+        viewer.user(),
+        st.clone(),
+        web::Path::from(t.task_id.clone()),
+        web::Query(lq),
+    )
+    .await;
+    let follow = format!(
+        "/tasks/{}/log?tenant={}",
+        url_part(&t.task_id),
+        url_part(&t.tenant)
+    );
+    html! {
+        section #logs {
+            h2 { "Log" }
+            @match chunk.map(|r| r.into_data()) {
+                Ok(Some(c)) => {
+                    @if let Some(n) = c.note { p.note { (n) } }
+                    @if c.reservation != Some(true) {
+                        label { input #log-follow type="checkbox" checked; " follow" }
+                        pre #log data-follow=(follow) data-end=(c.end_byte.unwrap_or(0)) { (c.content) }
+                    }
+                }
+                Ok(None) => { p.note { "No log." } }
+                Err(e) => { p.note #log-missing { (e.message()) } }
+            }
+        }
+    }
+}
+
+/// GET /tasks/{id}/log — the log from `from_byte`, as text
+#[utoipa::path(get, path = "/tasks/{id}/log", tag = "portal", operation_id = "portal_task_log",
+    description = "The next piece of a task's log from from_byte, as text (what the page's follow appends); X-Log-End: the offset after it.",
+    params(("id" = String, Path, description = "the task's id"),
+        ("tenant" = Option<String>, Query, description = "the task's tenant"),
+        ("from_byte" = Option<u64>, Query, description = "read from this offset")),
+    responses(
+        (status = 200, description = "the log text", content_type = "text/plain", body = String),
+        (status = 303, description = "no session: on to the login page"),
+        (status = 401, description = "fragment=live without a session (the script then goes to the login)", content_type = "text/html", body = String),
+        (status = 400, description = "a bad from_byte", content_type = "text/html", body = String),
+        (status = 403, description = "a tenant's session naming another tenant", content_type = "text/html", body = String),
+        (status = 404, description = "no such task (or another tenant's)", content_type = "text/html", body = String),
+        (status = 409, description = "the task has not run yet", content_type = "text/html", body = String),
+    ))]
+pub async fn log_handler(
+    viewer: Viewer,
+    st: web::Data<AppState>,
+    id: web::Path<String>,
+    q: Query,
+) -> Result<HttpResponse, PortalError> {
+    let mut lq = tenant_q(&q);
+    if let Some(f) = q.get("from_byte") {
+        lq.insert("from_byte".into(), f.clone());
+    }
+    lq.insert("tail_bytes".into(), LOG_TAIL.to_string());
+    let c = tasks::logs(viewer.user(), st.clone(), id, web::Query(lq))
+        .await?
+        .into_data();
+    let (text, end) = c.map(|c| (c.content, c.end_byte)).unwrap_or_default();
+    let mut reply = HttpResponse::Ok();
+    reply.insert_header((CONTENT_TYPE, "text/plain; charset=utf-8"));
+    if let Some(e) = end {
+        reply.insert_header(("X-Log-End", e.to_string()));
+    }
+    Ok(reply.body(text))
+}
+
+/// POST /tasks/{id}/release
+#[utoipa::path(post, path = "/tasks/{id}/release", tag = "portal", operation_id = "portal_release",
+    description = "Releases the task after its confirmation step (POST /v1/tasks/{id}/release), then shows it again.",
+    params(("id" = String, Path, description = "the task's id"),
+        ("tenant" = Option<String>, Query, description = "the task's tenant")),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "csrf"),
+    responses(
+        (status = 303, description = "released (or no session): on to the task's page (or the login)"),
+        (status = 400, description = "not a form", content_type = "text/html", body = String),
+        (status = 403, description = "no or a wrong CSRF token: nothing was released", content_type = "text/html", body = String),
+        (status = 404, description = "no such task (or another tenant's)", content_type = "text/html", body = String),
+        (status = 409, description = "several tenants use the id", content_type = "text/html", body = String),
+    ))]
+pub async fn release(
+    viewer: Viewer,
+    st: web::Data<AppState>,
+    id: web::Path<String>,
+    q: Query,
+    payload: web::Payload,
+) -> Result<HttpResponse, PortalError> {
+    let form = Form::checked(viewer, &st, payload).await?;
+    let t = tasks::release(
+        form.viewer.user(),
+        st.clone(),
+        web::Path::from(id.to_string()),
+        web::Query(tenant_q(&q)),
+    )
+    .await?
+    .into_data();
+    let tenant = t.map(|t| t.tenant).unwrap_or_default();
+    Ok(see_other(&task_href(&id, &tenant)))
+}
+
+/// POST /tasks/{id}/scale
+#[utoipa::path(post, path = "/tasks/{id}/scale", tag = "portal", operation_id = "portal_scale",
+    description = "Scales an inference service after its confirmation step (PUT /v1/tasks/{id}/replicas).",
+    params(("id" = String, Path, description = "the service's id"),
+        ("tenant" = Option<String>, Query, description = "the service's tenant")),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "csrf, replicas"),
+    responses(
+        (status = 303, description = "scaled (or no session): on to the service's page (or the login)"),
+        (status = 400, description = "not a form, or replicas out of range", content_type = "text/html", body = String),
+        (status = 403, description = "no or a wrong CSRF token: nothing changed", content_type = "text/html", body = String),
+        (status = 404, description = "no such task (or another tenant's)", content_type = "text/html", body = String),
+        (status = 409, description = "not a running service", content_type = "text/html", body = String),
+    ))]
+pub async fn scale(
+    viewer: Viewer,
+    st: web::Data<AppState>,
+    id: web::Path<String>,
+    q: Query,
+    payload: web::Payload,
+) -> Result<HttpResponse, PortalError> {
+    let form = Form::checked(viewer, &st, payload).await?;
+    let t = task(&form.viewer, &st, &id, &q).await?;
+    let n: u32 = form
+        .field("replicas")
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0);
+    let body = format!("{{\"replicas\":{n}}}");
+    let n = caldera_actors::control_plane::parse_replicas(body.as_bytes())
+        .map_err(crate::ApiError::from)?;
+    let key = caldera_spec::task_key(&t.tenant, &t.task_id);
+    st.cp.scale(&key, n).await?;
+    Ok(see_other(&task_href(&t.task_id, &t.tenant)))
+}

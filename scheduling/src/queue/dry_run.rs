@@ -1,0 +1,228 @@
+//! A dry run: where a task would go now, or why not and when it should start,
+//! through the same stages a pass runs (admit -> place -> model quota ->
+//! backfill) but binding nothing. The pool, the ledger, the queue and the
+//! placer's seeded draws are exactly as they were afterwards, so a dry run
+//! can never change what the live scheduler (or a replay) decides next.
+use super::core::Core;
+use super::demand;
+use super::estimate;
+use super::stages::admit::standing;
+use super::stages::backfill::{blocks, Candidate};
+use caldera_spec::{Standing, TaskSpec};
+
+/// What a dry run found: what `POST /v1/tasks?dry_run=true` answers.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DryRun {
+    /// It would start now.
+    pub placeable: bool,
+    /// The node it would go to (placeable only).
+    pub node: Option<String>,
+    /// The GPU indices on that node it would hold.
+    pub gpu_indices: Vec<u32>,
+    /// Why it would wait: the same sentence a waiting task is told ("why
+    /// pending"); null when placeable.
+    pub reason: Option<String>,
+    /// When it would start (Unix ms): now when placeable, else the queue's
+    /// estimate; `None` when nothing known ends in time for it.
+    pub estimated_start_ms: Option<u64>,
+    /// The tenant's standing if it were granted.
+    pub admission: Admission,
+}
+
+/// The tenant's standing if the task were granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Admission {
+    /// Within the tenant's guarantee.
+    Guaranteed,
+    /// Past the guarantee, within the borrowing limit: preemptible.
+    Borrowing,
+    /// Past guarantee + borrowing limit (a dimension or a GPU model's).
+    OverQuota,
+}
+
+impl DryRun {
+    fn waits(admission: Admission, reason: String, estimated_start_ms: Option<u64>) -> DryRun {
+        DryRun {
+            placeable: false,
+            node: None,
+            gpu_indices: Vec::new(),
+            reason: Some(reason),
+            estimated_start_ms,
+            admission,
+        }
+    }
+}
+
+impl Core {
+    /// Where `spec` of `tenant` (its task key `task_id`) would go if it were
+    /// submitted now. Read-only in effect: the placer's draws are rewound,
+    /// and only memoised scores (a pure function of the pool) may be left
+    /// warmer than before.
+    pub fn dry_run(&mut self, task_id: &str, tenant: &str, spec: &TaskSpec, now_ms: u64) -> DryRun {
+        let draws = (self.placer.draws(), self.checker.draws());
+        let answer = self.preview(task_id, tenant, spec, now_ms);
+        self.placer.rewind(draws.0);
+        self.checker.rewind(draws.1);
+        answer
+    }
+
+    fn preview(&mut self, task_id: &str, tenant: &str, spec: &TaskSpec, now_ms: u64) -> DryRun {
+        let demand = self.demand_for(spec);
+        let usage = demand::requested_usage(spec, &demand);
+        let held = self.ledger.tenant_usage(tenant);
+        let admission = match standing(self.limits.get(tenant), held, &usage) {
+            Standing::Guaranteed => Admission::Guaranteed,
+            Standing::Borrowing => Admission::Borrowing,
+            Standing::OverQuota { dim, limit, would } => {
+                let est = estimate::quota_start(self, tenant, &usage, now_ms);
+                let reason = format!("over quota: {dim} would be {would:.2}, tenant {tenant} may use {limit:.2} (guarantee + borrowing limit)");
+                return DryRun::waits(Admission::OverQuota, reason, est);
+            }
+        };
+        if let Some(why) = self.offers().never_fits(spec) {
+            return DryRun::waits(admission, format!("unschedulable: {why}"), None);
+        }
+        let p = match self.placer.place(&self.pool, &demand) {
+            Ok(p) => p,
+            Err(rejections) => {
+                let est = self.estimate_behind_queue(spec, &demand, now_ms);
+                return DryRun::waits(admission, rejections.summary(&demand), est);
+            }
+        };
+        let node = self
+            .pool
+            .node(p.node)
+            .map(|n| n.name.clone())
+            .unwrap_or_default();
+        let admission = match self.model_admission(tenant, &node, &demand, &p) {
+            Ok(true) => Admission::Borrowing,
+            Ok(false) => admission,
+            Err(why) => return DryRun::waits(Admission::OverQuota, why, None),
+        };
+        let candidate = Candidate {
+            task_id,
+            priority: spec.priority.0,
+            duration_ms: spec.duration_ms(),
+            node: &node,
+        };
+        if let Some(why) = blocks(self.head.as_ref(), candidate, now_ms) {
+            let est = self.head.as_ref().and_then(|h| h.start_ms);
+            let est = spec.duration_ms().and(est).filter(|t| *t >= now_ms);
+            return DryRun::waits(admission, why, est);
+        }
+        DryRun {
+            placeable: true,
+            node: Some(node),
+            gpu_indices: p.gpus.iter().map(|(i, _)| *i).collect(),
+            reason: None,
+            estimated_start_ms: Some(now_ms),
+            admission,
+        }
+    }
+
+    /// The start estimate of a task that finds no room: planned in after
+    /// the waiting tasks of its priority or higher (those a pass would
+    /// consider before it), the first `estimate_depth` of them, as the
+    /// queue's own estimates are.
+    fn estimate_behind_queue(
+        &mut self,
+        spec: &TaskSpec,
+        demand: &crate::placement::Demand,
+        now_ms: u64,
+    ) -> Option<u64> {
+        let ids = self.waiting.keys().cloned().collect();
+        let mut ahead: Vec<_> = self
+            .order(ids)
+            .iter()
+            .filter_map(|id| self.waiting.get(id))
+            .filter(|w| w.task.spec.priority.0 >= spec.priority.0)
+            .take(self.config.estimate_depth.saturating_sub(1))
+            .map(|w| ((*w.demand).clone(), w.task.spec.duration_ms()))
+            .collect();
+        ahead.push((demand.clone(), spec.duration_ms()));
+        let starts = estimate::queue_starts(self, &ahead, now_ms);
+        starts.last().cloned().flatten().map(|(t, _)| t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::core::TenantLimits;
+    use crate::queue::fixtures::{core_with, running, spec, waiting};
+    use caldera_spec::Quota;
+
+    #[test]
+    fn a_task_that_fits_names_its_node_and_gpus_and_binds_nothing() {
+        // One node "a" with 2 A100s; asking 1 GPU fits now.
+        let mut c = core_with(&[("a", 2)]);
+        let before = c.placer.draws();
+        let d = c.dry_run("t/one", "t", &spec("one", 1, "medium", None), 5);
+        assert!(d.placeable, "{d:?}");
+        assert_eq!(d.node.as_deref(), Some("a"));
+        assert_eq!(d.gpu_indices.len(), 1);
+        assert_eq!(d.estimated_start_ms, Some(5));
+        assert_eq!(d.admission, Admission::Guaranteed);
+        // Nothing bound, nothing queued, the seeded draws where they were.
+        assert_eq!(c.ledger().len(), 0);
+        assert_eq!(c.queued(), 0);
+        assert_eq!(format!("{:?}", c.placer.draws()), format!("{before:?}"));
+    }
+
+    #[test]
+    fn a_task_without_room_says_why_and_when_the_running_work_ends() {
+        // "a": 2 GPUs, both held by a one-hour task since t = 0.
+        let mut c = core_with(&[("a", 2)]);
+        let busy = waiting("t", spec("busy", 2, "medium", Some("01:00:00")), 1, 1);
+        running(&mut c, "a", busy, &[0, 1], false, 0);
+        let d = c.dry_run("t/next", "t", &spec("next", 1, "medium", None), 1000);
+        assert!(!d.placeable);
+        assert!(
+            d.reason.as_deref().is_some_and(|r| r.contains("idle GPU")),
+            "{d:?}"
+        );
+        // The busy task ends at 3600 s: the estimate.
+        assert_eq!(d.estimated_start_ms, Some(3_600_000));
+        // A task no node could ever hold (4 GPUs on a 2-GPU pool).
+        let d = c.dry_run("t/big", "t", &spec("big", 4, "medium", None), 1000);
+        assert!(
+            d.reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("unschedulable")),
+            "{d:?}"
+        );
+        assert_eq!(c.ledger().len(), 1);
+    }
+
+    #[test]
+    fn a_tenant_past_its_limit_is_over_quota() {
+        // Guarantee 1 GPU + borrowing 0: asking 2 is over (would be 2, may use 1).
+        let mut c = core_with(&[("a", 4)]);
+        let one = Quota {
+            gpus: Some(1.0),
+            ..Quota::default()
+        };
+        let none = Quota {
+            gpus: Some(0.0),
+            ..Quota::default()
+        };
+        c.set_limits(
+            "t",
+            TenantLimits {
+                guaranteed: one,
+                borrowing_limit: none,
+            },
+        );
+        let d = c.dry_run("t/two", "t", &spec("two", 2, "medium", None), 0);
+        assert_eq!(d.admission, Admission::OverQuota);
+        assert!(
+            d.reason
+                .as_deref()
+                .is_some_and(|r| r.contains("gpus would be 2.00")),
+            "{d:?}"
+        );
+    }
+}

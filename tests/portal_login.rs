@@ -1,0 +1,102 @@
+//! The portal's login, session cookie, CSRF and logout, against the real
+//! binary over HTTP (issue 14, item 2).
+use caldera_chaos_tests::portal::{text, Browser};
+use caldera_chaos_tests::{ControlPlane, OPERATOR_TOKEN};
+use std::path::Path;
+
+const BIN: &str = env!("CARGO_BIN_EXE_caldera");
+
+#[test]
+fn login_sets_a_strict_http_only_cookie_and_logout_ends_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    let token = cp.tenant("alpha");
+
+    // Without a session every page sends the browser to the login.
+    let mut b = Browser::new(&cp.addr);
+    let r = b.get("/");
+    assert_eq!(r.status, 303);
+    assert_eq!(r.header("location"), Some("/login"));
+
+    // A wrong token: the form again, saying so; no session.
+    let r = b.login("not-a-token");
+    assert_eq!(r.status, 401, "{}", text(&r));
+    assert!(text(&r).contains("id=\"login-error\""), "{}", text(&r));
+    assert!(!b.cookies.contains_key("caldera_session"));
+
+    let r = b.login(&token);
+    assert_eq!(r.status, 303, "{}", text(&r));
+    assert_eq!(r.header("location"), Some("/"));
+    let set: Vec<&str> = r
+        .headers
+        .iter()
+        .filter(|(n, v)| n == "set-cookie" && v.starts_with("caldera_session="))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(set.len(), 1, "{:?}", r.headers);
+    for attr in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set[0].contains(attr), "{attr} missing: {}", set[0]);
+    }
+    let id = b.cookies["caldera_session"].clone();
+    assert!(id.len() >= 32, "a 128-bit id at least: {id}");
+
+    let page = b.get("/");
+    assert_eq!(page.status, 200, "{}", text(&page));
+    assert!(text(&page).contains("tenant alpha"));
+    let timing = page.header("server-timing").unwrap_or_default();
+    assert!(timing.starts_with("render;dur="), "{timing}");
+
+    // Logout without or with a wrong CSRF token is refused and changes nothing.
+    for bad in [vec![], vec![("csrf", "0000")]] {
+        let r = b.post_form("/logout", &bad);
+        assert_eq!(r.status, 403, "{}", text(&r));
+        assert!(text(&r).contains("40301"), "{}", text(&r));
+        assert_eq!(b.get("/").status, 200, "the session still works");
+    }
+    let csrf = b.csrf("/");
+    let r = b.post_form("/logout", &[("csrf", &csrf)]);
+    assert_eq!(r.status, 303);
+    assert_eq!(r.header("location"), Some("/login"));
+
+    // The old cookie, sent again, no longer opens anything.
+    let mut old = Browser::new(&cp.addr);
+    old.cookies.insert("caldera_session".into(), id);
+    assert_eq!(old.get("/").status, 303);
+    let frag = old.get("/?fragment=live");
+    assert_eq!(
+        frag.status, 401,
+        "a live fragment answers 401 for the script"
+    );
+    assert!(text(&frag).contains("40102"));
+}
+
+#[test]
+fn a_login_form_without_its_page_cookie_and_a_join_token_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    // A form posted from elsewhere: no cookie from the login page.
+    let mut b = Browser::new(&cp.addr);
+    let r = b.post_form("/login", &[("login_nonce", "x"), ("token", OPERATOR_TOKEN)]);
+    assert_eq!(r.status, 403, "{}", text(&r));
+    assert!(text(&r).contains("40302"));
+    assert!(!b.cookies.contains_key("caldera_session"));
+    // The join token is valid for nodes only.
+    let r = b.login(caldera_chaos_tests::JOIN_TOKEN);
+    assert_eq!(r.status, 401);
+    // The operator's token logs in as the operator.
+    let mut op = Browser::logged_in(&cp.addr, OPERATOR_TOKEN);
+    assert!(text(&op.get("/")).contains("operator"));
+}
+
+#[test]
+fn a_session_ends_after_portal_session_ttl_ms() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("CALDERA_PORTAL_SESSION_TTL_MS", "1000")];
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &env);
+    let mut b = Browser::logged_in(&cp.addr, OPERATOR_TOKEN);
+    assert_eq!(b.get("/").status, 200);
+    std::thread::sleep(std::time::Duration::from_millis(1300));
+    let r = b.get("/");
+    assert_eq!(r.status, 303, "the session expired: {}", text(&r));
+    assert_eq!(r.header("location"), Some("/login"));
+}
