@@ -140,14 +140,20 @@ fn a_v4_that_never_gets_ready_is_rolled_back_and_v3_keeps_serving() {
 }
 
 #[test]
-fn one_replica_is_refused_without_downtime_allowed_and_bad_bodies_name_their_field() {
+fn one_replica_is_refused_without_downtime_allowed_or_surge_room_and_bad_bodies_name_their_field() {
     let dir = tempfile::tempdir().unwrap();
     let (cp, _agents) = rig(dir.path(), 1);
     register_versions(&cp.operator(), dir.path(), SIZE);
     let api = cp.api(&cp.tenant("team-a"));
-    let spec = infer_service("one", "m:v3", 1, SERVER, &[]);
-    assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
+    let mut spec = infer_service("one", "m:v3", 1, SERVER, &[]);
+    spec["resources"]["gpu"]["memory_gb"] = 40.into();
+    let r = api.post("/v1/tasks", &spec.to_string());
+    assert_eq!(r.status, 201, "{:#}", r.body);
     wait_endpoints(&api, "one", 1, 90);
+    // The other half of the node's one GPU is held by a job: the GPU is full.
+    let filler = r#"{"task_id":"filler","task_type":"training","resources":{"gpu":{"count":1,"memory_gb":40}},"command":["sleep","600"]}"#;
+    assert_eq!(api.post("/v1/tasks", filler).status, 201);
+    api.wait_task("filler", 30, "running", |v| v["state"] == "running");
     let r = swap(&api, "one", r#"{"model":"m:v4"}"#);
     assert_eq!(r.status, 409, "{:#}", r.body);
     assert_eq!(r.body["code"], 40904);
@@ -156,9 +162,24 @@ fn one_replica_is_refused_without_downtime_allowed_and_bad_bodies_name_their_fie
         msg.contains("2 replicas") && msg.contains("allow_downtime"),
         "{msg}"
     );
-    // The node has one GPU, held by the replica: no room to surge either.
+    // No room to surge either (the GPU is full),
+    // and nothing is recorded (no swap, no surge replica, still v3).
     let r = swap(&api, "one", r#"{"model":"m:v4","max_surge":1}"#);
     assert_eq!(r.status, 409, "{:#}", r.body);
+    assert_eq!(r.body["code"], 40906, "{:#}", r.body);
+    let msg = r.body["msg"].as_str().unwrap_or("");
+    assert!(msg.contains("no free room for a surge replica"), "{msg}");
+    let view = api.task("one");
+    assert!(view["swap"].is_null(), "{view:#}");
+    assert_eq!(view["spec"]["model"], "m:v3", "{view:#}");
+    assert_eq!(api.get("/v1/tasks/one.r1000").status, 404);
+    let now = endpoints(&api, "one");
+    assert_eq!(versions(&now), vec![Some("v3".to_string())]);
+    let events = task_events(&cp.operator(), "team-a", "one");
+    assert!(
+        !events.iter().any(|e| e.starts_with("model_swap")),
+        "{events:#?}"
+    );
     // Bad bodies name their field; unknown versions are 422.
     let r = swap(&api, "one", r#"{"model":"m:v4","surge":1}"#);
     assert_eq!(r.status, 400);
@@ -216,4 +237,56 @@ fn a_control_plane_killed_mid_swap_finishes_it_after_a_restart() {
     assert_eq!(placements(&before), placements(&after));
     assert_eq!(versions(&after), vec![Some("v4".to_string()); 2]);
     assert!(endpoints(&api, "svc").len() == 2);
+}
+
+#[test]
+fn one_replica_with_max_surge_is_swapped_make_before_break_on_free_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    // One node, one 80 GB GPU: the replica holds 20 GB, the surge replica
+    // fits beside it.
+    let (cp, _agents) = rig(dir.path(), 1);
+    register_versions(&cp.operator(), dir.path(), SIZE);
+    let api = cp.api(&cp.tenant("team-a"));
+    let spec = infer_service("one", "m:v3", 1, SERVER, &[("INFER_LOAD_MS", "1000")]);
+    let r = api.post("/v1/tasks", &spec.to_string());
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    let before = wait_endpoints(&api, "one", 1, 90);
+    assert_eq!(versions(&before), vec![Some("v3".to_string())]);
+    let poller = Poller::start(api.clone(), "one");
+    std::thread::sleep(Duration::from_millis(300));
+    let r = swap(&api, "one", r#"{"model":"m:v4","max_surge":1}"#);
+    assert_eq!(r.status, 202, "{:#}", r.body);
+    let started = r.data()["swap"]["replicas"].clone();
+    let surge: Vec<&Value> = started
+        .as_array()
+        .map(|a| a.iter().filter(|r| r["surge"] == true).collect())
+        .unwrap_or_default();
+    assert_eq!(surge.len(), 1, "{started:#}");
+    let surge_id = surge[0]["replica"].as_str().unwrap_or("");
+    assert!(surge_id.ends_with("one.r1000"), "{started:#}");
+    let view = wait_swap_over(&api, "one", 120);
+    std::thread::sleep(Duration::from_millis(300));
+    let seen = poller.finish();
+    assert_eq!(view["swap"]["phase"], "done", "{:#}", view["swap"]);
+    assert_eq!(view["spec"]["model"], "m:v4", "{view:#}");
+    assert!(seen.min_ready >= 1, "a poll saw no ready replica: {seen:?}");
+    assert!(seen.polls > 20, "the client polled too little: {seen:?}");
+    assert!(seen.versions.contains_key("v3") && seen.versions.contains_key("v4"));
+    eprintln!("surge swap, the client saw: {seen:?}");
+    // The old replica is released; the surge replica serves the slot on v4.
+    let old_gone = wait_until(Duration::from_secs(30), || {
+        api.task("one.r0")["state"] == "released"
+    });
+    assert!(old_gone, "{:#}", api.task("one.r0"));
+    let after = wait_endpoints(&api, "one", 1, 30);
+    assert_eq!(after.len(), 1, "{after:#?}");
+    assert_eq!(versions(&after), vec![Some("v4".to_string())]);
+    assert_eq!(after[0]["replica"], "one.r1000", "{after:#?}");
+    let events = task_events(&cp.operator(), "team-a", "one");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.contains("swap m:v3 -> m:v4 done: surge replica one.r1000 ready")),
+        "{events:#?}"
+    );
 }

@@ -38,6 +38,11 @@ pub enum ActorError {
     /// A replica is not running on an allocation (409 `swap_not_ready`).
     #[error("{0}")]
     SwapNotReady(String),
+    /// `max_surge: 1` and no free capacity holds one more replica of the
+    /// service's shape now (409 `swap_no_surge_room`); the message is the
+    /// Scheduler's reason.
+    #[error("{0}")]
+    SwapNoSurgeRoom(String),
     /// Keeps the storage error's own code (a corrupt record is not a full disk).
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
@@ -58,6 +63,7 @@ impl ActorError {
             ActorError::SwapInProgress(_) => &codes::SWAP_IN_PROGRESS,
             ActorError::SwapNeedsReplicas(_) => &codes::SWAP_NEEDS_REPLICAS,
             ActorError::SwapNotReady(_) => &codes::SWAP_NOT_READY,
+            ActorError::SwapNoSurgeRoom(_) => &codes::SWAP_NO_SURGE_ROOM,
             ActorError::Storage(e) => e.error_code(),
         }
     }

@@ -100,6 +100,7 @@ registry! {
     SWAP_IN_PROGRESS = 40903, "swap_in_progress", 409, "the service is being swapped to another model version already; wait until that swap is done or rolled back";
     SWAP_NEEDS_REPLICAS = 40904, "swap_needs_replicas", 409, "a 1-replica service cannot be swapped without a gap: scale it to 2 replicas, or ask for max_surge 1 (needs free room for one more replica now) or allow_downtime";
     SWAP_NOT_READY = 40905, "swap_not_ready", 409, "a replica of the service is not running on its allocation yet, so it cannot be swapped in place; retry once every replica runs";
+    SWAP_NO_SURGE_ROOM = 40906, "swap_no_surge_room", 409, "max_surge 1 asks for one extra replica of the service's shape on free capacity now, and none holds it: the message says what is missing; free a node's GPUs or add a node, or swap with allow_downtime";
     BODY_TOO_LARGE = 41301, "body_too_large", 413, "the body is larger than the gateway accepts";
     UNSCHEDULABLE = 42201, "unschedulable", 422, "no registered node could ever hold the request; the message names the dimension and the largest offer";
     RESERVED_ID = 42202, "reserved_id", 422, "a task_id ending in `.r` and a number names a replica of a service; choose another id";
