@@ -10,7 +10,12 @@
 //! - a v4 that never gets ready is rolled back: the service answers v3, and
 //!   an event names the replica and why;
 //! - 1 replica: refused without allow_downtime, done with it;
-//! - kill -9 of the control plane mid-swap, a restart, and the swap completes.
+//! - kill -9 of the control plane mid-swap, a restart, and the swap completes;
+//! - 1 replica with `max_surge: 1`: no free room is a 409 and nothing
+//!   changes; with room a surge replica on v4 takes the slot once ready and
+//!   the old one is released, the endpoints list never empty; one never
+//!   ready is released and v3 serves on; a kill -9 mid-surge finishes after
+//!   the restart.
 use caldera_chaos_tests::models::task_events;
 use caldera_chaos_tests::swap::{
     endpoints, infer_service, placements, register_versions, version_of, wait_endpoints,
@@ -289,4 +294,85 @@ fn one_replica_with_max_surge_is_swapped_make_before_break_on_free_capacity() {
             .any(|e| e.contains("swap m:v3 -> m:v4 done: surge replica one.r1000 ready")),
         "{events:#?}"
     );
+}
+
+#[test]
+fn a_surge_replica_that_never_gets_ready_is_released_and_v3_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _agents) = rig(dir.path(), 1);
+    register_versions(&cp.operator(), dir.path(), SIZE);
+    let api = cp.api(&cp.tenant("team-a"));
+    let script = format!(
+        "if [ \"$CALDERA_MODEL_VERSION\" = v4 ]; then INFER_NEVER_READY=1 exec {SERVER}; else exec {SERVER}; fi"
+    );
+    let mut spec = infer_service("one", "m:v3", 1, SERVER, &[]);
+    spec["command"] = serde_json::json!(["sh", "-c", script]);
+    spec["readiness"]["ready_timeout_s"] = 4.into();
+    assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
+    wait_endpoints(&api, "one", 1, 90);
+    let poller = Poller::start(api.clone(), "one");
+    let r = swap(&api, "one", r#"{"model":"m:v4","max_surge":1}"#);
+    assert_eq!(r.status, 202, "{:#}", r.body);
+    let view = wait_swap_over(&api, "one", 90);
+    let seen = poller.finish();
+    let s = &view["swap"];
+    assert_eq!(s["phase"], "rolled_back", "{s:#}");
+    let reason = s["reason"].as_str().unwrap_or("");
+    // The control plane's wait (from the swap's start) or the agent's own
+    // probe timeout (from the process's start, which fails it) ends first.
+    assert!(
+        reason.contains("one.r1000")
+            && (reason.contains("not ready within") || reason.contains("before it was ready")),
+        "{reason}"
+    );
+    assert_eq!(view["spec"]["model"], "m:v3", "{view:#}");
+    assert!(seen.min_ready >= 1, "{seen:?}");
+    let released = wait_until(Duration::from_secs(30), || {
+        matches!(
+            api.task("one.r1000")["state"].as_str(),
+            Some("released" | "failed")
+        )
+    });
+    assert!(released, "{:#}", api.task("one.r1000"));
+    let after = endpoints(&api, "one");
+    assert_eq!(versions(&after), vec![Some("v3".to_string())]);
+    assert_eq!(after[0]["replica"], "one.r0", "{after:#?}");
+    // Ended, so another may start.
+    assert_ne!(
+        swap(&api, "one", r#"{"model":"m:v4","max_surge":1}"#).status,
+        409
+    );
+}
+
+#[test]
+fn a_control_plane_killed_mid_surge_finishes_the_swap_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut cp, _agents) = rig(dir.path(), 1);
+    register_versions(&cp.operator(), dir.path(), SIZE);
+    let token = cp.tenant("team-a");
+    let api = cp.api(&token);
+    // A slow load keeps the surge replica unready for 3 s.
+    let spec = infer_service("one", "m:v3", 1, SERVER, &[("INFER_LOAD_MS", "3000")]);
+    assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
+    wait_endpoints(&api, "one", 1, 90);
+    let r = swap(&api, "one", r#"{"model":"m:v4","max_surge":1}"#);
+    assert_eq!(r.status, 202, "{:#}", r.body);
+    let running = wait_until(Duration::from_secs(60), || {
+        api.task("one.r1000")["state"] == "running"
+    });
+    assert!(running, "{:#}", api.task("one.r1000"));
+    let mid = api.task("one");
+    assert_eq!(mid["swap"]["phase"], "swapping", "killed too late: {mid:#}");
+    cp.kill9();
+    cp.restart();
+    let api = cp.api(&token);
+    let view = wait_swap_over(&api, "one", 120);
+    assert_eq!(view["swap"]["phase"], "done", "{:#}", view["swap"]);
+    let old_gone = wait_until(Duration::from_secs(30), || {
+        api.task("one.r0")["state"] == "released"
+    });
+    assert!(old_gone, "{:#}", api.task("one.r0"));
+    let after = wait_endpoints(&api, "one", 1, 60);
+    assert_eq!(versions(&after), vec![Some("v4".to_string())]);
+    assert_eq!(after[0]["replica"], "one.r1000", "{after:#?}");
 }
