@@ -47,6 +47,18 @@ fn swap(api: &Api, id: &str, body: &str) -> caldera_chaos_tests::http::Reply {
     api.post(&format!("/v1/tasks/{id}/model"), body)
 }
 
+/// A service of `n` replicas on v3 whose v4 process never gets ready (the
+/// same command for both versions), with a 4 s readiness timeout.
+fn never_ready_on_v4(id: &str, n: u32) -> Value {
+    let script = format!(
+        "if [ \"$CALDERA_MODEL_VERSION\" = v4 ]; then INFER_NEVER_READY=1 exec {SERVER}; else exec {SERVER}; fi"
+    );
+    let mut spec = infer_service(id, "m:v3", n, SERVER, &[]);
+    spec["command"] = serde_json::json!(["sh", "-c", script]);
+    spec["readiness"]["ready_timeout_s"] = 4.into();
+    spec
+}
+
 fn versions(list: &[Value]) -> Vec<Option<String>> {
     list.iter().map(version_of).collect()
 }
@@ -110,13 +122,7 @@ fn a_v4_that_never_gets_ready_is_rolled_back_and_v3_keeps_serving() {
     let (cp, _agents) = rig(dir.path(), 2);
     register_versions(&cp.operator(), dir.path(), SIZE);
     let api = cp.api(&cp.tenant("team-a"));
-    // The same command for both versions; only v4's process never gets ready.
-    let script = format!(
-        "if [ \"$CALDERA_MODEL_VERSION\" = v4 ]; then INFER_NEVER_READY=1 exec {SERVER}; else exec {SERVER}; fi"
-    );
-    let mut spec = infer_service("svc", "m:v3", 2, SERVER, &[]);
-    spec["command"] = serde_json::json!(["sh", "-c", script]);
-    spec["readiness"]["ready_timeout_s"] = 4.into();
+    let spec = never_ready_on_v4("svc", 2);
     assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
     wait_endpoints(&api, "svc", 2, 90);
     let poller = Poller::start(api.clone(), "svc");
@@ -302,12 +308,7 @@ fn a_surge_replica_that_never_gets_ready_is_released_and_v3_keeps_serving() {
     let (cp, _agents) = rig(dir.path(), 1);
     register_versions(&cp.operator(), dir.path(), SIZE);
     let api = cp.api(&cp.tenant("team-a"));
-    let script = format!(
-        "if [ \"$CALDERA_MODEL_VERSION\" = v4 ]; then INFER_NEVER_READY=1 exec {SERVER}; else exec {SERVER}; fi"
-    );
-    let mut spec = infer_service("one", "m:v3", 1, SERVER, &[]);
-    spec["command"] = serde_json::json!(["sh", "-c", script]);
-    spec["readiness"]["ready_timeout_s"] = 4.into();
+    let spec = never_ready_on_v4("one", 1);
     assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
     wait_endpoints(&api, "one", 1, 90);
     let poller = Poller::start(api.clone(), "one");
