@@ -64,7 +64,6 @@ fn versions(list: &[Value]) -> Vec<Option<String>> {
 }
 
 #[test]
-#[ignore = "needs the agent's in-place restart (helper runtime: today's agent answers every Swap with SwapFailed); run with --ignored once it lands"]
 fn three_replicas_are_swapped_in_place_without_a_failed_request() {
     let dir = tempfile::tempdir().unwrap();
     let (cp, _agents) = rig(dir.path(), 3);
@@ -116,7 +115,6 @@ fn three_replicas_are_swapped_in_place_without_a_failed_request() {
 }
 
 #[test]
-#[ignore = "needs the agent's in-place restart (helper runtime: today's agent answers every Swap with SwapFailed); run with --ignored once it lands"]
 fn a_v4_that_never_gets_ready_is_rolled_back_and_v3_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let (cp, _agents) = rig(dir.path(), 2);
@@ -199,7 +197,6 @@ fn one_replica_is_refused_without_downtime_allowed_or_surge_room_and_bad_bodies_
 }
 
 #[test]
-#[ignore = "needs the agent's in-place restart (helper runtime: today's agent answers every Swap with SwapFailed); run with --ignored once it lands"]
 fn one_replica_is_swapped_with_allow_downtime() {
     let dir = tempfile::tempdir().unwrap();
     let (cp, _agents) = rig(dir.path(), 1);
@@ -217,7 +214,6 @@ fn one_replica_is_swapped_with_allow_downtime() {
 }
 
 #[test]
-#[ignore = "needs the agent's in-place restart (helper runtime: today's agent answers every Swap with SwapFailed); run with --ignored once it lands"]
 fn a_control_plane_killed_mid_swap_finishes_it_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let (mut cp, _agents) = rig(dir.path(), 2);

@@ -227,7 +227,8 @@ fn borrowed_capacity_is_preempted_when_its_owner_returns() {
 #[test]
 fn an_inference_replica_larger_than_half_a_gpu_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let (cp, _a) = one_node(dir.path(), "1xA100-80GB", &[]);
+    // Three GPUs: a service's replicas never share one (replica spread).
+    let (cp, _a) = one_node(dir.path(), "3xA100-80GB", &[]);
     let api = cp.api(&cp.tenant("team-a"));
     let r = api.post(
         "/v1/tasks",
@@ -309,9 +310,11 @@ fn an_idle_allocation_is_warned_then_reclaimed_unless_exempt() {
     let dir = tempfile::tempdir().unwrap();
     let (port, hooks) = webhook_sink();
     let url = format!("http://127.0.0.1:{port}/idle");
+    // Four GPUs: two training tasks, and the service's two replicas each
+    // on a GPU of its own (replica spread).
     let (cp, _a) = one_node(
         dir.path(),
-        "2xA100-80GB",
+        "4xA100-80GB",
         &[
             ("CALDERA_IDLE_WINDOW_MS", "1500"),
             ("CALDERA_IDLE_GRACE_MS", "1500"),

@@ -6,6 +6,7 @@ mod chargeback;
 mod dry_run;
 mod endpoints;
 pub mod estimates;
+mod model_from_task;
 mod models;
 mod portal;
 pub mod scrape;
@@ -16,6 +17,7 @@ mod webhooks;
 pub use crate::protocol::model::PrewarmTarget;
 pub use chargeback::{Curve, CurvePoint};
 pub use dry_run::DryRun;
+pub use model_from_task::{file_digest, FromTask};
 pub use models::ModelView;
 
 pub use crate::service::parse_replicas;
@@ -117,6 +119,32 @@ impl ControlPlane {
     /// Submits a task; `true` when newly created (an identical resubmission: `false`).
     pub async fn submit(&self, tenant: String, spec: TaskSpec) -> Result<(TaskRecord, bool)> {
         ask(&self.cluster, Submit { tenant, spec }).await
+    }
+
+    /// What a submission of `spec` succeeded despite: its model version is
+    /// deprecated (it still serves, but the operator means to retire it).
+    /// Read after the submission was accepted, from sled.
+    pub async fn submission_warnings(&self, spec: &TaskSpec) -> Result<Vec<String>> {
+        let Some(model) = spec.model.clone() else {
+            return Ok(Vec::new());
+        };
+        let store = self.store();
+        let rec = blocking(move || {
+            let key = caldera_spec::ModelRef::parse(&model, "model")
+                .map(|r| r.to_string())
+                .unwrap_or(model);
+            store.model_version(&key)
+        })
+        .await?;
+        Ok(rec
+            .filter(|r| r.state == caldera_spec::ModelState::Deprecated)
+            .map(|r| {
+                vec![format!(
+                    "model {} is deprecated: it still serves, but is to be retired; move to a newer version",
+                    r.key()
+                )]
+            })
+            .unwrap_or_default())
     }
 
     /// The freshest record of a task: its live actor's, else sled's.

@@ -43,6 +43,18 @@ pub enum ActorError {
     /// Scheduler's reason.
     #[error("{0}")]
     SwapNoSurgeRoom(String),
+    /// A retire asked again with another `replace_with`, or of a retired version.
+    #[error("{0}")]
+    RetireInProgress(String),
+    /// A retire's `replace_with` may not serve; field `replace_with`.
+    #[error("{0}")]
+    ReplacementInvalid(String),
+    /// A registration from a task that reported no checkpoint yet.
+    #[error("{0}")]
+    NoCheckpoint(String),
+    /// The checkpoint file to register cannot be used; field `path`.
+    #[error("{0}")]
+    CheckpointUnreadable(String),
     /// Keeps the storage error's own code (a corrupt record is not a full disk).
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
@@ -64,6 +76,10 @@ impl ActorError {
             ActorError::SwapNeedsReplicas(_) => &codes::SWAP_NEEDS_REPLICAS,
             ActorError::SwapNotReady(_) => &codes::SWAP_NOT_READY,
             ActorError::SwapNoSurgeRoom(_) => &codes::SWAP_NO_SURGE_ROOM,
+            ActorError::RetireInProgress(_) => &codes::RETIRE_IN_PROGRESS,
+            ActorError::ReplacementInvalid(_) => &codes::REPLACEMENT_INVALID,
+            ActorError::NoCheckpoint(_) => &codes::NO_CHECKPOINT,
+            ActorError::CheckpointUnreadable(_) => &codes::CHECKPOINT_UNREADABLE,
             ActorError::Storage(e) => e.error_code(),
         }
     }
@@ -78,6 +94,8 @@ impl ActorError {
         match self {
             ActorError::Invalid(e) => Some(&e.field),
             ActorError::UnknownModel(_) | ActorError::ModelNotAccepting(_) => Some("model"),
+            ActorError::ReplacementInvalid(_) => Some("replace_with"),
+            ActorError::CheckpointUnreadable(_) => Some("path"),
             _ => None,
         }
     }

@@ -76,6 +76,10 @@ pub struct TaskView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub swap: Option<caldera_spec::SwapProgress>,
     pub spec: TaskSpec,
+    /// What the submission succeeded despite, e.g. a deprecated model
+    /// version (only in the answer to `POST /v1/tasks`; absent when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// An allocation as the API shows it: its `task_id` and `allocation_id` in
@@ -138,6 +142,7 @@ impl From<&TaskRecord> for TaskView {
             created_at: rfc3339(r.created_ms),
             swap: r.swap.clone(),
             spec,
+            warnings: Vec::new(),
         }
     }
 }

@@ -289,7 +289,7 @@ impl Agent {
             ServerMessage::Pin(cmd) => self.pin(cmd),
             ServerMessage::Swap(cmd) => {
                 if self.current_epoch(cmd.epoch, "swap", &cmd.allocation_id) {
-                    self.runtime.refuse_swap(&cmd);
+                    self.swap(&cmd);
                     self.flush();
                 }
             }

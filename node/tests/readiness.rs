@@ -2,9 +2,9 @@
 //! plane: a workload gets CALDERA_PORT (reported in `Started`), its probe
 //! runs from the agent and readiness changes are reported (ready after one
 //! success, not ready after `failure_threshold` failures), a workload
-//! without probe is ready once started, and a swap, which this agent does
-//! not do in place yet, is answered `SwapFailed` with the running process
-//! left untouched.
+//! without probe is ready once started, and a swap naming another task than
+//! the one the allocation runs is refused (`SwapFailed`) with the running
+//! process left untouched (the swap itself: tests/swap.rs).
 mod common;
 
 use caldera_spec::wire::{ModelMount, ServerMessage, SwapCommand, WorkloadEventKind};
@@ -91,10 +91,10 @@ async fn a_probed_workload_is_ready_while_its_probe_passes_and_a_swap_is_refused
     let (_, kind) = c.event("p1", |k| readiness_of(k).is_some()).await;
     assert_eq!(readiness_of(&kind), Some(false), "{kind:?}");
 
-    // A swap is refused; the process keeps running (same pid).
+    // A swap of another task's allocation is refused; the process keeps running.
     c.send(ServerMessage::Swap(SwapCommand {
         allocation_id: "p1".into(),
-        task_id: "task-p1".into(),
+        task_id: "task-other".into(),
         epoch: 1,
         generation: 1,
         model: ModelMount {
@@ -109,7 +109,7 @@ async fn a_probed_workload_is_ready_while_its_probe_passes_and_a_swap_is_refused
         .event("p1", |k| matches!(k, WorkloadEventKind::SwapFailed { .. }))
         .await;
     assert!(
-        matches!(&kind, WorkloadEventKind::SwapFailed { generation: 1, reason } if reason.contains("keeps serving")),
+        matches!(&kind, WorkloadEventKind::SwapFailed { generation: 1, reason } if reason.contains("runs no workload of task task-other")),
         "{kind:?}"
     );
     // SAFETY: signal 0 only checks that the process exists.

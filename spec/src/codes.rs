@@ -68,6 +68,9 @@ registry! {
     WEIGHTS_CORRUPT = 10208, "weights_corrupt", 0, "a fetched or cached copy did not match its registered size or SHA-256; it was deleted and is fetched again";
     WARMING_TIMEOUT = 10209, "warming_timeout", 0, "a task stayed in warming longer than warming-timeout-ms; the reason names the source it was reading";
     REPLICA_PORTS_EXHAUSTED = 10210, "replica_ports_exhausted", 0, "every port of the agent's replica-ports range is held by another workload or in use on the host";
+    SWAP_REFUSED = 10211, "swap_refused", 0, "a node was asked to swap an allocation that runs no process of that task there (gone, still starting, or a reservation)";
+    SWAP_VERIFY_FAILED = 10212, "swap_verify_failed", 0, "a swap's model version could not be fetched or verified in the node's cache; the old process was left serving";
+    SWAP_START_FAILED = 10213, "swap_start_failed", 0, "after a swap stopped the old process, the new one could not be started; the workload is reported exited";
     PLACEMENT_UNKNOWN_NODE = 10301, "placement_unknown_node", 0, "a placement names a node the pool does not know";
     PLACEMENT_UNKNOWN_GPU = 10302, "placement_unknown_gpu", 0, "a placement names a GPU index its node does not have";
     PLACEMENT_NO_ROOM = 10303, "placement_no_room", 0, "the node no longer has room for the demand (a stale decision)";
@@ -101,12 +104,16 @@ registry! {
     SWAP_NEEDS_REPLICAS = 40904, "swap_needs_replicas", 409, "a 1-replica service cannot be swapped without a gap: scale it to 2 replicas, or ask for max_surge 1 (needs free room for one more replica now) or allow_downtime";
     SWAP_NOT_READY = 40905, "swap_not_ready", 409, "a replica of the service is not running on its allocation yet, so it cannot be swapped in place; retry once every replica runs";
     SWAP_NO_SURGE_ROOM = 40906, "swap_no_surge_room", 409, "max_surge 1 asks for one extra replica of the service's shape on free capacity now, and none holds it: the message says what is missing; free a node's GPUs or add a node, or swap with allow_downtime";
+    RETIRE_IN_PROGRESS = 40910, "retire_in_progress", 409, "the version is retiring already with another replace_with (or is retired); the message names it";
+    NO_CHECKPOINT = 40911, "no_checkpoint", 409, "the task has reported no checkpoint yet, so no version can be registered from it";
     BODY_TOO_LARGE = 41301, "body_too_large", 413, "the body is larger than the gateway accepts";
     UNSCHEDULABLE = 42201, "unschedulable", 422, "no registered node could ever hold the request; the message names the dimension and the largest offer";
     RESERVED_ID = 42202, "reserved_id", 422, "a task_id ending in `.r` and a number names a replica of a service; choose another id";
     UNKNOWN_MODEL = 42203, "unknown_model", 422, "the task names a model version that is not registered (or the caller may not see it)";
     MODEL_NOT_ACCEPTING = 42204, "model_not_accepting", 422, "the task names a model version that is retiring or retired";
     NOT_A_SERVICE = 42205, "not_a_service", 422, "the task is not an inference service (a training task, or one of a service's replicas), so it has no endpoints";
+    REPLACEMENT_INVALID = 42210, "replacement_invalid", 422, "a retire's replace_with names no registered version, the retiring version itself, or one that is deprecated, retiring or retired";
+    CHECKPOINT_UNREADABLE = 42211, "checkpoint_unreadable", 422, "the checkpoint to register is not a readable file beside the task's reported checkpoint; the message says why";
     TOO_MANY_REQUESTS = 42901, "too_many_requests", 429, "this client already has max-requests-per-client requests in flight; retry when one is answered";
     // 500 / 503: the caller did nothing wrong, the server did.
     STORAGE_IO = 50001, "storage_io", 500, "sled failed: I/O, a lock held by another process, a corrupt log";

@@ -37,7 +37,7 @@ pub use codes::ErrorCode;
 pub use error::{SpecError, SpecErrorKind};
 pub use event::{Event, EventKind};
 pub use model::{ModelRef, ModelState, ModelVersionSpec, WeightsSpec};
-pub use model_record::{CopyState, ModelVersionRecord, NodeCopy};
+pub use model_record::{CopyState, ModelVersionRecord, NodeCopy, RetireOrder};
 pub use node::{
     Cordon, CordonBy, DiskInfo, GpuInfo, NodeInventory, NodeMetrics, NodeRecord, NodeState,
 };

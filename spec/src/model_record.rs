@@ -24,6 +24,26 @@ pub struct ModelVersionRecord {
     /// Keys of the tasks that have used it (`tenant/task_id`).
     #[serde(default)]
     pub tasks: BTreeSet<String>,
+    /// The retire control message, recorded before it is acted on: from
+    /// then the version takes no new tasks, and it becomes `retired` once no
+    /// task uses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retire: Option<RetireOrder>,
+}
+
+/// Who asked for a version's retirement, when, and what replaces it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RetireOrder {
+    /// Who asked (`operator`, or `tenant NAME` for a tenant's own version).
+    pub by: String,
+    pub at_ms: u64,
+    /// `name:version` the services still on this version move to, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace_with: Option<String>,
+    /// Services (keys) already told to swap to `replace_with`.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub swaps_asked: BTreeSet<String>,
 }
 
 impl ModelVersionRecord {

@@ -174,6 +174,13 @@ pub struct TaskSpec {
     /// endpoint). Absent: ready as soon as its process starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readiness: Option<crate::readiness::ReadinessProbe>,
+    /// Inference: how many of the service's replicas one node may hold.
+    /// Unset: 1 where capacity allows, else a replica may join a node that
+    /// holds one (never a GPU that does; its placement event says `placed
+    /// without spread`). Set: a hard limit, the replica waits instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
+    pub max_replicas_per_node: Option<u32>,
 }
 
 /// What happens to a task whose node is declared lost. A lost node may still

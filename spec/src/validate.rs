@@ -133,6 +133,9 @@ pub fn validate_task_spec(spec: &TaskSpec) -> Result<(), SpecError> {
     if let Some(m) = spec.min_replicas {
         validate_min_replicas(m, spec.replicas.unwrap_or(1))?;
     }
+    if let Some(m) = spec.max_replicas_per_node {
+        validate_max_replicas_per_node(m, spec.task_type)?;
+    }
     if let Some(dir) = &spec.checkpoint_dir {
         validate_relative_dir("checkpoint_dir", dir)?;
     }
@@ -154,6 +157,26 @@ pub fn validate_task_spec(spec: &TaskSpec) -> Result<(), SpecError> {
                 format!("max_retries must be at most {MAX_RETRIES}"),
             ));
         }
+    }
+    Ok(())
+}
+
+/// Replica spread applies to inference services only (a training task is
+/// one allocation), and a node must be allowed at least one replica.
+fn validate_max_replicas_per_node(max: u32, task_type: TaskType) -> Result<(), SpecError> {
+    if task_type != TaskType::Inference {
+        return Err(SpecError::new(
+            K::Conflict,
+            "max_replicas_per_node",
+            "max_replicas_per_node spreads an inference service's replicas; a training task is one allocation",
+        ));
+    }
+    if max == 0 || max > MAX_REPLICAS {
+        return Err(SpecError::new(
+            K::OutOfRange,
+            "max_replicas_per_node",
+            format!("max_replicas_per_node must be 1..={MAX_REPLICAS}, not {max}"),
+        ));
     }
     Ok(())
 }

@@ -284,6 +284,18 @@ fn bad_inputs_are_rejected_with_code_and_field() {
             "min_replicas",
         ),
         (
+            "zero max_replicas_per_node",
+            inference_with(json!({"replicas": 2, "max_replicas_per_node": 0})),
+            K::OutOfRange,
+            "max_replicas_per_node",
+        ),
+        (
+            "max_replicas_per_node on training (the seed is a training task)",
+            seed_with("/max_replicas_per_node", Some(json!(1))),
+            K::Conflict,
+            "max_replicas_per_node",
+        ),
+        (
             "empty command",
             seed_with("/command", Some(json!([]))),
             K::BadFormat,

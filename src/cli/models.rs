@@ -1,10 +1,9 @@
-//! Model version commands: `caldera model register|list|show|prewarm|pin|deprecate`.
+//! Model version commands: `caldera model register|list|show|prewarm|pin|deprecate|retire`.
 use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
 use super::fields::{items, text};
 use super::table::{key_values, Table};
 use super::CliError;
 use serde_json::{json, Value};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// `caldera model ...`
@@ -30,17 +29,44 @@ pub enum ModelAction {
     Prewarm(PrewarmArgs),
     /// Pin (or with --off unpin) a version's cached copies.
     Pin(PinArgs),
-    /// Flag a version deprecated (still usable).
+    /// Flag a version deprecated (still usable; submissions naming it warn).
     Deprecate(ShowArgs),
+    /// Retire a version (operator): no new tasks; retired and evicted from
+    /// every cache once no task uses it.
+    Retire(RetireArgs),
 }
 
-/// `caldera model register --name N --version V (--uri U --size-bytes S --sha256 H | --file PATH)`
+/// `caldera model retire NAME:VERSION [--replace-with NAME:VERSION]`
+#[derive(clap::Args, Debug)]
+pub struct RetireArgs {
+    /// NAME:VERSION
+    pub model: String,
+    /// The version the services still on it move to.
+    #[arg(long, value_name = "NAME:VERSION")]
+    pub replace_with: Option<String>,
+}
+
+/// `caldera model register (NAME:VERSION | --name N --version V)
+/// (--uri U --size-bytes S --sha256 H | --file PATH | --from-task TASK [--path FILE])`
 #[derive(clap::Args, Debug)]
 pub struct RegisterArgs {
+    /// NAME:VERSION (or --name and --version).
+    #[arg(conflicts_with_all = ["name", "version"])]
+    pub model: Option<String>,
     #[arg(long)]
-    pub name: String,
+    pub name: Option<String>,
     #[arg(long)]
-    pub version: String,
+    pub version: Option<String>,
+    /// Register a task's checkpoint (its latest, or --path): the control
+    /// plane computes its size and SHA-256.
+    #[arg(long, value_name = "TASK", conflicts_with_all = ["uri", "size_bytes", "sha256", "file"])]
+    pub from_task: Option<String>,
+    /// With --from-task: a file in the task's checkpoint directory.
+    #[arg(long, requires = "from_task")]
+    pub path: Option<String>,
+    /// With --from-task and the operator token: the task's tenant.
+    #[arg(long, requires = "from_task")]
+    pub tenant: Option<String>,
     /// `file:///abs/path` or `http(s)://...`.
     #[arg(long, conflicts_with = "file")]
     pub uri: Option<String>,
@@ -83,26 +109,31 @@ pub struct PinArgs {
 
 /// Size and SHA-256 (lowercase hex) of `path`, read in 1 MiB chunks.
 pub fn file_digest(path: &Path) -> Result<(u64, String), CliError> {
-    use sha2::{Digest, Sha256};
-    let fail = |e: std::io::Error| CliError::Usage(format!("--file {}: {e}", path.display()));
-    let mut f = std::fs::File::open(path).map_err(fail)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut size = 0u64;
-    loop {
-        let n = f.read(&mut buf).map_err(fail)?;
-        if n == 0 {
-            break;
-        }
-        size += n as u64;
-        h.update(&buf[..n]);
-    }
-    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    Ok((size, hex))
+    caldera_actors::control_plane::file_digest(path)
+        .map_err(|e| CliError::Usage(format!("--file {}: {e}", path.display())))
 }
 
 /// The registration body the flags describe.
 fn registration(a: &RegisterArgs) -> Result<Value, CliError> {
+    let (name, version) = match (&a.model, &a.name, &a.version) {
+        (Some(m), _, _) => name_version(m)?,
+        (None, Some(n), Some(v)) => (n.clone(), v.clone()),
+        _ => {
+            return Err(CliError::Usage(
+                "name the version: NAME:VERSION, or --name and --version".into(),
+            ))
+        }
+    };
+    if let Some(task) = &a.from_task {
+        let mut body = json!({"name": name, "version": version, "from_task": task});
+        if let Some(p) = &a.path {
+            body["path"] = json!(p);
+        }
+        if let Some(t) = &a.tenant {
+            body["tenant"] = json!(t);
+        }
+        return Ok(body);
+    }
     let (uri, size, sha) = match &a.file {
         Some(path) => {
             let abs = std::fs::canonicalize(path)
@@ -119,7 +150,7 @@ fn registration(a: &RegisterArgs) -> Result<Value, CliError> {
             }
         },
     };
-    Ok(json!({"name": a.name, "version": a.version,
+    Ok(json!({"name": name, "version": version,
         "weights": {"uri": uri, "size_bytes": size, "sha256": sha}}))
 }
 
@@ -223,6 +254,14 @@ pub fn model(args: ModelArgs) -> Result<(), CliError> {
             let path = format!("{}/deprecate", version_path(&s.model)?);
             block_on(client.send_json(Verb::Post, &path, &json!({})))?.data
         }
+        ModelAction::Retire(r) => {
+            let path = format!("{}/retire", version_path(&r.model)?);
+            let body = match &r.replace_with {
+                Some(v) => json!({"replace_with": v}),
+                None => json!({}),
+            };
+            block_on(client.send_json(Verb::Post, &path, &body))?.data
+        }
     };
     if json_out {
         return print_json(&data);
@@ -282,6 +321,25 @@ fn render_version(v: &Value) -> String {
     if !tasks.is_empty() {
         out.push_str(&format!("tasks: {}\n", tasks.join(", ")));
     }
+    if let Some(order) = v.get("retire").filter(|o| o.is_object()) {
+        let with = order
+            .get("replace_with")
+            .and_then(Value::as_str)
+            .unwrap_or("nothing");
+        out.push_str(&format!(
+            "retire: asked by {}, replaced with {with}\n",
+            text(order, "by")
+        ));
+    }
+    if let Some(users) = v.get("used_by").and_then(Value::as_object) {
+        for (tenant, tasks) in users {
+            let ids: Vec<String> = tasks
+                .as_array()
+                .map(|t| t.iter().map(super::fields::show).collect())
+                .unwrap_or_default();
+            out.push_str(&format!("still used by {tenant}: {}\n", ids.join(", ")));
+        }
+    }
     out
 }
 
@@ -300,9 +358,13 @@ mod tests {
             sha,
             "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
         );
-        let args = RegisterArgs {
-            name: "m".into(),
-            version: "v1".into(),
+        let mut args = RegisterArgs {
+            model: None,
+            name: Some("m".into()),
+            version: Some("v1".into()),
+            from_task: None,
+            path: None,
+            tenant: None,
             uri: None,
             size_bytes: None,
             sha256: None,
@@ -310,6 +372,14 @@ mod tests {
         };
         let body = registration(&args).unwrap();
         assert!(text(&body, "weights.uri").starts_with("file:///"), "{body}");
+        // NAME:VERSION and --from-task: the control plane hashes the file.
+        args.model = Some("m:v2".into());
+        args.from_task = Some("train".into());
+        let body = registration(&args).unwrap();
+        assert_eq!(
+            body,
+            json!({"name": "m", "version": "v2", "from_task": "train"})
+        );
         assert!(name_version("llama").is_err());
         assert_eq!(
             name_version("llama:v1").unwrap(),

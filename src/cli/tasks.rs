@@ -115,6 +115,10 @@ pub fn submit(args: SubmitArgs) -> Result<(), CliError> {
     if let Some(reason) = get(&answer.data, "pending_reason") {
         println!("pending: {}", fields::show(reason));
     }
+    let warnings = get(&answer.data, "warnings").and_then(|w| w.as_array());
+    for w in warnings.into_iter().flatten() {
+        eprintln!("warning: {}", fields::show(w));
+    }
     Ok(())
 }
 

@@ -31,6 +31,7 @@ fn version(name: &str, version: &str) -> ModelVersionRecord {
         owner: Some("acme".into()),
         nodes,
         tasks: ["acme/svc.r0".to_string()].into(),
+        retire: None,
     }
 }
 

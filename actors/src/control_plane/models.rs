@@ -3,9 +3,11 @@
 //! who may see a version is decided here ([`visible_to`]).
 use super::{ask, ControlPlane};
 use crate::errors::{ActorError, Result};
-use crate::model::view::{version_view, visible_to, VersionView};
+use crate::model::view::{users_by_tenant, version_view, visible_to, VersionView};
 use crate::protocol::cluster::RegisterModel;
-use crate::protocol::model::{ChangeState, Prewarm, PrewarmTarget, SetPinned, VersionSnapshot};
+use crate::protocol::model::{
+    ChangeState, Prewarm, PrewarmTarget, Retire, SetPinned, VersionSnapshot,
+};
 use crate::protocol::ModelHandle;
 use caldera_spec::{ModelState, ModelVersionRecord, ModelVersionSpec};
 use futures_util::future::join_all;
@@ -99,7 +101,68 @@ impl ControlPlane {
         tenant: Option<&str>,
     ) -> Result<VersionView> {
         let (rec, reads, _) = self.visible_version(name, version, tenant).await?;
-        Ok(version_view(&rec, reads, tenant))
+        let mut view = version_view(&rec, reads, tenant);
+        if rec.state == ModelState::Retiring {
+            let (store, key) = (self.store(), rec.key());
+            let users =
+                super::blocking(move || Ok(crate::model::retire::users(&store, &key))).await?;
+            view.used_by = Some(users_by_tenant(&users, tenant));
+        }
+        Ok(view)
+    }
+
+    /// `POST .../retire` (the operator, or a tenant for its own version):
+    /// `replace_with` must be a registered version, visible to the version's
+    /// owner, other than this one, and active or registered.
+    pub async fn retire_model(
+        &self,
+        name: &str,
+        version: &str,
+        tenant: Option<&str>,
+        replace_with: Option<String>,
+    ) -> Result<VersionView> {
+        let (rec, _, h) = self.visible_version(name, version, tenant).await?;
+        let replace_with = match replace_with {
+            None => None,
+            Some(r) => Some(self.replacement(&rec, &r).await?),
+        };
+        if let Some(order) = &rec.retire {
+            if order.replace_with != replace_with {
+                return Err(ActorError::RetireInProgress(format!(
+                    "model {} is {} already, with replace_with {}",
+                    rec.key(),
+                    rec.state.as_str(),
+                    order.replace_with.as_deref().unwrap_or("none")
+                )));
+            }
+        }
+        let by = tenant.map_or("operator".to_string(), |t| format!("tenant {t}"));
+        let rec = h.send(Retire { by, replace_with }).await??;
+        view_after(&h, &rec, tenant).await
+    }
+
+    /// The `name:version` a retire's `replace_with` names, checked.
+    async fn replacement(&self, retiring: &ModelVersionRecord, r: &str) -> Result<String> {
+        let parsed = caldera_spec::ModelRef::parse(r, "replace_with")?;
+        let key = parsed.to_string();
+        let bad = |why: String| Err(ActorError::ReplacementInvalid(why));
+        if key == retiring.key() {
+            return bad(format!("replace_with {key} is the version being retired"));
+        }
+        let Some(h) = self.sh.registry.model(&key) else {
+            return bad(format!("replace_with {key} is not registered"));
+        };
+        let (rec, _) = h.send(VersionSnapshot).await?;
+        if !visible_to(&rec, retiring.owner.as_deref()) {
+            return bad(format!("replace_with {key} is not registered"));
+        }
+        if !matches!(rec.state, ModelState::Registered | ModelState::Active) {
+            return bad(format!(
+                "replace_with {key} is {}: a replacement must take new tasks",
+                rec.state.as_str()
+            ));
+        }
+        Ok(key)
     }
 
     /// Whether `tenant` may change the version (`None`: the operator may

@@ -10,6 +10,7 @@ pub mod fleet;
 mod news;
 mod operations;
 pub mod register;
+pub mod retire;
 pub mod sources;
 #[cfg(test)]
 mod tests;
@@ -33,6 +34,8 @@ pub struct ModelVersionActor {
     rec: ModelVersionRecord,
     sh: Arc<Shared>,
     sup: Supervision<ModelVersionActor>,
+    /// The pending check of a retiring version (one at a time).
+    retire_check: Option<SpawnHandle>,
 }
 
 impl ModelVersionActor {
@@ -41,6 +44,7 @@ impl ModelVersionActor {
             rec,
             sh,
             sup: Supervision::default(),
+            retire_check: None,
         }
     }
 
@@ -122,6 +126,9 @@ impl Actor for ModelVersionActor {
         self.sup.started(_ctx);
         // Origin reads recorded before a restart still count.
         self.sync_budget();
+        // A retire recorded before a restart carries on.
+        self.retire_check = None;
+        self.watch_retiring(_ctx);
     }
 }
 

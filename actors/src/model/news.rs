@@ -151,6 +151,10 @@ impl Handler<NodeCacheSeen> for ModelVersionActor {
             return;
         }
         let sha = &self.rec.spec.weights.sha256;
+        if self.rec.state == ModelState::Retired && cache.holds(sha) {
+            // Offline when it was retired, or its copy was in use then.
+            self.evict_on(&m.node);
+        }
         let recorded = self.rec.nodes.get(&m.node).map(|c| c.copy);
         let mut plan = self.plan();
         if cache.holds(sha) && recorded != Some(CopyState::Verified) {

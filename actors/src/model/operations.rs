@@ -62,7 +62,7 @@ impl ModelVersionActor {
     }
 
     /// Answers `rec` once the latest commit is durable.
-    fn durable_answer<T: Send + 'static>(&self, value: T) -> ResponseFuture<Result<T>> {
+    pub(super) fn durable_answer<T: Send + 'static>(&self, value: T) -> ResponseFuture<Result<T>> {
         let gate = self.sh.gate.clone();
         let t = gate.latest();
         Box::pin(async move {

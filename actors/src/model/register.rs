@@ -108,6 +108,7 @@ fn register(
         owner: m.owner,
         nodes: Default::default(),
         tasks: Default::default(),
+        retire: None,
     };
     let by = rec
         .owner
@@ -155,6 +156,7 @@ mod tests {
             owner: owner.map(str::to_string),
             nodes: Default::default(),
             tasks: Default::default(),
+            retire: None,
         }
     }
 

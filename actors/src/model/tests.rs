@@ -89,6 +89,7 @@ fn version(name: &str, sha: &str) -> ModelVersionRecord {
         owner: None,
         nodes: BTreeMap::new(),
         tasks: Default::default(),
+        retire: None,
     }
 }
 

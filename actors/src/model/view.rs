@@ -19,6 +19,14 @@ pub struct VersionView {
     /// `tenant/id`).
     pub tasks: Vec<String>,
     pub origin_pulls_now: u32,
+    /// The retire order, once one was given (who asked, when, replace_with).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retire: Option<caldera_spec::RetireOrder>,
+    /// While retiring (`GET .../versions/{version}` only): the tasks that
+    /// still use it, by tenant — every tenant's for the operator, a tenant's
+    /// own otherwise. The version becomes `retired` once this is empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used_by: Option<std::collections::BTreeMap<String, Vec<String>>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -61,6 +69,8 @@ pub fn version_view(rec: &ModelVersionRecord, reads: u32, tenant: Option<&str>) 
             .collect(),
         tasks,
         origin_pulls_now: reads,
+        retire: rec.retire.clone(),
+        used_by: None,
     }
 }
 
@@ -70,4 +80,21 @@ pub fn visible_to(rec: &ModelVersionRecord, tenant: Option<&str>) -> bool {
         (None, _) | (_, None) => true,
         (Some(t), Some(o)) => t == o,
     }
+}
+
+/// The tasks of `users` that `tenant` may see (`None`: the operator),
+/// by tenant, each by its own id.
+pub fn users_by_tenant(
+    users: &[caldera_spec::TaskRecord],
+    tenant: Option<&str>,
+) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut by: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for u in users {
+        if tenant.is_some_and(|t| t != u.tenant) {
+            continue;
+        }
+        let id = caldera_spec::local_id(&u.spec.task_id).to_string();
+        by.entry(u.tenant.clone()).or_default().push(id);
+    }
+    by
 }

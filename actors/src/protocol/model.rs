@@ -95,6 +95,17 @@ pub struct TasksLeft {
     pub why: String,
 }
 
+/// `POST .../retire`: records `retiring` with who asked and what replaces
+/// the version, then retires it once no task uses it. Answers the record.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<ModelVersionRecord>")]
+pub struct Retire {
+    /// Who asked (`operator`, or `tenant NAME`).
+    pub by: String,
+    /// `name:version` (checked: registered and accepting tasks).
+    pub replace_with: Option<String>,
+}
+
 handle! {
     /// A model version's actor, as the directory holds it.
     ModelHandle: ModelPort {
@@ -113,6 +124,7 @@ handle! {
             prewarm: Prewarm,
             set_pinned: SetPinned,
             change_state: ChangeState,
+            retire: Retire,
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod events;
 pub mod failpoints;
 pub mod health;
 pub mod history;
+pub mod model_retire;
 pub mod models;
 pub mod nodes;
 pub mod period;
@@ -115,6 +116,7 @@ fn table() -> Vec<Endpoint> {
         at::<models::__path_prewarm>(web::to(models::prewarm)),
         at::<models::__path_pin>(web::to(models::pin)),
         at::<models::__path_deprecate>(web::to(models::deprecate)),
+        at::<model_retire::__path_retire>(web::to(model_retire::retire)),
         at::<events::__path_list>(web::to(events::list)),
         at::<whoami::__path_get>(web::to(whoami::get)),
         at::<stats::__path_estimates>(web::to(stats::estimates)),
@@ -198,6 +200,7 @@ fn table() -> Vec<Endpoint> {
     models::prewarm,
     models::pin,
     models::deprecate,
+    model_retire::retire,
     events::list,
     whoami::get,
     stats::estimates,

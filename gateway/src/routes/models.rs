@@ -9,7 +9,7 @@ use crate::principal::User;
 use crate::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::web;
-use caldera_actors::control_plane::{ModelView, PrewarmTarget};
+use caldera_actors::control_plane::{FromTask, ModelView, PrewarmTarget};
 use caldera_actors::model::view::VersionView;
 use caldera_spec::validate::parse_json;
 use caldera_spec::{Envelope, ModelVersionSpec, SpecError, SpecErrorKind as K};
@@ -25,15 +25,17 @@ pub struct Prewarmed {
 /// POST /v1/models — 201 new, 200 the identical registration, 409 another
 /// body for the same `name:version` (versions are immutable).
 #[utoipa::path(post, path = "/v1/models", tag = "models",
-    description = "Registers a model version (the operator; a tenant where tenants-may-register-models allows).",
-    request_body = ModelVersionSpec,
+    description = "Registers a model version (the operator; a tenant where tenants-may-register-models allows): its weights' uri, size and sha256, or `from_task`: a task's checkpoint file (default: the latest it reported; `path`: another file in that directory), whose size and sha256 the control plane computes; its uri is `file://<path>`, so the checkpoint directory must be on storage every node reads at the same path.",
+    request_body = RegisterBody,
     security(("operator" = []), ("tenant" = [])),
     responses(
         (status = 200, description = "the identical registration exists", body = Envelope<VersionView>),
         (status = 201, description = "registered", body = Envelope<VersionView>),
         (status = 400, description = "the body is not a model version (the field is named)"),
         (status = 403, description = "tenants may not register versions here"),
-        (status = 409, description = "another body for the same name:version"),
+        (status = 404, description = "from_task: no such task"),
+        (status = 409, description = "another body for the same name:version, or from_task: the task has no checkpoint yet (`no_checkpoint`)"),
+        (status = 422, description = "from_task: the file is not readable or not in the task's checkpoint directory (`checkpoint_unreadable`, field `path`)"),
     ))]
 pub async fn register(
     user: User,
@@ -47,14 +49,81 @@ pub async fn register(
         ));
     }
     let body = body::read(payload, st.body_limit).await?;
-    let spec = caldera_spec::model::parse_model_version_spec(&body)?;
-    let (view, created) = st.cp.register_model(owner, spec).await?;
+    let (view, created) = match from_task(&user, &body)? {
+        Some(f) => st.cp.register_from_task(owner, f).await?,
+        None => {
+            let spec = caldera_spec::model::parse_model_version_spec(&body)?;
+            st.cp.register_model(owner, spec).await?
+        }
+    };
     let status = if created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
     Ok(Reply::with_status(status, view))
+}
+
+/// A registration body: the weights, or a task whose checkpoint they are.
+#[derive(Deserialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // the schema of the two bodies; each is parsed on its own
+pub enum RegisterBody {
+    Weights(ModelVersionSpec),
+    FromTask(FromTaskBody),
+}
+
+/// Register a task's checkpoint file as `name:version`.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FromTaskBody {
+    name: String,
+    version: String,
+    /// The task's id (the tenant's own).
+    from_task: String,
+    /// A file in the task's checkpoint directory; default: its latest checkpoint.
+    #[serde(default)]
+    path: Option<String>,
+    /// The task's tenant: required with the operator token, a tenant's own otherwise.
+    #[serde(default)]
+    tenant: Option<String>,
+}
+
+/// The `from_task` registration `body` asks for, if it names one.
+fn from_task(user: &User, body: &[u8]) -> Result<Option<FromTask>, ApiError> {
+    let names_task = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .is_some_and(|v| v.get("from_task").is_some());
+    if !names_task {
+        return Ok(None);
+    }
+    // Name and version are validated with the spec they become.
+    let b: FromTaskBody = parse_json(body)?;
+    let tenant = match (user.tenant(), b.tenant) {
+        (Some(t), None) => t.to_string(),
+        (Some(t), Some(asked)) if asked == t => asked,
+        (Some(_), Some(_)) => {
+            return Err(ApiError::forbidden(
+                "a tenant token registers from its own tasks only",
+            ))
+        }
+        (None, Some(t)) => t,
+        (None, None) => {
+            return Err(SpecError::new(
+                K::MissingField,
+                "tenant",
+                "the operator names the task's tenant: add \"tenant\": NAME",
+            )
+            .into())
+        }
+    };
+    Ok(Some(FromTask {
+        name: b.name,
+        version: b.version,
+        tenant,
+        task_id: b.from_task,
+        path: b.path,
+    }))
 }
 
 /// GET /v1/models
@@ -222,14 +291,14 @@ pub async fn pin(
 
 /// POST /v1/models/{name}/versions/{version}/deprecate
 #[utoipa::path(post, path = "/v1/models/{name}/versions/{version}/deprecate", tag = "models",
-    description = "No new tasks may name the version; the ones running keep it.",
+    description = "Marks the version deprecated: it still serves and new tasks may name it, but each submission that does succeeds with a warning (`data.warnings` of the `POST /v1/tasks` answer). Retire it to refuse new tasks.",
     params(("name" = String, Path, description = "the model"), ("version" = String, Path, description = "the version")),
     security(("operator" = []), ("tenant" = [])),
     responses(
-        (status = 200, description = "the version, retiring", body = Envelope<VersionView>),
+        (status = 200, description = "the version, deprecated", body = Envelope<VersionView>),
         (status = 403, description = "only the operator changes a version the operator registered"),
         (status = 404, description = "no such version (or the caller may not see it)"),
-        (status = 409, description = "the version is retired already"),
+        (status = 409, description = "the version is retiring or retired already"),
     ))]
 pub async fn deprecate(
     user: User,

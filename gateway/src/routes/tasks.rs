@@ -117,7 +117,7 @@ pub enum Submitted {
     security(("operator" = []), ("tenant" = [])),
     responses(
         (status = 200, description = "the identical spec exists already; with ?dry_run=true, the dry run's answer", body = Envelope<Submitted>),
-        (status = 201, description = "created", body = Envelope<TaskView>),
+        (status = 201, description = "created; `data.warnings` lists what it succeeded despite (a deprecated model version)", body = Envelope<TaskView>),
         (status = 400, description = "the body is not a task spec (the field is named), or the operator gave no ?tenant="),
         (status = 403, description = "a tenant token naming another tenant"),
         (status = 404, description = "no such tenant"),
@@ -148,10 +148,9 @@ pub async fn submit(
     } else {
         StatusCode::OK
     };
-    Ok(Either::Left(Reply::with_status(
-        status,
-        TaskView::from(&rec),
-    )))
+    let mut view = TaskView::from(&rec);
+    view.warnings = st.cp.submission_warnings(&rec.spec).await?;
+    Ok(Either::Left(Reply::with_status(status, view)))
 }
 
 /// `?dry_run=`: `true` or `false` (absent: false); anything else is named.

@@ -8,9 +8,10 @@ use crate::cache::{CacheEvent, CacheNote, Want, WeightCache};
 use crate::config::AgentConfig;
 use crate::error::{AgentError, StartError};
 use crate::runtime::now_ms;
+use caldera_spec::codes;
 use caldera_spec::wire::{
-    CacheReport, EvictCommand, NodeMessage, PeerGrant, PinCommand, StartCommand, WarmCommand,
-    WarmupProgress, WarmupReport,
+    CacheReport, EvictCommand, ModelMount, NodeMessage, PeerGrant, PinCommand, StartCommand,
+    SwapCommand, WarmCommand, WarmupProgress, WarmupReport,
 };
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::UnboundedSender;
@@ -90,12 +91,34 @@ impl Agent {
             return;
         }
         self.runtime.start(cmd);
+        self.want_copy(&model);
+    }
+
+    /// Asks the cache for `model`'s verified copy (checked again if here;
+    /// else it waits for a warm) and says so in `Warming` events.
+    fn want_copy(&mut self, model: &ModelMount) {
         let (source, bytes_done) = match self.weights.cache.want(&model.sha256, model.size_bytes) {
             Want::Checking => ("cache".to_string(), 0),
             Want::Waiting { source, bytes_done } => (source, bytes_done),
         };
         self.runtime
             .warming_progress(&model.sha256, &source, bytes_done, 0);
+    }
+
+    /// An in-place swap (see `runtime::swap`): the new version's copy is
+    /// made sure of first, through the same path as a start's, while the
+    /// old process serves.
+    pub(super) fn swap(&mut self, cmd: &SwapCommand) {
+        if !self.runtime.begin_swap(cmd) {
+            return;
+        }
+        if !self.weights.cache.enabled() {
+            let why = StartError::NoCache(crate::runtime::model_label(&cmd.model));
+            self.runtime
+                .swap_failed(cmd, codes::SWAP_VERIFY_FAILED, why.to_string());
+            return;
+        }
+        self.want_copy(&cmd.model);
     }
 
     pub(super) fn warm(&mut self, cmd: WarmCommand) {
@@ -179,11 +202,15 @@ impl Agent {
                             *bytes_done,
                             *rate_bytes_per_s,
                         ),
-                        WarmupProgress::Failed { bytes_done, .. } => {
-                            self.runtime.warming_progress(&sha256, "", *bytes_done, 0)
+                        WarmupProgress::Failed {
+                            bytes_done, reason, ..
+                        } => {
+                            self.runtime.warming_progress(&sha256, "", *bytes_done, 0);
+                            self.runtime.swap_copy_failed(&sha256, reason);
                         }
-                        WarmupProgress::Evicted { .. } => {
-                            self.runtime.warming_progress(&sha256, "", 0, 0)
+                        WarmupProgress::Evicted { reason, .. } => {
+                            self.runtime.warming_progress(&sha256, "", 0, 0);
+                            self.runtime.swap_copy_failed(&sha256, reason);
                         }
                         WarmupProgress::Verified { .. } => {}
                     }

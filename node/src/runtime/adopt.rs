@@ -40,6 +40,8 @@ impl Runtime {
             w.port = spec.port;
             w.readiness = spec.readiness.clone();
             w.uid = spec.uid;
+            w.generation = spec.generation;
+            w.model = spec.model.clone();
             w.pid = found.workload.as_ref().map(|r| r.pid);
             w.shim = found.shim.clone();
             if w.shim.is_none() && found.exit.is_none() && !spec.argv.is_empty() {

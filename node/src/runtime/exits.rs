@@ -12,6 +12,9 @@ impl Runtime {
     /// without one, kill what is left and record that), clean its cgroup,
     /// report.
     pub(super) fn finish(&mut self, allocation_id: &str) {
+        if self.swap_takes_exit(allocation_id) {
+            return;
+        }
         let Some(w) = self.workloads.get_mut(allocation_id) else {
             return;
         };

@@ -182,5 +182,35 @@ pub fn shim_spec(
         model_sha256: cmd.model.as_ref().map(|m| m.sha256.clone()),
         port,
         readiness: cmd.readiness.clone(),
+        generation: 0,
+        model: cmd.model.as_ref().map(model_label),
     }
+}
+
+/// `name:version` of a model mount, as events and records name it.
+pub fn model_label(m: &caldera_spec::wire::ModelMount) -> String {
+    format!("{}:{}", m.name, m.version)
+}
+
+/// The workload's environment for another model: the same variables, with
+/// CALDERA_MODEL_PATH / _NAME / _VERSION (and nothing else) set to `model`'s.
+pub fn swapped_env(
+    env: &[(String, String)],
+    model: &caldera_spec::wire::ModelMount,
+    path: &Path,
+) -> Vec<(String, String)> {
+    const MODEL_VARS: [&str; 3] = [
+        "CALDERA_MODEL_PATH",
+        "CALDERA_MODEL_NAME",
+        "CALDERA_MODEL_VERSION",
+    ];
+    let mut env: Vec<(String, String)> = env
+        .iter()
+        .filter(|(k, _)| !MODEL_VARS.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    env.push((MODEL_VARS[0].into(), path.to_string_lossy().into_owned()));
+    env.push((MODEL_VARS[1].into(), model.name.clone()));
+    env.push((MODEL_VARS[2].into(), model.version.clone()));
+    env
 }

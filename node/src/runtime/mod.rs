@@ -35,10 +35,12 @@ pub mod ports;
 pub mod procfs;
 pub mod readiness;
 pub mod shim_link;
+pub mod swap;
 pub mod usage;
 mod warming;
 pub mod workload;
 
+pub use launch::model_label;
 pub use shim_link::ShimCommand;
 pub use workload::Workload;
 
@@ -308,6 +310,13 @@ impl Runtime {
 
     /// The shim said how the start went.
     fn shim_started(&mut self, id: &str, outcome: Result<Option<PidRecord>, StartError>) {
+        let swap_outcome = match &outcome {
+            Ok(pid) => Ok(pid.as_ref().map(|r| r.pid)),
+            Err(e) => Err(e.to_string()),
+        };
+        if self.swap_started(id, swap_outcome) {
+            return;
+        }
         let Some(w) = self.workloads.get_mut(id) else {
             return;
         };
@@ -440,6 +449,13 @@ impl Runtime {
             return;
         }
         w.stop_requested = true;
+        if let Some(p) = w.swap.take() {
+            // A stop wins: the task ends, whatever stage its swap was in.
+            tracing::info!(
+                "allocation {allocation_id}: stop during its swap to generation {}",
+                p.cmd.generation
+            );
+        }
         // Warming (its shim dir not written yet) or a reservation: no process.
         let warming = w.warming.take().is_some();
         if warming || w.shim.is_none() {
@@ -549,29 +565,6 @@ impl Runtime {
             detail,
         };
         self.event(id, &task, epoch, kind);
-    }
-
-    /// Answers a swap with `SwapFailed`: this agent does not restart a
-    /// workload in place yet, so the running generation keeps serving
-    /// untouched (the control plane's swap then rolls back).
-    pub fn refuse_swap(&mut self, cmd: &caldera_spec::wire::SwapCommand) {
-        let id = &cmd.allocation_id;
-        let reason = match self.workloads.get(id) {
-            Some(w) if w.is_alive() => format!(
-                "this agent does not swap workloads in place; generation {} keeps serving",
-                w.generation
-            ),
-            _ => format!("allocation {id} runs no workload on this node"),
-        };
-        tracing::warn!(
-            "swap of allocation {id} to generation {} refused: {reason}",
-            cmd.generation
-        );
-        let kind = WorkloadEventKind::SwapFailed {
-            generation: cmd.generation,
-            reason,
-        };
-        self.event(id, &cmd.task_id, cmd.epoch, kind);
     }
 
     /// Polls the shims this agent adopted (not its children): one that

@@ -7,7 +7,7 @@
 use super::{shim_link, Runtime, Workload};
 use crate::cache::InUse;
 use crate::error::StartError;
-use caldera_spec::wire::{StartCommand, WorkloadEventKind};
+use caldera_spec::wire::{ModelMount, StartCommand, WorkloadEventKind};
 use std::path::Path;
 
 impl Runtime {
@@ -58,31 +58,35 @@ impl Runtime {
         bytes_done: u64,
         rate_bytes_per_s: u64,
     ) {
-        let waiting: Vec<(String, String, u64, WorkloadEventKind)> = self
+        let mut waiting: Vec<(String, String, u64, ModelMount)> = self
             .workloads
             .values()
             .filter_map(|w| {
                 let model = w.warming.as_ref()?.model.as_ref()?;
                 (model.sha256 == sha256).then(|| {
-                    let kind = WorkloadEventKind::Warming {
-                        model: format!("{}:{}", model.name, model.version),
-                        source: source.to_string(),
-                        bytes_done,
-                        size_bytes: model.size_bytes,
-                        rate_bytes_per_s,
-                    };
-                    (w.allocation_id.clone(), w.task_id.clone(), w.epoch, kind)
+                    let id = w.allocation_id.clone();
+                    (id, w.task_id.clone(), w.epoch, model.clone())
                 })
             })
             .collect();
-        for (id, task, epoch, kind) in waiting {
+        waiting.extend(self.swap_warming_targets(sha256));
+        for (id, task, epoch, model) in waiting {
+            let kind = WorkloadEventKind::Warming {
+                model: super::launch::model_label(&model),
+                source: source.to_string(),
+                bytes_done,
+                size_bytes: model.size_bytes,
+                rate_bytes_per_s,
+            };
             self.event(&id, &task, epoch, kind);
         }
     }
 
     /// The verified copy of `sha256` is at `path`: every allocation waiting
-    /// for it goes on to Ready and its process starts.
+    /// for it goes on to Ready and its process starts; every swap waiting
+    /// for it stops its old process.
     pub fn weights_ready(&mut self, sha256: &str, path: &Path) {
+        self.swap_copy_ready(sha256, path);
         let ready: Vec<String> = self
             .workloads
             .values()
@@ -107,12 +111,21 @@ impl Runtime {
         }
     }
 
-    /// Live allocations per model sha256 (warming or running).
+    /// Live allocations per model sha256 (warming, running or swapping to it).
     pub fn models_in_use(&self) -> InUse {
         let mut in_use = InUse::new();
         for w in self.workloads.values().filter(|w| w.is_alive()) {
             if let Some(sha) = &w.model_sha256 {
                 *in_use.entry(sha.clone()).or_default() += 1;
+            }
+            // A swap's new copy is in use from its warming on (the old one
+            // until the new process replaced it).
+            let swapping = w
+                .swap
+                .as_ref()
+                .filter(|p| Some(&p.cmd.model.sha256) != w.model_sha256.as_ref());
+            if let Some(p) = swapping {
+                *in_use.entry(p.cmd.model.sha256.clone()).or_default() += 1;
             }
         }
         in_use

@@ -57,6 +57,10 @@ pub struct Workload {
     pub generation: u32,
     /// Readiness as last reported (None: not yet), for heartbeats.
     pub ready: Option<bool>,
+    /// The `name:version` its process serves (None: it names no model).
+    pub model: Option<String>,
+    /// An in-place swap under way (see `runtime::swap`).
+    pub swap: Option<super::swap::PendingSwap>,
 }
 
 impl Workload {
@@ -69,6 +73,7 @@ impl Workload {
         w.checkpoint = CheckpointWatch::new(checkpoint_dir.to_path_buf());
         w.model_sha256 = cmd.model.as_ref().map(|m| m.sha256.clone());
         w.readiness = cmd.readiness.clone();
+        w.model = cmd.model.as_ref().map(super::launch::model_label);
         w
     }
 
@@ -136,6 +141,8 @@ impl Workload {
             probe: None,
             generation: 0,
             ready: None,
+            model: None,
+            swap: None,
         }
     }
 

@@ -81,6 +81,18 @@ pub struct ShimSpec {
     /// The workload's readiness probe: an adopting agent probes it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readiness: Option<caldera_spec::ReadinessProbe>,
+    /// The generation of the process this shim runs: 0 for the first start,
+    /// a swap's generation after an in-place swap (an adopting agent reports it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u32,
+    /// The `name:version` the workload serves (its start's model, or the
+    /// swap's): an adopting agent answers a repeated swap with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A process as a later reader can recognise it despite pid reuse.

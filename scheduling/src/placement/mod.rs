@@ -19,6 +19,7 @@ pub mod pool;
 pub mod rejections;
 pub mod rng;
 pub mod score;
+pub mod spread;
 pub mod state;
 pub mod types;
 
@@ -28,6 +29,7 @@ pub use placer::Placer;
 pub use policy::{PolicyName, UnknownPolicy};
 pub use pool::Pool;
 pub use rejections::Rejections;
+pub use spread::{HeldReplicas, ReplicaSpread, Spread};
 pub use types::{
     Demand, GpuDemand, GpuSlot, GpuUnit, NodeId, NodeView, NodeWeights, Placement, WeightsNeed,
 };

@@ -29,8 +29,14 @@ pub const NO_WEIGHT_CACHE: &str = "no_weight_cache";
 /// pinned is never evicted).
 pub const WEIGHTS_ROOM: &str = "weights_room";
 
+/// Every GPU with room on the node already serves a replica of the same
+/// service (replicas never share a GPU; see `placement::spread`).
+pub const REPLICA_GPU: &str = "replica_gpu";
+/// The node already holds `max_replicas_per_node` replicas of the service.
+pub const REPLICA_NODE: &str = "replica_node";
+
 /// Every reason code, in the order filters run.
-pub const ALL_REASONS: [&str; 12] = [
+pub const ALL_REASONS: [&str; 14] = [
     UNHEALTHY,
     CORDONED,
     EXCLUSIVE,
@@ -43,6 +49,8 @@ pub const ALL_REASONS: [&str; 12] = [
     DISK,
     NO_WEIGHT_CACHE,
     WEIGHTS_ROOM,
+    REPLICA_GPU,
+    REPLICA_NODE,
 ];
 
 /// Count of rejected nodes per reason (each node counted once, under the first
@@ -56,6 +64,9 @@ pub struct Rejections {
     weights_room: Option<(u64, u64)>,
     /// Nodes considered in all.
     pub nodes: u32,
+    /// The service's replicas-per-node limit, when replica spread applied
+    /// (what the [`REPLICA_NODE`] explanation quotes).
+    pub spread_limit: Option<u32>,
 }
 
 impl Rejections {
@@ -66,6 +77,7 @@ impl Rejections {
             unit,
             weights_room: None,
             nodes: 0,
+            spread_limit: None,
         }
     }
 
@@ -83,6 +95,18 @@ impl Rejections {
     pub fn add(&mut self, reason: &'static str, n: u32) {
         if let Some(i) = ALL_REASONS.iter().position(|r| *r == reason) {
             self.counts[i] += n;
+        }
+    }
+
+    /// Move one node counted under `from` to `to` (a filter saw a node that
+    /// replica spread had masked: spread is the real reason).
+    pub fn recount(&mut self, from: &str, to: &'static str) {
+        let Some(i) = ALL_REASONS.iter().position(|r| *r == from) else {
+            return;
+        };
+        if self.counts[i] > 0 {
+            self.counts[i] -= 1;
+            self.add(to, 1);
         }
     }
 
@@ -140,6 +164,11 @@ impl Rejections {
             DISK => format!("less than {} free disk", GpuUnit::MiB.describe(d.disk_mib)),
             NO_WEIGHT_CACHE => "no weight cache (--cache-gb 0)".into(),
             WEIGHTS_ROOM => self.explain_weights_room(reason, d),
+            REPLICA_GPU => "with room only on GPUs serving this service".into(),
+            REPLICA_NODE => format!(
+                "at max_replicas_per_node={} for this service",
+                self.spread_limit.unwrap_or(1)
+            ),
             other => other.to_string(),
         }
     }

@@ -17,10 +17,11 @@ use super::estimate::{self, Planned};
 use super::ledger::{allocation_usage, Entry, Ledger};
 use super::offers::Offers;
 use super::stages::backfill::Reservation;
-use super::stages::place::NoRoom;
+use super::stages::place::{self, NoRoom};
 use super::stages::Pass;
 use crate::placement::{
-    Demand, GpuUnit, NodeWeights, Placement, Placer, PolicyName, Pool, WeightsNeed, WorkloadMix,
+    Demand, GpuUnit, NodeWeights, Placement, Placer, PolicyName, Pool, Spread, WeightsNeed,
+    WorkloadMix,
 };
 use caldera_spec::{Allocation, NodeInventory, Quota, Standing, TaskSpec, TaskType, Usage};
 use std::collections::{HashMap, HashSet};
@@ -452,11 +453,18 @@ impl Core {
                 self.outcomes.rejected(super::outcomes::OVER_QUOTA);
                 continue;
             };
-            match pass
-                .no_room
-                .place(&mut self.placer, &self.pool, &w.shape, &w.demand)
-            {
-                Ok(p) => self.start(&id, &w, p, standing, &mut pass, now_ms),
+            let spread = place::spread_of(&self.ledger, &self.pool, &id, &w.task.spec);
+            let placed = match &spread {
+                Some(spread) => {
+                    place::place_replica(&mut self.placer, &mut self.pool, &w.demand, spread)
+                }
+                None => pass
+                    .no_room
+                    .place(&mut self.placer, &self.pool, &w.shape, &w.demand)
+                    .map(|p| (p, Spread::Spread)),
+            };
+            match placed {
+                Ok((p, spread)) => self.start(&id, &w, p, spread, standing, &mut pass, now_ms),
                 Err(no_room) => self.hold(&id, &w, no_room, standing, &mut pass, now_ms),
             }
         }
@@ -468,11 +476,13 @@ impl Core {
 
     /// `w` found room: it starts, unless a GPU model's quota refuses it or it
     /// would delay the head (backfill), and then it is bound.
+    #[allow(clippy::too_many_arguments)]
     fn start(
         &mut self,
         id: &str,
         w: &Waiting,
         p: Placement,
+        spread: Spread,
         standing: Standing,
         pass: &mut Pass,
         now_ms: u64,
@@ -496,7 +506,7 @@ impl Core {
             return self.pending(&mut pass.out, id, why, est);
         }
         let borrowed = standing == Standing::Borrowing || model_borrowed;
-        let note = self.placer.explain(&self.pool, &w.demand, &p);
+        let note = joined_note(self.placer.explain(&self.pool, &w.demand, &p), spread);
         match self.bind(id, p, borrowed, now_ms) {
             Ok(a) => {
                 self.outcomes.placed += 1;
@@ -646,4 +656,15 @@ fn allocation_usage_of(a: &Allocation, ledger: &Ledger) -> Usage {
         .get(&a.allocation_id)
         .map(allocation_usage)
         .unwrap_or_default()
+}
+
+/// A placement's note: the cache's (`weights cached`) and the spread's
+/// (`placed without spread`), both when both apply.
+fn joined_note(weights: Option<&'static str>, spread: Spread) -> Option<&'static str> {
+    match (weights, spread.note()) {
+        (Some("weights cached"), Some(_)) => Some("weights cached, placed without spread"),
+        (Some("weights warming"), Some(_)) => Some("weights warming, placed without spread"),
+        (w, None) => w,
+        (_, s) => s,
+    }
 }

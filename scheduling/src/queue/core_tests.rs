@@ -241,3 +241,57 @@ fn a_pass_counts_what_it_decided_and_the_queue_ages_by_priority() {
         vec![("medium".into(), 1, 3_000), ("low".into(), 2, 2_000)]
     );
 }
+
+/// Replica `i` of the inference service `svc` asking 10 GB of one GPU.
+fn replica(i: u32, max_per_node: Option<u32>) -> caldera_spec::TaskSpec {
+    let limit = max_per_node
+        .map(|m| format!(r#","max_replicas_per_node":{m}"#))
+        .unwrap_or_default();
+    let body = format!(
+        r#"{{"task_id":"svc","task_type":"inference","resources":{{"gpu":{{"count":1,"memory_gb":10}},"cpu":{{"cores":1}}}}{limit}}}"#
+    );
+    let mut spec = caldera_spec::parse_task_spec(body.as_bytes()).expect("a valid service spec");
+    // A replica's id is reserved to the control plane: set, not parsed.
+    spec.task_id = format!("svc.r{i}");
+    spec
+}
+
+#[test]
+fn a_services_replicas_spread_over_nodes_then_gpus_and_a_set_limit_holds() {
+    // Two nodes of 2 A100s: 10 GB replicas would all fit on one GPU.
+    for (limit, third) in [(None, "placed"), (Some(1), "pending")] {
+        let mut c = core_with(&[("a", 2), ("b", 2)]);
+        for i in 0..3 {
+            submit(&mut c, "t", replica(i, limit), i as u64 + 1, 1);
+        }
+        let d = c.cycle(0);
+        let mut gpus = std::collections::BTreeSet::new();
+        let mut nodes = std::collections::BTreeMap::<String, u32>::new();
+        for d in &d {
+            if let Decision::Place { allocation, note } = d {
+                gpus.insert((allocation.node.clone(), allocation.gpus[0].index));
+                *nodes.entry(allocation.node.clone()).or_default() += 1;
+                if allocation.task_id == "svc.r2" {
+                    assert_eq!(*note, Some("placed without spread"));
+                }
+            }
+        }
+        // r0 and r1 on a and b; r2 (default) on a third GPU of either.
+        assert_eq!(nodes.len(), 2, "{limit:?}: {d:?}");
+        let placed_ids = placed(&d);
+        assert_eq!(gpus.len(), placed_ids.len(), "no GPU shared: {d:?}");
+        let r2 = d.iter().find_map(|d| match d {
+            Decision::Pending {
+                task_id, reason, ..
+            } if task_id == "svc.r2" => Some(reason),
+            _ => None,
+        });
+        match third {
+            "placed" => assert_eq!(placed_ids.len(), 3),
+            _ => assert_eq!(
+                r2.map(String::as_str),
+                Some("2 nodes: 2 at max_replicas_per_node=1 for this service")
+            ),
+        }
+    }
+}

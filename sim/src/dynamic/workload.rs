@@ -114,6 +114,7 @@ fn spec_of(pod: &Pod, class: Class, priority: Priority, work_s: u64) -> TaskSpec
         min_replicas: None,
         on_node_loss: None,
         readiness: None,
+        max_replicas_per_node: None,
     }
 }
 

@@ -3,7 +3,10 @@
 //! (grants take it; a preemption frees nothing until its victims stop), so a
 //! shape that found no room once finds none for the rest of the pass: its
 //! reason is reused and the placer is not asked again.
-use crate::placement::{Demand, Placement, Placer, Pool};
+use crate::placement::rejections::{REPLICA_GPU, REPLICA_NODE};
+use crate::placement::{Demand, HeldReplicas, Placement, Placer, Pool, ReplicaSpread, Spread};
+use crate::queue::ledger::Ledger;
+use caldera_spec::{TaskSpec, TaskType};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -57,6 +60,74 @@ impl ShapesWithoutRoom {
             }
         })
     }
+}
+
+/// Where the other replicas of the service `task_id` belongs to run, read
+/// from the ledger (every live allocation, so nothing is passed around that
+/// could go stale): `None` when the task is no inference replica.
+pub fn spread_of(
+    ledger: &Ledger,
+    pool: &Pool,
+    task_id: &str,
+    spec: &TaskSpec,
+) -> Option<ReplicaSpread> {
+    if spec.task_type != TaskType::Inference || !caldera_spec::names_a_replica(task_id) {
+        return None;
+    }
+    let service = service_of(task_id)?;
+    let mut spread = ReplicaSpread {
+        max_per_node: spec.max_replicas_per_node.unwrap_or(1).max(1),
+        hard: spec.max_replicas_per_node.is_some(),
+        ..ReplicaSpread::default()
+    };
+    for e in ledger.all() {
+        let a = &e.allocation;
+        if a.task_id == task_id || service_of(&a.task_id) != Some(service) {
+            continue;
+        }
+        if !caldera_spec::names_a_replica(&a.task_id) {
+            continue;
+        }
+        let Some(node) = pool.node_id(&a.node) else {
+            continue;
+        };
+        let held: &mut HeldReplicas = spread.held.entry(node).or_default();
+        held.replicas += 1;
+        held.gpus.extend(a.gpus.iter().map(|g| g.index));
+    }
+    Some(spread)
+}
+
+/// The service key of a replica id (`"{service}.r{i}"`).
+fn service_of(task_id: &str) -> Option<&str> {
+    task_id.rsplit_once(".r").map(|(service, _)| service)
+}
+
+/// Places one replica under its service's spread. Not cached by shape:
+/// two replicas of one shape but different services find different room.
+pub fn place_replica(
+    placer: &mut Placer,
+    pool: &mut Pool,
+    demand: &Demand,
+    spread: &ReplicaSpread,
+) -> Result<(Placement, Spread), NoRoom> {
+    placer
+        .place_spread(pool, demand, spread)
+        .map_err(|rejections| {
+            let reason = rejections.summary(demand);
+            let top = rejections
+                .counts()
+                .first()
+                .map_or(crate::queue::outcomes::NO_NODES, |(r, _)| r);
+            // Preempting frees no room the spread would let the replica take
+            // when spread is what turned most nodes down.
+            let spread_bound = matches!(top, REPLICA_GPU | REPLICA_NODE);
+            NoRoom {
+                reason,
+                top,
+                first_of_shape: !spread_bound,
+            }
+        })
 }
 
 #[cfg(test)]

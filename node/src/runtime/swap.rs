@@ -1,0 +1,368 @@
+//! In-place swap (`ServerMessage::Swap`): one allocation's workload restarted
+//! on another model version, keeping the allocation, its GPUs, cgroup, uid,
+//! port and env (only CALDERA_MODEL_* change).
+//!
+//! Order matters for availability: the new version's copy is made sure of
+//! first, through the same cache path a start with a model takes (with its
+//! `Warming` events), while the old process keeps serving — a copy that
+//! cannot be fetched or verified fails the swap and leaves the old process
+//! untouched. Only then is the old process stopped through its shim (SIGTERM
+//! to its group, `grace_ms`, SIGKILL); its exit is not the task's exit (no
+//! `Exited`): the shim dir is rewritten with the new spec (generation and
+//! model recorded, so an agent restarted later adopts it as what it is) and a
+//! new shim starts the command again. `Swapped`, then `Readiness` once the
+//! probe passes (right away without one). A start that fails after the old
+//! process stopped leaves nothing running: `SwapFailed`, then the exit.
+//!
+//! A generation the workload already reached is answered again with that
+//! outcome (the control plane resends after its own restart); one in
+//! progress is a duplicate and ignored. The swap is not kept on disk: an
+//! agent that dies while the old process stops (or before the new shim
+//! starts) leaves the old stop, which the next agent reports as the exit (the
+//! control plane's swap sees the replica end and rolls back or replaces it);
+//! one that dies while the copy warms just loses the swap, which the control
+//! plane resends (its generation was never reported).
+use super::launch::{model_label, swapped_env};
+use super::{exits::agent_exit, shim_link, watch_shim, Runtime};
+use crate::shim::files::{self, reason, PidRecord, ShimSpec};
+use caldera_spec::codes;
+use caldera_spec::wire::{SwapCommand, WorkloadEventKind};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A swap under way on one workload.
+#[derive(Debug, Clone)]
+pub struct PendingSwap {
+    pub cmd: SwapCommand,
+    pub stage: SwapStage,
+}
+
+/// Where a swap stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SwapStage {
+    /// Waiting for the new version's verified copy; the old process serves.
+    Warming,
+    /// The old process was asked to stop; its shim's end starts the new one
+    /// on the copy at this path.
+    Stopping(PathBuf),
+    /// The new shim runs; its start report completes the swap.
+    Starting,
+}
+
+impl Runtime {
+    /// Takes a swap: true when it goes on to warming (the caller makes sure
+    /// of the copy); false when it was answered, ignored or refused here.
+    pub fn begin_swap(&mut self, cmd: &SwapCommand) -> bool {
+        let id = &cmd.allocation_id;
+        let Some(w) = self
+            .workloads
+            .get_mut(id)
+            .filter(|w| w.is_alive() && w.task_id == cmd.task_id)
+        else {
+            let why = format!(
+                "allocation {id} runs no workload of task {} on this node",
+                cmd.task_id
+            );
+            self.swap_failed(cmd, codes::SWAP_REFUSED, why);
+            return false;
+        };
+        if w.generation >= cmd.generation && w.swap.is_none() && w.pid.is_some() {
+            // Reached already: say so again (the control plane lost it).
+            self.answer_swapped(id);
+            return false;
+        }
+        if let Some(p) = &w.swap {
+            if p.cmd.generation == cmd.generation || p.stage != SwapStage::Warming {
+                // A duplicate, or a newer one while the process restarts:
+                // the control plane resends what it still wants once this ends.
+                tracing::info!(
+                    "allocation {id}: swap to generation {} ignored, generation {} under way",
+                    cmd.generation,
+                    p.cmd.generation
+                );
+                return false;
+            }
+            let older = p.cmd.clone();
+            let why = format!("superseded by generation {}", cmd.generation);
+            self.swap_failed(&older, codes::SWAP_REFUSED, why);
+        }
+        let Some(w) = self.workloads.get_mut(id) else {
+            return false;
+        };
+        if w.warming.is_some() || w.pid.is_none() || w.shim.is_none() {
+            let why = format!(
+                "allocation {id} has no running process to swap (still starting, or a reservation)"
+            );
+            self.swap_failed(cmd, codes::SWAP_REFUSED, why);
+            return false;
+        }
+        tracing::info!(
+            "allocation {id}: swapping generation {} to {} ({})",
+            w.generation,
+            cmd.generation,
+            model_label(&cmd.model)
+        );
+        w.swap = Some(PendingSwap {
+            cmd: cmd.clone(),
+            stage: SwapStage::Warming,
+        });
+        true
+    }
+
+    /// `Swapped` for the generation the workload runs, and its readiness
+    /// as last reported (if any).
+    fn answer_swapped(&mut self, id: &str) {
+        let Some(w) = self.workloads.get(id) else {
+            return;
+        };
+        let (task, epoch, generation) = (w.task_id.clone(), w.epoch, w.generation);
+        let swapped = WorkloadEventKind::Swapped {
+            generation,
+            model: w.model.clone().unwrap_or_default(),
+            pid: w.pid,
+        };
+        let ready = w.ready.map(|ready| WorkloadEventKind::Readiness {
+            ready,
+            generation,
+            detail: "as reported before (a repeated swap)".into(),
+        });
+        self.event(id, &task, epoch, swapped);
+        if let Some(ready) = ready {
+            self.event(id, &task, epoch, ready);
+        }
+    }
+
+    /// Reports `SwapFailed` for `cmd` and forgets its swap, if it was the
+    /// one under way.
+    pub fn swap_failed(&mut self, cmd: &SwapCommand, code: codes::ErrorCode, reason: String) {
+        let id = &cmd.allocation_id;
+        tracing::warn!(
+            code = code.code,
+            "swap of allocation {id} to generation {} failed: {reason}",
+            cmd.generation
+        );
+        let mut epoch = cmd.epoch;
+        if let Some(w) = self.workloads.get_mut(id) {
+            epoch = w.epoch;
+            if w.swap.as_ref().map(|p| p.cmd.generation) == Some(cmd.generation) {
+                w.swap = None;
+            }
+        }
+        let kind = WorkloadEventKind::SwapFailed {
+            generation: cmd.generation,
+            reason,
+        };
+        self.event(id, &cmd.task_id, epoch, kind);
+    }
+
+    /// Swaps waiting in warming for `sha256`.
+    fn swaps_warming(&self, sha256: &str) -> Vec<SwapCommand> {
+        self.workloads
+            .values()
+            .filter_map(|w| w.swap.as_ref())
+            .filter(|p| p.stage == SwapStage::Warming && p.cmd.model.sha256 == sha256)
+            .map(|p| p.cmd.clone())
+            .collect()
+    }
+
+    /// Model shas of swaps in warming, with the allocation's identity and
+    /// the model (for their `Warming` events).
+    pub(super) fn swap_warming_targets(
+        &self,
+        sha256: &str,
+    ) -> Vec<(String, String, u64, caldera_spec::wire::ModelMount)> {
+        self.workloads
+            .values()
+            .filter_map(|w| {
+                let p = w.swap.as_ref()?;
+                (p.stage == SwapStage::Warming && p.cmd.model.sha256 == sha256).then(|| {
+                    let id = w.allocation_id.clone();
+                    (id, w.task_id.clone(), w.epoch, p.cmd.model.clone())
+                })
+            })
+            .collect()
+    }
+
+    /// The copy of `sha256` could not be had (`why`): every swap waiting
+    /// for it fails; its old process serves on.
+    pub fn swap_copy_failed(&mut self, sha256: &str, why: &str) {
+        for cmd in self.swaps_warming(sha256) {
+            let serving = self
+                .workloads
+                .get(&cmd.allocation_id)
+                .map_or(0, |w| w.generation);
+            let reason = format!(
+                "{} could not be verified in this node's cache ({why}); generation {serving} keeps serving",
+                model_label(&cmd.model)
+            );
+            self.swap_failed(&cmd, codes::SWAP_VERIFY_FAILED, reason);
+        }
+    }
+
+    /// The verified copy of `sha256` is at `path`: every swap waiting for it
+    /// stops its old process (the new one starts when the old shim ends).
+    pub(super) fn swap_copy_ready(&mut self, sha256: &str, path: &Path) {
+        for cmd in self.swaps_warming(sha256) {
+            let id = &cmd.allocation_id;
+            let Some(w) = self.workloads.get_mut(id) else {
+                continue;
+            };
+            if let Some(p) = w.swap.as_mut() {
+                p.stage = SwapStage::Stopping(path.to_path_buf());
+            }
+            w.stop_probe();
+            w.ready = Some(false);
+            let grace = Duration::from_millis(cmd.grace_ms);
+            tracing::info!(
+                "allocation {id}: stopping generation {} for the swap",
+                w.generation
+            );
+            if let Err(e) = shim_link::request_stop(&w.shim_dir, grace) {
+                tracing::error!("allocation {id}: cannot ask its shim to stop ({e}); killing it");
+                if let Some(pid) = w.pid {
+                    crate::shim::signal_group(pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+
+    /// Called when a workload's shim ended: true when that was a swap's
+    /// stop, and the new process was started (or its failure reported)
+    /// instead of the exit. A workload that ended for any other reason
+    /// (its own exit while warming, a lapsed lease) fails its swap and ends.
+    pub(super) fn swap_takes_exit(&mut self, id: &str) -> bool {
+        let Some(w) = self.workloads.get_mut(id) else {
+            return false;
+        };
+        let Some(p) = w.swap.take() else {
+            return false;
+        };
+        let exit = shim_link::read_exit(&w.shim_dir);
+        let stopped = exit.as_ref().is_some_and(|e| e.reason == reason::STOPPED);
+        match (&p.stage, stopped) {
+            (SwapStage::Stopping(path), true) => {
+                let path = path.clone();
+                self.relaunch(id, &p.cmd, &path);
+                true
+            }
+            _ => {
+                let why = format!(
+                    "the workload ended during the swap ({})",
+                    exit.map_or_else(|| "its shim vanished".to_string(), |e| e.reason)
+                );
+                self.swap_failed(&p.cmd, codes::SWAP_START_FAILED, why);
+                false
+            }
+        }
+    }
+
+    /// Rewrites the shim dir for the new generation and starts its shim.
+    fn relaunch(&mut self, id: &str, cmd: &SwapCommand, model_path: &Path) {
+        let run = self.next_run;
+        self.next_run += 1;
+        let Some(w) = self.workloads.get_mut(id) else {
+            return;
+        };
+        let dir = w.shim_dir.clone();
+        let spawned = rewrite_spec(&dir, cmd, model_path, w.epoch, self.lease)
+            .and_then(|()| shim_link::spawn(&self.shim_command, &dir).map_err(|e| e.to_string()));
+        w.run = run;
+        w.pid = None;
+        w.shim = None;
+        w.model_sha256 = Some(cmd.model.sha256.clone());
+        match spawned {
+            Ok(child) => {
+                w.shim = child.id().and_then(PidRecord::of);
+                w.shim_is_child = true;
+                w.swap = Some(PendingSwap {
+                    cmd: cmd.clone(),
+                    stage: SwapStage::Starting,
+                });
+                watch_shim(child, dir, self.notes.clone(), id.to_string(), run);
+            }
+            Err(e) => {
+                shim_link::record_exit(&dir, &agent_exit(None, reason::SPAWN_FAILED));
+                let why = format!("the new process could not be started: {e}");
+                self.swap_failed(cmd, codes::SWAP_START_FAILED, why);
+                self.finish(id);
+            }
+        }
+    }
+
+    /// The new shim said how its start went: true when this completed a
+    /// swap (`Swapped`, readiness watched again; or `SwapFailed`, the exit
+    /// following from the shim's end).
+    pub(super) fn swap_started(&mut self, id: &str, pid: Result<Option<u32>, String>) -> bool {
+        let Some(w) = self.workloads.get_mut(id) else {
+            return false;
+        };
+        let Some(p) = w.swap.take_if(|p| p.stage == SwapStage::Starting) else {
+            return false;
+        };
+        let pid = match pid {
+            Ok(pid) => pid,
+            Err(e) => {
+                let why = format!("the new process could not be started: {e}");
+                self.swap_failed(&p.cmd, codes::SWAP_START_FAILED, why);
+                return true;
+            }
+        };
+        let model = model_label(&p.cmd.model);
+        w.pid = pid;
+        w.generation = p.cmd.generation;
+        w.model = Some(model.clone());
+        let (task, epoch, generation, port) = (w.task_id.clone(), w.epoch, w.generation, w.port);
+        tracing::info!(
+            "allocation {id} swapped to generation {generation} ({model}): pid {pid:?} port {port:?}"
+        );
+        let ready_now = w.watch_readiness(&self.notes);
+        let swapped = WorkloadEventKind::Swapped {
+            generation,
+            model,
+            pid,
+        };
+        self.event(id, &task, epoch, swapped);
+        if let Some(ready) = ready_now {
+            self.event(id, &task, epoch, ready);
+        }
+        true
+    }
+}
+
+/// The shim dir made ready for the new generation: the old shim's files go
+/// (its exit is not the task's), the spec is the old one with the new
+/// model's env, sha, generation and name, the lease is renewed.
+fn rewrite_spec(
+    dir: &Path,
+    cmd: &SwapCommand,
+    model_path: &Path,
+    epoch: u64,
+    lease: Option<u64>,
+) -> Result<(), String> {
+    let old: ShimSpec = files::read_json(&dir.join(files::SPEC))
+        .map_err(|e| format!("reading {}: {e}", dir.join(files::SPEC).display()))?;
+    let spec = ShimSpec {
+        env: swapped_env(&old.env, &cmd.model, model_path),
+        model_sha256: Some(cmd.model.sha256.clone()),
+        generation: cmd.generation,
+        model: Some(model_label(&cmd.model)),
+        epoch,
+        ..old
+    };
+    for name in [
+        files::EXIT,
+        files::STOP,
+        files::WORKLOAD_PID,
+        files::SHIM_PID,
+    ] {
+        match std::fs::remove_file(dir.join(name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(format!("removing {}: {e}", dir.join(name).display()))
+            }
+            _ => {}
+        }
+    }
+    shim_link::write_lease(dir, lease).map_err(|e| format!("writing its lease: {e}"))?;
+    files::write_json(&dir.join(files::SPEC), &spec)
+        .map_err(|e| format!("writing {}: {e}", dir.join(files::SPEC).display()))
+}

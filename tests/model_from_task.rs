@@ -1,0 +1,127 @@
+//! Training uses versions too (issue 12, item 5), with real processes: a
+//! training task names a model version as its starting weights, is warmed
+//! like an inference replica and reads them at CALDERA_MODEL_PATH; it writes
+//! a checkpoint; `caldera model register m:v2 --from-task` registers that
+//! checkpoint (size and SHA-256 computed by the control plane), and an
+//! inference service started on m:v2 reads exactly the checkpoint's bytes.
+use caldera_chaos_tests::models::{model_service, one_core, printed_sha256, submit, wait_running};
+use caldera_chaos_tests::weights::{generate, sha256_file};
+use caldera_chaos_tests::{cluster, wait_until, AgentSpec};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_caldera");
+
+const ENV: &[(&str, &str)] = &[
+    ("CALDERA_NODE_TIMEOUT_MS", "15000"),
+    ("CALDERA_WORKLOAD_LEASE_MS", "20000"),
+];
+
+#[test]
+fn a_training_run_starts_from_a_version_and_its_checkpoint_becomes_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = [AgentSpec::with_cache("node-0", "1xA100-80GB", "1")];
+    let (cp, _nodes) = cluster(Path::new(BIN), dir.path(), ENV, &specs);
+    let op = cp.operator();
+    let v1 = generate(&dir.path().join("nfs/m-v1.bin"), 200_000, 5).unwrap();
+    assert_eq!(
+        op.register_model("m", "v1", &v1.spec(&v1.file_uri()))
+            .status,
+        201
+    );
+    let token = cp.tenant("team-a");
+    let api = cp.api(&token);
+
+    // "Training": the starting weights plus one step, saved atomically.
+    let train = json!({
+        "task_id": "train", "task_type": "training", "model": "m:v1",
+        "resources": {"cpu": {"cores": 1}},
+        "command": ["sh", "-c", "cat \"$CALDERA_MODEL_PATH\" > \"$CALDERA_CHECKPOINT_DIR/.tmp\" \
+            && printf step-1 >> \"$CALDERA_CHECKPOINT_DIR/.tmp\" \
+            && mv \"$CALDERA_CHECKPOINT_DIR/.tmp\" \"$CALDERA_CHECKPOINT_DIR/ckpt-1\" && exec sleep 300"]
+    });
+    submit(&api, &train);
+    let v = api.wait_task("train", 60, "a checkpoint", |v| v["checkpoint"].is_string());
+    let checkpoint = PathBuf::from(v["checkpoint"].as_str().unwrap_or(""));
+    let history: Vec<&str> = v["history"]
+        .as_array()
+        .map(|h| h.iter().filter_map(|t| t["state"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        history.contains(&"warming"),
+        "warmed like a replica: {history:?}"
+    );
+    // It read v1 at CALDERA_MODEL_PATH: the checkpoint is v1's bytes + a step.
+    let mut want = std::fs::read(&v1.path).unwrap();
+    want.extend_from_slice(b"step-1");
+    assert!(
+        wait_until(Duration::from_secs(10), || std::fs::read(&checkpoint).ok()
+            == Some(want.clone())),
+        "checkpoint {} is not v1 + step-1",
+        checkpoint.display()
+    );
+
+    // No checkpoint yet on a task that wrote none: 409 no_checkpoint.
+    submit(
+        &api,
+        &json!({"task_id": "idle", "task_type": "training", "resources": {"cpu": {"cores": 1}},
+            "command": ["sleep", "300"]}),
+    );
+    wait_running(&api, "idle", 30);
+    let r = op.post(
+        "/v1/models",
+        &json!({"name": "m", "version": "v9", "from_task": "idle", "tenant": "team-a"}).to_string(),
+    );
+    assert_eq!(r.status, 409, "{:#}", r.body);
+    assert_eq!(r.body["code"], 40911, "{:#}", r.body);
+    // A path outside the checkpoint directory is refused, naming `path`.
+    let r = op.post(
+        "/v1/models",
+        &json!({"name": "m", "version": "v9", "from_task": "train", "tenant": "team-a",
+            "path": v1.path.display().to_string()})
+        .to_string(),
+    );
+    assert_eq!(r.status, 422, "{:#}", r.body);
+    assert_eq!(r.body["field"], "path", "{:#}", r.body);
+
+    // Register it with the CLI (operator token, the task's tenant named).
+    let out = Command::new(BIN)
+        .args([
+            "model",
+            "register",
+            "m:v2",
+            "--from-task",
+            "train",
+            "--tenant",
+            "team-a",
+        ])
+        .env("CALDERA_SERVER", cp.url())
+        .env("CALDERA_TOKEN", op.token.clone().unwrap_or_default())
+        .env_remove("CALDERA_CONTEXT")
+        .env("CALDERA_CONTEXTS_FILE", dir.path().join("no-contexts"))
+        .output()
+        .expect("the caldera binary runs");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let version = op.model_version("m", "v2");
+    let sha = sha256_file(&checkpoint).unwrap();
+    assert_eq!(version["weights"]["sha256"], sha.as_str(), "{version:#}");
+    assert_eq!(
+        version["weights"]["size_bytes"],
+        want.len() as u64,
+        "{version:#}"
+    );
+    let uri = format!("file://{}", checkpoint.canonicalize().unwrap().display());
+    assert_eq!(version["weights"]["uri"], uri.as_str(), "{version:#}");
+
+    // Inference on m:v2 reads exactly the checkpoint's bytes.
+    submit(&api, &model_service("serve", "m:v2", 1, one_core()));
+    wait_running(&api, "serve.r0", 60);
+    assert_eq!(printed_sha256(&api, "serve.r0", 20), sha);
+}
