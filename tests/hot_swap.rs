@@ -274,7 +274,13 @@ fn one_replica_with_max_surge_is_swapped_make_before_break_on_free_capacity() {
     let view = wait_swap_over(&api, "one", 120);
     std::thread::sleep(Duration::from_millis(300));
     let seen = poller.finish();
-    assert_eq!(view["swap"]["phase"], "done", "{:#}", view["swap"]);
+    assert_eq!(
+        view["swap"]["phase"],
+        "done",
+        "{:#}\nthe surge replica: {:#}",
+        view["swap"],
+        api.task("one.r1000")
+    );
     assert_eq!(view["spec"]["model"], "m:v4", "{view:#}");
     assert!(seen.min_ready >= 1, "a poll saw no ready replica: {seen:?}");
     assert!(seen.polls > 20, "the client polled too little: {seen:?}");
