@@ -373,7 +373,15 @@ fn a_control_plane_killed_mid_surge_finishes_the_swap_after_a_restart() {
         api.task("one.r0")["state"] == "released"
     });
     assert!(old_gone, "{:#}", api.task("one.r0"));
-    let after = wait_endpoints(&api, "one", 1, 60);
+    let listed = wait_until(Duration::from_secs(60), || {
+        endpoints(&api, "one").len() == 1
+    });
+    assert!(
+        listed,
+        "no endpoint; the surge replica: {:#}",
+        api.task("one.r1000")
+    );
+    let after = endpoints(&api, "one");
     assert_eq!(versions(&after), vec![Some("v4".to_string())]);
     assert_eq!(after[0]["replica"], "one.r1000", "{after:#?}");
 }
