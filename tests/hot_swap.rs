@@ -10,7 +10,12 @@
 //! - a v4 that never gets ready is rolled back: the service answers v3, and
 //!   an event names the replica and why;
 //! - 1 replica: refused without allow_downtime, done with it;
-//! - kill -9 of the control plane mid-swap, a restart, and the swap completes.
+//! - kill -9 of the control plane mid-swap, a restart, and the swap completes;
+//! - 1 replica with `max_surge: 1`: no free room is a 409 and nothing
+//!   changes; with room a surge replica on v4 takes the slot once ready and
+//!   the old one is released, the endpoints list never empty; one never
+//!   ready is released and v3 serves on; a kill -9 mid-surge finishes after
+//!   the restart.
 use caldera_chaos_tests::models::task_events;
 use caldera_chaos_tests::swap::{
     endpoints, infer_service, placements, register_versions, version_of, wait_endpoints,
@@ -40,6 +45,18 @@ fn rig(dir: &Path, n: usize) -> (ControlPlane, Vec<Agent>) {
 
 fn swap(api: &Api, id: &str, body: &str) -> caldera_chaos_tests::http::Reply {
     api.post(&format!("/v1/tasks/{id}/model"), body)
+}
+
+/// A service of `n` replicas on v3 whose v4 process never gets ready (the
+/// same command for both versions), with a 4 s readiness timeout.
+fn never_ready_on_v4(id: &str, n: u32) -> Value {
+    let script = format!(
+        "if [ \"$CALDERA_MODEL_VERSION\" = v4 ]; then INFER_NEVER_READY=1 exec {SERVER}; else exec {SERVER}; fi"
+    );
+    let mut spec = infer_service(id, "m:v3", n, SERVER, &[]);
+    spec["command"] = serde_json::json!(["sh", "-c", script]);
+    spec["readiness"]["ready_timeout_s"] = 4.into();
+    spec
 }
 
 fn versions(list: &[Value]) -> Vec<Option<String>> {
@@ -103,13 +120,7 @@ fn a_v4_that_never_gets_ready_is_rolled_back_and_v3_keeps_serving() {
     let (cp, _agents) = rig(dir.path(), 2);
     register_versions(&cp.operator(), dir.path(), SIZE);
     let api = cp.api(&cp.tenant("team-a"));
-    // The same command for both versions; only v4's process never gets ready.
-    let script = format!(
-        "if [ \"$CALDERA_MODEL_VERSION\" = v4 ]; then INFER_NEVER_READY=1 exec {SERVER}; else exec {SERVER}; fi"
-    );
-    let mut spec = infer_service("svc", "m:v3", 2, SERVER, &[]);
-    spec["command"] = serde_json::json!(["sh", "-c", script]);
-    spec["readiness"]["ready_timeout_s"] = 4.into();
+    let spec = never_ready_on_v4("svc", 2);
     assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
     wait_endpoints(&api, "svc", 2, 90);
     let poller = Poller::start(api.clone(), "svc");
@@ -138,14 +149,20 @@ fn a_v4_that_never_gets_ready_is_rolled_back_and_v3_keeps_serving() {
 }
 
 #[test]
-fn one_replica_is_refused_without_downtime_allowed_and_bad_bodies_name_their_field() {
+fn one_replica_is_refused_without_downtime_allowed_or_surge_room_and_bad_bodies_name_their_field() {
     let dir = tempfile::tempdir().unwrap();
     let (cp, _agents) = rig(dir.path(), 1);
     register_versions(&cp.operator(), dir.path(), SIZE);
     let api = cp.api(&cp.tenant("team-a"));
-    let spec = infer_service("one", "m:v3", 1, SERVER, &[]);
-    assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
+    let mut spec = infer_service("one", "m:v3", 1, SERVER, &[]);
+    spec["resources"]["gpu"]["memory_gb"] = 40.into();
+    let r = api.post("/v1/tasks", &spec.to_string());
+    assert_eq!(r.status, 201, "{:#}", r.body);
     wait_endpoints(&api, "one", 1, 90);
+    // The other half of the node's one GPU is held by a job: the GPU is full.
+    let filler = r#"{"task_id":"filler","task_type":"training","resources":{"gpu":{"count":1,"memory_gb":40}},"command":["sleep","600"]}"#;
+    assert_eq!(api.post("/v1/tasks", filler).status, 201);
+    api.wait_task("filler", 30, "running", |v| v["state"] == "running");
     let r = swap(&api, "one", r#"{"model":"m:v4"}"#);
     assert_eq!(r.status, 409, "{:#}", r.body);
     assert_eq!(r.body["code"], 40904);
@@ -154,9 +171,24 @@ fn one_replica_is_refused_without_downtime_allowed_and_bad_bodies_name_their_fie
         msg.contains("2 replicas") && msg.contains("allow_downtime"),
         "{msg}"
     );
-    // The node has one GPU, held by the replica: no room to surge either.
+    // No room to surge either (the GPU is full),
+    // and nothing is recorded (no swap, no surge replica, still v3).
     let r = swap(&api, "one", r#"{"model":"m:v4","max_surge":1}"#);
     assert_eq!(r.status, 409, "{:#}", r.body);
+    assert_eq!(r.body["code"], 40906, "{:#}", r.body);
+    let msg = r.body["msg"].as_str().unwrap_or("");
+    assert!(msg.contains("no free room for a surge replica"), "{msg}");
+    let view = api.task("one");
+    assert!(view["swap"].is_null(), "{view:#}");
+    assert_eq!(view["spec"]["model"], "m:v3", "{view:#}");
+    assert_eq!(api.get("/v1/tasks/one.r1000").status, 404);
+    let now = endpoints(&api, "one");
+    assert_eq!(versions(&now), vec![Some("v3".to_string())]);
+    let events = task_events(&cp.operator(), "team-a", "one");
+    assert!(
+        !events.iter().any(|e| e.starts_with("model_swap")),
+        "{events:#?}"
+    );
     // Bad bodies name their field; unknown versions are 422.
     let r = swap(&api, "one", r#"{"model":"m:v4","surge":1}"#);
     assert_eq!(r.status, 400);
@@ -212,4 +244,144 @@ fn a_control_plane_killed_mid_swap_finishes_it_after_a_restart() {
     assert_eq!(placements(&before), placements(&after));
     assert_eq!(versions(&after), vec![Some("v4".to_string()); 2]);
     assert!(endpoints(&api, "svc").len() == 2);
+}
+
+#[test]
+fn one_replica_with_max_surge_is_swapped_make_before_break_on_free_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two one-GPU nodes: the replica holds one GPU, the surge replica gets
+    // the other (never the GPU its sibling holds: replica spread).
+    let (cp, _agents) = rig(dir.path(), 2);
+    register_versions(&cp.operator(), dir.path(), SIZE);
+    let api = cp.api(&cp.tenant("team-a"));
+    let spec = infer_service("one", "m:v3", 1, SERVER, &[("INFER_LOAD_MS", "1000")]);
+    let r = api.post("/v1/tasks", &spec.to_string());
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    let before = wait_endpoints(&api, "one", 1, 90);
+    assert_eq!(versions(&before), vec![Some("v3".to_string())]);
+    let poller = Poller::start(api.clone(), "one");
+    std::thread::sleep(Duration::from_millis(300));
+    let r = swap(&api, "one", r#"{"model":"m:v4","max_surge":1}"#);
+    assert_eq!(r.status, 202, "{:#}", r.body);
+    let started = r.data()["swap"]["replicas"].clone();
+    let surge: Vec<&Value> = started
+        .as_array()
+        .map(|a| a.iter().filter(|r| r["surge"] == true).collect())
+        .unwrap_or_default();
+    assert_eq!(surge.len(), 1, "{started:#}");
+    let surge_id = surge[0]["replica"].as_str().unwrap_or("");
+    assert!(surge_id.ends_with("one.r1000"), "{started:#}");
+    let view = wait_swap_over(&api, "one", 120);
+    std::thread::sleep(Duration::from_millis(300));
+    let seen = poller.finish();
+    assert_eq!(
+        view["swap"]["phase"],
+        "done",
+        "{:#}\nthe surge replica: {:#}",
+        view["swap"],
+        api.task("one.r1000")
+    );
+    assert_eq!(view["spec"]["model"], "m:v4", "{view:#}");
+    assert!(seen.min_ready >= 1, "a poll saw no ready replica: {seen:?}");
+    assert!(seen.polls > 20, "the client polled too little: {seen:?}");
+    assert!(seen.versions.contains_key("v3") && seen.versions.contains_key("v4"));
+    eprintln!("surge swap, the client saw: {seen:?}");
+    // The old replica is released; the surge replica serves the slot on v4.
+    let old_gone = wait_until(Duration::from_secs(30), || {
+        api.task("one.r0")["state"] == "released"
+    });
+    assert!(old_gone, "{:#}", api.task("one.r0"));
+    let after = wait_endpoints(&api, "one", 1, 30);
+    assert_eq!(after.len(), 1, "{after:#?}");
+    assert_eq!(versions(&after), vec![Some("v4".to_string())]);
+    assert_eq!(after[0]["replica"], "one.r1000", "{after:#?}");
+    let events = task_events(&cp.operator(), "team-a", "one");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.contains("swap m:v3 -> m:v4 done: surge replica one.r1000 ready")),
+        "{events:#?}"
+    );
+}
+
+#[test]
+fn a_surge_replica_that_never_gets_ready_is_released_and_v3_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _agents) = rig(dir.path(), 2);
+    register_versions(&cp.operator(), dir.path(), SIZE);
+    let api = cp.api(&cp.tenant("team-a"));
+    let spec = never_ready_on_v4("one", 1);
+    assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
+    wait_endpoints(&api, "one", 1, 90);
+    let poller = Poller::start(api.clone(), "one");
+    let r = swap(&api, "one", r#"{"model":"m:v4","max_surge":1}"#);
+    assert_eq!(r.status, 202, "{:#}", r.body);
+    let view = wait_swap_over(&api, "one", 90);
+    let seen = poller.finish();
+    let s = &view["swap"];
+    assert_eq!(s["phase"], "rolled_back", "{s:#}");
+    let reason = s["reason"].as_str().unwrap_or("");
+    // The control plane's wait (from the swap's start) or the agent's own
+    // probe timeout (from the process's start, which fails it) ends first.
+    assert!(
+        reason.contains("one.r1000")
+            && (reason.contains("not ready within") || reason.contains("before it was ready")),
+        "{reason}"
+    );
+    assert_eq!(view["spec"]["model"], "m:v3", "{view:#}");
+    assert!(seen.min_ready >= 1, "{seen:?}");
+    let released = wait_until(Duration::from_secs(30), || {
+        matches!(
+            api.task("one.r1000")["state"].as_str(),
+            Some("released" | "failed")
+        )
+    });
+    assert!(released, "{:#}", api.task("one.r1000"));
+    let after = endpoints(&api, "one");
+    assert_eq!(versions(&after), vec![Some("v3".to_string())]);
+    assert_eq!(after[0]["replica"], "one.r0", "{after:#?}");
+    // Ended, so it is not "in progress" any more.
+    let again = swap(&api, "one", r#"{"model":"m:v4","max_surge":1}"#);
+    assert_ne!(again.body["code"], 40903, "{:#}", again.body);
+}
+
+#[test]
+fn a_control_plane_killed_mid_surge_finishes_the_swap_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut cp, _agents) = rig(dir.path(), 2);
+    register_versions(&cp.operator(), dir.path(), SIZE);
+    let token = cp.tenant("team-a");
+    let api = cp.api(&token);
+    // A slow load keeps the surge replica unready for 3 s.
+    let spec = infer_service("one", "m:v3", 1, SERVER, &[("INFER_LOAD_MS", "3000")]);
+    assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
+    wait_endpoints(&api, "one", 1, 90);
+    let r = swap(&api, "one", r#"{"model":"m:v4","max_surge":1}"#);
+    assert_eq!(r.status, 202, "{:#}", r.body);
+    let running = wait_until(Duration::from_secs(60), || {
+        api.task("one.r1000")["state"] == "running"
+    });
+    assert!(running, "{:#}", api.task("one.r1000"));
+    let mid = api.task("one");
+    assert_eq!(mid["swap"]["phase"], "swapping", "killed too late: {mid:#}");
+    cp.kill9();
+    cp.restart();
+    let api = cp.api(&token);
+    let view = wait_swap_over(&api, "one", 120);
+    assert_eq!(view["swap"]["phase"], "done", "{:#}", view["swap"]);
+    let old_gone = wait_until(Duration::from_secs(30), || {
+        api.task("one.r0")["state"] == "released"
+    });
+    assert!(old_gone, "{:#}", api.task("one.r0"));
+    let listed = wait_until(Duration::from_secs(60), || {
+        endpoints(&api, "one").len() == 1
+    });
+    assert!(
+        listed,
+        "no endpoint; the surge replica: {:#}",
+        api.task("one.r1000")
+    );
+    let after = endpoints(&api, "one");
+    assert_eq!(versions(&after), vec![Some("v4".to_string())]);
+    assert_eq!(after[0]["replica"], "one.r1000", "{after:#?}");
 }

@@ -38,6 +38,11 @@ pub enum ActorError {
     /// A replica is not running on an allocation (409 `swap_not_ready`).
     #[error("{0}")]
     SwapNotReady(String),
+    /// `max_surge: 1` and no free capacity holds one more replica of the
+    /// service's shape now (409 `swap_no_surge_room`); the message is the
+    /// Scheduler's reason.
+    #[error("{0}")]
+    SwapNoSurgeRoom(String),
     /// A retire asked again with another `replace_with`, or of a retired version.
     #[error("{0}")]
     RetireInProgress(String),
@@ -70,6 +75,7 @@ impl ActorError {
             ActorError::SwapInProgress(_) => &codes::SWAP_IN_PROGRESS,
             ActorError::SwapNeedsReplicas(_) => &codes::SWAP_NEEDS_REPLICAS,
             ActorError::SwapNotReady(_) => &codes::SWAP_NOT_READY,
+            ActorError::SwapNoSurgeRoom(_) => &codes::SWAP_NO_SURGE_ROOM,
             ActorError::RetireInProgress(_) => &codes::RETIRE_IN_PROGRESS,
             ActorError::ReplacementInvalid(_) => &codes::REPLACEMENT_INVALID,
             ActorError::NoCheckpoint(_) => &codes::NO_CHECKPOINT,

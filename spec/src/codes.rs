@@ -103,6 +103,7 @@ registry! {
     SWAP_IN_PROGRESS = 40903, "swap_in_progress", 409, "the service is being swapped to another model version already; wait until that swap is done or rolled back";
     SWAP_NEEDS_REPLICAS = 40904, "swap_needs_replicas", 409, "a 1-replica service cannot be swapped without a gap: scale it to 2 replicas, or ask for max_surge 1 (needs free room for one more replica now) or allow_downtime";
     SWAP_NOT_READY = 40905, "swap_not_ready", 409, "a replica of the service is not running on its allocation yet, so it cannot be swapped in place; retry once every replica runs";
+    SWAP_NO_SURGE_ROOM = 40906, "swap_no_surge_room", 409, "max_surge 1 asks for one extra replica of the service's shape on free capacity now, and none holds it: the message says what is missing; free a node's GPUs or add a node, or swap with allow_downtime";
     RETIRE_IN_PROGRESS = 40910, "retire_in_progress", 409, "the version is retiring already with another replace_with (or is retired); the message names it";
     NO_CHECKPOINT = 40911, "no_checkpoint", 409, "the task has reported no checkpoint yet, so no version can be registered from it";
     BODY_TOO_LARGE = 41301, "body_too_large", 413, "the body is larger than the gateway accepts";

@@ -42,63 +42,93 @@ impl TaskActor {
             local_id(&to),
             local_id(&from)
         );
+        let e = self
+            .event_of(&service, EventKind::ReplicaMoved, msg)
+            .node(&mv.node);
+        self.start_replacement(service, replacement, e).is_some()
+    }
+
+    /// Records `service` (a move in its slots) with the move's
+    /// `replacement` and `event`, in one batch, then starts the replacement.
+    /// Shared by a drain's move and a swap's surge replica. `None`: nothing
+    /// was recorded, the service is rebuilt.
+    pub(super) fn start_replacement(
+        &mut self,
+        service: caldera_spec::TaskRecord,
+        replacement: caldera_spec::TaskRecord,
+        event: caldera_spec::Event,
+    ) -> Option<crate::durability::Ticket> {
         let mut b = self.sh.batch();
         b.put_task(&service);
         b.put_task(&replacement);
-        b.append_event(
-            self.event_of(&service, EventKind::ReplicaMoved, msg)
-                .node(&mv.node),
-        );
+        b.append_event(event);
         b.append_event(self.replica_submitted(&replacement));
         let Some(ticket) = self.sh.commit(CommitSite::ReplicaMove, b) else {
             self.sup.fail(format!(
-                "service {}: the move of {} could not be recorded",
+                "service {}: the replacement {} could not be recorded",
                 local_id(self.id()),
-                local_id(&from)
+                local_id(&replacement.spec.task_id)
             ));
-            return false;
+            return None;
         };
         self.rec = service;
         self.spawn_replica(replacement, ticket);
-        true
+        Some(ticket)
     }
 
     /// Records the end of the move to `to` (its slot is `to`'s, the old
     /// index retiring), then releases the old replica. Not recorded: nothing
     /// changes, the service is rebuilt and `resume_moves` tries again.
     fn finish_move(&mut self, to: u32, message: String) -> bool {
-        let mut planned = self.rec.clone();
-        let Some(mv) = planned.replica_slots.finish(to) else {
+        let Some(mv) = self.rec.replica_slots.move_to(to).cloned() else {
             return false;
         };
-        let store = self.sh.gate.store();
-        planned.replica_slots.retiring.retain(|i| {
-            *i == mv.from
-                || !matches!(store.task(&caldera_spec::replica_id(&planned.spec.task_id, *i)),
-                    Ok(Some(r)) if r.state.is_terminal())
-        });
-        planned.pending_reason = None;
-        let e = self
-            .event_of(&planned, EventKind::ReplicaMoved, message)
-            .node(&mv.node);
-        if self
-            .record(CommitSite::ReplicaMove, planned, vec![e])
-            .is_err()
-        {
-            return false;
-        }
-        self.moves_noted.remove(&to);
         let by = format!(
             "moved off drained node {}: replacement {} runs (planned, no retry spent)",
             mv.node,
             local_id(&self.replica_id(to))
         );
-        self.retire(mv.from, by);
+        let e = self
+            .event_of(&self.rec, EventKind::ReplicaMoved, message)
+            .node(&mv.node);
+        self.finish_move_with(to, self.rec.clone(), e, by)
+    }
+
+    /// Records `planned` (the service as it is to be) with the move to `to`
+    /// finished in it, and `event`, then releases the old replica `by`.
+    /// Shared by a drain's move and a swap's surge replica; a move already
+    /// finished (its old replica stopped serving first) only records.
+    pub(super) fn finish_move_with(
+        &mut self,
+        to: u32,
+        mut planned: caldera_spec::TaskRecord,
+        event: caldera_spec::Event,
+        by: String,
+    ) -> bool {
+        let finished = planned.replica_slots.finish(to);
+        let store = self.sh.gate.store();
+        let from = finished.as_ref().map(|m| m.from);
+        planned.replica_slots.retiring.retain(|i| {
+            Some(*i) == from
+                || !matches!(store.task(&caldera_spec::replica_id(&planned.spec.task_id, *i)),
+                    Ok(Some(r)) if r.state.is_terminal())
+        });
+        planned.pending_reason = None;
+        if self
+            .record(CommitSite::ReplicaMove, planned, vec![event])
+            .is_err()
+        {
+            return false;
+        }
+        self.moves_noted.remove(&to);
+        if let Some(from) = from {
+            self.retire(from, by);
+        }
         true
     }
 
     /// Releases replica `index`, which no slot wants any more.
-    fn retire(&mut self, index: u32, by: String) {
+    pub(super) fn retire(&mut self, index: u32, by: String) {
         let id = self.replica_id(index);
         self.replicas.remove(&id);
         if let Some(r) = self.sh.registry.task(&id) {
@@ -150,6 +180,9 @@ impl TaskActor {
     /// recorded: a replacement that ended meanwhile is replaced, and the old
     /// replica keeps serving.
     fn finish_when_ready(&mut self, ctx: &mut Context<Self>, to: u32, wait: Duration) {
+        if self.is_swap_surge(to) {
+            return; // a swap's surge replica: the swap finishes it once ready
+        }
         ctx.run_later(wait, move |act, _| {
             let id = act.replica_id(to);
             let Some(mv) = act.rec.replica_slots.move_to(to).cloned() else {
@@ -253,6 +286,15 @@ impl Handler<ReplicaPending> for TaskActor {
         let Some(mv) = self.rec.replica_slots.move_to(index).cloned() else {
             return;
         };
+        if self.is_swap_surge(index) {
+            let why = format!(
+                "surge replica {} cannot be placed: {}",
+                local_id(&m.replica),
+                m.reason
+            );
+            self.roll_back_surge(why);
+            return;
+        }
         let from = self.replica_id(mv.from);
         let others = self
             .replicas

@@ -69,15 +69,6 @@ impl TaskActor {
                 m.to
             )));
         }
-        if replicas.len() < 2 && !m.allow_downtime {
-            // The surge replica (make-before-break on free capacity) is not
-            // built yet: refused rather than swapped with a gap.
-            return Err(ActorError::SwapNeedsReplicas(format!(
-                "service {} has 1 replica and this control plane cannot start a surge replica for a swap yet: scale it to 2 replicas first (PUT /v1/tasks/{}/replicas), or ask for \"allow_downtime\": true",
-                local_id(self.id()),
-                local_id(self.id())
-            )));
-        }
         Ok(Some(SwapProgress {
             from,
             to: m.to.clone(),
@@ -159,12 +150,13 @@ impl TaskActor {
 }
 
 impl Handler<SwapModel> for TaskActor {
-    type Result = ResponseFuture<Result<SwapAnswer>>;
-    /// Answers once the swap is durable; it then runs on by itself.
+    type Result = ResponseActFuture<Self, Result<SwapAnswer>>;
+    /// Answers once the swap is durable; it then runs on by itself. A
+    /// 1-replica surge swap asks the Scheduler for room first.
     fn handle(&mut self, m: SwapModel, ctx: &mut Context<Self>) -> Self::Result {
         let planned = match self.plan_swap(&m) {
             Ok(p) => p,
-            Err(e) => return Box::pin(async move { Err(e) }),
+            Err(e) => return answer(Err(e)),
         };
         let Some(swap) = planned else {
             let message = format!(
@@ -172,24 +164,59 @@ impl Handler<SwapModel> for TaskActor {
                 local_id(self.id()),
                 m.to
             );
-            return Box::pin(async move {
-                Ok(SwapAnswer::AlreadyServing {
-                    model: m.to,
-                    message,
-                })
-            });
+            return answer(Ok(SwapAnswer::AlreadyServing {
+                model: m.to,
+                message,
+            }));
         };
-        let ticket = match self.record_swap_start(swap.clone()) {
-            Ok(t) => t,
-            Err(e) => return Box::pin(async move { Err(e) }),
+        if swap.replicas.len() < 2 && swap.max_surge > 0 && !swap.allow_downtime {
+            let ask = self.sh.scheduler.send(self.surge_question(&swap.to));
+            return Box::pin(ask.into_actor(self).then(move |room, act, ctx| {
+                // Asked again: the service may have changed while waiting.
+                let started = match (room, act.plan_swap(&m)) {
+                    (Err(e), _) => Err(e.into()),
+                    (_, Err(e)) => Err(e),
+                    (_, Ok(None)) => Err(ActorError::Conflict(format!(
+                        "service {} serves {} already",
+                        local_id(act.id()),
+                        m.to
+                    ))),
+                    (Ok(room), Ok(Some(swap))) => act.start_surge_swap(swap, room),
+                };
+                act.answer_started(ctx, started)
+            }));
+        }
+        let started = self
+            .record_swap_start(swap.clone())
+            .map(|ticket| (swap, ticket));
+        self.answer_started(ctx, started)
+    }
+}
+
+impl TaskActor {
+    /// The answer to a swap recorded under `ticket` (once durable), which
+    /// then runs on by itself.
+    fn answer_started(
+        &mut self,
+        ctx: &mut Context<Self>,
+        started: Result<(SwapProgress, crate::durability::Ticket)>,
+    ) -> ResponseActFuture<Self, Result<SwapAnswer>> {
+        let (swap, ticket) = match started {
+            Ok(s) => s,
+            Err(e) => return answer(Err(e)),
         };
         ctx.notify(SwapTick);
         let gate = self.sh.gate.clone();
-        Box::pin(async move {
+        Box::pin(actix::fut::wrap_future(async move {
             gate.durable(ticket).await;
             Ok(SwapAnswer::Started { swap })
-        })
+        }))
     }
+}
+
+/// An answer known now.
+fn answer(a: Result<SwapAnswer>) -> ResponseActFuture<TaskActor, Result<SwapAnswer>> {
+    Box::pin(actix::fut::ready(a))
 }
 
 impl Handler<SwapTick> for TaskActor {

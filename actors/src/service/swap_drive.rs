@@ -61,6 +61,11 @@ impl TaskActor {
             if swap.phase.is_over() || self.rec.state.is_terminal() {
                 return;
             }
+            if swap.replicas.iter().any(|r| r.surge) {
+                // Not in place: the surge replica decides (`swap_surge.rs`).
+                self.drive_surge();
+                break;
+            }
             let seen = self.swap_seen(&swap);
             self.resend_swaps(&swap, &seen);
             let next = swap_steps::next(&swap, &seen, self.sh.now_ms(), self.swap_limits());
@@ -74,7 +79,7 @@ impl TaskActor {
         }
     }
 
-    fn swap_limits(&self) -> Limits {
+    pub(super) fn swap_limits(&self) -> Limits {
         let ready_ms = self
             .rec
             .spec
@@ -317,7 +322,7 @@ impl TaskActor {
     }
 
     /// The swap ended: the replicas no longer use `off` (they serve `onto`).
-    fn tell_version_left(&self, swap: &SwapProgress, off: &ModelRef, onto: &ModelRef) {
+    pub(super) fn tell_version_left(&self, swap: &SwapProgress, off: &ModelRef, onto: &ModelRef) {
         if let Some(m) = self.sh.registry.model(&off.to_string()) {
             m.do_send(TasksLeft {
                 tasks: swap.replicas.iter().map(|r| r.replica.clone()).collect(),

@@ -295,3 +295,24 @@ fn a_services_replicas_spread_over_nodes_then_gpus_and_a_set_limit_holds() {
         }
     }
 }
+
+#[test]
+fn a_replicas_dry_run_keeps_the_spread_a_pass_would() {
+    // One node of 1 A100, r0 on it: a 10 GB surge replica of the same
+    // service would find room on the GPU, but not beside its sibling.
+    let mut c = core_with(&[("a", 1)]);
+    submit(&mut c, "t", replica(0, None), 1, 1);
+    assert_eq!(placed(&c.cycle(0)).len(), 1);
+    let d = c.dry_run("svc.r1000", "t", &replica(1000, None), 0);
+    assert!(!d.placeable, "{d:?}");
+    assert!(
+        d.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("serving this service")),
+        "{d:?}"
+    );
+    // Another service's replica fits there.
+    let mut other = replica(0, None);
+    other.task_id = "other.r0".into();
+    assert!(c.dry_run("other.r0", "t", &other, 0).placeable);
+}

@@ -8,6 +8,7 @@ use super::demand;
 use super::estimate;
 use super::stages::admit::standing;
 use super::stages::backfill::{blocks, Candidate};
+use super::stages::place;
 use caldera_spec::{Standing, TaskSpec};
 
 /// What a dry run found: what `POST /v1/tasks?dry_run=true` answers.
@@ -85,11 +86,24 @@ impl Core {
         if let Some(why) = self.offers().never_fits(spec) {
             return DryRun::waits(admission, format!("unschedulable: {why}"), None);
         }
-        let p = match self.placer.place(&self.pool, &demand) {
+        // A service's replica is placed under its spread, as a pass would
+        // (never on a GPU another replica of the service holds).
+        let placed = match place::spread_of(&self.ledger, &self.pool, task_id, spec) {
+            Some(spread) => {
+                place::place_replica(&mut self.placer, &mut self.pool, &demand, &spread)
+                    .map(|(p, _)| p)
+                    .map_err(|no_room| no_room.reason)
+            }
+            None => self
+                .placer
+                .place(&self.pool, &demand)
+                .map_err(|rejections| rejections.summary(&demand)),
+        };
+        let p = match placed {
             Ok(p) => p,
-            Err(rejections) => {
+            Err(reason) => {
                 let est = self.estimate_behind_queue(spec, &demand, now_ms);
-                return DryRun::waits(admission, rejections.summary(&demand), est);
+                return DryRun::waits(admission, reason, est);
             }
         };
         let node = self
