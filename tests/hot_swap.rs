@@ -63,8 +63,19 @@ fn versions(list: &[Value]) -> Vec<Option<String>> {
     list.iter().map(version_of).collect()
 }
 
+/// One swap test at a time: each runs a control plane, agents and a
+/// client polling every 50 ms, and eight of them side by side on a 2-core
+/// machine starved their timeouts (a replica's readiness, a 60 s endpoint
+/// wait) in runs shared with other builds. Serial, each keeps its own pace.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 #[test]
 fn three_replicas_are_swapped_in_place_without_a_failed_request() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (cp, _agents) = rig(dir.path(), 3);
     register_versions(&cp.operator(), dir.path(), SIZE);
@@ -116,6 +127,7 @@ fn three_replicas_are_swapped_in_place_without_a_failed_request() {
 
 #[test]
 fn a_v4_that_never_gets_ready_is_rolled_back_and_v3_keeps_serving() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (cp, _agents) = rig(dir.path(), 2);
     register_versions(&cp.operator(), dir.path(), SIZE);
@@ -150,6 +162,7 @@ fn a_v4_that_never_gets_ready_is_rolled_back_and_v3_keeps_serving() {
 
 #[test]
 fn one_replica_is_refused_without_downtime_allowed_or_surge_room_and_bad_bodies_name_their_field() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (cp, _agents) = rig(dir.path(), 1);
     register_versions(&cp.operator(), dir.path(), SIZE);
@@ -198,6 +211,7 @@ fn one_replica_is_refused_without_downtime_allowed_or_surge_room_and_bad_bodies_
 
 #[test]
 fn one_replica_is_swapped_with_allow_downtime() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (cp, _agents) = rig(dir.path(), 1);
     register_versions(&cp.operator(), dir.path(), SIZE);
@@ -215,6 +229,7 @@ fn one_replica_is_swapped_with_allow_downtime() {
 
 #[test]
 fn a_control_plane_killed_mid_swap_finishes_it_after_a_restart() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (mut cp, _agents) = rig(dir.path(), 2);
     register_versions(&cp.operator(), dir.path(), SIZE);
@@ -248,6 +263,7 @@ fn a_control_plane_killed_mid_swap_finishes_it_after_a_restart() {
 
 #[test]
 fn one_replica_with_max_surge_is_swapped_make_before_break_on_free_capacity() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     // Two one-GPU nodes: the replica holds one GPU, the surge replica gets
     // the other (never the GPU its sibling holds: replica spread).
@@ -306,6 +322,7 @@ fn one_replica_with_max_surge_is_swapped_make_before_break_on_free_capacity() {
 
 #[test]
 fn a_surge_replica_that_never_gets_ready_is_released_and_v3_keeps_serving() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (cp, _agents) = rig(dir.path(), 2);
     register_versions(&cp.operator(), dir.path(), SIZE);
@@ -347,6 +364,7 @@ fn a_surge_replica_that_never_gets_ready_is_released_and_v3_keeps_serving() {
 
 #[test]
 fn a_control_plane_killed_mid_surge_finishes_the_swap_after_a_restart() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (mut cp, _agents) = rig(dir.path(), 2);
     register_versions(&cp.operator(), dir.path(), SIZE);
