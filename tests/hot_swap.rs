@@ -73,6 +73,7 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
 #[test]
 fn three_replicas_are_swapped_in_place_without_a_failed_request() {
     let _serial = one_at_a_time();

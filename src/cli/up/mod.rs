@@ -316,7 +316,8 @@ fn banner(url: &str, tokens: &tokens::UpTokens, demo_token: &str) -> String {
          Submit the seed's example as the demo tenant, with curl or with the CLI:\n  \
          curl -sS -X POST {url}/v1/tasks -H 'Authorization: Bearer {demo_token}' \
          -H 'Content-Type: application/json' -d '{SEED_EXAMPLE}'\n  \
-         echo '{SEED_EXAMPLE}' | caldera submit - --server {url} --token {demo_token}\n"
+         echo '{SEED_EXAMPLE}' | caldera submit - --server {url} --token {demo_token}\n\
+         Or open the portal, {url}/ in a browser, and log in by pasting one of the tokens above.\n"
     )
 }
 
@@ -333,7 +334,8 @@ mod tests {
         };
         let text = banner("http://127.0.0.1:7070", &tokens, "dt");
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 7);
+        assert_eq!(lines.len(), 8);
+        assert!(lines[7].contains("http://127.0.0.1:7070/"), "{}", lines[7]);
         assert_eq!(
             lines[..4],
             [
