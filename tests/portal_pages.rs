@@ -38,7 +38,9 @@ fn with_csrf<'a>(csrf: &'a str, fields: &[(&'a str, &'a str)]) -> Vec<(&'a str, 
 #[test]
 fn the_portal_end_to_end_with_a_real_agent() {
     let dir = tempfile::tempdir().unwrap();
-    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    // The idle inspector samples every 300 ms: a task page's use curve fills quickly.
+    let env = [("CALDERA_USAGE_SAMPLE_MS", "300")];
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &env);
     let _agent = Agent::start(Path::new(BIN), &cp, "node-a", "1xA100-80GB", dir.path());
     assert!(caldera_chaos_tests::wait_until(
         std::time::Duration::from_secs(20),
@@ -201,6 +203,21 @@ fn the_portal_end_to_end_with_a_real_agent() {
     assert!(spoke, "{said}");
     let page = alpha.get("/tasks/talker");
     assert!(text(&page).contains("id=\"log-follow\"") && text(&page).contains("hello-portal"));
+    // Its use curve is its own allocation's: granted vs measured, from the
+    // node's reports (several samples once the inspector has passed).
+    let mut page_text = String::new();
+    let curve = caldera_chaos_tests::wait_until(std::time::Duration::from_secs(20), || {
+        page_text = text(&alpha.get("/tasks/talker")).to_string();
+        page_text.contains("id=\"chart-task-use\"")
+            && page_text.contains("This task's allocation")
+            && page_text.matches("<circle class=\"series used\"").count() == 1
+            && page_text.contains("data-series=\"used\" points=\"")
+            && !page_text.contains("data-series=\"used\" points=\"\"")
+    });
+    assert!(
+        curve,
+        "the task page shows its allocation's use curve: {page_text}"
+    );
     let tasks = alpha.get("/tasks");
     assert!(text(&tasks).contains("data-task-id=\"train_20240716_001\""));
     let csv = alpha.get("/tenants/alpha/cost.csv");

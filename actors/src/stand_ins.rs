@@ -125,6 +125,9 @@ impl SchedulerPort for Heard {
     fn pool_metrics(&self, _: QueryPoolMetrics) -> Reply<crate::views::PoolMetrics> {
         Box::pin(async { Err(actix::MailboxError::Closed) })
     }
+    fn use_trail(&self, _: QueryUseTrail) -> Reply<Vec<crate::views::UsageSample>> {
+        ready(Vec::new())
+    }
 }
 
 pub fn shared(store: Store, heard: &Heard) -> Arc<Shared> {

@@ -1,16 +1,35 @@
 //! Reads the portal's pages need beyond the API's own: the pool's queue,
 //! idle and borrowed figures in one Scheduler turn (what `/metrics` shows),
-//! and where the event log ends (its overview shows the latest events).
+//! one allocation's use trail (a task page's curve), and where the event
+//! log ends (its overview shows the latest events).
 use super::ControlPlane;
 use crate::errors::Result;
-use crate::protocol::scheduler::QueryPoolMetrics;
-use crate::views::PoolMetrics;
+use crate::protocol::scheduler::{QueryPoolMetrics, QueryUseTrail};
+use crate::views::{PoolMetrics, UsageSample};
 
 impl ControlPlane {
     /// The pool's utilisation, queue depth by priority, and what borrowed
     /// and idle allocations hold per tenant, read together.
     pub async fn pool_metrics(&self) -> Result<PoolMetrics> {
         Ok(self.sh.scheduler.send(QueryPoolMetrics).await?)
+    }
+
+    /// The granted vs measured use of the allocation task `key`
+    /// (`tenant/id`) holds now, oldest first; empty when it holds none.
+    pub async fn use_trail(&self, key: &str) -> Result<Vec<UsageSample>> {
+        let Some(allocation_id) = self
+            .task(key)
+            .await?
+            .and_then(|r| r.allocation)
+            .map(|a| a.allocation_id)
+        else {
+            return Ok(Vec::new());
+        };
+        Ok(self
+            .sh
+            .scheduler
+            .send(QueryUseTrail { allocation_id })
+            .await?)
     }
 
     /// The seq of the newest event (0: none yet); an atomic read, no I/O.

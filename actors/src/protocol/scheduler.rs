@@ -155,6 +155,15 @@ pub struct QueryUtilization;
 #[rtype(result = "crate::views::PoolMetrics")]
 pub struct QueryPoolMetrics;
 
+/// One live allocation's measured use against what it was granted, one
+/// sample per idle-inspector pass, oldest first (empty once it is freed):
+/// the task page's use curve.
+#[derive(Message)]
+#[rtype(result = "Vec<crate::views::UsageSample>")]
+pub struct QueryUseTrail {
+    pub allocation_id: String,
+}
+
 /// Every allocation of the ledger in memory, ordered by id: the operator's
 /// view for checking the ledger against the tasks' states.
 #[derive(Message)]
@@ -199,6 +208,7 @@ handle! {
             ledger_allocations: LedgerAllocations,
             queue_positions: QueuePositions,
             dry_run: DryRunPlacement,
+            use_trail: QueryUseTrail,
         }
     }
 }

@@ -8,6 +8,7 @@ use super::utilization::{allocated_use, measured_use};
 use super::Scheduler;
 use crate::config::ServerConfig;
 use crate::protocol::task::Reclaim;
+use actix::{Context, Handler, MessageResult};
 use caldera_spec::{Allocation, Event, EventKind, Usage};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -78,7 +79,14 @@ pub struct Inspector {
     watches: HashMap<String, Watch>,
     /// Billing's measured-idle time per allocation and what is persisted.
     pub(super) billing: super::usage_record::IdleClock,
+    /// Each live allocation's latest samples of granted vs measured use.
+    pub(super) trails: HashMap<String, std::collections::VecDeque<crate::views::UsageSample>>,
 }
+
+/// Samples a use trail keeps (an hour at the default 10 s sampling): the
+/// task page's curve, bounded so 100,000 allocations stay within the
+/// memory target (a sample is ~100 bytes).
+pub const TRAIL_SAMPLES: usize = 360;
 
 impl Inspector {
     pub fn new(c: &ServerConfig, store: &caldera_storage::Store) -> Inspector {
@@ -89,6 +97,7 @@ impl Inspector {
             sample_ms: c.usage_sample_ms,
             watches: HashMap::new(),
             billing: super::usage_record::IdleClock::load(store),
+            trails: HashMap::new(),
         }
     }
 
@@ -110,7 +119,24 @@ impl Inspector {
 
     pub fn forget(&mut self, allocation_id: &str) {
         self.watches.remove(allocation_id);
+        self.trails.remove(allocation_id);
         self.billing.forget(allocation_id);
+    }
+}
+
+impl Handler<crate::protocol::scheduler::QueryUseTrail> for Scheduler {
+    type Result = MessageResult<crate::protocol::scheduler::QueryUseTrail>;
+    fn handle(
+        &mut self,
+        q: crate::protocol::scheduler::QueryUseTrail,
+        _: &mut Context<Self>,
+    ) -> Self::Result {
+        let trail = self.idle.trails.get(&q.allocation_id);
+        MessageResult(
+            trail
+                .map(|t| t.iter().cloned().collect())
+                .unwrap_or_default(),
+        )
     }
 }
 
@@ -142,7 +168,17 @@ impl Scheduler {
             let Some(m) = self.usage.get(&a.allocation_id) else {
                 continue;
             };
-            *out.used.entry(a.tenant.clone()).or_default() += measured_use(&u, m);
+            let used = measured_use(&u, m);
+            *out.used.entry(a.tenant.clone()).or_default() += used;
+            let trail = self.idle.trails.entry(a.allocation_id.clone()).or_default();
+            if trail.len() >= TRAIL_SAMPLES {
+                trail.pop_front();
+            }
+            trail.push_back(crate::views::UsageSample {
+                at_ms: now,
+                allocated: u,
+                used,
+            });
             let busy = self.idle.is_busy(a, m);
             // Billing counts idle time whatever the warning policy says.
             if !busy {

@@ -13,7 +13,7 @@ use super::layout::{age, csrf_field, gb, page, raw, Nav};
 use super::membar::{gpu_bar, slices_on};
 use super::respond::{see_other, Live, PageAnswers, Render};
 use super::tasks::{asks, task_href, url_part};
-use crate::routes::{history, tasks, Query};
+use crate::routes::{tasks, Query};
 use crate::state::AppState;
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{web, HttpResponse};
@@ -106,47 +106,41 @@ async fn topology(
     })
 }
 
-/// The tenant's allocated vs measured GPU use over the task's life (the
-/// persisted history keeps tenants' curves, not one allocation's).
-async fn use_curve(
-    viewer: &Viewer,
-    st: &web::Data<AppState>,
-    t: &TaskView,
-) -> Result<Markup, PortalError> {
-    let from = t.history.first().map(|h| h.at_ms).unwrap_or(0);
+/// The task's allocation: what it was granted vs what its node measured,
+/// from the Scheduler's trail of that allocation (one sample per idle
+/// inspector pass, `usage-sample-ms`; the latest hour).
+async fn use_curve(st: &web::Data<AppState>, t: &TaskView) -> Result<Markup, PortalError> {
+    let key = caldera_spec::task_key(&t.tenant, &t.task_id);
+    let trail = st.cp.use_trail(&key).await?;
+    let Some(first) = trail.first() else {
+        return Ok(html! {
+            p.note #task-use-none { "No measured use: the task holds no allocation now, or its node has not reported one yet." }
+        });
+    };
+    let from = first.at_ms;
     let to = st.cp.now_ms().max(from + 1);
-    let range: HashMap<String, String> = [
-        ("from".to_string(), from.to_string()),
-        ("to".to_string(), to.to_string()),
-    ]
-    .into();
-    let h = history::tenant(
-        viewer.user(),
-        st.clone(),
-        web::Path::from(t.tenant.clone()),
-        web::Query(range),
-    )
-    .await?
-    .into_data();
-    let samples = h.map(|h| h.samples).unwrap_or_default();
+    // GPUs where the task holds some, else CPU cores (a CPU-only task).
+    let on_gpus = trail.iter().any(|p| p.allocated.gpus > 0.0);
+    let pick = |u: &caldera_spec::Usage| if on_gpus { u.gpus } else { u.cpu_cores };
+    let unit = if on_gpus { "GPUs" } else { "CPU cores" };
     let series = [
         Series {
             label: "allocated",
             class: "allocated",
-            points: samples
+            points: trail
                 .iter()
-                .map(|p| (p.at_ms, p.allocated.gpus))
+                .map(|p| (p.at_ms, pick(&p.allocated)))
                 .collect(),
         },
         Series {
             label: "used",
             class: "used",
-            points: samples.iter().map(|p| (p.at_ms, p.used.gpus)).collect(),
+            points: trail.iter().map(|p| (p.at_ms, pick(&p.used))).collect(),
         },
     ];
     Ok(html! {
-        figure { figcaption { "GPUs of tenant " (t.tenant) " since this task was submitted: allocated vs used" }
-            (raw(line_chart("chart-task-use", &series, from, to, None, "GPUs"))) }
+        figure { figcaption { "This task's allocation: " (unit) " allocated vs measured use (the node's report, each inspector pass)" }
+            (raw(line_chart("chart-task-use", &series, from, to, None, unit))) }
     })
 }
 
@@ -224,7 +218,7 @@ pub async fn page_handler(
     let now = st.cp.now_ms();
     let topo = topology(&viewer, &st, &t).await?;
     let evs = task_events(&viewer, &st, &t.tenant, &t.task_id).await?;
-    let curve = use_curve(&viewer, &st, &t).await?;
+    let curve = use_curve(&st, &t).await?;
     let cost = cost(&st, &t).await?;
     let live = html! {
         p { "State " span #task-state class=(format!("state {}", t.state)) { (t.state) }
