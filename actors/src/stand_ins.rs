@@ -125,7 +125,7 @@ impl SchedulerPort for Heard {
     fn pool_metrics(&self, _: QueryPoolMetrics) -> Reply<crate::views::PoolMetrics> {
         Box::pin(async { Err(actix::MailboxError::Closed) })
     }
-    fn use_trail(&self, _: QueryUseTrail) -> Reply<Vec<crate::views::UsageSample>> {
+    fn use_trail(&self, _: QueryUseTrail) -> Reply<Vec<crate::views::UsePoint>> {
         ready(Vec::new())
     }
 }

@@ -319,6 +319,29 @@ pub struct PoolMetrics {
     pub now_ms: u64,
 }
 
+/// One point of an allocation's use trail: what it was granted and what
+/// its node measured, in GPUs where it holds any, else CPU cores (the
+/// dimension its idle rule judges). Compact: the Scheduler keeps a few
+/// dozen per live allocation.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct UsePoint {
+    pub at_ms: u64,
+    pub allocated: f32,
+    pub used: f32,
+}
+
+impl UsePoint {
+    pub fn of(at_ms: u64, allocated: &caldera_spec::Usage, used: &caldera_spec::Usage) -> UsePoint {
+        let on_gpus = allocated.gpus > 0.0;
+        let pick = |u: &caldera_spec::Usage| if on_gpus { u.gpus } else { u.cpu_cores } as f32;
+        UsePoint {
+            at_ms,
+            allocated: pick(allocated),
+            used: pick(used),
+        }
+    }
+}
+
 /// One point of a tenant's usage report.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct UsageSample {
@@ -333,4 +356,36 @@ pub struct SchedulerStats {
     pub queued: usize,
     pub allocations: usize,
     pub healthy_nodes: usize,
+}
+
+#[cfg(test)]
+mod use_point_tests {
+    use super::UsePoint;
+    use caldera_spec::Usage;
+
+    #[test]
+    fn a_use_point_is_in_gpus_where_the_allocation_holds_any_else_cpu_cores() {
+        let granted = Usage {
+            gpus: 2.0,
+            cpu_cores: 8.0,
+            ..Usage::default()
+        };
+        let used = Usage {
+            gpus: 0.5,
+            cpu_cores: 3.0,
+            ..Usage::default()
+        };
+        let p = UsePoint::of(7, &granted, &used);
+        assert_eq!((p.at_ms, p.allocated, p.used), (7, 2.0, 0.5));
+        let cpu_only = Usage {
+            cpu_cores: 4.0,
+            ..Usage::default()
+        };
+        let busy = Usage {
+            cpu_cores: 1.5,
+            ..Usage::default()
+        };
+        let p = UsePoint::of(9, &cpu_only, &busy);
+        assert_eq!((p.allocated, p.used), (4.0, 1.5));
+    }
 }

@@ -5,7 +5,7 @@
 use super::ControlPlane;
 use crate::errors::Result;
 use crate::protocol::scheduler::{QueryPoolMetrics, QueryUseTrail};
-use crate::views::{PoolMetrics, UsageSample};
+use crate::views::{PoolMetrics, UsePoint};
 
 impl ControlPlane {
     /// The pool's utilisation, queue depth by priority, and what borrowed
@@ -15,21 +15,20 @@ impl ControlPlane {
     }
 
     /// The granted vs measured use of the allocation task `key`
-    /// (`tenant/id`) holds now, oldest first; empty when it holds none.
-    pub async fn use_trail(&self, key: &str) -> Result<Vec<UsageSample>> {
-        let Some(allocation_id) = self
-            .task(key)
-            .await?
-            .and_then(|r| r.allocation)
-            .map(|a| a.allocation_id)
-        else {
-            return Ok(Vec::new());
+    /// (`tenant/id`) holds now, oldest first, and whether its figures are
+    /// GPUs (else CPU cores); empty when it holds none.
+    pub async fn use_trail(&self, key: &str) -> Result<(bool, Vec<UsePoint>)> {
+        let Some(a) = self.task(key).await?.and_then(|r| r.allocation) else {
+            return Ok((false, Vec::new()));
         };
-        Ok(self
+        let on_gpus = !a.gpus.is_empty();
+        let allocation_id = a.allocation_id;
+        let trail = self
             .sh
             .scheduler
             .send(QueryUseTrail { allocation_id })
-            .await?)
+            .await?;
+        Ok((on_gpus, trail))
     }
 
     /// The seq of the newest event (0: none yet); an atomic read, no I/O.

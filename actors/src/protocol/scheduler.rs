@@ -159,7 +159,7 @@ pub struct QueryPoolMetrics;
 /// sample per idle-inspector pass, oldest first (empty once it is freed):
 /// the task page's use curve.
 #[derive(Message)]
-#[rtype(result = "Vec<crate::views::UsageSample>")]
+#[rtype(result = "Vec<crate::views::UsePoint>")]
 pub struct QueryUseTrail {
     pub allocation_id: String,
 }

@@ -80,13 +80,14 @@ pub struct Inspector {
     /// Billing's measured-idle time per allocation and what is persisted.
     pub(super) billing: super::usage_record::IdleClock,
     /// Each live allocation's latest samples of granted vs measured use.
-    pub(super) trails: HashMap<String, std::collections::VecDeque<crate::views::UsageSample>>,
+    pub(super) trails: HashMap<String, std::collections::VecDeque<crate::views::UsePoint>>,
 }
 
-/// Samples a use trail keeps (an hour at the default 10 s sampling): the
-/// task page's curve, bounded so 100,000 allocations stay within the
-/// memory target (a sample is ~100 bytes).
-pub const TRAIL_SAMPLES: usize = 360;
+/// Samples a use trail keeps (10 minutes at the default 10 s sampling):
+/// the task page's curve. A point is 16 bytes, so even 100,000 live
+/// allocations hold under 100 MB of trails, inside the control plane's
+/// memory target.
+pub const TRAIL_SAMPLES: usize = 60;
 
 impl Inspector {
     pub fn new(c: &ServerConfig, store: &caldera_storage::Store) -> Inspector {
@@ -174,11 +175,7 @@ impl Scheduler {
             if trail.len() >= TRAIL_SAMPLES {
                 trail.pop_front();
             }
-            trail.push_back(crate::views::UsageSample {
-                at_ms: now,
-                allocated: u,
-                used,
-            });
+            trail.push_back(crate::views::UsePoint::of(now, &u, &used));
             let busy = self.idle.is_busy(a, m);
             // Billing counts idle time whatever the warning policy says.
             if !busy {

@@ -108,10 +108,10 @@ async fn topology(
 
 /// The task's allocation: what it was granted vs what its node measured,
 /// from the Scheduler's trail of that allocation (one sample per idle
-/// inspector pass, `usage-sample-ms`; the latest hour).
+/// inspector pass, `usage-sample-ms`; the latest 60).
 async fn use_curve(st: &web::Data<AppState>, t: &TaskView) -> Result<Markup, PortalError> {
     let key = caldera_spec::task_key(&t.tenant, &t.task_id);
-    let trail = st.cp.use_trail(&key).await?;
+    let (on_gpus, trail) = st.cp.use_trail(&key).await?;
     let Some(first) = trail.first() else {
         return Ok(html! {
             p.note #task-use-none { "No measured use: the task holds no allocation now, or its node has not reported one yet." }
@@ -119,9 +119,6 @@ async fn use_curve(st: &web::Data<AppState>, t: &TaskView) -> Result<Markup, Por
     };
     let from = first.at_ms;
     let to = st.cp.now_ms().max(from + 1);
-    // GPUs where the task holds some, else CPU cores (a CPU-only task).
-    let on_gpus = trail.iter().any(|p| p.allocated.gpus > 0.0);
-    let pick = |u: &caldera_spec::Usage| if on_gpus { u.gpus } else { u.cpu_cores };
     let unit = if on_gpus { "GPUs" } else { "CPU cores" };
     let series = [
         Series {
@@ -129,13 +126,13 @@ async fn use_curve(st: &web::Data<AppState>, t: &TaskView) -> Result<Markup, Por
             class: "allocated",
             points: trail
                 .iter()
-                .map(|p| (p.at_ms, pick(&p.allocated)))
+                .map(|p| (p.at_ms, f64::from(p.allocated)))
                 .collect(),
         },
         Series {
             label: "used",
             class: "used",
-            points: trail.iter().map(|p| (p.at_ms, pick(&p.used))).collect(),
+            points: trail.iter().map(|p| (p.at_ms, f64::from(p.used))).collect(),
         },
     ];
     Ok(html! {
