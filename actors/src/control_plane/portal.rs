@@ -14,21 +14,14 @@ impl ControlPlane {
         Ok(self.sh.scheduler.send(QueryPoolMetrics).await?)
     }
 
-    /// The granted vs measured use of the allocation task `key`
-    /// (`tenant/id`) holds now, oldest first, and whether its figures are
-    /// GPUs (else CPU cores); empty when it holds none.
-    pub async fn use_trail(&self, key: &str) -> Result<(bool, Vec<UsePoint>)> {
-        let Some(a) = self.task(key).await?.and_then(|r| r.allocation) else {
-            return Ok((false, Vec::new()));
-        };
-        let on_gpus = !a.gpus.is_empty();
-        let allocation_id = a.allocation_id;
-        let trail = self
+    /// The granted vs measured use of live allocation `allocation_id`
+    /// (as the ledger keys it, `tenant/id`), oldest first; empty once freed.
+    pub async fn use_trail(&self, allocation_id: String) -> Result<Vec<UsePoint>> {
+        Ok(self
             .sh
             .scheduler
             .send(QueryUseTrail { allocation_id })
-            .await?;
-        Ok((on_gpus, trail))
+            .await?)
     }
 
     /// The seq of the newest event (0: none yet); an atomic read, no I/O.

@@ -110,8 +110,17 @@ async fn topology(
 /// from the Scheduler's trail of that allocation (one sample per idle
 /// inspector pass, `usage-sample-ms`; the latest 60).
 async fn use_curve(st: &web::Data<AppState>, t: &TaskView) -> Result<Markup, PortalError> {
-    let key = caldera_spec::task_key(&t.tenant, &t.task_id);
-    let (on_gpus, trail) = st.cp.use_trail(&key).await?;
+    // The view already holds the allocation: its id in the ledger's terms
+    // and whether it holds GPUs, without reading the task record again.
+    let (on_gpus, trail) = match &t.allocation {
+        Some(a) => (
+            !a.gpus.is_empty(),
+            st.cp
+                .use_trail(caldera_spec::task_key(&t.tenant, &a.allocation_id))
+                .await?,
+        ),
+        None => (false, Vec::new()),
+    };
     let Some(first) = trail.first() else {
         return Ok(html! {
             p.note #task-use-none { "No measured use: the task holds no allocation now, or its node has not reported one yet." }
