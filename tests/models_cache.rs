@@ -100,6 +100,58 @@ fn eviction_deletes_the_least_recently_used_unused_version_and_never_one_in_use(
     assert_eq!(api.task("keep.r0")["state"], "running");
 }
 
+/// Room in a node's cache that appears with no allocation released (here:
+/// an operator unpins a version) lets a waiting task in. The Scheduler used
+/// to look again at waiting tasks only after a release, so a task turned
+/// down for cache room waited for good whenever the cache report showing the
+/// room came after the release's own pass — the 60 s wait of the test above,
+/// seen once under load. This test fails on every run without the fix.
+#[test]
+fn a_task_waiting_for_cache_room_starts_when_an_unpin_makes_room() {
+    const SIZE: u64 = 3_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, nodes) = one_node(dir.path(), "0.01");
+    let op = cp.operator();
+    let versions: Vec<WeightsFile> = (1..=4)
+        .map(|i| generate(&dir.path().join(format!("nfs/m-v{i}.bin")), SIZE, 30 + i).unwrap())
+        .collect();
+    for (i, w) in versions.iter().enumerate() {
+        let r = op.register_model("m", &format!("v{}", i + 1), &w.spec(&w.file_uri()));
+        assert_eq!(r.status, 201, "{:#}", r.body);
+    }
+    // Three pinned copies fill the 10 MB cache: no room for a fourth.
+    for v in ["v1", "v2", "v3"] {
+        let path = format!("/v1/models/m/versions/{v}/prewarm");
+        let r = op.post(&path, r#"{"nodes":["node-0"],"pin":true}"#);
+        assert_eq!(r.status, 202, "{v}: {:#}", r.body);
+    }
+    let mut cache = Value::Null;
+    let pinned = wait_until(Duration::from_secs(30), || {
+        cache = op.node_cache("node-0");
+        cache["entries"]
+            .as_array()
+            .is_some_and(|e| e.iter().filter(|e| e["pinned"] == true).count() == 3)
+    });
+    assert!(pinned, "three pinned copies: {cache:#}");
+    let api = cp.api(&cp.tenant("team-a"));
+    submit(
+        &api,
+        &on_node(model_service("d", "m:v4", 1, one_core()), "node-0"),
+    );
+    let waiting = api.wait_task("d.r0", 20, "turned down for cache room", |v| {
+        v["pending_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("do not fit the node cache"))
+    });
+    assert_eq!(waiting["state"], "queued", "{waiting:#}");
+    let r = op.put("/v1/models/m/versions/v1/pin", r#"{"pinned":false}"#);
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    wait_running(&api, "d.r0", 30);
+    assert_eq!(printed_sha256(&api, "d.r0", 20), versions[3].sha256);
+    // v1, unpinned and unused, made the room.
+    assert_eq!(cached_copy(&nodes[0].data_dir, &versions[0].sha256), None);
+}
+
 /// The regression test of `3c02e33`: the damaged copy is found and
 /// reported `evicted`, and the version's actor used to believe the node's
 /// last cache report (sent before the check, still listing the copy) over

@@ -209,8 +209,13 @@ impl Rejections {
 }
 
 /// Bytes the way the GB figures elsewhere read (binary GB, as `--cache-gb`).
+/// Under 1 GB in MB (a small cache's room is not "0.0 GB free of 0.0 GB").
 pub fn describe_bytes(bytes: u64) -> String {
-    GpuUnit::MiB.describe(bytes.div_ceil(1 << 20))
+    if bytes < 1 << 30 {
+        format!("{:.1} MB", bytes as f64 / (1u64 << 20) as f64)
+    } else {
+        GpuUnit::MiB.describe(bytes.div_ceil(1 << 20))
+    }
 }
 
 fn fmt_labels(d: &Demand) -> String {
@@ -224,6 +229,13 @@ fn fmt_labels(d: &Demand) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_under_a_gigabyte_are_said_in_megabytes() {
+        assert_eq!(describe_bytes(3_000_000), "2.9 MB");
+        assert_eq!(describe_bytes(0), "0.0 MB");
+        assert_eq!(describe_bytes(40 << 30), GpuUnit::MiB.describe(40 << 10));
+    }
 
     #[test]
     fn summary_reads_like_a_sentence() {

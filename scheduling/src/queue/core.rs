@@ -276,6 +276,12 @@ impl Core {
         }
     }
 
+    /// Something that may let a waiting task in happened outside the
+    /// ledger: the next pass looks at the whole queue.
+    pub(in crate::queue) fn room_grew(&mut self) {
+        self.room_grew = true;
+    }
+
     /// A node joined (or rejoined) with this inventory.
     pub fn node_up(&mut self, name: &str, inv: NodeInventory) {
         self.remember(name, inv);

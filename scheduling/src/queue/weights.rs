@@ -19,9 +19,23 @@ impl Core {
     /// What `node`'s weight cache holds, from its last report. Kept across
     /// the node's other updates until the next report replaces it; a report
     /// of a node not up yet is kept for when it is.
+    ///
+    /// A report that could let a waiting task in (more room, a bigger cache,
+    /// a copy that was not there) makes the next pass look at the whole
+    /// queue, as a release does: a task turned down for cache room waits for
+    /// the report after its blockers' workloads exit, and that report can
+    /// come after the release's own pass (found by `tests/models_cache.rs`,
+    /// whose fourth version waited 60 s on a cache that had room).
     pub fn set_node_weights(&mut self, node: &str, weights: NodeWeights) {
+        let grew = self
+            .node_weights
+            .get(node)
+            .is_none_or(|before| may_admit_more(before, &weights));
         self.node_weights.insert(node.to_string(), weights);
         self.refresh_node(node);
+        if grew {
+            self.room_grew();
+        }
     }
 
     /// What `node`'s cache held at its last report (empty when unknown):
@@ -35,6 +49,16 @@ impl Core {
     pub(in crate::queue) fn weights_for(&self, spec: &TaskSpec) -> Option<WeightsNeed> {
         self.model_weights.get(spec.model.as_deref()?).cloned()
     }
+}
+
+/// Whether a node's cache went from `before` to `now` in a way that could let
+/// in a task the filter turned down: room or capacity grew, or a copy is
+/// there (or coming) that was not.
+fn may_admit_more(before: &NodeWeights, now: &NodeWeights) -> bool {
+    now.evictable_room_bytes > before.evictable_room_bytes
+        || now.capacity_bytes > before.capacity_bytes
+        || !now.cached.is_subset(&before.cached)
+        || !now.warming.is_subset(&before.warming)
 }
 
 #[cfg(test)]
@@ -132,5 +156,42 @@ mod tests {
             Some("1 node: 1 no weight cache (--cache-gb 0)"),
             "{d:?}"
         );
+    }
+
+    #[test]
+    fn a_task_turned_down_for_cache_room_is_placed_once_a_report_shows_room() {
+        let mut c = core_with(&[("a", 2)]);
+        c.set_model_weights(need());
+        let full = NodeWeights {
+            evictable_room_bytes: 10 << 30,
+            ..cache(false)
+        };
+        c.set_node_weights("a", full.clone());
+        submit(&mut c, "t", serving("s1"), 1, 1);
+        assert!(placements(&c.cycle(0)).is_empty());
+        // Nothing was released; only the cache report changed (its users
+        // exited). The pass after it must look at the waiting task again.
+        assert!(placements(&c.cycle(1)).is_empty());
+        c.set_node_weights("a", full.clone());
+        assert!(placements(&c.cycle(2)).is_empty(), "the same report again");
+        c.set_node_weights("a", cache(false));
+        assert_eq!(placements(&c.cycle(3)), [("a".to_string(), None)]);
+    }
+
+    #[test]
+    fn only_a_report_that_could_let_a_task_in_counts_as_room() {
+        let base = cache(false);
+        let less = NodeWeights {
+            evictable_room_bytes: 1,
+            ..base.clone()
+        };
+        assert!(!may_admit_more(&base, &base));
+        assert!(!may_admit_more(&base, &less));
+        assert!(may_admit_more(&less, &base));
+        let mut warming = base.clone();
+        warming.warming.insert("cd".repeat(32));
+        assert!(may_admit_more(&base, &warming));
+        assert!(!may_admit_more(&warming, &base));
+        assert!(may_admit_more(&base, &cache(true)));
     }
 }
