@@ -8,6 +8,7 @@
 //! and never handed out twice.
 use caldera_chaos_tests::cluster::{cluster, AgentSpec};
 use caldera_chaos_tests::models::{logged, submit, wait_running};
+use caldera_chaos_tests::origin::{Origin, OriginOptions};
 use caldera_chaos_tests::weights::generate;
 use caldera_chaos_tests::{free_port, nodes_connected, wait_until, Api};
 use serde_json::{json, Value};
@@ -213,6 +214,51 @@ fn ports_are_unique_on_a_node_and_kept_across_an_agent_restart() {
         == 4));
 }
 
+/// Two agents on one host with the same `replica-ports` range (as `caldera
+/// up` runs them), each starting a replica whose server binds its port a
+/// second after it starts. Both agents used to find the range's first port
+/// free — neither server had bound it yet — and hand it out twice: the
+/// second server exited "Address already in use" while its readiness probe
+/// passed against the other node's server (the `tests/hot_swap.rs` flake
+/// under load). Ports are now claimed host-wide; this fails on every run
+/// without that.
+#[test]
+fn two_agents_on_one_host_never_give_their_replicas_the_same_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, range) = port_range(10);
+    let specs: Vec<AgentSpec> = ["node-1", "node-2"]
+        .iter()
+        .map(|n| AgentSpec::with_cache(n, "1xA100-80GB", "1").flag("replica-ports", &range))
+        .collect();
+    let (cp, _agents) = cluster(Path::new(BIN), dir.path(), &[], &specs);
+    let w = generate(&dir.path().join("nfs/llm-v3.bin"), 64 * 1024, 4).unwrap();
+    let r = cp
+        .operator()
+        .register_model("llm", "v3", &w.spec(&w.file_uri()));
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    let api = cp.api(&cp.tenant("team-a"));
+    let mut spec = inference("late", "llm:v3", 2, json!({}));
+    spec["resources"] = json!({"gpu": {"count": 1, "memory_gb": 20}, "cpu": {"cores": 1}});
+    spec["command"] = json!(["sh", "-c", format!("sleep 1; exec {SERVER}")]);
+    submit(&api, &spec);
+    let mut list = Vec::new();
+    let both = wait_until(Duration::from_secs(30), || {
+        list = listed(&endpoints(&api, "late", ""));
+        list.len() == 2
+    });
+    assert!(both, "two ready replicas: {list:#?}");
+    let nodes: BTreeSet<&str> = list.iter().filter_map(|e| e["node"].as_str()).collect();
+    assert_eq!(nodes.len(), 2, "one replica per node: {list:#?}");
+    let ports: BTreeSet<u64> = list.iter().filter_map(|e| e["port"].as_u64()).collect();
+    assert_eq!(ports.len(), 2, "one port handed out twice: {list:#?}");
+    for i in 0..2 {
+        let replica = format!("late.r{i}");
+        let v = api.task(&replica);
+        assert_eq!(v["state"], "running", "{v:#}");
+        assert_eq!(v["attempts"], 1, "{replica} was started again: {v:#}");
+    }
+}
+
 /// Readiness is persisted before it counts: a replica whose `ready` commit
 /// fails is not listed, and its rebuilt task hears it again from the next
 /// heartbeat (which repeats every workload's readiness), then lists it.
@@ -245,4 +291,55 @@ fn a_readiness_whose_commit_fails_is_heard_again_from_heartbeats() {
         api.task("slow.r0")
     );
     assert_eq!(api.task("slow.r0")["ready"], true);
+}
+
+/// A replica whose `running` (and with it the port of the start's own
+/// event) could not be recorded learns its endpoint from the heartbeats,
+/// which now repeat each workload's port. Before, a heartbeat made the
+/// rebuilt task `running` with no endpoint, and it was never listed: found
+/// when a control plane was killed -9 just as a surge replica started
+/// (`tests/hot_swap.rs`, the surge kill -9 test, 1 run in 6). Here every
+/// task transition and record commit is refused while the replica's
+/// process starts, then allowed again.
+#[test]
+fn a_start_whose_commit_fails_still_gets_its_endpoint_from_heartbeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, range) = port_range(4);
+    let spec = AgentSpec::with_cache("node-1", "1xA100-80GB", "1").flag("replica-ports", &range);
+    let (cp, _agents) = cluster(Path::new(BIN), dir.path(), &[], &[spec]);
+    let op = cp.operator();
+    // 3 MB at 1 MB/s: three seconds of warming to arm the fault in.
+    let w = generate(&dir.path().join("nfs/llm-v3.bin"), 3_000_000, 5).unwrap();
+    let origin = Origin::serve(&w.path, OriginOptions::capped(1_000_000)).unwrap();
+    let r = op.register_model("llm", "v3", &w.spec(&origin.url()));
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    let api = cp.api(&cp.tenant("team-a"));
+    let started = dir.path().join("started");
+    let mut svc = inference("late", "llm:v3", 1, json!({}));
+    svc["command"] = json!([
+        "sh",
+        "-c",
+        format!("touch {}; exec {SERVER}", started.display())
+    ]);
+    submit(&api, &svc);
+    api.wait_task("late.r0", 30, "warming", |v| v["state"] == "warming");
+    for site in ["task_transition", "task_record"] {
+        op.arm_fault(site, 0, 1_000_000);
+    }
+    assert!(
+        wait_until(Duration::from_secs(30), || started.exists()),
+        "the process never started"
+    );
+    // Its Started event (the one that named the port) is refused meanwhile.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (_, refused) = op.commit_counts("task_transition");
+    assert!(refused > 0, "the start's transition was not refused");
+    op.clear_faults();
+    let listed_once = wait_until(Duration::from_secs(20), || {
+        listed(&endpoints(&api, "late", "")).len() == 1
+    });
+    assert!(listed_once, "never listed: {:#}", api.task("late.r0"));
+    let v = api.task("late.r0");
+    assert_eq!(v["state"], "running", "{v:#}");
+    assert!(v["endpoint"]["port"].is_u64(), "{v:#}");
 }

@@ -63,20 +63,8 @@ fn versions(list: &[Value]) -> Vec<Option<String>> {
     list.iter().map(version_of).collect()
 }
 
-/// One swap test at a time: each runs a control plane, agents and a
-/// client polling every 50 ms, and eight of them side by side on a 2-core
-/// machine starved their timeouts (a replica's readiness, a 60 s endpoint
-/// wait) in runs shared with other builds. Serial, each keeps its own pace.
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 #[test]
 fn three_replicas_are_swapped_in_place_without_a_failed_request() {
-    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (cp, _agents) = rig(dir.path(), 3);
     register_versions(&cp.operator(), dir.path(), SIZE);
@@ -128,7 +116,6 @@ fn three_replicas_are_swapped_in_place_without_a_failed_request() {
 
 #[test]
 fn a_v4_that_never_gets_ready_is_rolled_back_and_v3_keeps_serving() {
-    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (cp, _agents) = rig(dir.path(), 2);
     register_versions(&cp.operator(), dir.path(), SIZE);
@@ -161,9 +148,64 @@ fn a_v4_that_never_gets_ready_is_rolled_back_and_v3_keeps_serving() {
     assert_ne!(swap(&api, "svc", r#"{"model":"m:v4"}"#).status, 409);
 }
 
+/// A service released in the middle of its swap: every replica stops
+/// wherever its swap stood (one mid-restart on a v4 that never gets ready),
+/// nothing is left running or allocated, and the swap is recorded
+/// `cancelled` with who released it, not shown in progress for good.
+#[test]
+fn a_service_released_mid_swap_stops_every_replica_and_cancels_the_swap() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _agents) = rig(dir.path(), 2);
+    register_versions(&cp.operator(), dir.path(), SIZE);
+    let api = cp.api(&cp.tenant("team-a"));
+    let mut spec = never_ready_on_v4("svc", 2);
+    spec["readiness"]["ready_timeout_s"] = 60.into();
+    assert_eq!(api.post("/v1/tasks", &spec.to_string()).status, 201);
+    wait_endpoints(&api, "svc", 2, 90);
+    assert_eq!(swap(&api, "svc", r#"{"model":"m:v4"}"#).status, 202);
+    // The first replica restarted on v4 and waits for a readiness that
+    // never comes.
+    let mid = api.wait_task("svc", 60, "a replica waiting to be ready", |v| {
+        v["swap"]["replicas"][0]["step"] == "waiting_ready"
+    });
+    assert_eq!(mid["swap"]["phase"], "swapping", "{:#}", mid["swap"]);
+    let r = api.post("/v1/tasks/svc/release", "{}");
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    let view = api.task("svc");
+    assert_eq!(view["state"], "released", "{view:#}");
+    let s = &view["swap"];
+    assert_eq!(s["phase"], "cancelled", "{s:#}");
+    assert!(
+        s["reason"].as_str().is_some_and(|r| r.contains("released")),
+        "{s:#}"
+    );
+    assert!(s["finished_ms"].is_u64(), "{s:#}");
+    for i in 0..2 {
+        api.wait_task(&format!("svc.r{i}"), 30, "ended", |v| {
+            v["state"] == "released"
+        });
+    }
+    let held = || cp.operator().get("/v1/allocations").data().clone();
+    let freed = wait_until(Duration::from_secs(30), || {
+        let a = held();
+        ["ledger", "stored"]
+            .iter()
+            .all(|k| a[*k].as_array().is_some_and(Vec::is_empty))
+    });
+    assert!(freed, "allocations left: {:#}", held());
+    let events = task_events(&cp.operator(), "team-a", "svc");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("model_swap") && e.contains("cancelled")),
+        "{events:#?}"
+    );
+    // Nothing of the service runs on either node any more.
+    assert!(endpoints(&api, "svc").is_empty());
+}
+
 #[test]
 fn one_replica_is_refused_without_downtime_allowed_or_surge_room_and_bad_bodies_name_their_field() {
-    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (cp, _agents) = rig(dir.path(), 1);
     register_versions(&cp.operator(), dir.path(), SIZE);
@@ -212,7 +254,6 @@ fn one_replica_is_refused_without_downtime_allowed_or_surge_room_and_bad_bodies_
 
 #[test]
 fn one_replica_is_swapped_with_allow_downtime() {
-    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (cp, _agents) = rig(dir.path(), 1);
     register_versions(&cp.operator(), dir.path(), SIZE);
@@ -230,7 +271,6 @@ fn one_replica_is_swapped_with_allow_downtime() {
 
 #[test]
 fn a_control_plane_killed_mid_swap_finishes_it_after_a_restart() {
-    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (mut cp, _agents) = rig(dir.path(), 2);
     register_versions(&cp.operator(), dir.path(), SIZE);
@@ -264,7 +304,6 @@ fn a_control_plane_killed_mid_swap_finishes_it_after_a_restart() {
 
 #[test]
 fn one_replica_with_max_surge_is_swapped_make_before_break_on_free_capacity() {
-    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     // Two one-GPU nodes: the replica holds one GPU, the surge replica gets
     // the other (never the GPU its sibling holds: replica spread).
@@ -323,7 +362,6 @@ fn one_replica_with_max_surge_is_swapped_make_before_break_on_free_capacity() {
 
 #[test]
 fn a_surge_replica_that_never_gets_ready_is_released_and_v3_keeps_serving() {
-    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (cp, _agents) = rig(dir.path(), 2);
     register_versions(&cp.operator(), dir.path(), SIZE);
@@ -365,7 +403,6 @@ fn a_surge_replica_that_never_gets_ready_is_released_and_v3_keeps_serving() {
 
 #[test]
 fn a_control_plane_killed_mid_surge_finishes_the_swap_after_a_restart() {
-    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (mut cp, _agents) = rig(dir.path(), 2);
     register_versions(&cp.operator(), dir.path(), SIZE);

@@ -12,7 +12,7 @@ use crate::protocol::task::Release;
 use crate::protocol::task::{ReplicaState, Scale, ScaleInIdle};
 use crate::task::TaskActor;
 use actix::prelude::*;
-use caldera_spec::{Event, EventKind, TaskRecord, TaskState, TaskType};
+use caldera_spec::{Event, EventKind, SwapPhase, TaskRecord, TaskState, TaskType};
 use std::time::Duration;
 
 mod moves;
@@ -183,7 +183,7 @@ impl TaskActor {
         let t = if self.rec.state.is_terminal() {
             None
         } else {
-            match self.transition(TaskState::Released, Some(format!("released by {by}"))) {
+            match self.record_release(&by) {
                 Ok(t) => Some(t),
                 Err(e) => return Box::pin(async move { Err(e) }),
             }
@@ -205,6 +205,30 @@ impl TaskActor {
             }
             Ok(rec)
         })
+    }
+
+    /// Records the service released, and a swap under way cancelled with it
+    /// (in one commit, with a `model_swap` event for whoever follows swaps),
+    /// so no swap is shown in progress on a service that is gone.
+    fn record_release(&mut self, by: &str) -> Result<Ticket> {
+        let now = self.sh.now_ms();
+        let mut planned = self.rec.clone();
+        let msg = crate::task::move_to(
+            &mut planned,
+            TaskState::Released,
+            now,
+            Some(format!("released by {by}")),
+        );
+        let mut events = vec![self.event_of(&planned, EventKind::TaskTransition, msg)];
+        if let Some(swap) = planned.swap.as_mut().filter(|s| !s.phase.is_over()) {
+            let why = format!("the service was released by {by} during the swap");
+            let text = format!("swap {} -> {} cancelled: {why}", swap.from, swap.to);
+            swap.phase = SwapPhase::Cancelled;
+            swap.reason = Some(why);
+            swap.finished_ms = Some(now);
+            events.push(self.event_of(&planned, EventKind::ModelSwap, text));
+        }
+        self.record(CommitSite::TaskTransition, planned, events)
     }
 
     /// Sets the replica count, recorded first; then releases the surplus

@@ -227,6 +227,7 @@ fn a_hello_the_scheduler_cannot_answer_is_refused_not_welcomed_with_kills() {
             warming: false,
             ready: None,
             generation: 0,
+            port: None,
         };
         node.do_send(AgentHello {
             hello: hello("gpu-8", vec![running]),

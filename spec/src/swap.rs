@@ -53,12 +53,18 @@ pub enum SwapPhase {
     RollingBack,
     /// Every replica serves `from` again; `reason` says why.
     RolledBack,
+    /// The service was released before the swap ended: its replicas were
+    /// stopped wherever they stood; `reason` says who released it.
+    Cancelled,
 }
 
 impl SwapPhase {
     /// Ended: a new swap may start.
     pub fn is_over(self) -> bool {
-        matches!(self, SwapPhase::Done | SwapPhase::RolledBack)
+        matches!(
+            self,
+            SwapPhase::Done | SwapPhase::RolledBack | SwapPhase::Cancelled
+        )
     }
 
     pub fn as_str(self) -> &'static str {
@@ -67,6 +73,7 @@ impl SwapPhase {
             SwapPhase::Done => "done",
             SwapPhase::RollingBack => "rolling_back",
             SwapPhase::RolledBack => "rolled_back",
+            SwapPhase::Cancelled => "cancelled",
         }
     }
 }

@@ -144,6 +144,11 @@ pub struct WorkloadReport {
     /// The generation that readiness is about (0: the first start).
     #[serde(default)]
     pub generation: u32,
+    /// The port the workload was given (`CALDERA_PORT`); repeated on every
+    /// heartbeat, as `Started` alone used to carry it and a control plane
+    /// killed before recording that event never learned the endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
 }
 
 /// Measured use of one allocation. On simulated GPUs the CPU use of the

@@ -64,7 +64,7 @@ pub fn next(swap: &SwapProgress, seen: &[Option<ReplicaSeen>], now_ms: u64, l: L
     match swap.phase {
         SwapPhase::Swapping => swapping(swap, seen, now_ms, l),
         SwapPhase::RollingBack => rolling_back(swap, seen, now_ms, l),
-        SwapPhase::Done | SwapPhase::RolledBack => Next::Wait,
+        SwapPhase::Done | SwapPhase::RolledBack | SwapPhase::Cancelled => Next::Wait,
     }
 }
 

@@ -112,9 +112,11 @@ impl NodeActor {
             let kind = match &w.exit {
                 Some(x) => WorkloadEventKind::Exited(x.clone()),
                 None if w.warming => continue,
+                // With its port: a task that never recorded the start's own
+                // event (a control plane killed first) learns its endpoint.
                 None => WorkloadEventKind::Started {
                     pid: w.pid,
-                    port: None,
+                    port: w.port,
                 },
             };
             let running = w.exit.is_none();

@@ -18,6 +18,7 @@ fn running(id: &str) -> WorkloadReport {
         warming: false,
         ready: None,
         generation: 0,
+        port: None,
     }
 }
 

@@ -78,6 +78,7 @@ impl Runtime {
                 self.finish(&id);
             }
         }
+        self.hold_ports();
         if counts != Adopted::default() {
             tracing::info!(
                 "adopted from {}: {} running, {} held reservation(s), {} exited meanwhile, {} shim(s) lost",

@@ -31,6 +31,7 @@ mod exits;
 pub mod gpu_devices;
 mod launch;
 pub mod logs;
+mod port_claims;
 pub mod ports;
 pub mod procfs;
 pub mod readiness;
@@ -164,11 +165,24 @@ impl Runtime {
     /// Hands workloads ports from `range` (`replica-ports`).
     pub fn set_replica_ports(&mut self, range: (u16, u16)) {
         self.ports = ports::ReplicaPorts::new(range);
+        self.hold_ports();
+    }
+
+    /// The ports the workloads this runtime knows hold (adopted ones included).
+    fn held_ports(&self) -> std::collections::BTreeSet<u16> {
+        self.workloads.values().filter_map(|w| w.port).collect()
+    }
+
+    /// Claims host-wide the ports its workloads hold (adopted ones: a
+    /// restarted agent's claims died with the agent before it).
+    pub(super) fn hold_ports(&mut self) {
+        let held = self.held_ports();
+        self.ports.hold(&held);
     }
 
     /// A port no workload this runtime knows holds (adopted ones included).
     fn pick_port(&mut self) -> Result<u16, StartError> {
-        let held = self.workloads.values().filter_map(|w| w.port).collect();
+        let held = self.held_ports();
         self.ports
             .pick(&held)
             .ok_or_else(|| StartError::PortsExhausted {

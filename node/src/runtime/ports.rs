@@ -8,15 +8,21 @@
 //! port a stopped workload just released is the last to be reused (a client
 //! still holding the old endpoint meets a closed port, not another replica),
 //! and one something else on the host already listens on is skipped.
+//!
+//! Each port handed out is also claimed host-wide, so that agents sharing
+//! a host never hand out the same one: see [`super::port_claims`].
+use super::port_claims::{claims_dir, Claims};
 use std::collections::BTreeSet;
 use std::net::TcpListener;
+use std::path::Path;
 
 /// The range ports are handed out from, and where the next search starts.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct ReplicaPorts {
     first: u16,
     last: u16,
     next: u16,
+    claims: Claims,
 }
 
 /// The default `replica-ports` range.
@@ -37,11 +43,18 @@ pub fn parse_range(text: &str) -> Result<(u16, u16), String> {
 }
 
 impl ReplicaPorts {
-    pub fn new((first, last): (u16, u16)) -> Self {
+    /// Ports of `first..=last`, claimed host-wide in [`claims_dir`].
+    pub fn new(range: (u16, u16)) -> Self {
+        Self::claimed_in(range, &claims_dir())
+    }
+
+    /// Ports of `first..=last`, claimed host-wide in `dir`.
+    pub fn claimed_in((first, last): (u16, u16), dir: &Path) -> Self {
         ReplicaPorts {
             first,
             last,
             next: first,
+            claims: Claims::open(dir),
         }
     }
 
@@ -50,15 +63,26 @@ impl ReplicaPorts {
         format!("{}-{}", self.first, self.last)
     }
 
-    /// A port of the range that no workload in `held` has and nothing on the
-    /// host listens on (127.0.0.1 and 0.0.0.0 both bindable); None when every
-    /// one is taken.
+    /// Claims the ports in `held` (best effort) and lets go of the others.
+    pub fn hold(&mut self, held: &BTreeSet<u16>) {
+        self.claims.settle(held);
+    }
+
+    /// A port of the range that no workload in `held` (this agent's) has, no
+    /// other agent on the host has claimed, and nothing on the host listens
+    /// on (127.0.0.1 and 0.0.0.0 both bindable); None when every one is
+    /// taken. The port stays claimed while `held` names it at later picks.
     pub fn pick(&mut self, held: &BTreeSet<u16>) -> Option<u16> {
+        self.claims.settle(held);
         let size = u32::from(self.last - self.first) + 1;
         for step in 0..size {
             let offset = (u32::from(self.next - self.first) + step) % size;
             let port = self.first + offset as u16;
-            if held.contains(&port) || !free_on_host(port) {
+            if held.contains(&port) || !self.claims.claim(port) {
+                continue;
+            }
+            if !free_on_host(port) {
+                self.claims.release(port);
                 continue;
             }
             self.next = if port == self.last {
@@ -96,7 +120,8 @@ mod tests {
         // A port something already listens on is skipped.
         let busy = TcpListener::bind("127.0.0.1:0").unwrap();
         let b = busy.local_addr().unwrap().port();
-        let mut ports = ReplicaPorts::new((b, b.saturating_add(3)));
+        let claims = tempfile::tempdir().unwrap();
+        let mut ports = ReplicaPorts::claimed_in((b, b.saturating_add(3)), claims.path());
         let mut held = BTreeSet::new();
         for _ in 0..3 {
             let p = ports.pick(&held).expect("a free port");
@@ -108,5 +133,46 @@ mod tests {
         let released = *held.iter().next().unwrap();
         held.remove(&released);
         assert_eq!(ports.pick(&held), Some(released));
+    }
+
+    /// The hot_swap flake: two agents on one host, the same range, workloads
+    /// that have not bound their ports yet. Each must get its own port, and
+    /// a port comes back to the host once its agent's workload let it go.
+    #[test]
+    fn two_agents_on_one_host_never_hand_out_the_same_port() {
+        let claims = tempfile::tempdir().unwrap();
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let first = probe.local_addr().unwrap().port();
+        drop(probe);
+        let range = (first, first.saturating_add(1));
+        let mut a = ReplicaPorts::claimed_in(range, claims.path());
+        let mut b = ReplicaPorts::claimed_in(range, claims.path());
+        let pa = a.pick(&BTreeSet::new()).expect("a port for a");
+        let pb = b.pick(&BTreeSet::new()).expect("a port for b");
+        assert_ne!(pa, pb, "both agents handed out {pa}");
+        // Both ports are claimed: a third pick of either agent finds none.
+        assert_eq!(a.pick(&[pa].into()), None);
+        assert_eq!(b.pick(&[pb].into()), None);
+        // a's workload ended: at its next pick a lets go of pa and, b's pb
+        // being claimed, pa is the one free port again.
+        assert_eq!(a.pick(&BTreeSet::new()), Some(pa));
+        // a exits: its claims go with its process, and b may hand out pa.
+        drop(a);
+        assert_eq!(b.pick(&[pb].into()), Some(pa), "a's port once a is gone");
+    }
+
+    #[test]
+    fn without_a_usable_claims_dir_the_probe_alone_decides() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        // A file where the directory should be: claims are off, and both
+        // agents hand out the one free port (what a host without the
+        // directory gets: the probe only).
+        let mut a = ReplicaPorts::claimed_in((port, port), file.path());
+        let mut b = ReplicaPorts::claimed_in((port, port), file.path());
+        assert_eq!(a.pick(&BTreeSet::new()), Some(port));
+        assert_eq!(b.pick(&BTreeSet::new()), Some(port));
     }
 }

@@ -163,6 +163,7 @@ impl Workload {
             warming: self.warming.is_some(),
             ready: self.ready,
             generation: self.generation,
+            port: self.port,
         }
     }
 }
