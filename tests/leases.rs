@@ -29,6 +29,18 @@ fn command(starts: &Path) -> Value {
     ])
 }
 
+/// The start times once `n` starts wrote theirs (or what there is after
+/// 20 s): `running` comes with the process's start, its line a moment later
+/// (the shell's `date`, slower on a loaded machine).
+fn starts_when(p: &Path, n: usize) -> Vec<(String, u64)> {
+    let mut s = Vec::new();
+    wait_until(Duration::from_secs(20), || {
+        s = starts(p);
+        s.len() >= n
+    });
+    s
+}
+
 /// The start time (ms) each allocation wrote, in order.
 fn starts(p: &Path) -> Vec<(String, u64)> {
     std::fs::read_to_string(p)
@@ -98,7 +110,7 @@ fn a_fenced_training_task_starts_elsewhere_only_after_lease_and_grace() {
     });
     let lost = events(&cp, &node, "node_lost");
     let lost_at = lost.first().and_then(|e| e["at_ms"].as_u64()).unwrap_or(0);
-    let s = starts(&file);
+    let s = starts_when(&file, 2);
     assert_eq!(s.len(), 2, "{s:?}");
     let (detected, restarted) = (
         lost_at.saturating_sub(paused_at),
@@ -144,7 +156,7 @@ fn a_control_plane_restarted_during_the_fence_does_not_requeue_early() {
     api.wait_task("train", 30, "running elsewhere", |v| {
         v["state"] == "running" && node_of(v) != node
     });
-    let s = starts(&file);
+    let s = starts_when(&file, 2);
     assert_eq!(s.len(), 2, "{s:?}");
     let restarted = s[1].1.saturating_sub(paused_at);
     eprintln!(
@@ -173,7 +185,7 @@ fn an_inference_replica_is_replaced_within_five_seconds() {
     api.wait_task("svc.r0", 20, "replaced elsewhere", |v| {
         v["state"] == "running" && node_of(v) != node
     });
-    let s = starts(&file);
+    let s = starts_when(&file, 2);
     assert_eq!(s.len(), 2, "{s:?}");
     let replaced = s[1].1.saturating_sub(paused_at);
     eprintln!("replace: the replica started elsewhere {replaced} ms after its node went silent");

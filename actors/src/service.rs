@@ -195,6 +195,7 @@ impl TaskActor {
                 });
             }
         }
+        self.tell_versions_released();
         self.sh.registry.remove_task(self.id());
         ctx.stop();
         let rec = self.rec.clone();
@@ -205,6 +206,27 @@ impl TaskActor {
             }
             Ok(rec)
         })
+    }
+
+    /// Tells the versions the service named and served that its replicas
+    /// left them (a retiring one then looks at its users again at once).
+    fn tell_versions_released(&self) {
+        let named = [self.rec.spec.model.clone(), self.rec.serving_model.clone()];
+        let versions: std::collections::BTreeSet<String> = named
+            .iter()
+            .flatten()
+            .filter_map(|m| caldera_spec::ModelRef::parse(m, "model").ok())
+            .map(|r| r.to_string())
+            .collect();
+        let tasks: Vec<String> = self.replicas.keys().cloned().collect();
+        for key in versions {
+            if let Some(m) = self.sh.registry.model(&key) {
+                m.do_send(crate::protocol::model::TasksLeft {
+                    tasks: tasks.clone(),
+                    why: format!("service {} released", caldera_spec::local_id(self.id())),
+                });
+            }
+        }
     }
 
     /// Records the service released, and a swap under way cancelled with it

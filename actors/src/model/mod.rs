@@ -36,6 +36,11 @@ pub struct ModelVersionActor {
     sup: Supervision<ModelVersionActor>,
     /// The pending check of a retiring version (one at a time).
     retire_check: Option<SpawnHandle>,
+    /// How long until that check: [`retire::RECHECK`], doubled up to
+    /// [`retire::RECHECK_MAX`] while the users stay the same.
+    retire_every: std::time::Duration,
+    /// The users the last check found (task keys), to see them change.
+    retire_seen: Vec<String>,
 }
 
 impl ModelVersionActor {
@@ -45,6 +50,8 @@ impl ModelVersionActor {
             sh,
             sup: Supervision::default(),
             retire_check: None,
+            retire_every: retire::RECHECK,
+            retire_seen: Vec::new(),
         }
     }
 

@@ -1,9 +1,12 @@
 //! Retire by control message (issue 12, item 4). `POST .../retire` records
 //! `retiring` with its [`RetireOrder`] before anything else happens; from
 //! then the version takes no new tasks (`check_task_model` refuses it,
-//! 422 `model_not_accepting`). While retiring, the actor looks every
-//! [`RECHECK`] at who still uses it (every task of any tenant, not ended,
-//! naming it: services and their replicas). When nobody does, it records
+//! 422 `model_not_accepting`). While retiring, the actor looks at who still
+//! uses it (every task of any tenant, not ended, naming it: services and
+//! their replicas): after [`RECHECK`], then less often while the users stay
+//! the same (doubling up to [`RECHECK_MAX`]: each look reads every task
+//! record), and again at once when told tasks left it (a swap moved them,
+//! their service was released). When nobody does, it records
 //! `retired` (the event names who asked) and tells every node holding a
 //! copy to evict it; a node that is offline then is told when it says hello
 //! again (its copy stays `verified` in the record until its cache report
@@ -25,8 +28,11 @@ use caldera_spec::wire::ServerMessage;
 use caldera_spec::{CopyState, EventKind, ModelState, ModelVersionRecord, RetireOrder, TaskRecord};
 use std::time::Duration;
 
-/// How often a retiring version looks for its remaining users.
+/// How soon a retiring version looks for its remaining users (first, and
+/// after they changed or were told to have left).
 pub const RECHECK: Duration = Duration::from_millis(500);
+/// The longest wait between two looks while the users stay the same.
+pub const RECHECK_MAX: Duration = Duration::from_secs(5);
 
 /// The tasks of any tenant that still use the version `key`: not ended, and
 /// submitted with it or (a replica) running a process that serves it — a
@@ -58,6 +64,16 @@ pub fn services_of(users: &[TaskRecord]) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// The wait before the next look: twice the last (at most [`RECHECK_MAX`])
+/// when the users stayed the same, else [`RECHECK`].
+fn next_look(last: Duration, same_users: bool) -> Duration {
+    if same_users {
+        (last * 2).min(RECHECK_MAX)
+    } else {
+        RECHECK
+    }
+}
+
 impl ModelVersionActor {
     /// Starts the periodic check of a retiring version (at start, after a
     /// rebuild, and when the retire is recorded).
@@ -68,7 +84,7 @@ impl ModelVersionActor {
         if let Some(h) = self.retire_check.take() {
             ctx.cancel_future(h);
         }
-        let h = ctx.run_later(RECHECK, |act, ctx| {
+        let h = ctx.run_later(self.retire_every, |act, ctx| {
             act.retire_check = None;
             act.recheck_retiring(ctx)
         });
@@ -83,6 +99,12 @@ impl ModelVersionActor {
         }
         let users = users(self.sh.gate.store(), &self.key());
         if !users.is_empty() {
+            let seen: Vec<String> = users
+                .iter()
+                .map(|t| caldera_spec::task_key(&t.tenant, &t.spec.task_id))
+                .collect();
+            self.retire_every = next_look(self.retire_every, seen == self.retire_seen);
+            self.retire_seen = seen;
             self.ask_swaps(ctx, &users);
             self.watch_retiring(ctx);
             return;
@@ -107,6 +129,15 @@ impl ModelVersionActor {
         }
         for node in self.holders() {
             self.evict_on(&node);
+        }
+    }
+
+    /// Tasks left the version (a swap moved them, their service was
+    /// released): a retiring one looks again soon, not at its backed-off pace.
+    pub(super) fn users_may_have_left(&mut self, ctx: &mut Context<Self>) {
+        if self.rec.state == ModelState::Retiring {
+            self.retire_every = RECHECK;
+            self.watch_retiring(ctx);
         }
     }
 
@@ -242,5 +273,22 @@ impl ModelVersionActor {
                 let _ = act.record(CommitSite::ModelState, act.rec.clone(), vec![e]);
             }));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn looks_back_off_while_the_users_stay_and_come_back_when_they_change() {
+        let mut every = RECHECK;
+        let mut waits = Vec::new();
+        for _ in 0..6 {
+            every = next_look(every, true);
+            waits.push(every.as_millis());
+        }
+        assert_eq!(waits, [1000, 2000, 4000, 5000, 5000, 5000]);
+        assert_eq!(next_look(RECHECK_MAX, false), RECHECK);
     }
 }

@@ -41,7 +41,8 @@ pub fn users_of(store: &Store, model: &str) -> Result<Vec<ModelUser>> {
 impl Handler<TasksLeft> for ModelVersionActor {
     type Result = ();
     /// Drops `tasks` from the version's users, recorded with one event.
-    fn handle(&mut self, m: TasksLeft, _: &mut Context<Self>) {
+    fn handle(&mut self, m: TasksLeft, ctx: &mut Context<Self>) {
+        self.users_may_have_left(ctx);
         let mut planned = self.rec.clone();
         let before = planned.tasks.len();
         planned.tasks.retain(|t| !m.tasks.contains(t));

@@ -270,7 +270,7 @@ fn print_banner(url: &str, tokens: &tokens::UpTokens, demo: DemoToken) {
     match save_contexts(url, tokens) {
         Ok(path) => println!(
             "CLI contexts saved in {}: `up` (the demo tenant, current) and `up-operator`: \
-             try `caldera tasks`, `caldera --context up-operator nodes`",
+             try `caldera tasks`, `caldera nodes --context up-operator`",
             path.display()
         ),
         Err(e) => tracing::warn!("the CLI contexts were not saved: {e}"),
