@@ -39,20 +39,26 @@ fn serve(api: &Api, id: &str, model: &str, w: &WeightsFile) {
     assert_eq!(printed_sha256(api, &replica, 20), w.sha256, "{replica}");
 }
 
-#[test]
-fn eviction_deletes_the_least_recently_used_unused_version_and_never_one_in_use() {
+/// Versions v1..v4 of model `m`, 3 MB each (`seed` + i), registered from
+/// `file://` copies: a 10 MB cache holds three of them, not a fourth.
+fn four_versions(op: &Api, dir: &Path, seed: u64) -> Vec<WeightsFile> {
     const SIZE: u64 = 3_000_000;
-    let dir = tempfile::tempdir().unwrap();
-    // 10 MB: three 3 MB versions fit, a fourth does not.
-    let (cp, nodes) = one_node(dir.path(), "0.01");
-    let op = cp.operator();
     let versions: Vec<WeightsFile> = (1..=4)
-        .map(|i| generate(&dir.path().join(format!("nfs/m-v{i}.bin")), SIZE, 10 + i).unwrap())
+        .map(|i| generate(&dir.join(format!("nfs/m-v{i}.bin")), SIZE, seed + i).unwrap())
         .collect();
     for (i, w) in versions.iter().enumerate() {
         let r = op.register_model("m", &format!("v{}", i + 1), &w.spec(&w.file_uri()));
         assert_eq!(r.status, 201, "{:#}", r.body);
     }
+    versions
+}
+
+#[test]
+fn eviction_deletes_the_least_recently_used_unused_version_and_never_one_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, nodes) = one_node(dir.path(), "0.01");
+    let op = cp.operator();
+    let versions = four_versions(&op, dir.path(), 10);
     let api = cp.api(&cp.tenant("team-a"));
     // v1 is used first and stays in use: the oldest, but not evictable.
     serve(&api, "keep", "m:v1", &versions[0]);
@@ -108,17 +114,10 @@ fn eviction_deletes_the_least_recently_used_unused_version_and_never_one_in_use(
 /// seen once under load. This test fails on every run without the fix.
 #[test]
 fn a_task_waiting_for_cache_room_starts_when_an_unpin_makes_room() {
-    const SIZE: u64 = 3_000_000;
     let dir = tempfile::tempdir().unwrap();
     let (cp, nodes) = one_node(dir.path(), "0.01");
     let op = cp.operator();
-    let versions: Vec<WeightsFile> = (1..=4)
-        .map(|i| generate(&dir.path().join(format!("nfs/m-v{i}.bin")), SIZE, 30 + i).unwrap())
-        .collect();
-    for (i, w) in versions.iter().enumerate() {
-        let r = op.register_model("m", &format!("v{}", i + 1), &w.spec(&w.file_uri()));
-        assert_eq!(r.status, 201, "{:#}", r.body);
-    }
+    let versions = four_versions(&op, dir.path(), 30);
     // Three pinned copies fill the 10 MB cache: no room for a fourth.
     for v in ["v1", "v2", "v3"] {
         let path = format!("/v1/models/m/versions/{v}/prewarm");
