@@ -162,12 +162,7 @@ impl AgentConfig {
 
     /// `replica-ports` and `advertise-host`.
     fn validate_serving(&self) -> Result<(), AgentError> {
-        let (first, last) = self.replica_ports;
-        if first < 1024 || first > last {
-            return Err(AgentError::Config(format!(
-                "replica-ports {first}-{last} must be FIRST-LAST with 1024 <= FIRST <= LAST <= 65535"
-            )));
-        }
+        crate::runtime::ports::check_range(self.replica_ports).map_err(AgentError::Config)?;
         if let Some(host) = &self.advertise_host {
             let plain = !host.is_empty()
                 && host.len() <= 253

@@ -86,7 +86,7 @@ impl Agent {
             return;
         }
         if !self.weights.cache.enabled() {
-            let name = format!("{}:{}", model.name, model.version);
+            let name = crate::runtime::model_label(&model);
             self.runtime.refuse(cmd, &StartError::NoCache(name));
             return;
         }

@@ -143,14 +143,26 @@ pub fn workload_env(cmd: &StartCommand, prepared: &Prepared) -> Vec<(String, Str
         env.push(("CALDERA_RESUME_FROM".into(), resume.clone()));
     }
     if let (Some(model), Some(path)) = (&cmd.model, &prepared.model_path) {
-        env.push((
-            "CALDERA_MODEL_PATH".into(),
-            path.to_string_lossy().into_owned(),
-        ));
-        env.push(("CALDERA_MODEL_NAME".into(), model.name.clone()));
-        env.push(("CALDERA_MODEL_VERSION".into(), model.version.clone()));
+        env.extend(model_env(model, path));
     }
     env
+}
+
+/// The variables naming the workload's model copy: CALDERA_MODEL_PATH,
+/// _NAME and _VERSION, in that order.
+const MODEL_VARS: [&str; 3] = [
+    "CALDERA_MODEL_PATH",
+    "CALDERA_MODEL_NAME",
+    "CALDERA_MODEL_VERSION",
+];
+
+/// [`MODEL_VARS`] for `model`'s copy at `path`.
+fn model_env(model: &caldera_spec::wire::ModelMount, path: &Path) -> [(String, String); 3] {
+    [
+        (MODEL_VARS[0].into(), path.to_string_lossy().into_owned()),
+        (MODEL_VARS[1].into(), model.name.clone()),
+        (MODEL_VARS[2].into(), model.version.clone()),
+    ]
 }
 
 /// What the shim is told: the command, its environment, identity, cgroup,
@@ -199,19 +211,12 @@ pub fn swapped_env(
     model: &caldera_spec::wire::ModelMount,
     path: &Path,
 ) -> Vec<(String, String)> {
-    const MODEL_VARS: [&str; 3] = [
-        "CALDERA_MODEL_PATH",
-        "CALDERA_MODEL_NAME",
-        "CALDERA_MODEL_VERSION",
-    ];
     let mut env: Vec<(String, String)> = env
         .iter()
         .filter(|(k, _)| !MODEL_VARS.contains(&k.as_str()))
         .cloned()
         .collect();
-    env.push((MODEL_VARS[0].into(), path.to_string_lossy().into_owned()));
-    env.push((MODEL_VARS[1].into(), model.name.clone()));
-    env.push((MODEL_VARS[2].into(), model.version.clone()));
+    env.extend(model_env(model, path));
     env
 }
 

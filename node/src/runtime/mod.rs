@@ -164,8 +164,7 @@ impl Runtime {
 
     /// Hands workloads ports from `range` (`replica-ports`).
     pub fn set_replica_ports(&mut self, range: (u16, u16)) {
-        self.ports = ports::ReplicaPorts::new(range);
-        self.hold_ports();
+        self.ports.set_range(range);
     }
 
     /// The ports the workloads this runtime knows hold (adopted ones included).
@@ -175,7 +174,7 @@ impl Runtime {
 
     /// Claims host-wide the ports its workloads hold (adopted ones: a
     /// restarted agent's claims died with the agent before it).
-    pub(super) fn hold_ports(&mut self) {
+    fn hold_ports(&mut self) {
         let held = self.held_ports();
         self.ports.hold(&held);
     }

@@ -35,10 +35,20 @@ pub fn parse_range(text: &str) -> Result<(u16, u16), String> {
         .split_once('-')
         .and_then(|(a, b)| Some((a.trim().parse::<u16>().ok()?, b.trim().parse::<u16>().ok()?)));
     match parsed {
-        Some((first, last)) if first >= 1024 && first <= last => Ok((first, last)),
-        _ => Err(format!(
-            "replica-ports {text:?} must be FIRST-LAST with 1024 <= FIRST <= LAST <= 65535"
-        )),
+        Some(range) if check_range(range).is_ok() => Ok(range),
+        _ => Err(format!("replica-ports {text:?} {RANGE_RULE}")),
+    }
+}
+
+/// What a `replica-ports` range must be, as its errors say it.
+const RANGE_RULE: &str = "must be FIRST-LAST with 1024 <= FIRST <= LAST <= 65535";
+
+/// A range as parsed, or as set in the agent's config, checked.
+pub fn check_range((first, last): (u16, u16)) -> Result<(), String> {
+    if first >= 1024 && first <= last {
+        Ok(())
+    } else {
+        Err(format!("replica-ports {first}-{last} {RANGE_RULE}"))
     }
 }
 
@@ -56,6 +66,14 @@ impl ReplicaPorts {
             next: first,
             claims: Claims::open(dir),
         }
+    }
+
+    /// Hands out from `first..=last` from now on, keeping the claims held
+    /// (the claims directory is opened once, when the agent starts).
+    pub fn set_range(&mut self, (first, last): (u16, u16)) {
+        self.first = first;
+        self.last = last;
+        self.next = first;
     }
 
     /// `first-last`, as errors and logs name the range.

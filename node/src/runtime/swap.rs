@@ -155,14 +155,20 @@ impl Runtime {
         self.event(id, &cmd.task_id, epoch, kind);
     }
 
+    /// The workloads whose swap waits in warming for `sha256`, with it.
+    fn warming_for<'a>(
+        &'a self,
+        sha256: &'a str,
+    ) -> impl Iterator<Item = (&'a super::workload::Workload, &'a SwapCommand)> + 'a {
+        self.workloads.values().filter_map(move |w| {
+            let p = w.swap.as_ref()?;
+            (p.stage == SwapStage::Warming && p.cmd.model.sha256 == sha256).then_some((w, &p.cmd))
+        })
+    }
+
     /// Swaps waiting in warming for `sha256`.
     fn swaps_warming(&self, sha256: &str) -> Vec<SwapCommand> {
-        self.workloads
-            .values()
-            .filter_map(|w| w.swap.as_ref())
-            .filter(|p| p.stage == SwapStage::Warming && p.cmd.model.sha256 == sha256)
-            .map(|p| p.cmd.clone())
-            .collect()
+        self.warming_for(sha256).map(|(_, c)| c.clone()).collect()
     }
 
     /// Model shas of swaps in warming, with the allocation's identity and
@@ -171,14 +177,10 @@ impl Runtime {
         &self,
         sha256: &str,
     ) -> Vec<(String, String, u64, caldera_spec::wire::ModelMount)> {
-        self.workloads
-            .values()
-            .filter_map(|w| {
-                let p = w.swap.as_ref()?;
-                (p.stage == SwapStage::Warming && p.cmd.model.sha256 == sha256).then(|| {
-                    let id = w.allocation_id.clone();
-                    (id, w.task_id.clone(), w.epoch, p.cmd.model.clone())
-                })
+        self.warming_for(sha256)
+            .map(|(w, c)| {
+                let id = w.allocation_id.clone();
+                (id, w.task_id.clone(), w.epoch, c.model.clone())
             })
             .collect()
     }
