@@ -74,7 +74,7 @@ pub fn spread_of(
     if spec.task_type != TaskType::Inference || !caldera_spec::names_a_replica(task_id) {
         return None;
     }
-    let service = service_of(task_id)?;
+    let (service, _) = task_id.rsplit_once(".r")?;
     let mut spread = ReplicaSpread {
         max_per_node: spec.max_replicas_per_node.unwrap_or(1).max(1),
         hard: spec.max_replicas_per_node.is_some(),
@@ -82,10 +82,7 @@ pub fn spread_of(
     };
     for e in ledger.all() {
         let a = &e.allocation;
-        if a.task_id == task_id || service_of(&a.task_id) != Some(service) {
-            continue;
-        }
-        if !caldera_spec::names_a_replica(&a.task_id) {
+        if a.task_id == task_id || caldera_spec::replica_index(service, &a.task_id).is_none() {
             continue;
         }
         let Some(node) = pool.node_id(&a.node) else {
@@ -96,11 +93,6 @@ pub fn spread_of(
         held.gpus.extend(a.gpus.iter().map(|g| g.index));
     }
     Some(spread)
-}
-
-/// The service key of a replica id (`"{service}.r{i}"`).
-fn service_of(task_id: &str) -> Option<&str> {
-    task_id.rsplit_once(".r").map(|(service, _)| service)
 }
 
 /// Places one replica under its service's spread. Not cached by shape:
