@@ -128,10 +128,7 @@ pub async fn swap(
         "max_surge": u32::from(form.field("max_surge") == Some("1")),
     });
     let req = parse_swap(body.to_string().as_bytes()).map_err(crate::ApiError::from)?;
-    let by = match form.viewer.tenant() {
-        Some(tenant) => format!("tenant {tenant}"),
-        None => "the operator".to_string(),
-    };
+    let by = crate::routes::swap::requested_by(form.viewer.tenant());
     let key = caldera_spec::task_key(&t.tenant, &t.task_id);
     st.cp.swap_model(&key, req, by).await?;
     Ok(see_other(&task_href(&t.task_id, &t.tenant)))

@@ -6,7 +6,7 @@ use super::auth::Viewer;
 use super::error::PortalError;
 use super::layout::{page, Nav};
 use super::respond::{Live, PageAnswers, Render};
-use crate::routes::{models, tasks, Query};
+use crate::routes::{models, Query};
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use maud::html;
@@ -65,24 +65,36 @@ pub async fn page_handler(
 }
 
 /// Inference services read for the swap table at most (one page of the API's list).
-const SERVICES_READ: &str = "1000";
+const SERVICES_READ: usize = 1000;
 
 /// The swaps of the viewer's services: those under way first, then the
-/// ended ones, each with its phase and how many replicas are through.
+/// ended ones, each with its phase and how many replicas are through. Read
+/// from the records themselves: the table needs no queue positions or views.
 async fn swaps(viewer: &Viewer, st: &web::Data<AppState>) -> Result<maud::Markup, PortalError> {
-    let q: std::collections::HashMap<String, String> = [
-        ("type".to_string(), "inference".to_string()),
-        ("limit".to_string(), SERVICES_READ.to_string()),
-    ]
-    .into();
-    let page = tasks::list(viewer.user(), st.clone(), web::Query(q))
-        .await?
-        .into_data();
-    let mut swapping: Vec<_> = page
-        .map(|p| p.tasks)
-        .unwrap_or_default()
+    let page = st
+        .cp
+        .tasks(caldera_actors::control_plane::TaskQuery {
+            tenant: viewer.tenant().map(str::to_string),
+            state: None,
+            task_type: Some(caldera_spec::TaskType::Inference),
+            cursor: String::new(),
+            limit: SERVICES_READ,
+        })
+        .await?;
+    let mut swapping: Vec<(Service, caldera_spec::SwapProgress)> = page
+        .tasks
         .into_iter()
-        .filter_map(|t| t.swap.clone().map(|s| (t, s)))
+        .filter_map(|r| {
+            let s = r.swap?;
+            let task_id = caldera_spec::local_id(&r.spec.task_id).to_string();
+            Some((
+                Service {
+                    task_id,
+                    tenant: r.tenant,
+                },
+                s,
+            ))
+        })
         .collect();
     swapping.sort_by_key(|(_, s)| (s.phase.is_over(), std::cmp::Reverse(s.started_ms)));
     let now = st.cp.now_ms();
@@ -107,4 +119,10 @@ async fn swaps(viewer: &Viewer, st: &web::Data<AppState>) -> Result<maud::Markup
             }
         }
     })
+}
+
+/// A service of the swap table, by its tenant's own id.
+struct Service {
+    task_id: String,
+    tenant: String,
 }

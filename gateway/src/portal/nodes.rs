@@ -114,19 +114,7 @@ pub async fn page_handler(
         nodes.retain(|n| &n.name == only);
     }
     let pages = nodes.len().div_ceil(PAGE).max(1);
-    let at = match q.get("page") {
-        None => 1,
-        Some(p) => p
-            .parse::<usize>()
-            .ok()
-            .filter(|p| (1..=pages).contains(p))
-            .ok_or_else(|| {
-                PortalError::from(crate::ApiError::bad_query(
-                    "page",
-                    format!("page is a number from 1 to {pages}"),
-                ))
-            })?,
-    };
+    let at = crate::routes::query_num(&q, "page", 1, pages as u64)? as usize;
     let shown = &nodes[(at - 1) * PAGE..(at * PAGE).min(nodes.len())];
     let (ledger, _) = st.cp.allocations().await?;
     let copies = copies(&viewer, &st).await?;

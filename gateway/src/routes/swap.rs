@@ -56,20 +56,26 @@ pub async fn swap(
     q: Query,
     payload: web::Payload,
 ) -> Result<Reply<SwapAnswer>, ApiError> {
-    let (key, rec) = visible(&user, &st, &q, &id).await?;
+    let (key, _) = visible(&user, &st, &q, &id).await?;
     let body = body::read(payload, st.body_limit).await?;
     let req = caldera_actors::control_plane::swap::parse_swap(&body)?;
-    let by = user.tenant().unwrap_or("the operator").to_string();
-    let by = if by == rec.tenant {
-        format!("tenant {by}")
-    } else {
-        by
-    };
-    let answer = st.cp.swap_model(&key, req, by).await?;
+    let answer = st
+        .cp
+        .swap_model(&key, req, requested_by(user.tenant()))
+        .await?;
     Ok(match answer {
         a @ SwapAnswer::Started { .. } => {
             Reply::with_status(actix_web::http::StatusCode::ACCEPTED, a)
         }
         a => Reply::ok(a),
     })
+}
+
+/// Who asked for a swap, as its record and events say: the tenant whose
+/// token it was (a tenant only reaches its own services), or the operator.
+pub(crate) fn requested_by(tenant: Option<&str>) -> String {
+    match tenant {
+        Some(tenant) => format!("tenant {tenant}"),
+        None => "the operator".to_string(),
+    }
 }
