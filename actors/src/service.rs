@@ -183,7 +183,11 @@ impl TaskActor {
         let t = if self.rec.state.is_terminal() {
             None
         } else {
-            match self.record_release(&by) {
+            let now = self.sh.now_ms();
+            let reason = Some(format!("released by {by}"));
+            match self.transition_with(TaskState::Released, reason, |planned| {
+                cancel_swap(planned, &by, now)
+            }) {
                 Ok(t) => Some(t),
                 Err(e) => return Box::pin(async move { Err(e) }),
             }
@@ -219,38 +223,10 @@ impl TaskActor {
             .map(|r| r.to_string())
             .collect();
         let tasks: Vec<String> = self.replicas.keys().cloned().collect();
+        let why = format!("service {} released", caldera_spec::local_id(self.id()));
         for key in versions {
-            if let Some(m) = self.sh.registry.model(&key) {
-                m.do_send(crate::protocol::model::TasksLeft {
-                    tasks: tasks.clone(),
-                    why: format!("service {} released", caldera_spec::local_id(self.id())),
-                });
-            }
+            self.tell_tasks_left(&key, tasks.clone(), why.clone());
         }
-    }
-
-    /// Records the service released, and a swap under way cancelled with it
-    /// (in one commit, with a `model_swap` event for whoever follows swaps),
-    /// so no swap is shown in progress on a service that is gone.
-    fn record_release(&mut self, by: &str) -> Result<Ticket> {
-        let now = self.sh.now_ms();
-        let mut planned = self.rec.clone();
-        let msg = crate::task::move_to(
-            &mut planned,
-            TaskState::Released,
-            now,
-            Some(format!("released by {by}")),
-        );
-        let mut events = vec![self.event_of(&planned, EventKind::TaskTransition, msg)];
-        if let Some(swap) = planned.swap.as_mut().filter(|s| !s.phase.is_over()) {
-            let why = format!("the service was released by {by} during the swap");
-            let text = format!("swap {} -> {} cancelled: {why}", swap.from, swap.to);
-            swap.phase = SwapPhase::Cancelled;
-            swap.reason = Some(why);
-            swap.finished_ms = Some(now);
-            events.push(self.event_of(&planned, EventKind::ModelSwap, text));
-        }
-        self.record(CommitSite::TaskTransition, planned, events)
     }
 
     /// Sets the replica count, recorded first; then releases the surplus
@@ -392,6 +368,19 @@ pub fn parse_replicas(body: &[u8]) -> Result<u32> {
         )));
     }
     Ok(b.replicas)
+}
+
+/// A swap still under way when its service is released is recorded
+/// `cancelled` with the release (no swap is shown in progress on a service
+/// that is gone); answers its `model_swap` event.
+fn cancel_swap(planned: &mut TaskRecord, by: &str, now: u64) -> Option<(EventKind, String)> {
+    let swap = planned.swap.as_mut().filter(|s| !s.phase.is_over())?;
+    let why = format!("the service was released by {by} during the swap");
+    let text = format!("swap {} -> {} cancelled: {why}", swap.from, swap.to);
+    swap.phase = SwapPhase::Cancelled;
+    swap.reason = Some(why);
+    swap.finished_ms = Some(now);
+    Some((EventKind::ModelSwap, text))
 }
 
 #[cfg(test)]

@@ -214,10 +214,25 @@ impl TaskActor {
         state: TaskState,
         reason: Option<String>,
     ) -> Result<Ticket> {
+        self.transition_with(state, reason, |_| None)
+    }
+
+    /// As [`Self::transition`], with one more change to the planned record
+    /// made by `also` in the same commit; the event it answers (kind, text)
+    /// is recorded after the transition's.
+    pub(crate) fn transition_with(
+        &mut self,
+        state: TaskState,
+        reason: Option<String>,
+        also: impl FnOnce(&mut TaskRecord) -> Option<(EventKind, String)>,
+    ) -> Result<Ticket> {
         let mut planned = self.rec.clone();
         let msg = move_to(&mut planned, state, self.sh.now_ms(), reason);
-        let e = self.event_of(&planned, EventKind::TaskTransition, msg);
-        let t = self.record(CommitSite::TaskTransition, planned, vec![e])?;
+        let mut events = vec![self.event_of(&planned, EventKind::TaskTransition, msg)];
+        if let Some((kind, text)) = also(&mut planned) {
+            events.push(self.event_of(&planned, kind, text));
+        }
+        let t = self.record(CommitSite::TaskTransition, planned, events)?;
         self.tell_service(state);
         Ok(t)
     }

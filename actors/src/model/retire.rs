@@ -99,10 +99,8 @@ impl ModelVersionActor {
         }
         let users = users(self.sh.gate.store(), &self.key());
         if !users.is_empty() {
-            let seen: Vec<String> = users
-                .iter()
-                .map(|t| caldera_spec::task_key(&t.tenant, &t.spec.task_id))
-                .collect();
+            // A record's task id is its key already (`tenant/id`).
+            let seen: Vec<String> = users.iter().map(|t| t.spec.task_id.clone()).collect();
             self.retire_every = next_look(self.retire_every, seen == self.retire_seen);
             self.retire_seen = seen;
             self.ask_swaps(ctx, &users);

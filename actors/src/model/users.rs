@@ -1,42 +1,12 @@
-//! Who uses a version now, and the bookkeeping a hot swap leaves: the
-//! replicas that moved off a version are no longer its users. The retire
-//! control message asks [`users_of`] whether a retiring version can go.
+//! The bookkeeping a hot swap or a release leaves: the replicas that moved
+//! off a version are no longer listed as its users. Whether a retiring
+//! version can go is decided by [`super::retire::users`], from the task
+//! records themselves.
 use super::ModelVersionActor;
 use crate::commit_site::CommitSite;
-use crate::errors::Result;
 use crate::protocol::model::TasksLeft;
 use actix::prelude::*;
-use caldera_spec::{EventKind, TaskRecord};
-use caldera_storage::Store;
-
-/// One live replica (or task) serving a version.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelUser {
-    /// Its key (`tenant/svc.r0`).
-    pub task: String,
-    /// Its service's key, for a replica.
-    pub service: Option<String>,
-    pub tenant: String,
-}
-
-/// Every live task whose running process serves `model` (`name:version`):
-/// what it serves (`serving_model`, as its node last reported), not what
-/// it was submitted with, so a swapped service counts for its new version.
-pub fn users_of(store: &Store, model: &str) -> Result<Vec<ModelUser>> {
-    let mut out = Vec::new();
-    for rec in store.tasks() {
-        let rec: TaskRecord = rec?;
-        if rec.state.is_terminal() || rec.serving_model.as_deref() != Some(model) {
-            continue;
-        }
-        out.push(ModelUser {
-            task: rec.spec.task_id.clone(),
-            service: rec.service.clone(),
-            tenant: rec.tenant.clone(),
-        });
-    }
-    Ok(out)
-}
+use caldera_spec::EventKind;
 
 impl Handler<TasksLeft> for ModelVersionActor {
     type Result = ();
@@ -57,8 +27,8 @@ impl Handler<TasksLeft> for ModelVersionActor {
             m.why
         );
         let e = self.event(None, EventKind::ModelStateChanged, msg);
-        // Not recorded: the actor is rebuilt from sled, and the list is
-        // only bookkeeping (`users_of` reads what replicas serve).
+        // If this cannot be recorded the actor is rebuilt from sled; the list
+        // is only bookkeeping (`retire::users` reads what the tasks serve).
         let _ = self.record(CommitSite::ModelState, planned, vec![e]);
     }
 }

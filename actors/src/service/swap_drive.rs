@@ -190,11 +190,7 @@ impl TaskActor {
         };
         let mut planned = self.rec.clone();
         if swap.phase == SwapPhase::Done {
-            // New replicas (a replacement, a scale-out) start on it from now;
-            // the service's own record serves it too (it started as the
-            // spec's model, and a retire counts what a record serves).
-            planned.spec.model = Some(swap.to.to_string());
-            planned.serving_model = Some(swap.to.to_string());
+            serve_target(&mut planned, &swap.to);
         }
         planned.swap = Some(swap.clone());
         let e = self.event_of(&planned, EventKind::ModelSwap, msg);
@@ -288,7 +284,7 @@ impl TaskActor {
         self.swap_live
             .sent
             .insert((r.replica.clone(), r.generation), self.sh.now_ms());
-        let Some(mount) = self.mount_of(model) else {
+        let Some(mount) = self.mount_of_version(&model.to_string()) else {
             tracing::error!(model = %model, "swap: the version's record is unreadable");
             return;
         };
@@ -306,30 +302,29 @@ impl TaskActor {
         }
     }
 
-    fn mount_of(&self, model: &ModelRef) -> Option<caldera_spec::wire::ModelMount> {
-        let rec = self
-            .sh
-            .gate
-            .store()
-            .model_version(&model.to_string())
-            .ok()??;
-        Some(caldera_spec::wire::ModelMount {
-            name: rec.spec.name.clone(),
-            version: rec.spec.version.clone(),
-            sha256: rec.spec.weights.sha256.clone(),
-            size_bytes: rec.spec.weights.size_bytes,
-        })
-    }
-
     /// The swap ended: the replicas no longer use `off` (they serve `onto`).
     pub(super) fn tell_version_left(&self, swap: &SwapProgress, off: &ModelRef, onto: &ModelRef) {
-        if let Some(m) = self.sh.registry.model(&off.to_string()) {
-            m.do_send(TasksLeft {
-                tasks: swap.replicas.iter().map(|r| r.replica.clone()).collect(),
-                why: format!("service {} serves {onto}", local_id(self.id())),
-            });
+        let tasks = swap.replicas.iter().map(|r| r.replica.clone()).collect();
+        let why = format!("service {} serves {onto}", local_id(self.id()));
+        self.tell_tasks_left(&off.to_string(), tasks, why);
+    }
+
+    /// Tells the version `key` (`name:version`) that `tasks` no longer use
+    /// it; a retiring one looks at its users again at once.
+    pub(crate) fn tell_tasks_left(&self, key: &str, tasks: Vec<String>, why: String) {
+        if let Some(m) = self.sh.registry.model(key) {
+            m.do_send(TasksLeft { tasks, why });
         }
     }
+}
+
+/// A done swap's service record: new replicas (a replacement, a scale-out)
+/// start on `to` from now, and the record serves it too (it started as the
+/// spec's model, and a retire counts what a record serves). Both the in-place
+/// and the surge swap end here.
+pub(super) fn serve_target(planned: &mut caldera_spec::TaskRecord, to: &ModelRef) {
+    planned.spec.model = Some(to.to_string());
+    planned.serving_model = Some(to.to_string());
 }
 
 /// What follows a recorded swap step.

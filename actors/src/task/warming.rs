@@ -30,8 +30,12 @@ impl TaskActor {
     /// at submission; a version gone since starts the task without one and
     /// the agent refuses nothing it was not told).
     pub(crate) fn model_mount(&self) -> Option<ModelMount> {
-        let model = self.rec.spec.model.as_ref()?;
-        let rec = self.sh.gate.store().model_version(model).ok()??;
+        self.mount_of_version(self.rec.spec.model.as_ref()?)
+    }
+
+    /// The mount of the version `key` (`name:version`), from its record.
+    pub(crate) fn mount_of_version(&self, key: &str) -> Option<ModelMount> {
+        let rec = self.sh.gate.store().model_version(key).ok()??;
         Some(ModelMount {
             name: rec.spec.name.clone(),
             version: rec.spec.version.clone(),
