@@ -258,3 +258,41 @@ fn retire_with_replace_with_moves_every_service_then_evicts_the_old_version() {
         wait_cached(n, &v2.sha256, true);
     }
 }
+
+/// Retire with `replace_with` of a 1-replica service: its swap goes through
+/// a surge replica (`max_surge: 1`), and the surge's end used to leave the
+/// service's own record serving the old version, so the old version stayed
+/// `retiring` for good. Fails without `swap_drive::serve_target` on the
+/// surge path.
+#[test]
+fn retire_with_replace_with_moves_a_one_replica_service_by_surge_then_retires() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = [AgentSpec::with_cache("node-0", "1xA100-80GB", "1")];
+    let (cp, nodes) = cluster(Path::new(BIN), dir.path(), ENV, &specs);
+    let op = cp.operator();
+    let v1 = generate(&dir.path().join("nfs/m-v1.bin"), 500_000, 11).unwrap();
+    let v2 = generate(&dir.path().join("nfs/m-v2.bin"), 500_000, 12).unwrap();
+    for (v, w) in [("v1", &v1), ("v2", &v2)] {
+        let r = op.register_model("m", v, &w.spec(&w.file_uri()));
+        assert_eq!(r.status, 201, "{:#}", r.body);
+    }
+    let api = cp.api(&cp.tenant("team-a"));
+    submit(&api, &model_service("solo", "m:v1", 1, one_core()));
+    wait_running(&api, "solo.r0", 60);
+    let r = op.post(
+        "/v1/models/m/versions/v1/retire",
+        r#"{"replace_with": "m:v2"}"#,
+    );
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    assert!(
+        wait_until(Duration::from_secs(120), || version(&op, "m:v1")["state"]
+            == "retired"),
+        "{:#} service: {:#}",
+        version(&op, "m:v1"),
+        api.task("solo")
+    );
+    let svc = api.task("solo");
+    assert_eq!(svc["swap"]["phase"], "done", "{svc:#}");
+    assert_eq!(svc["spec"]["model"], "m:v2", "{svc:#}");
+    wait_cached(&nodes[0], &v1.sha256, false);
+}

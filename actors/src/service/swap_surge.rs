@@ -179,7 +179,7 @@ impl TaskActor {
             swap.to
         );
         let mut planned = self.rec.clone();
-        planned.spec.model = Some(swap.to.to_string());
+        super::swap_drive::serve_target(&mut planned, &swap.to);
         planned.swap = Some(swap.clone());
         let e = self.event_of(&planned, EventKind::ModelSwap, msg);
         if self.finish_move_with(index, planned, e, by) {
