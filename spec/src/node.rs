@@ -44,10 +44,26 @@ pub struct NodeInventory {
     pub gpu_source: String,
 }
 
+/// Most GPUs one node may report (the largest single machines hold 16; a
+/// rack-scale system that shows as one host, 72).
+pub const MAX_NODE_GPUS: usize = 256;
+/// Most memory one GPU may report, MiB: 1 TiB (the largest GPUs hold 288 GB).
+pub const MAX_GPU_MEMORY_MB: u64 = 1024 * 1024;
+/// Most CPU cores one node may report (the largest servers have about 2,000
+/// logical cores).
+pub const MAX_NODE_CPU_CORES: u32 = 16_384;
+/// Most host memory one node may report, MiB: 64 TiB.
+pub const MAX_NODE_MEMORY_MB: u64 = 64 * 1024 * 1024;
+/// Most disk one node may offer or one mount may report, MiB: 1 PiB.
+pub const MAX_NODE_DISK_MB: u64 = 1024 * 1024 * 1024;
+
 impl NodeInventory {
     /// Refuses an inventory no real machine reports: a GPU index or uuid
-    /// listed twice (placement would hand the same GPU out as two).
+    /// listed twice (placement would hand the same GPU out as two), or more
+    /// GPUs, GPU memory, cores, memory or disk than any machine has (the
+    /// `MAX_*` bounds above: placement would put any task on such a node).
     pub fn validate(&self) -> Result<(), SpecError> {
+        self.validate_bounds()?;
         for (i, g) in self.gpus.iter().enumerate() {
             let earlier = &self.gpus[..i];
             if earlier.iter().any(|e| e.index == g.index) {
@@ -68,10 +84,78 @@ impl NodeInventory {
         Ok(())
     }
 
+    /// Every figure within what a machine could have; the error names the
+    /// figure, what was reported and the bound.
+    fn validate_bounds(&self) -> Result<(), SpecError> {
+        if self.gpus.len() > MAX_NODE_GPUS {
+            return Err(implausible(
+                "inventory.gpus".into(),
+                format!(
+                    "{} GPUs reported; a node has at most {MAX_NODE_GPUS}",
+                    self.gpus.len()
+                ),
+            ));
+        }
+        for (i, g) in self.gpus.iter().enumerate() {
+            if g.memory_total_mb > MAX_GPU_MEMORY_MB {
+                return Err(implausible(
+                    format!("inventory.gpus[{i}].memory_total_mb"),
+                    format!(
+                        "GPU {} reports {} MiB of memory; a GPU has at most {MAX_GPU_MEMORY_MB} MiB (1 TiB)",
+                        g.index, g.memory_total_mb
+                    ),
+                ));
+            }
+        }
+        if self.cpu_cores > MAX_NODE_CPU_CORES {
+            return Err(implausible(
+                "inventory.cpu_cores".into(),
+                format!(
+                    "{} CPU cores reported; a node has at most {MAX_NODE_CPU_CORES}",
+                    self.cpu_cores
+                ),
+            ));
+        }
+        if self.memory_total_mb > MAX_NODE_MEMORY_MB {
+            return Err(implausible(
+                "inventory.memory_total_mb".into(),
+                format!(
+                    "{} MiB of memory reported; a node has at most {MAX_NODE_MEMORY_MB} MiB (64 TiB)",
+                    self.memory_total_mb
+                ),
+            ));
+        }
+        if self.disk_offered_mb > MAX_NODE_DISK_MB {
+            return Err(implausible(
+                "inventory.disk_offered_mb".into(),
+                format!(
+                    "{} MiB of disk offered; a node offers at most {MAX_NODE_DISK_MB} MiB (1 PiB)",
+                    self.disk_offered_mb
+                ),
+            ));
+        }
+        for (i, d) in self.disks.iter().enumerate() {
+            if d.total_mb > MAX_NODE_DISK_MB {
+                return Err(implausible(
+                    format!("inventory.disks[{i}].total_mb"),
+                    format!(
+                        "disk {:?} reports {} MiB; a disk has at most {MAX_NODE_DISK_MB} MiB (1 PiB)",
+                        d.mount, d.total_mb
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// True when any part of this node is simulated.
     pub fn any_simulated(&self) -> bool {
         self.simulated_host || self.gpus.iter().any(|g| g.simulated)
     }
+}
+
+fn implausible(field: String, message: String) -> SpecError {
+    SpecError::new(SpecErrorKind::OutOfRange, field, message)
 }
 
 fn twice(i: usize, what: &str, message: String) -> SpecError {

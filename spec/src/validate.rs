@@ -14,6 +14,21 @@ pub const MAX_CPU_CORES: f64 = 4096.0;
 pub const MAX_MEMORY_GB: f64 = 65_536.0;
 pub const MAX_DISK_GB: f64 = 1_048_576.0;
 pub const MAX_REPLICAS: u32 = 1000;
+/// Least GPU memory per GPU a request may name: 256 MiB. Below it a task
+/// holds a GPU for next to no quota, and the placer's MiB rounding grants
+/// less than was asked.
+pub const MIN_GPU_MEMORY_GB: f64 = 0.25;
+/// Least share of one GPU: 1%. Smaller slices let one tenant stack hundreds
+/// of processes on a GPU for next to no quota.
+pub const MIN_GPU_SHARE: f64 = 0.01;
+/// Least CPU a request may name: a tenth of a core (100 millicores; a
+/// smaller request rounds to no CPU at all).
+pub const MIN_CPU_CORES: f64 = 0.1;
+/// Least host memory a request may name: 64 MiB, about what a process
+/// needs to start.
+pub const MIN_MEMORY_GB: f64 = 0.0625;
+/// Least disk a request may name: 64 MiB.
+pub const MIN_DISK_GB: f64 = 0.0625;
 pub const MAX_RETRIES: u32 = 100;
 
 /// Parses and validates a submitted task spec.
@@ -246,12 +261,22 @@ fn validate_task_id(id: &str) -> Result<(), SpecError> {
     Ok(())
 }
 
-fn check_range(field: &str, v: f64, max: f64, unit: &str) -> Result<(), SpecError> {
+/// `v` within `[min, max]` of `unit`; the error names `field`. A value that
+/// is not a normal number (NaN, infinite, subnormal such as 5e-324) is
+/// refused with the same sentence as one below the minimum.
+fn check_range(field: &str, v: f64, (min, max): (f64, f64), unit: &str) -> Result<(), SpecError> {
     if !v.is_finite() || v <= 0.0 {
         return Err(SpecError::new(
             K::OutOfRange,
             field,
             format!("must be greater than 0 {unit}, not {v}"),
+        ));
+    }
+    if !v.is_normal() || v < min {
+        return Err(SpecError::new(
+            K::OutOfRange,
+            field,
+            format!("{field} must be at least {min} {unit}, not {v}"),
         ));
     }
     if v > max {
@@ -269,13 +294,28 @@ fn validate_resources(r: &ResourceRequest) -> Result<(), SpecError> {
         validate_gpu(g)?;
     }
     if let Some(c) = &r.cpu {
-        check_range("resources.cpu.cores", c.cores, MAX_CPU_CORES, "cores")?;
+        check_range(
+            "resources.cpu.cores",
+            c.cores,
+            (MIN_CPU_CORES, MAX_CPU_CORES),
+            "cores",
+        )?;
     }
     if let Some(m) = &r.memory {
-        check_range("resources.memory.size_gb", m.size_gb, MAX_MEMORY_GB, "GB")?;
+        check_range(
+            "resources.memory.size_gb",
+            m.size_gb,
+            (MIN_MEMORY_GB, MAX_MEMORY_GB),
+            "GB",
+        )?;
     }
     if let Some(d) = &r.disk {
-        check_range("resources.disk.size_gb", d.size_gb, MAX_DISK_GB, "GB")?;
+        check_range(
+            "resources.disk.size_gb",
+            d.size_gb,
+            (MIN_DISK_GB, MAX_DISK_GB),
+            "GB",
+        )?;
     }
     if r.gpu.is_none() && r.cpu.is_none() && r.memory.is_none() {
         return Err(SpecError::new(
@@ -299,7 +339,12 @@ fn validate_gpu(g: &GpuRequest) -> Result<(), SpecError> {
         ));
     }
     if let Some(m) = g.memory_gb {
-        check_range("resources.gpu.memory_gb", m, MAX_GPU_MEMORY_GB, "GB")?;
+        check_range(
+            "resources.gpu.memory_gb",
+            m,
+            (MIN_GPU_MEMORY_GB, MAX_GPU_MEMORY_GB),
+            "GB",
+        )?;
     }
     if let Some(s) = g.share {
         if !(s > 0.0 && s <= 1.0) {
@@ -307,6 +352,15 @@ fn validate_gpu(g: &GpuRequest) -> Result<(), SpecError> {
                 K::OutOfRange,
                 "resources.gpu.share",
                 format!("share is a fraction of one GPU in (0, 1], not {s}"),
+            ));
+        }
+        if !s.is_normal() || s < MIN_GPU_SHARE {
+            return Err(SpecError::new(
+                K::OutOfRange,
+                "resources.gpu.share",
+                format!(
+                    "resources.gpu.share must be at least {MIN_GPU_SHARE} (1% of a GPU), not {s}"
+                ),
             ));
         }
         if g.count > 1 {

@@ -134,6 +134,60 @@ fn bad_inputs_are_rejected_with_code_and_field() {
             "resources.gpu.memory_gb",
         ),
         (
+            "subnormal gpu memory",
+            seed_with("/resources/gpu/memory_gb", Some(json!(5e-324))),
+            K::OutOfRange,
+            "resources.gpu.memory_gb",
+        ),
+        (
+            "gpu memory below 256 MiB",
+            seed_with("/resources/gpu/memory_gb", Some(json!(1e-7))),
+            K::OutOfRange,
+            "resources.gpu.memory_gb",
+        ),
+        (
+            "gpu memory just below 256 MiB",
+            seed_with("/resources/gpu/memory_gb", Some(json!(0.2499))),
+            K::OutOfRange,
+            "resources.gpu.memory_gb",
+        ),
+        (
+            "share below 1% of a GPU",
+            seed_with("/resources/gpu", Some(json!({"share": 1e-7}))),
+            K::OutOfRange,
+            "resources.gpu.share",
+        ),
+        (
+            "subnormal share",
+            seed_with("/resources/gpu", Some(json!({"share": 5e-324}))),
+            K::OutOfRange,
+            "resources.gpu.share",
+        ),
+        (
+            "subnormal cores",
+            seed_with("/resources/cpu/cores", Some(json!(5e-324))),
+            K::OutOfRange,
+            "resources.cpu.cores",
+        ),
+        (
+            "cores below a tenth",
+            seed_with("/resources/cpu/cores", Some(json!(0.05))),
+            K::OutOfRange,
+            "resources.cpu.cores",
+        ),
+        (
+            "memory below 64 MiB",
+            seed_with("/resources/memory/size_gb", Some(json!(1e-7))),
+            K::OutOfRange,
+            "resources.memory.size_gb",
+        ),
+        (
+            "disk below 64 MiB",
+            seed_with("/resources/disk/size_gb", Some(json!(0.01))),
+            K::OutOfRange,
+            "resources.disk.size_gb",
+        ),
+        (
             "share with count 4",
             seed_with("/resources/gpu/share", Some(json!(0.5))),
             K::Conflict,
@@ -373,6 +427,56 @@ fn bad_inputs_are_rejected_with_code_and_field() {
 }
 
 #[test]
+fn each_minimum_is_accepted_and_named_with_its_field_when_missed() {
+    use serde_json::json;
+    let at_minimum = [
+        ("/resources/gpu/memory_gb", json!(0.25)),
+        ("/resources/gpu", json!({"share": 0.01})),
+        ("/resources/cpu/cores", json!(0.1)),
+        ("/resources/memory/size_gb", json!(0.0625)),
+        ("/resources/disk/size_gb", json!(0.0625)),
+    ];
+    for (pointer, v) in at_minimum {
+        let body = seed_with(pointer, Some(v.clone()));
+        assert!(
+            parse_task_spec(&body).is_ok(),
+            "{pointer} = {v} is the minimum"
+        );
+    }
+    let below = [
+        (
+            "/resources/gpu/memory_gb",
+            json!(0.2),
+            "resources.gpu.memory_gb must be at least 0.25 GB",
+        ),
+        (
+            "/resources/gpu",
+            json!({"share": 0.009}),
+            "resources.gpu.share must be at least 0.01",
+        ),
+        (
+            "/resources/cpu/cores",
+            json!(0.09),
+            "resources.cpu.cores must be at least 0.1 cores",
+        ),
+        (
+            "/resources/memory/size_gb",
+            json!(0.06),
+            "resources.memory.size_gb must be at least 0.0625 GB",
+        ),
+        (
+            "/resources/disk/size_gb",
+            json!(0.06),
+            "resources.disk.size_gb must be at least 0.0625 GB",
+        ),
+    ];
+    for (pointer, v, says) in below {
+        let e = parse_task_spec(&seed_with(pointer, Some(v))).unwrap_err();
+        assert!(e.message.contains(says), "{pointer}: {}", e.message);
+    }
+}
+
+#[test]
 fn share_alone_and_numbers_for_priority_are_accepted() {
     let body = br#"{"task_id":"svc-1","task_type":"inference","priority":750,
       "resources":{"gpu":{"share":0.25}},"command":["sleep","1"],"replicas":2}"#;
@@ -512,6 +616,102 @@ fn a_hello_inventory_with_a_gpu_index_twice_is_refused() {
             (field, message),
             "{name}"
         );
+    }
+}
+
+#[test]
+fn a_hello_inventory_beyond_any_machine_is_refused_naming_the_figure() {
+    use caldera_spec::node::{
+        MAX_GPU_MEMORY_MB, MAX_NODE_CPU_CORES, MAX_NODE_DISK_MB, MAX_NODE_GPUS, MAX_NODE_MEMORY_MB,
+    };
+    use caldera_spec::{DiskInfo, GpuInfo, NodeInventory};
+    let gpu = |index: u32, memory_total_mb: u64| GpuInfo {
+        index,
+        uuid: format!("GPU-{index}"),
+        model: "NVIDIA H200".into(),
+        memory_total_mb,
+        memory_used_mb: 0,
+        utilization_pct: 0,
+        simulated: false,
+    };
+    let base = NodeInventory {
+        hostname: "n1".into(),
+        gpus: vec![gpu(0, 143_771)],
+        cpu_cores: 192,
+        memory_total_mb: 2 * 1024 * 1024,
+        disks: vec![DiskInfo {
+            mount: "/".into(),
+            total_mb: 30 * 1024 * 1024,
+            free_mb: 0,
+        }],
+        disk_offered_mb: 30 * 1024 * 1024,
+        labels: Default::default(),
+        simulated_host: false,
+        isolation: "none".into(),
+        gpu_source: "nvml".into(),
+    };
+    assert!(base.validate().is_ok(), "a large real machine is welcome");
+    let at_bounds = NodeInventory {
+        gpus: (0..MAX_NODE_GPUS as u32)
+            .map(|i| gpu(i, MAX_GPU_MEMORY_MB))
+            .collect(),
+        cpu_cores: MAX_NODE_CPU_CORES,
+        memory_total_mb: MAX_NODE_MEMORY_MB,
+        disk_offered_mb: MAX_NODE_DISK_MB,
+        ..base.clone()
+    };
+    assert!(
+        at_bounds.validate().is_ok(),
+        "the bounds themselves are allowed"
+    );
+    let with = |f: &dyn Fn(&mut NodeInventory)| {
+        let mut inv = base.clone();
+        f(&mut inv);
+        inv
+    };
+    let cases = [
+        (
+            "u64::MAX GPU memory",
+            with(&|i| i.gpus[0].memory_total_mb = u64::MAX),
+            "inventory.gpus[0].memory_total_mb",
+            "18446744073709551615 MiB",
+        ),
+        (
+            "too many GPUs",
+            with(&|i| i.gpus = (0..=MAX_NODE_GPUS as u32).map(|n| gpu(n, 1024)).collect()),
+            "inventory.gpus",
+            "257 GPUs reported",
+        ),
+        (
+            "too many cores",
+            with(&|i| i.cpu_cores = u32::MAX),
+            "inventory.cpu_cores",
+            "4294967295 CPU cores",
+        ),
+        (
+            "too much memory",
+            with(&|i| i.memory_total_mb = MAX_NODE_MEMORY_MB + 1),
+            "inventory.memory_total_mb",
+            "at most 67108864 MiB",
+        ),
+        (
+            "too much disk offered",
+            with(&|i| i.disk_offered_mb = u64::MAX),
+            "inventory.disk_offered_mb",
+            "at most 1073741824 MiB",
+        ),
+        (
+            "a disk too large",
+            with(&|i| i.disks[0].total_mb = u64::MAX),
+            "inventory.disks[0].total_mb",
+            "disk \"/\"",
+        ),
+    ];
+    for (name, inventory, field, says) in cases {
+        let e = inventory.validate().expect_err(name);
+        assert_eq!(e.kind, K::OutOfRange, "{name}");
+        assert_eq!(e.field, field, "{name}");
+        assert!(e.message.contains(says), "{name}: {}", e.message);
     }
 }
 
