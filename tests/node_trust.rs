@@ -206,11 +206,9 @@ fn a_registered_name_needs_its_secret_one_session_at_a_time_until_revoked() {
     assert_eq!(reply["type"], "refused", "impostor welcomed: {reply}");
     assert_eq!(reply["code"], 10005, "{reply}");
     // The agent kept its secret in its data dir, readable by it alone.
-    let file = real.data_dir.join("node-secret");
+    let file = real.data_dir.join("secrets/node-secret");
     let secret = std::fs::read_to_string(&file).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o600);
+    assert_private(&file);
     // Even with the secret: one session at a time.
     let (_s, reply) =
         fake_node::hello(&cp.addr, JOIN_TOKEN, "node-3", 1, Some(secret.trim())).unwrap();
@@ -251,6 +249,124 @@ fn a_registered_name_needs_its_secret_one_session_at_a_time_until_revoked() {
     let tenant = cp.api(&cp.tenant("team-b"));
     assert_eq!(tenant.post("/v1/nodes/node-1/revoke", "").status, 403);
     assert_eq!(cp.operator().post("/v1/nodes/nope/revoke", "").status, 404);
+}
+
+/// `path` is mode 0600 in a dir of mode 0700, both root's (the agent's).
+fn assert_private(path: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::metadata(path).unwrap();
+    let dir = std::fs::metadata(path.parent().unwrap()).unwrap();
+    // SAFETY: geteuid has no memory effects.
+    let me = unsafe { libc::geteuid() };
+    assert_eq!(
+        (
+            file.mode() & 0o777,
+            dir.mode() & 0o777,
+            file.uid(),
+            dir.uid()
+        ),
+        (0o600, 0o700, me, me),
+        "{}",
+        path.display()
+    );
+}
+
+fn rotate(cp: &ControlPlane, name: &str) -> std::process::Output {
+    std::process::Command::new(BIN)
+        .args(["node", "rotate-secret", name, "--server", &cp.url()])
+        .args(["--token", OPERATOR_TOKEN])
+        .output()
+        .unwrap()
+}
+
+/// A secret that may have leaked is rotated over the live session: the old
+/// one opens no session from then on (an impostor holding it is refused),
+/// the agent keeps the new one and rejoins with it after a restart, and its
+/// task runs on. A node with no live session cannot be handed one.
+#[test]
+fn a_rotated_secret_shuts_the_old_one_out_and_the_agent_keeps_the_new() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, mut real) = one_real_node(dir.path(), "node-6");
+    let api = cp.api(&cp.tenant("team-a"));
+    assert_eq!(api.post("/v1/tasks", &sleeper("victim")).status, 201);
+    let alloc = allocation_id(&wait_running(&api, "victim"));
+    let file = real.data_dir.join("secrets/node-secret");
+    let old = std::fs::read_to_string(&file).unwrap().trim().to_string();
+
+    let out = rotate(&cp, "node-6");
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(said.contains("node-6 has a new secret"), "{said}");
+    let read = || std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let now = read();
+            !now.trim().is_empty() && now.trim() != old
+        }),
+        "the agent did not keep the new secret"
+    );
+    assert_private(&file);
+    let new = read().trim().to_string();
+
+    // The old secret opens nothing, whether the node is up or not.
+    let (_s, reply) = fake_node::hello(&cp.addr, JOIN_TOKEN, "node-6", 1, Some(&old)).unwrap();
+    assert_eq!(
+        reply["type"], "refused",
+        "rotated-out secret welcomed: {reply}"
+    );
+    assert_eq!(reply["code"], 10005, "{reply}");
+    let epoch = node_view(&cp, "node-6")["epoch"].clone();
+    real.kill9();
+    assert!(wait_until(Duration::from_secs(15), || !connected(
+        &cp, "node-6"
+    )));
+    let (_s, reply) = fake_node::hello(&cp.addr, JOIN_TOKEN, "node-6", 1, Some(&old)).unwrap();
+    assert_eq!(
+        reply["type"], "refused",
+        "rotated-out secret welcomed: {reply}"
+    );
+    assert_eq!(reply["code"], 10005, "{reply}");
+    drop(_s);
+
+    // The agent comes back with the new one; its task ran on.
+    real.start_again();
+    assert!(wait_until(Duration::from_secs(20), || {
+        let n = node_view(&cp, "node-6");
+        n["connected"] == true && n["epoch"] != epoch
+    }));
+    assert_eq!(read().trim(), new);
+    let v = api.get("/v1/tasks/victim").data().clone();
+    assert_eq!(
+        (v["state"].clone(), allocation_id(&v)),
+        ("running".into(), alloc)
+    );
+    let events = node_events(&cp, "node-6");
+    assert!(
+        events.iter().any(|m| m.contains("secret was rotated")),
+        "{events:?}"
+    );
+
+    // No live session, nothing to hand a secret over: 409, revoke instead.
+    let (s, _) = fake_node::join(&cp.addr, JOIN_TOKEN, "gone-6", 0).unwrap();
+    drop(s);
+    assert!(wait_until(Duration::from_secs(10), || !connected(
+        &cp, "gone-6"
+    )));
+    let r = cp.operator().post("/v1/nodes/gone-6/rotate-secret", "");
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(r.body.to_string().contains("revoke"), "{}", r.body);
+    // Operators only; an unknown node is named.
+    let tenant = cp.api(&cp.tenant("team-b"));
+    assert_eq!(
+        tenant.post("/v1/nodes/node-6/rotate-secret", "").status,
+        403
+    );
+    assert_eq!(
+        cp.operator()
+            .post("/v1/nodes/nope/rotate-secret", "")
+            .status,
+        404
+    );
 }
 
 /// Readiness and swaps are reports like any other: a node that does not

@@ -49,8 +49,10 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
     let store = open_store(&config)?;
     // Before anything reads `t/` or `a/`: every record is keyed tenant/id.
     crate::migrate::scope_task_keys(&store)?;
-    let book = Arc::new(TokenBook::default());
+    let (key, new_key) = crate::token_key::open(&config.data_dir, &store)?;
+    let book = Arc::new(TokenBook::new(key.clone()));
     let (gen_op, gen_join) = setup_tokens(&store, &config, &book)?;
+    upgrade_digests(&store, &book, new_key.then_some(&key))?;
     let gate = FlushGate::start(store.clone(), crate::metrics::Metrics::default());
     let registry = Arc::new(Registry::default());
     let offers = Arc::new(crate::shared::PoolOffers::default());
@@ -93,14 +95,18 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
     })
 }
 
-/// The data directory's sled store, created if new.
+/// The data directory's sled store, created if new. The data dir is the
+/// server's alone (0700: the store holds tasks' environments, the key file
+/// its token key), narrowed on every boot if it was made wider.
 fn open_store(config: &ServerConfig) -> Result<Store> {
-    std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+    let unusable = |e: std::io::Error| {
         ActorError::Unavailable(format!(
             "cannot create data dir {}: {e}",
             config.data_dir.display()
         ))
-    })?;
+    };
+    std::fs::create_dir_all(&config.data_dir).map_err(unusable)?;
+    caldera_storage::private::narrow_dir(&config.data_dir).map_err(unusable)?;
     Ok(Store::open(
         &config.data_dir.join("sled"),
         &StoreConfig {
@@ -194,13 +200,13 @@ fn setup_tokens(
         (META_JOIN, &config.join_token, Principal::NodeJoin, 1),
     ] {
         let hash = match (configured, store.meta_get(key)?) {
-            (Some(t), _) => tokens::hash(t),
-            (None, Some(h)) => String::from_utf8_lossy(&h).to_string(),
+            (Some(t), _) => book.digest(t),
+            (None, Some(h)) => book.upgrade(&String::from_utf8_lossy(&h)),
             (None, None) => {
                 let t = tokens::generate().map_err(|e| {
                     ActorError::Unavailable(format!("no randomness for a token: {e}"))
                 })?;
-                let h = tokens::hash(&t);
+                let h = book.digest(&t);
                 if slot == 0 {
                     generated.0 = Some(t);
                 } else {
@@ -215,6 +221,49 @@ fn setup_tokens(
     store.commit(b)?;
     store.flush()?;
     Ok(generated)
+}
+
+/// Stored digests of tenants' tokens and nodes' secrets in their keyed
+/// form: plain SHA-256s from a store made before the token key are
+/// rewritten once (the booted book already accepts either). With a new
+/// key, its fingerprint is stored in the same batch.
+fn upgrade_digests(
+    store: &Store,
+    book: &TokenBook,
+    new_key: Option<&tokens::TokenKey>,
+) -> Result<()> {
+    let mut b = store.batch();
+    let mut changed = 0;
+    for mut t in store.tenants()? {
+        if !tokens::is_keyed(&t.token_sha256) {
+            t.token_sha256 = book.upgrade(&t.token_sha256);
+            b.put_tenant(&t);
+            changed += 1;
+        }
+    }
+    for mut n in store.nodes()? {
+        if let Some(h) = n.secret_sha256.as_ref().filter(|h| !tokens::is_keyed(h)) {
+            n.secret_sha256 = Some(book.upgrade(h));
+            b.put_node(&n);
+            changed += 1;
+        }
+    }
+    if let Some(key) = new_key {
+        b.meta_put(
+            crate::token_key::META_FINGERPRINT,
+            key.fingerprint().as_bytes(),
+        );
+    }
+    if changed > 0 || new_key.is_some() {
+        store.commit(b)?;
+        store.flush()?;
+    }
+    if changed > 0 {
+        tracing::info!(
+            "{changed} stored token and node-secret digest(s) now keyed with the token key"
+        );
+    }
+    Ok(())
 }
 
 impl Handler<Submit> for Cluster {
@@ -410,7 +459,7 @@ impl Cluster {
             .map_err(|e| ActorError::Unavailable(format!("no randomness for a token: {e}")))?;
         let rec = TenantRecord {
             name: m.name.clone(),
-            token_sha256: tokens::hash(&token),
+            token_sha256: self.sh.tokens.digest(&token),
             quota: m.quota,
             borrowing_limit: m.borrowing_limit,
             created_ms: self.sh.now_ms(),

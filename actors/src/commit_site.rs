@@ -37,6 +37,9 @@ pub enum CommitSite {
     Free,
     /// Scheduler: allocations re-marked borrowed or guaranteed after a quota change.
     BorrowMarks,
+    /// Scheduler: an in-place swap marked in the allocation's billing
+    /// record, so cost by model bills each version the time it served.
+    ModelMarks,
     /// Scheduler: allocations freed when the ledger is reconciled with the
     /// task records (boot and every Scheduler rebuild).
     LedgerReconcile,
@@ -48,6 +51,8 @@ pub enum CommitSite {
     NodeLoss,
     /// NodeActor: a node revoked by an operator.
     NodeRevoke,
+    /// NodeActor: a node's secret rotated by an operator.
+    NodeSecretRotate,
     /// NodeActor: a node cordoned, drained or uncordoned (an operator's
     /// `caldera node cordon|drain|uncordon`, or its agent's drain on SIGTERM).
     NodeCordon,
@@ -86,11 +91,13 @@ impl CommitSite {
         CommitSite::Grant,
         CommitSite::Free,
         CommitSite::BorrowMarks,
+        CommitSite::ModelMarks,
         CommitSite::LedgerReconcile,
         CommitSite::QuotaChange,
         CommitSite::NodeHello,
         CommitSite::NodeLoss,
         CommitSite::NodeRevoke,
+        CommitSite::NodeSecretRotate,
         CommitSite::NodeCordon,
         CommitSite::ModelRegister,
         CommitSite::ModelState,
@@ -117,11 +124,13 @@ impl CommitSite {
             CommitSite::Grant => "grant",
             CommitSite::Free => "free",
             CommitSite::BorrowMarks => "borrow_marks",
+            CommitSite::ModelMarks => "model_marks",
             CommitSite::LedgerReconcile => "ledger_reconcile",
             CommitSite::QuotaChange => "quota_change",
             CommitSite::NodeHello => "node_hello",
             CommitSite::NodeLoss => "node_loss",
             CommitSite::NodeRevoke => "node_revoke",
+            CommitSite::NodeSecretRotate => "node_secret_rotate",
             CommitSite::NodeCordon => "node_cordon",
             CommitSite::ModelRegister => "model_register",
             CommitSite::ModelState => "model_state",

@@ -27,7 +27,8 @@ use crate::cluster::{Booted, Cluster};
 use crate::errors::{ActorError, Result};
 use crate::protocol::cluster::{CreateTenant, NodeSession, Submit};
 use crate::protocol::node::{
-    AgentGone, AgentMessage, CordonNode, FetchLogs, LogChunk, NodeSnapshot, Revoke, Uncordon,
+    AgentGone, AgentMessage, CordonNode, FetchLogs, LogChunk, NodeSnapshot, Revoke, RotateSecret,
+    Uncordon,
 };
 use crate::protocol::scheduler::{
     AllocatedByNode, AllocationsOn, LedgerAllocations, QueryUtilization, QueuePositions, Stats,
@@ -295,6 +296,18 @@ impl ControlPlane {
             CordonChange::Drain => node.send(CordonNode { drain: true }).await??,
             CordonChange::Uncordon => node.send(Uncordon).await??,
         }
+    /// Rotates a node's secret (operators only): a new one recorded (the
+    /// old one stops opening sessions at once) and handed to the agent over
+    /// its live session. None when there is no such node; 409 when it has
+    /// no live session or is revoked.
+    pub async fn rotate_node_secret(&self, name: &str) -> Result<Option<NodeView>> {
+        let Some(node) = self.sh.registry.node(name) else {
+            return Ok(None);
+        };
+        node.send(RotateSecret).await??;
+        self.node(name).await
+    }
+
         self.node(name).await
     }
 

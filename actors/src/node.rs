@@ -31,6 +31,7 @@ use std::time::Duration;
 mod drain;
 mod exits;
 mod lease;
+mod rotate;
 mod trust;
 mod weights;
 
@@ -230,7 +231,7 @@ impl NodeActor {
         planned.last_seen_ms = self.sh.now_ms();
         NodeActor::lift_agent_cordon(&mut planned);
         if let Some(s) = secret {
-            planned.secret_sha256 = Some(crate::tokens::hash(s));
+            planned.secret_sha256 = Some(self.sh.tokens.digest(s));
         }
         let notice = join_notice(&planned.name, planned.epoch, returned, &planned.inventory);
         let Some(t) = self.record(

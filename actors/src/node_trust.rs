@@ -163,14 +163,15 @@ pub fn admit(
     rec: &caldera_spec::NodeRecord,
     live: bool,
     presented: Option<&str>,
+    book: &crate::tokens::TokenBook,
 ) -> Result<bool, Refusal> {
     if rec.revoked {
         return Err(Refusal::Revoked);
     }
-    let issue = match &rec.secret_sha256 {
-        None => true,
-        Some(h) if presented.map(crate::tokens::hash).as_ref() == Some(h) => false,
-        Some(_) => return Err(Refusal::BadSecret),
+    let issue = match (&rec.secret_sha256, presented) {
+        (None, _) => true,
+        (Some(h), Some(p)) if book.matches(h, p) => false,
+        (Some(_), _) => return Err(Refusal::BadSecret),
     };
     if live {
         return Err(Refusal::LiveSession);
@@ -270,10 +271,13 @@ mod tests {
             revoked: false,
             cordon: None,
         };
+        let book = crate::tokens::TokenBook::default();
+        let admit =
+            |rec: &caldera_spec::NodeRecord, live, presented| admit(rec, live, presented, &book);
         // A new name (or one from before node secrets): claimed, a secret issued.
         assert_eq!(admit(&rec, false, None), Ok(true));
         assert_eq!(admit(&rec, false, Some("anything")), Ok(true));
-        rec.secret_sha256 = Some(crate::tokens::hash("s"));
+        rec.secret_sha256 = Some(book.digest("s"));
         assert_eq!(admit(&rec, false, Some("s")), Ok(false));
         assert_eq!(admit(&rec, false, None), Err(Refusal::BadSecret));
         assert_eq!(admit(&rec, false, Some("t")), Err(Refusal::BadSecret));
@@ -283,6 +287,10 @@ mod tests {
             "no hint a session is up"
         );
         assert_eq!(admit(&rec, true, Some("s")), Err(Refusal::LiveSession));
+        // A plain hash kept from before the token key still admits its secret.
+        rec.secret_sha256 = Some(crate::tokens::hash("s"));
+        assert_eq!(admit(&rec, false, Some("s")), Ok(false));
+        assert_eq!(admit(&rec, false, Some("t")), Err(Refusal::BadSecret));
         rec.revoked = true;
         assert_eq!(admit(&rec, false, Some("s")), Err(Refusal::Revoked));
     }

@@ -204,14 +204,31 @@ fn new_interval(period: Duration) -> Interval {
     i
 }
 
-/// Creates the data dir and makes it absolute (workloads get paths inside it).
+/// Writes the node secret to the data dir; a failure is logged (the caller
+/// keeps the secret in memory).
+fn store_secret(data_dir: &std::path::Path, secret: &str) {
+    if let Err(e) = crate::secret::store(data_dir, secret) {
+        tracing::error!(
+            code = e.error_code().code,
+            "{e}: the name cannot be rejoined after a restart"
+        );
+    }
+}
+
+/// Creates the data dir, makes it absolute (workloads get paths inside it)
+/// and narrows its modes (see [`crate::data_dir`]).
 fn prepare_data_dir(dir: &std::path::Path) -> Result<PathBuf, AgentError> {
     let err = |source| AgentError::DataDir {
         path: dir.to_path_buf(),
         source,
     };
     std::fs::create_dir_all(dir).map_err(err)?;
-    dir.canonicalize().map_err(err)
+    let dir = dir.canonicalize().map_err(err)?;
+    crate::data_dir::narrow(&dir).map_err(|source| AgentError::DataDir {
+        path: dir.clone(),
+        source,
+    })?;
+    Ok(dir)
 }
 
 impl Agent {
@@ -292,6 +309,14 @@ impl Agent {
                     self.swap(&cmd);
                     self.flush();
                 }
+            ServerMessage::NodeSecret { epoch, secret } => {
+                if self.live_epoch() == Some(epoch) {
+                    tracing::info!("the node secret was rotated; the new one is kept");
+                    self.keep_secret(secret);
+                } else {
+                    tracing::warn!("ignoring a node secret for epoch {epoch}");
+                }
+            }
             }
             ServerMessage::Start(cmd) => {
                 if self.current_epoch(cmd.epoch, "start", &cmd.allocation_id) {
@@ -361,6 +386,15 @@ impl Agent {
         if let Some(deadline) = conn.lease.renewed(seq) {
             self.runtime.renew_leases(Some(deadline));
         }
+    /// Keeps the node secret the control plane issued (at registration, or
+    /// a rotation's): on disk for the next start, and in memory even when
+    /// the file cannot be written (this run can still reconnect; a restart
+    /// would need the operator).
+    fn keep_secret(&mut self, secret: String) {
+        store_secret(&self.config.data_dir, &secret);
+        self.secret = Some(secret);
+    }
+
     }
 
     fn welcome(&mut self, welcome: Welcome) {
@@ -370,14 +404,7 @@ impl Agent {
         conn.epoch = Some(welcome.epoch);
         let lease = conn.lease.welcomed(welcome.lease_ms, conn.hello_sent_ms);
         if let Some(secret) = welcome.node_secret {
-            // Kept in memory even when the file cannot be written: this run
-            // can still reconnect; a restart would need the operator.
-            if let Err(e) = crate::secret::store(&self.config.data_dir, &secret) {
-                tracing::error!(
-                    code = e.error_code().code,
-                    "{e}: the name cannot be rejoined after a restart"
-                );
-            }
+            store_secret(&self.config.data_dir, &secret);
             self.secret = Some(secret);
         }
         let agent_grace = Duration::from_millis(self.config.shutdown_grace_ms);

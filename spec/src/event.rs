@@ -17,6 +17,8 @@ pub enum EventKind {
     /// stale epoch, wrong secret, a checkpoint outside the task's dir...).
     NodeRefused,
     NodeRevoked,
+    /// An operator rotated a node's secret.
+    NodeSecretRotated,
     /// A node was cordoned, drained or uncordoned.
     NodeCordoned,
     TenantCreated,

@@ -94,7 +94,8 @@ pub fn webhook_type(e: &Event) -> Option<&'static str> {
         EventKind::NodeJoined
         | EventKind::NodeCordoned
         | EventKind::NodeFenced
-        | EventKind::NodeRevoked => "node.state_changed",
+        | EventKind::NodeRevoked
+        | EventKind::NodeSecretRotated => "node.state_changed",
         EventKind::NodeRefused
         | EventKind::TenantCreated
         | EventKind::WorkloadExited

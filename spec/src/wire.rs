@@ -307,6 +307,13 @@ pub struct Welcome {
     pub node_name: String,
     pub epoch: u64,
     pub heartbeat_interval_ms: u64,
+    /// An operator rotated the node secret: keep `secret` in place of the
+    /// old one, which no longer opens a session. Sent only over the live
+    /// session the old secret opened, under its epoch.
+    NodeSecret {
+        epoch: u64,
+        secret: String,
+    },
     /// How long a lease lasts after the heartbeat that renewed it; 0 from a
     /// server without leases (then shims run without one).
     #[serde(default)]

@@ -1,5 +1,6 @@
-//! The operator's node commands: `caldera node revoke|cordon|drain|uncordon
-//! NAME`, each one POST to `/v1/nodes/{name}/<verb>`.
+//! The operator's node commands: `caldera node
+//! revoke|rotate-secret|cordon|drain|uncordon NAME`, each one POST to
+//! `/v1/nodes/{name}/<verb>`.
 use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
 use super::CliError;
 
@@ -9,6 +10,10 @@ pub enum NodeAction {
     /// Revoke a node (operator token): its secret no longer opens a session,
     /// its live session is closed and its tasks are handled as on node loss.
     Revoke(NodeName),
+    /// Give a node a new secret over its live session (operator token): the
+    /// old one stops opening sessions at once; the agent keeps the new one.
+    /// For a node with no live session, revoke it instead.
+    RotateSecret(NodeName),
     /// No new placements on the node (operator token); what runs there stays.
     Cordon(NodeName),
     /// Cordon the node and move its work away as a planned stop (operator
@@ -32,6 +37,7 @@ pub struct NodeName {
 pub fn run(action: NodeAction) -> Result<(), CliError> {
     let (verb, done, args) = match action {
         NodeAction::Revoke(a) => ("revoke", "revoked", a),
+        NodeAction::RotateSecret(a) => ("rotate-secret", "has a new secret", a),
         NodeAction::Cordon(a) => ("cordon", "cordoned", a),
         NodeAction::Drain(a) => ("drain", "drained", a),
         NodeAction::Uncordon(a) => ("uncordon", "uncordoned", a),

@@ -38,6 +38,7 @@ mod errors;
 mod events;
 mod history;
 mod keys;
+pub mod private;
 mod store;
 mod webhooks;
 

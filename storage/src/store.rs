@@ -65,6 +65,8 @@ impl Store {
     /// Opens (or creates) the store in `dir`. Fails if another process holds it.
     pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<Store> {
         cfg.validate().map_err(StorageError::Config)?;
+        let io = |e| StorageError::Sled(sled::Error::Io(e));
+        crate::private::narrow_dir(dir).map_err(io)?;
         let db = sled::Config::new()
             .path(dir)
             .cache_capacity(cfg.cache_capacity_bytes)
@@ -82,6 +84,7 @@ impl Store {
                 })
             }
         }
+        crate::private::narrow_tree(dir).map_err(io)?;
         let last_event_seq = recover_last_event_seq(&db)?;
         let log = std::fs::File::open(dir.join("db"))
             .map_err(|e| tracing::warn!(dir = %dir.display(), error = %e, "cannot open sled's log for fdatasync; durability is sled's own"))

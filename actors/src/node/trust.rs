@@ -31,14 +31,15 @@ impl NodeActor {
     /// None when it was refused (the agent told, the refusal counted).
     pub(super) fn admit_hello(&mut self, m: &AgentHello) -> Option<Option<String>> {
         let presented = m.hello.node_secret.as_deref();
-        let issue = match node_trust::admit(&self.rec, self.session_alive(), presented) {
-            Ok(issue) => issue,
-            Err(why) => {
-                let detail = hello_refusal(why, &self.rec.name);
-                self.refuse_hello(&m.tx, why, detail);
-                return None;
-            }
-        };
+        let issue =
+            match node_trust::admit(&self.rec, self.session_alive(), presented, &self.sh.tokens) {
+                Ok(issue) => issue,
+                Err(why) => {
+                    let detail = hello_refusal(why, &self.rec.name);
+                    self.refuse_hello(&m.tx, why, detail);
+                    return None;
+                }
+            };
         let secret = match issue.then(crate::tokens::generate).transpose() {
             Ok(s) => s,
             Err(e) => {

@@ -73,6 +73,13 @@ pub struct LogChunk {
 #[rtype(result = "crate::errors::Result<bool>")]
 pub struct Revoke;
 
+/// An operator rotated the node's secret: a new one is recorded (the old
+/// one stops opening sessions at once) and handed to the agent over its
+/// live session. Refused when the node has no live session.
+#[derive(Message)]
+#[rtype(result = "crate::errors::Result<()>")]
+pub struct RotateSecret;
+
 /// An operator's `caldera node cordon|drain NAME`: no new placements there;
 /// with `drain`, its work is moved away as a planned stop. Answers once the
 /// cordon is durable; a failed commit answers 503 and changes nothing.
@@ -138,6 +145,7 @@ handle! {
             fetch_logs: FetchLogs,
             snapshot: NodeSnapshot,
             revoke: Revoke,
+            rotate_secret: RotateSecret,
             cordon: CordonNode,
             uncordon: Uncordon,
         }

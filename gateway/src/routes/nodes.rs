@@ -95,6 +95,29 @@ pub async fn revoke(
     }
 }
 
+/// POST /v1/nodes/{name}/rotate-secret (operator): a new node secret,
+/// handed to the agent over its live session; the old one stops opening
+/// sessions at once. 409 when the node has no live session (revoke it then).
+#[utoipa::path(post, path = "/v1/nodes/{name}/rotate-secret", tag = "nodes",
+    description = "Rotates the node's secret over its live session; the old secret stops working at once.",
+    params(("name" = String, Path, description = "the node")),
+    security(("operator" = [])),
+    responses(
+        (status = 200, description = "the node, with its new secret handed over", body = Envelope<NodeView>),
+        (status = 404, description = "no such node"),
+        (status = 409, description = "the node has no live session, or is revoked"),
+    ))]
+pub async fn rotate_secret(
+    _: Operator,
+    st: web::Data<AppState>,
+    name: web::Path<String>,
+) -> Result<Reply<NodeView>, ApiError> {
+    match st.cp.rotate_node_secret(&name).await? {
+        Some(v) => Ok(Reply::ok(v)),
+        None => Err(ApiError::not_found("node", &name)),
+    }
+}
+
 /// POST /v1/nodes/{name}/cordon (operator): no new placements on the node;
 /// what runs there stays.
 #[utoipa::path(post, path = "/v1/nodes/{name}/cordon", tag = "nodes",
