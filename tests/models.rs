@@ -377,8 +377,8 @@ fn a_tenants_version_is_visible_to_it_and_the_operator_only() {
     );
     register(&cp, "v1");
     let (a, b) = (cp.api(&cp.tenant("team-a")), cp.api(&cp.tenant("team-b")));
-    let mine = json!({"name": "mine", "version": "v1",
-        "weights": {"uri": "http://store.internal/mine.bin", "size_bytes": SIZE, "sha256": SHA}})
+    let mine = json!({"name": "@team-a.mine", "version": "v1",
+        "weights": {"uri": "https://93.184.216.34/mine.bin", "size_bytes": SIZE, "sha256": SHA}})
     .to_string();
     let r = a.post("/v1/models", &mine);
     assert_eq!(r.status, 201, "{:?}", r.body);
@@ -392,15 +392,15 @@ fn a_tenants_version_is_visible_to_it_and_the_operator_only() {
             .filter_map(|m| m["name"].as_str().map(str::to_string))
             .collect()
     };
-    assert_eq!(names(&a), ["llama", "mine"]);
+    assert_eq!(names(&a), ["@team-a.mine", "llama"]);
     assert_eq!(
         names(&b),
         ["llama"],
         "another tenant's version is not listed"
     );
-    assert_eq!(names(&cp.operator()), ["llama", "mine"]);
-    assert_eq!(b.get("/v1/models/mine/versions/v1").status, 404);
-    let r = b.post("/v1/tasks", &task_with_model("t", "mine:v1"));
+    assert_eq!(names(&cp.operator()), ["@team-a.mine", "llama"]);
+    assert_eq!(b.get("/v1/models/@team-a.mine/versions/v1").status, 404);
+    let r = b.post("/v1/tasks", &task_with_model("t", "@team-a.mine:v1"));
     assert_eq!(
         (r.status, r.body["error"].as_str()),
         (422, Some("unknown_model")),
@@ -408,20 +408,184 @@ fn a_tenants_version_is_visible_to_it_and_the_operator_only() {
         r.body
     );
     assert_eq!(
-        a.post("/v1/tasks", &task_with_model("t", "mine:v1")).status,
+        a.post("/v1/tasks", &task_with_model("t", "@team-a.mine:v1"))
+            .status,
         201
     );
     // Its own it may deprecate; the operator's it may not.
-    let r = a.post("/v1/models/mine/versions/v1/deprecate", "{}");
+    let r = a.post("/v1/models/@team-a.mine/versions/v1/deprecate", "{}");
     assert_eq!(r.data()["state"], "deprecated", "{:?}", r.body);
     let r = a.post("/v1/models/llama/versions/v1/deprecate", "{}");
     assert_eq!(r.status, 403, "{:?}", r.body);
     // A prewarm names its nodes or a count; a bad body names the field.
-    let r = a.post("/v1/models/mine/versions/v1/prewarm", r#"{"count":0}"#);
+    let r = a.post(
+        "/v1/models/@team-a.mine/versions/v1/prewarm",
+        r#"{"count":0}"#,
+    );
     assert_eq!(r.body["field"], "count", "{:?}", r.body);
     let r = a.post(
-        "/v1/models/mine/versions/v1/prewarm",
+        "/v1/models/@team-a.mine/versions/v1/prewarm",
         r#"{"nodes":["nowhere"]}"#,
     );
     assert_eq!(r.body["field"], "nodes", "{:?}", r.body);
+}
+
+/// A registration of `name:version` at `uri` (the test weights' size and sha).
+fn version_at(name: &str, version: &str, uri: &str) -> String {
+    json!({"name": name, "version": version,
+        "weights": {"uri": uri, "size_bytes": SIZE, "sha256": SHA}})
+    .to_string()
+}
+
+/// A tenant's origins are what the operator allows: by default https to
+/// public hosts only. `file://` (the node's own files), the control plane's
+/// own API on loopback, link-local and private addresses in any spelling are
+/// refused naming `weights.uri`, before anything is read; the operator's own
+/// registrations may use a shared mount. Listing a host opens it to
+/// tenants, and every warm command carries the registrant's rules so the
+/// node checks the addresses again before it connects.
+#[test]
+fn a_tenants_origins_are_limited_to_what_the_operator_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = control_plane(
+        dir.path(),
+        &[("CALDERA_TENANTS_MAY_REGISTER_MODELS", "true")],
+    );
+    let a = cp.api(&cp.tenant("team-a"));
+    let own_api = format!("http://{}/v1/tenants", cp.addr);
+    let refused = [
+        "file:///etc/shadow",
+        "file:///proc/self/environ",
+        own_api.as_str(),
+        "http://localhost:1/m",
+        "https://127.0.0.1/m",
+        "https://127.1/m",
+        "https://2130706433/m",
+        "https://[::1]/m",
+        "https://[::ffff:127.0.0.1]/m",
+        "https://0.0.0.0/m",
+        "https://169.254.169.254/latest/meta-data",
+        "https://10.1.2.3/m",
+        "https://user:pw@93.184.216.34/m",
+    ];
+    for (i, uri) in refused.iter().enumerate() {
+        let r = a.post(
+            "/v1/models",
+            &version_at("@team-a.m", &format!("v{i}"), uri),
+        );
+        assert_eq!(
+            (r.status, r.body["error"].as_str(), r.body["field"].as_str()),
+            (422, Some("origin_not_allowed"), Some("weights.uri")),
+            "{uri}: {:?}",
+            r.body
+        );
+    }
+    assert_eq!(a.get("/v1/models").data(), &json!([]), "nothing registered");
+    let r = a.post(
+        "/v1/models",
+        &version_at("@team-a.m", "public", "https://93.184.216.34/m.bin"),
+    );
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    // The operator's own registrations may read a shared mount.
+    register(&cp, "v1");
+    drop(cp);
+
+    // Listed by the operator, a loopback store is open to tenants.
+    let cp = control_plane(
+        &dir.path().join("allowed"),
+        &[
+            ("CALDERA_TENANTS_MAY_REGISTER_MODELS", "true"),
+            ("CALDERA_TENANT_MODEL_ORIGINS", "https://*,http://127.0.0.1"),
+        ],
+    );
+    let a = cp.api(&cp.tenant("team-a"));
+    let r = a.post(
+        "/v1/models",
+        &version_at("@team-a.m", "v1", "http://127.0.0.1:9/m.bin"),
+    );
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let r = a.post(
+        "/v1/models",
+        &version_at("@team-a.m", "v2", "file:///etc/shadow"),
+    );
+    assert_eq!(r.status, 422, "only what is listed: {:?}", r.body);
+    let (mut n1, _) = fake(&cp, "n1", &[]);
+    let r = a.post(
+        "/v1/models/@team-a.m/versions/v1/prewarm",
+        r#"{"nodes":["n1"]}"#,
+    );
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let msgs = received(&mut n1, Duration::from_secs(2));
+    let warm = of_type(&msgs, "warm");
+    assert_eq!(warm.len(), 1, "{msgs:?}");
+    assert_eq!(
+        warm[0]["origin"]["rules"]["allow"],
+        json!(["https://*", "http://127.0.0.1"]),
+        "the node is told the tenant's rules: {:?}",
+        warm[0]
+    );
+}
+
+/// Names are scoped to their owner. Tenant team-b can neither register in
+/// team-a's namespace nor learn what is there: the same 403 whether team-a
+/// holds the name or not, and the same 404 on read as for an absent one;
+/// its own namespace takes the same body without a collision. No tenant can
+/// take a shared name before the operator.
+#[test]
+fn model_names_belong_to_their_namespace_and_reveal_nothing_of_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = control_plane(
+        dir.path(),
+        &[("CALDERA_TENANTS_MAY_REGISTER_MODELS", "true")],
+    );
+    let (a, b) = (cp.api(&cp.tenant("team-a")), cp.api(&cp.tenant("team-b")));
+    let uri = "https://93.184.216.34/m.bin";
+    let r = a.post("/v1/models", &version_at("@team-a.secret", "v1", uri));
+    assert_eq!(r.status, 201, "{:?}", r.body);
+
+    let held = b.post("/v1/models", &version_at("@team-a.secret", "v1", uri));
+    let absent = b.post("/v1/models", &version_at("@team-a.absent", "v1", uri));
+    assert_eq!(
+        (
+            held.status,
+            held.body["error"].as_str(),
+            held.body["field"].as_str()
+        ),
+        (403, Some("model_name_reserved"), Some("name")),
+        "{:?}",
+        held.body
+    );
+    let answer = |v: &Value| (v["code"].clone(), v["field"].clone(), v["msg"].clone());
+    assert_eq!(
+        answer(&held.body),
+        answer(&absent.body),
+        "a held name and an absent one answer alike"
+    );
+    let held = b.get("/v1/models/@team-a.secret/versions/v1");
+    let absent = b.get("/v1/models/@team-a.absent/versions/v1");
+    assert_eq!((held.status, absent.status), (404, 404));
+    assert_eq!(held.body["code"], absent.body["code"]);
+    let r = b.post("/v1/models", &version_at("@team-b.secret", "v1", uri));
+    assert_eq!(r.status, 201, "its own namespace: {:?}", r.body);
+
+    // A shared name is the operator's, even before it registers it.
+    let r = a.post("/v1/models", &version_at("llama", "v9", uri));
+    assert_eq!(
+        (r.status, r.body["error"].as_str()),
+        (403, Some("model_name_reserved")),
+        "{:?}",
+        r.body
+    );
+    let r = cp
+        .operator()
+        .post("/v1/models", &version_at("llama", "v9", uri));
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let r = cp
+        .operator()
+        .post("/v1/models", &version_at("@team-a.x", "v1", uri));
+    assert_eq!(
+        r.status, 403,
+        "a tenant's namespace is its own: {:?}",
+        r.body
+    );
 }

@@ -135,6 +135,15 @@ pub struct ServerConfig {
     /// Tenants may register their own model versions (visible to themselves
     /// and the operator). Default false: only the operator registers.
     pub tenants_may_register_models: bool,
+    /// Where a tenant's model versions may read their weights: origin
+    /// patterns (`*`, `https://*`, `http://*`, `http(s)://HOST[:PORT]`,
+    /// `file:///DIR/`; README "Models"). Checked at registration and by
+    /// every agent against the addresses it connects to. Default
+    /// `["https://*"]`: https to public hosts only.
+    pub tenant_model_origins: crate::model::origins::OriginList,
+    /// The same for the operator's own registrations. Default `["*"]`:
+    /// anything (shared mounts, private object stores).
+    pub operator_model_origins: crate::model::origins::OriginList,
     // Chargeback (README "Chargeback"). Prices are decimals with at most 6
     // places, kept as integer micro-units.
     /// Price of one GPU-hour by GPU model, a table (`{ default = "1.00",
@@ -199,6 +208,8 @@ impl Default for ServerConfig {
             warming_timeout_ms: 600_000,
             peer_token_ttl_ms: 60_000,
             tenants_may_register_models: false,
+            tenant_model_origins: crate::model::origins::OriginList::of(&["https://*"]),
+            operator_model_origins: crate::model::origins::OriginList::of(&["*"]),
             price_gpu_hour: crate::chargeback::GpuPrices(
                 [("default".to_string(), crate::chargeback::Micros(0))].into(),
             ),

@@ -55,6 +55,13 @@ pub enum ActorError {
     /// The checkpoint file to register cannot be used; field `path`.
     #[error("{0}")]
     CheckpointUnreadable(String),
+    /// A version's weights uri is not an origin its registrant may use;
+    /// field `weights.uri`.
+    #[error("{0}")]
+    OriginNotAllowed(String),
+    /// A model name in another's namespace; field `name`.
+    #[error("{0}")]
+    ModelNameReserved(String),
     /// Keeps the storage error's own code (a corrupt record is not a full disk).
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
@@ -80,6 +87,8 @@ impl ActorError {
             ActorError::ReplacementInvalid(_) => &codes::REPLACEMENT_INVALID,
             ActorError::NoCheckpoint(_) => &codes::NO_CHECKPOINT,
             ActorError::CheckpointUnreadable(_) => &codes::CHECKPOINT_UNREADABLE,
+            ActorError::OriginNotAllowed(_) => &codes::ORIGIN_NOT_ALLOWED,
+            ActorError::ModelNameReserved(_) => &codes::MODEL_NAME_RESERVED,
             ActorError::Storage(e) => e.error_code(),
         }
     }
@@ -96,6 +105,8 @@ impl ActorError {
             ActorError::UnknownModel(_) | ActorError::ModelNotAccepting(_) => Some("model"),
             ActorError::ReplacementInvalid(_) => Some("replace_with"),
             ActorError::CheckpointUnreadable(_) => Some("path"),
+            ActorError::OriginNotAllowed(_) => Some("weights.uri"),
+            ActorError::ModelNameReserved(_) => Some("name"),
             _ => None,
         }
     }

@@ -48,6 +48,7 @@ fn warm(m: &ModelMount, path: &Path) -> ServerMessage {
             uri: format!("file://{}", path.display()),
         },
         pinned: false,
+        origin: Default::default(),
     })
 }
 

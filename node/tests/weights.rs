@@ -41,6 +41,7 @@ fn warm(epoch: u64, sha: &str, size: u64, source: WeightSource) -> ServerMessage
         size_bytes: size,
         source,
         pinned: false,
+        origin: Default::default(),
     })
 }
 

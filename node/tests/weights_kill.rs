@@ -80,6 +80,7 @@ fn warm(epoch: u64, sha: &str, uri: String) -> ServerMessage {
         size_bytes: SIZE as u64,
         source: WeightSource::Origin { uri },
         pinned: false,
+        origin: Default::default(),
     })
 }
 

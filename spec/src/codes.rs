@@ -95,6 +95,7 @@ registry! {
     PORTAL_CSRF_REFUSED = 40301, "portal_csrf_refused", 403, "a portal form was sent without its session's CSRF token, or with a wrong one; nothing was changed; reload the page and send it again";
     PORTAL_LOGIN_FORM_STALE = 40302, "portal_login_form_stale", 403, "the portal's login form was sent without the cookie its page set (a stale or forged form); reload the login page";
     PORTAL_OPERATOR_ONLY = 40303, "portal_operator_only", 403, "a portal action only the operator may take (cordon, drain), asked by a tenant's session";
+    MODEL_NAME_RESERVED = 40330, "model_name_reserved", 403, "a model name in another's namespace: a tenant registers only @TENANT.MODEL names of its own; names without @ are the operator's, shared with every tenant; field name";
     NOT_FOUND = 40400, "not_found", 404, "no such task, tenant, node or path (or the caller may not see it)";
     METHOD_NOT_ALLOWED = 40501, "method_not_allowed", 405, "the path exists but does not answer this method; `Allow` lists those it does";
     REQUEST_TIMEOUT = 40801, "request_timeout", 408, "the request's head or body did not arrive within client-request-timeout-ms";
@@ -114,6 +115,7 @@ registry! {
     NOT_A_SERVICE = 42205, "not_a_service", 422, "the task is not an inference service (a training task, or one of a service's replicas), so it has no endpoints";
     REPLACEMENT_INVALID = 42210, "replacement_invalid", 422, "a retire's replace_with names no registered version, the retiring version itself, or one that is deprecated, retiring or retired";
     CHECKPOINT_UNREADABLE = 42211, "checkpoint_unreadable", 422, "the checkpoint to register is not a readable file beside the task's reported checkpoint; the message says why";
+    ORIGIN_NOT_ALLOWED = 42230, "origin_not_allowed", 422, "a model version's weights uri names a scheme, host, address or path its registrant may not use (tenant-model-origins, operator-model-origins); field weights.uri";
     TOO_MANY_REQUESTS = 42901, "too_many_requests", 429, "this client already has max-requests-per-client requests in flight; retry when one is answered";
     // 500 / 503: the caller did nothing wrong, the server did.
     STORAGE_IO = 50001, "storage_io", 500, "sled failed: I/O, a lock held by another process, a corrupt log";

@@ -9,6 +9,7 @@
 pub mod api;
 pub mod billing;
 pub mod codes;
+pub mod confined_file;
 pub mod error;
 pub mod event;
 pub mod gpu_model;
@@ -16,6 +17,7 @@ mod json;
 pub mod model;
 pub mod model_record;
 pub mod node;
+pub mod origin;
 pub mod readiness;
 pub mod record;
 pub mod replica_slots;

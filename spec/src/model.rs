@@ -160,7 +160,40 @@ pub fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// The tenant whose namespace `name` is in: `@team-a.llama` is tenant
+/// team-a's (only it registers such names); a name without `@` is the
+/// operator's, shared with every tenant, so no tenant can take a shared name
+/// first.
+pub fn name_scope(name: &str) -> Option<&str> {
+    name.strip_prefix('@')?.split_once('.').map(|(t, _)| t)
+}
+
 fn validate_name(s: &str, field: &str, what: &str) -> Result<(), SpecError> {
+    if what == "name" {
+        if let Some(scoped) = s.strip_prefix('@') {
+            let ok_tenant = |t: &str| {
+                !t.is_empty()
+                    && t.len() <= 63
+                    && t.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+            };
+            return match scoped.split_once('.') {
+                Some((tenant, model)) if ok_tenant(tenant) => validate_plain(model, field, what),
+                _ => Err(SpecError::new(
+                    K::BadFormat,
+                    field,
+                    format!(
+                        "a tenant's model name is @TENANT.MODEL, e.g. @team-a.llama, not {s:?}"
+                    ),
+                )),
+            };
+        }
+    }
+    validate_plain(s, field, what)
+}
+
+/// Letters, digits, `-`, `_` and `.` (not first), 1 to 128 of them.
+fn validate_plain(s: &str, field: &str, what: &str) -> Result<(), SpecError> {
     let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
     if s.is_empty() || s.len() > MAX_MODEL_NAME_LEN {
         return Err(SpecError::new(
@@ -245,7 +278,21 @@ mod tests {
     fn a_model_reference_is_name_colon_version() {
         let r = ModelRef::parse("llama-3.1:v2", "model").unwrap();
         assert_eq!((r.name.as_str(), r.version.as_str()), ("llama-3.1", "v2"));
-        for bad in ["llama", ":v1", "llama:", "lla ma:v1", "../x:v1", "a:b/c"] {
+        let scoped = ModelRef::parse("@team-a.llama-3.1:v2", "model").unwrap();
+        assert_eq!(name_scope(&scoped.name), Some("team-a"));
+        assert_eq!(name_scope("llama-3.1"), None);
+        for bad in [
+            "llama",
+            ":v1",
+            "llama:",
+            "lla ma:v1",
+            "../x:v1",
+            "a:b/c",
+            "@team-a:v1",
+            "@.x:v1",
+            "@a.b:@v1",
+            "@a.@b.c:v1",
+        ] {
             assert_eq!(
                 ModelRef::parse(bad, "model").unwrap_err().field,
                 "model",

@@ -29,6 +29,10 @@ pub struct ModelVersionRecord {
     /// task uses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retire: Option<RetireOrder>,
+    /// A `from_task` registration: its file is a tenant's checkpoint, read
+    /// only inside that task's tree and with that tenant's rights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<crate::weights::ConfinedRead>,
 }
 
 /// Who asked for a version's retirement, when, and what replaces it.

@@ -72,6 +72,33 @@ pub struct WarmCommand {
     /// Never evicted while pinned (a prewarm may pin).
     #[serde(default)]
     pub pinned: bool,
+    /// How the origin may be read (ignored for a peer).
+    #[serde(default)]
+    pub origin: OriginAccess,
+}
+
+/// What an agent may do to read a version's origin on its registrant's
+/// behalf: the operator's allow-list for that registrant, checked again
+/// against the addresses the agent is about to connect to, and for a file
+/// the tree the read is confined to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OriginAccess {
+    pub rules: crate::origin::OriginRules,
+    /// A `file://` origin is opened only inside this tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confined: Option<ConfinedRead>,
+}
+
+/// A file read on a tenant's behalf: opened without following a link out of
+/// `root` (its real path is checked to be under `root`), and only if the
+/// tenant could read it itself: any user may (mode o+r), or, with
+/// `owner_reads`, the owner of `root` (a task's checkpoint tree is its
+/// tenant's) owns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfinedRead {
+    pub root: String,
+    #[serde(default)]
+    pub owner_reads: bool,
 }
 
 /// Control plane -> the serving peer: serve `sha256` to the bearer of `token`
@@ -215,6 +242,7 @@ mod tests {
                 token: "t".into(),
             },
             pinned: false,
+            origin: OriginAccess::default(),
         });
         let text = serde_json::to_string(&w).unwrap();
         assert!(text.starts_with(r#"{"type":"warm""#), "{text}");

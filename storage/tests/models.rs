@@ -32,6 +32,7 @@ fn version(name: &str, version: &str) -> ModelVersionRecord {
         nodes,
         tasks: ["acme/svc.r0".to_string()].into(),
         retire: None,
+        checkpoint: None,
     }
 }
 

@@ -1,16 +1,19 @@
-//! Registering a training run's output as a model version (issue 12,
-//! item 5): the loop the seed describes, training produces a version and
-//! inference swaps to it. The version's weights are the task's checkpoint
-//! file, `file://<path>`; like any version's origin, that path must be on
-//! storage every node (and the control plane, which hashes it here) reads
-//! at the same path.
+//! Registering a training run's output as a model version: the loop the
+//! seed describes, training produces a version and inference swaps to it.
+//! The version's weights are the task's checkpoint file, `file://<path>`;
+//! that path must be on storage every node (and the control plane, which
+//! hashes it here) reads at the same path. The file is the tenant's: it is
+//! read only inside the task's tree and as the tenant could read it, here
+//! and by every agent that copies it (the record keeps the rule).
 use super::{blocking, ControlPlane};
 use crate::errors::{ActorError, Result};
 use crate::model::view::VersionView;
+use caldera_spec::confined_file;
+use caldera_spec::weights::ConfinedRead;
 use caldera_spec::{ModelVersionSpec, WeightsSpec};
 use sha2::{Digest, Sha256};
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// `POST /v1/models` with `from_task`: what to register, from which task.
 #[derive(Debug, Clone)]
@@ -44,8 +47,15 @@ impl ControlPlane {
             )));
         };
         let path = f.path.clone();
-        let (file, size_bytes, sha256) =
-            blocking(move || Ok(checkpoint_file(&checkpoint, path.as_deref()))).await??;
+        let rel = rec.spec.checkpoint_dir.clone();
+        let (file, confined, size_bytes, sha256) = blocking(move || {
+            Ok(checkpoint_file(
+                &checkpoint,
+                rel.as_deref(),
+                path.as_deref(),
+            ))
+        })
+        .await??;
         let spec = ModelVersionSpec {
             name: f.name,
             version: f.version,
@@ -55,46 +65,83 @@ impl ControlPlane {
                 sha256,
             },
         };
-        self.register_model(owner, spec).await
+        caldera_spec::model::validate_model_version_spec(&spec)?;
+        self.register_checked(owner, spec, Some(confined)).await
     }
 }
 
-/// The file to register, with its size and SHA-256: `path` (which must lie
-/// in the directory of the task's reported `checkpoint`, so a registration
-/// reads nothing else on the host), else `checkpoint` itself.
-fn checkpoint_file(checkpoint: &str, path: Option<&str>) -> Result<(PathBuf, u64, String)> {
+/// The task's own tree, `<data-dir>/checkpoints/<task>`, from its reported
+/// `checkpoint` (`<tree>/<checkpoint_dir>/<entry>`): the agent made it and
+/// gave it to the tenant's uid, and nothing below it is trusted.
+fn task_tree(checkpoint: &Path, rel: Option<&str>) -> Option<PathBuf> {
+    let depth = rel.map_or(0, |r| {
+        Path::new(r)
+            .components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .count()
+    });
+    checkpoint
+        .parent()?
+        .ancestors()
+        .nth(depth)
+        .map(Path::to_path_buf)
+}
+
+/// The file to register, how it must be read, its size and SHA-256:
+/// `path` (which must lie in the task's checkpoint directory), else the
+/// reported `checkpoint`. It is read as its tenant could read it: inside the
+/// task's tree, never through a symbolic link, only if the tenant owns it
+/// or every user may read it (`confined_file`).
+fn checkpoint_file(
+    checkpoint: &str,
+    rel: Option<&str>,
+    path: Option<&str>,
+) -> Result<(PathBuf, ConfinedRead, u64, String)> {
     let bad = |why: String| ActorError::CheckpointUnreadable(why);
     let reported = Path::new(checkpoint);
+    let tree = task_tree(reported, rel)
+        .and_then(|t| t.canonicalize().ok())
+        .ok_or_else(|| bad(format!("the task's tree of {checkpoint} cannot be read")))?;
     let dir = reported
         .parent()
-        .and_then(|d| d.canonicalize().ok())
+        .and_then(|d| d.strip_prefix(task_tree(reported, rel)?).ok())
+        .map(|d| tree.join(d))
         .ok_or_else(|| {
             bad(format!(
                 "the checkpoint directory of {checkpoint} cannot be read"
             ))
         })?;
     let wanted = Path::new(path.unwrap_or(checkpoint));
-    let file = wanted
-        .canonicalize()
-        .map_err(|e| bad(format!("{}: {e}", wanted.display())))?;
-    if !file.starts_with(&dir) {
-        return Err(bad(format!(
-            "{} is not in the task's checkpoint directory {}",
-            wanted.display(),
-            dir.display()
-        )));
-    }
-    if !file.is_file() {
-        return Err(bad(format!("{} is not a file", file.display())));
-    }
-    let (size, sha) = file_digest(&file).map_err(|e| bad(format!("{}: {e}", file.display())))?;
-    Ok((file, size, sha))
+    let beside = wanted
+        .strip_prefix(reported.parent().unwrap_or(reported))
+        .or_else(|_| wanted.strip_prefix(&dir));
+    let file = match beside {
+        Ok(name) => dir.join(name),
+        Err(_) => {
+            return Err(bad(format!(
+                "{} is not in the task's checkpoint directory {}",
+                wanted.display(),
+                dir.display()
+            )))
+        }
+    };
+    let confined = ConfinedRead {
+        root: tree.display().to_string(),
+        owner_reads: true,
+    };
+    let opened = confined_file::open(&file, &confined).map_err(bad)?;
+    let (size, sha) = digest_of(opened).map_err(|e| bad(format!("{}: {e}", file.display())))?;
+    Ok((file, confined, size, sha))
 }
 
 /// Size and lowercase hex SHA-256 of the file at `path` (also what
 /// `caldera model register --file` computes on the client).
 pub fn file_digest(path: &Path) -> std::io::Result<(u64, String)> {
-    let mut f = std::fs::File::open(path)?;
+    digest_of(std::fs::File::open(path)?)
+}
+
+/// Size and lowercase hex SHA-256 of what `f` reads.
+fn digest_of(mut f: std::fs::File) -> std::io::Result<(u64, String)> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;
@@ -113,6 +160,7 @@ pub fn file_digest(path: &Path) -> std::io::Result<(u64, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::symlink;
 
     #[test]
     fn only_files_beside_the_reported_checkpoint_are_registered() {
@@ -124,18 +172,49 @@ mod tests {
         std::fs::write(ck.join("final.bin"), b"weights").unwrap();
         std::fs::write(dir.path().join("secret"), b"no").unwrap();
         let r = reported.to_str().unwrap();
-        let (_, size, sha) = checkpoint_file(r, None).unwrap();
+        let (file, confined, size, sha) = checkpoint_file(r, None, None).unwrap();
         // sha256("test")
         assert_eq!(size, 4);
         assert_eq!(
             sha,
             "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
         );
+        assert_eq!(file, ck.canonicalize().unwrap().join("step-2"));
+        assert_eq!(
+            confined.root,
+            ck.canonicalize().unwrap().display().to_string()
+        );
+        assert!(confined.owner_reads);
         let other = ck.join("final.bin");
-        assert_eq!(checkpoint_file(r, other.to_str()).unwrap().1, 7);
+        assert_eq!(checkpoint_file(r, None, other.to_str()).unwrap().2, 7);
         let outside = ck.join("../secret");
-        let e = checkpoint_file(r, outside.to_str()).unwrap_err();
+        let e = checkpoint_file(r, None, outside.to_str()).unwrap_err();
         assert_eq!(e.field(), Some("path"));
-        assert!(checkpoint_file(r, Some("/nonexistent/x")).is_err());
+        assert!(checkpoint_file(r, None, Some("/nonexistent/x")).is_err());
+    }
+
+    /// The task owns its tree, so it can put links in it: a checkpoint that
+    /// is a link, or a checkpoint dir swapped for a link to the node's data
+    /// dir, is refused and nothing outside the tree is read.
+    #[test]
+    fn links_in_the_tasks_tree_never_reach_outside_it() {
+        let data = tempfile::tempdir().unwrap();
+        std::fs::write(data.path().join("node-secret"), b"s3cret").unwrap();
+        let tree = data.path().join("checkpoints/train");
+        std::fs::create_dir_all(tree.join("sub")).unwrap();
+        std::fs::write(tree.join("sub/step-1"), b"w").unwrap();
+        let reported = tree.join("sub/step-1");
+        let r = reported.to_str().unwrap();
+        assert!(checkpoint_file(r, Some("sub"), None).is_ok());
+        symlink(data.path().join("node-secret"), tree.join("sub/step-2")).unwrap();
+        let e = checkpoint_file(r, Some("sub"), tree.join("sub/step-2").to_str()).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        // The checkpoint dir itself becomes a link to the data dir.
+        std::fs::remove_dir_all(tree.join("sub")).unwrap();
+        symlink(data.path(), tree.join("sub")).unwrap();
+        let secret = tree.join("sub/node-secret");
+        let e = checkpoint_file(r, Some("sub"), secret.to_str()).unwrap_err();
+        assert_eq!(e.field(), Some("path"), "{e}");
+        assert!(!e.to_string().contains("s3cret"), "{e}");
     }
 }

@@ -3,6 +3,7 @@
 //! who may see a version is decided here ([`visible_to`]).
 use super::{ask, ControlPlane};
 use crate::errors::{ActorError, Result};
+use crate::model::origins;
 use crate::model::view::{users_by_tenant, version_view, visible_to, VersionView};
 use crate::protocol::cluster::RegisterModel;
 use crate::protocol::model::{
@@ -12,6 +13,23 @@ use crate::protocol::ModelHandle;
 use caldera_spec::{ModelState, ModelVersionRecord, ModelVersionSpec};
 use futures_util::future::join_all;
 use std::collections::BTreeMap;
+
+/// A tenant registers names of its own namespace only (`@TENANT.MODEL`),
+/// and the operator only shared names (without `@`): no one can take a name
+/// another uses first, and a refusal depends on the name alone, never on
+/// what another tenant registered.
+fn check_namespace(name: &str, owner: Option<&str>) -> Result<()> {
+    match (owner, caldera_spec::model::name_scope(name)) {
+        (Some(t), Some(scope)) if scope == t => Ok(()),
+        (None, None) => Ok(()),
+        (Some(t), _) => Err(ActorError::ModelNameReserved(format!(
+            "name: tenant {t}'s model names are @{t}.MODEL (e.g. @{t}.llama); names without @ are the operator's, shared with every tenant"
+        ))),
+        (None, Some(scope)) => Err(ActorError::ModelNameReserved(format!(
+            "name: names starting with @{scope}. are tenant {scope}'s own; the operator's shared names have no @"
+        ))),
+    }
+}
 
 /// One model's versions as the caller sees them.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -27,15 +45,40 @@ impl ControlPlane {
         self.sh.config.tenants_may_register_models
     }
 
-    /// Registers a version for `owner` (`None`: the operator). Answers its
-    /// view and whether it is new.
+    /// Registers a version for `owner` (`None`: the operator): its name in
+    /// the registrant's namespace, its origin within the registrant's
+    /// allow-list. Answers its view and whether it is new.
     pub async fn register_model(
         &self,
         owner: Option<String>,
         spec: ModelVersionSpec,
     ) -> Result<(VersionView, bool)> {
+        caldera_spec::model::validate_model_version_spec(&spec)?;
+        check_namespace(&spec.name, owner.as_deref())?;
+        let rules = origins::rules_for(&self.sh.config, owner.as_deref());
+        let who = owner
+            .as_deref()
+            .map_or("the operator".to_string(), |t| format!("tenant {t}"));
+        origins::check_registration(&rules, &spec.weights.uri, &who).await?;
+        self.register_checked(owner, spec, None).await
+    }
+
+    /// Registers a version whose checks are done (a checkpoint's file is
+    /// confined to its task's tree instead of an allow-list).
+    pub(super) async fn register_checked(
+        &self,
+        owner: Option<String>,
+        spec: ModelVersionSpec,
+        checkpoint: Option<caldera_spec::weights::ConfinedRead>,
+    ) -> Result<(VersionView, bool)> {
+        check_namespace(&spec.name, owner.as_deref())?;
         let tenant = owner.clone();
-        let (rec, created) = ask(&self.cluster, RegisterModel { spec, owner }).await?;
+        let m = RegisterModel {
+            spec,
+            owner,
+            checkpoint,
+        };
+        let (rec, created) = ask(&self.cluster, m).await?;
         Ok((version_view(&rec, 0, tenant.as_deref()), created))
     }
 

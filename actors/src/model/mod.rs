@@ -9,6 +9,7 @@ pub mod budget;
 pub mod fleet;
 mod news;
 mod operations;
+pub mod origins;
 pub mod register;
 pub mod retire;
 pub mod sources;

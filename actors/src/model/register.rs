@@ -95,8 +95,11 @@ fn register(
         if existing.spec == m.spec && existing.owner == m.owner {
             return Ok((existing, false, sh.gate.latest()));
         }
+        // Names are scoped to their registrant (`check_namespace`), so the
+        // version here is the caller's own, or a shared one the operator
+        // registered: saying so tells nobody anything private.
         return Err(ActorError::Conflict(format!(
-            "model {key} is already registered with other weights (or by another owner); versions are immutable: register a new version"
+            "model {key} is already registered with other weights; versions are immutable: register a new version"
         )));
     }
     let now = sh.now_ms();
@@ -109,6 +112,7 @@ fn register(
         nodes: Default::default(),
         tasks: Default::default(),
         retire: None,
+        checkpoint: m.checkpoint,
     };
     let by = rec
         .owner
@@ -157,6 +161,7 @@ mod tests {
             nodes: Default::default(),
             tasks: Default::default(),
             retire: None,
+            checkpoint: None,
         }
     }
 

@@ -90,6 +90,7 @@ fn version(name: &str, sha: &str) -> ModelVersionRecord {
         nodes: BTreeMap::new(),
         tasks: Default::default(),
         retire: None,
+        checkpoint: None,
     }
 }
 

@@ -68,6 +68,7 @@ impl ModelVersionActor {
             size_bytes: self.rec.spec.weights.size_bytes,
             source,
             pinned: self.rec.pinned,
+            origin: super::origins::access(&self.sh.config, &self.rec),
         }
     }
 

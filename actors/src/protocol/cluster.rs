@@ -42,4 +42,6 @@ pub struct NodeSession {
 pub struct RegisterModel {
     pub spec: caldera_spec::ModelVersionSpec,
     pub owner: Option<String>,
+    /// A `from_task` registration: where its file must be read.
+    pub checkpoint: Option<caldera_spec::weights::ConfinedRead>,
 }

@@ -28,6 +28,7 @@ fn warm_cmd(path: &Path, sha: &str, size: u64) -> WarmCommand {
             uri: format!("file://{}", path.display()),
         },
         pinned: false,
+        origin: Default::default(),
     }
 }
 

@@ -131,6 +131,7 @@ impl WeightCache {
             copy: self.layout.copy(&cmd.sha256),
             generation,
             tls: self.tls.clone(),
+            origin: cmd.origin.clone(),
         };
         let handle = fetch::spawn(job, tally.clone(), self.notes.clone());
         self.running.insert(

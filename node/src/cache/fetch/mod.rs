@@ -13,7 +13,7 @@ pub use tls::Tls;
 
 use super::layout::{file_len, sync_dir, COPY_MODE};
 use super::{digest, CacheNote};
-use caldera_spec::weights::WeightSource;
+use caldera_spec::weights::{OriginAccess, WeightSource};
 use futures_util::StreamExt;
 use std::cell::Cell;
 use std::io::{Seek, SeekFrom, Write};
@@ -40,6 +40,8 @@ pub struct Job {
     pub generation: u64,
     /// TLS of an https origin.
     pub tls: Tls,
+    /// How the origin may be read (its registrant's allow-list, a confined file).
+    pub origin: OriginAccess,
 }
 
 /// Counts a run shares with the cache (the same thread reads them), so an
@@ -124,9 +126,7 @@ async fn transfer(
     tally: &Tally,
     notes: &UnboundedSender<CacheNote>,
 ) -> Result<(), Failure> {
-    let opened = source::open(&job.source, &job.sha256, job.size_bytes, have, &job.tls)
-        .await
-        .map_err(Failure::cut)?;
+    let opened = source::open(job, have).await.map_err(Failure::cut)?;
     let io = |e: std::io::Error| Failure::cut(format!("{}: {e}", job.partial.display()));
     let mut file = std::fs::OpenOptions::new()
         .create(true)

@@ -1,10 +1,13 @@
 //! Reading a version's bytes from a [`WeightSource`] starting at an offset:
-//! a `file://` origin is opened and seeked; an `http://` or `https://`
+//! a `file://` origin is opened (confined, when read for a tenant) and seeked; an `http://` or `https://`
 //! origin or a peer is asked with `Range: bytes=N-` — 206 resumes at N, 200
 //! restarts at 0.
-use super::Tls;
-use caldera_spec::weights::WeightSource;
+use super::{Job, Tls};
+use caldera_spec::confined_file;
+use caldera_spec::origin::{self, OriginRules, OriginUri};
+use caldera_spec::weights::{OriginAccess, WeightSource};
 use futures_util::stream::{self, LocalBoxStream, StreamExt};
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
@@ -31,21 +34,21 @@ pub struct Opened {
     pub body: Body,
 }
 
-/// Opens `source` for `sha256` (of `size_bytes`) at `offset`. A peer is
-/// told the size, so one still fetching the version may stream it on.
-pub async fn open(
-    source: &WeightSource,
-    sha256: &str,
-    size_bytes: u64,
-    offset: u64,
-    tls: &Tls,
-) -> Result<Opened, String> {
-    match source {
+/// Opens `job`'s source at `offset`. A peer is told the size, so one still
+/// fetching the version may stream it on. An origin is read only as its
+/// registrant's allow-list says (`job.origin`), checked here again: a file
+/// confined to its tree, a host at an address the rules admit (resolved
+/// once, and connected to at that address).
+pub async fn open(job: &Job, offset: u64) -> Result<Opened, String> {
+    let (sha256, size_bytes, tls) = (&job.sha256, job.size_bytes, &job.tls);
+    match &job.source {
         WeightSource::Origin { uri } => {
             if let Some(path) = uri.strip_prefix("file://") {
-                open_file(path, offset).await
+                let file = open_origin_file(uri, path, &job.origin).await?;
+                read_file(file, path, offset, size_bytes).await
             } else if uri.starts_with("http://") || uri.starts_with("https://") {
-                open_http(uri, None, offset, tls)
+                let addr = origin_address(uri, &job.origin).await?;
+                open_http(uri, None, offset, tls, Some(addr))
                     .await
                     .map_err(Refusal::into_reason)
             } else {
@@ -61,7 +64,7 @@ pub async fn open(
             );
             let deadline = tokio::time::Instant::now() + GRANT_WAIT;
             loop {
-                match open_http(&url, Some(token), offset, tls).await {
+                match open_http(&url, Some(token), offset, tls, None).await {
                     Err(Refusal::Refused(_)) if tokio::time::Instant::now() < deadline => {
                         tokio::time::sleep(GRANT_RETRY).await;
                     }
@@ -72,26 +75,93 @@ pub async fn open(
     }
 }
 
-async fn open_file(path: &str, offset: u64) -> Result<Opened, String> {
+/// Opens a `file://` origin: inside its confining tree as the tenant could
+/// (a checkpoint, a tenant's file under an allowed directory), else only if
+/// the registrant's rules admit the path.
+async fn open_origin_file(
+    uri: &str,
+    path: &str,
+    access: &OriginAccess,
+) -> Result<tokio::fs::File, String> {
     if !path.starts_with('/') {
         return Err(format!("file:// origin {path:?} is not an absolute path"));
     }
+    let file = match &access.confined {
+        Some(rule) => {
+            let (path, rule) = (std::path::PathBuf::from(path), rule.clone());
+            tokio::task::spawn_blocking(move || confined_file::open(&path, &rule))
+                .await
+                .map_err(|e| format!("opening {uri}: {e}"))??
+        }
+        None => {
+            origin::admits(&access.rules.allow, uri, &[])
+                .map_err(|why| format!("origin refused: {why}"))?;
+            std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?
+        }
+    };
+    Ok(tokio::fs::File::from_std(file))
+}
+
+/// The address to connect to for an `http(s)://` origin: its host
+/// resolved once, every address admitted by the registrant's rules.
+async fn origin_address(uri: &str, access: &OriginAccess) -> Result<SocketAddr, String> {
+    let (host, port) = match origin::parse_origin_uri(uri)? {
+        OriginUri::Http { host, port, .. } => (host, port),
+        OriginUri::File { .. } => return Err(format!("{uri} is not an http(s) origin")),
+    };
+    let resolved: Vec<SocketAddr> = match host.parse::<IpAddr>() {
+        Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) => tokio::net::lookup_host((host.as_str(), port))
+            .await
+            .map_err(|e| format!("{host}: does not resolve: {e}"))?
+            .collect(),
+    };
+    checked_address(uri, &access.rules, &resolved)
+}
+
+/// The first of `resolved` once the rules admit every one of them: a name
+/// with one address the rules refuse is refused whole, so no resolution
+/// order reaches it.
+pub fn checked_address(
+    uri: &str,
+    rules: &OriginRules,
+    resolved: &[SocketAddr],
+) -> Result<SocketAddr, String> {
+    let ips: Vec<IpAddr> = resolved.iter().map(SocketAddr::ip).collect();
+    origin::admits(&rules.allow, uri, &ips).map_err(|why| format!("origin refused: {why}"))?;
+    resolved
+        .first()
+        .copied()
+        .ok_or_else(|| format!("{uri}: its host resolves to no address"))
+}
+
+/// The file's bytes from `offset`, never past `size_bytes`: a declared
+/// size that lies reads nothing beyond it.
+async fn read_file(
+    mut file: tokio::fs::File,
+    path: &str,
+    offset: u64,
+    size_bytes: u64,
+) -> Result<Opened, String> {
     let named = |e: std::io::Error| format!("{path}: {e}");
-    let mut file = tokio::fs::File::open(path).await.map_err(named)?;
     file.seek(std::io::SeekFrom::Start(offset))
         .await
         .map_err(named)?;
     let path = path.to_string();
-    let body = stream::unfold(Some(file), move |file| {
+    let left = size_bytes.saturating_sub(offset);
+    let body = stream::unfold(Some((file, left)), move |state| {
         let path = path.clone();
         async move {
-            let mut file = file?;
-            let mut buf = vec![0u8; FILE_CHUNK];
+            let (mut file, left) = state?;
+            if left == 0 {
+                return None;
+            }
+            let mut buf = vec![0u8; FILE_CHUNK.min(left as usize)];
             match file.read(&mut buf).await {
                 Ok(0) => None,
                 Ok(n) => {
                     buf.truncate(n);
-                    Some((Ok(buf), Some(file)))
+                    Some((Ok(buf), Some((file, left - n as u64))))
                 }
                 Err(e) => Some((Err(format!("{path}: {e}")), None)),
             }
@@ -124,17 +194,24 @@ impl From<String> for Refusal {
     }
 }
 
+/// GETs `url` (at `addr` when given: the address its host was checked
+/// at). Redirects are not followed: a source is read where it was checked.
 async fn open_http(
     url: &str,
     token: Option<&str>,
     offset: u64,
     tls: &Tls,
+    addr: Option<SocketAddr>,
 ) -> Result<Opened, Refusal> {
     let client = awc::Client::builder()
         .connector(awc::Connector::new().rustls_0_23(tls.0.clone()))
         .timeout(CONNECT_TIMEOUT)
+        .disable_redirects()
         .finish();
     let mut request = client.get(url);
+    if let Some(addr) = addr {
+        request = request.address(addr);
+    }
     if let Some(token) = token {
         request = request.insert_header(("Authorization", format!("Bearer {token}")));
     }
@@ -176,4 +253,66 @@ async fn open_http(
         offset,
         body: body.boxed_local(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addrs(list: &[&str]) -> Vec<SocketAddr> {
+        list.iter().map(|a| a.parse().unwrap()).collect()
+    }
+
+    /// A resolver stub: the addresses are what a lookup answered; nothing
+    /// connects. A tenant's name that resolves (even in part) to this host
+    /// or a private network is refused before any connection.
+    #[test]
+    fn a_tenants_origin_is_connected_to_only_at_an_address_its_rules_admit() {
+        let tenant = OriginRules {
+            allow: vec!["https://*".into()],
+        };
+        let uri = "https://weights.example.com/m.bin";
+        let public = addrs(&["93.184.216.34:443"]);
+        assert_eq!(checked_address(uri, &tenant, &public), Ok(public[0]));
+        for rebound in [
+            addrs(&["127.0.0.1:443"]),
+            addrs(&["93.184.216.34:443", "10.0.0.7:443"]),
+            addrs(&["[::1]:443"]),
+            addrs(&["169.254.169.254:443"]),
+        ] {
+            let e = checked_address(uri, &tenant, &rebound).unwrap_err();
+            assert!(e.contains("origin refused"), "{e}");
+        }
+        assert!(checked_address(uri, &tenant, &[]).is_err());
+        // The operator's default admits its own private store.
+        let private = addrs(&["10.0.0.7:9000"]);
+        assert!(checked_address("http://store:9000/m", &OriginRules::default(), &private).is_ok());
+    }
+
+    #[actix_rt::test]
+    async fn a_file_origin_is_read_only_where_the_rules_allow_and_never_past_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.bin");
+        std::fs::write(&path, b"0123456789secret").unwrap();
+        let uri = format!("file://{}", path.display());
+        let tenant = OriginAccess {
+            rules: OriginRules {
+                allow: vec!["https://*".into()],
+            },
+            confined: None,
+        };
+        let e = open_origin_file(&uri, path.to_str().unwrap(), &tenant)
+            .await
+            .unwrap_err();
+        assert!(e.contains("origin refused"), "{e}");
+        let file = open_origin_file(&uri, path.to_str().unwrap(), &OriginAccess::default())
+            .await
+            .unwrap();
+        let mut opened = read_file(file, "w", 2, 10).await.unwrap();
+        let mut got = Vec::new();
+        while let Some(chunk) = opened.body.next().await {
+            got.extend(chunk.unwrap());
+        }
+        assert_eq!(got, b"23456789", "bytes 2..10 only");
+    }
 }
