@@ -250,3 +250,212 @@ fn every_operation_answers_a_documented_status_in_its_documented_envelope() {
         "most operations were called"
     );
 }
+
+/// One answer read off a raw connection: status, lower-case headers, body.
+struct RawAnswer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+/// Reads one answer from `s`, framed by its `content-length`.
+fn read_answer(s: &mut std::net::TcpStream) -> RawAnswer {
+    use std::io::Read;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            other => panic!(
+                "the connection ended inside a head ({other:?}): {:?}",
+                String::from_utf8_lossy(&head)
+            ),
+        }
+    }
+    let text = String::from_utf8_lossy(&head).to_string();
+    let mut lines = text.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_lowercase(), v.trim().to_string()))
+        .collect();
+    let len: usize = http::find_header(&headers, "content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).unwrap();
+    RawAnswer {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Sends `request` as raw bytes on a fresh connection and reads the answer.
+fn raw(addr: &str, request: &[u8]) -> RawAnswer {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    s.write_all(request).unwrap();
+    read_answer(&mut s)
+}
+
+/// The answer is the error envelope with a registered code of its status.
+fn assert_envelope(what: &str, a: &RawAnswer, status: u16, code: u32) {
+    assert_eq!(
+        a.status,
+        status,
+        "{what}: {}",
+        String::from_utf8_lossy(&a.body)
+    );
+    let ct = http::find_header(&a.headers, "content-type").unwrap_or_default();
+    assert!(
+        ct.starts_with("application/json"),
+        "{what}: content-type {ct:?}"
+    );
+    let v: Value = serde_json::from_slice(&a.body)
+        .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {:?}", a.body));
+    assert_eq!(v["code"], code, "{what}: {v}");
+    let entry = caldera_spec::codes::by_code(code).expect("registered");
+    assert_eq!(v["error"], entry.name, "{what}: {v}");
+    assert_eq!(entry.http_status, status, "{what}");
+    assert!(
+        !v["msg"].as_str().unwrap_or_default().is_empty(),
+        "{what}: {v}"
+    );
+    assert!(v["request_id"].is_string(), "{what}: {v}");
+}
+
+#[test]
+fn parser_level_errors_answer_in_the_envelope_with_a_registered_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("CALDERA_CLIENT_REQUEST_TIMEOUT_MS", "700")];
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &env);
+    let addr = cp.addr.as_str();
+    let host = format!("Host: {addr}\r\n");
+    let get = |target: &[u8], extra: &str| -> Vec<u8> {
+        [
+            b"GET ".as_slice(),
+            target,
+            format!(" HTTP/1.1\r\n{host}{extra}\r\n").as_bytes(),
+        ]
+        .concat()
+    };
+    let post = |extra: &str| -> Vec<u8> {
+        format!("POST /v1/tasks HTTP/1.1\r\n{host}Authorization: Bearer x\r\n{extra}\r\n")
+            .into_bytes()
+    };
+    let tenant = cp.tenant("alpha");
+    let tenant_post = |extra: &str| -> Vec<u8> {
+        format!("POST /v1/tasks HTTP/1.1\r\n{host}Authorization: Bearer {tenant}\r\n{extra}\r\n")
+            .into_bytes()
+    };
+    let big_query = format!("/v1/tasks?q={}", "a".repeat(20_000));
+    let huge_query = format!("/v1/tasks?q={}", "a".repeat(140_000));
+    let many_headers: String = (0..120).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let cases: Vec<(&str, Vec<u8>, u16, u32)> = vec![
+        (
+            "a control byte in Content-Type",
+            post("Content-Type: application/\x01json\r\nContent-Length: 2\r\n\r\n{}"),
+            400,
+            40030,
+        ),
+        (
+            "a 20-digit Content-Length",
+            post("Content-Length: 99999999999999999999\r\n"),
+            400,
+            40030,
+        ),
+        (
+            "a Content-Length that is not a number",
+            post("Content-Length: 12a\r\n"),
+            400,
+            40030,
+        ),
+        (
+            "two different Content-Lengths",
+            post("Content-Length: 2\r\nContent-Length: 3\r\n"),
+            400,
+            40030,
+        ),
+        (
+            "a path that is not UTF-8",
+            get(b"/v1/tasks/\xff\xfe", ""),
+            400,
+            40030,
+        ),
+        (
+            "a request line with no version",
+            b"GET /\r\n\r\n".to_vec(),
+            400,
+            40030,
+        ),
+        (
+            "more headers than are read",
+            get(b"/healthz", &many_headers),
+            431,
+            43130,
+        ),
+        (
+            "a head past the read buffer",
+            get(huge_query.as_bytes(), ""),
+            431,
+            43130,
+        ),
+        (
+            "bad chunked encoding",
+            tenant_post("Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"),
+            400,
+            40030,
+        ),
+    ];
+    for (what, request, status, code) in &cases {
+        assert_envelope(what, &raw(addr, request), *status, *code);
+    }
+    // A 20k-character query reaches the route, which names the bad parameter.
+    let a = raw(
+        addr,
+        &get(big_query.as_bytes(), "Authorization: Bearer x\r\n"),
+    );
+    assert!(a.status >= 400 && a.status < 500, "{}", a.status);
+    assert_envelope(
+        "a 20k query",
+        &a,
+        a.status,
+        serde_json::from_slice::<Value>(&a.body).unwrap()["code"]
+            .as_u64()
+            .unwrap() as u32,
+    );
+    // A head that never ends: 408 once client-request-timeout-ms passes.
+    let a = raw(
+        addr,
+        format!("GET /healthz HTTP/1.1\r\n{host}X-Slow: ").as_bytes(),
+    );
+    assert_envelope("a head that never ends", &a, 408, 40801);
+    // A good request, then a bad one on the same connection: both answers
+    // are whole, the second in the envelope.
+    {
+        use std::io::Write;
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let mut both = get(b"/healthz", "");
+        both.extend_from_slice(&post("Content-Length: 99999999999999999999\r\n"));
+        s.write_all(&both).unwrap();
+        let first = read_answer(&mut s);
+        assert_eq!(
+            first.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&first.body)
+        );
+        assert_envelope("after a good request", &read_answer(&mut s), 400, 40030);
+    }
+    // The server still answers.
+    assert_eq!(cp.operator().get("/healthz").status, 200);
+}

@@ -407,3 +407,88 @@ fn a_rogue_node_cannot_make_another_nodes_replica_ready_or_swap_it() {
     assert_eq!(e["endpoints"], json!([]), "{e:#}");
     assert_eq!(refused(&cp, "node-r"), 0, "the honest agent was refused");
 }
+
+/// A hello's inventory of one GPU with `gpu_mb` of memory, `cores`,
+/// `memory_mb` and `disk_mb`.
+fn inventory(name: &str, gpu_mb: u64, cores: u64, memory_mb: u64, disk_mb: u64) -> Value {
+    json!({"inventory": {"hostname": name,
+        "gpus": [{"index": 0, "uuid": format!("GPU-{name}"), "model": "A100", "memory_total_mb": gpu_mb,
+            "memory_used_mb": 0, "utilization_pct": 0, "simulated": true}],
+        "cpu_cores": cores, "memory_total_mb": memory_mb, "disks": [], "disk_offered_mb": disk_mb,
+        "labels": {}, "simulated_host": true, "isolation": "none (fake node)", "gpu_source": "simulated"}})
+}
+
+#[test]
+fn a_hello_with_an_impossible_inventory_is_refused_naming_the_figure_and_nothing_lands_on_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    let cases = [
+        (
+            "n-gpu",
+            inventory("n-gpu", u64::MAX, 8, 65_536, 100_000),
+            "inventory.gpus[0].memory_total_mb",
+        ),
+        (
+            "n-cores",
+            inventory("n-cores", 81_920, u64::from(u32::MAX), 65_536, 100_000),
+            "inventory.cpu_cores",
+        ),
+        (
+            "n-mem",
+            inventory("n-mem", 81_920, 8, u64::MAX, 100_000),
+            "inventory.memory_total_mb",
+        ),
+        (
+            "n-disk",
+            inventory("n-disk", 81_920, 8, 65_536, u64::MAX),
+            "inventory.disk_offered_mb",
+        ),
+    ];
+    for (name, inv, field) in &cases {
+        let (_s, reply) = fake_node::hello_with(&cp.addr, JOIN_TOKEN, name, inv).unwrap();
+        assert_eq!(reply["type"], "refused", "{name} welcomed: {reply}");
+        assert_eq!(reply["code"], 40005, "out_of_range: {reply}");
+        let reason = reply["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains(field),
+            "{name}: the reason names {field}: {reason}"
+        );
+        let view = cp.operator().get(&format!("/v1/nodes/{name}"));
+        assert_eq!(
+            view.status, 404,
+            "{name} was not registered: {:?}",
+            view.body
+        );
+    }
+    // A 1,000 GB task finds no node to hold it (none was welcomed).
+    let api = cp.api(&cp.tenant("team-a"));
+    let huge = json!({"task_id": "huge", "task_type": "training",
+        "resources": {"gpu": {"count": 1, "memory_gb": 1000}}, "command": ["sleep", "1"]});
+    let r = api.post("/v1/tasks", &huge.to_string());
+    assert!(matches!(r.status, 201 | 422), "{:?}", r.body);
+    std::thread::sleep(Duration::from_millis(500));
+    let t = api.get("/v1/tasks/huge");
+    assert!(
+        t.status == 404 || t.data()["allocation"].is_null(),
+        "{:?}",
+        t.body
+    );
+}
+
+#[test]
+fn a_real_agent_declaring_more_gpus_than_a_machine_has_logs_the_refusal() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    // 4 x 64 + 1 = 257 simulated GPUs, one past the bound.
+    let gpus = "64xA100-80GB,64xA100-80GB,64xA100-80GB,64xA100-80GB,1xA100-80GB";
+    let agent = Agent::start(Path::new(BIN), &cp, "n-huge", gpus, dir.path());
+    let logged = wait_until(Duration::from_secs(20), || {
+        std::fs::read_to_string(&agent.log)
+            .unwrap_or_default()
+            .contains("257 GPUs reported; a node has at most 256")
+    });
+    let log = std::fs::read_to_string(&agent.log).unwrap_or_default();
+    assert!(logged, "the agent logs why it was refused: {log}");
+    assert!(log.contains("refused this node"), "{log}");
+    assert_eq!(cp.operator().get("/v1/nodes/n-huge").status, 404);
+}

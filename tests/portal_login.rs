@@ -100,3 +100,136 @@ fn a_session_ends_after_portal_session_ttl_ms() {
     assert_eq!(r.status, 303, "the session expired: {}", text(&r));
     assert_eq!(r.header("location"), Some("/login"));
 }
+
+/// The headers every portal answer carries, whatever its status.
+fn assert_browser_headers(r: &caldera_chaos_tests::http::Reply, what: &str) {
+    let csp = r.header("content-security-policy").unwrap_or_default();
+    for directive in [
+        "script-src 'self'",
+        "frame-ancestors 'none'",
+        "default-src 'none'",
+    ] {
+        assert!(
+            csp.contains(directive),
+            "{what}: CSP lacks {directive}: {csp:?}"
+        );
+    }
+    assert!(!csp.contains("unsafe-eval"), "{what}: {csp}");
+    assert_eq!(r.header("x-frame-options"), Some("DENY"), "{what}");
+    assert_eq!(
+        r.header("x-content-type-options"),
+        Some("nosniff"),
+        "{what}"
+    );
+    assert_eq!(r.header("referrer-policy"), Some("no-referrer"), "{what}");
+}
+
+#[test]
+fn every_portal_answer_carries_the_browser_security_headers_and_hsts_only_over_https() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    let mut b = Browser::new(&cp.addr);
+    let login = b.get("/login");
+    assert_browser_headers(&login, "login page");
+    assert_browser_headers(&b.get("/"), "redirect to the login");
+    assert_browser_headers(&b.login("not-a-token"), "refused login");
+    let mut b = Browser::logged_in(&cp.addr, OPERATOR_TOKEN);
+    for path in [
+        "/",
+        "/tasks",
+        "/nodes",
+        "/tasks/none",
+        "/portal/assets/portal.js",
+    ] {
+        let r = b.get(path);
+        assert_browser_headers(&r, path);
+        assert!(
+            r.header("strict-transport-security").is_none(),
+            "{path} over http"
+        );
+    }
+    // The portal's page loads its script from itself and has no inline one,
+    // which the policy would block.
+    let page = text(&b.get("/")).to_string();
+    assert!(
+        page.contains("<script src=\"/portal/assets/portal.js\""),
+        "{page}"
+    );
+    assert!(!page.contains("<script>"), "an inline script: {page}");
+    // Behind a TLS-terminating proxy (it says so): HSTS too.
+    let api = cp.operator();
+    let r = api.send("GET", "/login", None, "X-Forwarded-Proto: https\r\n");
+    assert_browser_headers(&r, "login over https");
+    assert_eq!(
+        r.header("strict-transport-security"),
+        Some("max-age=31536000")
+    );
+    // API answers are not framed or sniffed either.
+    let r = api.get("/v1/tasks");
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(r.header("x-frame-options"), Some("DENY"));
+}
+
+#[test]
+fn one_tenants_logins_end_only_its_own_oldest_sessions_never_the_operators() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("CALDERA_PORTAL_SESSIONS_PER_PRINCIPAL", "3")];
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &env);
+    let token = cp.tenant("alpha");
+    let mut operator = Browser::logged_in(&cp.addr, OPERATOR_TOKEN);
+    let mut tenant: Vec<Browser> = (0..8)
+        .map(|_| Browser::logged_in(&cp.addr, &token))
+        .collect();
+    assert_eq!(
+        operator.get("/").status,
+        200,
+        "the operator's session lives on"
+    );
+    let live: Vec<u16> = tenant.iter_mut().map(|b| b.get("/").status).collect();
+    assert_eq!(
+        live,
+        vec![303, 303, 303, 303, 303, 200, 200, 200],
+        "the tenant keeps its newest 3 sessions"
+    );
+}
+
+#[test]
+fn logins_past_the_rate_are_answered_429_saying_when_and_other_principals_still_log_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("CALDERA_PORTAL_LOGINS_PER_MINUTE", "3")];
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &env);
+    let token = cp.tenant("alpha");
+    for _ in 0..3 {
+        Browser::logged_in(&cp.addr, &token);
+    }
+    let mut b = Browser::new(&cp.addr);
+    let r = b.login(&token);
+    assert_eq!(r.status, 429, "{}", text(&r));
+    assert_eq!(r.header("x-caldera-code"), Some("42930"));
+    let wait: u64 = r.header("retry-after").unwrap_or("0").parse().unwrap_or(0);
+    assert!((1..=60).contains(&wait), "Retry-After {wait}");
+    assert!(text(&r).contains("id=\"login-error\""), "{}", text(&r));
+    assert!(
+        text(&r).contains("logged in 3 times in the last minute"),
+        "{}",
+        text(&r)
+    );
+    assert!(
+        !b.cookies.contains_key("caldera_session"),
+        "no session opened"
+    );
+    // Another principal is not held back by this one's logins.
+    let mut op = Browser::logged_in(&cp.addr, OPERATOR_TOKEN);
+    assert_eq!(op.get("/").status, 200);
+    // Failed logins are counted per address: past 3, even a good token waits.
+    for _ in 0..3 {
+        assert_eq!(Browser::new(&cp.addr).login("not-a-token").status, 401);
+    }
+    let r = Browser::new(&cp.addr).login(OPERATOR_TOKEN);
+    assert_eq!(r.status, 429, "{}", text(&r));
+    assert!(
+        text(&r).contains("too many failed logins from this address"),
+        "{}",
+        text(&r)
+    );
+}

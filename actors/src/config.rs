@@ -104,6 +104,13 @@ pub struct ServerConfig {
     /// How long a portal login lasts, ms (sessions are held in memory: a
     /// restart ends them). Default 43200000 (12 h).
     pub portal_session_ttl_ms: u64,
+    /// Most portal sessions one principal (the operator, or one tenant) holds
+    /// at once; a login past it ends that principal's own oldest session,
+    /// never another's. Default 16.
+    pub portal_sessions_per_principal: usize,
+    /// Portal logins one principal may make a minute, and failed logins one
+    /// client address may make a minute; more are answered 429. Default 20.
+    pub portal_logins_per_minute: u32,
     /// Most GPU memory one inference replica may ask for, as a fraction of the
     /// largest GPU in the pool: scale out with replicas, not up. Default 0.5.
     pub inference_replica_cap: f64,
@@ -199,6 +206,8 @@ impl Default for ServerConfig {
             webhook_max_in_flight: 32,
             usage_sample_ms: 10_000,
             portal_session_ttl_ms: 43_200_000,
+            portal_sessions_per_principal: 16,
+            portal_logins_per_minute: 20,
             inference_replica_cap: 0.5,
             accept_unschedulable: false,
             max_origin_pulls_per_version: 1,
@@ -284,6 +293,12 @@ impl ServerConfig {
         }
         if self.portal_session_ttl_ms < 1000 {
             return err("portal-session-ttl-ms", "must be at least 1000");
+        }
+        if self.portal_sessions_per_principal == 0 {
+            return err("portal-sessions-per-principal", "must be greater than 0");
+        }
+        if self.portal_logins_per_minute == 0 {
+            return err("portal-logins-per-minute", "must be greater than 0");
         }
         if self.billing_retention_days == 0 {
             return err("billing-retention-days", "must be greater than 0");

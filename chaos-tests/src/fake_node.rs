@@ -46,6 +46,18 @@ pub fn hello(
     hello_listing(addr, token, name, &indices, secret, None)
 }
 
+/// [`hello`] (no GPUs, no secret) with `extra`'s top-level fields in place
+/// of the hello's own: `{"inventory": {...}}` says whatever inventory a test
+/// needs, a rogue agent's impossible one included.
+pub fn hello_with(
+    addr: &str,
+    token: &str,
+    name: &str,
+    extra: &serde_json::Value,
+) -> std::io::Result<(TcpStream, serde_json::Value)> {
+    hello_listing(addr, token, name, &[], None, Some(extra))
+}
+
 /// [`hello`] with one GPU per entry of `indices`.
 fn hello_listing(
     addr: &str,

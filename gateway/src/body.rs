@@ -34,8 +34,10 @@ async fn read_all(mut payload: web::Payload, limit: usize) -> Result<web::BytesM
     let mut body = web::BytesMut::new();
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| {
+            // The transport's framing broke (a bad chunk, a body shorter
+            // than its Content-Length): not the JSON's fault.
             ApiError::new(
-                SpecErrorKind::MalformedJson.error_code(),
+                &codes::MALFORMED_REQUEST,
                 format!("could not read the body: {e}"),
             )
         })?;

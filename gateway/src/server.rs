@@ -1,6 +1,8 @@
 //! Starting and stopping the control plane process.
 use crate::state::AppState;
-use actix_web::{web, App, HttpServer};
+use actix_service::{fn_service, map_config, IntoServiceFactory, ServiceFactoryExt};
+use actix_web::dev::AppConfig;
+use actix_web::{web, App};
 use caldera_actors::config::ServerConfig;
 use caldera_actors::control_plane::ControlPlane;
 use caldera_spec::codes::{self, ErrorCode};
@@ -121,40 +123,71 @@ async fn serve(
         estimates: Default::default(),
         metrics: crate::metrics::Exposition::new(cp.metrics()),
         endpoint_revisions: Default::default(),
-        portal: crate::portal::Portal::new(config.portal_session_ttl_ms),
+        portal: crate::portal::Portal::new(crate::portal::PortalLimits {
+            session_ttl_ms: config.portal_session_ttl_ms,
+            sessions_per_principal: config.portal_sessions_per_principal,
+            logins_per_minute: config.portal_logins_per_minute,
+        }),
     });
     let limit = web::Data::new(crate::client_limit::ClientLimit::new(
         config.max_requests_per_client,
     ));
-    let mut server = HttpServer::new(move || {
+    let app = move || {
         App::new()
             .app_data(state.clone())
             .app_data(limit.clone())
             .wrap(actix_web::middleware::from_fn(crate::client_limit::cap))
-            // Outermost: requests the cap turns away are counted too.
+            // Outside the cap: requests it turns away are counted too.
             .wrap(actix_web::middleware::from_fn(
                 crate::metrics::http::observe,
             ))
+            .wrap(actix_web::middleware::from_fn(crate::error_envelope::wrap))
+            // Outermost: every answer, refusals included, gets the headers.
+            .wrap(actix_web::middleware::from_fn(crate::security_headers::add))
             .configure(crate::routes::configure)
-    })
-    .workers(config.http_workers)
-    // A request's head must arrive in time too (its body: `body::read`).
-    .client_request_timeout(request_timeout)
-    .client_disconnect_timeout(std::time::Duration::from_secs(1))
-    .shutdown_timeout(5)
-    .listen(listener)
-    .map_err(|source| GatewayError::Bind {
-        addr: config.listen.clone(),
-        source,
-    })?;
+    };
+    let addr = listener.local_addr()?;
+    let mut builder = actix_server::Server::build();
+    let shutdown = builder.graceful_shutdown_signal();
+    builder = builder.workers(config.http_workers).shutdown_timeout(5);
     if signals == Signals::Caller {
-        server = server.disable_signals();
+        builder = builder.disable_signals();
     }
-    let addr = server
-        .addrs()
-        .first()
-        .copied()
-        .ok_or_else(|| GatewayError::Config(format!("{} bound no address", config.listen)))?;
+    let server = builder
+        .listen("caldera-http", listener, move || {
+            let shutdown = shutdown.clone();
+            let http = actix_http::HttpService::build()
+                // Idle keep-alive connections close at once on a stop.
+                .graceful_shutdown_signal(move || {
+                    let shutdown = shutdown.clone();
+                    async move { shutdown.notified().await }
+                })
+                .keep_alive(std::time::Duration::from_secs(5))
+                // A request's head must arrive in time too (its body: `body::read`).
+                .client_request_timeout(request_timeout)
+                .client_disconnect_timeout(std::time::Duration::from_secs(1))
+                .local_addr(addr)
+                .h1(map_config(
+                    app()
+                        .into_factory()
+                        .map_err(|e: actix_web::Error| e.error_response()),
+                    |_| AppConfig::default(),
+                ));
+            // Each connection wrapped, so the parser's own refusals carry
+            // the envelope too.
+            fn_service(|io: tokio::net::TcpStream| {
+                let peer = io.peer_addr().ok();
+                std::future::ready(Ok::<_, actix_http::error::DispatchError>((
+                    crate::parser_errors::Enveloped::new(io),
+                    peer,
+                )))
+            })
+            .and_then(http)
+        })
+        .map_err(|source| GatewayError::Bind {
+            addr: config.listen.clone(),
+            source,
+        })?;
     let running = server.run();
     on_started(&Started {
         addr,

@@ -88,6 +88,7 @@ registry! {
     CONFLICTING_FIELDS = 40007, "conflicting_fields", 400, "two fields contradict each other";
     BAD_QUERY = 40008, "bad_query", 400, "a query parameter is unknown-valued or out of range";
     NOT_WEBSOCKET = 40009, "not_websocket", 400, "the node endpoint was called without a WebSocket upgrade";
+    MALFORMED_REQUEST = 40030, "malformed_request", 400, "the request could not be parsed as HTTP: a header with a byte HTTP forbids, a Content-Length that is not a number that fits, a request line or path that is not UTF-8 or not percent-encoded";
     UNAUTHENTICATED = 40100, "unauthenticated", 401, "no bearer token, or one that is not valid";
     PORTAL_LOGIN_REFUSED = 40101, "portal_login_refused", 401, "the token pasted into the portal's login is not a valid operator or tenant token";
     PORTAL_NO_SESSION = 40102, "portal_no_session", 401, "no portal session: never logged in, logged out, expired, or the control plane restarted; log in again";
@@ -117,7 +118,10 @@ registry! {
     CHECKPOINT_UNREADABLE = 42211, "checkpoint_unreadable", 422, "the checkpoint to register is not a readable file beside the task's reported checkpoint; the message says why";
     ORIGIN_NOT_ALLOWED = 42230, "origin_not_allowed", 422, "a model version's weights uri names a scheme, host, address or path its registrant may not use (tenant-model-origins, operator-model-origins); field weights.uri";
     TOO_MANY_REQUESTS = 42901, "too_many_requests", 429, "this client already has max-requests-per-client requests in flight; retry when one is answered";
+    PORTAL_LOGIN_RATE_LIMITED = 42930, "portal_login_rate_limited", 429, "too many portal logins of one principal, or failed logins from one address, within a minute (portal-logins-per-minute); try again after Retry-After seconds";
+    HEAD_TOO_LARGE = 43130, "head_too_large", 431, "the request's head is larger than the server reads: more than 128 KiB of request line (path and query string) and headers, or more than 96 headers";
     // 500 / 503: the caller did nothing wrong, the server did.
+    INTERNAL = 50000, "internal", 500, "the server failed in a way no other code names; the message says how";
     STORAGE_IO = 50001, "storage_io", 500, "sled failed: I/O, a lock held by another process, a corrupt log";
     STORAGE_CORRUPT_RECORD = 50002, "storage_corrupt_record", 500, "a stored record does not decode";
     STORAGE_ENCODE = 50003, "storage_encode", 500, "a record could not be encoded";
@@ -125,6 +129,7 @@ registry! {
     STORAGE_CONFIG = 50005, "storage_config", 500, "a storage setting is out of range";
     UNAVAILABLE = 50301, "unavailable", 503, "a control-plane actor is not answering; retry";
     NOT_RECORDED = 50302, "not_recorded", 503, "the change could not be recorded in storage; nothing of it was applied; retry";
+    PORTAL_SESSIONS_FULL = 50330, "portal_sessions_full", 503, "the portal holds its most sessions and none belongs to the principal logging in, so none is ended for it; log in again when one ends or expires";
 }
 
 /// The registered error with `code`, if any.

@@ -8,6 +8,7 @@
 //! another site cannot log a browser into its attacker's session.
 use super::auth::{cookie, read_form, set_cookie, Form, Viewer, SESSION_COOKIE};
 use super::error::PortalError;
+use super::login_rate::RetryAfter;
 use super::respond::{see_other, Render};
 use super::session::same_secret;
 use crate::routes::Query;
@@ -84,6 +85,8 @@ pub async fn page(req: HttpRequest, q: Query) -> Result<HttpResponse, PortalErro
         (status = 400, description = "the body is not a form", content_type = "text/html", body = String),
         (status = 401, description = "the token is not an operator or tenant token (the form again, saying so)", content_type = "text/html", body = String),
         (status = 403, description = "the form lacks its page's cookie: reload the login page", content_type = "text/html", body = String),
+        (status = 429, description = "too many logins of this principal, or failed logins from this address, in a minute (the form again, saying when to retry; Retry-After)", content_type = "text/html", body = String),
+        (status = 503, description = "the portal holds its most sessions and none is this principal's to end", content_type = "text/html", body = String),
     ))]
 pub async fn login(
     req: HttpRequest,
@@ -101,10 +104,29 @@ pub async fn login(
             "this login form did not come with its page's cookie; reload the login page and paste the token again",
         ));
     }
+    let now_ms = st.cp.now_ms();
+    let logins = &st.portal.logins;
+    let address = format!(
+        "addr:{}",
+        req.peer_addr()
+            .map(|a| a.ip().to_string())
+            .unwrap_or_default()
+    );
+    // Checked before the token is: past its failures an address guesses no more.
+    if let Err(wait) = logins.check(&address, now_ms) {
+        let msg = format!(
+            "too many failed logins from this address ({} a minute); try again in {} s",
+            logins.per_minute(),
+            wait.0
+        );
+        return Ok(too_many(&render, &nonce, &msg, wait));
+    }
     let token = fields.get("token").map(|t| t.trim()).unwrap_or("");
     let principal = match st.cp.authenticate(token) {
         Some(p @ (Principal::Operator | Principal::Tenant(_))) => p,
         _ => {
+            // A refusal here is answered once the form is shown again anyway.
+            let _ = logins.count(&address, now_ms);
             let msg = "that is not an operator or tenant token (a node join token cannot log in)";
             let mut reply = HttpResponse::Unauthorized();
             reply.insert_header((
@@ -114,11 +136,20 @@ pub async fn login(
             return Ok(render.with(reply, login_page(&nonce, Some(msg))));
         }
     };
+    if let Err(wait) = logins.count(&principal_key(&principal), now_ms) {
+        let msg = format!(
+            "this token has logged in {} times in the last minute; try again in {} s \
+             (your open sessions still work)",
+            logins.per_minute(),
+            wait.0
+        );
+        return Ok(too_many(&render, &nonce, &msg, wait));
+    }
     let opened = st
         .portal
         .sessions
-        .open(principal, st.cp.now_ms())
-        .map_err(|e| PortalError::new(&codes::UNAVAILABLE, e.to_string()))?;
+        .open(principal, now_ms)
+        .map_err(|e| PortalError::new(e.code(), e.to_string()))?;
     let ttl_s = st.portal.sessions.ttl_ms() / 1000;
     Ok(HttpResponse::SeeOther()
         .insert_header((actix_web::http::header::LOCATION, "/"))
@@ -128,6 +159,27 @@ pub async fn login(
         ))
         .append_header((SET_COOKIE, set_cookie(&req, LOGIN_COOKIE, "", 0)))
         .finish())
+}
+
+/// The login rate's key of a principal.
+fn principal_key(p: &Principal) -> String {
+    match p {
+        Principal::Tenant(t) => format!("tenant:{t}"),
+        Principal::Operator => "operator".to_string(),
+        Principal::NodeJoin => "node-join".to_string(),
+    }
+}
+
+/// A 429: the login form again, saying why and when to try again.
+fn too_many(render: &Render, nonce: &str, msg: &str, wait: RetryAfter) -> HttpResponse {
+    let mut reply = HttpResponse::TooManyRequests();
+    reply
+        .insert_header((
+            "X-Caldera-Code",
+            codes::PORTAL_LOGIN_RATE_LIMITED.code.to_string(),
+        ))
+        .insert_header((actix_web::http::header::RETRY_AFTER, wait.0.to_string()));
+    render.with(reply, login_page(nonce, Some(msg)))
 }
 
 /// POST /logout — `csrf=…`

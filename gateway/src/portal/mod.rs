@@ -17,6 +17,7 @@ pub mod error;
 pub mod events;
 pub mod layout;
 pub mod login;
+pub mod login_rate;
 pub mod membar;
 pub mod model_actions;
 pub mod models;
@@ -32,16 +33,28 @@ pub mod tenants;
 
 pub use error::PortalError;
 
-/// The portal's state in the gateway: its sessions.
+/// The portal's state in the gateway: its sessions and login counts.
 pub struct Portal {
     pub sessions: session::Sessions,
+    pub logins: login_rate::LoginRate,
+}
+
+/// How the portal's logins are bounded (the `portal-*` config keys).
+#[derive(Debug, Clone, Copy)]
+pub struct PortalLimits {
+    /// How long a session lasts, ms.
+    pub session_ttl_ms: u64,
+    /// Most sessions one principal holds at once.
+    pub sessions_per_principal: usize,
+    /// Logins one principal, and failed logins one address, per minute.
+    pub logins_per_minute: u32,
 }
 
 impl Portal {
-    /// A portal whose sessions last `session_ttl_ms`.
-    pub fn new(session_ttl_ms: u64) -> Portal {
+    pub fn new(limits: PortalLimits) -> Portal {
         Portal {
-            sessions: session::Sessions::new(session_ttl_ms),
+            sessions: session::Sessions::new(limits.session_ttl_ms, limits.sessions_per_principal),
+            logins: login_rate::LoginRate::new(limits.logins_per_minute),
         }
     }
 }
