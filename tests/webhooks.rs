@@ -5,8 +5,11 @@
 //! are listed; tenants cannot subscribe to or see each other's webhooks; a
 //! pending delivery survives kill -9 of the control plane; a hung receiver
 //! does not hold up another's deliveries; `idle-webhook-url` is a signed
-//! subscription that still fires. Retries are fast through config, and
-//! every wait polls with a deadline.
+//! subscription that still fires; urls that reach the control plane's own
+//! network are refused, a tenant reads no failure's cause, one tenant's
+//! hanging receivers do not delay another's, and the records stay within
+//! their bounds. Retries are fast through config, and every wait polls
+//! with a deadline.
 use caldera_chaos_tests::webhook_receiver::{Received, Receiver};
 use caldera_chaos_tests::{wait_until, Agent, Api, ControlPlane};
 use serde_json::{json, Value};
@@ -236,7 +239,7 @@ fn an_https_receiver_behind_a_private_ca_gets_signed_deliveries() {
     let api = cp.api(&cp.tenant("acme"));
     let (id, _) = subscribe(&api, &rx.url("/untrusted"), &["task.submitted"]);
     submit(&api, "tls-2");
-    let d = wait_delivery(&api, &id, "a failed TLS attempt", |d| {
+    let d = wait_delivery(&cp.operator(), &id, "a failed TLS attempt", |d| {
         d["attempt_count"].as_u64().unwrap_or(0) >= 1
     });
     let error = d["attempts"][0]["error"]
@@ -245,7 +248,13 @@ fn an_https_receiver_behind_a_private_ca_gets_signed_deliveries() {
         .to_lowercase();
     assert!(
         error.contains("certificate") || error.contains("tls"),
-        "{d:#}"
+        "the operator reads the cause: {d:#}"
+    );
+    // The tenant reads that it failed, not why.
+    let theirs = deliveries(&api, &id);
+    assert_eq!(
+        theirs[0]["attempts"][0]["error"], "delivery failed",
+        "{theirs:#?}"
     );
     assert!(rx.received().iter().all(|g| g.path != "/untrusted"));
 }
@@ -512,6 +521,273 @@ fn idle_webhook_url_is_a_signed_subscription_that_still_fires() {
     let again = cp.operator().get("/v1/webhooks").data()["webhooks"].clone();
     assert_eq!(again.as_array().map(Vec::len), Some(1), "{again:#}");
     assert_eq!(again[0]["id"], only[0]["id"]);
+}
+
+/// The control plane's own network is not a tenant's to reach: without the
+/// operator's allowance every spelling of a loopback, unspecified, private
+/// or link-local address, `localhost`, and credentials in the url are
+/// refused when the subscription is made (nothing is sent anywhere: no
+/// subscription exists to send to). The receiver these urls would reach is
+/// live, on the loopback.
+#[test]
+fn internal_urls_are_refused_at_registration_without_the_operators_allowance() {
+    let dir = tempfile::tempdir().unwrap();
+    let rx = Receiver::start(&[], 200);
+    let cp = server(dir.path(), &[("CALDERA_WEBHOOK_ALLOW_HOSTS", "")]);
+    let tenant = cp.api(&cp.tenant("acme"));
+    let p = rx.port;
+    let mut urls: Vec<String> = Vec::new();
+    for host in [
+        "127.0.0.1",
+        "127.1",
+        "2130706433",
+        "0x7f000001",
+        "0177.0.0.1",
+        "localhost",
+        "0.0.0.0",
+        "[::1]",
+        "[::ffff:127.0.0.1]",
+        "10.0.0.1",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "[fc00::1]",
+        "[fe80::1]",
+    ] {
+        for scheme in ["http", "https"] {
+            urls.push(format!("{scheme}://{host}:{p}/hook"));
+        }
+    }
+    urls.push(format!("http://user:pass@127.0.0.1:{p}/hook"));
+    urls.push("https://user:pass@hooks.example.com/hook".to_string());
+    for url in &urls {
+        for api in [&tenant, &cp.operator()] {
+            let r = api.post(
+                "/v1/webhooks",
+                &json!({"url": url, "events": ["*"]}).to_string(),
+            );
+            assert_eq!(
+                (r.status, r.body["code"].clone(), r.body["field"].clone()),
+                (400, json!(40020), json!("url")),
+                "{url}: {:#}",
+                r.body
+            );
+            let message = r.body["msg"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("webhook-allow-hosts")
+                    || message.contains("user name or password"),
+                "{url}: the refusal says what to change: {message}"
+            );
+        }
+    }
+    assert_eq!(
+        cp.operator().get("/v1/webhooks").data()["webhooks"],
+        json!([])
+    );
+    // The same loopback receiver, allowed by the operator, is subscribed to.
+    drop(cp);
+    let other = tempfile::tempdir().unwrap();
+    let cp = server(
+        other.path(),
+        &[("CALDERA_WEBHOOK_ALLOW_HOSTS", "127.0.0.0/8")],
+    );
+    let api = cp.api(&cp.tenant("acme"));
+    subscribe(&api, &rx.url("/allowed"), &["task.submitted"]);
+    submit(&api, "allowed-1");
+    wait_for(&rx, "the allowed receiver's delivery", |g| {
+        !with_task(g, "allowed-1").is_empty()
+    });
+    // Credentials stay refused, allowed host or not.
+    let r = api.post(
+        "/v1/webhooks",
+        &json!({"url": format!("http://u:p@127.0.0.1:{p}/x"), "events": ["*"]}).to_string(),
+    );
+    assert_eq!((r.status, r.body["code"].clone()), (400, json!(40020)));
+}
+
+/// The deliveries list is no port scanner: a tenant reads `delivery
+/// failed`, without timing, for a port that refuses and for a receiver
+/// that never answers alike; the operator reads each cause. A status the
+/// tenant's own receiver answered is shown to it.
+#[test]
+fn a_tenant_reads_delivery_failed_where_the_operator_reads_the_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let hung = Receiver::hung();
+    let answering = Receiver::start(&[], 503);
+    let closed = caldera_chaos_tests::free_port();
+    let cp = server(dir.path(), &[]);
+    let api = cp.api(&cp.tenant("acme"));
+    let (refused_id, _) = subscribe(
+        &api,
+        &format!("http://127.0.0.1:{closed}/nobody"),
+        &["task.submitted"],
+    );
+    let (hung_id, _) = subscribe(&api, &hung.url("/hung"), &["task.submitted"]);
+    let (status_id, _) = subscribe(&api, &answering.url("/503"), &["task.submitted"]);
+    submit(&api, "probe-1");
+    let tried = |d: &Value| d["attempt_count"].as_u64().unwrap_or(0) >= 1;
+    let mut causes = Vec::new();
+    for id in [&refused_id, &hung_id] {
+        let theirs = wait_delivery(&api, id, "a failed attempt", tried);
+        let a = &theirs["attempts"][0];
+        assert_eq!(
+            (
+                a["status"].clone(),
+                a["error"].clone(),
+                a["duration_ms"].clone()
+            ),
+            (Value::Null, json!("delivery failed"), Value::Null),
+            "{theirs:#}"
+        );
+        let ops = wait_delivery(&cp.operator(), id, "a failed attempt", tried);
+        let a = &ops["attempts"][0];
+        assert!(a["duration_ms"].is_u64(), "{ops:#}");
+        causes.push(a["error"].as_str().unwrap_or_default().to_string());
+    }
+    assert_ne!(
+        causes[0], causes[1],
+        "the operator tells refused from timed out"
+    );
+    assert!(
+        causes
+            .iter()
+            .all(|c| !c.is_empty() && c != "delivery failed"),
+        "{causes:?}"
+    );
+    let theirs = wait_delivery(&api, &status_id, "the receiver's 503", tried);
+    assert_eq!(theirs["attempts"][0]["status"], 503, "{theirs:#}");
+    assert!(theirs["attempts"][0]["duration_ms"].is_u64(), "{theirs:#}");
+}
+
+/// Tenant a has 200 subscriptions whose receivers hang (a timeout of 10
+/// minutes: they hang for the whole test); tenant b's delivery still
+/// arrives, while a's receivers hold their requests unanswered. a holds
+/// exactly its share of attempts (`webhook-max-in-flight-per-tenant`, 8),
+/// before b's delivery and after it.
+#[test]
+fn one_tenants_hanging_receivers_do_not_delay_another_tenants_delivery() {
+    let dir = tempfile::tempdir().unwrap();
+    let hung: Vec<Receiver> = (0..20).map(|_| Receiver::hung()).collect();
+    let fast = Receiver::start(&[], 200);
+    let cp = server(dir.path(), &[("CALDERA_WEBHOOK_TIMEOUT_MS", "600000")]);
+    let a = cp.api(&cp.tenant("a"));
+    let b = cp.api(&cp.tenant("b"));
+    let a_ids: Vec<String> = (0..200)
+        .map(|i| {
+            let rx = &hung[i % hung.len()];
+            subscribe(&a, &rx.url(&format!("/a{i}")), &["task.submitted"]).0
+        })
+        .collect();
+    subscribe(&b, &fast.url("/b"), &["task.submitted"]);
+    for i in 0..5 {
+        submit(&a, &format!("a-{i}"));
+    }
+    let held = || hung.iter().map(|r| r.received().len()).sum::<usize>();
+    assert!(
+        wait_until(Duration::from_secs(20), || held() >= 8),
+        "a's attempts reach its receivers: {}",
+        held()
+    );
+    submit(&b, "b-1");
+    wait_for(&fast, "b's delivery", |g| !with_task(g, "b-1").is_empty());
+    // Still hanging, and still only a's share of them: no attempt of a's
+    // has ended, none of its 1,000 deliveries is anything but pending.
+    assert_eq!(held(), 8, "a holds its 8 slots, no more");
+    for id in &a_ids {
+        for d in deliveries(&cp.operator(), id) {
+            assert_eq!(
+                (d["state"].as_str(), d["attempt_count"].as_u64()),
+                (Some("pending"), Some(0)),
+                "{d:#}"
+            );
+        }
+    }
+}
+
+/// The queue limit and the retention bound, with both at a few: tenant a's
+/// receiver hangs, so 3 of its 8 deliveries wait and the rest are recorded
+/// failed, unsent, saying why, of which the newest 4 are kept; tenant b's
+/// receiver answers, and once more deliveries come, only its newest 4 are
+/// kept.
+#[test]
+fn delivery_records_stay_within_the_queue_limit_and_the_retention_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let hung = Receiver::hung();
+    let fast = Receiver::start(&[], 200);
+    let cp = server(
+        dir.path(),
+        &[
+            ("CALDERA_WEBHOOK_TIMEOUT_MS", "600000"),
+            ("CALDERA_WEBHOOK_MAX_PENDING_PER_TENANT", "3"),
+            ("CALDERA_WEBHOOK_DELIVERIES_KEPT", "4"),
+        ],
+    );
+    let a = cp.api(&cp.tenant("a"));
+    let b = cp.api(&cp.tenant("b"));
+    let (a_id, _) = subscribe(&a, &hung.url("/a"), &["task.submitted"]);
+    let (b_id, _) = subscribe(&b, &fast.url("/b"), &["task.submitted"]);
+    for i in 0..8 {
+        submit(&a, &format!("a-{i}"));
+    }
+    let mut listed = Vec::new();
+    let settled = wait_until(Duration::from_secs(20), || {
+        listed = deliveries(&a, &a_id);
+        listed.iter().filter(|d| d["state"] == "failed").count() == 4
+            && listed.iter().filter(|d| d["state"] == "pending").count() == 3
+    });
+    assert!(settled, "{listed:#?}");
+    assert_eq!(
+        listed.len(),
+        7,
+        "3 pending + the newest 4 unsent: {listed:#?}"
+    );
+    let ids: Vec<u64> = listed
+        .iter()
+        .filter_map(|d| d["event_id"].as_u64())
+        .collect();
+    let pending_ids: Vec<u64> = listed
+        .iter()
+        .filter(|d| d["state"] == "pending")
+        .filter_map(|d| d["event_id"].as_u64())
+        .collect();
+    assert_eq!(
+        pending_ids,
+        ids[..3].to_vec(),
+        "the first three wait: {listed:#?}"
+    );
+    for d in listed.iter().filter(|d| d["state"] == "failed") {
+        assert_eq!(d["attempt_count"], 0, "{d:#}");
+        assert!(
+            d["not_sent"]
+                .as_str()
+                .is_some_and(|w| w.contains("webhook-max-pending-per-tenant")),
+            "{d:#}"
+        );
+    }
+    assert_eq!(hung.received().len(), 3, "only the 3 queued were attempted");
+
+    // b: each delivered before the next event; the oldest go as new ones come.
+    for i in 0..8 {
+        let task = format!("b-{i}");
+        submit(&b, &task);
+        wait_for(&fast, "b's delivery", |g| !with_task(g, &task).is_empty());
+    }
+    let mut kept = Vec::new();
+    let bounded = wait_until(Duration::from_secs(20), || {
+        kept = deliveries(&b, &b_id);
+        kept.len() == 4 && kept.iter().all(|d| d["state"] == "delivered")
+    });
+    assert!(bounded, "{kept:#?}");
+    let newest: Vec<String> = fast
+        .received()
+        .iter()
+        .rev()
+        .take(4)
+        .filter_map(|r| r.header("caldera-event-id").map(str::to_string))
+        .collect();
+    let mut kept_ids: Vec<String> = kept.iter().map(|d| d["event_id"].to_string()).collect();
+    kept_ids.reverse();
+    assert_eq!(kept_ids, newest, "the newest 4 are kept");
 }
 
 /// Measure (not run in CI): 1,000 `task.submitted` events, each delivered to

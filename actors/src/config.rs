@@ -99,6 +99,25 @@ pub struct ServerConfig {
     /// Webhook deliveries: attempts in flight at once over all subscriptions
     /// (each subscription has at most 4 of them). Default 32.
     pub webhook_max_in_flight: usize,
+    /// Where webhooks may go besides https to public addresses: host names,
+    /// addresses and CIDR blocks (`hooks.internal, 10.0.0.0/8, ::1`),
+    /// separated by commas. What is listed may be reached over plain http
+    /// and at loopback, private and link-local addresses; nothing else may.
+    /// Default: empty (https to public addresses only).
+    pub webhook_allow_hosts: String,
+    /// Webhook deliveries: attempts in flight at once for one tenant's
+    /// subscriptions (the operator's count as one more tenant), so one
+    /// tenant's slow receivers never hold every slot. Default 8.
+    pub webhook_max_in_flight_per_tenant: usize,
+    /// Webhook deliveries: pending deliveries one tenant's subscriptions may
+    /// have queued; an event past it is recorded `failed` at once, unsent,
+    /// saying so. Default 2000.
+    pub webhook_max_pending_per_tenant: usize,
+    /// Finished (delivered or failed) deliveries kept per subscription; the
+    /// oldest go first as new ones come. Default 500.
+    pub webhook_deliveries_kept: usize,
+    /// Finished deliveries older than this are deleted, ms. Default 604800000 (7 days).
+    pub webhook_delivery_retention_ms: u64,
     /// Period of the inspector and of the tenant usage samples, ms. Default 10000.
     pub usage_sample_ms: u64,
     /// How long a portal login lasts, ms (sessions are held in memory: a
@@ -204,6 +223,11 @@ impl Default for ServerConfig {
             webhook_timeout_ms: 10_000,
             webhook_ca_file: None,
             webhook_max_in_flight: 32,
+            webhook_allow_hosts: String::new(),
+            webhook_max_in_flight_per_tenant: 8,
+            webhook_max_pending_per_tenant: 2000,
+            webhook_deliveries_kept: 500,
+            webhook_delivery_retention_ms: 604_800_000,
             usage_sample_ms: 10_000,
             portal_session_ttl_ms: 43_200_000,
             portal_sessions_per_principal: 16,

@@ -46,7 +46,8 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     /// Starts a server on a fresh port with fast failure detection (heartbeat
-    /// 250 ms, node timeout 1.5 s) unless `env` overrides it.
+    /// 250 ms, node timeout 1.5 s) and webhooks allowed to 127.0.0.1, unless
+    /// `env` overrides it.
     pub fn start(bin: &Path, data_dir: &Path, env: &[(&str, &str)]) -> ControlPlane {
         let mut all: Vec<(String, String)> = vec![
             ("CALDERA_OPERATOR_TOKEN".into(), OPERATOR_TOKEN.into()),
@@ -56,6 +57,9 @@ impl ControlPlane {
             ("CALDERA_STOP_GRACE_MS".into(), "2000".into()),
             // A short lease, so a lost node's fenced tasks move within seconds.
             ("CALDERA_WORKLOAD_LEASE_MS".into(), "2000".into()),
+            // The tests' webhook receivers listen on the loopback, which a
+            // control plane refuses unless its operator allows it.
+            ("CALDERA_WEBHOOK_ALLOW_HOSTS".into(), "127.0.0.1".into()),
         ];
         for (k, v) in env {
             all.retain(|(key, _)| key != k);

@@ -24,6 +24,9 @@ pub enum SpecErrorKind {
     TooLarge,
     /// A value the control plane keeps for itself (a task id of the replica form).
     Reserved,
+    /// An url or address the operator does not allow the control plane to
+    /// reach on the caller's behalf (an internal address, credentials in it).
+    NotAllowed,
 }
 
 impl SpecErrorKind {
@@ -39,6 +42,7 @@ impl SpecErrorKind {
             SpecErrorKind::Conflict => &codes::CONFLICTING_FIELDS,
             SpecErrorKind::TooLarge => &codes::BODY_TOO_LARGE,
             SpecErrorKind::Reserved => &codes::RESERVED_ID,
+            SpecErrorKind::NotAllowed => &codes::ADDRESS_NOT_ALLOWED,
         }
     }
 

@@ -5,7 +5,9 @@
 //! say to each other ([`wire`]), and the records the control plane keeps
 //! ([`TaskRecord`], [`Allocation`], [`Event`]), and the one error-code
 //! registry ([`codes`]). No I/O lives here, and it depends on no other Caldera
-//! crate: its Cargo.toml lists serde, serde_json and thiserror only.
+//! crate: its Cargo.toml lists serde, serde_json, thiserror and url (read
+//! as a browser reads one, for the checks of where a webhook may go) only.
+pub mod address_class;
 pub mod api;
 pub mod billing;
 pub mod codes;
@@ -18,6 +20,7 @@ pub mod model;
 pub mod model_record;
 pub mod node;
 pub mod origin;
+pub mod outbound;
 pub mod readiness;
 pub mod record;
 pub mod replica_slots;

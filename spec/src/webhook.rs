@@ -222,6 +222,10 @@ pub struct DeliveryRecord {
     /// The newest [`MAX_ATTEMPTS_KEPT`] attempts, oldest first.
     #[serde(default)]
     pub attempts: Vec<Attempt>,
+    /// Why it was never attempted (recorded `failed` at once): its
+    /// tenant's queue of pending deliveries was full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_sent: Option<String>,
 }
 
 impl DeliveryRecord {
@@ -237,7 +241,24 @@ impl DeliveryRecord {
             first_attempt_ms: None,
             attempt_count: 0,
             attempts: Vec::new(),
+            not_sent: None,
         }
+    }
+
+    /// A delivery of event `seq` recorded `failed` without an attempt, for
+    /// `why`.
+    pub fn unsent(webhook_id: &str, seq: u64, event_type: &str, now_ms: u64, why: &str) -> Self {
+        DeliveryRecord {
+            state: DeliveryState::Failed,
+            next_attempt_ms: None,
+            not_sent: Some(why.to_string()),
+            ..DeliveryRecord::new(webhook_id, seq, event_type, now_ms)
+        }
+    }
+
+    /// Whether it is done with: delivered, or failed for good.
+    pub fn finished(&self) -> bool {
+        self.state != DeliveryState::Pending
     }
 
     /// Records `attempt`, keeping the newest [`MAX_ATTEMPTS_KEPT`].

@@ -15,8 +15,13 @@ pub const MAX_EVENT_NAMES: usize = 32;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NewWebhook {
-    /// Where deliveries are POSTed: an absolute http:// or https:// url with a host.
-    #[cfg_attr(feature = "openapi", schema(example = "http://127.0.0.1:9000/hooks"))]
+    /// Where deliveries are POSTed: an https:// url of a public host, or an
+    /// http:// or non-public one the operator allows (webhook-allow-hosts);
+    /// no user name or password in it.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(example = "https://hooks.example.com/caldera")
+    )]
     pub url: String,
     /// Event names (see the README's Webhooks table), a family (`task.*`) or `*`.
     #[cfg_attr(feature = "openapi", schema(example = json!(["task.state_changed", "idle.warning"])))]

@@ -111,6 +111,27 @@ impl Store {
         Ok(out)
     }
 
+    /// How many deliveries subscription `webhook_id` has on record (a
+    /// key-only scan: once per subscription per start of the dispatcher).
+    pub fn delivery_count(&self, webhook_id: &str) -> Result<usize> {
+        let mut n = 0;
+        for k in self.db().scan_prefix(delivery_prefix(webhook_id)).keys() {
+            k?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// How many deliveries of subscription `webhook_id` are queued (pending).
+    pub fn queued_count(&self, webhook_id: &str) -> Result<usize> {
+        let mut n = 0;
+        for k in self.db().scan_prefix(queue_prefix(webhook_id)).keys() {
+            k?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// A batch deleting everything of subscription `id`: its record, its
     /// deliveries and its queue (a scan; deleting is rare).
     pub fn forget_webhook(&self, id: &str) -> Result<WriteBatch> {
@@ -151,6 +172,11 @@ impl WriteBatch {
             };
             self.put_marker(queue_key(&d.webhook_id, due));
         }
+    }
+
+    /// Deletes a finished delivery's record (it has no queue entry).
+    pub fn remove_delivery(&mut self, webhook_id: &str, seq: u64) {
+        self.remove(delivery_key(webhook_id, seq));
     }
 
     /// Takes a queue entry out without a record (its delivery is gone).
@@ -211,6 +237,26 @@ mod tests {
             .map(|d| (d.due_ms, d.seq))
             .collect();
         assert_eq!(due, vec![(300, 3), (400, 1)]);
+        assert_eq!(
+            (
+                s.delivery_count("wh-a").unwrap(),
+                s.queued_count("wh-a").unwrap()
+            ),
+            (3, 2),
+            "three on record, two of them pending"
+        );
+        let mut b = s.batch();
+        b.remove_delivery("wh-a", 2);
+        s.commit(b).unwrap();
+        assert_eq!(s.delivery_count("wh-a").unwrap(), 2);
+        assert_eq!(
+            s.delivery_count("wh-ab").unwrap(),
+            1,
+            "a prefix of another id is not counted"
+        );
+        let mut b = s.batch();
+        b.put_delivery(&d2, None);
+        s.commit(b).unwrap();
         let listed: Vec<u64> = s
             .deliveries("wh-a", 1, 10)
             .unwrap()

@@ -6,12 +6,24 @@ use super::{blocking, ControlPlane};
 use crate::commit_site::CommitSite;
 use crate::errors::{ActorError, Result};
 use crate::webhook::subscriptions::{new_record, Subscription};
+use crate::webhook::target::{check_new, SystemResolver};
 use caldera_spec::webhook::{DeliveryRecord, WebhookRecord};
+use caldera_spec::{SpecError, SpecErrorKind};
 
 impl ControlPlane {
     /// Makes a subscription; its record (with the secret, shown this once).
-    /// It hears only events recorded after it.
+    /// It hears only events recorded after it. An url the outbound policy
+    /// refuses (`webhook-allow-hosts`) is a 400 `address_not_allowed` on
+    /// `url`, for the operator too.
     pub async fn create_webhook(&self, s: Subscription) -> Result<WebhookRecord> {
+        let policy = crate::webhook::policy(&self.sh.config);
+        if let Err(why) = check_new(&policy, &SystemResolver, &s.url).await {
+            return Err(ActorError::Invalid(SpecError::new(
+                SpecErrorKind::NotAllowed,
+                "url",
+                why.0,
+            )));
+        }
         if let Some(t) = &s.tenant {
             if self.tenant(t).await?.is_none() {
                 return Err(ActorError::not_found("tenant", t));

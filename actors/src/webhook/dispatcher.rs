@@ -9,24 +9,33 @@
 //!    that no subscription wants move the cursor in memory only: re-reading
 //!    them after a restart finds nobody wanting them again, since a
 //!    subscription only hears events newer than itself.)
+//!    A tenant with `webhook-max-pending-per-tenant` deliveries pending
+//!    gets the next one recorded `failed`, unsent; finished deliveries past
+//!    the retention bounds are deleted in the same batch (`retention.rs`).
 //! 2. Dispatch: each subscription's queue (by due time) is read at its head,
-//!    at most [`MAX_IN_FLIGHT_PER_WEBHOOK`] attempts per subscription and
-//!    `webhook-max-in-flight` in all, so one slow receiver never holds the
-//!    others' deliveries, and memory holds only the attempts in flight.
+//!    at most [`MAX_IN_FLIGHT_PER_WEBHOOK`] attempts per subscription,
+//!    `webhook-max-in-flight-per-tenant` per tenant and
+//!    `webhook-max-in-flight` in all (`slots.rs`), starting at another
+//!    subscription each time, so one slow receiver, or one tenant's many,
+//!    never holds the others' deliveries, and memory holds only the
+//!    attempts in flight.
 //! 3. Outcome: each attempt is recorded (delivered, retry at, failed); a
 //!    pending delivery stays queued until then, so a crash mid-attempt
 //!    means one more attempt, never none.
 use super::backoff::{jitter_unit, NextStep, RetryPolicy};
-use super::{payload, MAX_IN_FLIGHT_PER_WEBHOOK};
+use super::retention::{self, Bounds, Counts};
+use super::send::{self, Route};
+use super::slots::{holder, Limits, Slots};
+use super::target::SystemResolver;
+use super::MAX_IN_FLIGHT_PER_WEBHOOK;
 use crate::commit_site::CommitSite;
 use crate::shared::Shared;
 use actix::prelude::*;
 use caldera_spec::webhook::{webhook_type, Attempt, DeliveryRecord, DeliveryState, WebhookRecord};
-use caldera_spec::Event;
-use caldera_storage::{Due, EventFilter, StorageError};
+use caldera_storage::{Due, EventFilter, StorageError, Store, WriteBatch};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often the log and the queues are looked at.
 const POLL: Duration = Duration::from_millis(100);
@@ -35,6 +44,11 @@ const PAGE: usize = 256;
 const PAGES_PER_POLL: usize = 16;
 /// `m/` key of the stored cursor (the last event fanned out, decimal).
 const META_CURSOR: &str = "webhook_cursor";
+/// Polls between two passes of the age bound over every subscription.
+const AGE_PASS_EVERY: u64 = 50;
+/// Why a delivery past its tenant's queue limit was not sent.
+const QUEUE_FULL: &str =
+    "not sent: this tenant already had webhook-max-pending-per-tenant deliveries waiting";
 
 pub struct Dispatcher {
     sh: Arc<Shared>,
@@ -42,13 +56,24 @@ pub struct Dispatcher {
     /// that produced deliveries).
     cursor: u64,
     in_flight: HashSet<(String, u64)>,
-    per_webhook: HashMap<String, usize>,
+    slots: Slots,
+    /// Each subscription's deliveries on record and pending (loaded from
+    /// sled the first time it is seen, then kept in step).
+    counts: HashMap<String, Counts>,
+    /// Subscriptions that got deliveries in the last fan-out: pruned at the
+    /// next, which reads them back from sled.
+    grew: HashSet<String>,
+    /// Where dispatch starts in the list of subscriptions; moves each time.
+    rotation: usize,
+    polls: u64,
+    route: Route,
     client: Option<awc::Client>,
 }
 
 /// One attempt's outcome, back from its HTTP future.
 struct Outcome {
     webhook_id: String,
+    holder: String,
     seq: u64,
     was_due: u64,
     attempt: Attempt,
@@ -59,13 +84,51 @@ impl Dispatcher {
     /// its sled reads and HTTP never wait behind the Scheduler's cycle.
     pub fn start(sh: Arc<Shared>) -> Addr<Dispatcher> {
         let arbiter = actix::Arbiter::new();
+        let c = &sh.config;
+        let limits = Limits {
+            total: c.webhook_max_in_flight,
+            per_holder: c.webhook_max_in_flight_per_tenant,
+            per_webhook: MAX_IN_FLIGHT_PER_WEBHOOK,
+        };
+        let route = Route {
+            policy: Arc::new(super::policy(c)),
+            resolver: Arc::new(SystemResolver),
+        };
         actix::Supervisor::start_in_arbiter(&arbiter.handle(), move |_| Dispatcher {
             sh,
             cursor: 0,
             in_flight: HashSet::new(),
-            per_webhook: HashMap::new(),
+            slots: Slots::new(limits),
+            counts: HashMap::new(),
+            grew: HashSet::new(),
+            rotation: 0,
+            polls: 0,
+            route,
             client: None,
         })
+    }
+
+    fn bounds(&self) -> Bounds {
+        Bounds {
+            kept: self.sh.config.webhook_deliveries_kept,
+            max_age_ms: self.sh.config.webhook_delivery_retention_ms,
+        }
+    }
+
+    /// Subscription `id`'s counts, read from sled the first time.
+    fn counts_of(&mut self, store: &Store, id: &str) -> Result<&mut Counts, StorageError> {
+        if !self.counts.contains_key(id) {
+            let c = Counts::load(store, id)?;
+            self.counts.insert(id.to_string(), c);
+        }
+        Ok(self.counts.entry(id.to_string()).or_default())
+    }
+
+    /// One delivery of subscription `id` is no longer pending.
+    fn finished_one(&mut self, id: &str) {
+        if let Some(c) = self.counts.get_mut(id) {
+            c.pending = c.pending.saturating_sub(1);
+        }
     }
 
     fn policy(&self) -> RetryPolicy {
@@ -80,14 +143,16 @@ impl Dispatcher {
     /// Reads the stored cursor; what was in flight is forgotten (it is
     /// still queued, and is attempted again).
     fn load(&mut self) -> Result<(), StorageError> {
-        let store = self.sh.gate.store();
+        let store = self.sh.gate.store().clone();
         let stored = match store.meta_get(META_CURSOR)? {
             Some(v) => String::from_utf8_lossy(&v).parse().ok(),
             None => None,
         };
         self.cursor = start_cursor(stored, &store.webhooks()?, store.last_event_seq());
         self.in_flight.clear();
-        self.per_webhook.clear();
+        self.slots.clear();
+        self.counts.clear();
+        self.grew.clear();
         Ok(())
     }
 
@@ -96,8 +161,15 @@ impl Dispatcher {
         ctx.stop();
     }
 
-    /// One poll: fan out, then (once that is durable) dispatch.
+    /// One poll: fan out, then (once that is durable) dispatch; now and
+    /// then, the age bound over every subscription.
     fn poll(&mut self, ctx: &mut Context<Self>) {
+        self.polls += 1;
+        if self.polls.is_multiple_of(AGE_PASS_EVERY) {
+            if let Err(e) = self.age_pass() {
+                return self.fail(ctx, "pruning old deliveries", e);
+            }
+        }
         match self.fan_out() {
             Err(e) => self.fail(ctx, "fan-out", e),
             Ok(Some(ticket)) => {
@@ -116,7 +188,7 @@ impl Dispatcher {
     /// Records the deliveries of the events after the cursor; the ticket of
     /// the batch when there were any.
     fn fan_out(&mut self) -> Result<Option<crate::durability::Ticket>, StorageError> {
-        let store = self.sh.gate.store();
+        let store = self.sh.gate.store().clone();
         // Read before the subscriptions: one made after this read hears only
         // events after its own creation, which are after `newest` too.
         let newest = store.last_event_seq();
@@ -126,7 +198,20 @@ impl Dispatcher {
             return Ok(None);
         }
         let now = self.sh.now_ms();
+        let known: HashSet<&str> = subs.iter().map(|s| s.id.as_str()).collect();
+        self.counts.retain(|id, _| known.contains(id.as_str()));
+        let mut pending_of: HashMap<String, usize> = HashMap::new();
+        for s in &subs {
+            let pending = self.counts_of(&store, &s.id)?.pending;
+            *pending_of.entry(holder(s).to_string()).or_default() += pending;
+        }
+        let max_pending = self.sh.config.webhook_max_pending_per_tenant;
         let mut b = store.batch();
+        for id in std::mem::take(&mut self.grew) {
+            if known.contains(id.as_str()) {
+                self.prune(&store, &mut b, &id, now)?;
+            }
+        }
         let mut deliveries = 0usize;
         for _ in 0..PAGES_PER_POLL {
             if self.cursor >= newest {
@@ -141,7 +226,18 @@ impl Dispatcher {
                     continue;
                 };
                 for s in subs.iter().filter(|s| s.wants(e, kind)) {
-                    b.put_delivery(&DeliveryRecord::new(&s.id, e.seq, kind, now), None);
+                    let queued = pending_of.entry(holder(s).to_string()).or_default();
+                    let counts = self.counts.entry(s.id.clone()).or_default();
+                    counts.records += 1;
+                    if *queued >= max_pending {
+                        let d = DeliveryRecord::unsent(&s.id, e.seq, kind, now, QUEUE_FULL);
+                        b.put_delivery(&d, None);
+                    } else {
+                        *queued += 1;
+                        counts.pending += 1;
+                        b.put_delivery(&DeliveryRecord::new(&s.id, e.seq, kind, now), None);
+                    }
+                    self.grew.insert(s.id.clone());
                     deliveries += 1;
                 }
             }
@@ -150,10 +246,44 @@ impl Dispatcher {
             }
         }
         if deliveries == 0 {
+            if !b.is_empty() {
+                // Only deletions: nothing waits for them.
+                self.sh.gate.commit(CommitSite::WebhookFanOut, b)?;
+            }
             return Ok(None);
         }
         b.meta_put(META_CURSOR, self.cursor.to_string().as_bytes());
         self.sh.gate.commit(CommitSite::WebhookFanOut, b).map(Some)
+    }
+
+    /// Adds to `b` what brings subscription `id` within the retention
+    /// bounds.
+    fn prune(
+        &mut self,
+        store: &Store,
+        b: &mut WriteBatch,
+        id: &str,
+        now: u64,
+    ) -> Result<(), StorageError> {
+        let bounds = self.bounds();
+        let counts = self.counts_of(store, id)?;
+        retention::prune(store, b, id, counts, bounds, now)?;
+        Ok(())
+    }
+
+    /// The age bound over every subscription (deliveries grow old without
+    /// new ones coming).
+    fn age_pass(&mut self) -> Result<(), StorageError> {
+        let store = self.sh.gate.store().clone();
+        let now = self.sh.now_ms();
+        let mut b = store.batch();
+        for s in store.webhooks()? {
+            self.prune(&store, &mut b, &s.id, now)?;
+        }
+        if !b.is_empty() {
+            self.sh.gate.commit(CommitSite::WebhookFanOut, b)?;
+        }
+        Ok(())
     }
 
     /// Starts attempts for what is due, subscription by subscription.
@@ -164,13 +294,17 @@ impl Dispatcher {
             Err(e) => return self.fail(ctx, "reading subscriptions", e),
         };
         let now = self.sh.now_ms();
-        let budget = self.sh.config.webhook_max_in_flight;
-        for s in subs {
-            if self.in_flight.len() >= budget {
+        // Start at another subscription each time: under the total limit,
+        // no subscription is always last.
+        let n = subs.len().max(1);
+        self.rotation = (self.rotation + 1) % n;
+        let order = subs.iter().cycle().skip(self.rotation).take(subs.len());
+        for s in order {
+            if self.slots.full() {
                 break;
             }
-            let busy = self.per_webhook.get(&s.id).copied().unwrap_or(0);
-            let room = MAX_IN_FLIGHT_PER_WEBHOOK.saturating_sub(busy);
+            let busy = self.slots.busy(&s.id);
+            let room = self.slots.room(&s.id, holder(s));
             if room == 0 {
                 continue;
             }
@@ -182,9 +316,9 @@ impl Dispatcher {
             let fresh = due
                 .into_iter()
                 .filter(|d| !self.in_flight.contains(&(s.id.clone(), d.seq)))
-                .take(room.min(budget - self.in_flight.len()));
+                .take(room);
             for d in fresh.collect::<Vec<_>>() {
-                if let Err(e) = self.attempt(ctx, &s, d) {
+                if let Err(e) = self.attempt(ctx, s, d) {
                     return self.fail(ctx, "starting an attempt", e);
                 }
             }
@@ -198,7 +332,7 @@ impl Dispatcher {
         s: &WebhookRecord,
         d: Due,
     ) -> Result<(), StorageError> {
-        let store = self.sh.gate.store();
+        let store = self.sh.gate.store().clone();
         let event = store
             .events(&EventFilter::default(), d.seq.saturating_sub(1), 1)?
             .into_iter()
@@ -209,60 +343,64 @@ impl Dispatcher {
             let mut b = store.batch();
             b.unqueue_delivery(&s.id, d);
             self.sh.gate.commit(CommitSite::WebhookAttempt, b)?;
+            self.finished_one(&s.id);
             return Ok(());
         };
         if record.state != DeliveryState::Pending {
             let mut b = store.batch();
             b.unqueue_delivery(&s.id, d);
             self.sh.gate.commit(CommitSite::WebhookAttempt, b)?;
+            self.finished_one(&s.id);
             return Ok(());
         }
         self.in_flight.insert((s.id.clone(), d.seq));
-        *self.per_webhook.entry(s.id.clone()).or_default() += 1;
+        let who = holder(s).to_string();
+        self.slots.take(&s.id, &who);
+        let c = &self.sh.config;
         let client = self
             .client
             .get_or_insert_with(|| {
-                client(
-                    self.sh.config.webhook_timeout_ms,
-                    self.sh.config.webhook_ca_file.as_deref(),
+                send::client(
+                    c.webhook_timeout_ms,
+                    c.webhook_ca_file.as_deref(),
+                    c.webhook_max_in_flight,
                 )
             })
             .clone();
         let at_ms = self.sh.now_ms();
-        let send = post(client, s.clone(), event, record.event_type);
-        let (webhook_id, seq, was_due) = (s.id.clone(), d.seq, d.due_ms);
-        ctx.spawn(
-            send.into_actor(self)
-                .map(move |(status, error, took), act, ctx| {
-                    let attempt = Attempt {
-                        at_ms,
-                        status,
-                        error,
-                        duration_ms: took,
-                    };
-                    act.record(
-                        ctx,
-                        Outcome {
-                            webhook_id,
-                            seq,
-                            was_due,
-                            attempt,
-                        },
-                    );
-                }),
+        let attempt = send::post(
+            client,
+            self.route.clone(),
+            s.clone(),
+            event,
+            record.event_type,
         );
+        let (webhook_id, seq, was_due) = (s.id.clone(), d.seq, d.due_ms);
+        ctx.spawn(attempt.into_actor(self).map(move |answer, act, ctx| {
+            let attempt = Attempt {
+                at_ms,
+                status: answer.status,
+                error: answer.error,
+                duration_ms: answer.took_ms,
+            };
+            act.record(
+                ctx,
+                Outcome {
+                    webhook_id,
+                    holder: who,
+                    seq,
+                    was_due,
+                    attempt,
+                },
+            );
+        }));
         Ok(())
     }
 
     /// Records an attempt's outcome and refills the freed slot.
     fn record(&mut self, ctx: &mut Context<Self>, o: Outcome) {
         self.in_flight.remove(&(o.webhook_id.clone(), o.seq));
-        if let Some(n) = self.per_webhook.get_mut(&o.webhook_id) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.per_webhook.remove(&o.webhook_id);
-            }
-        }
+        self.slots.give_back(&o.webhook_id, &o.holder);
         if let Err(e) = self.record_outcome(o) {
             return self.fail(ctx, "recording an attempt", e);
         }
@@ -270,7 +408,7 @@ impl Dispatcher {
     }
 
     fn record_outcome(&mut self, o: Outcome) -> Result<(), StorageError> {
-        let store = self.sh.gate.store();
+        let store = self.sh.gate.store().clone();
         // Deleted meanwhile: nothing to record.
         if store.webhook(&o.webhook_id)?.is_none() {
             return Ok(());
@@ -297,6 +435,9 @@ impl Dispatcher {
                 }
             }
         }
+        if d.finished() {
+            self.finished_one(&o.webhook_id);
+        }
         let mut b = store.batch();
         b.put_delivery(&d, Some(o.was_due));
         // Not waited for: an outcome lost in a crash means one more attempt.
@@ -314,52 +455,6 @@ fn start_cursor(stored: Option<u64>, subs: &[WebhookRecord], newest: u64) -> u64
     match stored {
         Some(c) => c,
         None => subs.iter().map(|s| s.after_seq).min().unwrap_or(newest),
-    }
-}
-
-/// The HTTP client of the deliveries: the attempt timeout, no redirects
-/// followed (a 3xx is not a 2xx: it is retried, and shown), TLS for
-/// `https://` urls trusting the host's store and `webhook-ca-file`.
-fn client(timeout_ms: u64, ca_file: Option<&std::path::Path>) -> awc::Client {
-    let builder = awc::Client::builder()
-        .timeout(Duration::from_millis(timeout_ms))
-        .disable_redirects();
-    // The config was checked at start (`config_problem`); should the file
-    // have gone bad since, the host's store alone still serves public urls.
-    let tls = caldera_tls::client_config(ca_file, "webhook-ca-file").or_else(|e| {
-        tracing::warn!("webhook TLS: {e}; trusting the host's certificate store only");
-        caldera_tls::client_config(None, "webhook-ca-file")
-    });
-    match tls {
-        Ok(tls) => builder
-            .connector(awc::Connector::new().rustls_0_23(tls))
-            .finish(),
-        Err(e) => {
-            tracing::warn!("webhook TLS: {e}; https urls will fail");
-            builder.finish()
-        }
-    }
-}
-
-/// POSTs one delivery: `(status, error, ms taken)`.
-async fn post(
-    client: awc::Client,
-    s: WebhookRecord,
-    e: Event,
-    kind: String,
-) -> (Option<u16>, Option<String>, u64) {
-    let body = payload::body(&e, &kind);
-    let t = crate::clock::now_ms() / 1000;
-    let mut req = client.post(&s.url);
-    for (name, value) in payload::headers(&s.id, &e, &s.secret, t, &body) {
-        req = req.insert_header((name, value));
-    }
-    let started = Instant::now();
-    let result = req.send_body(body).await;
-    let took = started.elapsed().as_millis() as u64;
-    match result {
-        Ok(resp) => (Some(resp.status().as_u16()), None, took),
-        Err(err) => (None, Some(err.to_string()), took),
     }
 }
 

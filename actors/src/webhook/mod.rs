@@ -7,19 +7,34 @@
 //! recorded, so a control plane killed at any point sends it again after its
 //! restart. The event id is the event's seq; receivers deduplicate by it.
 //! Each POST is signed (`signature.rs`); failures are retried with
-//! exponential backoff (`backoff.rs`) for `webhook-retry-for-ms`.
+//! exponential backoff (`backoff.rs`) for `webhook-retry-for-ms`. Where a
+//! webhook may go is checked when it is made and before every attempt
+//! (`target.rs`); who may attempt when is `slots.rs`; how many deliveries
+//! are kept is `retention.rs`.
 pub mod backoff;
 pub mod dispatcher;
 pub mod payload;
+pub mod retention;
+pub mod send;
 pub mod signature;
+pub mod slots;
 pub mod subscriptions;
+pub mod target;
 
 use crate::config::{ConfigError, ServerConfig};
+use caldera_spec::outbound::OutboundPolicy;
 use caldera_spec::webhook_request::check_url;
 
 /// Attempts in flight at once to one subscription: a slow receiver holds
 /// at most these, never the whole budget.
 pub const MAX_IN_FLIGHT_PER_WEBHOOK: usize = 4;
+
+/// Where webhooks may go under `c` (`webhook-allow-hosts`). A list that
+/// does not read (refused at start by [`config_problem`]) allows nothing
+/// beyond the default.
+pub fn policy(c: &ServerConfig) -> OutboundPolicy {
+    OutboundPolicy::parse(&c.webhook_allow_hosts).unwrap_or_default()
+}
 
 /// The first unusable webhook setting, if any (for `ServerConfig::validate`).
 pub fn config_problem(c: &ServerConfig) -> Option<ConfigError> {
@@ -29,9 +44,16 @@ pub fn config_problem(c: &ServerConfig) -> Option<ConfigError> {
             message: message.to_string(),
         })
     };
+    let allowed = match OutboundPolicy::parse(&c.webhook_allow_hosts) {
+        Ok(p) => p,
+        Err(e) => return err("webhook-allow-hosts", &e),
+    };
     if let Some(url) = &c.idle_webhook_url {
         if let Err(e) = check_url(url) {
             return err("idle-webhook-url", &e.message);
+        }
+        if let Err(why) = allowed.target(url) {
+            return err("idle-webhook-url", &why.0);
         }
     }
     if let Some(ca) = &c.webhook_ca_file {
@@ -62,6 +84,18 @@ pub fn config_problem(c: &ServerConfig) -> Option<ConfigError> {
     }
     if c.webhook_max_in_flight == 0 {
         return err("webhook-max-in-flight", "must be greater than 0");
+    }
+    if c.webhook_max_in_flight_per_tenant == 0 {
+        return err("webhook-max-in-flight-per-tenant", "must be greater than 0");
+    }
+    if c.webhook_max_pending_per_tenant == 0 {
+        return err("webhook-max-pending-per-tenant", "must be greater than 0");
+    }
+    if c.webhook_deliveries_kept == 0 {
+        return err("webhook-deliveries-kept", "must be greater than 0");
+    }
+    if c.webhook_delivery_retention_ms == 0 {
+        return err("webhook-delivery-retention-ms", "must be greater than 0");
     }
     None
 }
@@ -119,8 +153,31 @@ mod tests {
             }),
             "webhook-timeout-ms"
         );
+        // A loopback receiver needs the operator's allowance.
+        assert_eq!(
+            bad(ServerConfig {
+                idle_webhook_url: Some("http://127.0.0.1:9/i".into()),
+                ..d()
+            }),
+            "idle-webhook-url"
+        );
+        assert_eq!(
+            bad(ServerConfig {
+                webhook_allow_hosts: "127.0.0.1, 10.0.0.0/33".into(),
+                ..d()
+            }),
+            "webhook-allow-hosts"
+        );
+        assert_eq!(
+            bad(ServerConfig {
+                webhook_max_in_flight_per_tenant: 0,
+                ..d()
+            }),
+            "webhook-max-in-flight-per-tenant"
+        );
         let ok = ServerConfig {
             idle_webhook_url: Some("http://127.0.0.1:9/i".into()),
+            webhook_allow_hosts: "127.0.0.1".into(),
             ..d()
         };
         assert_eq!(ok.validate(), Ok(()));

@@ -1,7 +1,7 @@
 //! What the webhook routes answer, typed so `/openapi.json` documents it
 //! (the same keys the routes always answered).
 use caldera_spec::time::rfc3339;
-use caldera_spec::webhook::{DeliveryRecord, DeliveryState, WebhookRecord};
+use caldera_spec::webhook::{Attempt, DeliveryRecord, DeliveryState, WebhookRecord};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -59,6 +59,11 @@ pub struct WebhookDeleted {
     pub deleted: String,
 }
 
+/// What a tenant reads of an attempt that got no HTTP answer: refused,
+/// timed out, not resolved or not allowed all read the same, so the list
+/// cannot be used to map which ports and hosts answer.
+pub const DELIVERY_FAILED: &str = "delivery failed";
+
 /// One try of a delivery.
 #[derive(Serialize, ToSchema)]
 pub struct AttemptView {
@@ -67,9 +72,30 @@ pub struct AttemptView {
     pub at_ms: u64,
     /// The receiver's HTTP status; null when it did not answer.
     pub status: Option<u16>,
-    /// Why no answer came (connection refused, timeout...).
+    /// Why no answer came: the operator reads the cause (connection
+    /// refused, timeout, certificate, not allowed...); a tenant reads
+    /// `delivery failed`.
     pub error: Option<String>,
-    pub duration_ms: u64,
+    /// How long it took; null for a tenant when no answer came.
+    pub duration_ms: Option<u64>,
+}
+
+impl AttemptView {
+    /// `a` as the operator (`detail`) or a tenant sees it.
+    fn of(a: &Attempt, detail: bool) -> AttemptView {
+        let hide = !detail && a.status.is_none();
+        AttemptView {
+            at: rfc3339(a.at_ms),
+            at_ms: a.at_ms,
+            status: a.status,
+            error: if hide {
+                Some(DELIVERY_FAILED.to_string())
+            } else {
+                a.error.clone()
+            },
+            duration_ms: (!hide).then_some(a.duration_ms),
+        }
+    }
 }
 
 /// One event on its way to one subscription.
@@ -87,10 +113,16 @@ pub struct DeliveryView {
     /// Every attempt so far (the newest 50 are listed).
     pub attempt_count: u32,
     pub attempts: Vec<AttemptView>,
+    /// Why it failed without an attempt (its tenant's queue of pending
+    /// deliveries was full).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_sent: Option<String>,
 }
 
 impl DeliveryView {
-    pub fn of(d: &DeliveryRecord) -> DeliveryView {
+    /// `d` as the operator (`detail`: every attempt's cause and timing) or
+    /// a tenant sees it.
+    pub fn of(d: &DeliveryRecord, detail: bool) -> DeliveryView {
         DeliveryView {
             event_id: d.event_id,
             event_type: d.event_type.clone(),
@@ -102,14 +134,9 @@ impl DeliveryView {
             attempts: d
                 .attempts
                 .iter()
-                .map(|a| AttemptView {
-                    at: rfc3339(a.at_ms),
-                    at_ms: a.at_ms,
-                    status: a.status,
-                    error: a.error.clone(),
-                    duration_ms: a.duration_ms,
-                })
+                .map(|a| AttemptView::of(a, detail))
                 .collect(),
+            not_sent: d.not_sent.clone(),
         }
     }
 }

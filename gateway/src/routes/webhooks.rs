@@ -62,7 +62,7 @@ fn scoped(user: &User, w: NewWebhook) -> Result<Subscription, ApiError> {
     security(("operator" = []), ("tenant" = [])),
     responses(
         (status = 201, description = "subscribed; `secret` is shown this once", body = Envelope<WebhookView>),
-        (status = 400, description = "the body is not a subscription: a bad url, an unknown event name, node events with `tenant` (the field is named)"),
+        (status = 400, description = "the body is not a subscription: a bad url, an unknown event name, node events with `tenant` (the field is named); `address_not_allowed` on `url`: credentials in it, plain http to a host not allowed, or a non-public address (webhook-allow-hosts)"),
         (status = 403, description = "a tenant token naming another tenant, or node events"),
         (status = 404, description = "no such tenant"),
     ))]
@@ -169,7 +169,7 @@ pub struct DeliveryPaging {
 
 /// GET /v1/webhooks/{id}/deliveries?after=&limit= — by event id, ascending.
 #[utoipa::path(get, path = "/v1/webhooks/{id}/deliveries", tag = "webhooks", operation_id = "webhook_deliveries",
-    description = "Each delivery's attempts (time, the receiver's status or the connection error), state and next attempt.",
+    description = "Each delivery's attempts (time, the receiver's status, or why none came), state and next attempt. The operator reads each failure's cause and timing; a tenant reads `delivery failed` for an attempt its receiver did not answer, whatever the cause.",
     params(("id" = String, Path, description = "the subscription"), DeliveryPaging),
     security(("operator" = []), ("tenant" = [])),
     responses(
@@ -195,7 +195,10 @@ pub async fn deliveries(
         .flatten();
     Ok(Reply::ok(DeliveryPage {
         webhook: w.id,
-        deliveries: page.iter().map(DeliveryView::of).collect(),
+        deliveries: page
+            .iter()
+            .map(|d| DeliveryView::of(d, user.tenant().is_none()))
+            .collect(),
         next_cursor: next,
     }))
 }
