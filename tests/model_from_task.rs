@@ -125,3 +125,78 @@ fn a_training_run_starts_from_a_version_and_its_checkpoint_becomes_the_next() {
     wait_running(&api, "serve.r0", 60);
     assert_eq!(printed_sha256(&api, "serve.r0", 20), sha);
 }
+
+/// The task's tree is its tenant's, links and all. A checkpoint that is a
+/// link to a file outside it, and a checkpoint dir the task swapped for a
+/// link to a directory outside, are refused with 422 `checkpoint_unreadable`
+/// naming `path`: nothing outside the tree is hashed, registered or copied.
+#[test]
+fn a_checkpoint_that_links_out_of_the_tasks_tree_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = [AgentSpec::with_cache("node-0", "1xA100-80GB", "1")];
+    let (cp, _nodes) = cluster(Path::new(BIN), dir.path(), ENV, &specs);
+    let outside = dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("secret"), b"the node's secret").unwrap();
+    let op = cp.operator();
+    let api = cp.api(&cp.tenant("team-a"));
+    // Links its checkpoint to the secret, then swaps its checkpoint dir for
+    // a link to the directory holding it.
+    let leak = json!({
+        "task_id": "leak", "task_type": "training", "checkpoint_dir": "sub",
+        "env": {"OUT": outside.display().to_string()},
+        "resources": {"cpu": {"cores": 1}},
+        "command": ["sh", "-c", "ln -s \"$OUT/secret\" \"$CALDERA_CHECKPOINT_DIR/ckpt-1\" \
+            && sleep 2 && cd \"$CALDERA_CHECKPOINT_DIR/..\" && mv sub sub.old \
+            && ln -s \"$OUT\" sub && exec sleep 300"]
+    });
+    submit(&api, &leak);
+    let v = api.wait_task("leak", 60, "a checkpoint", |v| v["checkpoint"].is_string());
+    let reported = PathBuf::from(v["checkpoint"].as_str().unwrap_or(""));
+    let register = |path: Option<&Path>| {
+        let mut body =
+            json!({"name": "m", "version": "v9", "from_task": "leak", "tenant": "team-a"});
+        if let Some(p) = path {
+            body["path"] = json!(p.display().to_string());
+        }
+        op.post("/v1/models", &body.to_string())
+    };
+    let r = register(None);
+    assert_eq!(
+        (r.status, r.body["error"].as_str(), r.body["field"].as_str()),
+        (422, Some("checkpoint_unreadable"), Some("path")),
+        "{:#}",
+        r.body
+    );
+    assert!(
+        r.body["msg"]
+            .as_str()
+            .unwrap_or("")
+            .contains("symbolic link"),
+        "{:#}",
+        r.body
+    );
+
+    let ckpt_dir = reported.parent().map(Path::to_path_buf).unwrap_or_default();
+    assert!(
+        wait_until(Duration::from_secs(20), || std::fs::symlink_metadata(
+            &ckpt_dir
+        )
+        .is_ok_and(|m| m.file_type().is_symlink())),
+        "the task swapped {} for a link",
+        ckpt_dir.display()
+    );
+    let r = register(Some(&ckpt_dir.join("secret")));
+    assert_eq!(
+        (r.status, r.body["error"].as_str(), r.body["field"].as_str()),
+        (422, Some("checkpoint_unreadable"), Some("path")),
+        "{:#}",
+        r.body
+    );
+    assert!(
+        !r.body.to_string().contains("the node's secret"),
+        "{:#}",
+        r.body
+    );
+    assert_eq!(op.get("/v1/models/m").status, 404, "nothing was registered");
+}

@@ -23,7 +23,8 @@ pub struct Prewarmed {
 }
 
 /// POST /v1/models — 201 new, 200 the identical registration, 409 another
-/// body for the same `name:version` (versions are immutable).
+/// body for the same `name:version` (versions are immutable; names are
+/// scoped to their registrant, so a 409 never tells of another tenant's).
 #[utoipa::path(post, path = "/v1/models", tag = "models",
     description = "Registers a model version (the operator; a tenant where tenants-may-register-models allows): its weights' uri, size and sha256, or `from_task`: a task's checkpoint file (default: the latest it reported; `path`: another file in that directory), whose size and sha256 the control plane computes; its uri is `file://<path>`, so the checkpoint directory must be on storage every node reads at the same path.",
     request_body = RegisterBody,
@@ -32,10 +33,10 @@ pub struct Prewarmed {
         (status = 200, description = "the identical registration exists", body = Envelope<VersionView>),
         (status = 201, description = "registered", body = Envelope<VersionView>),
         (status = 400, description = "the body is not a model version (the field is named)"),
-        (status = 403, description = "tenants may not register versions here"),
+        (status = 403, description = "tenants may not register versions here, or the name is not the caller's (`model_name_reserved`, field `name`: a tenant's names are @TENANT.MODEL, names without @ the operator's)"),
         (status = 404, description = "from_task: no such task"),
         (status = 409, description = "another body for the same name:version, or from_task: the task has no checkpoint yet (`no_checkpoint`)"),
-        (status = 422, description = "from_task: the file is not readable or not in the task's checkpoint directory (`checkpoint_unreadable`, field `path`)"),
+        (status = 422, description = "the weights' uri is not an origin the caller may use (`origin_not_allowed`, field `weights.uri`: tenant-model-origins, operator-model-origins), or from_task: the file is not readable by the tenant, passes through a symbolic link or is not in the task's checkpoint directory (`checkpoint_unreadable`, field `path`)"),
     ))]
 pub async fn register(
     user: User,
