@@ -5,7 +5,8 @@
 //! mid-fetch resumes from its partial file after a restart, and a partial
 //! damaged while it was down is never used.
 use caldera_chaos_tests::models::{
-    model_service, on_node, one_core, printed_sha256, submit, task_events, wait_running,
+    model_service, on_node, one_core, printed_sha256, release_service, submit, task_events,
+    wait_running,
 };
 use caldera_chaos_tests::origin::{Origin, OriginOptions};
 use caldera_chaos_tests::weights::{
@@ -245,4 +246,182 @@ fn a_partial_damaged_while_the_agent_was_down_is_never_used() {
     let copy = cached_copy(&agent.data_dir, &w.sha256).expect("a verified copy");
     assert_eq!(sha256_file(&copy).unwrap(), w.sha256);
     assert_eq!(partial_copy(&agent.data_dir, &w.sha256), None);
+}
+
+/// The copy on `node` in a version view, as the API shows it.
+fn copy_view(v: &Value, node: &str) -> Value {
+    v["nodes"]
+        .as_array()
+        .and_then(|n| n.iter().find(|c| c["node"] == node))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// `model_warmup` events that name `model` (operator view).
+fn warmup_events(op: &Api, model: &str) -> Vec<String> {
+    op.get("/v1/events?kind=model_warmup&limit=1000").data()["events"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .filter_map(|e| e["message"].as_str())
+                .filter(|m| m.contains(model))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A cluster of one caching agent with `bad:v1` registered at an origin
+/// that answers 500 to every GET and `good:v1` at a healthy one, warm
+/// retries on the schedule `retry` (first, max, attempts).
+fn bad_and_good(
+    dir: &Path,
+    retry: (&str, &str, &str),
+) -> (ControlPlane, Vec<Agent>, Origin, Origin, WeightsFile) {
+    let bad_w = generate(&dir.join("origin/bad.bin"), SIZE, 35).unwrap();
+    let good_w = generate(&dir.join("origin/good.bin"), SIZE, 36).unwrap();
+    let broken = Origin::serve(&bad_w.path, OriginOptions::broken()).unwrap();
+    let good = Origin::serve(&good_w.path, OriginOptions::default()).unwrap();
+    let mut env = ENV.to_vec();
+    env.push(("CALDERA_WARM_RETRY_FIRST_MS", retry.0));
+    env.push(("CALDERA_WARM_RETRY_MAX_MS", retry.1));
+    env.push(("CALDERA_WARM_RETRY_ATTEMPTS", retry.2));
+    let (cp, nodes) = cluster(
+        Path::new(BIN),
+        dir,
+        &env,
+        &[AgentSpec::with_cache("node-0", "1xA100-80GB", "1")],
+    );
+    let op = cp.operator();
+    for (name, origin, w) in [("bad", &broken, &bad_w), ("good", &good, &good_w)] {
+        let r = op.register_model(name, "v1", &w.spec(&origin.url()));
+        assert_eq!(r.status, 201, "{:#}", r.body);
+    }
+    (cp, nodes, broken, good, good_w)
+}
+
+#[test]
+fn a_failing_origin_is_read_with_backoff_a_healthy_version_warms_meanwhile_and_a_release_stops_the_reads(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    // Waits 300 ms, 600 ms, then 1.2 s each; never gives up in this test.
+    let (cp, _nodes, broken, good, good_w) = bad_and_good(dir.path(), ("300", "1200", "1000"));
+    let op = cp.operator();
+    let api = cp.api(&cp.tenant("team-a"));
+    submit(&api, &model_service("bad", "bad:v1", 1, one_core()));
+    assert!(
+        wait_until(Duration::from_secs(30), || !broken.gets().is_empty()),
+        "the agent never read the broken origin: {:#}",
+        api.task("bad.r0")
+    );
+    // A healthy version on the same node warms while the other fails.
+    submit(&api, &model_service("good", "good:v1", 1, one_core()));
+    wait_running(&api, "good.r0", 60);
+    assert_eq!(printed_sha256(&api, "good.r0", 20), good_w.sha256);
+    assert!(!good.gets().is_empty());
+
+    // 6 s after the first read: at 0 s, at once, +0.3, +0.6, then every
+    // 1.2 s is 8 reads at most (a tight loop made ~40 a second).
+    let first = broken.gets_at()[0];
+    std::thread::sleep(Duration::from_secs(6).saturating_sub(first.elapsed()));
+    let at = broken.gets_at();
+    let in_window = at
+        .iter()
+        .filter(|t| t.duration_since(first) <= Duration::from_secs(6))
+        .count();
+    assert!(
+        (4..=9).contains(&in_window),
+        "{in_window} reads of the broken origin in 6 s (backoff 0, 0.3, 0.6, 1.2 s...)"
+    );
+    // From the third read on, each waited out its backoff (a timer fires
+    // late, never early).
+    for (i, pair) in at.windows(2).enumerate().skip(1) {
+        let gap = pair[1].duration_since(pair[0]);
+        assert!(
+            gap >= Duration::from_millis(290),
+            "read {} came {gap:?} after read {} (backoff at least 300 ms)",
+            i + 2,
+            i + 1
+        );
+    }
+    let v = op.model_version("bad", "v1");
+    let c = copy_view(&v, "node-0");
+    assert!(
+        c["failures"].as_u64().unwrap_or(0) >= 3,
+        "the failures are not counted: {v:#}"
+    );
+    let reason = c["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains("origin") && reason.contains("500"),
+        "the reason does not say what failed: {v:#}"
+    );
+    // Events are coalesced: not one per read.
+    let events = warmup_events(&op, "bad:v1");
+    assert!(
+        events.len() <= 5,
+        "{} warmup events for {} reads: {events:#?}",
+        events.len(),
+        at.len()
+    );
+
+    // Released: nothing needs it on node-0, so the reads stop.
+    release_service(&api, "bad", 1);
+    let dropped = wait_until(Duration::from_secs(10), || {
+        copy_view(&op.model_version("bad", "v1"), "node-0").is_null()
+    });
+    assert!(
+        dropped,
+        "the copy is still tried after the release: {:#}",
+        op.model_version("bad", "v1")
+    );
+    let after_release = broken.gets().len();
+    // Past two of the longest backoffs.
+    std::thread::sleep(Duration::from_millis(3000));
+    assert_eq!(
+        broken.gets().len(),
+        after_release,
+        "reads after the release was seen"
+    );
+    let events = warmup_events(&op, "bad:v1").join("\n");
+    assert!(events.contains("nothing needs"), "{events}");
+}
+
+#[test]
+fn a_copy_whose_reads_keep_failing_gives_up_says_why_and_a_prewarm_asks_again() {
+    let dir = tempfile::tempdir().unwrap();
+    // Reads at 0 s, at once, +0.1 s, +0.2 s: the fourth failure gives up.
+    let (cp, _nodes, broken, _good, _) = bad_and_good(dir.path(), ("100", "200", "4"));
+    let op = cp.operator();
+    let api = cp.api(&cp.tenant("team-a"));
+    submit(&api, &model_service("bad", "bad:v1", 1, one_core()));
+    let failed = wait_until(Duration::from_secs(30), || {
+        copy_view(&op.model_version("bad", "v1"), "node-0")["copy"] == "failed"
+    });
+    let v = op.model_version("bad", "v1");
+    assert!(failed, "the copy never gave up: {v:#}");
+    let c = copy_view(&v, "node-0");
+    assert_eq!(c["failures"], 4, "{v:#}");
+    let reason = c["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains("origin") && reason.contains("500"),
+        "the failed copy does not say why: {v:#}"
+    );
+    assert_eq!(broken.gets().len(), 4, "one read per attempt");
+    // Given up: no reads however long the task waits.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(broken.gets().len(), 4, "reads after giving up");
+    let events = warmup_events(&op, "bad:v1").join("\n");
+    assert!(events.contains("gave up"), "{events}");
+
+    // The operator asking again is a change: the node reads again.
+    let r = op.post(
+        "/v1/models/bad/versions/v1/prewarm",
+        r#"{"nodes":["node-0"]}"#,
+    );
+    assert_eq!(r.status, 202, "{:#}", r.body);
+    assert!(
+        wait_until(Duration::from_secs(10), || broken.gets().len() > 4),
+        "a prewarm did not read the failed copy again: {:#}",
+        op.model_version("bad", "v1")
+    );
 }

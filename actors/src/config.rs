@@ -159,6 +159,18 @@ pub struct ServerConfig {
     /// ms; a transfer that outlives it is re-sourced with a new one. Default 60000.
     pub peer_token_ttl_ms: u64,
     /// Tenants may register their own model versions (visible to themselves
+    /// After a node's second failed read of a version in a row, it waits
+    /// this long before the next one, doubling with each further failure
+    /// up to `warm-retry-max-ms` (the first failure is re-sourced at once:
+    /// a cut read or a lost peer resumes without delay), ms. Default 1000.
+    pub warm_retry_first_ms: u64,
+    /// The longest wait between two reads of a copy that keep failing, ms.
+    /// Default 300000 (5 min).
+    pub warm_retry_max_ms: u64,
+    /// Failed reads in a row (without 1 MiB of progress) after which a
+    /// node's copy is `failed` and not read again until a new task needs it
+    /// there or a prewarm asks. Default 10.
+    pub warm_retry_attempts: u32,
     /// and the operator). Default false: only the operator registers.
     pub tenants_may_register_models: bool,
     /// Where a tenant's model versions may read their weights: origin
@@ -244,6 +256,9 @@ impl Default for ServerConfig {
             tenant_model_origins: crate::model::origins::OriginList::of(&["https://*"]),
             operator_model_origins: crate::model::origins::OriginList::of(&["*"]),
             price_gpu_hour: crate::chargeback::GpuPrices(
+            warm_retry_first_ms: 1000,
+            warm_retry_max_ms: 300_000,
+            warm_retry_attempts: 10,
                 [("default".to_string(), crate::chargeback::Micros(0))].into(),
             ),
             price_cpu_core_hour: crate::chargeback::Micros(0),
@@ -305,6 +320,15 @@ impl ServerConfig {
         }
         if self.cache_mb == 0 {
             return err("cache-mb", "must be greater than 0");
+        if self.warm_retry_first_ms == 0 {
+            return err("warm-retry-first-ms", "must be greater than 0");
+        }
+        if self.warm_retry_max_ms < self.warm_retry_first_ms {
+            return err("warm-retry-max-ms", "must be at least warm-retry-first-ms");
+        }
+        if self.warm_retry_attempts < 2 {
+            return err("warm-retry-attempts", "must be at least 2");
+        }
         }
         if self.max_body_bytes < 1024 {
             return err("max-body-bytes", "must be at least 1024");

@@ -10,7 +10,9 @@
 //! behind a cap says so ([`Origin::label`]).
 //!
 //! A silent origin accepts connections and reads requests but never answers:
-//! storage that hangs, for the warming timeout.
+//! storage that hangs, for the warming timeout. A broken one answers every
+//! GET with 500 at once (counted like any GET): storage that fails fast, for
+//! the retry backoff.
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -30,6 +32,8 @@ pub struct OriginOptions {
     pub bytes_per_s: Option<u64>,
     /// Never answer (storage that hangs).
     pub silent: bool,
+    /// Answer every request 500 at once (storage that fails fast).
+    pub broken: bool,
 }
 
 impl OriginOptions {
@@ -38,15 +42,23 @@ impl OriginOptions {
     pub fn capped(bytes_per_s: u64) -> OriginOptions {
         OriginOptions {
             bytes_per_s: Some(bytes_per_s),
-            silent: false,
+            ..Default::default()
         }
     }
 
     /// Storage that hangs: requests are read, never answered.
     pub fn silent() -> OriginOptions {
         OriginOptions {
-            bytes_per_s: None,
             silent: true,
+            ..Default::default()
+        }
+    }
+
+    /// Storage that fails fast: every GET is answered 500 at once.
+    pub fn broken() -> OriginOptions {
+        OriginOptions {
+            broken: true,
+            ..Default::default()
         }
     }
 }
@@ -89,6 +101,8 @@ struct Counters {
     bytes_served: AtomicU64,
     /// Start offset of each GET of the file (0 without a Range), answered or not.
     gets: Mutex<Vec<u64>>,
+    /// When each of those GETs arrived.
+    gets_at: Mutex<Vec<Instant>>,
 }
 
 /// A running origin; stops when dropped.
@@ -124,6 +138,7 @@ impl Origin {
             file: file.to_path_buf(),
             name,
             silent: opts.silent,
+            broken: opts.broken,
             bucket: origin.bucket.clone(),
             counters: origin.counters.clone(),
             stop: origin.stop.clone(),
@@ -145,6 +160,14 @@ impl Origin {
     /// The start offset of every GET so far (0: from the beginning).
     pub fn gets(&self) -> Vec<u64> {
         match self.counters.gets.lock() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// When each GET so far arrived, in order.
+    pub fn gets_at(&self) -> Vec<Instant> {
+        match self.counters.gets_at.lock() {
             Ok(g) => g.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
@@ -184,6 +207,7 @@ struct Served {
     file: PathBuf,
     name: String,
     silent: bool,
+    broken: bool,
     bucket: Arc<Bucket>,
     counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
@@ -264,6 +288,15 @@ fn serve_one(mut stream: TcpStream, served: &Served) -> std::io::Result<()> {
         if let Ok(mut g) = served.counters.gets.lock() {
             g.push(req.range.map_or(0, |(start, _)| start));
         }
+        if let Ok(mut g) = served.counters.gets_at.lock() {
+            g.push(Instant::now());
+        }
+    }
+    if served.broken {
+        return write!(
+            stream,
+            "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
     }
     if served.silent {
         while !served.stop.load(Ordering::Relaxed) {

@@ -72,6 +72,39 @@ pub struct NodeCopy {
     /// source it is reading (or was verified from); empty while waiting.
     #[serde(default)]
     pub source: String,
+    /// Reads of this copy that failed in a row without getting further;
+    /// 0 once it is verified. Drives the retry backoff and its budget.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failures: u32,
+    /// Why the last read failed (the node's words, with its source).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// While [`CopyState::Retrying`]: when the next read is due (clock ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at_ms: Option<u64>,
+    /// A prewarm (or a need naming no task) asked for this copy: it is
+    /// wanted on the node even when no task there uses the version.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prewarm: bool,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl NodeCopy {
+    /// A copy in `copy` state read from `source`, with no failures behind it.
+    pub fn new(copy: CopyState, bytes_done: u64, source: impl Into<String>) -> NodeCopy {
+        NodeCopy {
+            copy,
+            bytes_done,
+            source: source.into(),
+            failures: 0,
+            reason: String::new(),
+            retry_at_ms: None,
+            prewarm: false,
+        }
+    }
 }
 
 /// Where one node's copy stands.
@@ -86,6 +119,12 @@ pub enum CopyState {
     Waiting,
     /// Was there, and is gone (evicted, corrupt, deleted).
     Evicted,
+    /// A read failed and the next one waits out its backoff (`retry_at_ms`).
+    Retrying,
+    /// Reads kept failing until the retry budget was spent: no more tries
+    /// until a new task needs it on the node or a prewarm asks again
+    /// (`reason` says why the last one failed).
+    Failed,
 }
 
 impl CopyState {
@@ -95,6 +134,8 @@ impl CopyState {
             CopyState::Warming => "warming",
             CopyState::Waiting => "waiting",
             CopyState::Evicted => "evicted",
+            CopyState::Retrying => "retrying",
+            CopyState::Failed => "failed",
         }
     }
 }

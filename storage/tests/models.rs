@@ -9,11 +9,7 @@ fn version(name: &str, version: &str) -> ModelVersionRecord {
     let mut nodes = std::collections::BTreeMap::new();
     nodes.insert(
         "node-1".to_string(),
-        NodeCopy {
-            copy: CopyState::Warming,
-            bytes_done: 7,
-            source: "peer node-2".into(),
-        },
+        NodeCopy::new(CopyState::Warming, 7, "peer node-2"),
     );
     ModelVersionRecord {
         spec: ModelVersionSpec {

@@ -5,6 +5,7 @@
 //! `warmup.rs` carries it out). Every change is recorded, with its event,
 //! before any node hears of it; a failed commit changes nothing and the
 //! actor is rebuilt from sled, like every entity actor.
+pub mod backoff;
 pub mod budget;
 pub mod fleet;
 mod news;
@@ -12,6 +13,7 @@ mod operations;
 pub mod origins;
 pub mod register;
 pub mod retire;
+mod retry;
 pub mod sources;
 #[cfg(test)]
 mod tests;
@@ -42,6 +44,12 @@ pub struct ModelVersionActor {
     retire_every: std::time::Duration,
     /// The users the last check found (task keys), to see them change.
     retire_seen: Vec<String>,
+    /// The timer of the next due retry of a failed read (`retry.rs`).
+    retry_timer: Option<SpawnHandle>,
+    /// Bytes each node's current read began at, to tell a failure after
+    /// progress from one without (memory only: after a rebuild a failure
+    /// counts as one without).
+    read_began: std::collections::HashMap<String, u64>,
 }
 
 impl ModelVersionActor {
@@ -53,6 +61,8 @@ impl ModelVersionActor {
             retire_check: None,
             retire_every: retire::RECHECK,
             retire_seen: Vec::new(),
+            retry_timer: None,
+            read_began: Default::default(),
         }
     }
 
@@ -137,6 +147,9 @@ impl Actor for ModelVersionActor {
         // A retire recorded before a restart carries on.
         self.retire_check = None;
         self.watch_retiring(_ctx);
+        // Backoffs recorded before a restart run out as recorded.
+        self.retry_timer = None;
+        self.arm_retries(_ctx);
     }
 }
 

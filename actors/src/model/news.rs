@@ -58,26 +58,13 @@ impl ModelVersionActor {
                 {
                     return;
                 }
-                if let Some(c) = plan.rec.nodes.get_mut(node) {
-                    c.bytes_done = bytes_done;
-                }
-                let msg = format!(
-                    "node {node}'s read of {model} from {source} failed at {bytes_done} bytes ({reason}); another source"
-                );
-                plan.events
-                    .push(self.event(Some(node), EventKind::ModelWarmup, msg));
-                self.serve(&mut plan, node, Some(&source));
+                self.read_failed(&mut plan, node, &source, bytes_done, &reason);
             }
             WarmupProgress::Evicted { reason } => {
                 let msg = format!("node {node} no longer holds {model}: {reason}");
-                plan.rec.nodes.insert(
-                    node.to_string(),
-                    NodeCopy {
-                        copy: CopyState::Evicted,
-                        bytes_done: 0,
-                        source: String::new(),
-                    },
-                );
+                plan.rec
+                    .nodes
+                    .insert(node.to_string(), NodeCopy::new(CopyState::Evicted, 0, ""));
                 plan.events
                     .push(self.event(Some(node), EventKind::ModelWarmup, msg));
                 // Found corrupt before use: a start on that node waits for
@@ -97,6 +84,10 @@ impl Handler<NodeNeeds> for ModelVersionActor {
     type Result = ();
     fn handle(&mut self, m: NodeNeeds, ctx: &mut Context<Self>) {
         let mut plan = self.plan();
+        // A task new to the version (or a need no task names) is something
+        // that changed: a copy that gave up, or waits out a backoff, is read
+        // again now.
+        let asked_anew = m.task.as_ref().is_none_or(|t| !self.rec.tasks.contains(t));
         if let Some(task) = &m.task {
             plan.rec.tasks.insert(task.clone());
             if plan.rec.state == ModelState::Registered {
@@ -113,6 +104,11 @@ impl Handler<NodeNeeds> for ModelVersionActor {
         let copy = plan.rec.nodes.get(&m.node).map(|c| c.copy);
         match copy {
             Some(CopyState::Warming) => {}
+            Some(CopyState::Retrying | CopyState::Failed) if !asked_anew => {}
+            Some(CopyState::Retrying | CopyState::Failed) => {
+                Self::forget_failures(&mut plan, &m.node);
+                self.serve(&mut plan, &m.node, None);
+            }
             Some(CopyState::Verified)
                 if self
                     .sh
@@ -120,6 +116,12 @@ impl Handler<NodeNeeds> for ModelVersionActor {
                     .get(&m.node)
                     .is_none_or(|c| !c.live || c.holds(&self.rec.spec.weights.sha256)) => {}
             _ => self.serve(&mut plan, &m.node, None),
+        }
+        // A need no task names (a prewarm's) holds on its own.
+        if m.task.is_none() {
+            if let Some(c) = plan.rec.nodes.get_mut(&m.node) {
+                c.prewarm = matches!(c.copy, CopyState::Warming | CopyState::Waiting);
+            }
         }
         // A node that just began reading may stream on to those waiting.
         if self.sh.config.peer_stream_partial {
@@ -166,14 +168,9 @@ impl Handler<NodeCacheSeen> for ModelVersionActor {
             );
             self.serve_waiting(&mut plan);
         } else if !cache.holds(sha) && recorded == Some(CopyState::Verified) {
-            plan.rec.nodes.insert(
-                m.node.clone(),
-                NodeCopy {
-                    copy: CopyState::Evicted,
-                    bytes_done: 0,
-                    source: String::new(),
-                },
-            );
+            plan.rec
+                .nodes
+                .insert(m.node.clone(), NodeCopy::new(CopyState::Evicted, 0, ""));
             let msg = format!(
                 "node {} no longer lists {} in its cache",
                 m.node,
@@ -213,12 +210,12 @@ impl Handler<NodeGone> for ModelVersionActor {
     fn handle(&mut self, m: NodeGone, ctx: &mut Context<Self>) {
         let mut plan = self.plan();
         let model = self.key();
-        if plan
-            .rec
-            .nodes
-            .get(&m.node)
-            .is_some_and(|c| matches!(c.copy, CopyState::Warming | CopyState::Waiting))
-        {
+        if plan.rec.nodes.get(&m.node).is_some_and(|c| {
+            matches!(
+                c.copy,
+                CopyState::Warming | CopyState::Waiting | CopyState::Retrying
+            )
+        }) {
             plan.rec.nodes.remove(&m.node);
             let msg = format!("node {} is gone: its warmup of {model} stopped", m.node);
             plan.events

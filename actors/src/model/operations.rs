@@ -93,13 +93,19 @@ impl Handler<Prewarm> for ModelVersionActor {
         let pinned_before = self.rec.pinned;
         self.rec.pinned = plan.rec.pinned;
         for n in &nodes {
-            if !plan
+            if plan
                 .rec
                 .nodes
                 .get(n)
                 .is_some_and(|c| matches!(c.copy, CopyState::Verified | CopyState::Warming))
             {
-                self.serve(&mut plan, n, None);
+                continue;
+            }
+            // The operator asking again is what a copy that gave up waits for.
+            Self::forget_failures(&mut plan, n);
+            self.serve(&mut plan, n, None);
+            if let Some(c) = plan.rec.nodes.get_mut(n) {
+                c.prewarm = matches!(c.copy, CopyState::Warming | CopyState::Waiting);
             }
         }
         self.rec.pinned = pinned_before;

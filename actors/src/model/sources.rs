@@ -179,11 +179,7 @@ mod tests {
     use super::*;
 
     fn copy(copy: CopyState, source: &str) -> NodeCopy {
-        NodeCopy {
-            copy,
-            bytes_done: 0,
-            source: source.into(),
-        }
+        NodeCopy::new(copy, 0, source)
     }
 
     fn peers(names: &[&str]) -> Vec<LivePeer> {

@@ -98,6 +98,7 @@ fn version(name: &str, sha: &str) -> ModelVersionRecord {
 async fn agents(sh: &Arc<Shared>, names: &[&str]) -> BTreeMap<String, Agent> {
     let mut out = BTreeMap::new();
     for n in names {
+        running_task_on(sh, n);
         let node = NodeActor::spawn(node_record(n), sh.clone(), Duration::ZERO);
         sh.registry.add_node(n, node.clone());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -171,6 +172,24 @@ fn start(sh: &Arc<Shared>, rec: ModelVersionRecord) -> ModelHandle {
     let h = ModelVersionActor::spawn(rec, sh.clone());
     sh.registry.add_model(&key, &sha, h.clone());
     h
+}
+
+/// The task [`needs`] names on `node`, recorded running there: a failed
+/// read is retried only while a task that uses the version runs there.
+fn running_task_on(sh: &Arc<Shared>, node: &str) {
+    let key = format!("acme/task-on-{node}");
+    let body = format!(
+        r#"{{"task_id":"task-on-{node}","task_type":"training","resources":{{"cpu":{{"cores":1}}}},"command":["serve"]}}"#
+    );
+    let mut spec = caldera_spec::parse_task_spec(body.as_bytes()).unwrap();
+    // A record's task id is its key (`tenant/id`).
+    spec.task_id = key.clone();
+    let mut t = caldera_spec::TaskRecord::new(spec, "acme".into(), 0, 1);
+    t.state = caldera_spec::TaskState::Running;
+    t.allocation = Some(crate::fixtures::allocation("a1", &key, node));
+    let mut b = sh.gate.store().batch();
+    b.put_task(&t);
+    sh.gate.store().commit(b).unwrap();
 }
 
 fn needs(m: &ModelHandle, node: &str) {

@@ -33,9 +33,25 @@ pub struct VersionView {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CopyView {
     pub node: String,
+    /// `verified`, `warming`, `waiting`, `evicted`, `retrying` (a read
+    /// failed; the next waits out its backoff) or `failed` (reads kept
+    /// failing; no more until a new task or a prewarm asks).
     pub copy: &'static str,
     pub bytes_done: u64,
     pub source: String,
+    /// Failed reads in a row (absent: none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub failures: u32,
+    /// Why the last read failed: its source and the node's words.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// While `retrying`: when the next read is due (ms since the epoch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_at_ms: Option<u64>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// `rec` as `tenant` sees it (`None`: the operator).
@@ -65,6 +81,9 @@ pub fn version_view(rec: &ModelVersionRecord, reads: u32, tenant: Option<&str>) 
                 copy: c.copy.as_str(),
                 bytes_done: c.bytes_done,
                 source: c.source.clone(),
+                failures: c.failures,
+                reason: c.reason.clone(),
+                retry_at_ms: c.retry_at_ms,
             })
             .collect(),
         tasks,

@@ -177,26 +177,30 @@ impl ModelVersionActor {
                 )
             }
         };
-        plan.rec.nodes.insert(
-            node.to_string(),
-            NodeCopy {
-                copy,
-                bytes_done,
-                source,
-            },
-        );
-        plan.events
-            .push(self.event(Some(node), EventKind::ModelWarmup, msg));
+        // A retry keeps the failures behind it (its backoff and budget).
+        let mut next = NodeCopy::new(copy, bytes_done, source);
+        if let Some(prior) = plan.rec.nodes.get(node) {
+            next.failures = prior.failures;
+            next.reason = prior.reason.clone();
+            next.prewarm = prior.prewarm;
+        }
+        // A read after a backoff: the backoff's start said so already.
+        let backing_off = next.failures >= 2;
+        plan.rec.nodes.insert(node.to_string(), next);
+        if !backing_off {
+            plan.events
+                .push(self.event(Some(node), EventKind::ModelWarmup, msg));
+        }
     }
 
     pub(super) fn mark_verified(&self, plan: &mut Plan, node: &str, source: &str, how: &str) {
         plan.rec.nodes.insert(
             node.to_string(),
-            NodeCopy {
-                copy: CopyState::Verified,
-                bytes_done: self.rec.spec.weights.size_bytes,
-                source: source.to_string(),
-            },
+            NodeCopy::new(
+                CopyState::Verified,
+                self.rec.spec.weights.size_bytes,
+                source,
+            ),
         );
         let msg = format!("node {node} holds {}: {how}", self.key());
         plan.events
@@ -233,8 +237,14 @@ impl ModelVersionActor {
             return false;
         }
         for t in tells {
+            let node = match &t {
+                Tell::Send { node, .. } | Tell::GrantThenWarm { node, .. } => node,
+            };
+            let began = self.rec.nodes.get(node).map_or(0, |c| c.bytes_done);
+            self.read_began.insert(node.clone(), began);
             self.tell(ctx, t);
         }
+        self.arm_retries(ctx);
         true
     }
 
