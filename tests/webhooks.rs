@@ -669,7 +669,13 @@ fn one_tenants_hanging_receivers_do_not_delay_another_tenants_delivery() {
     let dir = tempfile::tempdir().unwrap();
     let hung: Vec<Receiver> = (0..20).map(|_| Receiver::hung()).collect();
     let fast = Receiver::start(&[], 200);
-    let cp = server(dir.path(), &[("CALDERA_WEBHOOK_TIMEOUT_MS", "600000")]);
+    let cp = server(
+        dir.path(),
+        &[
+            ("CALDERA_WEBHOOK_TIMEOUT_MS", "600000"),
+            ("CALDERA_WEBHOOK_MAX_PER_TENANT", "200"),
+        ],
+    );
     let a = cp.api(&cp.tenant("a"));
     let b = cp.api(&cp.tenant("b"));
     let a_ids: Vec<String> = (0..200)
@@ -708,7 +714,7 @@ fn one_tenants_hanging_receivers_do_not_delay_another_tenants_delivery() {
 /// receiver hangs, so 3 of its 8 deliveries wait and the rest are recorded
 /// failed, unsent, saying why, of which the newest 4 are kept; tenant b's
 /// receiver answers, and once more deliveries come, only its newest 4 are
-/// kept.
+/// kept. Each tenant may have one subscription (`webhook-max-per-tenant`).
 #[test]
 fn delivery_records_stay_within_the_queue_limit_and_the_retention_bound() {
     let dir = tempfile::tempdir().unwrap();
@@ -720,12 +726,28 @@ fn delivery_records_stay_within_the_queue_limit_and_the_retention_bound() {
             ("CALDERA_WEBHOOK_TIMEOUT_MS", "600000"),
             ("CALDERA_WEBHOOK_MAX_PENDING_PER_TENANT", "3"),
             ("CALDERA_WEBHOOK_DELIVERIES_KEPT", "4"),
+            ("CALDERA_WEBHOOK_MAX_PER_TENANT", "1"),
         ],
     );
     let a = cp.api(&cp.tenant("a"));
     let b = cp.api(&cp.tenant("b"));
     let (a_id, _) = subscribe(&a, &hung.url("/a"), &["task.submitted"]);
     let (b_id, _) = subscribe(&b, &fast.url("/b"), &["task.submitted"]);
+    // One subscription each at most; the operator's are not a tenant's.
+    let more = a.post(
+        "/v1/webhooks",
+        &json!({"url": fast.url("/a2"), "events": ["*"]}).to_string(),
+    );
+    assert_eq!(
+        (more.status, more.body["code"].clone()),
+        (409, json!(40901)),
+        "{:#}",
+        more.body
+    );
+    assert!(more.body["msg"]
+        .as_str()
+        .is_some_and(|m| m.contains("webhook-max-per-tenant")));
+    subscribe(&cp.operator(), &fast.url("/ops"), &["node.lost"]);
     for i in 0..8 {
         submit(&a, &format!("a-{i}"));
     }

@@ -118,6 +118,10 @@ pub struct ServerConfig {
     pub webhook_deliveries_kept: usize,
     /// Finished deliveries older than this are deleted, ms. Default 604800000 (7 days).
     pub webhook_delivery_retention_ms: u64,
+    /// Webhook subscriptions one tenant may have (the operator's are not
+    /// counted): with the two bounds above, what one tenant's deliveries
+    /// can hold on disk. Default 50.
+    pub webhook_max_per_tenant: usize,
     /// Period of the inspector and of the tenant usage samples, ms. Default 10000.
     pub usage_sample_ms: u64,
     /// How long a portal login lasts, ms (sessions are held in memory: a
@@ -240,6 +244,7 @@ impl Default for ServerConfig {
             webhook_max_pending_per_tenant: 2000,
             webhook_deliveries_kept: 500,
             webhook_delivery_retention_ms: 604_800_000,
+            webhook_max_per_tenant: 50,
             usage_sample_ms: 10_000,
             portal_session_ttl_ms: 43_200_000,
             portal_sessions_per_principal: 16,

@@ -161,12 +161,15 @@ fn render_list(page: &Value) -> String {
     t.render()
 }
 
-/// One row per delivery: the last attempt's answer (status or error) and
-/// when the next is due.
+/// One row per delivery: the last attempt's answer (status or error), or
+/// `not sent` for one its tenant's full queue turned away, and when the
+/// next is due.
 fn render_deliveries(page: &Value) -> String {
     let mut t = Table::new(&["EVENT", "TYPE", "STATE", "ATTEMPTS", "LAST", "NEXT"]);
     for d in items(page, "deliveries") {
-        let last = items(d, "attempts").last().map_or("-".to_string(), |a| {
+        let unsent = d.get("not_sent").is_some_and(Value::is_string);
+        let none = if unsent { "not sent" } else { "-" };
+        let last = items(d, "attempts").last().map_or(none.to_string(), |a| {
             match a.get("status").and_then(Value::as_u64) {
                 Some(s) => s.to_string(),
                 None => text(a, "error"),
@@ -198,13 +201,16 @@ mod tests {
             {"event_id": 7, "event_type": "task.failed", "state": "delivered", "attempt_count": 2,
              "attempts": [{"status": 500}, {"status": 200}], "next_attempt_at": null},
             {"event_id": 9, "event_type": "idle.warning", "state": "pending", "attempt_count": 1,
-             "attempts": [{"error": "connection refused"}], "next_attempt_at": "2026-12-01T10:00:10.000Z"}
+             "attempts": [{"error": "connection refused"}], "next_attempt_at": "2026-12-01T10:00:10.000Z"},
+            {"event_id": 11, "event_type": "task.failed", "state": "failed", "attempt_count": 0,
+             "attempts": [], "next_attempt_at": null, "not_sent": "not sent: queue full"}
         ], "next_cursor": null});
         assert_eq!(
             render_deliveries(&page),
             "EVENT  TYPE          STATE      ATTEMPTS  LAST                NEXT\n\
              7      task.failed   delivered  2         200                 -\n\
-             9      idle.warning  pending    1         connection refused  2026-12-01T10:00:10.000Z\n"
+             9      idle.warning  pending    1         connection refused  2026-12-01T10:00:10.000Z\n\
+             11     task.failed   failed     0         not sent            -\n"
         );
     }
 

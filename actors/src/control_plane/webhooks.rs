@@ -14,7 +14,8 @@ impl ControlPlane {
     /// Makes a subscription; its record (with the secret, shown this once).
     /// It hears only events recorded after it. An url the outbound policy
     /// refuses (`webhook-allow-hosts`) is a 400 `address_not_allowed` on
-    /// `url`, for the operator too.
+    /// `url`, for the operator too; a tenant at `webhook-max-per-tenant`
+    /// subscriptions gets a 409.
     pub async fn create_webhook(&self, s: Subscription) -> Result<WebhookRecord> {
         let policy = crate::webhook::policy(&self.sh.config);
         if let Err(why) = check_new(&policy, &SystemResolver, &s.url).await {
@@ -27,6 +28,19 @@ impl ControlPlane {
         if let Some(t) = &s.tenant {
             if self.tenant(t).await?.is_none() {
                 return Err(ActorError::not_found("tenant", t));
+            }
+        }
+        if let Some(owner) = &s.owner {
+            let cap = self.sh.config.webhook_max_per_tenant;
+            let theirs = self.webhooks().await?;
+            let held = theirs
+                .iter()
+                .filter(|w| w.owner.as_ref() == Some(owner))
+                .count();
+            if held >= cap {
+                return Err(ActorError::Conflict(format!(
+                    "tenant {owner:?} has {held} webhook subscriptions, the most one tenant may have (webhook-max-per-tenant); delete one first"
+                )));
             }
         }
         let rec = new_record(&self.store(), s, self.sh.now_ms())?;

@@ -97,6 +97,9 @@ pub fn config_problem(c: &ServerConfig) -> Option<ConfigError> {
     if c.webhook_delivery_retention_ms == 0 {
         return err("webhook-delivery-retention-ms", "must be greater than 0");
     }
+    if c.webhook_max_per_tenant == 0 {
+        return err("webhook-max-per-tenant", "must be greater than 0");
+    }
     None
 }
 

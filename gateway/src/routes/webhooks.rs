@@ -65,6 +65,7 @@ fn scoped(user: &User, w: NewWebhook) -> Result<Subscription, ApiError> {
         (status = 400, description = "the body is not a subscription: a bad url, an unknown event name, node events with `tenant` (the field is named); `address_not_allowed` on `url`: credentials in it, plain http to a host not allowed, or a non-public address (webhook-allow-hosts)"),
         (status = 403, description = "a tenant token naming another tenant, or node events"),
         (status = 404, description = "no such tenant"),
+        (status = 409, description = "the tenant has webhook-max-per-tenant subscriptions already"),
     ))]
 pub async fn create(
     user: User,
