@@ -148,6 +148,60 @@ mod tests {
         assert_eq!(code_for_status(teapot).code, codes::MALFORMED_REQUEST.code);
     }
 
+    #[actix_web::test]
+    async fn an_error_without_the_envelope_gets_it_and_pages_stay_pages() {
+        use actix_web::{test, web, App};
+        let app = test::init_service(
+            App::new()
+                .wrap(actix_web::middleware::from_fn(wrap))
+                .route(
+                    "/empty",
+                    web::get().to(|| async { HttpResponse::BadRequest().finish() }),
+                )
+                .route(
+                    "/text",
+                    web::get().to(|| async {
+                        HttpResponse::PayloadTooLarge().body("Payload reached size limit.")
+                    }),
+                )
+                .route(
+                    "/page",
+                    web::get().to(|| async {
+                        HttpResponse::NotFound()
+                            .content_type("text/html; charset=utf-8")
+                            .body("<p>no such page</p>")
+                    }),
+                ),
+        )
+        .await;
+        let get = |path: &str| test::TestRequest::get().uri(path).to_request();
+        let res = test::call_service(&app, get("/empty")).await;
+        assert_eq!(res.status(), 400);
+        let json: serde_json::Value = test::read_body_json(res).await;
+        assert_eq!(json["code"], 40030, "{json}");
+        assert!(json["msg"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("could not be parsed"));
+        let res = test::call_service(&app, get("/text")).await;
+        assert_eq!(res.status(), 413);
+        let json: serde_json::Value = test::read_body_json(res).await;
+        assert_eq!(json["code"], 41301, "{json}");
+        assert_eq!(json["msg"], "Payload reached size limit.");
+        let res = test::call_service(&app, get("/page")).await;
+        assert_eq!(test::read_body(res).await, "<p>no such page</p>");
+        let head = test::TestRequest::default()
+            .method(Method::HEAD)
+            .uri("/empty")
+            .to_request();
+        let res = test::call_service(&app, head).await;
+        assert_eq!(
+            res.response().head().connection_type(),
+            ConnectionType::Close,
+            "a HEAD answer ends its connection"
+        );
+    }
+
     #[test]
     fn the_envelope_names_its_code() {
         let json: serde_json::Value =
