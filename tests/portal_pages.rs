@@ -300,3 +300,148 @@ fn the_portal_end_to_end_with_a_real_agent() {
     let node = cp.operator().get("/v1/nodes/node-a");
     assert!(node.data()["cordon"].is_string(), "{:#}", node.body);
 }
+
+/// The text of the `<select>` named `name`: its options in order.
+fn options_of(html: &str, name: &str) -> Vec<String> {
+    let at = html
+        .find(&format!("name=\"{name}\""))
+        .expect("the select is on the page");
+    let rest = &html[at..];
+    let end = rest.find("</select>").unwrap_or(rest.len());
+    rest[..end]
+        .split("<option value=\"")
+        .skip(1)
+        .filter_map(|o| o.split('"').next().map(str::to_string))
+        .collect()
+}
+
+/// What a new user met: the form's priority defaults to the API's
+/// (medium), a portal submit that would preempt running work shows which
+/// tasks first and submits only when confirmed (the API's dry run names
+/// them too), a service's page shows its replicas' allocations rather than
+/// "No allocation", charts carry a time axis, and the operator sees every
+/// tenant's cost and their total (`GET /v1/cost`, the tenants page).
+#[test]
+fn a_new_users_portal_warns_before_preempting_and_shows_services_time_and_totals() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("CALDERA_USAGE_SAMPLE_MS", "300")];
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &env);
+    let _agent = Agent::start(Path::new(BIN), &cp, "node-a", "2xA100-80GB", dir.path());
+    assert!(caldera_chaos_tests::wait_until(
+        std::time::Duration::from_secs(20),
+        || caldera_chaos_tests::nodes_connected(&cp) == 1
+    ));
+    let token = cp.tenant("alpha");
+    let api = cp.api(&token);
+    let mut alpha = Browser::logged_in(&cp.addr, &token);
+    let mut op = Browser::logged_in(&cp.addr, OPERATOR_TOKEN);
+
+    // Untouched, the form asks what the API gives a request without a priority.
+    let form = alpha.get("/submit");
+    assert_eq!(
+        options_of(text(&form), "priority")[0],
+        "medium",
+        "{}",
+        text(&form)
+    );
+
+    // A service of two 10 GB replicas, one per GPU; then a low-priority
+    // job takes 60 GB of each GPU.
+    let svc = r#"{"task_id":"svc","task_type":"inference","replicas":2,"resources":{"gpu":{"count":1,"memory_gb":10},"cpu":{"cores":1}},"command":["sleep","300"]}"#;
+    assert_eq!(api.post("/v1/tasks", svc).status, 201);
+    for r in ["svc.r0", "svc.r1"] {
+        api.wait_task(r, 20, "running", |v| v["state"] == "running");
+    }
+    let six = r#"{"task_id":"six","task_type":"training","priority":"low","resources":{"gpu":{"count":2,"memory_gb":60},"cpu":{"cores":1}},"command":["sleep","300"]}"#;
+    assert_eq!(api.post("/v1/tasks", six).status, 201);
+    api.wait_task("six", 20, "running", |v| v["state"] == "running");
+
+    // A high-priority 40 GB request finds no room: the API's dry run says
+    // it would preempt "six".
+    let urgent = [
+        ("task_id", "urgent"),
+        ("task_type", "training"),
+        ("priority", "high"),
+        ("resources.gpu.count", "1"),
+        ("resources.gpu.memory_gb", "40"),
+        ("resources.cpu.cores", "1"),
+        ("command", "sleep 60"),
+    ];
+    let json = r#"{"task_id":"urgent","task_type":"training","priority":"high","resources":{"gpu":{"count":1,"memory_gb":40},"cpu":{"cores":1}},"command":["sleep","60"]}"#;
+    let d = api.post("/v1/tasks?dry_run=true", json);
+    assert_eq!(d.status, 200, "{:#}", d.body);
+    assert_eq!(d.data()["preempts"][0]["task"], "six", "{:#}", d.body);
+    assert_eq!(d.data()["node"], "node-a", "{:#}", d.body);
+
+    // The portal's dry run shows that warning ...
+    let csrf = alpha.csrf("/submit");
+    let r = alpha.post_form("/submit/dry-run", &with_csrf(&csrf, &urgent));
+    assert_eq!(r.status, 200, "{}", text(&r));
+    assert!(
+        text(&r).contains("preempt-warning") && text(&r).contains("six"),
+        "{}",
+        text(&r)
+    );
+    // ... and Submit does not submit it before the user has seen it.
+    let r = alpha.post_form("/submit", &with_csrf(&csrf, &urgent));
+    assert_eq!(r.status, 200, "{}", text(&r));
+    assert!(
+        text(&r).contains("preempt-warning") && text(&r).contains("name=\"confirm_preempt\""),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(api.get("/v1/tasks/urgent").status, 404);
+    assert_eq!(api.task("six")["state"], "running");
+    // Confirmed, it is submitted.
+    let mut confirmed = with_csrf(&csrf, &urgent);
+    confirmed.push(("confirm_preempt", "yes"));
+    let r = alpha.post_form("/submit", &confirmed);
+    assert_eq!(r.status, 303, "{}", text(&r));
+    assert_eq!(api.get("/v1/tasks/urgent").status, 200);
+
+    // The service's page shows where its replicas hold room.
+    let page = alpha.get("/tasks/svc");
+    assert_eq!(page.status, 200, "{}", text(&page));
+    let topo = &text(&page)[text(&page).find("id=\"topology\"").unwrap()..];
+    assert!(!topo.contains("No allocation"), "{topo}");
+    for r in ["svc.r0", "svc.r1"] {
+        assert!(topo.contains(&format!("data-replica=\"{r}\"")), "{topo}");
+    }
+    assert!(topo.contains("node-a"), "{topo}");
+
+    // Charts carry a time axis.
+    let overview = op.get("/");
+    assert!(
+        text(&overview).contains("class=\"tick time\"") && text(&overview).contains(" UTC</text>"),
+        "{}",
+        text(&overview)
+    );
+
+    // The operator's total across tenants: the API, and the tenants page.
+    let all = cp.operator().get("/v1/cost");
+    assert_eq!(all.status, 200, "{:#}", all.body);
+    let lines = all.data()["tenants"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(lines.iter().any(|l| l["key"] == "alpha"), "{:#}", all.body);
+    assert_eq!(all.data()["total"]["key"], "total", "{:#}", all.body);
+    assert!(
+        all.data()["total"]["allocations"].as_u64().unwrap_or(0) >= 3,
+        "{:#}",
+        all.body
+    );
+    assert_eq!(api.get("/v1/cost").status, 403);
+    let tenants = op.get("/tenants");
+    assert!(
+        text(&tenants).contains("id=\"cost-total\""),
+        "{}",
+        text(&tenants)
+    );
+    assert!(!alpha
+        .get("/tenants")
+        .body
+        .as_str()
+        .unwrap_or("")
+        .contains("cost-total"));
+}

@@ -99,6 +99,7 @@ fn record(i: usize, month_start: u64) -> BillingRecord {
         borrowed: i.is_multiple_of(5),
         marks: vec![],
         idle_ms: (i as u64 % 11) * 60_000,
+        model_marks: vec![],
     }
 }
 

@@ -340,12 +340,18 @@ impl Cluster {
 
 /// What a request must pass before anything is decided about it, at
 /// submission and in a dry run alike (so both refuse with the same error
-/// naming the same field): its tenant exists, an inference replica is
+/// naming the same field): its tenant exists, it is within what the tenant
+/// may ever hold (`tenant_cap`), an inference replica is
 /// within the per-replica cap, and its model version is one the tenant may
 /// use.
 pub(crate) fn check_request(sh: &Shared, tenant: &str, spec: &TaskSpec) -> Result<()> {
     if sh.registry.tenant(tenant).is_none() {
         return Err(ActorError::not_found("tenant", tenant));
+    }
+    if let Some(rec) = sh.gate.store().tenant(tenant)? {
+        if let Some((field, message)) = crate::tenant_cap::beyond_cap(&rec, spec) {
+            return Err(ActorError::ExceedsTenantCap { field, message });
+        }
     }
     let offers = sh.offers.current();
     check_inference_cap(

@@ -4,6 +4,7 @@
 //! "parse, call, show" and never names a message, an address or the store.
 mod chargeback;
 mod dry_run;
+pub mod earlier_runs;
 mod endpoints;
 pub mod estimates;
 mod model_from_task;
@@ -221,16 +222,30 @@ impl ControlPlane {
         tail_bytes: u64,
         from_byte: Option<u64>,
     ) -> Result<LogChunk> {
-        let Some(node) = self.sh.registry.node(&a.node) else {
-            return Err(ActorError::not_found("node", &a.node));
+        self.logs_on(&a.node, &a.allocation_id, &a.task_id, tail_bytes, from_byte)
+            .await
+    }
+
+    /// The same, for an allocation named by its node and id (one the task
+    /// held before: see `earlier_runs`).
+    pub async fn logs_on(
+        &self,
+        node: &str,
+        allocation_id: &str,
+        task_id: &str,
+        tail_bytes: u64,
+        from_byte: Option<u64>,
+    ) -> Result<LogChunk> {
+        let Some(actor) = self.sh.registry.node(node) else {
+            return Err(ActorError::not_found("node", node));
         };
         let m = FetchLogs {
-            allocation_id: a.allocation_id.clone(),
-            task_id: a.task_id.clone(),
+            allocation_id: allocation_id.to_string(),
+            task_id: task_id.to_string(),
             tail_bytes,
             from_byte,
         };
-        node.send(m).await?
+        actor.send(m).await?
     }
 
     /// Every node's view, ordered by name.

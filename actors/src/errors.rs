@@ -62,6 +62,13 @@ pub enum ActorError {
     /// A model name in another's namespace; field `name`.
     #[error("{0}")]
     ModelNameReserved(String),
+    /// More than the tenant may ever hold (422 `exceeds_tenant_cap`);
+    /// `field` names the request's field.
+    #[error("{message}")]
+    ExceedsTenantCap {
+        field: &'static str,
+        message: String,
+    },
     /// Keeps the storage error's own code (a corrupt record is not a full disk).
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
@@ -77,6 +84,7 @@ impl ActorError {
             ActorError::Unavailable(_) => &codes::UNAVAILABLE,
             ActorError::NotRecorded(_) => &codes::NOT_RECORDED,
             ActorError::Unschedulable(_) => &codes::UNSCHEDULABLE,
+            ActorError::ExceedsTenantCap { .. } => &codes::EXCEEDS_TENANT_CAP,
             ActorError::UnknownModel(_) => &codes::UNKNOWN_MODEL,
             ActorError::ModelNotAccepting(_) => &codes::MODEL_NOT_ACCEPTING,
             ActorError::SwapInProgress(_) => &codes::SWAP_IN_PROGRESS,
@@ -107,6 +115,7 @@ impl ActorError {
             ActorError::CheckpointUnreadable(_) => Some("path"),
             ActorError::OriginNotAllowed(_) => Some("weights.uri"),
             ActorError::ModelNameReserved(_) => Some("name"),
+            ActorError::ExceedsTenantCap { field, .. } => Some(field),
             _ => None,
         }
     }

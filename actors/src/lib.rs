@@ -44,6 +44,7 @@ mod task_reaction;
 #[cfg(test)]
 mod task_tests;
 pub mod tenant;
+pub mod tenant_cap;
 pub mod token_key;
 pub mod tokens;
 pub mod usage_history;

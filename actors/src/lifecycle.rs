@@ -444,9 +444,14 @@ fn workload(
             )])
         }
         WorkloadEventKind::Started { pid, port } if !releasing && state != TaskState::Running => {
-            let how = pid.map_or("reservation held (no command)".to_string(), |p| {
-                format!("pid {p}")
-            });
+            // No pid: a reservation runs nothing, but a command's start can
+            // be reported (by a heartbeat) before its shim said its pid, or
+            // after a process that exited at once left none to report.
+            let how = match pid {
+                Some(p) => format!("pid {p}"),
+                None if rec.spec.command.is_empty() => "reservation held (no command)".to_string(),
+                None => "started (its pid not reported yet)".to_string(),
+            };
             let mut s = vec![enter(TaskState::Running, how)];
             s.extend(serving::started_at(*port, node_address));
             steps(s)

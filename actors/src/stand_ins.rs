@@ -74,6 +74,7 @@ impl SchedulerPort for Heard {
         self.note(format!("model_weights {}", m.need.model))
     }
     fn checkpointed(&self, _: Checkpointed) {}
+    fn served_model(&self, _: ServedModel) {}
     fn set_quota(&self, m: SetQuota) {
         self.note(format!(
             "set_quota {} gpus={:?}",

@@ -10,7 +10,7 @@ use crate::durability::Ticket;
 use crate::errors::{ActorError, Result};
 use crate::lifecycle::{self, Step};
 use crate::protocol::node::StopWorkload;
-use crate::protocol::scheduler::{Checkpointed, Dequeue, Free};
+use crate::protocol::scheduler::{Checkpointed, Dequeue, Free, ServedModel};
 use crate::task::{move_to, TaskActor};
 use actix::prelude::*;
 use caldera_spec::{Allocation, Event, EventKind, TaskRecord, TaskState};
@@ -64,6 +64,11 @@ impl TaskActor {
             if lifecycle::apply_to_record(&mut planned, &step) {
                 if step.is_serving_news() {
                     plan.at(CommitSite::TaskRecord);
+                }
+                if matches!(step, Step::RecordSwap { .. }) {
+                    // Once recorded, its billing record learns the version.
+                    let allocation = planned.allocation.clone();
+                    acts.push(Act { step, allocation });
                 }
                 continue;
             }
@@ -308,8 +313,16 @@ impl TaskActor {
             | Step::RecordExitCode(_)
             | Step::NotePending { .. }
             | Step::Serve { .. }
-            | Step::SetReady(_)
-            | Step::RecordSwap { .. } => {}
+            | Step::SetReady(_) => {}
+            Step::RecordSwap { model, .. } => {
+                if let Some(a) = a {
+                    self.sh.scheduler.do_send(ServedModel {
+                        allocation_id: a.allocation_id.clone(),
+                        model,
+                        at_ms: self.sh.now_ms(),
+                    });
+                }
+            }
         }
     }
 

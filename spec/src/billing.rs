@@ -40,6 +40,17 @@ pub struct BorrowMark {
     pub borrowed: bool,
 }
 
+/// An in-place swap of the model version an allocation serves (a
+/// service's replica swapped on the slice it holds): from `at_ms` on, its
+/// time is billed to `model`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ModelMark {
+    pub at_ms: u64,
+    /// `name:version` served from then on.
+    pub model: String,
+}
+
 /// What one allocation held, from when to when: written in the batch that
 /// records the grant, closed in the batch that frees it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -75,6 +86,10 @@ pub struct BillingRecord {
     /// How long the idle inspector measured it idle, ms in all.
     #[serde(default)]
     pub idle_ms: u64,
+    /// Later changes of the model version it served (in-place swaps), in
+    /// time order: `model` is what it served from `start_ms`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model_marks: Vec<ModelMark>,
 }
 
 impl BillingRecord {
@@ -112,7 +127,39 @@ impl BillingRecord {
             borrowed: a.borrowed,
             marks: Vec::new(),
             idle_ms: 0,
+            model_marks: Vec::new(),
         }
+    }
+
+    /// The model version served at `at_ms`.
+    pub fn model_at(&self, at_ms: u64) -> Option<&str> {
+        self.model_marks
+            .iter()
+            .take_while(|m| m.at_ms <= at_ms)
+            .last()
+            .map(|m| m.model.as_str())
+            .or(self.model.as_deref())
+    }
+
+    /// `[from, to)` cut where the model version served changed:
+    /// `(from, to)` pieces, each served by one version.
+    pub fn model_runs(&self, from: u64, to: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut at = from;
+        for m in self
+            .model_marks
+            .iter()
+            .filter(|m| m.at_ms > from && m.at_ms < to)
+        {
+            if m.at_ms > at {
+                out.push((at, m.at_ms));
+                at = m.at_ms;
+            }
+        }
+        if at < to {
+            out.push((at, to));
+        }
+        out
     }
 
     /// The borrowed mark as of `at_ms`.
@@ -168,6 +215,29 @@ mod tests {
         assert_eq!(r.borrow_runs(150, 180), vec![(150, 180, true)]);
         assert!(!r.borrowed_at(99));
         assert!(r.borrowed_at(100));
+    }
+
+    #[test]
+    fn model_runs_split_at_each_swap_and_name_the_version_served() {
+        let r = BillingRecord {
+            model: Some("llama:v1".into()),
+            model_marks: vec![
+                ModelMark {
+                    at_ms: 100,
+                    model: "llama:v2".into(),
+                },
+                ModelMark {
+                    at_ms: 300,
+                    model: "llama:v3".into(),
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(r.model_runs(0, 400), vec![(0, 100), (100, 300), (300, 400)]);
+        assert_eq!(r.model_runs(150, 200), vec![(150, 200)]);
+        assert_eq!(r.model_at(99), Some("llama:v1"));
+        assert_eq!(r.model_at(100), Some("llama:v2"));
+        assert_eq!(r.model_at(350), Some("llama:v3"));
     }
 
     #[test]

@@ -115,6 +115,7 @@ registry! {
     UNKNOWN_MODEL = 42203, "unknown_model", 422, "the task names a model version that is not registered (or the caller may not see it)";
     MODEL_NOT_ACCEPTING = 42204, "model_not_accepting", 422, "the task names a model version that is retiring or retired";
     NOT_A_SERVICE = 42205, "not_a_service", 422, "the task is not an inference service (a training task, or one of a service's replicas), so it has no endpoints";
+    EXCEEDS_TENANT_CAP = 42206, "exceeds_tenant_cap", 422, "the request alone is more than its tenant may ever hold (guarantee + borrowing limit in some dimension), so it could never start; the error names the field and the cap";
     REPLACEMENT_INVALID = 42210, "replacement_invalid", 422, "a retire's replace_with names no registered version, the retiring version itself, or one that is deprecated, retiring or retired";
     CHECKPOINT_UNREADABLE = 42211, "checkpoint_unreadable", 422, "the checkpoint to register is not a readable file beside the task's reported checkpoint; the message says why";
     ORIGIN_NOT_ALLOWED = 42230, "origin_not_allowed", 422, "a model version's weights uri names a scheme, host, address or path its registrant may not use (tenant-model-origins, operator-model-origins); field weights.uri";

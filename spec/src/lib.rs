@@ -37,7 +37,7 @@ pub mod weights;
 pub mod wire;
 
 pub use api::{Envelope, ErrorBody};
-pub use billing::{BilledGpu, BillingRecord, BorrowMark};
+pub use billing::{BilledGpu, BillingRecord, BorrowMark, ModelMark};
 pub use codes::ErrorCode;
 pub use error::{SpecError, SpecErrorKind};
 pub use event::{Event, EventKind};

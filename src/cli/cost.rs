@@ -1,6 +1,7 @@
 //! `caldera cost`: what a tenant's allocations cost over a period — a table
 //! per group, `--csv` for a spreadsheet, `--json` for scripts. A tenant
-//! token reports its own tenant; the operator names one with `--tenant`.
+//! token reports its own tenant; the operator names one with `--tenant`, or
+//! asks for every tenant and the operator-wide total with `--all`.
 use super::client::{block_on, encode, print_json, ApiClient, ClientOpts};
 use super::fields::{items, number, text};
 use super::own_tenant::which;
@@ -12,8 +13,11 @@ use serde_json::Value;
 #[derive(clap::Args, Debug)]
 pub struct CostArgs {
     /// The tenant (operator token); a tenant token means its own.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "all")]
     pub tenant: Option<String>,
+    /// Every tenant, one line each, and the total across them (operator token).
+    #[arg(long, conflicts_with_all = ["csv", "group_by"])]
+    pub all: bool,
     /// Start of the period: RFC 3339 or Unix ms [default: the 1st of this month, UTC].
     #[arg(long)]
     pub from: Option<String>,
@@ -101,8 +105,47 @@ fn unpriced(data: &Value) -> bool {
             .all(|k| zero(&p[*k]))
 }
 
+/// The operator's report across tenants: a line per tenant, the total last.
+pub fn render_all(data: &Value) -> String {
+    let mut t = Table::new(&[
+        "TENANT",
+        "ALLOCS",
+        "COST",
+        "IDLE",
+        "BORROWED",
+        "GUARANTEED",
+        "GPU-H",
+        "CORE-H",
+        "GB-H",
+    ]);
+    for l in items(data, "tenants") {
+        t.row(row(l, &text(l, "key")));
+    }
+    if let Some(total) = data.get("total") {
+        t.row(row(total, "TOTAL"));
+    }
+    format!(
+        "all tenants from {} to {} ({})\n{}",
+        text(data, "from"),
+        text(data, "to"),
+        text(data, "currency"),
+        t.render()
+    )
+}
+
 pub fn run(args: CostArgs) -> Result<(), CliError> {
     let client = ApiClient::from_opts(&args.opts)?;
+    if args.all {
+        let mut query = Vec::new();
+        query.extend(args.from.clone().map(|f| ("from", f)));
+        query.extend(args.to.clone().map(|t| ("to", t)));
+        let data = block_on(client.get("/v1/cost", &query))?;
+        if args.opts.json {
+            return print_json(&data);
+        }
+        print!("{}", render_all(&data));
+        return Ok(());
+    }
     let mut query = vec![("group_by", args.group_by.clone())];
     query.extend(args.from.clone().map(|f| ("from", f)));
     query.extend(args.to.clone().map(|t| ("to", t)));
@@ -144,6 +187,33 @@ mod tests {
             "cpu_core_hour": "0.000000", "memory_gb_hour": "0.000000", "disk_gb_hour": "0.000000"}});
         assert!(!unpriced(&priced));
         assert!(!render(&priced).contains("no prices configured"));
+    }
+
+    #[test]
+    fn all_tenants_are_a_line_each_and_the_total_last() {
+        let l = |k: &str, c: &str| {
+            json!({"key": k, "allocations": 1, "allocated_cost": c, "idle_cost": "0.000000",
+            "idle_share": 0.0, "borrowed_cost": "0.000000", "guaranteed_cost": c, "gpu_hours": 0.5,
+            "cpu_core_hours": 1.0, "memory_gb_hours": 2.0})
+        };
+        let d = json!({"from": "f", "to": "t", "currency": "EUR",
+            "tenants": [l("acme", "1.000000"), l("bravo", "2.000000")], "total": l("total", "3.000000")});
+        let out = render_all(&d);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].starts_with("all tenants") && lines[0].contains("EUR"),
+            "{out}"
+        );
+        assert!(lines[1].starts_with("TENANT"), "{out}");
+        assert!(
+            lines[2].starts_with("acme") && lines[2].contains("1.000000"),
+            "{out}"
+        );
+        assert!(lines[3].starts_with("bravo"), "{out}");
+        assert!(
+            lines[4].starts_with("TOTAL") && lines[4].contains("3.000000"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -134,6 +134,28 @@ fn render_dry_run(d: &Value, now_ms: f64) -> String {
             gpus.join(", ")
         );
     }
+    let victims = items(d, "preempts");
+    if !victims.is_empty() {
+        let mut out = format!(
+            "WARNING: submitting this preempts {} running task(s) on {}:\n",
+            victims.len(),
+            text(d, "node")
+        );
+        for v in victims {
+            out += &format!(
+                "  {} ({} GPU(s), priority {}): {}\n",
+                text(v, "task"),
+                text(v, "gpus"),
+                text(v, "priority"),
+                text(v, "reason")
+            );
+        }
+        out += &format!(
+            "estimated start: {} once they have stopped (admission: {admission})\n",
+            starts(d, now_ms)
+        );
+        return out;
+    }
     format!(
         "would wait: {}\nestimated start: {} (admission: {admission})\n",
         text(d, "reason"),
@@ -221,6 +243,10 @@ pub fn logs(args: LogsArgs) -> Result<(), CliError> {
     );
     if get(&log, "truncated").and_then(Value::as_bool) == Some(true) {
         eprintln!("(log truncated: only its end is shown)");
+    }
+    // A reservation's, or an earlier run's of a task waiting to run again.
+    if let Some(note) = get(&log, "note").and_then(Value::as_str) {
+        eprintln!("({note})");
     }
     Ok(())
 }
@@ -458,6 +484,15 @@ mod tests {
         assert_eq!(
             render_dry_run(&waits, 1_000.0),
             "would wait: 1 node: 2 fewer than 2 idle GPUs\nestimated start: in 5m (admission: borrowing)\n"
+        );
+        let preempts = json!({"placeable": false, "node": "node-a", "gpu_indices": [],
+            "reason": "would preempt 1 running task(s) on node-a to make room, then start once they have stopped",
+            "estimated_start_ms": 11_000, "admission": "guaranteed",
+            "preempts": [{"task": "another tenant's task", "gpus": 6, "priority": "medium",
+                "reason": "priority 900 outranks 500"}]});
+        assert_eq!(
+            render_dry_run(&preempts, 1_000.0),
+            "WARNING: submitting this preempts 1 running task(s) on node-a:\n  another tenant's task (6 GPU(s), priority medium): priority 900 outranks 500\nestimated start: in 10s once they have stopped (admission: guaranteed)\n"
         );
     }
 

@@ -137,16 +137,24 @@ fn key(r: &BillingRecord, by: GroupBy, s: u64) -> String {
         GroupBy::Task => {
             caldera_spec::local_id(r.service.as_deref().unwrap_or(&r.task_id)).to_string()
         }
-        GroupBy::Model => r.model.clone().unwrap_or_else(|| "-".into()),
+        GroupBy::Model => r.model_at(s).unwrap_or("-").to_string(),
         GroupBy::Day => caldera_spec::time::utc_date(s),
     }
 }
 
-/// `[from, to)` cut at UTC midnights when grouping by day.
-fn days(from: u64, to: u64, by: GroupBy) -> Vec<(u64, u64)> {
-    if by != GroupBy::Day {
-        return vec![(from, to)];
+/// `[from, to)` of `r` cut where its group changes: at UTC midnights
+/// grouping by day, where an in-place swap changed the version it served
+/// grouping by model (each version billed the time it served).
+fn pieces(r: &BillingRecord, from: u64, to: u64, by: GroupBy) -> Vec<(u64, u64)> {
+    match by {
+        GroupBy::Task => vec![(from, to)],
+        GroupBy::Model => r.model_runs(from, to),
+        GroupBy::Day => days(from, to),
     }
+}
+
+/// `[from, to)` cut at UTC midnights.
+fn days(from: u64, to: u64) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     let mut at = from;
     while at < to {
@@ -176,7 +184,7 @@ pub fn report(
             continue;
         }
         let mut touched = std::collections::BTreeSet::new();
-        for (ds, de) in days(s, e, by) {
+        for (ds, de) in pieces(r, s, e, by) {
             for (bs, be, borrowed) in r.borrow_runs(ds, de) {
                 let mut line = stretch(r, prices, bs, be);
                 line.idle = Micros(round_div(
@@ -218,6 +226,25 @@ pub fn report(
         total,
         groups: groups.into_values().collect(),
     }
+}
+
+/// The operator's view over every tenant: one line per tenant (its
+/// report's total, keyed by the tenant's name) and their sum, keyed `total`.
+pub fn across_tenants(per_tenant: &[(String, CostReport)]) -> (Vec<CostLine>, CostLine) {
+    let mut total = CostLine {
+        key: "total".into(),
+        ..Default::default()
+    };
+    let mut lines = Vec::with_capacity(per_tenant.len());
+    for (tenant, rep) in per_tenant {
+        total.add(&rep.total);
+        total.allocations += rep.total.allocations;
+        lines.push(CostLine {
+            key: tenant.clone(),
+            ..rep.total.clone()
+        });
+    }
+    (lines, total)
 }
 
 #[cfg(test)]
@@ -314,6 +341,68 @@ mod tests {
             rep.total.allocated.0
         );
         assert_eq!(rep.groups[0].key, "-");
+    }
+
+    /// A replica serving llama:v1, swapped in place to llama:v2 at 30 min
+    /// of a 90-min hold: v1 is billed 30 min (1.968 / 3 = 0.656), v2 the
+    /// other 60 (1.312); each counts the allocation once, and the lines add
+    /// up to the total.
+    #[test]
+    fn by_model_bills_each_version_the_time_it_served() {
+        let mut r = half_a100("svc.r0", 0, Some(5_400_000));
+        r.model = Some("llama:v1".into());
+        r.model_marks = vec![caldera_spec::ModelMark {
+            at_ms: 1_800_000,
+            model: "llama:v2".into(),
+        }];
+        let rep = report(&[r], &prices(), 0, 5_400_000, 5_400_000, GroupBy::Model);
+        let lines: Vec<(&str, Micros, u32)> = rep
+            .groups
+            .iter()
+            .map(|g| (g.key.as_str(), g.allocated, g.allocations))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                ("llama:v1", Micros(656_000), 1),
+                ("llama:v2", Micros(1_312_000), 1)
+            ]
+        );
+        assert_eq!(rep.total.allocated, Micros(1_968_000));
+    }
+
+    /// Two tenants' totals: one line each, keyed by the tenant, and their sum.
+    #[test]
+    fn the_operators_total_is_each_tenants_total_and_their_sum() {
+        let a = report(
+            &[half_a100("a", 0, Some(5_400_000))],
+            &prices(),
+            0,
+            5_400_000,
+            5_400_000,
+            GroupBy::Task,
+        );
+        let b = report(
+            &[half_a100("b", 0, Some(1_800_000))],
+            &prices(),
+            0,
+            5_400_000,
+            5_400_000,
+            GroupBy::Task,
+        );
+        let (lines, total) = across_tenants(&[("acme".into(), a), ("bravo".into(), b)]);
+        let keys: Vec<(&str, Micros)> = lines
+            .iter()
+            .map(|l| (l.key.as_str(), l.allocated))
+            .collect();
+        assert_eq!(
+            keys,
+            [("acme", Micros(1_968_000)), ("bravo", Micros(656_000))]
+        );
+        assert_eq!(total.key, "total");
+        assert_eq!(total.allocated, Micros(2_624_000));
+        assert_eq!(total.allocations, 2);
+        assert!((total.gpu_hours - 1.0).abs() < 1e-12);
     }
 
     /// 23:00 to 01:00 UTC: two day lines of one hour each; 2.40 × 0.5 + 0.072 + 0.04 = 1.312 a day.

@@ -4,5 +4,5 @@ pub mod cost;
 pub mod csv;
 pub mod prices;
 
-pub use cost::{report, CostLine, CostReport, GroupBy};
+pub use cost::{across_tenants, report, CostLine, CostReport, GroupBy};
 pub use prices::{GpuPrices, Micros, PriceTable};

@@ -2,7 +2,7 @@
 //! and a tenant's cost report, all from sled (on the blocking pool), so
 //! they answer the same after a restart.
 use super::{blocking, ControlPlane};
-use crate::chargeback::{self, CostReport, GroupBy, PriceTable};
+use crate::chargeback::{self, CostLine, CostReport, GroupBy, PriceTable};
 use crate::errors::Result;
 use crate::usage_history::{tier_for, PoolSample, TenantSample};
 use caldera_spec::BillingRecord;
@@ -109,5 +109,17 @@ impl ControlPlane {
         let prices = self.prices();
         let rep = chargeback::report(&records, &prices, from_ms, to_ms, self.now_ms(), by);
         Ok((records, rep))
+    }
+
+    /// Every tenant's cost over `[from_ms, to_ms)`: one line per tenant (in
+    /// name order) and their sum, for the operator.
+    pub async fn cost_all(&self, from_ms: u64, to_ms: u64) -> Result<(Vec<CostLine>, CostLine)> {
+        let mut per_tenant = Vec::new();
+        for t in self.tenants().await? {
+            let (_, rep) = self.cost(&t.name, from_ms, to_ms, GroupBy::Task).await?;
+            per_tenant.push((t.name, rep));
+        }
+        per_tenant.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(chargeback::across_tenants(&per_tenant))
     }
 }

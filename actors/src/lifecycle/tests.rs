@@ -380,12 +380,21 @@ fn workload_progress() {
         ),
         row(
             "scheduled + started(no pid) -> running: a reservation holds its slot",
-            task(Scheduled),
+            with(task(Scheduled), |r| r.spec.command.clear()),
             news(WorkloadEventKind::Started {
                 pid: None,
                 port: None,
             }),
             s(vec![to(Running, "reservation held (no command)")]),
+        ),
+        row(
+            "scheduled + started(no pid) of a command -> running, never called a reservation",
+            task(Scheduled),
+            news(WorkloadEventKind::Started {
+                pid: None,
+                port: None,
+            }),
+            s(vec![to(Running, "started (its pid not reported yet)")]),
         ),
         row(
             "running + started -> ignored: already running",

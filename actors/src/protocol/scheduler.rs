@@ -123,6 +123,17 @@ pub struct Checkpointed {
     pub at_ms: u64,
 }
 
+/// A held allocation's workload now serves another model version (an
+/// in-place swap on the slice it holds): its billing record bills the
+/// time from `at_ms` to `model`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ServedModel {
+    pub allocation_id: String,
+    pub model: String,
+    pub at_ms: u64,
+}
+
 /// A tenant's limits changed (or a tenant was created).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -196,6 +207,7 @@ handle! {
             node_weights: NodeWeightsUpdate,
             model_weights: ModelWeightsKnown,
             checkpointed: Checkpointed,
+            served_model: ServedModel,
             set_quota: SetQuota,
         }
         ask {

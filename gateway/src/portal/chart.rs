@@ -2,6 +2,8 @@
 //! a curve renders the same with no network and costs a few KB. Each series
 //! is a polyline over a shared time axis and a y axis from 0 to the largest
 //! value (or `y_max`, e.g. a capacity), with its last value in the legend.
+//! The time axis is labelled at round UTC times (every 10 s up to every
+//! day, at most six labels), so a reader sees when each part of a curve was.
 use std::fmt::Write;
 
 /// One curve: its label, CSS class (its colour) and `(time ms, value)` points.
@@ -16,6 +18,23 @@ pub const WIDTH: f64 = 560.0;
 pub const HEIGHT: f64 = 160.0;
 const PAD_LEFT: f64 = 44.0;
 const PAD_BOTTOM: f64 = 18.0;
+/// Steps the time axis may be labelled at, ms: the first that gives at
+/// most [`MAX_TIME_TICKS`] labels over the chart's span is used.
+const TIME_STEPS_MS: &[u64] = &[
+    10_000,
+    30_000,
+    60_000,
+    300_000,
+    600_000,
+    1_800_000,
+    3_600_000,
+    10_800_000,
+    21_600_000,
+    43_200_000,
+    86_400_000,
+    604_800_000,
+];
+const MAX_TIME_TICKS: u64 = 6;
 /// Most points one polyline draws (a longer curve is thinned evenly): a
 /// chart stays a few KB whatever the history holds.
 pub const MAX_POINTS: usize = 240;
@@ -28,6 +47,39 @@ fn place(at_ms: u64, v: f64, from_ms: u64, to_ms: u64, y_max: f64) -> (f64, f64)
     let plot_h = HEIGHT - PAD_BOTTOM;
     let y = plot_h - (v.max(0.0) / y_max).min(1.0) * plot_h;
     (x, y)
+}
+
+/// The time axis's labels over `[from_ms, to_ms]`: `(at ms, text)` at the
+/// multiples of the first step giving at most [`MAX_TIME_TICKS`], as UTC
+/// `HH:MM:SS` (steps under a minute), `HH:MM` (under a day) or `MM-DD`.
+fn time_ticks(from_ms: u64, to_ms: u64) -> Vec<(u64, String)> {
+    let span = to_ms.saturating_sub(from_ms);
+    let step = TIME_STEPS_MS
+        .iter()
+        .copied()
+        .find(|s| span / s < MAX_TIME_TICKS)
+        .unwrap_or(span.div_ceil(MAX_TIME_TICKS).max(1));
+    let mut out = Vec::new();
+    let mut at = from_ms.div_ceil(step) * step;
+    while at <= to_ms && out.len() < (MAX_TIME_TICKS + 1) as usize {
+        let t = caldera_spec::time::rfc3339(at);
+        let text = if step < 60_000 {
+            t[11..19].to_string()
+        } else if step < 86_400_000 {
+            t[11..16].to_string()
+        } else {
+            t[5..10].to_string()
+        };
+        out.push((at, text));
+        at += step;
+    }
+    if out.is_empty() && to_ms > from_ms {
+        // Shorter than one step and no round time inside: its two ends.
+        for at in [from_ms, to_ms] {
+            out.push((at, caldera_spec::time::rfc3339(at)[11..19].to_string()));
+        }
+    }
+    out
 }
 
 /// Every `step`th point so at most [`MAX_POINTS`] remain, the last kept.
@@ -77,6 +129,23 @@ pub fn line_chart(
         short(top),
         escape(unit)
     );
+    let ticks = time_ticks(from_ms, to_ms);
+    let last = ticks.len().saturating_sub(1);
+    for (i, (at, text)) in ticks.iter().enumerate() {
+        let (x, _) = place(*at, 0.0, from_ms, to_ms, top);
+        // The last label says the zone, and hangs left of the right edge.
+        let (anchor, zone) = if i == last {
+            ("end", " UTC")
+        } else {
+            ("middle", "")
+        };
+        let _ = write!(
+            svg,
+            r#"<line class="axis tick" x1="{x:.1}" y1="{base}" x2="{x:.1}" y2="{}"/><text class="tick time" x="{x:.1}" y="{}" text-anchor="{anchor}" data-at="{at}">{text}{zone}</text>"#,
+            base + 3.0,
+            HEIGHT - 3.0,
+        );
+    }
     if series.iter().all(|s| s.points.is_empty()) {
         let _ = write!(
             svg,
@@ -198,6 +267,53 @@ mod tests {
         assert_eq!(c.last(), Some(&(560.0, 0.0)));
         let empty = line_chart("e", &[], 0, 1, None, "");
         assert!(empty.contains("no samples"));
+    }
+
+    #[test]
+    fn the_time_axis_is_labelled_at_round_utc_times() {
+        // 12:00:05 to 12:10:05 UTC on 2026-12-03 (10 min): every 5 minutes
+        // is the first step with fewer than 6 labels: 12:05, 12:10.
+        let day = 1_796_256_000_000; // 2026-12-03T00:00:00Z
+        let from = day + 12 * 3_600_000 + 5_000;
+        let to = from + 600_000;
+        assert_eq!(caldera_spec::time::rfc3339(day), "2026-12-03T00:00:00.000Z");
+        let ticks: Vec<String> = time_ticks(from, to).into_iter().map(|t| t.1).collect();
+        assert_eq!(ticks, ["12:05", "12:10"]);
+        // 40 s: every 10 s, with seconds.
+        let ticks: Vec<String> = time_ticks(day, day + 40_000)
+            .into_iter()
+            .map(|t| t.1)
+            .collect();
+        assert_eq!(
+            ticks,
+            ["00:00:00", "00:00:10", "00:00:20", "00:00:30", "00:00:40"]
+        );
+        // 3 s with no round 10 s inside: both ends, with seconds.
+        let ticks: Vec<String> = time_ticks(day + 1_000, day + 4_000)
+            .into_iter()
+            .map(|t| t.1)
+            .collect();
+        assert_eq!(ticks, ["00:00:01", "00:00:04"]);
+        // A week: every day, as the date.
+        let ticks: Vec<String> = time_ticks(day, day + 5 * 86_400_000)
+            .into_iter()
+            .map(|t| t.1)
+            .collect();
+        assert_eq!(
+            ticks,
+            ["12-03", "12-04", "12-05", "12-06", "12-07", "12-08"]
+        );
+        // Drawn on the chart, the last with its zone.
+        let s = [Series {
+            label: "a",
+            class: "a",
+            points: vec![(from, 1.0)],
+        }];
+        let svg = line_chart("c", &s, from, to, None, "GPUs");
+        assert!(
+            svg.contains(">12:05</text>") && svg.contains(">12:10 UTC</text>"),
+            "{svg}"
+        );
     }
 
     #[test]

@@ -43,10 +43,11 @@ pub fn render(answer: Result<Value, ApiError>) -> Markup {
             html! {
                 div.dry-run data-placeable=(placeable) {
                     h2 { "Dry run" }
+                    (preempts_warning(&v))
                     @if placeable {
                         p { "It would start now on " strong { (v["node"].as_str().unwrap_or("?")) }
                             @if !gpus.is_empty() { ", GPUs " (gpus.join(", ")) } "." }
-                    } @else {
+                    } @else if !would_preempt(&v) {
                         p { "It would wait: " (v["reason"].as_str().unwrap_or("no reason given")) }
                         p { "Estimated start: " @match start {
                             Some(ms) => { (rfc3339(ms)) }
@@ -56,6 +57,42 @@ pub fn render(answer: Result<Value, ApiError>) -> Markup {
                     @if let Some(a) = v["admission"].as_str() { p.note { "Quota: " (a) } }
                 }
             }
+        }
+    }
+}
+
+/// Whether the answer says submitting preempts running work.
+pub fn would_preempt(v: &Value) -> bool {
+    v["preempts"].as_array().is_some_and(|a| !a.is_empty())
+}
+
+/// The warning that submitting would stop running tasks: each victim, its
+/// GPUs and priority, and when the request would start. Empty when it
+/// preempts nothing.
+pub fn preempts_warning(v: &Value) -> Markup {
+    let victims = v["preempts"].as_array().cloned().unwrap_or_default();
+    if victims.is_empty() {
+        return html! {};
+    }
+    html! {
+        div.preempt-warning role="alert" data-preempts=(victims.len()) {
+            p { strong { "Submitting this preempts running work: " }
+                (victims.len()) " task(s) on " (v["node"].as_str().unwrap_or("?"))
+                " would be stopped (checkpointed first) to make room." }
+            ul {
+                @for t in &victims {
+                    li.victim {
+                        (t["task"].as_str().unwrap_or("?")) " — "
+                        (t["gpus"].as_u64().unwrap_or(0)) " GPU(s), priority "
+                        (t["priority"].as_str().unwrap_or("?")) " ("
+                        (t["reason"].as_str().unwrap_or("")) ")"
+                    }
+                }
+            }
+            @if let Some(ms) = v["estimated_start_ms"].as_u64() {
+                p { "It would start at about " (rfc3339(ms)) ", once they have stopped." }
+            }
+            p.note { "A lower priority (medium is the default) waits for room instead." }
         }
     }
 }

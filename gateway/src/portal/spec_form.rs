@@ -12,7 +12,9 @@ pub enum Kind {
     Number,
     /// Words split at whitespace (an argv).
     Words,
-    /// One of the given options.
+    /// One of the given options; the first is what the form shows before
+    /// anything is chosen, so it must be the value the API gives a request
+    /// that leaves the field out (where the API has a default).
     Choice(&'static [&'static str]),
 }
 
@@ -42,7 +44,9 @@ pub const FIELDS: &[Field] = &[
     Field {
         path: "priority",
         label: "Priority",
-        kind: Kind::Choice(&["high", "medium", "low"]),
+        // `medium` first: the API's default (`Priority::default`), so a
+        // form sent untouched never outranks (and preempts) running work.
+        kind: Kind::Choice(&["medium", "low", "high"]),
         hint: "",
     },
     Field {
@@ -218,6 +222,35 @@ mod tests {
                 "image":"registry.internal/deeplearning/pytorch:2.1-cu12.1","command":["sleep","60"]})
         );
         assert!(caldera_spec::parse_task_spec(v.to_string().as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn the_priority_shown_before_a_choice_is_the_apis_default() {
+        let Some(Field {
+            kind: Kind::Choice(options),
+            ..
+        }) = field("priority")
+        else {
+            panic!("the form has a priority choice");
+        };
+        assert_eq!(
+            options.first().copied(),
+            Some(caldera_spec::Priority::default().label().as_str())
+        );
+        // A form left untouched sends its first option: the API's default.
+        let v = spec_json(|p| match p {
+            "task_id" => Some("t".into()),
+            "task_type" => Some("training".into()),
+            "priority" => options.first().map(|o| o.to_string()),
+            "resources.cpu.cores" => Some("1".into()),
+            _ => None,
+        });
+        let parsed = caldera_spec::parse_task_spec(v.to_string().as_bytes()).unwrap();
+        let api = caldera_spec::parse_task_spec(
+            br#"{"task_id":"t","task_type":"training","resources":{"cpu":{"cores":1}}}"#,
+        )
+        .unwrap();
+        assert_eq!(parsed.priority, api.priority);
     }
 
     #[test]

@@ -25,6 +25,8 @@ struct Shown {
     values: HashMap<String, String>,
     error: Option<(String, String)>,
     dry_run: Option<Markup>,
+    /// The request would preempt running work: the form asks to confirm.
+    confirm_preempt: bool,
 }
 
 impl Shown {
@@ -84,8 +86,15 @@ fn form(viewer: &Viewer, shown: &Shown) -> Markup {
             p.note { "When this is filled in it is the request, and the fields above are ignored." }
             textarea #spec-json name="spec_json" spellcheck="false" { (shown.values.get("spec_json").map(String::as_str).unwrap_or("")) }
             p.field-error #error-spec data-field-error="." { (shown.spec_error()) }
+            @if shown.confirm_preempt {
+                input type="hidden" name="confirm_preempt" value="yes";
+            }
             p {
-                button #submit-task type="submit" { "Submit" }
+                @if shown.confirm_preempt {
+                    button #submit-task.danger type="submit" { "Submit anyway (preempts the tasks above)" }
+                } @else {
+                    button #submit-task type="submit" { "Submit" }
+                }
                 " "
                 button #dry-run.secondary type="submit" formaction="/submit/dry-run" { "Dry run" }
             }
@@ -178,17 +187,19 @@ fn shown(form: Form, error: Option<(String, String)>, dry_run: Option<Markup>) -
             values,
             error,
             dry_run,
+            confirm_preempt: false,
         },
     )
 }
 
 /// POST /submit
 #[utoipa::path(post, path = "/submit", tag = "portal", operation_id = "portal_submit",
-    description = "Submits the form's request as POST /v1/tasks does, then shows the task; a refused one is the form again with the error at its field.",
+    description = "Submits the form's request as POST /v1/tasks does, then shows the task; a refused one is the form again with the error at its field. A request that would preempt running work is not submitted until the form is sent again with confirm_preempt=yes: first the form comes back with the dry run's warning naming the tasks it would stop.",
     request_body(content = String, content_type = "application/x-www-form-urlencoded",
-        description = "csrf, the spec's fields by dotted path (resources.gpu.count, …) or spec_json; the operator: tenant"),
+        description = "csrf, the spec's fields by dotted path (resources.gpu.count, …) or spec_json; the operator: tenant; confirm_preempt=yes once its preemption warning was shown"),
     responses(
         (status = 303, description = "submitted: on to the task's page"),
+        (status = 200, description = "not submitted: it would preempt running work; the form again with the warning and a button to submit anyway", content_type = "text/html", body = String),
         (status = 400, description = "the form again, the error at the field it names", content_type = "text/html", body = String),
         (status = 403, description = "no or a wrong CSRF token: nothing was submitted", content_type = "text/html", body = String),
         (status = 404, description = "the form again: no such tenant", content_type = "text/html", body = String),
@@ -206,6 +217,17 @@ pub async fn submit(
         Ok(ok) => ok,
         Err(form_again) => return Ok(form_again),
     };
+    // A request that would stop running work is shown as such first: the
+    // user confirms it with the warning in front of them.
+    if form.field("confirm_preempt").is_none() {
+        if let Ok(v) = dry_run::answer(&st, tenant.clone(), spec.clone()).await {
+            if dry_run::would_preempt(&v) {
+                let (viewer, mut s) = shown(form, None, Some(dry_run::render(Ok(v))));
+                s.confirm_preempt = true;
+                return Ok(render_form(&render, &viewer, StatusCode::OK, &s));
+            }
+        }
+    }
     let id = caldera_spec::local_id(&spec.task_id).to_string();
     match st.cp.submit(tenant.clone(), spec).await {
         Ok(_) => Ok(see_other(&format!(

@@ -81,6 +81,9 @@ async fn topology(
     t: &TaskView,
 ) -> Result<Markup, PortalError> {
     let Some(a) = &t.allocation else {
+        if t.replicas.is_some() {
+            return service_topology(viewer, st, t).await;
+        }
         return Ok(
             html! { p.note { "No allocation: " (t.pending_reason.as_deref().unwrap_or("it holds no room now")) } },
         );
@@ -103,6 +106,53 @@ async fn topology(
                 @if held.is_empty() { p.note { "It holds no GPU." } }
             }
         }
+    })
+}
+
+/// A service holds no room itself: its replicas do. Each replica that
+/// holds an allocation now, with its node, its GPUs as bars (its slice
+/// marked) and its state.
+async fn service_topology(
+    viewer: &Viewer,
+    st: &web::Data<AppState>,
+    t: &TaskView,
+) -> Result<Markup, PortalError> {
+    let key = caldera_spec::task_key(&t.tenant, &t.task_id);
+    let mut replicas = st.cp.service_replicas(&key).await?;
+    replicas.sort_by(|a, b| a.spec.task_id.cmp(&b.spec.task_id));
+    if replicas.is_empty() {
+        return Ok(
+            html! { p.note #replicas-none { "No replica holds an allocation now"
+            @if let Some(r) = &t.pending_reason { ": " (r) } "." } },
+        );
+    }
+    let (ledger, _) = st.cp.allocations().await?;
+    let mut out = Vec::new();
+    for r in &replicas {
+        let Some(a) = &r.allocation else { continue };
+        let node = st.cp.node(&a.node).await?;
+        let slices = slices_on(&a.node, &ledger, viewer.tenant(), Some(&r.spec.task_id));
+        let held: Vec<u32> = a.gpus.iter().map(|g| g.index).collect();
+        let id = caldera_spec::local_id(&r.spec.task_id).to_string();
+        out.push(html! {
+            div.replica data-replica=(id) {
+                p { a href=(task_href(&id, &t.tenant)) { strong { (id) } } " · "
+                    span class=(format!("state {}", r.state.as_str())) { (r.state.as_str()) }
+                    " · node " a href="/nodes" { strong { (a.node) } }
+                    " · " (format!("{:.1}", a.cpu_milli as f64 / 1000.0)) " cores · " (gb(a.memory_mb as f64)) " memory"
+                    @if let Some(m) = &r.serving_model { " · serves " (m) }
+                    @if a.borrowed { " · " span.warning { "borrowed (preempted first)" } } }
+                @if let Some(n) = &node {
+                    @for g in n.gpus.iter().filter(|g| held.contains(&g.index)) {
+                        (gpu_bar(g.index, &g.model, g.memory_total_mb, slices.get(&g.index).map(Vec::as_slice).unwrap_or(&[])))
+                    }
+                }
+            }
+        });
+    }
+    Ok(html! {
+        p { (replicas.len()) " replica(s) hold room:" }
+        @for m in out { (m) }
     })
 }
 

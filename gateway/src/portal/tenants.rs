@@ -1,7 +1,8 @@
 //! `GET /tenants`: per tenant its guarantee, borrowing limit, allocated,
 //! used and idle per dimension, its idle warnings, and its cost for a chosen
 //! period; `GET /tenants/{name}/cost.csv` is that cost as CSV (the same
-//! report and CSV as `GET /v1/tenants/{name}/cost`). A tenant sees its own.
+//! report and CSV as `GET /v1/tenants/{name}/cost`). A tenant sees its own;
+//! the operator also sees the total across every tenant (`GET /v1/cost`).
 use super::auth::Viewer;
 use super::error::PortalError;
 use super::events::kind_name;
@@ -187,7 +188,21 @@ pub async fn page_handler(
             }
         }
     };
+    let overall = match viewer.tenant() {
+        Some(_) => html! {},
+        None => {
+            let (_, total) = st.cp.cost_all(from, to).await?;
+            let total = CostLineView::of(&total);
+            html! {
+                p.cost #cost-total { "All tenants, " (caldera_spec::time::rfc3339(from)) " – " (caldera_spec::time::rfc3339(to)) ": "
+                    strong { (total.allocated_cost) " " (st.cp.prices().currency) }
+                    " (idle " (total.idle_cost) ", borrowed " (total.borrowed_cost) "; " (format!("{:.2}", total.gpu_hours)) " GPU-hours, "
+                    (total.allocations) " allocations)" }
+            }
+        }
+    };
     let live = html! {
+        (overall)
         @for c in cards { (c) }
         @if all > SHOWN { p.note { "Showing " (SHOWN) " of " (all) " tenants: pick one with ?tenant=NAME." } }
     };

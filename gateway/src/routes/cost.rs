@@ -5,7 +5,7 @@ use super::cost_views::{BillingRecordView, CostLineView, CostReportView, PricesV
 use super::{period, Query};
 use crate::envelope::Reply;
 use crate::error::ApiError;
-use crate::principal::User;
+use crate::principal::{Operator, User};
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse, Responder};
 use caldera_actors::chargeback::{csv, GroupBy};
@@ -94,6 +94,52 @@ pub async fn get(
         total: CostLineView::of(&rep.total),
         groups: rep.groups.iter().map(CostLineView::of).collect(),
         records: with_records.then(|| records.iter().map(BillingRecordView::of).collect()),
+    };
+    Ok(Reply::ok(v).respond_to(&req))
+}
+
+/// `GET /v1/cost`: every tenant's cost over one period, and the total.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct CostTotalView {
+    /// RFC 3339; the period is `[from, to)`.
+    pub from: String,
+    pub to: String,
+    pub from_ms: u64,
+    pub to_ms: u64,
+    pub currency: String,
+    /// One line per tenant, keyed by its name, in name order.
+    pub tenants: Vec<CostLineView>,
+    /// Their sum, keyed `total`.
+    pub total: CostLineView,
+}
+
+/// GET /v1/cost (operator)
+#[utoipa::path(get, path = "/v1/cost", tag = "tenants", operation_id = "cost_total",
+    description = "What every tenant's allocations cost over a period (default: this month so far, UTC), one line per tenant and the operator-wide total, computed as each tenant's own report is (README, Chargeback).",
+    params(CostQuery),
+    security(("operator" = [])),
+    responses(
+        (status = 200, description = "per tenant and in total", body = Envelope<CostTotalView>),
+        (status = 400, description = "a bad from or to (named)"),
+        (status = 403, description = "a tenant token: only the operator sees every tenant's cost"),
+    ))]
+pub async fn total(
+    req: HttpRequest,
+    _: Operator,
+    st: web::Data<AppState>,
+    q: Query,
+) -> Result<HttpResponse, ApiError> {
+    let (from, to) = period::parse(&q, st.cp.now_ms(), caldera_spec::time::month_start_ms)?;
+    let (lines, total) = st.cp.cost_all(from, to).await?;
+    let currency = st.cp.prices().currency;
+    let v = CostTotalView {
+        from: rfc3339(from),
+        to: rfc3339(to),
+        from_ms: from,
+        to_ms: to,
+        currency,
+        tenants: lines.iter().map(CostLineView::of).collect(),
+        total: CostLineView::of(&total),
     };
     Ok(Reply::ok(v).respond_to(&req))
 }

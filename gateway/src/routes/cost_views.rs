@@ -3,7 +3,7 @@
 use caldera_actors::chargeback::{CostLine, PriceTable};
 use caldera_actors::usage_history::PoolSample;
 use caldera_spec::time::rfc3339;
-use caldera_spec::{BilledGpu, BillingRecord, BorrowMark, Usage};
+use caldera_spec::{BilledGpu, BillingRecord, BorrowMark, ModelMark, Usage};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
@@ -92,8 +92,10 @@ pub struct BillingRecordView {
     pub task: String,
     /// The service of a replica.
     pub service: Option<String>,
-    /// `name:version` of the model it served.
+    /// `name:version` of the model it served from its start.
     pub model: Option<String>,
+    /// In-place swaps while it was held: from `at_ms` it served `model`.
+    pub model_marks: Vec<ModelMark>,
     pub node: String,
     pub gpus: Vec<BilledGpu>,
     pub cpu_milli: u64,
@@ -124,6 +126,7 @@ impl BillingRecordView {
                 .as_deref()
                 .map(|s| caldera_spec::local_id(s).to_string()),
             model: r.model.clone(),
+            model_marks: r.model_marks.clone(),
             node: r.node.clone(),
             gpus: r.gpus.clone(),
             cpu_milli: r.cpu_milli,

@@ -36,8 +36,11 @@ pub struct LogChunk {
     /// Set (true) for a reservation, which runs no process.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reservation: Option<bool>,
+    /// What the content is when it is not simply the running process's
+    /// log: a reservation's, or the earlier run's of a task waiting to run
+    /// again ("preempted at …, restarting when placed").
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<&'static str>,
+    pub note: Option<String>,
 }
 
 /// `?tenant=`: the tenant a request acts for (the operator's; a tenant token's own).
@@ -355,11 +358,15 @@ pub async fn logs(
 ) -> Result<Reply<LogChunk>, ApiError> {
     let (_, rec) = visible(&user, &st, &q, &id).await?;
     let tail = query_num(&q, "tail_bytes", 64 * 1024, 16 * 1024 * 1024)?;
-    let Some(a) = rec.allocation else {
-        return Err(ApiError::new(
-            &codes::NO_LOGS_YET,
-            "the task has not run yet, so it has no logs",
-        ));
+    let Some(a) = rec.allocation.clone() else {
+        return earlier_logs(
+            &st,
+            &rec,
+            id.into_inner(),
+            tail,
+            query_offset(&q, "from_byte")?,
+        )
+        .await;
     };
     if rec.spec.command.is_empty() {
         // A reservation holds room and runs nothing: say so, rather than
@@ -372,7 +379,9 @@ pub async fn logs(
             truncated: false,
             end_byte: None,
             reservation: Some(true),
-            note: Some("this task is a reservation: it runs no process, so it has no log"),
+            note: Some(
+                "this task is a reservation: it runs no process, so it has no log".to_string(),
+            ),
         }));
     }
     // From an offset: the next piece of a log being followed (`logs -f`).
@@ -387,6 +396,69 @@ pub async fn logs(
         end_byte: chunk.end_byte,
         reservation: None,
         note: None,
+    }))
+}
+
+/// The log of a task that holds no allocation now but ran before (it was
+/// preempted or requeued and waits to run again, or ended after that): read
+/// from the node it last ran on, with a note saying so. One that never ran
+/// has no log (409 `no_logs_yet`).
+async fn earlier_logs(
+    st: &AppState,
+    rec: &TaskRecord,
+    task_id: String,
+    tail: u64,
+    from: Option<u64>,
+) -> Result<Reply<LogChunk>, ApiError> {
+    let not_yet = || {
+        ApiError::new(
+            &codes::NO_LOGS_YET,
+            "the task has not run yet, so it has no logs",
+        )
+    };
+    if rec.spec.command.is_empty() {
+        return Err(not_yet());
+    }
+    let Some(last) = st.cp.last_run(rec).await? else {
+        return Err(not_yet());
+    };
+    let chunk = st
+        .cp
+        .logs_on(
+            &last.node,
+            &last.allocation_id,
+            &rec.spec.task_id,
+            tail,
+            from,
+        )
+        .await?;
+    // "preempted by <task key>" would name another tenant's task.
+    let why = match last.end_reason.as_deref() {
+        Some(r) if r.starts_with("preempted") => "preempted",
+        Some(r) => r,
+        None => "stopped",
+    };
+    let when = last
+        .ended_ms
+        .map(|t| format!(" at {}", caldera_spec::time::rfc3339(t)))
+        .unwrap_or_default();
+    let next = if rec.state == caldera_spec::TaskState::Queued {
+        "; restarting when it is placed again"
+    } else {
+        ""
+    };
+    Ok(Reply::ok(LogChunk {
+        task_id,
+        allocation_id: Some(caldera_spec::local_id(&last.allocation_id).to_string()),
+        node: last.node.clone(),
+        content: chunk.content,
+        truncated: chunk.truncated,
+        end_byte: chunk.end_byte,
+        reservation: None,
+        note: Some(format!(
+            "not running now: {why}{when}{next}. This is the log of its earlier run(s) on {}.",
+            last.node
+        )),
     }))
 }
 

@@ -540,6 +540,16 @@ impl Core {
         pass: &mut Pass,
         now_ms: u64,
     ) {
+        if self
+            .head
+            .as_ref()
+            .is_some_and(|h| h.preempting && h.task_id == id)
+        {
+            // Its victims are stopping for it: "preempting ... to make room"
+            // stays what it is told, not the room it lacks meanwhile.
+            self.outcomes.preempting += 1;
+            return;
+        }
         let within_guarantee = standing == Standing::Guaranteed;
         if no_room.first_of_shape && self.preempt(id, w, within_guarantee, now_ms, &mut pass.out) {
             self.outcomes.preempting += 1;

@@ -81,6 +81,45 @@ fn backfill_starts_short_work_but_not_work_that_would_delay_the_head() {
     assert!(d.iter().any(|d| matches!(d, Decision::Pending { task_id, reason, .. } if task_id == "long" && reason.contains("waiting behind head"))));
 }
 
+#[test]
+fn a_pending_reason_is_told_again_when_the_head_it_named_is_replaced() {
+    // "a": 2 GPUs; x (medium, 1 GPU, an hour) runs on one.
+    let mut c = core_with(&[("a", 2)]);
+    submit(&mut c, "t", spec("x", 1, "medium", Some("01:00:00")), 1, 1);
+    assert_eq!(placed(&c.cycle(0)), ["x"]);
+    // "head" (medium, 2 GPUs) waits for x (it outranks nothing); "later" (medium, 1 GPU, no
+    // duration) finds the free GPU but would delay the head.
+    submit(&mut c, "t", spec("head", 2, "medium", None), 2, 1);
+    submit(&mut c, "t", spec("later", 1, "medium", None), 3, 1);
+    let d = c.cycle(1_000);
+    let told = |d: &[Decision], id: &str| {
+        d.iter().find_map(|d| match d {
+            Decision::Pending {
+                task_id, reason, ..
+            } if task_id == id => Some(reason.clone()),
+            _ => None,
+        })
+    };
+    assert!(
+        told(&d, "later").is_some_and(|r| r.contains("waiting behind head")),
+        "{d:#?}"
+    );
+    // "urgent" (high, 2 GPUs) arrives and preempts x: the room on "a" is
+    // now being freed for it, not reserved for "head".
+    submit(&mut c, "t", spec("urgent", 2, "high", None), 4, 1);
+    let d = c.cycle(2_000);
+    assert_eq!(victims(&d), ["x"]);
+    // The next pass (nothing released yet) tells "later" what holds now,
+    // and "urgent" keeps its own reason.
+    let d = c.cycle(3_000);
+    assert!(
+        told(&d, "later").is_some_and(|r| r.contains("being freed for urgent")),
+        "{d:#?}"
+    );
+    assert_eq!(told(&d, "urgent"), None, "{d:#?}");
+    assert!(placed(&d).is_empty(), "{d:#?}");
+}
+
 /// A tenant guaranteed one GPU, with nothing to borrow.
 fn one_gpu_no_borrowing() -> TenantLimits {
     let gpus = |n: f64| Quota {

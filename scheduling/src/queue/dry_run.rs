@@ -9,6 +9,7 @@ use super::estimate;
 use super::stages::admit::standing;
 use super::stages::backfill::{blocks, Candidate};
 use super::stages::place;
+use super::stages::preempt::{choose_victims, Preemptor};
 use caldera_spec::{Standing, TaskSpec};
 
 /// What a dry run found: what `POST /v1/tasks?dry_run=true` answers.
@@ -17,7 +18,7 @@ use caldera_spec::{Standing, TaskSpec};
 pub struct DryRun {
     /// It would start now.
     pub placeable: bool,
-    /// The node it would go to (placeable only).
+    /// The node it would go to (placeable, or where it would preempt).
     pub node: Option<String>,
     /// The GPU indices on that node it would hold.
     pub gpu_indices: Vec<u32>,
@@ -29,6 +30,25 @@ pub struct DryRun {
     pub estimated_start_ms: Option<u64>,
     /// The tenant's standing if it were granted.
     pub admission: Admission,
+    /// Running work it would stop to make room (its priority outranks
+    /// them, or it reclaims its guarantee from borrowed room), on `node`:
+    /// submitting it preempts these. Empty when it preempts nothing.
+    pub preempts: Vec<WouldPreempt>,
+}
+
+/// One running task a submission would preempt.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct WouldPreempt {
+    /// The task as the asking tenant may see it: its own id, or
+    /// "another tenant's task" (a tenant never learns another's ids).
+    pub task: String,
+    /// Whole GPUs it holds (a share counts as the GPU it is on).
+    pub gpus: u32,
+    /// Its priority (high, medium, low or the number).
+    pub priority: String,
+    /// Why it would be stopped, as it would be told.
+    pub reason: String,
 }
 
 /// The tenant's standing if the task were granted.
@@ -53,6 +73,7 @@ impl DryRun {
             reason: Some(reason),
             estimated_start_ms,
             admission,
+            preempts: Vec::new(),
         }
     }
 }
@@ -102,6 +123,12 @@ impl Core {
         let p = match placed {
             Ok(p) => p,
             Err(reason) => {
+                let within_guarantee = admission == Admission::Guaranteed;
+                if let Some(d) =
+                    self.preview_preemption(tenant, spec, &demand, within_guarantee, now_ms)
+                {
+                    return DryRun { admission, ..d };
+                }
                 let est = self.estimate_behind_queue(spec, &demand, now_ms);
                 return DryRun::waits(admission, reason, est);
             }
@@ -134,7 +161,59 @@ impl Core {
             reason: None,
             estimated_start_ms: Some(now_ms),
             admission,
+            preempts: Vec::new(),
         }
+    }
+
+    /// What a pass would do for a task that found no room and may preempt
+    /// (see the preempt stage): the victims it would stop on one node, and
+    /// its start once they have had their stop grace. `None` when
+    /// preemption is off, another preemption holds the head, or no victims
+    /// make room. Chooses with the same function a pass uses.
+    fn preview_preemption(
+        &mut self,
+        tenant: &str,
+        spec: &TaskSpec,
+        demand: &crate::placement::Demand,
+        within_guarantee: bool,
+        now_ms: u64,
+    ) -> Option<DryRun> {
+        if !self.config.preemption || self.head.as_ref().is_some_and(|h| h.preempting) {
+            return None;
+        }
+        let who = Preemptor {
+            demand,
+            priority: spec.priority.0,
+            tenant,
+            within_guarantee,
+        };
+        let (node, victims) = choose_victims(self, &who, now_ms)?;
+        let preempts: Vec<WouldPreempt> = victims
+            .iter()
+            .filter_map(|id| self.ledger.get(id))
+            .map(|e| {
+                let a = &e.allocation;
+                WouldPreempt {
+                    task: caldera_spec::as_seen_by(Some(tenant), &a.task_id),
+                    gpus: a.gpus.len() as u32,
+                    priority: caldera_spec::Priority(a.priority).label(),
+                    reason: who.reason(a),
+                }
+            })
+            .collect();
+        let reason = format!(
+            "would preempt {} running task(s) on {node} to make room, then start once they have stopped",
+            preempts.len()
+        );
+        Some(DryRun {
+            placeable: false,
+            node: Some(node),
+            gpu_indices: Vec::new(),
+            reason: Some(reason),
+            estimated_start_ms: Some(now_ms + self.config.stop_grace_ms),
+            admission: Admission::Guaranteed,
+            preempts,
+        })
     }
 
     /// The start estimate of a task that finds no room: planned in after
@@ -165,7 +244,7 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queue::core::TenantLimits;
+    use crate::queue::core::{TenantLimits, WaitingTask};
     use crate::queue::fixtures::{core_with, running, spec, waiting};
     use caldera_spec::Quota;
 
@@ -209,6 +288,53 @@ mod tests {
             "{d:?}"
         );
         assert_eq!(c.ledger().len(), 1);
+    }
+
+    /// A waiting task of `tenant` known by its key `tenant/id`.
+    fn keyed(tenant: &str, id: &str, gpus: u32, priority: &str) -> WaitingTask {
+        let mut w = waiting(tenant, spec(id, gpus, priority, None), 1, 1);
+        w.task_id = format!("{tenant}/{id}");
+        w
+    }
+
+    #[test]
+    fn a_task_that_would_preempt_names_its_victims_and_stops_nothing() {
+        // "a": 2 GPUs, both held by tenant u's low-priority task; a 1-GPU
+        // task of t's own at medium on "b" (1 GPU).
+        let mut c = core_with(&[("a", 2), ("b", 1)]);
+        running(&mut c, "a", keyed("u", "six", 2, "low"), &[0, 1], false, 0);
+        running(&mut c, "b", keyed("t", "mine", 1, "medium"), &[0], false, 0);
+        // Asking 2 GPUs at high: no room, and u's task is outranked.
+        let d = c.dry_run("t/urgent", "t", &spec("urgent", 2, "high", None), 1000);
+        assert!(!d.placeable, "{d:?}");
+        assert_eq!(d.node.as_deref(), Some("a"));
+        assert_eq!(
+            d.preempts,
+            vec![WouldPreempt {
+                task: "another tenant's task".into(),
+                gpus: 2,
+                priority: "low".into(),
+                reason: "priority 900 outranks 100".into(),
+            }]
+        );
+        assert!(
+            d.reason.as_deref().is_some_and(|r| r.contains("preempt")),
+            "{d:?}"
+        );
+        // Starts once the victim has had its stop grace.
+        assert_eq!(d.estimated_start_ms, Some(1000 + c.config.stop_grace_ms));
+        // Nothing was marked: the ledger is as it was.
+        assert!(c.ledger().all().all(|e| !e.preempting));
+        // At low priority it outranks nothing and just waits.
+        let d = c.dry_run("t/meek", "t", &spec("meek", 2, "low", None), 1000);
+        assert!(d.preempts.is_empty(), "{d:?}");
+        assert!(d.node.is_none(), "{d:?}");
+        // One's own task is named by its id.
+        let mut c = core_with(&[("a", 1)]);
+        running(&mut c, "a", keyed("t", "old", 1, "low"), &[0], false, 0);
+        let d = c.dry_run("t/new", "t", &spec("new", 1, "high", None), 5);
+        assert_eq!(d.preempts.len(), 1, "{d:?}");
+        assert_eq!(d.preempts[0].task, "old");
     }
 
     #[test]

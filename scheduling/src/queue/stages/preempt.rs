@@ -48,7 +48,7 @@ impl Preemptor<'_> {
     }
 
     /// Why it stops `victim`, as the victim is told.
-    fn reason(&self, victim: &Allocation) -> String {
+    pub fn reason(&self, victim: &Allocation) -> String {
         if victim.priority < self.priority {
             format!("priority {} outranks {}", self.priority, victim.priority)
         } else {
@@ -235,6 +235,10 @@ impl Core {
         });
         self.estimates.insert(id.to_string(), Some(start));
         self.pending(out, id, reason, Some(start));
+        // The reservation changed: what waiting tasks were told (waiting
+        // behind another head, its start) may no longer be true. The next
+        // pass looks at the whole queue and tells each what holds now.
+        self.room_grew();
         true
     }
 }
