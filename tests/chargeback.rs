@@ -385,3 +385,86 @@ fn borrowed_and_guaranteed_split_at_a_remark_and_others_cost_is_hidden() {
         "the pool's curve is the operator's"
     );
 }
+
+#[test]
+fn releasing_the_guaranteed_allocations_brings_the_borrowed_ones_back_within_the_guarantee() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _agent) = start(dir.path(), "4xA100-80GB");
+    let op = cp.operator();
+    let r = op.post(
+        "/v1/tenants",
+        r#"{"name":"a","quota":{"gpus":2},"borrowing_limit":{"gpus":2}}"#,
+    );
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    let a = cp.api(r.data()["token"].as_str().unwrap_or_default());
+    // 4 GPUs on a guarantee of 2: the first two guaranteed, the last two
+    // borrowed (preemptible, billed as borrowed).
+    for id in ["g1", "g2", "b1", "b2"] {
+        let r = a.post(
+            "/v1/tasks",
+            &reservation(id, r#"{"count":1,"model":"A100"}"#),
+        );
+        assert_eq!(r.status, 201, "{:#}", r.body);
+        a.wait_task(id, 20, "running", |v| v["state"] == "running");
+    }
+    for (id, borrowed) in [("g1", false), ("g2", false), ("b1", true), ("b2", true)] {
+        assert_eq!(a.task(id)["allocation"]["borrowed"], borrowed, "{id}");
+    }
+    // The two guaranteed ones go: the two left are within the guarantee,
+    // with no quota saved meanwhile.
+    for id in ["g1", "g2"] {
+        assert_eq!(a.post(&format!("/v1/tasks/{id}/release"), "").status, 200);
+    }
+    for id in ["b1", "b2"] {
+        let v = a.wait_task(id, 10, "back within the guarantee", |v| {
+            v["allocation"]["borrowed"] == false
+        });
+        assert_eq!(v["state"], "running", "{v:#}");
+    }
+    let events = op.get("/v1/events?tenant=a").data()["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        events.iter().any(|e| e["kind"] == "quota_changed"
+            && e["message"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("holdings of a changed")),
+        "{events:#?}"
+    );
+    // Billed as borrowed up to the re-mark, guaranteed after it.
+    for id in ["b1", "b2"] {
+        assert_eq!(a.post(&format!("/v1/tasks/{id}/release"), "").status, 200);
+    }
+    let mut rep = Value::Null;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            rep = cost(&op, "a", "records=true&from=0");
+            rep["records"]
+                .as_array()
+                .is_some_and(|r| r.len() == 4 && r.iter().all(|x| x["end_ms"].is_u64()))
+        }),
+        "{rep:#}"
+    );
+    let at = |r: &Value, k: &str| r[k].as_u64().unwrap_or(0);
+    for id in ["b1", "b2"] {
+        let rec = record(&rep, id).clone();
+        assert_eq!(rec["borrowed"], true, "granted borrowed: {rec:#}");
+        let marks = rec["marks"].as_array().cloned().unwrap_or_default();
+        assert_eq!(marks.len(), 1, "{rec:#}");
+        assert_eq!(marks[0]["borrowed"], false, "{rec:#}");
+        let mark = at(&marks[0], "at_ms");
+        let line = group(&rep, id);
+        assert_eq!(
+            micros(line, "borrowed"),
+            expected_micros(&rec, mark - at(&rec, "start_ms")),
+            "{rep:#}"
+        );
+        assert_eq!(
+            micros(line, "guaranteed"),
+            expected_micros(&rec, at(&rec, "end_ms") - mark),
+            "{rep:#}"
+        );
+    }
+}

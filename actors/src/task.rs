@@ -625,8 +625,8 @@ impl Handler<Remarked> for TaskActor {
             "back within the guarantee"
         };
         let msg = format!(
-            "allocation {} {what} after a quota change",
-            m.allocation.allocation_id
+            "allocation {} {what} after {}",
+            m.allocation.allocation_id, m.after
         );
         let e = self.event_of(&planned, EventKind::QuotaChanged, msg);
         // Not recorded: the mark stays as it was, and the rebuild reads sled.

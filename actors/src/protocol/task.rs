@@ -65,11 +65,14 @@ pub struct Reclaim {
     pub reason: String,
 }
 
-/// A quota change re-marked this task's allocation as borrowed (or back).
+/// This task's allocation was re-marked as borrowed (or back within the
+/// guarantee), recorded already; `after` says what changed, e.g. "a quota
+/// change".
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Remarked {
     pub allocation: Allocation,
+    pub after: &'static str,
 }
 
 /// The task's node was declared lost. `fence_until_ms` (wall clock): when

@@ -28,6 +28,7 @@ use crate::registry::Registry;
 use crate::shared::PoolOffers;
 use crate::views::SchedulerStats;
 use actix::prelude::*;
+use borrow_marks::Remark;
 use caldera_scheduling::placement::PolicyName;
 use caldera_scheduling::queue::core::{Core, CoreConfig, Decision, WaitingTask};
 use caldera_spec::wire::AllocationUse;
@@ -178,9 +179,9 @@ impl Scheduler {
                 });
             }
         }
-        // A quota change whose marks were not recorded: mark them now.
+        // A change whose marks were not recorded: mark them now.
         for t in self.gate.store().tenants().unwrap_or_default() {
-            self.remark(&t.name);
+            self.remark(&t.name, Remark::Rebuilt);
         }
         for (_, n) in self.registry.nodes() {
             n.do_send(crate::protocol::node::Reannounce);
@@ -209,10 +210,14 @@ impl Scheduler {
             self.fatal = true;
             return;
         }
+        let tenant = a.tenant.clone();
         self.core.release(allocation_id);
         self.unrecorded.remove(allocation_id);
         self.usage.remove(allocation_id);
         self.idle.forget(allocation_id);
+        // What the tenant holds changed: a younger allocation may be back
+        // within its guarantee.
+        self.remark(&tenant, Remark::HoldingsChanged);
     }
 
     /// Records a grant its task took, or says why not. What is recorded is
@@ -263,6 +268,9 @@ impl Scheduler {
             Ok(ticket) => {
                 self.unrecorded.remove(&id);
                 self.core.stamp_epoch(&id, a.epoch);
+                // Recorded, it may now be re-marked (it kept its offered mark
+                // while a change happened), and so may what it counts before.
+                self.remark(&a.tenant, Remark::HoldingsChanged);
                 Ok(ticket)
             }
             Err(e) => {

@@ -618,36 +618,6 @@ impl Core {
         }
     }
 
-    /// Re-marks `tenant`'s allocations after a quota change: the oldest stay
-    /// guaranteed, what no longer fits the guarantee becomes borrowed (and so
-    /// preemptible). Returns the allocations whose mark changed.
-    pub fn remark_borrowed(&mut self, tenant: &str) -> Vec<Allocation> {
-        let Some(l) = self.limits.get(tenant).cloned() else {
-            return Vec::new();
-        };
-        let mut mine: Vec<(u64, String)> = self
-            .ledger
-            .all()
-            .filter(|e| e.allocation.tenant == tenant)
-            .map(|e| (e.allocation.created_ms, e.allocation.allocation_id.clone()))
-            .collect();
-        mine.sort();
-        let mut used = Usage::default();
-        let mut changed = Vec::new();
-        for (_, id) in mine {
-            let Some(e) = self.ledger.get_mut(&id) else {
-                continue;
-            };
-            used += allocation_usage(e);
-            let borrowed = l.guaranteed.exceeded_by(&used).is_some();
-            if e.allocation.borrowed != borrowed {
-                e.allocation.borrowed = borrowed;
-                changed.push(e.allocation.clone());
-            }
-        }
-        changed
-    }
-
     /// Each waiting task's place in line (1 = considered first), in the
     /// order a pass considers them: priority, then the tenant's dominant
     /// share, then arrival. What `caldera tasks` shows as POS.

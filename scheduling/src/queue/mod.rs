@@ -2,6 +2,7 @@
 //! pool, the ledger and the queue. [`core::Core`] holds the state; the cycle's
 //! [`stages`] (order, admit, place, backfill, preempt, bind) decide; the
 //! Scheduler actor in `caldera-actors` records and carries out the decisions.
+mod borrow_marks;
 pub mod core;
 #[cfg(test)]
 mod core_tests;

@@ -8,6 +8,7 @@
 //! so [`Core::model_admission`] runs after the place stage.
 use super::super::core::{Core, TenantLimits, Waiting};
 use super::super::estimate;
+use super::super::ledger::Entry;
 use super::Pass;
 use crate::placement::{Demand, GpuDemand, Placement};
 use caldera_spec::{NodeInventory, Standing, Usage};
@@ -148,12 +149,16 @@ impl Core {
         self.ledger
             .all()
             .filter(|e| e.allocation.tenant == tenant)
-            .map(|e| {
-                let of_model = e.allocation.gpus.iter().filter(|g| names(key, &g.model));
-                of_model.count() as f64 * gpu_fraction(&e.demand)
-            })
+            .map(|e| gpus_of_model(e, key))
             .sum()
     }
+}
+
+/// GPUs of the model `key` names that one allocation holds (a share as its
+/// fraction): what it counts against a per-model quota.
+pub(in crate::queue) fn gpus_of_model(e: &Entry, key: &str) -> f64 {
+    let of_model = e.allocation.gpus.iter().filter(|g| names(key, &g.model));
+    of_model.count() as f64 * gpu_fraction(&e.demand)
 }
 
 /// GPUs of placement `p` that are of the model `key` names, by the inventory.
