@@ -234,3 +234,56 @@ fn an_unknown_version_is_refused_naming_the_model_field() {
         r.body
     );
 }
+
+/// A node checks a tenant's origin again just before it connects: the rules
+/// travel with every warm command, so a version registered while the
+/// operator allowed its loopback store is refused on the node once the
+/// operator allows only public hosts again, and the store is never asked
+/// for a byte.
+#[test]
+fn a_node_refuses_a_tenants_origin_its_rules_no_longer_admit_and_never_connects() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = generate(&dir.path().join("store/m.bin"), SIZE, 7).unwrap();
+    let origin = Origin::serve(&w.path, OriginOptions::default()).unwrap();
+    let mut env = ENV.to_vec();
+    env.push(("CALDERA_TENANTS_MAY_REGISTER_MODELS", "true"));
+    env.push(("CALDERA_TENANT_MODEL_ORIGINS", "https://*,http://127.0.0.1"));
+    let (mut cp, _nodes) = cluster(Path::new(BIN), dir.path(), &env, &agents(1));
+    let token = cp.tenant("team-a");
+    let r = cp
+        .api(&token)
+        .register_model("@team-a.m", "v1", &w.spec(&origin.url()));
+    assert_eq!(r.status, 201, "{:#}", r.body);
+
+    cp.restart_with(&[("CALDERA_TENANT_MODEL_ORIGINS", "https://*")]);
+    assert!(
+        wait_until(
+            Duration::from_secs(30),
+            || caldera_chaos_tests::nodes_connected(&cp) == 1
+        ),
+        "the agent is back"
+    );
+    let api = cp.api(&token);
+    submit(&api, &model_service("svc", "@team-a.m:v1", 1, one_core()));
+    let refused = || {
+        cp.operator().get("/v1/events?limit=500").data()["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["message"].as_str())
+            .any(|m| m.contains("origin refused") && m.contains("127.0.0.1"))
+    };
+    let said = wait_until(Duration::from_secs(30), refused);
+    let events = cp.operator().get("/v1/events?limit=500");
+    assert!(
+        said,
+        "the node refuses the read and says why: {:#}",
+        events.body
+    );
+    assert_eq!(
+        origin.gets(),
+        Vec::<u64>::new(),
+        "no request reached the store"
+    );
+    assert_eq!(origin.bytes_served(), 0);
+}

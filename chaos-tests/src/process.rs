@@ -153,6 +153,16 @@ impl ControlPlane {
         self.spawn();
     }
 
+    /// Starts the server again on the same address and data with `env`
+    /// changed: an operator's new configuration.
+    pub fn restart_with(&mut self, env: &[(&str, &str)]) {
+        for (k, v) in env {
+            self.env.retain(|(key, _)| key != k);
+            self.env.push((k.to_string(), v.to_string()));
+        }
+        self.restart();
+    }
+
     /// kill -9, then start the server again on the same address and data
     /// without waiting for it: for timing how long it takes to answer.
     pub fn relaunch(&mut self) {
