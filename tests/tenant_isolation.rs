@@ -4,7 +4,9 @@
 //! tenant B's log, B's checkpoint and `/proc/<B's pid>/environ`; each read
 //! fails with "Permission denied", which A's own output shows. Real server,
 //! a root agent (these machines run tests as root), real uids.
+use caldera_chaos_tests::origin::{Origin, OriginOptions};
 use caldera_chaos_tests::{nodes_connected, shims, wait_until, Agent, ControlPlane};
+use serde_json::json;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::Duration;
@@ -84,16 +86,19 @@ fn a_tenant_cannot_read_another_tenants_log_checkpoints_or_environment() {
         .as_str()
         .unwrap_or("")
         .to_string();
-    for path in [
-        b_log.display().to_string(),
-        b_ckpt.display().to_string(),
-        format!("/proc/{b_pid}/environ"),
-    ] {
+    for path in [b_log.display().to_string(), b_ckpt.display().to_string()] {
         assert!(
             out.contains(&format!("cat: {path}: Permission denied")),
             "reading {path} was not refused: {out}"
         );
     }
+    // Another uid's process is not even there: A's /proc shows its own only.
+    let environ = format!("/proc/{b_pid}/environ");
+    assert!(
+        out.contains(&format!("cat: {environ}: No such file or directory"))
+            || out.contains(&format!("cat: {environ}: Permission denied")),
+        "reading {environ} was not refused: {out}"
+    );
     assert!(
         !out.contains("b-private-value")
             && !out.contains("b-env-value")
@@ -125,4 +130,164 @@ fn a_tenant_cannot_read_another_tenants_log_checkpoints_or_environment() {
         r.status,
         r.body
     );
+}
+
+/// The node's disk is shared, its secrets are not. Tenant B runs a private
+/// model (its copy linked for B's uid only) with a secret on its command
+/// line; tenant A's workload, as its own uid, tries to read the node secret,
+/// the control plane's sled files and token key, the weight cache's index
+/// and copies, B's private weights by the path B was given, and B's
+/// `/proc` entries. Every read is refused, and A's token does not see B's
+/// digest on `GET /v1/nodes/{name}`.
+#[test]
+fn a_tenants_workload_reads_nothing_of_the_node_or_of_another_tenant() {
+    // SAFETY: geteuid has no memory effects.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: uid isolation needs a root agent and this test runs as non-root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let weights = dir.path().join("b-private.bin");
+    std::fs::write(&weights, "b-private-weights\n".repeat(64)).unwrap();
+    let sha = caldera_chaos_tests::weights::sha256_file(&weights).unwrap();
+    let origin = Origin::serve(&weights, OriginOptions::default()).unwrap();
+    let cp_dir = dir.path().join("cp");
+    let env = [
+        ("CALDERA_TENANTS_MAY_REGISTER_MODELS", "true"),
+        ("CALDERA_TENANT_MODEL_ORIGINS", "https://*,http://127.0.0.1"),
+    ];
+    let cp = ControlPlane::start(Path::new(BIN), &cp_dir, &env);
+    let flags = ["--workload-uid-range", "61000-61999", "--cache-gb", "1"];
+    let agent = Agent::start_with(
+        Path::new(BIN),
+        &cp,
+        "disk-node",
+        "2xA100-80GB",
+        dir.path(),
+        &flags,
+    );
+    assert!(wait_until(Duration::from_secs(20), || nodes_connected(&cp) == 1));
+    let node = cp.operator().get("/v1/nodes/disk-node");
+    let isolation = node.data()["isolation"].as_str().unwrap_or("").to_string();
+    assert!(isolation.contains("own /proc"), "{:#}", node.body);
+
+    let b = cp.api(&cp.tenant("tenant-b"));
+    let model = json!({"name": "@tenant-b.private", "version": "v1",
+        "weights": {"uri": origin.url(), "size_bytes": 18 * 64, "sha256": sha}});
+    let r = b.post("/v1/models", &model.to_string());
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let b_job = json!({"task_id": "b-model", "task_type": "training",
+        "resources": {"gpu": {"count": 1}}, "model": "@tenant-b.private:v1",
+        "command": ["sh", "-c", "echo path=$CALDERA_MODEL_PATH; cat $CALDERA_MODEL_PATH | head -1; sleep 60", "b-cmdline-secret"]});
+    assert_eq!(b.post("/v1/tasks", &b_job.to_string()).status, 201);
+    b.wait_task("b-model", 30, "running", |v| v["state"] == "running");
+    let b_log = || {
+        b.get("/v1/tasks/b-model/logs").data()["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(wait_until(Duration::from_secs(10), || b_log()
+        .contains("b-private-weights")));
+    let b_out = b_log();
+    let b_path = b_out
+        .lines()
+        .find_map(|l| l.strip_prefix("path="))
+        .expect("B's model path")
+        .to_string();
+    assert!(
+        b_path.contains(&sha) && b_path.contains("/models/"),
+        "{b_path}"
+    );
+    let b_pid = shims::shims(&agent.data_dir)
+        .into_iter()
+        .find_map(|s| s.workload)
+        .expect("b's workload pid");
+    let cmdline = std::fs::read(format!("/proc/{b_pid}/cmdline")).unwrap();
+    assert!(String::from_utf8_lossy(&cmdline).contains("b-cmdline-secret"));
+
+    let node_secret = agent.data_dir.join("secrets/node-secret");
+    let secret = std::fs::read_to_string(&node_secret).unwrap();
+    let token_key = cp_dir.join("token-key");
+    let key = std::fs::read_to_string(&token_key).unwrap();
+    let refused = [
+        node_secret.clone(),
+        cp_dir.join("sled/db"),
+        token_key,
+        agent.data_dir.join("cache/index.json"),
+        agent.data_dir.join("cache/weights").join(&sha),
+        std::path::PathBuf::from(&b_path),
+    ];
+    let mut script = String::from("id -u\n");
+    for p in &refused {
+        script += &format!("cat {}\n", p.display());
+    }
+    script += &format!(
+        "ls {} {}\n\
+         cat /proc/{b_pid}/cmdline; cat /proc/{b_pid}/environ\n\
+         test -e /proc/{b_pid} && echo b-process-visible\n\
+         for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done 2>/dev/null | grep -c 'b-cmdline-secre[t]'\n\
+         echo done\n",
+        agent.data_dir.join("cache").display(),
+        cp_dir.display()
+    );
+    let a = cp.api(&cp.tenant("tenant-a"));
+    let prying = json!({"task_id": "a-pry", "task_type": "training",
+        "resources": {"gpu": {"count": 1}}, "command": ["sh", "-c", script]});
+    assert_eq!(a.post("/v1/tasks", &prying.to_string()).status, 201);
+    a.wait_task("a-pry", 20, "ended", |v| {
+        v["state"] == "finished" || v["state"] == "failed"
+    });
+    let out = a.get("/v1/tasks/a-pry/logs").data()["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(out.contains("done"), "{out}");
+    for p in &refused {
+        let p = p.display();
+        assert!(
+            out.contains(&format!("cat: {p}: Permission denied")),
+            "reading {p} was not refused: {out}"
+        );
+    }
+    for (what, leaked) in [
+        ("B's weights", "b-private-weights"),
+        ("B's command line", "b-cmdline-secret"),
+        ("B's process", "b-process-visible"),
+        ("the node secret", secret.trim()),
+        ("the token key", key.trim()),
+    ] {
+        assert!(!out.contains(leaked), "{what} leaked to tenant A: {out}");
+    }
+    for dir in [agent.data_dir.join("cache"), cp_dir.clone()] {
+        let listing = format!(
+            "ls: cannot open directory '{}': Permission denied",
+            dir.display()
+        );
+        assert!(
+            out.contains(&listing),
+            "{} was listed: {out}",
+            dir.display()
+        );
+    }
+    assert!(
+        out.contains(&format!("/proc/{b_pid}/cmdline: No such file or directory")),
+        "{out}"
+    );
+    // The grep's count: no process line of B's.
+    assert!(out.lines().any(|l| l.trim() == "0"), "{out}");
+
+    // A's token does not see B's digest on the node; B's and the operator's do.
+    let digests = |api: &caldera_chaos_tests::Api| -> Vec<String> {
+        api.get("/v1/nodes/disk-node").data()["cache"]["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["sha256"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert!(!digests(&a).contains(&sha), "A saw B's digest");
+    assert!(digests(&b).contains(&sha), "B's own copy is listed for B");
+    assert!(digests(&cp.operator()).contains(&sha));
 }

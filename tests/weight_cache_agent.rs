@@ -1,5 +1,5 @@
 //! The weight cache of a real `caldera node` next to a real control plane:
-//! the cache flags are taken, the cache dir is laid out (0711, an index),
+//! the cache flags are taken, the cache dir is laid out (0700, an index 0600),
 //! the peer server listens where the agent says and refuses a request
 //! without a grant; a bad `--cache-gb` is refused naming the flag. (Warming,
 //! fetching and peer transfers are covered against a fake control plane in
@@ -43,12 +43,14 @@ fn a_real_agent_lays_out_its_cache_and_serves_peers_only_with_a_grant() {
     );
     assert!(wait_until(Duration::from_secs(20), || nodes_connected(&cp) == 1));
 
+    // The cache is the agent's alone; workloads open their links in `models/`.
     let cache = agent.data_dir.join("cache");
     for d in [cache.clone(), cache.join("weights")] {
         let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o711, "{}", d.display());
+        assert_eq!(mode, 0o700, "{}", d.display());
     }
-    assert!(cache.join("index.json").exists());
+    let index = std::fs::metadata(cache.join("index.json")).unwrap();
+    assert_eq!(index.permissions().mode() & 0o777, 0o600);
 
     let mut addr = None;
     assert!(wait_until(Duration::from_secs(10), || {

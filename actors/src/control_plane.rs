@@ -4,12 +4,12 @@
 //! "parse, call, show" and never names a message, an address or the store.
 mod chargeback;
 mod dry_run;
-pub mod earlier_runs;
 mod endpoints;
 pub mod estimates;
 mod model_from_task;
 mod models;
 mod portal;
+mod node_cache;
 pub mod scrape;
 pub mod swap;
 mod task_page;
@@ -222,30 +222,16 @@ impl ControlPlane {
         tail_bytes: u64,
         from_byte: Option<u64>,
     ) -> Result<LogChunk> {
-        self.logs_on(&a.node, &a.allocation_id, &a.task_id, tail_bytes, from_byte)
-            .await
-    }
-
-    /// The same, for an allocation named by its node and id (one the task
-    /// held before: see `earlier_runs`).
-    pub async fn logs_on(
-        &self,
-        node: &str,
-        allocation_id: &str,
-        task_id: &str,
-        tail_bytes: u64,
-        from_byte: Option<u64>,
-    ) -> Result<LogChunk> {
-        let Some(actor) = self.sh.registry.node(node) else {
-            return Err(ActorError::not_found("node", node));
+        let Some(node) = self.sh.registry.node(&a.node) else {
+            return Err(ActorError::not_found("node", &a.node));
         };
         let m = FetchLogs {
-            allocation_id: allocation_id.to_string(),
-            task_id: task_id.to_string(),
+            allocation_id: a.allocation_id.clone(),
+            task_id: a.task_id.clone(),
             tail_bytes,
             from_byte,
         };
-        actor.send(m).await?
+        node.send(m).await?
     }
 
     /// Every node's view, ordered by name.

@@ -15,6 +15,7 @@ pub mod device_program;
 pub mod error;
 pub mod lease;
 pub mod probe;
+pub mod proc_hiding;
 pub mod runtime;
 pub mod secret;
 pub mod session;

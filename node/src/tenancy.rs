@@ -103,7 +103,12 @@ impl Tenancy {
     /// What this node does, for logs and the inventory.
     pub fn label(&self) -> String {
         match &self.mode {
-            Mode::UidPerTenant { first, last } => format!("uid per tenant ({first}-{last})"),
+            Mode::UidPerTenant { first, last } => match crate::proc_hiding::check() {
+                Ok(()) => format!("uid per tenant ({first}-{last}), own /proc"),
+                Err(why) => format!(
+                    "uid per tenant ({first}-{last}), other uids' processes visible in /proc ({why})"
+                ),
+            },
             Mode::Shared(why) => format!("no uid isolation ({why})"),
         }
     }

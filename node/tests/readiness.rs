@@ -102,6 +102,7 @@ async fn a_probed_workload_is_ready_while_its_probe_passes_and_a_swap_is_refused
             version: "v4".into(),
             sha256: "ab".repeat(32),
             size_bytes: 1,
+            private: false,
         },
         grace_ms: 100,
     }));

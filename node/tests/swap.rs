@@ -35,6 +35,7 @@ fn mount(version: &str, sha: &str, size: u64) -> ModelMount {
         version: version.into(),
         sha256: sha.into(),
         size_bytes: size,
+        private: false,
     }
 }
 

@@ -30,6 +30,7 @@ fn mount(sha: &str, size: u64) -> ModelMount {
         version: "v1".into(),
         sha256: sha.into(),
         size_bytes: size,
+        private: false,
     }
 }
 
@@ -175,17 +176,27 @@ async fn a_start_warms_from_a_file_origin_then_reads_its_copy_and_a_second_start
         "{seen:?}"
     );
     let log = std::fs::read_to_string(dir.path().join("n/logs/_/task-a1.log")).unwrap();
-    let copy = dir
-        .path()
-        .join("n")
-        .canonicalize()
-        .unwrap()
-        .join("cache/weights")
-        .join(&sha);
+    let node = dir.path().join("n").canonicalize().unwrap();
+    let copy = node.join("cache/weights").join(&sha);
+    // A workload of its own uid opens a link to the copy (the operator's
+    // version: in the dir every tenant may enter); as the agent, the copy.
+    let path = log.lines().nth(2).unwrap_or_default();
+    let link = node.join("models/shared").join(&sha);
+    assert!(
+        path == link.to_str().unwrap() || path == copy.to_str().unwrap(),
+        "{log}"
+    );
     assert_eq!(
         log,
-        format!("llama:v1\n{sha}  -\n{}\n", copy.display()),
+        format!("llama:v1\n{sha}  -\n{path}\n"),
         "the workload read the verified copy"
+    );
+    use std::os::unix::fs::MetadataExt;
+    let inode = |p: &std::path::Path| std::fs::metadata(p).unwrap().ino();
+    assert_eq!(
+        inode(std::path::Path::new(path)),
+        inode(&copy),
+        "the copy itself, linked"
     );
     let report = cache_when(&mut c, |r| !r.entries.is_empty()).await;
     assert_eq!(report.counters.bytes_from_origin, 3_000_000);

@@ -31,6 +31,10 @@ pub struct ModelMount {
     pub version: String,
     pub sha256: String,
     pub size_bytes: u64,
+    /// A tenant's own version (not the operator's): its copy is opened only
+    /// by that tenant's uid on the node, never by another tenant's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub private: bool,
 }
 
 /// Where a node reads a version's weights from.

@@ -465,6 +465,7 @@ mod tests {
         assert!(text.starts_with(r#"{"type":"swap""#), "{text}");
         assert_eq!(serde_json::from_str::<ServerMessage>(&text).unwrap(), swap);
         for kind in [
+                private: false,
             WorkloadEventKind::Started {
                 pid: Some(7),
                 port: Some(20001),

@@ -41,6 +41,7 @@ impl TaskActor {
             version: rec.spec.version.clone(),
             sha256: rec.spec.weights.sha256.clone(),
             size_bytes: rec.spec.weights.size_bytes,
+            private: rec.owner.is_some(),
         })
     }
 

@@ -37,15 +37,16 @@ pub async fn list(_: User, st: web::Data<AppState>) -> Result<Reply<NodeList>, A
     params(("name" = String, Path, description = "the node")),
     security(("operator" = []), ("tenant" = [])),
     responses(
-        (status = 200, description = "the node, with its weight cache", body = Envelope<NodeView>),
+        (status = 200, description = "the node, with its weight cache (a tenant sees the copies of the versions it may use only)", body = Envelope<NodeView>),
         (status = 404, description = "no such node"),
     ))]
 pub async fn get(
-    _: User,
+    user: User,
     st: web::Data<AppState>,
     name: web::Path<String>,
 ) -> Result<Reply<NodeView>, ApiError> {
-    match st.cp.node(&name).await? {
+    // A tenant is shown only the cached copies of versions it may use.
+    match st.cp.node_seen_by(&name, user.tenant()).await? {
         Some(v) => Ok(Reply::ok(v)),
         None => Err(ApiError::not_found("node", &name)),
     }

@@ -7,6 +7,7 @@ use caldera_spec::weights::CacheCounters;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 
 /// One verified copy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,7 +72,14 @@ impl Index {
         let path = layout.index();
         let tmp = path.with_extension("json.tmp");
         let bytes = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
-        let mut f = std::fs::File::create(&tmp)?;
+        // Readable by the agent alone (the cache dir is closed too; an
+        // index left by an older agent with a wider mode is replaced here).
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
         f.write_all(&bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, &path)?;
@@ -120,6 +128,22 @@ mod tests {
         back.reconcile(&layout, 100);
         assert!(!back.entries.contains_key(&a));
         assert_eq!(back.used_bytes(), 2);
+    }
+
+    #[test]
+    fn the_index_is_readable_by_the_agent_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::under(dir.path());
+        layout.create().unwrap();
+        std::fs::write(layout.index(), b"{}").unwrap();
+        std::fs::set_permissions(layout.index(), std::fs::Permissions::from_mode(0o644)).unwrap();
+        Index::default().save(&layout).unwrap();
+        let mode = std::fs::metadata(layout.index())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     #[test]

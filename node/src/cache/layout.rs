@@ -1,20 +1,23 @@
 //! Where the cache keeps its files, under `<data-dir>/cache/`:
 //!
 //! - `weights/<sha256>`: verified copies, mode 0444. `cache/` and `weights/`
-//!   are 0711: a workload's uid can open the file whose path it was given
-//!   (`CALDERA_MODEL_PATH`) but cannot list which other versions are here.
+//!   are 0700, the agent's alone: a workload opens its model through a link
+//!   made for the uids allowed to use it (see [`super::exposure`]), never
+//!   here, so it cannot list which versions are cached, read the index or a
+//!   fetch in progress, or open another tenant's private copy by its digest.
 //! - `<sha256>.partial`: a fetch under way or cut (kept for a resume); never
 //!   read by a workload; streamed on to a peer receiver only when it names
 //!   the size it expects (it checks the whole copy's SHA-256 itself).
 //! - `index.json`: size, last use and pin of every copy, and the counters;
-//!   replaced atomically (written to `index.json.tmp`, synced, renamed).
+//!   mode 0600, replaced atomically (written to `index.json.tmp`, synced,
+//!   renamed).
 use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// Mode of the cache dirs: traversable by a workload, not listable.
-const DIR_MODE: u32 = 0o711;
+/// Mode of the cache dirs: the agent's alone.
+const DIR_MODE: u32 = 0o700;
 /// Mode of a verified copy: readable by every workload uid, writable by none.
 pub const COPY_MODE: u32 = 0o444;
 
@@ -118,13 +121,15 @@ mod tests {
     }
 
     #[test]
-    fn dirs_are_traversable_but_not_listable() {
+    fn dirs_are_the_agents_alone_and_wider_ones_are_narrowed() {
         let dir = tempfile::tempdir().unwrap();
         let layout = Layout::under(dir.path());
+        fs::create_dir_all(layout.weights_dir()).unwrap();
+        fs::set_permissions(layout.root(), fs::Permissions::from_mode(0o755)).unwrap();
         layout.create().unwrap();
         for d in [layout.root().to_path_buf(), layout.weights_dir()] {
             let mode = fs::metadata(&d).unwrap().permissions().mode() & 0o777;
-            assert_eq!(mode, 0o711, "{}", d.display());
+            assert_eq!(mode, 0o700, "{}", d.display());
         }
     }
 }

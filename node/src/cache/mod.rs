@@ -19,6 +19,7 @@
 //! verified copies from `weights/`, and a copy still being fetched only as
 //! a stream to a receiver that checks the whole copy's SHA-256 itself.
 pub mod digest;
+pub mod exposure;
 pub mod fetch;
 pub mod index;
 pub mod layout;

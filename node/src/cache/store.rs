@@ -71,6 +71,7 @@ impl WeightCache {
             })?;
             index = Index::load(&layout);
             index.reconcile(&layout, crate::runtime::now_ms());
+            super::exposure::sweep(&layout);
             let partials = layout.partials();
             if !partials.is_empty() {
                 tracing::info!(
@@ -252,6 +253,7 @@ impl WeightCache {
     pub(super) fn delete(&mut self, sha256: &str, reason: &str) -> Option<CacheEvent> {
         self.index.entries.remove(sha256)?;
         self.stamps.remove(sha256);
+        super::exposure::withdraw(&self.layout, sha256);
         if let Err(e) = std::fs::remove_file(self.layout.copy(sha256)) {
             tracing::warn!("weight cache: deleting {sha256}: {e}");
         }

@@ -83,6 +83,28 @@ pub fn prepare(
     })
 }
 
+/// Where the workload opens its model: `copy` (the verified copy) itself
+/// for a workload running as the agent, else a link to it that only the
+/// uids allowed to use the version can open (see [`crate::cache::exposure`]).
+pub fn model_path(
+    data_dir: &Path,
+    copy: &Path,
+    model: &caldera_spec::wire::ModelMount,
+    uid: Option<u32>,
+) -> Result<PathBuf, StartError> {
+    use crate::cache::exposure::{expose, Audience};
+    match Audience::of(uid, model.private) {
+        Audience::Agent => Ok(copy.to_path_buf()),
+        audience => {
+            let layout = crate::cache::layout::Layout::under(data_dir);
+            expose(&layout, &model.sha256, audience).map_err(|source| StartError::Prepare {
+                path: copy.to_path_buf(),
+                source,
+            })
+        }
+    }
+}
+
 /// The workload's cgroup, or None with the reason when it cannot be set up
 /// (it then runs without limits, and its label says so).
 pub fn isolate(
@@ -196,6 +218,7 @@ pub fn shim_spec(
         readiness: cmd.readiness.clone(),
         generation: 0,
         model: cmd.model.as_ref().map(model_label),
+        hide_processes: uid.is_some() && crate::proc_hiding::check().is_ok(),
     }
 }
 
@@ -242,6 +265,7 @@ mod tests {
             version: "v4".into(),
             sha256: "ab".repeat(32),
             size_bytes: 1,
+            private: false,
         };
         let after = swapped_env(&before, &model, Path::new("/cache/v4"));
         assert_eq!(

@@ -371,7 +371,10 @@ impl Runtime {
             false => Some(self.pick_port()?),
         };
         let mut prepared = launch::prepare(&self.data_dir, cmd, uid)?;
-        prepared.model_path = model_path;
+        prepared.model_path = match (model_path, &cmd.model) {
+            (Some(copy), Some(m)) => Some(launch::model_path(&self.data_dir, &copy, m, uid)?),
+            (path, _) => path,
+        };
         prepared.port = port;
         let (cgroup, cgroup_label) = match reservation {
             true => (None, self.isolation.label()),

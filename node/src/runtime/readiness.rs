@@ -135,7 +135,26 @@ async fn command(argv: &[String], target: &Target) -> (bool, String) {
     }
     // SAFETY: geteuid has no memory effects.
     if let Some(uid) = target.uid.filter(|_| unsafe { libc::geteuid() } == 0) {
-        cmd.uid(uid).gid(uid);
+        // As the workload it probes: its uid, and a /proc of its own where
+        // the workload has one (hidden first: that takes root).
+        let hide = crate::proc_hiding::check()
+            .is_ok()
+            .then(crate::proc_hiding::ProcMount::new);
+        // SAFETY: async-signal-safe syscalls only, on values made before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                if let Some(m) = &hide {
+                    m.hide_other_processes()?;
+                }
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(uid) != 0
+                    || libc::setuid(uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
     }
     match cmd.status().await {
         Ok(s) if s.success() => (true, format!("{program} exited 0")),

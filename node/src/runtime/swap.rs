@@ -266,7 +266,9 @@ impl Runtime {
             return;
         };
         let dir = w.shim_dir.clone();
-        let spawned = rewrite_spec(&dir, cmd, model_path, w.epoch, self.lease)
+        let spawned = super::launch::model_path(&self.data_dir, model_path, &cmd.model, w.uid)
+            .map_err(|e| e.to_string())
+            .and_then(|path| rewrite_spec(&dir, cmd, &path, w.epoch, self.lease))
             .and_then(|()| shim_link::spawn(&self.shim_command, &dir).map_err(|e| e.to_string()));
         w.run = run;
         w.pid = None;

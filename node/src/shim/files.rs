@@ -89,6 +89,10 @@ pub struct ShimSpec {
     /// swap's): an adopting agent answers a repeated swap with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Give the workload a `/proc` showing only its own uid's processes
+    /// (see [`crate::proc_hiding`]); set where the agent checked it works.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hide_processes: bool,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -56,7 +56,7 @@ pub fn main(dir: &Path) -> i32 {
             eprintln!("caldera shim: cannot record its pid: {e}");
         }
     }
-    let exit = match spawn(&spec) {
+    let exit = match start(&spec) {
         Ok(child) => {
             let pid = child.id();
             match PidRecord::of(pid) {
@@ -71,11 +71,11 @@ pub fn main(dir: &Path) -> i32 {
             release_code_pages();
             supervise::run(dir, &spec, child)
         }
-        Err(e) => ExitRecord {
+        Err(detail) => ExitRecord {
             code: None,
             signal: None,
             reason: reason::SPAWN_FAILED.to_string(),
-            detail: spawn_failure(&spec, &e),
+            detail,
             at_ms: crate::runtime::now_ms(),
         },
     };
@@ -86,6 +86,20 @@ pub fn main(dir: &Path) -> i32 {
             1
         }
     }
+}
+
+/// Gives the shim (and so the workload it forks) a `/proc` of its own when
+/// the spec asks, then starts the workload; Err is the detail of why not.
+/// The shim is single-threaded and root here, so it can enter a mount
+/// namespace of its own; it still sees every process (root is not hidden
+/// from), the workload only its own uid's.
+fn start(spec: &ShimSpec) -> Result<Child, String> {
+    if spec.hide_processes {
+        crate::proc_hiding::ProcMount::new()
+            .hide_other_processes()
+            .map_err(|e| format!("cannot give the workload a /proc of its own: {e}"))?;
+    }
+    spawn(spec).map_err(|e| spawn_failure(spec, &e))
 }
 
 /// `not found:` for a missing or unexecutable program (the agent reports it

@@ -1,0 +1,99 @@
+//! What a tenant sees of a node's weight cache. A copy's digest names the
+//! model version it holds, so a tenant is shown only the copies of versions
+//! it may use (the operator's, and its own): another tenant's private
+//! version stays indistinguishable from absent. The totals (capacity, used
+//! bytes, counters) are the node's and stay.
+use super::{blocking, ControlPlane};
+use crate::errors::Result;
+use crate::model::view::visible_to;
+use crate::views::NodeView;
+use caldera_spec::model_record::ModelVersionRecord;
+use caldera_spec::weights::CacheReport;
+use std::collections::HashSet;
+
+impl ControlPlane {
+    /// `GET /v1/nodes/{name}` as `tenant` sees it (`None`: the operator,
+    /// who sees every copy). None when there is no such node.
+    pub async fn node_seen_by(&self, name: &str, tenant: Option<&str>) -> Result<Option<NodeView>> {
+        let Some(mut view) = self.node(name).await? else {
+            return Ok(None);
+        };
+        let (Some(tenant), Some(report)) = (tenant, view.cache.as_mut()) else {
+            return Ok(Some(view));
+        };
+        let store = self.sh.gate.store().clone();
+        let versions = blocking(move || store.model_versions()).await?;
+        only_visible(report, &versions, tenant);
+        Ok(Some(view))
+    }
+}
+
+/// Drops from `report` the copies and fetches of digests that no version
+/// visible to `tenant` has (a digest of no known version is dropped too).
+fn only_visible(report: &mut CacheReport, versions: &[ModelVersionRecord], tenant: &str) {
+    let visible: HashSet<&str> = versions
+        .iter()
+        .filter(|v| visible_to(v, Some(tenant)))
+        .map(|v| v.spec.weights.sha256.as_str())
+        .collect();
+    report
+        .entries
+        .retain(|e| visible.contains(e.sha256.as_str()));
+    report
+        .fetching
+        .retain(|f| visible.contains(f.sha256.as_str()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caldera_spec::weights::{CacheEntry, CacheFetch};
+
+    fn version(name: &str, sha: &str, owner: Option<&str>) -> ModelVersionRecord {
+        let mut rec = serde_json::json!({"spec": {"name": name, "version": "v1",
+            "weights": {"uri": "https://models.example/w", "sha256": sha, "size_bytes": 1}},
+            "state": caldera_spec::ModelState::Active, "registered_at_ms": 0});
+        if let Some(o) = owner {
+            rec["owner"] = o.into();
+        }
+        serde_json::from_value(rec).unwrap()
+    }
+
+    #[test]
+    fn a_tenant_sees_the_operators_copies_and_its_own_only() {
+        let (public, mine, theirs, orphan) = (
+            "aa".repeat(32),
+            "bb".repeat(32),
+            "cc".repeat(32),
+            "dd".repeat(32),
+        );
+        let versions = [
+            version("shared", &public, None),
+            version("mine", &mine, Some("a")),
+            version("theirs", &theirs, Some("b")),
+        ];
+        let entry = |sha: &str| CacheEntry {
+            sha256: sha.into(),
+            size_bytes: 1,
+            last_used_ms: 0,
+            pinned: false,
+            in_use: 0,
+        };
+        let mut report = CacheReport {
+            entries: [&public, &mine, &theirs, &orphan]
+                .map(|s| entry(s))
+                .to_vec(),
+            fetching: vec![CacheFetch {
+                sha256: theirs.clone(),
+                bytes_done: 0,
+                size_bytes: 1,
+                source: String::new(),
+            }],
+            ..Default::default()
+        };
+        only_visible(&mut report, &versions, "a");
+        let seen: Vec<&str> = report.entries.iter().map(|e| e.sha256.as_str()).collect();
+        assert_eq!(seen, [public.as_str(), mine.as_str()]);
+        assert!(report.fetching.is_empty());
+    }
+}

@@ -1,0 +1,151 @@
+//! Workloads do not see each other's processes. A workload of one tenant
+//! could otherwise read another's command line (secrets given as arguments
+//! included) in `/proc/<pid>/cmdline`, or list every process on the node.
+//! Each workload (and each readiness probe) that runs as a tenant's uid gets
+//! a mount namespace of its own with a procfs instance mounted
+//! `hidepid=2` over `/proc`: it sees the processes of its own uid only. The
+//! host's `/proc` is untouched (the agent, the shims and operators see
+//! everything); mounts the host makes later still propagate into the
+//! workload's namespace (`MS_SLAVE`), none of its own propagate out.
+//!
+//! This takes root (the same agents that give tenants uids of their own).
+//! The agent checks once at start that it works here ([`check`]); where it
+//! does not (a container without `CAP_SYS_ADMIN`), workloads run with the
+//! host's `/proc` and the node's isolation label says so.
+use std::ffi::CString;
+use std::io;
+use std::sync::OnceLock;
+
+/// The strings the mount calls need, made before a fork (no allocation
+/// may happen between fork and exec).
+pub struct ProcMount {
+    root: CString,
+    target: CString,
+    fstype: CString,
+    options: CString,
+}
+
+impl ProcMount {
+    pub fn new() -> ProcMount {
+        let c = |s: &str| CString::new(s).unwrap_or_default();
+        ProcMount {
+            root: c("/"),
+            target: c("/proc"),
+            fstype: c("proc"),
+            options: c("hidepid=2"),
+        }
+    }
+
+    /// Between fork and exec, before dropping root: a mount namespace of the
+    /// calling process's own and a `/proc` showing only its uid's processes.
+    /// Async-signal-safe: syscalls on the prepared strings only.
+    pub fn hide_other_processes(&self) -> io::Result<()> {
+        // SAFETY: unshare and mount touch no memory of ours but the
+        // NUL-terminated strings, which live as long as `self`.
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let slave = libc::MS_REC | libc::MS_SLAVE;
+            let none = std::ptr::null();
+            if libc::mount(none, self.root.as_ptr(), none, slave, std::ptr::null()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+            let options = self.options.as_ptr().cast();
+            if libc::mount(
+                self.fstype.as_ptr(),
+                self.target.as_ptr(),
+                self.fstype.as_ptr(),
+                flags,
+                options,
+            ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for ProcMount {
+    fn default() -> ProcMount {
+        ProcMount::new()
+    }
+}
+
+/// Whether this agent can give its workloads a `/proc` of their own: tried
+/// once on a child (`true`) that does exactly what a shim does; the answer
+/// is kept. Err says why not.
+pub fn check() -> Result<(), String> {
+    static ANSWER: OnceLock<Result<(), String>> = OnceLock::new();
+    ANSWER.get_or_init(try_once).clone()
+}
+
+fn try_once() -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no memory effects.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("the agent is not root".into());
+    }
+    let proc_mount = ProcMount::new();
+    let mut cmd = std::process::Command::new("true");
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: the closure makes async-signal-safe syscalls only, on strings
+    // made before the fork.
+    unsafe {
+        cmd.pre_exec(move || proc_mount.hide_other_processes());
+    }
+    match cmd.status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!("a test process ended with {s}")),
+        Err(e) => Err(format!("cannot mount a private /proc: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hidden_proc_shows_only_its_own_uids_processes() {
+        if check().is_err() {
+            eprintln!("skipped: {}", check().unwrap_err());
+            return;
+        }
+        use std::os::unix::process::CommandExt;
+        // A process of uid 0 beside ours: listed in the host's /proc.
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = sleeper.id();
+        assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+        let proc_mount = ProcMount::new();
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c").arg(format!(
+            "test -e /proc/{pid} && echo visible; cat /proc/{pid}/cmdline; echo end"
+        ));
+        // SAFETY: async-signal-safe calls only, on values made before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                proc_mount.hide_other_processes()?;
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(61990) != 0
+                    || libc::setuid(61990) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let out = cmd.output().unwrap();
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("end") && !text.contains("visible"), "{text}");
+        assert!(!text.contains("sleep"), "{text}");
+    }
+}
