@@ -15,6 +15,7 @@
 use caldera_spec::wire::{ExitStatus, WorkloadEventKind};
 use caldera_spec::{Allocation, EventKind, TaskRecord, TaskState};
 
+mod dispatch;
 mod moves;
 pub mod replica_moves;
 mod serving;
@@ -23,6 +24,7 @@ pub mod swap_steps;
 mod tests;
 mod warming;
 
+pub use dispatch::dispatch_backoff;
 pub use moves::fence_notice;
 use moves::{drain, fence_over, node_lost, requeue_planned};
 pub use warming::reading;
@@ -101,8 +103,13 @@ pub enum Input<'a> {
     },
     /// `node` said hello again without this task's workload.
     WorkloadMissing { node: &'a str },
-    /// The start command could not be handed to `node`.
-    DispatchFailed { node: &'a str, why: &'a str },
+    /// The start command could not be handed to `node`; the task asks for
+    /// room again in `retry_in_ms` ([`dispatch_backoff`]).
+    DispatchFailed {
+        node: &'a str,
+        why: &'a str,
+        retry_in_ms: u64,
+    },
     /// The preparing timer armed for `attempt` ran out after `after_secs`.
     PreparingTimeout { attempt: u32, after_secs: u64 },
     /// The warming timer armed for `attempt` ran out after `after_secs`;
@@ -151,6 +158,9 @@ pub enum Step {
     Dispatch,
     /// Ask the scheduler for room.
     Enqueue,
+    /// Ask the scheduler for room after `delay_ms`, if the task still waits
+    /// then (a failed dispatch backs off).
+    EnqueueAfter { delay_ms: u64 },
     /// Leave the scheduler's queue.
     Dequeue,
     /// Return the task's allocation to the pool.
@@ -277,7 +287,11 @@ pub fn decide(rec: &TaskRecord, stopping: Option<&Stopping>, input: Input<'_>) -
             stop_grace_ms,
         } => drain(rec, stopping, allocation_id, node, stop_grace_ms),
         Input::WorkloadMissing { node } => workload_missing(rec, node),
-        Input::DispatchFailed { node, why } => dispatch_failed(rec, node, why),
+        Input::DispatchFailed {
+            node,
+            why,
+            retry_in_ms,
+        } => dispatch::dispatch_failed(rec, node, why, retry_in_ms),
         Input::PreparingTimeout {
             attempt,
             after_secs,
@@ -721,14 +735,6 @@ fn workload_missing(rec: &TaskRecord, node: &str) -> Outcome {
         }
         _ => Outcome::Ignored("the task holds no allocation"),
     }
-}
-
-fn dispatch_failed(rec: &TaskRecord, node: &str, why: &str) -> Outcome {
-    if !rec.state.holds_allocation() {
-        return Outcome::Ignored("the task holds no allocation");
-    }
-    // Nothing ran, so the retry budget is not spent.
-    requeue(rec, format!("could not dispatch to {node}: {why}"), false)
 }
 
 /// Preempted -> Queued, keeping the checkpoint pointer for the next start.

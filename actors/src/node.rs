@@ -272,7 +272,7 @@ impl NodeActor {
                 Event::new(self.sh.now_ms(), EventKind::NodeFenced, notice).node(&self.rec.name),
             );
         }
-        self.send(ServerMessage::Welcome(Welcome {
+        let welcomed = self.send(ServerMessage::Welcome(Welcome {
             node_name: self.rec.name.clone(),
             epoch: self.rec.epoch,
             heartbeat_interval_ms: self.sh.config.heartbeat_interval_ms,
@@ -284,7 +284,11 @@ impl NodeActor {
         }));
         // The agent may count its lease from the welcome: so do we (conservative).
         self.lease_renewed = self.sh.clock.instant();
-        self.announce_up();
+        if welcomed {
+            // Placeable only with a session to start work on: one that
+            // closed while the hello was answered is not.
+            self.announce_up();
+        }
         self.resume_drain(ctx);
         for x in r.exits {
             let kind = WorkloadEventKind::Exited(x.status);
@@ -439,7 +443,11 @@ impl Handler<AgentMessage> for NodeActor {
                     });
                 }
             }
-            NodeMessage::Draining { reason, epoch } => self.agent_draining(ctx, epoch, &reason),
+            NodeMessage::Draining {
+                reason,
+                epoch,
+                cluster_stopping,
+            } => self.agent_draining(ctx, epoch, &reason, cluster_stopping),
             NodeMessage::Hello(_) => {
                 self.send(ServerMessage::Refused {
                     reason: "hello sent twice in one session".into(),
@@ -455,6 +463,13 @@ impl Handler<AgentGone> for NodeActor {
     fn handle(&mut self, m: AgentGone, _: &mut Context<Self>) {
         if self.session.as_ref().map(|s| s.id) == Some(m.session_id) {
             self.session = None;
+            // No placements here until the agent says hello again: a task
+            // granted room here now could not be started, and would be
+            // requeued and granted again while the node stays "healthy".
+            // What runs here keeps running; it is lost only past the timeout.
+            self.sh.scheduler.do_send(NodeDown {
+                name: self.rec.name.clone(),
+            });
             // Chosen as nobody's peer while away; its receivers report
             // their own failures.
             self.sh.fleet.update(&self.rec.name, |c| c.live = false);

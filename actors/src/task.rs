@@ -49,6 +49,9 @@ pub struct TaskActor {
     retired: bool,
     /// Rebuilt by its supervisor while starting: send the start again.
     redispatch: bool,
+    /// Start commands in a row that could not be handed to their node: the
+    /// next request for room waits `lifecycle::dispatch_backoff` of it.
+    dispatch_failures: u32,
     /// Rebuilt while its workload's end is still to be recorded: ask its
     /// node for an exit it already forwarded (`task/rebuilt.rs`).
     resend_exit: bool,
@@ -74,6 +77,7 @@ impl TaskActor {
             sup: Supervision::default(),
             retired: false,
             redispatch: false,
+            dispatch_failures: 0,
             resend_exit: false,
             left: false,
             warming: None,
@@ -306,6 +310,17 @@ impl TaskActor {
         });
     }
 
+    /// [`TaskActor::enqueue`] after `delay`, if the task still waits for the
+    /// same attempt then (not cancelled, released or granted meanwhile).
+    pub(crate) fn enqueue_after(&mut self, ctx: &mut Context<Self>, delay: Duration) {
+        let attempts = self.rec.attempts;
+        ctx.run_later(delay, move |act, _| {
+            if act.rec.state == TaskState::Queued && act.rec.attempts == attempts && !act.left {
+                act.enqueue();
+            }
+        });
+    }
+
     fn start_command(&self, a: &Allocation) -> StartCommand {
         StartCommand {
             allocation_id: a.allocation_id.clone(),
@@ -351,6 +366,7 @@ impl TaskActor {
             .into_actor(self)
             .map(move |res, act, ctx| match res {
                 Ok(epoch) => {
+                    act.dispatch_failures = 0;
                     act.tell_model_needed(&node);
                     let recorded = act.rec.allocation.as_ref().map(|a| a.epoch);
                     if recorded.is_some_and(|e| e != epoch) {
@@ -358,11 +374,14 @@ impl TaskActor {
                     }
                 }
                 Err(why) => {
+                    act.dispatch_failures = act.dispatch_failures.saturating_add(1);
+                    let retry = lifecycle::dispatch_backoff(act.dispatch_failures);
                     act.react(
                         ctx,
                         Input::DispatchFailed {
                             node: &node,
                             why: &why,
+                            retry_in_ms: retry.as_millis() as u64,
                         },
                         None,
                     );

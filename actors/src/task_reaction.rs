@@ -278,6 +278,9 @@ impl TaskActor {
             }),
             Step::Dispatch => self.dispatch(ctx, ticket),
             Step::Enqueue => self.enqueue(),
+            Step::EnqueueAfter { delay_ms } => {
+                self.enqueue_after(ctx, std::time::Duration::from_millis(delay_ms))
+            }
             Step::Dequeue => self.sh.scheduler.do_send(Dequeue {
                 task_id: self.id().to_string(),
             }),

@@ -62,6 +62,12 @@ pub enum Stop {
     /// The node is drained (its work moved away as planned stops), then
     /// whatever is left is stopped (SIGTERM, the configured grace, SIGKILL).
     Drain,
+    /// The whole cluster stops with this node (`caldera up` stopping all its
+    /// agents at once): drained as [`Stop::Drain`], but the control plane is
+    /// told that no other node stays, so it moves nothing elsewhere first —
+    /// service replicas are stopped and requeued like any task instead of
+    /// waiting, until the drain timeout, for replacements that cannot start.
+    WithCluster,
     /// The agent exits at once and leaves every workload running under its
     /// shim, for the next agent (an upgraded binary) to adopt; nothing is
     /// stopped and the control plane hears nothing but the session closing.
@@ -166,6 +172,11 @@ pub async fn run_until_stop(
         agent.weights.close().await;
         return Ok(());
     }
+    let cluster_stopping = how == Stop::WithCluster;
+    let why = match cluster_stopping {
+        true => "the whole cluster is stopping (caldera up)",
+        false => "the agent was asked to stop (SIGINT/SIGTERM)",
+    };
     let inputs = drain::Inputs {
         events: &mut events,
         notes: &mut notes,
@@ -173,10 +184,8 @@ pub async fn run_until_stop(
         heartbeat: &mut heartbeat,
         checkpoints: &mut checkpoints,
     };
-    agent
-        .drain("the agent was asked to stop (SIGINT/SIGTERM)", inputs)
-        .await;
-    agent.shut_down(&mut notes).await;
+    agent.drain(why, cluster_stopping, inputs).await;
+    agent.shut_down(&mut notes, cluster_stopping).await;
     if agent.runtime.all_exited() {
         agent.runtime.isolation().cleanup();
     }
@@ -510,13 +519,19 @@ impl Agent {
     }
 
     /// Stops every workload and waits (bounded) for them to be reaped, so their
-    /// exits are reported before the agent goes.
-    async fn shut_down(&mut self, notes: &mut UnboundedReceiver<Note>) {
+    /// exits are reported before the agent goes. `keep_held`: the whole
+    /// cluster stops, and held reservations stay held for the next agent
+    /// to adopt (nothing runs in them; the control plane keeps them too).
+    async fn shut_down(&mut self, notes: &mut UnboundedReceiver<Note>, keep_held: bool) {
         let grace = Duration::from_millis(self.config.shutdown_grace_ms);
         tracing::info!("shutting down: stopping workloads (grace {grace:?})");
-        self.runtime.stop_all(grace);
+        if keep_held {
+            self.runtime.stop_all_but_held(grace);
+        } else {
+            self.runtime.stop_all(grace);
+        }
         let deadline = tokio::time::Instant::now() + grace + SHUTDOWN_SLACK;
-        while !self.runtime.all_exited() && tokio::time::Instant::now() < deadline {
+        while !self.runtime.only_held_left() && tokio::time::Instant::now() < deadline {
             // Our own shims' ends come as notes; adopted ones are polled.
             match tokio::time::timeout(SHUTDOWN_POLL, notes.recv()).await {
                 Ok(Some(note)) => self.runtime.handle(note),

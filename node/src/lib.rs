@@ -28,9 +28,11 @@ pub use config::AgentConfig;
 pub use error::{AgentError, StartError};
 
 /// Runs the agent on the calling thread until SIGINT or SIGTERM (a drain:
-/// the node's work is moved away, then the agent exits) or SIGUSR2 (a
-/// handover, for an in-place upgrade: the agent exits at once and its
-/// workloads run on under their shims for the next agent to adopt). Blocks:
+/// the node's work is moved away, then the agent exits), SIGUSR1 (a drain
+/// as the whole cluster stops, as `caldera up` stops its agents: nothing
+/// waits to be moved to nodes that stop too) or SIGUSR2 (a handover, for an
+/// in-place upgrade: the agent exits at once and its workloads run on under
+/// their shims for the next agent to adopt). Blocks:
 /// it creates its own actix System. A kill -9 or a crash is a handover too,
 /// until the workloads' lease runs out.
 pub fn run(config: AgentConfig) -> Result<(), AgentError> {
@@ -42,16 +44,22 @@ pub fn run(config: AgentConfig) -> Result<(), AgentError> {
     })
 }
 
-/// Completes on the first SIGINT, SIGTERM (drain) or SIGUSR2 (handover).
+/// Completes on the first SIGINT, SIGTERM (drain), SIGUSR1 (drain as the
+/// whole cluster stops) or SIGUSR2 (handover).
 fn stop_signal() -> std::io::Result<impl std::future::Future<Output = agent::Stop>> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
+    let mut usr1 = signal(SignalKind::user_defined1())?;
     let mut usr2 = signal(SignalKind::user_defined2())?;
     Ok(async move {
         tokio::select! {
             _ = term.recv() => tracing::info!("SIGTERM received: draining the node"),
             _ = int.recv() => tracing::info!("SIGINT received: draining the node"),
+            _ = usr1.recv() => {
+                tracing::info!("SIGUSR1 received: the whole cluster is stopping; stopping this node's work where it is");
+                return agent::Stop::WithCluster;
+            }
             _ = usr2.recv() => {
                 tracing::info!("SIGUSR2 received: handing the workloads over to the next agent");
                 return agent::Stop::Handover;

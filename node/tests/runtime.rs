@@ -329,6 +329,28 @@ async fn a_reservation_holds_until_stopped_and_duplicates_never_run() {
 }
 
 #[tokio::test]
+async fn a_whole_cluster_stop_keeps_a_held_reservation_for_the_next_agent() {
+    let mut h = harness(false);
+    h.rt.start(&start_cmd("r1", ""));
+    h.wait_for("r1", |k| matches!(k, WorkloadEventKind::Started { .. }))
+        .await;
+    h.rt.start(&start_cmd("a1", "sleep 30"));
+    h.started_pid("a1").await;
+    // Everything but the held reservation is stopped.
+    h.rt.stop_all_but_held(Duration::from_secs(1));
+    h.exit_of("a1").await;
+    assert!(h.rt.only_held_left());
+    assert!(!h.rt.all_exited(), "the reservation is still held");
+    assert!(h.rt.workload("r1").is_some_and(|w| w.is_held_reservation()));
+    // The next agent on the same data dir adopts it, still held.
+    let (mut reborn, _notes) = runtime(&h.data, Isolation::None("test".into()));
+    assert_eq!(reborn.adopt_shims().held, 1);
+    let r1 = reborn.hello_reports();
+    let r1 = r1.iter().find(|r| r.allocation_id == "r1");
+    assert!(r1.is_some_and(|r| r.exit.is_none()), "{r1:?}");
+}
+
+#[tokio::test]
 async fn checkpoints_usage_and_reports() {
     let mut h = harness(true);
     let script = "echo x > $CALDERA_CHECKPOINT_DIR/step-1; while :; do :; done";

@@ -27,7 +27,8 @@
 //! Drain (protocol 3): an agent asked to stop (SIGTERM) sends
 //! [`NodeMessage::Draining`]; the control plane cordons the node and moves its
 //! work away as a planned stop (no retry spent), then the agent exits once
-//! nothing is left on it.
+//! nothing is left on it. When the whole cluster stops (`caldera up`), the
+//! message says so and nothing waits to be moved to nodes that stop too.
 //!
 //! Weights (protocol 4): the hello and heartbeats carry the node's weight
 //! cache ([`CacheReport`]) and the address it serves peers on; a start may
@@ -72,6 +73,12 @@ pub enum NodeMessage {
     Draining {
         epoch: u64,
         reason: String,
+        /// The whole cluster stops with this node (`caldera up` stopping):
+        /// no other node will stay to take its work, so nothing waits to be
+        /// moved — service replicas are stopped and requeued like any task,
+        /// not replaced elsewhere first. Absent from older agents: false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cluster_stopping: bool,
     },
     /// What happened to one version's copy in the node's weight cache.
     Warmup(WarmupReport),

@@ -931,6 +931,7 @@ fn node_loss_and_retry_budget() {
             Input::DispatchFailed {
                 node: "n1",
                 why: "node has no live session",
+                retry_in_ms: 500,
             },
             s(vec![
                 Step::ForgetStop,
@@ -938,9 +939,9 @@ fn node_loss_and_retry_budget() {
                 Step::Unbind,
                 to(
                     Queued,
-                    "could not dispatch to n1: node has no live session; requeued",
+                    "could not dispatch to n1: node has no live session; requeued, asks for room again in 500 ms",
                 ),
-                Step::Enqueue,
+                Step::EnqueueAfter { delay_ms: 500 },
             ]),
         ),
     ]);

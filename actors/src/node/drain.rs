@@ -73,6 +73,7 @@ impl NodeActor {
         by: CordonBy,
         drain: bool,
         why: &str,
+        cluster_stopping: bool,
     ) -> Result<Ticket> {
         let by = match &self.rec.cordon {
             Some(c) if c.by == CordonBy::Operator => CordonBy::Operator,
@@ -100,14 +101,20 @@ impl NodeActor {
             cordoned: true,
         });
         if drain {
-            self.move_work_away(ctx, Some(ticket));
+            self.move_work_away(ctx, Some(ticket), cluster_stopping);
         }
         Ok(ticket)
     }
 
     /// Tells every task with an allocation here to leave, as a planned stop,
     /// once the drain is durable (`ticket`; None: it already is).
-    fn move_work_away(&self, ctx: &mut Context<Self>, ticket: Option<Ticket>) {
+    /// `cluster_stopping`: no node stays, so nothing is moved elsewhere first.
+    fn move_work_away(
+        &self,
+        ctx: &mut Context<Self>,
+        ticket: Option<Ticket>,
+        cluster_stopping: bool,
+    ) {
         let sh = self.sh.clone();
         let node = self.rec.name.clone();
         ctx.spawn(
@@ -125,6 +132,7 @@ impl NodeActor {
                         t.do_send(Drain {
                             allocation_id: a.allocation_id.clone(),
                             node: node.clone(),
+                            cluster_stopping,
                         });
                     }
                 }
@@ -140,18 +148,25 @@ impl NodeActor {
     pub(super) fn resume_drain(&self, ctx: &mut Context<Self>) {
         if self.rec.cordon.as_ref().is_some_and(|c| c.drain) {
             tracing::info!(node = %self.rec.name, "node still drained: its remaining work is moved away");
-            self.move_work_away(ctx, None);
+            self.move_work_away(ctx, None, false);
         }
     }
 
     /// The agent says it is stopping (SIGTERM): drain the node, unless the
-    /// message is of an older session.
-    pub(super) fn agent_draining(&mut self, ctx: &mut Context<Self>, epoch: u64, reason: &str) {
+    /// message is of an older session. `cluster_stopping`: every node stops
+    /// (`caldera up`), so its work is stopped where it is, not moved.
+    pub(super) fn agent_draining(
+        &mut self,
+        ctx: &mut Context<Self>,
+        epoch: u64,
+        reason: &str,
+        cluster_stopping: bool,
+    ) {
         if epoch != self.rec.epoch || self.rec.state != NodeState::Ready {
             return;
         }
         let why = format!("its agent is stopping: {reason}");
-        if let Err(e) = self.cordon(ctx, CordonBy::Agent, true, &why) {
+        if let Err(e) = self.cordon(ctx, CordonBy::Agent, true, &why, cluster_stopping) {
             // Not recorded: nothing moves; the agent waits out its bound and
             // says what it left.
             tracing::error!(node = %self.rec.name, error = %e, "the agent's drain could not be recorded");
@@ -173,6 +188,7 @@ impl Handler<CordonNode> for NodeActor {
             CordonBy::Operator,
             m.drain,
             &format!("an operator's {asked}"),
+            false,
         );
         let gate = self.sh.gate.clone();
         Box::pin(async move {

@@ -76,7 +76,9 @@ pub struct RecordGrant {
     pub event: Event,
 }
 
-/// A node was lost: nothing more is placed there.
+/// Nothing more is placed on a node until its agent says hello again
+/// (`NodeUp`): it was lost, or its session ended (a start sent there now
+/// would find no one to run it).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct NodeDown {

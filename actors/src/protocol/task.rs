@@ -91,6 +91,9 @@ pub struct NodeLost {
 pub struct Drain {
     pub allocation_id: String,
     pub node: String,
+    /// The whole cluster stops with the node: a replica is stopped and
+    /// requeued like any task, not replaced elsewhere first.
+    pub cluster_stopping: bool,
 }
 
 /// The node said hello again but no longer runs this task's workload.

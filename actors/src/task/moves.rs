@@ -44,12 +44,21 @@ impl Handler<Drain> for TaskActor {
     type Result = ();
     /// A running replica asks its service first: moved make-before-break,
     /// it keeps running until its replacement does and the service releases
-    /// it; otherwise (or with no service to ask) it drains as any task.
+    /// it; otherwise (or with no service to ask, or with the whole cluster
+    /// stopping, so no node stays to run a replacement) it drains as any task.
+    /// With the whole cluster stopping, a reservation stays where it is.
     fn handle(&mut self, m: Drain, ctx: &mut Context<Self>) {
+        if m.cluster_stopping && self.rec.spec.command.is_empty() {
+            // A reservation runs nothing, and no node stays to take it: it
+            // stays held, and the node's agent keeps it for the next start
+            // (its hello reports it, so it comes back still running).
+            return;
+        }
         let parent = self
             .rec
             .service
             .as_ref()
+            .filter(|_| !m.cluster_stopping)
             .and_then(|s| self.sh.registry.task(s));
         match parent {
             Some(p) if self.rec.state == TaskState::Running => {

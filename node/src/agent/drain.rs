@@ -4,7 +4,9 @@
 //! (training checkpoints, then resumes elsewhere; no retry spent). It leaves
 //! once nothing runs on it, or after `drain-timeout-ms`, saying what it left
 //! (the shutdown that follows stops that, and its exits say `stopped`, which
-//! the control plane also takes as a planned stop).
+//! the control plane also takes as a planned stop). When the whole cluster
+//! stops with it (`caldera up`), it says so: the control plane then stops its
+//! work where it is rather than wait to move it to nodes that stop too.
 use super::Agent;
 use crate::runtime::Note;
 use caldera_spec::codes;
@@ -25,7 +27,7 @@ pub(super) struct Inputs<'a> {
 impl Agent {
     /// Says `Draining` on the welcomed session, once per session: after a
     /// reconnect (the control plane restarted) the new one has not heard it.
-    fn tell_draining(&mut self, told: &mut Option<u64>, why: &str) {
+    fn tell_draining(&mut self, told: &mut Option<u64>, why: &str, cluster_stopping: bool) {
         let Some(epoch) = self.live_epoch() else {
             return;
         };
@@ -34,6 +36,7 @@ impl Agent {
             self.send(NodeMessage::Draining {
                 epoch,
                 reason: why.to_string(),
+                cluster_stopping,
             });
         }
     }
@@ -41,14 +44,21 @@ impl Agent {
     /// Drains the node: `Draining`, then the usual loop until nothing is
     /// left on it or the drain timeout passes. Without a welcomed session
     /// there is no one to move the work, so it returns at once.
-    pub(super) async fn drain(&mut self, why: &str, inputs: Inputs<'_>) {
+    /// `cluster_stopping`: the whole cluster stops with this node; its held
+    /// reservations stay held (the control plane keeps them too, and the
+    /// next agent adopts them), so the drain waits only for what runs.
+    pub(super) async fn drain(&mut self, why: &str, cluster_stopping: bool, inputs: Inputs<'_>) {
         if self.live_epoch().is_none() {
             tracing::warn!(
                 "stopping without a session: the node cannot be drained; its workloads are stopped"
             );
             return;
         }
-        if self.runtime.all_exited() {
+        let drained = |runtime: &crate::runtime::Runtime| match cluster_stopping {
+            true => runtime.only_held_left(),
+            false => runtime.all_exited(),
+        };
+        if drained(&self.runtime) {
             return;
         }
         tracing::info!(
@@ -56,15 +66,15 @@ impl Agent {
             self.runtime.reports().len()
         );
         let mut told = None;
-        self.tell_draining(&mut told, why);
+        self.tell_draining(&mut told, why, cluster_stopping);
         let bound = Duration::from_millis(self.config.drain_timeout_ms);
         let deadline = tokio::time::Instant::now() + bound;
-        while !self.runtime.all_exited() {
+        while !drained(&self.runtime) {
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => break,
                 Some(event) = inputs.events.recv() => {
                     self.on_session(event);
-                    self.tell_draining(&mut told, why);
+                    self.tell_draining(&mut told, why, cluster_stopping);
                 }
                 Some(note) = inputs.notes.recv() => self.on_note(note),
                 Some(note) = inputs.cache_notes.recv() => self.on_cache_note(note),
@@ -79,9 +89,18 @@ impl Agent {
             .reports()
             .into_iter()
             .filter(|w| w.exit.is_none())
+            .filter(|w| !(cluster_stopping && self.is_held(&w.allocation_id)))
             .map(|w| w.allocation_id)
             .collect();
-        if left.is_empty() {
+        let held = self
+            .runtime
+            .reports()
+            .iter()
+            .filter(|w| cluster_stopping && self.is_held(&w.allocation_id))
+            .count();
+        if left.is_empty() && held > 0 {
+            tracing::info!("drained: {held} reservation(s) stay held for the cluster's next start");
+        } else if left.is_empty() {
             tracing::info!("drained: nothing left on this node");
         } else {
             tracing::warn!(
@@ -91,5 +110,14 @@ impl Agent {
                 left.join(", ")
             );
         }
+    }
+}
+
+impl Agent {
+    /// Whether `allocation_id` is a reservation still held here.
+    fn is_held(&self, allocation_id: &str) -> bool {
+        self.runtime
+            .workload(allocation_id)
+            .is_some_and(crate::runtime::workload::Workload::is_held_reservation)
     }
 }

@@ -51,6 +51,7 @@ impl Runtime {
             }
             w.shim_dir = found.dir.clone();
             let reservation = spec.argv.is_empty();
+            w.reservation = reservation;
             let lost = !reservation && !w.shim.as_ref().is_some_and(|s| s.alive());
             if let Some(exit) = &found.exit {
                 w.exit = Some(exit.status());

@@ -503,9 +503,23 @@ impl Runtime {
 
     /// Stops every live workload (agent shutdown).
     pub fn stop_all(&mut self, grace: Duration) {
+        self.stop_all_but(grace, |_| false);
+    }
+
+    /// [`Runtime::stop_all`], but held reservations stay held (the whole
+    /// cluster stops: the next agent adopts them, still held).
+    pub fn stop_all_but_held(&mut self, grace: Duration) {
+        self.stop_all_but(grace, Workload::is_held_reservation);
+    }
+
+    fn stop_all_but(&mut self, grace: Duration, keep: impl Fn(&Workload) -> bool) {
         let ids: Vec<String> = self.workloads.keys().cloned().collect();
         for id in ids {
-            if self.workloads.get(&id).is_some_and(Workload::is_alive) {
+            if self
+                .workloads
+                .get(&id)
+                .is_some_and(|w| w.is_alive() && !keep(w))
+            {
                 self.stop(&id, grace, 0);
             }
         }
@@ -605,6 +619,13 @@ impl Runtime {
     /// True when nothing runs or is held.
     pub fn all_exited(&self) -> bool {
         self.workloads.values().all(|w| !w.is_alive())
+    }
+
+    /// Whether nothing runs here but held reservations.
+    pub fn only_held_left(&self) -> bool {
+        self.workloads
+            .values()
+            .all(|w| !w.is_alive() || w.is_held_reservation())
     }
 
     /// One workload, by allocation id.

@@ -14,6 +14,8 @@ pub struct Workload {
     pub epoch: u64,
     /// Leader pid = process group id; None for a reservation.
     pub pid: Option<u32>,
+    /// A reservation: room held, no command, so no process ever runs.
+    pub reservation: bool,
     /// Its shim's dir (a reservation's too: it records the hold).
     pub shim_dir: PathBuf,
     /// The shim, where one runs: its pid record, and whether it is this
@@ -74,6 +76,7 @@ impl Workload {
         w.model_sha256 = cmd.model.as_ref().map(|m| m.sha256.clone());
         w.readiness = cmd.readiness.clone();
         w.model = cmd.model.as_ref().map(super::launch::model_label);
+        w.reservation = cmd.command.is_empty();
         w
     }
 
@@ -118,6 +121,7 @@ impl Workload {
             task_id: task_id.to_string(),
             epoch,
             pid: None,
+            reservation: false,
             shim_dir: PathBuf::new(),
             shim: None,
             shim_is_child: false,
@@ -149,6 +153,12 @@ impl Workload {
     /// True while its process runs or its reservation is held.
     pub fn is_alive(&self) -> bool {
         self.exit.is_none()
+    }
+
+    /// A reservation still held: nothing runs, so nothing needs stopping
+    /// for the node to stop; its dir keeps the hold for the next agent.
+    pub fn is_held_reservation(&self) -> bool {
+        self.reservation && self.is_alive()
     }
 
     /// How the agent reports it in a hello or heartbeat.

@@ -3,8 +3,9 @@
 //! Each agent is a real `caldera node` process (the same binary), so the
 //! embedded default exercises exactly what a multi-machine cluster runs. An
 //! agent that exits on its own is restarted with exponential backoff; on
-//! shutdown it gets SIGTERM, time to stop its workloads, and SIGKILL only if
-//! it overstays.
+//! shutdown it gets SIGUSR1 (a drain as the whole cluster stops: every agent
+//! stops at once, so none waits to move work to another), time to stop its
+//! workloads, and SIGKILL only if it overstays.
 use super::profiles::AgentPlan;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -18,7 +19,7 @@ const FIRST_DELAY: Duration = Duration::from_millis(500);
 const MAX_DELAY: Duration = Duration::from_secs(30);
 /// An agent that ran this long before exiting was healthy: restart it quickly.
 const HEALTHY_RUN: Duration = Duration::from_secs(60);
-/// Time an agent gets after SIGTERM before SIGKILL: longer than its drain
+/// Time an agent gets after SIGUSR1 before SIGKILL: longer than its drain
 /// timeout (15 s, itself longer than the workload stop grace of 10 s) plus its
 /// shutdown grace (2 s), so the node is drained and its workloads stopped by
 /// the agent itself.
@@ -128,13 +129,16 @@ fn spawn(exe: &Path, plan: &AgentPlan, log_path: &Path) -> std::io::Result<Child
     command.spawn()
 }
 
-/// SIGTERM, wait up to [`STOP_GRACE`], then SIGKILL.
+/// SIGUSR1, wait up to [`STOP_GRACE`], then SIGKILL. SIGUSR1, not SIGTERM:
+/// `up` stops every agent at once, so each is told the whole cluster is
+/// stopping, and its node's work (service replicas included) is stopped
+/// where it is rather than waiting to be moved to a node that stops too.
 async fn terminate(name: &str, mut child: Child) {
     if let Some(pid) = child.id().and_then(|p| libc::pid_t::try_from(p).ok()) {
         // SAFETY: kill(2) has no memory-safety preconditions; `pid` is our
         // own child that has not been reaped yet, so it cannot be reused.
         unsafe {
-            libc::kill(pid, libc::SIGTERM);
+            libc::kill(pid, libc::SIGUSR1);
         }
     }
     match tokio::time::timeout(STOP_GRACE, child.wait()).await {

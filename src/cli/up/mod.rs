@@ -112,8 +112,9 @@ async fn embedded(
         outcome = &mut server_done => Some(outcome),
     };
     // The agents first, while the control plane still answers: each drains
-    // its node (training checkpoints and is requeued, reservations are
-    // requeued, no retry spent), so the next `up` resumes everything.
+    // its node (training checkpoints and is requeued, reservations and
+    // service replicas are requeued, no retry spent), so the next `up`
+    // resumes everything. All stop together, so nothing is moved between them.
     tracing::info!("stopping the node agents (each drains its node first)");
     let _ = stop_tx.send(true);
     for supervisor in supervisors {
