@@ -4,12 +4,13 @@
 //! "parse, call, show" and never names a message, an address or the store.
 mod chargeback;
 mod dry_run;
+pub mod earlier_runs;
 mod endpoints;
 pub mod estimates;
 mod model_from_task;
 mod models;
-mod portal;
 mod node_cache;
+mod portal;
 pub mod scrape;
 pub mod swap;
 mod task_page;
@@ -222,16 +223,30 @@ impl ControlPlane {
         tail_bytes: u64,
         from_byte: Option<u64>,
     ) -> Result<LogChunk> {
-        let Some(node) = self.sh.registry.node(&a.node) else {
-            return Err(ActorError::not_found("node", &a.node));
+        self.logs_on(&a.node, &a.allocation_id, &a.task_id, tail_bytes, from_byte)
+            .await
+    }
+
+    /// The same, for an allocation named by its node and id (one the task
+    /// held before: see `earlier_runs`).
+    pub async fn logs_on(
+        &self,
+        node: &str,
+        allocation_id: &str,
+        task_id: &str,
+        tail_bytes: u64,
+        from_byte: Option<u64>,
+    ) -> Result<LogChunk> {
+        let Some(actor) = self.sh.registry.node(node) else {
+            return Err(ActorError::not_found("node", node));
         };
         let m = FetchLogs {
-            allocation_id: a.allocation_id.clone(),
-            task_id: a.task_id.clone(),
+            allocation_id: allocation_id.to_string(),
+            task_id: task_id.to_string(),
             tail_bytes,
             from_byte,
         };
-        node.send(m).await?
+        actor.send(m).await?
     }
 
     /// Every node's view, ordered by name.
@@ -282,6 +297,18 @@ impl ControlPlane {
         self.node(name).await
     }
 
+    /// Rotates a node's secret (operators only): a new one recorded (the
+    /// old one stops opening sessions at once) and handed to the agent over
+    /// its live session. None when there is no such node; 409 when it has
+    /// no live session or is revoked.
+    pub async fn rotate_node_secret(&self, name: &str) -> Result<Option<NodeView>> {
+        let Some(node) = self.sh.registry.node(name) else {
+            return Ok(None);
+        };
+        node.send(RotateSecret).await??;
+        self.node(name).await
+    }
+
     /// Cordons, drains or uncordons a node (operators only), once recorded.
     /// None when there is no such node.
     pub async fn change_cordon(
@@ -297,18 +324,6 @@ impl ControlPlane {
             CordonChange::Drain => node.send(CordonNode { drain: true }).await??,
             CordonChange::Uncordon => node.send(Uncordon).await??,
         }
-    /// Rotates a node's secret (operators only): a new one recorded (the
-    /// old one stops opening sessions at once) and handed to the agent over
-    /// its live session. None when there is no such node; 409 when it has
-    /// no live session or is revoked.
-    pub async fn rotate_node_secret(&self, name: &str) -> Result<Option<NodeView>> {
-        let Some(node) = self.sh.registry.node(name) else {
-            return Ok(None);
-        };
-        node.send(RotateSecret).await??;
-        self.node(name).await
-    }
-
         self.node(name).await
     }
 
@@ -413,9 +428,16 @@ impl ControlPlane {
         Ok((ledger, stored))
     }
 
-    /// Each waiting task's place in line (task key -> 1-based position).
-    pub async fn queue_positions(&self) -> Result<std::collections::HashMap<String, u32>> {
-        Ok(self.sh.scheduler.send(QueuePositions).await?)
+    /// The place in line (task key -> 1-based position) of each of
+    /// `task_ids` that waits; the others are absent.
+    pub async fn queue_positions(
+        &self,
+        task_ids: Vec<String>,
+    ) -> Result<std::collections::HashMap<String, u32>> {
+        if task_ids.is_empty() {
+            return Ok(Default::default());
+        }
+        Ok(self.sh.scheduler.send(QueuePositions { task_ids }).await?)
     }
 
     /// The accuracy of first start estimates, over every task record (one
