@@ -492,3 +492,93 @@ fn a_real_agent_declaring_more_gpus_than_a_machine_has_logs_the_refusal() {
     assert!(log.contains("refused this node"), "{log}");
     assert_eq!(cp.operator().get("/v1/nodes/n-huge").status, 404);
 }
+
+/// Tokens and node secrets are stored keyed (HMAC under the server's
+/// 0600 token key, outside sled), and a store made before the key keeps
+/// working: its plain SHA-256 digests are upgraded at boot, so the tenant's
+/// token and the node's secret still open their doors. A data dir booted
+/// with another key file refuses to start and says why. The store's dir is
+/// 0700 and its files 0600.
+#[test]
+fn stored_digests_are_keyed_and_a_store_from_before_the_key_keeps_working() {
+    use caldera_storage::{Store, StoreConfig};
+    use sha2::{Digest, Sha256};
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut cp, mut real) = one_real_node(dir.path(), "node-7");
+    let token = cp.tenant("team-k");
+    let plain = |s: &str| -> String {
+        Sha256::digest(s.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let secret = std::fs::read_to_string(real.data_dir.join("secrets/node-secret")).unwrap();
+    let secret = secret.trim().to_string();
+    cp.kill9();
+    real.kill9();
+    let sled = cp.data_dir.join("sled");
+    let key_file = cp.data_dir.join("token-key");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+    assert_eq!(
+        (mode(&cp.data_dir), mode(&sled), mode(&key_file)),
+        (0o700, 0o700, 0o600)
+    );
+    for f in std::fs::read_dir(&sled).unwrap().flatten() {
+        if f.file_type().unwrap().is_file() {
+            assert_eq!(mode(&f.path()), 0o600, "{}", f.path().display());
+        }
+    }
+    {
+        // As a store from before the key left them: plain SHA-256s, no key.
+        let store = Store::open(&sled, &StoreConfig::default()).unwrap();
+        let mut t = store.tenant("team-k").unwrap().unwrap();
+        assert!(
+            t.token_sha256.starts_with("hmac-sha256:"),
+            "{}",
+            t.token_sha256
+        );
+        assert!(!t.token_sha256.contains(&plain(&token)));
+        t.token_sha256 = plain(&token);
+        let mut n = store.node("node-7").unwrap().unwrap();
+        n.secret_sha256 = Some(plain(&secret));
+        let mut b = store.batch();
+        b.put_tenant(&t);
+        b.put_node(&n);
+        b.meta_remove("token_key_fingerprint");
+        store.commit(b).unwrap();
+        store.flush().unwrap();
+    }
+    std::fs::remove_file(&key_file).unwrap();
+    cp.restart();
+    real.start_again();
+    let api = cp.api(&token);
+    assert_eq!(api.get("/v1/tasks").status, 200, "the tenant's token");
+    assert!(
+        wait_until(Duration::from_secs(20), || connected(&cp, "node-7")),
+        "the node's secret"
+    );
+    cp.kill9();
+    {
+        let store = Store::open(&sled, &StoreConfig::default()).unwrap();
+        let t = store.tenant("team-k").unwrap().unwrap();
+        let n = store.node("node-7").unwrap().unwrap();
+        for stored in [t.token_sha256, n.secret_sha256.unwrap_or_default()] {
+            assert!(stored.starts_with("hmac-sha256:"), "not upgraded: {stored}");
+        }
+    }
+    // Another key: the boot stops and names the file.
+    std::fs::write(&key_file, "ab".repeat(32)).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&cp.data_dir)
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("token-key") && said.contains("not the key"),
+        "{said}"
+    );
+}
