@@ -225,3 +225,98 @@ fn a_client_printing_into_a_closed_pipe_ends_without_a_panic() {
         out.status
     );
 }
+
+#[test]
+fn tasks_all_follows_every_page_and_the_operator_names_a_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    let (a, b) = (cp.tenant("team-a"), cp.tenant("team-b"));
+    // No nodes: every task stays queued.
+    for i in 0..7 {
+        assert_eq!(
+            cp.api(&a)
+                .post("/v1/tasks", &training(&format!("a-{i}")))
+                .status,
+            201
+        );
+    }
+    assert_eq!(cp.api(&b).post("/v1/tasks", &training("b-0")).status, 201);
+    let config = dir.path().join("home/contexts.json");
+    let url = cp.url();
+    for (token, name) in [(a.as_str(), "team-a"), (OPERATOR_TOKEN, "admin")] {
+        let (ok, _, err) = caldera(
+            &config,
+            &["login", "--server", &url, "--token", token, "--name", name],
+        );
+        assert!(ok, "{err}");
+    }
+    let ids = |json: &str| -> Vec<String> {
+        let v: Value = serde_json::from_str(json).unwrap();
+        assert!(v["next_cursor"].is_null(), "{v:#}");
+        v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                format!(
+                    "{}/{}",
+                    t["tenant"].as_str().unwrap(),
+                    t["task_id"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    // One page: 3 rows and where to go on.
+    let (ok, out, err) = caldera(&config, &["tasks", "--limit", "3", "--context", "team-a"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("a-2") && !out.contains("a-3") && out.contains("next cursor: a-2"),
+        "{out}"
+    );
+    // --all: every page, each task once, in order, as one list.
+    let (ok, out, err) = caldera(
+        &config,
+        &[
+            "tasks",
+            "--limit",
+            "3",
+            "--all",
+            "--json",
+            "--context",
+            "team-a",
+        ],
+    );
+    assert!(ok, "{err}");
+    let want: Vec<String> = (0..7).map(|i| format!("team-a/a-{i}")).collect();
+    assert_eq!(ids(&out), want);
+    let (ok, out, _) = caldera(
+        &config,
+        &["tasks", "--limit", "2", "--all", "--context", "team-a"],
+    );
+    assert!(
+        ok && out.contains("a-6") && !out.contains("next cursor"),
+        "{out}"
+    );
+    // The operator: one tenant's with --tenant; a tenant naming another is refused.
+    let (ok, out, err) = caldera(
+        &config,
+        &[
+            "tasks",
+            "--tenant",
+            "team-b",
+            "--state",
+            "queued",
+            "--all",
+            "--json",
+            "--context",
+            "admin",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(ids(&out), ["team-b/b-0"]);
+    let (ok, _, err) = caldera(
+        &config,
+        &["tasks", "--tenant", "team-b", "--context", "team-a"],
+    );
+    assert!(!ok && err.contains("40300"), "{err}");
+}

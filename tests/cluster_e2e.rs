@@ -309,3 +309,126 @@ fn task_lists_page_with_a_cursor_and_filter_by_state() {
     assert_eq!(bad.body["field"], "state");
     assert_eq!(api.get("/v1/tasks?limit=0").body["field"], "limit");
 }
+
+/// Every task of a listing as `tenant/task_id`, following `next_cursor` from
+/// `first` (a path with its query) until it is null, in the pages' order.
+fn all_pages(api: &Api, first: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut path = first.to_string();
+    loop {
+        let page = api.get(&path);
+        assert_eq!(page.status, 200, "{path}: {:#}", page.body);
+        for t in page.data()["tasks"].as_array().unwrap() {
+            ids.push(format!(
+                "{}/{}",
+                t["tenant"].as_str().unwrap(),
+                t["task_id"].as_str().unwrap()
+            ));
+        }
+        match page.data()["next_cursor"].as_str() {
+            Some(c) => path = format!("{first}&cursor={c}"),
+            None => return ids,
+        }
+    }
+}
+
+/// Each id once, and how many there were.
+fn each_once(ids: &[String]) -> usize {
+    let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "an id listed twice");
+    ids.len()
+}
+
+#[test]
+fn one_tenants_long_queue_leaves_another_tenants_listing_its_own_and_paged_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    // Tenant A: a long queue (no nodes, so every task waits), over 8 connections.
+    let many: usize = std::env::var("CALDERA_TEST_QUEUE_DEPTH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000);
+    let burst = caldera_chaos_tests::bench::submit::burst(
+        &cp.addr,
+        &cp.tenant("team-a"),
+        "load",
+        many,
+        8,
+        Duration::from_secs(300),
+    );
+    assert_eq!(
+        (burst.latencies.len(), burst.errors),
+        (many, 0),
+        "{}",
+        burst.describe()
+    );
+    // Tenant B: 23 high-priority tasks, 4 of them then cancelled.
+    let b = cp.api(&cp.tenant("team-b"));
+    for i in 0..23 {
+        let mut spec: Value =
+            serde_json::from_str(&task(&format!("b-{i:02}"), r#"{"share":0.5}"#, "true")).unwrap();
+        spec["priority"] = "high".into();
+        assert_eq!(b.post("/v1/tasks", &spec.to_string()).status, 201);
+    }
+    for i in [3, 7, 11, 19] {
+        assert_eq!(
+            b.post(&format!("/v1/tasks/b-{i:02}/release"), "").status,
+            200
+        );
+    }
+    let began = std::time::Instant::now();
+    let first = b.get("/v1/tasks?state=queued&limit=5");
+    eprintln!(
+        "team-b's first page beside {many} queued tasks of team-a: {:?}; server {}",
+        began.elapsed(),
+        cp.pid()
+            .map(caldera_chaos_tests::bench::stats::rss_line)
+            .unwrap_or_default()
+    );
+    assert_eq!(first.status, 200, "{:#}", first.body);
+    // Only B's, in B's own ids, with B's places in line: high priority comes
+    // before all of A's medium tasks, in arrival order.
+    let tasks = first.data()["tasks"].as_array().unwrap();
+    let seen: Vec<(&str, &str, u64)> = tasks
+        .iter()
+        .map(|t| {
+            (
+                t["task_id"].as_str().unwrap(),
+                t["tenant"].as_str().unwrap(),
+                t["queue_position"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("b-00", "team-b", 1),
+            ("b-01", "team-b", 2),
+            ("b-02", "team-b", 3),
+            ("b-04", "team-b", 4),
+            ("b-05", "team-b", 5)
+        ]
+    );
+    // Paging visits every task exactly once: B's queued, B's cancelled, all of B's.
+    let queued = all_pages(&b, "/v1/tasks?state=queued&limit=5");
+    assert_eq!(each_once(&queued), 19);
+    assert!(
+        queued.windows(2).all(|w| w[0] < w[1]),
+        "ordered by id: {queued:?}"
+    );
+    let cancelled = all_pages(&b, "/v1/tasks?state=cancelled&limit=3");
+    let b_cancelled = ["team-b/b-03", "team-b/b-07", "team-b/b-11", "team-b/b-19"];
+    assert_eq!(cancelled, b_cancelled);
+    assert_eq!(each_once(&all_pages(&b, "/v1/tasks?limit=6")), 23);
+    // A tenant token names only its own tenant; the operator may name any.
+    assert_eq!(b.get("/v1/tasks?tenant=team-a").status, 403);
+    let op = cp.operator();
+    let bs = all_pages(&op, "/v1/tasks?tenant=team-b&state=cancelled&limit=2");
+    assert_eq!(bs, b_cancelled);
+    // The operator's queued listing over every tenant: A's and B's, each once.
+    let everyone = all_pages(&op, "/v1/tasks?state=queued&limit=1000");
+    assert_eq!(each_once(&everyone), many + 19);
+    assert!(everyone
+        .iter()
+        .all(|k| k.starts_with("team-a/") || k.starts_with("team-b/")));
+}

@@ -36,7 +36,7 @@ pub struct StatusArgs {
     pub opts: ClientOpts,
 }
 
-/// `caldera tasks [--state S] [--type T] [--limit N] [--cursor C]`
+/// `caldera tasks [--state S] [--type T] [--tenant T] [--limit N] [--cursor C] [--all]`
 #[derive(clap::Args, Debug)]
 pub struct TasksArgs {
     /// Only tasks in this state (queued, running, finished, ...).
@@ -45,12 +45,18 @@ pub struct TasksArgs {
     /// Only tasks of this type (training, inference).
     #[arg(long = "type", value_name = "TYPE")]
     pub task_type: Option<String>,
-    /// At most this many tasks.
+    /// The operator: only this tenant's tasks (`?tenant=`).
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Tasks per page (server default 100, at most 1000).
     #[arg(long)]
     pub limit: Option<u32>,
     /// Continue after the `next cursor` printed by the previous page.
     #[arg(long)]
     pub cursor: Option<String>,
+    /// Follow every page to the last and show them as one list.
+    #[arg(long)]
+    pub all: bool,
     #[command(flatten)]
     pub opts: ClientOpts,
 }
@@ -186,23 +192,48 @@ pub fn status(args: StatusArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Lists tasks, one page at a time.
+/// Lists tasks: one page, or with `--all` every page, following
+/// `next_cursor` until the server says there is no more.
 pub fn list(args: TasksArgs) -> Result<(), CliError> {
     let client = ApiClient::from_opts(&args.opts)?;
-    let query = [
-        ("state", args.state.unwrap_or_default()),
-        ("type", args.task_type.unwrap_or_default()),
-        (
-            "limit",
-            args.limit.map(|n| n.to_string()).unwrap_or_default(),
-        ),
-        ("cursor", args.cursor.unwrap_or_default()),
-    ];
-    let page = block_on(client.get("/v1/tasks", &query))?;
-    if args.opts.json {
-        return print_json(&page);
+    let mut cursor = args.cursor.clone().unwrap_or_default();
+    let mut tasks = Vec::new();
+    loop {
+        let query = [
+            ("state", args.state.clone().unwrap_or_default()),
+            ("type", args.task_type.clone().unwrap_or_default()),
+            ("tenant", args.tenant.clone().unwrap_or_default()),
+            (
+                "limit",
+                args.limit.map(|n| n.to_string()).unwrap_or_default(),
+            ),
+            ("cursor", cursor.clone()),
+        ];
+        let page = block_on(client.get("/v1/tasks", &query))?;
+        if !args.all {
+            if args.opts.json {
+                return print_json(&page);
+            }
+            print!("{}", render_task_list(&page, fields::now_ms()));
+            return Ok(());
+        }
+        tasks.extend(items(&page, "tasks").iter().cloned());
+        match get(&page, "next_cursor").and_then(Value::as_str) {
+            Some(next) if next == cursor => {
+                return Err(CliError::Failed(format!(
+                    "the server answered the cursor {next:?} with itself: stopped after {} tasks",
+                    tasks.len()
+                )))
+            }
+            Some(next) => cursor = next.to_string(),
+            None => break,
+        }
     }
-    print!("{}", render_task_list(&page, fields::now_ms()));
+    let all = serde_json::json!({ "tasks": tasks, "next_cursor": null });
+    if args.opts.json {
+        return print_json(&all);
+    }
+    print!("{}", render_task_list(&all, fields::now_ms()));
     Ok(())
 }
 

@@ -153,10 +153,14 @@ pub struct AllocatedByNode;
 #[rtype(result = "SchedulerStats")]
 pub struct Stats;
 
-/// Each waiting task's place in line, by task key (1 = first).
+/// The place in line (1 = first) of each of `task_ids` (task keys) that
+/// waits: a page's worth, so the answer costs one pass over the queue and
+/// carries no copy of it.
 #[derive(Message)]
 #[rtype(result = "HashMap<String, u32>")]
-pub struct QueuePositions;
+pub struct QueuePositions {
+    pub task_ids: Vec<String>,
+}
 
 #[derive(Message)]
 #[rtype(result = "Utilization")]

@@ -612,8 +612,8 @@ impl Handler<Stats> for Scheduler {
 
 impl Handler<QueuePositions> for Scheduler {
     type Result = MessageResult<QueuePositions>;
-    fn handle(&mut self, _: QueuePositions, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.core.queue_positions())
+    fn handle(&mut self, m: QueuePositions, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.core.queue_positions_of(&m.task_ids))
     }
 }
 

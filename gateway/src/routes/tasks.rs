@@ -63,8 +63,10 @@ pub struct TaskFilter {
     /// Tasks per page (1..=1000, default 100).
     #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
-    /// The `next_cursor` of the previous page.
+    /// The `next_cursor` of the previous page, passed back as it came.
     pub cursor: Option<String>,
+    /// The operator: only this tenant's tasks. A tenant token may name only its own.
+    pub tenant: Option<String>,
 }
 
 /// `GET /v1/tasks/{id}/logs` options.
@@ -245,23 +247,26 @@ pub async fn get(
     let (_, r) = visible(&user, &st, &q, &id).await?;
     let mut view = TaskView::from(&r);
     if r.state == TaskState::Queued {
-        let line = st.cp.queue_positions().await?;
+        let line = st.cp.queue_positions(vec![r.spec.task_id.clone()]).await?;
         // Inside the control plane a task's id is its key (`tenant/id`).
         view.queue_position = line.get(&r.spec.task_id).copied();
     }
     Ok(Reply::ok(view))
 }
 
-/// GET /v1/tasks?state=&type=&limit=&cursor= — a tenant's tasks ordered by its
-/// own ids, `cursor` the last id seen; the operator's: every tenant's, ordered
-/// by key (`tenant/id`), `cursor` the last key seen. A page examines a bounded number of tasks, so it may hold
-/// fewer than `limit` with a `next_cursor` to go on from.
+/// GET /v1/tasks?state=&type=&tenant=&limit=&cursor= — a tenant's tasks
+/// ordered by its own ids, `cursor` the last id seen; the operator's: every
+/// tenant's (or `?tenant=`'s), ordered by key (`tenant/id`), `cursor` the
+/// last key seen. With `state` a page reads only the tasks it returns (sled's
+/// task index); with `type` alone a page examines a bounded number of tasks,
+/// so it may hold fewer than `limit` with a `next_cursor` to go on from.
 #[utoipa::path(get, path = "/v1/tasks", tag = "tasks",
     params(TaskFilter),
     security(("operator" = []), ("tenant" = [])),
     responses(
         (status = 200, description = "a page of tasks", body = Envelope<TaskPage>),
         (status = 400, description = "a bad filter (the parameter is named)"),
+        (status = 403, description = "a tenant token naming another tenant"),
     ))]
 pub async fn list(
     user: User,
@@ -287,17 +292,22 @@ pub async fn list(
         }
     };
     let query = TaskQuery {
-        tenant: user.tenant().map(str::to_string),
+        tenant: tenant_asked(&user, &q, "lists only its own tenant's tasks")?,
         state,
         task_type,
         cursor: q.get("cursor").cloned().unwrap_or_default(),
         limit: query_num(&q, "limit", 100, 1000)? as usize,
     };
     let page = st.cp.tasks(query).await?;
-    let line = match page.tasks.iter().any(|t| t.state == TaskState::Queued) {
-        true => st.cp.queue_positions().await?,
-        false => Default::default(),
-    };
+    // Places in line of this page's queued tasks only: one pass over the
+    // queue, never a copy of it, however long it is.
+    let queued: Vec<String> = page
+        .tasks
+        .iter()
+        .filter(|t| t.state == TaskState::Queued)
+        .map(|t| t.spec.task_id.clone())
+        .collect();
+    let line = st.cp.queue_positions(queued).await?;
     let tasks: Vec<TaskView> = page
         .tasks
         .iter()

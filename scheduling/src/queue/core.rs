@@ -626,6 +626,13 @@ impl Core {
         self.order(ids).into_iter().zip(1u32..).collect()
     }
 
+    /// [`Core::queue_positions`] of `ids` only (those waiting): what a page
+    /// of a listing shows. One pass over the queue counting who is ahead,
+    /// without sorting it or copying an id of it.
+    pub fn queue_positions_of(&self, ids: &[String]) -> HashMap<String, u32> {
+        self.positions_of(ids)
+    }
+
     /// Task type of a waiting task (for tests and the sim).
     pub fn waiting_type(&self, id: &str) -> Option<TaskType> {
         self.waiting.get(id).map(|w| w.task.spec.task_type)

@@ -355,3 +355,47 @@ fn a_replicas_dry_run_keeps_the_spread_a_pass_would() {
     other.task_id = "other.r0".into();
     assert!(c.dry_run("other.r0", "t", &other, 0).placeable);
 }
+
+#[test]
+fn a_pages_queue_positions_are_its_tasks_places_in_the_whole_line() {
+    // One 1-GPU node holding tenant a's task: a's dominant share is above
+    // b's (0), so among equal priorities b's tasks come first.
+    let mut c = core_with(&[("n", 1)]);
+    c.set_limits("a", one_gpu_no_borrowing());
+    submit(&mut c, "a", spec("a-held", 1, "medium", None), 1, 1);
+    assert_eq!(placed(&c.cycle(0)), ["a-held"]);
+    let waiting = [
+        ("a", "a-med-1", "medium", 2),
+        ("b", "b-med-9", "medium", 9),
+        ("a", "a-low", "low", 3),
+        ("b", "b-high", "high", 8),
+        ("a", "a-med-4", "medium", 4),
+        ("b", "b-med-5", "medium", 5),
+    ];
+    for (tenant, id, prio, seq) in waiting {
+        submit(&mut c, tenant, spec(id, 1, prio, None), seq, 1);
+    }
+    let whole = c.queue_positions();
+    assert_eq!(whole.len(), 6);
+    // high first; then b's mediums (share 0) by arrival; then a's; then low.
+    let line = [
+        "b-high", "b-med-5", "b-med-9", "a-med-1", "a-med-4", "a-low",
+    ];
+    for (i, id) in line.iter().enumerate() {
+        assert_eq!(whole[*id], i as u32 + 1, "{id}");
+    }
+    // Any page: the same places, for its waiting tasks only.
+    for page in [
+        &["a-low", "b-high"][..],
+        &["a-med-4", "a-held", "nope", "b-med-9"],
+        &line,
+    ] {
+        let ids: Vec<String> = page.iter().map(|s| s.to_string()).collect();
+        let some = c.queue_positions_of(&ids);
+        let want: std::collections::HashMap<String, u32> = ids
+            .iter()
+            .filter_map(|id| Some((id.clone(), *whole.get(id)?)))
+            .collect();
+        assert_eq!(some, want, "page {page:?}");
+    }
+}
