@@ -112,6 +112,31 @@ fn three_replicas_are_swapped_in_place_without_a_failed_request() {
     let v3 = cp.operator().get("/v1/models/m/versions/v3");
     let users = v3.data()["tasks"].to_string();
     assert!(!users.contains("svc.r"), "v3 still lists {users}");
+    // Cost by model bills each version the time it served: the replicas,
+    // swapped on the allocations they held, count under both versions.
+    let by_model = || {
+        let cost = api.get("/v1/tenants/team-a/cost?group_by=model");
+        cost.data()["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|g| {
+                (
+                    g["key"].as_str().unwrap_or("").to_string(),
+                    g["allocations"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut lines = by_model();
+    caldera_chaos_tests::wait_until(Duration::from_secs(5), || {
+        lines = by_model();
+        lines.iter().any(|(k, n)| k == "m:v4" && *n == 3)
+    });
+    assert!(
+        lines.contains(&("m:v3".to_string(), 3)) && lines.contains(&("m:v4".to_string(), 3)),
+        "cost by model: {lines:?}"
+    );
 }
 
 #[test]
