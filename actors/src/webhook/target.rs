@@ -170,6 +170,22 @@ pub mod tests {
         let before = dns.lookups.load(Ordering::SeqCst);
         assert!(check_new(&p, &dns, "https://localhost/").await.is_err());
         assert_eq!(dns.lookups.load(Ordering::SeqCst), before);
+        // A name that answered a public address when it was subscribed and
+        // answers the loopback at the attempt (DNS rebinding) is not reached.
+        let mut rebinding = Table::with(&[("rebind.example.com", "93.184.216.34")]);
+        assert_eq!(
+            check_new(&p, &rebinding, "https://rebind.example.com/h").await,
+            Ok(())
+        );
+        rebinding.names.insert(
+            "rebind.example.com".into(),
+            vec!["127.0.0.1".parse().unwrap()],
+        );
+        assert!(
+            checked_address(&p, &rebinding, "https://rebind.example.com/h")
+                .await
+                .is_err()
+        );
         // An operator's allowance opens the private answer.
         let allowed = OutboundPolicy::parse("10.0.0.0/8").unwrap();
         assert_eq!(
