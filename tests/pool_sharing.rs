@@ -137,6 +137,40 @@ fn inference_preempts_training_which_resumes_from_its_checkpoint() {
     );
 }
 
+/// A task bigger than its tenant may ever hold (guarantee + borrowing
+/// limit) would wait forever: it is refused, in a dry run too, naming the
+/// field and the cap; one at the cap is accepted.
+#[test]
+fn a_task_above_its_tenants_cap_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _a) = one_node(dir.path(), "4xA100-80GB", &[]);
+    let r = cp.operator().post(
+        "/v1/tenants",
+        r#"{"name":"capped","quota":{"gpus":1},"borrowing_limit":{"gpus":1}}"#,
+    );
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    let api = cp.api(r.data()["token"].as_str().unwrap());
+    let task = |id: &str, gpus: u32| {
+        json!({"task_id": id, "task_type": "training",
+        "resources": {"gpu": {"count": gpus}, "cpu": {"cores": 1}}, "command": ["sleep", "60"]})
+        .to_string()
+    };
+    for path in ["/v1/tasks", "/v1/tasks?dry_run=true"] {
+        let r = api.post(path, &task("big", 3));
+        assert_eq!(r.status, 422, "{path}: {:#}", r.body);
+        assert_eq!(r.body["code"], 42206, "{path}: {:#}", r.body);
+        assert_eq!(r.body["field"], "resources.gpu.count", "{path}: {:#}", r.body);
+        let msg = r.body["msg"].as_str().unwrap_or("");
+        assert!(
+            msg.contains("exceeds the tenant's cap") && msg.contains("at most 2"),
+            "{path}: {msg}"
+        );
+    }
+    assert_eq!(api.get("/v1/tasks/big").status, 404);
+    let r = api.post("/v1/tasks", &task("at-cap", 2));
+    assert_eq!(r.status, 201, "{:#}", r.body);
+}
+
 #[test]
 fn an_over_quota_task_waits_with_an_estimated_start_in_the_future() {
     let dir = tempfile::tempdir().unwrap();
