@@ -296,3 +296,44 @@ fn a_tenant_submits_watches_and_releases_the_seeds_request_in_a_browser() {
         .unwrap();
     s.wait_for("tr[data-task-id=\"bravo_eval\"]", WAIT).unwrap();
 }
+
+/// The portal's Content-Security-Policy fits what it serves: in a real
+/// browser its script still refreshes the live region (a script from
+/// itself, `fetch` of its own pages) and the memory bars still take their
+/// widths from their `style` attributes.
+#[test]
+fn the_portal_script_and_its_bar_widths_work_under_its_content_security_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    let _a = Agent::start(Path::new(BIN), &cp, "node-csp", "1xA100-80GB", dir.path());
+    assert!(wait_until(Duration::from_secs(20), || {
+        caldera_chaos_tests::nodes_connected(&cp) == 1
+    }));
+    let api = cp.api(&cp.tenant("alpha"));
+    let half = r#"{"task_id":"half","task_type":"training",
+        "resources":{"gpu":{"count":1,"memory_gb":40}},"command":["sleep","120"]}"#;
+    assert_eq!(api.post("/v1/tasks", half).status, 201);
+    api.wait_task("half", 20, "running", |v| v["state"] == "running");
+
+    let driver = Chromedriver::start().unwrap();
+    let profile = tempfile::tempdir().unwrap();
+    let s = driver.session(profile.path(), 1280, 800).unwrap();
+    let url = cp.url();
+    log_in(&s, &url, OPERATOR_TOKEN);
+    open(&s, "nodes", "nodes");
+    // portal.js marks the live region after each refresh (every 5 s).
+    s.wait_for("#live[data-refreshed]", Duration::from_secs(20))
+        .expect("the portal's script ran and fetched its page under the policy");
+    let ratio = s
+        .execute(
+            "const e = document.querySelector('.membar .slice'); \
+             return e ? e.offsetWidth / e.parentElement.clientWidth : -1;",
+            vec![],
+        )
+        .unwrap();
+    let ratio = ratio.as_f64().unwrap_or(-1.0);
+    assert!(
+        (0.45..=0.55).contains(&ratio),
+        "40 of 80 GB is half the bar, not {ratio}: the style attribute was applied"
+    );
+}
