@@ -2,6 +2,7 @@
 //! this process, node agents as child processes, creates the demo tenant and
 //! prints everything needed to submit a first task.
 mod agents;
+mod dirs;
 mod profiles;
 mod tokens;
 
@@ -41,7 +42,7 @@ pub struct UpArgs {
 
 /// Runs the embedded default until SIGINT/SIGTERM.
 pub fn run(args: UpArgs) -> Result<(), CliError> {
-    std::fs::create_dir_all(&args.data_dir)
+    dirs::prepare(&args.data_dir)
         .map_err(|e| CliError::Failed(format!("creating {}: {e}", args.data_dir.display())))?;
     let flags = FlagOverrides {
         listen: Some(args.listen.clone()),
