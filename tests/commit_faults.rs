@@ -399,6 +399,25 @@ fn node_cordon(c: &mut Cluster) {
     assert!(node(&c.op)["cordon"].is_null(), "{}", node(&c.op));
 }
 
+/// `node_secret_rotate`: 503 and nothing changed (the agent keeps its
+/// secret and its session); the retry hands it a new one.
+fn node_secret_rotate(c: &mut Cluster) {
+    let file = c.agent.data_dir.join("secrets/node-secret");
+    let read = || std::fs::read_to_string(&file).unwrap_or_default();
+    let old = read();
+    let before = c.op.rebuilds("node");
+    c.op.arm_fault("node_secret_rotate", 0, 1);
+    let rotate = "/v1/nodes/node-1/rotate-secret";
+    assert_not_recorded("rotate-secret", &c.op.post(rotate, "{}"));
+    c.op.wait_rebuilt("node", before, 10);
+    assert!(connected(&c.op));
+    assert_eq!(read(), old);
+    c.op.clear_faults();
+    let r = until_recorded(|| c.op.post(rotate, "{}"));
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert!(wait_until(Duration::from_secs(10), || read() != old));
+}
+
 /// `node_revoke`: 503 and the node stays connected; the retry revokes it.
 fn node_revoke(c: &mut Cluster) {
     let before = c.op.rebuilds("node");
@@ -468,6 +487,7 @@ fn a_failed_commit_on_every_path_changes_nothing_and_the_retry_succeeds() {
     let over = over_committed(&c.op);
     assert!(over.is_empty(), "over-committed: {over:?}");
     node_cordon(&mut c);
+    node_secret_rotate(&mut c);
     node_revoke(&mut c);
     drop(c.cp);
 }
