@@ -349,6 +349,59 @@ fn borrowed_and_guaranteed_split_at_a_remark_and_others_cost_is_hidden() {
     );
     let table = cli(&[]);
     assert!(table.lines().any(|l| l.starts_with("TOTAL")), "{table}");
+    // The operator's total across tenants: a line per tenant, each its own
+    // report's total, and their sum (`caldera cost --all`, GET /v1/cost).
+    // One fixed period, so work still held is charged the same in each read.
+    let to = cost(&op, "a", "from=0")["to_ms"]
+        .as_u64()
+        .unwrap_or(0)
+        .to_string();
+    let all = std::process::Command::new(BIN)
+        .args([
+            "cost",
+            "--all",
+            "--from",
+            "0",
+            "--to",
+            &to,
+            "--json",
+            "--server",
+            &cp.url(),
+        ])
+        .args(["--token", caldera_chaos_tests::OPERATOR_TOKEN])
+        .env("CALDERA_CONTEXTS_FILE", dir.path().join("contexts.json"))
+        .output()
+        .unwrap();
+    assert!(
+        all.status.success(),
+        "{}",
+        String::from_utf8_lossy(&all.stderr)
+    );
+    let all: Value = serde_json::from_slice(&all.stdout).unwrap_or_default();
+    let line = |t: &str| {
+        all["tenants"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|l| l["key"] == t)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let period = format!("from=0&to={to}");
+    let a_total = micros(&cost(&op, "a", &period)["total"], "allocated");
+    let b_total = micros(&cost(&op, "b", &period)["total"], "allocated");
+    assert_eq!(micros(&line("a"), "allocated"), a_total, "{all:#}");
+    assert_eq!(micros(&line("b"), "allocated"), b_total, "{all:#}");
+    assert_eq!(
+        micros(&all["total"], "allocated"),
+        a_total + b_total,
+        "{all:#}"
+    );
+    assert_eq!(
+        b.get("/v1/cost").status,
+        403,
+        "only the operator sees every tenant's cost"
+    );
     // Another tenant's cost is not there for b; the bad parameters are named.
     let hidden = b.get("/v1/tenants/a/cost");
     assert_eq!(
