@@ -64,10 +64,15 @@ impl Scheduler {
     /// Marks `tenant`'s allocations borrowed or guaranteed under its current
     /// limits and holdings: recorded first (with each mark's billing), and
     /// only then are their tasks told. Grants offered and not yet recorded
-    /// keep their marks until they are. Not recorded: the next pass stops
+    /// keep their marks until they are; a change in holdings only brings
+    /// allocations back within the guarantee (a lower quota alone makes
+    /// guaranteed ones borrowed). Not recorded: the next pass stops
     /// the Scheduler, whose rebuild marks them again from sled's limits.
     pub(super) fn remark(&mut self, tenant: &str, why: Remark) {
-        let changed = self.core.remark_borrowed(tenant, &self.unrecorded);
+        let may_borrow = why != Remark::HoldingsChanged;
+        let changed = self
+            .core
+            .remark_borrowed(tenant, &self.unrecorded, may_borrow);
         if changed.is_empty() {
             return;
         }

@@ -40,6 +40,13 @@ impl Core {
     /// Marks `tenant`'s allocations borrowed or guaranteed under its current
     /// limits and holdings; answers the allocations whose mark changed.
     ///
+    /// `may_borrow`: whether a guaranteed allocation may become borrowed. Only
+    /// a lower quota does that; a change in holdings (a grant, a free) only
+    /// ever brings allocations back within the guarantee, so it passes false
+    /// and a grant admission marked guaranteed stays so (admission counts a
+    /// request as asked, a re-mark the allocation as granted: a whole GPU's
+    /// memory, for one).
+    ///
     /// `offered`: allocations offered to their tasks and not yet recorded.
     /// They count (they are held), but their marks stay as offered, so the
     /// grant a task records is the one it was offered; the next re-mark,
@@ -49,7 +56,12 @@ impl Core {
     /// grants of one pass share a creation time, and admission (whose
     /// holdings only grow within a pass) marked the earlier ones guaranteed,
     /// so a re-mark with nothing changed changes nothing.
-    pub fn remark_borrowed(&mut self, tenant: &str, offered: &HashSet<String>) -> Vec<Allocation> {
+    pub fn remark_borrowed(
+        &mut self,
+        tenant: &str,
+        offered: &HashSet<String>,
+        may_borrow: bool,
+    ) -> Vec<Allocation> {
         let Some(guaranteed) = self.limits.get(tenant).map(|l| l.guaranteed.clone()) else {
             return Vec::new();
         };
@@ -70,7 +82,8 @@ impl Core {
                 continue;
             };
             let borrowed = held.add_and_exceeds(e, &guaranteed);
-            if e.allocation.borrowed != borrowed && !offered.contains(&id) {
+            let allowed = may_borrow || !borrowed;
+            if e.allocation.borrowed != borrowed && allowed && !offered.contains(&id) {
                 e.allocation.borrowed = borrowed;
                 changed.push(e.allocation.clone());
             }
@@ -142,11 +155,11 @@ mod tests {
         };
         assert_eq!(marks(&c), want(&as_granted));
         // Nothing changed: a re-mark changes nothing.
-        assert!(c.remark_borrowed("t", &none).is_empty());
+        assert!(c.remark_borrowed("t", &none, false).is_empty());
         // g1 released. Oldest first: g2 (t=0) holds 1 <= 2; with b1 (t=1 s)
         // 2 <= 2, so b1 is guaranteed now; with b2 3 > 2, so b2 stays borrowed.
         c.release(&allocation_of(&c, "g1"));
-        let changed = c.remark_borrowed("t", &none);
+        let changed = c.remark_borrowed("t", &none, false);
         assert_eq!(changed.len(), 1, "{changed:?}");
         assert_eq!(
             (changed[0].task_id.as_str(), changed[0].borrowed),
@@ -154,7 +167,7 @@ mod tests {
         );
         // g2 released too: b1 = 1, b2 = 2 <= 2: both guaranteed.
         c.release(&allocation_of(&c, "g2"));
-        let changed = c.remark_borrowed("t", &none);
+        let changed = c.remark_borrowed("t", &none, false);
         assert_eq!(changed.len(), 1, "{changed:?}");
         assert_eq!(marks(&c), want(&[("b1", false), ("b2", false)]));
     }
@@ -167,11 +180,11 @@ mod tests {
         // b1 is offered, not yet recorded: it stays borrowed; b2 behind it
         // (1 + 1 = 2 <= 2) is guaranteed.
         let offered: HashSet<String> = [allocation_of(&c, "b1")].into();
-        let changed = c.remark_borrowed("t", &offered);
+        let changed = c.remark_borrowed("t", &offered, false);
         assert_eq!(changed.len(), 1, "{changed:?}");
         assert_eq!(changed[0].task_id, "b2");
         // Recorded: the next re-mark sets it right.
-        let changed = c.remark_borrowed("t", &HashSet::new());
+        let changed = c.remark_borrowed("t", &HashSet::new(), false);
         assert_eq!(changed.len(), 1, "{changed:?}");
         assert_eq!(
             (changed[0].task_id.as_str(), changed[0].borrowed),
@@ -195,18 +208,52 @@ mod tests {
         // first: 1 <= 1 guaranteed; second: 1 + 2 = 3 > 1: borrowed, as
         // admitted, so a re-mark keeps both.
         let none = HashSet::new();
-        assert!(c.remark_borrowed("t", &none).is_empty(), "{:?}", marks(&c));
+        assert!(
+            c.remark_borrowed("t", &none, false).is_empty(),
+            "{:?}",
+            marks(&c)
+        );
         assert_eq!(
             marks(&c),
             [("first".to_string(), false), ("second".to_string(), true)]
         );
         // first released: second alone holds 2 > 1 A100: still borrowed.
         c.release(&allocation_of(&c, "first"));
-        assert!(c.remark_borrowed("t", &none).is_empty());
+        assert!(c.remark_borrowed("t", &none, false).is_empty());
         // The guarantee raised to 2: 2 <= 2, back within it.
         c.set_limits("t", limits(a100(2.0), a100(2.0)));
-        let changed = c.remark_borrowed("t", &none);
+        let changed = c.remark_borrowed("t", &none, true);
         assert_eq!(changed.len(), 1);
         assert!(!changed[0].borrowed);
+    }
+    #[test]
+    fn a_change_in_holdings_never_marks_a_guaranteed_allocation_borrowed() {
+        // Guarantee 80 GB of GPU memory; two whole 80 GB A100s. Admission
+        // counts a whole-GPU request as no memory asked: the second is
+        // admitted with 80 + 0 = 80 <= 80, guaranteed. Counted as granted it
+        // holds 80 + 80 = 160 > 80: a re-mark after a quota change marks it
+        // borrowed, one after a change in holdings leaves it guaranteed.
+        let memory = |gb: f64| Quota {
+            gpu_memory_gb: Some(gb),
+            ..Quota::default()
+        };
+        let mut c = core_with(&[("a", 2)]);
+        c.set_limits("t", limits(memory(80.0), memory(80.0)));
+        submit(&mut c, "t", spec("first", 1, "medium", None), 1, 1);
+        assert_eq!(placed(&c.cycle(0)), ["first"]);
+        submit(&mut c, "t", spec("second", 1, "medium", None), 2, 1);
+        assert_eq!(placed(&c.cycle(1_000)), ["second"]);
+        let none = HashSet::new();
+        assert!(c.remark_borrowed("t", &none, false).is_empty());
+        assert_eq!(
+            marks(&c),
+            [("first".to_string(), false), ("second".to_string(), false)]
+        );
+        let changed = c.remark_borrowed("t", &none, true);
+        assert_eq!(changed.len(), 1);
+        assert_eq!(
+            (changed[0].task_id.as_str(), changed[0].borrowed),
+            ("second", true)
+        );
     }
 }
