@@ -24,14 +24,17 @@ impl WriteBatch {
         WriteBatch::default()
     }
 
-    /// Inserts or replaces the task under its `spec.task_id`.
+    /// Inserts or replaces the task under its `spec.task_id`, and moves its
+    /// entry of the task index to its state in the same batch.
     pub fn put_task(&mut self, task: &TaskRecord) {
         self.put_json(keys::record(keys::TASK, &task.spec.task_id), task);
+        self.stage_task_index(&task.spec.task_id, Some(task.state));
     }
 
-    /// Deletes a task record (its events stay in the log).
+    /// Deletes a task record and its index entry (its events stay in the log).
     pub fn remove_task(&mut self, task_id: &str) {
         self.remove(keys::record(keys::TASK, task_id));
+        self.stage_task_index(task_id, None);
     }
 
     /// Inserts or replaces an allocation of the live ledger.

@@ -6,6 +6,7 @@
 //! | key | value |
 //! |---|---|
 //! | `t/<tenant>/<task_id>` | `TaskRecord` JSON (the task key, `caldera_spec::task_key`) |
+//! | `i/<state tag>/<tenant>/<task_id>` | empty: the task index by state, tenant and id (`task_index.rs`) |
 //! | `a/<allocation_id>` | `Allocation` JSON |
 //! | `u/<tenant>` | `TenantRecord` JSON |
 //! | `n/<node>` | `NodeRecord` JSON |
@@ -26,6 +27,7 @@
 //! matches the entries of task `a/b` or `ab`.
 
 pub(crate) const TASK: &[u8] = b"t/";
+pub(crate) const TASK_INDEX: &[u8] = b"i/";
 pub(crate) const ALLOCATION: &[u8] = b"a/";
 pub(crate) const TENANT: &[u8] = b"u/";
 pub(crate) const NODE: &[u8] = b"n/";

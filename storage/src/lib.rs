@@ -40,6 +40,7 @@ mod history;
 mod keys;
 pub mod private;
 mod store;
+mod task_index;
 mod webhooks;
 
 pub use batch::WriteBatch;

@@ -90,14 +90,16 @@ impl Store {
             .map_err(|e| tracing::warn!(dir = %dir.display(), error = %e, "cannot open sled's log for fdatasync; durability is sled's own"))
             .ok();
         tracing::debug!(dir = %dir.display(), last_event_seq, "storage opened");
-        Ok(Store {
+        let store = Store {
             db,
             shared: Arc::new(Shared {
                 commit_lock: Mutex::new(()),
                 last_event_seq: AtomicU64::new(last_event_seq),
                 log,
             }),
-        })
+        };
+        crate::task_index::ensure(&store)?;
+        Ok(store)
     }
 
     /// The sled tree itself, for this crate's typed readers.
