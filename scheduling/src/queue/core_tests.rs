@@ -120,6 +120,39 @@ fn a_pending_reason_is_told_again_when_the_head_it_named_is_replaced() {
     assert!(placed(&d).is_empty(), "{d:#?}");
 }
 
+#[test]
+fn a_preemption_whose_room_was_taken_is_over_and_its_task_told_the_truth() {
+    use super::fixtures::{running, waiting};
+    // "a": 1 GPU held by x (low); "urgent" (high) preempts it.
+    let mut c = core_with(&[("a", 1)]);
+    running(
+        &mut c,
+        "a",
+        waiting("t", spec("x", 1, "low", None), 1, 1),
+        &[0],
+        false,
+        0,
+    );
+    submit(&mut c, "t", spec("urgent", 1, "high", None), 2, 1);
+    let d = c.cycle(1_000);
+    assert_eq!(victims(&d), ["x"]);
+    // x stops, but its GPU goes to other work (a grant the queue did not
+    // make: restored), low priority as well.
+    c.release("x.1");
+    running(
+        &mut c,
+        "a",
+        waiting("t", spec("y", 1, "low", None), 3, 1),
+        &[0],
+        false,
+        0,
+    );
+    // The preemption is over: "urgent" does not sit on "preempting ..."
+    // for good, it preempts what holds the room now.
+    let d = c.cycle(20_000);
+    assert_eq!(victims(&d), ["y"], "{d:#?}");
+}
+
 /// A tenant guaranteed one GPU, with nothing to borrow.
 fn one_gpu_no_borrowing() -> TenantLimits {
     let gpus = |n: f64| Quota {

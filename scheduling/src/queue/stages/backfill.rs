@@ -92,13 +92,17 @@ impl Core {
         self.estimates.insert(id.to_string(), start);
     }
 
-    /// Before a full pass: a preemption in flight keeps its room; any other
-    /// head is chosen again, since the room it was reserved against changed.
+    /// Before a full pass: a preemption in flight keeps its room while a
+    /// victim of it is still stopping; any other head is chosen again, since
+    /// the room it was reserved against changed. A preemption whose victims
+    /// have all stopped is over: its task fits now or is told why not (the
+    /// room may have gone to another task), and may preempt again.
     pub(in crate::queue) fn reconsider_head(&mut self) {
-        self.head = self
-            .head
-            .take()
-            .filter(|h| h.preempting && self.waiting.contains_key(&h.task_id));
+        self.head = self.head.take().filter(|h| {
+            h.preempting
+                && self.waiting.contains_key(&h.task_id)
+                && self.ledger.on_node(&h.node).any(|e| e.preempting)
+        });
     }
 }
 
