@@ -112,21 +112,20 @@ pub async fn login(
             .map(|a| a.ip().to_string())
             .unwrap_or_default()
     );
-    // Checked before the token is: past its failures an address guesses no more.
-    if let Err(wait) = logins.check(&address, now_ms) {
-        let msg = format!(
-            "too many failed logins from this address ({} a minute); try again in {} s",
-            logins.per_minute(),
-            wait.0
-        );
-        return Ok(too_many(&render, &nonce, &msg, wait));
-    }
     let token = fields.get("token").map(|t| t.trim()).unwrap_or("");
     let principal = match st.cp.authenticate(token) {
         Some(p @ (Principal::Operator | Principal::Tenant(_))) => p,
         _ => {
-            // A refusal here is answered once the form is shown again anyway.
-            let _ = logins.count(&address, now_ms);
+            // Only failures count against an address, so a valid token is
+            // never held back by someone else's guesses from the same one.
+            if let Err(wait) = logins.count(&address, now_ms) {
+                let msg = format!(
+                    "too many failed logins from this address ({} a minute); try again in {} s",
+                    logins.per_minute(),
+                    wait.0
+                );
+                return Ok(too_many(&render, &nonce, &msg, wait));
+            }
             let msg = "that is not an operator or tenant token (a node join token cannot log in)";
             let mut reply = HttpResponse::Unauthorized();
             reply.insert_header((
