@@ -546,8 +546,9 @@ impl Core {
             .is_some_and(|h| h.preempting && h.task_id == id)
         {
             // Its victims are stopping for it: "preempting ... to make room"
-            // stays what it is told, not the room it lacks meanwhile.
-            self.outcomes.preempting += 1;
+            // stays what it is told, not the room it lacks meanwhile (counted
+            // as turned down, as every pass that finds it no room is).
+            self.outcomes.rejected(no_room.top);
             return;
         }
         let within_guarantee = standing == Standing::Guaranteed;
