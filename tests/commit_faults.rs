@@ -566,3 +566,81 @@ fn failing_each_commit_of_a_churn_round_leaves_the_ledger_agreeing() {
     assert!(mismatched.is_empty(), "{mismatched:#?}");
     assert!(over.is_empty(), "{over:#?}");
 }
+
+/// Storage events of `kind` (operator view).
+fn storage_events(op: &Api, kind: &str) -> Vec<String> {
+    op.get(&format!("/v1/events?kind={kind}&limit=100")).data()["events"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .filter_map(|e| e["message"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A disk that filled up and was freed (the `disk` fail point: a file-size
+/// limit on the server process, so sled's own log writes fail as on a full
+/// disk, and sled latches the error as it does for a full disk): submits and
+/// releases answer 503 while it is full, and succeed again once it is freed,
+/// without a restart; `storage_degraded` and `storage_recovered` say so.
+#[test]
+fn a_disk_that_filled_up_and_was_freed_takes_submits_and_releases_again_without_a_restart() {
+    let mut c = Cluster::start();
+    c.submit("held", &training("held", Some("sleep 300")));
+    c.wait_state("held", "running");
+    c.op.arm_fault("disk", 0, 1);
+    // Submit until the log outgrows the disk. A submission whose write the
+    // failure cut off is answered only once storage recovers, so they go
+    // out a few at a time from threads of their own.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut full = false;
+    for round in 0..100 {
+        for i in 0..4 {
+            let (api, tx) = (c.api.clone(), tx.clone());
+            let id = format!("fill-{round}-{i}");
+            std::thread::spawn(move || {
+                let _ = tx.send(api.post("/v1/tasks", &training(&id, None)).status);
+            });
+        }
+        let statuses: Vec<u16> = (0..4)
+            .filter_map(|_| rx.recv_timeout(Duration::from_secs(2)).ok())
+            .collect();
+        if statuses.contains(&503) {
+            full = true;
+            break;
+        }
+    }
+    assert!(full, "no submit was refused on a full disk");
+    let r = c.api.post("/v1/tasks/held/release", "{}");
+    assert_eq!(r.status, 503, "a release on a full disk: {:#}", r.body);
+    let r = c.api.post("/v1/tasks", &training("while-full", None));
+    assert_eq!(r.status, 503, "a submit on a full disk: {:#}", r.body);
+
+    // Freed: the same server takes writes again by itself.
+    c.op.clear_faults();
+    let took = wait_until(Duration::from_secs(30), || {
+        c.api.post("/v1/tasks", &training("after", None)).status == 201
+    });
+    assert!(took, "submits still refused after the disk was freed");
+    c.ids.insert("after".into());
+    let r = c.api.post("/v1/tasks/held/release", "{}");
+    assert_eq!(
+        r.status, 200,
+        "release after the disk was freed: {:#}",
+        r.body
+    );
+    c.wait_state("held", "released");
+    c.wait_holding("after");
+
+    let degraded = storage_events(&c.op, "storage_degraded");
+    let recovered = storage_events(&c.op, "storage_recovered");
+    assert_eq!(degraded.len(), 1, "{degraded:#?}");
+    assert_eq!(recovered.len(), 1, "{recovered:#?}");
+    assert!(recovered[0].contains("reopened"), "{recovered:#?}");
+    assert_eq!(
+        storage_events(&c.op, "server_started").len(),
+        1,
+        "the server was restarted"
+    );
+}

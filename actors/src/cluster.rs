@@ -76,6 +76,7 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
     let (live, next_seq) = restore_tasks(&store, &sh)?;
     crate::webhook::subscriptions::ensure_idle_subscription(&store, &sh.config, sh.now_ms())?;
     crate::webhook::dispatcher::Dispatcher::start(sh.clone());
+    crate::storage_health::rebuild_after_reopen(sh.clone());
     sh.record(Event::new(
         sh.now_ms(),
         EventKind::ServerStarted,
@@ -277,7 +278,9 @@ impl Handler<Submit> for Cluster {
         let gate = self.sh.gate.clone();
         Box::pin(async move {
             let (rec, created, ticket) = res?;
-            gate.durable(ticket).await;
+            gate.settled(ticket)
+                .await
+                .map_err(|e| ActorError::not_recorded("the submission", e))?;
             Ok((rec, created))
         })
     }

@@ -99,6 +99,31 @@ impl CommitFaults {
     }
 }
 
+/// The disk fail point: a limit on the size of any file this process
+/// writes (`RLIMIT_FSIZE`, `None`: lifted), with `SIGXFSZ` ignored, so a
+/// write past it fails with `EFBIG` the way a write to a full disk fails
+/// with `ENOSPC` — through sled's own write path, which latches the error
+/// as it latches a full disk. Lifting the limit is the disk freed. The
+/// limit is process-wide: every file the server writes is under it.
+pub fn limit_file_size(limit: Option<u64>) -> std::io::Result<()> {
+    // SAFETY: signal() and the rlimit calls take plain values and a pointer
+    // to a local that outlives them; they change process-wide settings only.
+    unsafe {
+        if libc::signal(libc::SIGXFSZ, libc::SIG_IGN) == libc::SIG_ERR {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        lim.rlim_cur = limit.map_or(lim.rlim_max, |l| l.min(lim.rlim_max));
+        if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

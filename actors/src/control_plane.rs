@@ -344,6 +344,12 @@ impl ControlPlane {
         self.sh.gate.faults()
     }
 
+    /// The disk fail point (test builds only): see [`FlushGate::fill_disk`](crate::durability::FlushGate::fill_disk).
+    #[cfg(feature = "failpoints")]
+    pub fn fill_disk(&self, full: bool) -> std::io::Result<u64> {
+        self.sh.gate.fill_disk(full)
+    }
+
     /// Refusals of what nodes said, as `(node, reason, count)`, for `/metrics`.
     pub fn node_refusals(&self) -> Vec<(String, &'static str, u64)> {
         self.sh.refusals.snapshot()

@@ -24,6 +24,13 @@ pub struct FlushGate {
     /// any path stops its actor and its supervisor rebuilds it from sled.
     #[cfg(any(test, feature = "failpoints"))]
     faults: crate::commit_faults::CommitFaults,
+    /// Whether storage refuses writes now (`storage_health.rs`).
+    health: crate::storage_health::StorageHealth,
+    /// Tickets whose batches a reopen dropped (applied, never flushed):
+    /// never reported durable.
+    lost: std::sync::Mutex<Vec<std::ops::RangeInclusive<u64>>>,
+    /// Counts reopens; actors rebuild from storage on each.
+    reopened: watch::Sender<u64>,
 }
 
 impl FlushGate {
@@ -39,6 +46,9 @@ impl FlushGate {
             metrics,
             #[cfg(any(test, feature = "failpoints"))]
             faults: Default::default(),
+            health: Default::default(),
+            lost: Default::default(),
+            reopened: watch::channel(0).0,
         });
         let flusher = gate.clone();
         actix::spawn(async move { flusher.run().await });
@@ -67,6 +77,10 @@ impl FlushGate {
         let began = std::time::Instant::now();
         self.store.commit(batch).inspect_err(|e| {
             tracing::error!(%site, error = %e, "commit failed");
+            if self.health.failed(crate::clock::now_ms(), e) {
+                // The flusher tries storage until it takes writes again.
+                self.kick.notify_one();
+            }
         })?;
         self.metrics.commit_took(site, began.elapsed());
         let t = self.committed.fetch_add(1, Ordering::SeqCst) + 1;
@@ -106,6 +120,24 @@ impl FlushGate {
         self.faults.arm(None, rule);
     }
 
+    /// The disk fail point (test builds only): `full`, files may grow no
+    /// more than the store's size now, so its next write that grows its
+    /// log fails as on a full disk; not `full`, the limit is lifted.
+    /// Answers the limit set (0: none).
+    #[cfg(any(test, feature = "failpoints"))]
+    pub fn fill_disk(&self, full: bool) -> std::io::Result<u64> {
+        let limit = match full {
+            true => Some(
+                self.store
+                    .size_on_disk()
+                    .map_err(|e| std::io::Error::other(e.to_string()))?,
+            ),
+            false => None,
+        };
+        crate::commit_faults::limit_file_size(limit)?;
+        Ok(limit.unwrap_or(0))
+    }
+
     /// The fail points of this gate (test builds only).
     #[cfg(any(test, feature = "failpoints"))]
     pub fn faults(&self) -> &crate::commit_faults::CommitFaults {
@@ -113,10 +145,39 @@ impl FlushGate {
     }
 
     /// Resolves once the batch behind `ticket` has been flushed to disk.
+    /// A batch that a reopen dropped is never reported durable: its waiter
+    /// waits on (a request is answered by its client's timeout, and an
+    /// actor's wait ends with its rebuild).
     pub async fn durable(&self, ticket: Ticket) {
+        if self.settled(ticket).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Waits for `ticket`'s flush; an error if a reopen dropped its batch
+    /// (the acknowledgement paths answer 503 with it, nothing recorded).
+    pub async fn settled(&self, ticket: Ticket) -> Result<(), StorageError> {
         let mut rx = self.flushed.subscribe();
         // `wait_for` only fails if the sender is gone, i.e. the gate itself: nothing left to wait for.
         let _ = rx.wait_for(|f| *f >= ticket.0).await;
+        let lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+        if lost.iter().any(|r| r.contains(&ticket.0)) {
+            return Err(StorageError::Config(
+                "the change was dropped when storage was reopened after an I/O failure; retry"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether storage refuses writes now, since when and why.
+    pub fn degraded(&self) -> Option<crate::storage_health::Degraded> {
+        self.health.degraded()
+    }
+
+    /// Changes each time storage is reopened after an I/O failure.
+    pub fn reopened(&self) -> watch::Receiver<u64> {
+        self.reopened.subscribe()
     }
 
     /// Commits and waits for durability: the acknowledgement path.
@@ -126,12 +187,15 @@ impl FlushGate {
         batch: WriteBatch,
     ) -> Result<(), StorageError> {
         let t = self.commit(site, batch)?;
-        self.durable(t).await;
-        Ok(())
+        self.settled(t).await
     }
 
     async fn run(self: Arc<Self>) {
         loop {
+            if self.health.degraded().is_some() {
+                self.recover().await;
+                continue;
+            }
             let target = self.committed.load(Ordering::SeqCst);
             if target <= *self.flushed.borrow() {
                 self.kick.notified().await;
@@ -159,9 +223,65 @@ impl FlushGate {
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "flush failed; retrying");
+                    self.health.failed(crate::clock::now_ms(), &e);
                     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 }
             }
+        }
+    }
+}
+
+impl FlushGate {
+    /// Tries storage, backing off, until it takes a write and its flush
+    /// again; then records the two events and, after a reopen, marks the
+    /// batches it dropped lost and has every actor rebuilt.
+    async fn recover(&self) {
+        use crate::storage_health::{self, Recovery, RETRY_FIRST, RETRY_MAX};
+        let mut wait = RETRY_FIRST;
+        let mut how = Recovery::AsItWas;
+        let flushed = *self.flushed.borrow();
+        let mut dropped = 0;
+        loop {
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(RETRY_MAX);
+            // Everything committed before this try is on the handle a
+            // reopen would drop; what comes after is on the new one.
+            let before = self.committed.load(Ordering::SeqCst);
+            let store = self.store.clone();
+            let (reopened, outcome) =
+                tokio::task::spawn_blocking(move || storage_health::try_storage(&store))
+                    .await
+                    .unwrap_or_else(|e| {
+                        let e = StorageError::Config(format!("storage try did not run: {e}"));
+                        (false, Err(e))
+                    });
+            if reopened {
+                how = Recovery::Reopened;
+                if before > flushed {
+                    dropped = dropped.max(before - flushed);
+                    self.lost
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(flushed + 1..=before);
+                }
+            }
+            match outcome {
+                Ok(()) => break,
+                Err(e) => tracing::debug!(error = %e, "storage still refuses writes"),
+            }
+        }
+        let Some(was) = self.health.cleared() else {
+            return;
+        };
+        let now = crate::clock::now_ms();
+        tracing::info!(?how, dropped, "storage recovered");
+        let mut b = self.store.batch();
+        for e in storage_health::events(&was, now, how, dropped) {
+            b.append_event(e);
+        }
+        self.commit_logged(CommitSite::Event, b);
+        if how == Recovery::Reopened {
+            self.reopened.send_modify(|n| *n += 1);
         }
     }
 }

@@ -36,6 +36,7 @@ pub mod service;
 pub mod shared;
 #[cfg(test)]
 mod stand_ins;
+pub mod storage_health;
 pub mod supervision;
 #[cfg(test)]
 mod supervision_tests;

@@ -41,6 +41,13 @@ impl Registry {
     pub fn remove_task(&self, id: &str) {
         remove(&self.tasks, id)
     }
+    /// Every live task's handle, by id.
+    pub fn tasks(&self) -> Vec<(String, TaskHandle)> {
+        self.tasks
+            .read()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default()
+    }
     pub fn live_tasks(&self) -> usize {
         self.tasks.read().map(|m| m.len()).unwrap_or(0)
     }

@@ -32,6 +32,12 @@ pub enum EventKind {
     /// its replacement started, waited for room, or ran and the old one stopped.
     ReplicaMoved,
     ServerStarted,
+    /// Storage stopped taking writes (a full disk, an I/O error): changes
+    /// are refused with 503 until it recovers. Recorded once it has.
+    StorageDegraded,
+    /// Storage takes writes again, by itself (reopened if sled had latched
+    /// the error); says for how long it was degraded.
+    StorageRecovered,
     /// A model version was registered.
     ModelRegistered,
     /// A model version changed state (`registered -> active`, deprecated...)

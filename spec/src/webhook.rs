@@ -103,6 +103,8 @@ pub fn webhook_type(e: &Event) -> Option<&'static str> {
         | EventKind::CheckpointSaved
         | EventKind::ReplicaMoved
         | EventKind::ServerStarted
+        | EventKind::StorageDegraded
+        | EventKind::StorageRecovered
         | EventKind::ModelWarmup
         | EventKind::WarmingProgress => return None,
     })

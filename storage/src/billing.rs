@@ -73,7 +73,7 @@ impl Store {
         let mut out = Vec::new();
         let start = closed_from(tenant, from_ms.saturating_add(1));
         let end = keys::prefix_end(&closed_prefix(tenant));
-        for kv in self.db.range(start..end) {
+        for kv in self.db()?.range(start..end) {
             let (k, v) = kv?;
             let r: BillingRecord = decode(&k, &v)?;
             if r.start_ms < to_ms {

@@ -122,7 +122,7 @@ impl Store {
             return Ok(out);
         }
         let range = point_key(tier, series, from_ms)..point_key(tier, series, to_ms);
-        for kv in self.db.range(range) {
+        for kv in self.db()?.range(range) {
             let (k, v) = kv?;
             let at = keys::seq_suffix(&k).unwrap_or(0);
             out.push(HistoryPoint::decode(&k, at, &v)?);

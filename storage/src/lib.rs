@@ -36,6 +36,7 @@ mod billing;
 mod config;
 mod errors;
 mod events;
+mod handle;
 mod history;
 mod keys;
 pub mod private;

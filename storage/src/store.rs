@@ -29,7 +29,6 @@ pub struct CommitInfo {
 /// durable — call it once for a group of commits.
 #[derive(Clone)]
 pub struct Store {
-    pub(crate) db: sled::Db,
     shared: Arc<Shared>,
 }
 
@@ -39,10 +38,8 @@ struct Shared {
     /// lands later with a smaller seq.
     commit_lock: Mutex<()>,
     last_event_seq: AtomicU64,
-    /// sled's log file, opened a second time only to `fdatasync` it: sled 0.34
-    /// makes its writes with `sync_file_range`, which survives a process crash
-    /// but neither flushes a volatile disk cache nor commits a grown file size.
-    log: Option<std::fs::File>,
+    /// The database, reopened in place after an I/O failure (`handle.rs`).
+    handle: crate::handle::Handle,
 }
 
 impl std::fmt::Debug for Store {
@@ -67,44 +64,26 @@ impl Store {
         cfg.validate().map_err(StorageError::Config)?;
         let io = |e| StorageError::Sled(sled::Error::Io(e));
         crate::private::narrow_dir(dir).map_err(io)?;
-        let db = sled::Config::new()
-            .path(dir)
-            .cache_capacity(cfg.cache_capacity_bytes)
-            .flush_every_ms(cfg.flush_every_ms)
-            .open()?;
-        match db.get(keys::FORMAT)? {
-            None => {
-                db.insert(keys::FORMAT, FORMAT_VERSION.to_string().as_bytes())?;
-            }
-            Some(v) if v.as_ref() == FORMAT_VERSION.to_string().as_bytes() => {}
-            Some(v) => {
-                return Err(StorageError::UnsupportedFormat {
-                    found: String::from_utf8_lossy(&v).into_owned(),
-                    expected: FORMAT_VERSION,
-                })
-            }
-        }
+        let handle = crate::handle::Handle::open(dir, cfg)?;
+        let db = handle.db()?;
         crate::private::narrow_tree(dir).map_err(io)?;
         let last_event_seq = recover_last_event_seq(&db)?;
-        let log = std::fs::File::open(dir.join("db"))
-            .map_err(|e| tracing::warn!(dir = %dir.display(), error = %e, "cannot open sled's log for fdatasync; durability is sled's own"))
-            .ok();
         tracing::debug!(dir = %dir.display(), last_event_seq, "storage opened");
         let store = Store {
-            db,
             shared: Arc::new(Shared {
                 commit_lock: Mutex::new(()),
                 last_event_seq: AtomicU64::new(last_event_seq),
-                log,
+                handle,
             }),
         };
         crate::task_index::ensure(&store)?;
         Ok(store)
     }
 
-    /// The sled tree itself, for this crate's typed readers.
-    pub(crate) fn db(&self) -> &sled::Db {
-        &self.db
+    /// The sled tree itself, for this crate's typed readers (an error
+    /// while a reopen runs).
+    pub(crate) fn db(&self) -> Result<sled::Db> {
+        self.shared.handle.db()
     }
 
     /// One task by id.
@@ -130,7 +109,7 @@ impl Store {
             }
             e
         };
-        self.db.range(start..end).map(|kv| {
+        crate::handle::entries(self.db().map(|db| db.range(start..end))).map(|kv| {
             let (k, v) = kv?;
             decode(&k, &v)
         })
@@ -140,8 +119,8 @@ impl Store {
     /// record: how the operator's bare `GET /v1/tasks/{id}` finds which
     /// tenants hold an id (keys are `tenant/id`).
     pub fn task_keys(&self) -> impl Iterator<Item = Result<String>> {
-        self.db.scan_prefix(keys::TASK).keys().map(|k| {
-            let k = k?;
+        crate::handle::entries(self.db().map(|db| db.scan_prefix(keys::TASK))).map(|kv| {
+            let (k, _) = kv?;
             Ok(String::from_utf8_lossy(&k[keys::TASK.len()..]).into_owned())
         })
     }
@@ -191,7 +170,8 @@ impl Store {
     /// A filter on task, node, tenant or kind walks that dimension's index,
     /// not the whole log.
     pub fn events(&self, filter: &EventFilter, after_seq: u64, limit: usize) -> Result<Vec<Event>> {
-        Ok(events::read(&self.db, filter, after_seq, limit, usize::MAX)?.events)
+        let db = self.db()?;
+        Ok(events::read(&db, filter, after_seq, limit, usize::MAX)?.events)
     }
 
     /// [`Store::events`] examining at most `max_examined` events: the page
@@ -203,13 +183,14 @@ impl Store {
         limit: usize,
         max_examined: usize,
     ) -> Result<EventPage> {
-        events::read(&self.db, filter, after_seq, limit, max_examined)
+        let db = self.db()?;
+        events::read(&db, filter, after_seq, limit, max_examined)
     }
 
     /// A small setting written with [`WriteBatch::meta_put`].
     pub fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         Ok(self
-            .db
+            .db()?
             .get(keys::record(keys::META, key))?
             .map(|v| v.to_vec()))
     }
@@ -239,7 +220,7 @@ impl Store {
         }
         if events.is_empty() {
             // No seq to assign: sled orders concurrent batches by itself.
-            self.db.apply_batch(ops)?;
+            self.db()?.apply_batch(ops)?;
             return Ok(CommitInfo::default());
         }
         // A panic cannot happen while the lock is held (no unwrap below), so a
@@ -257,35 +238,71 @@ impl Store {
             events::stage(&mut ops, &event)?;
             event_seqs.push(seq);
         }
-        self.db.apply_batch(ops)?;
+        self.db()?.apply_batch(ops)?;
         self.shared.last_event_seq.store(seq, Ordering::Release);
         Ok(CommitInfo { event_seqs })
     }
 
     /// Makes everything committed so far durable; returns the bytes written.
     pub fn flush(&self) -> Result<usize> {
-        Ok(self.db.flush()?)
+        Ok(self.db()?.flush()?)
     }
 
     /// [`Store::flush`] without blocking the executor: the durability point
     /// of a group commit.
     pub async fn flush_async(&self) -> Result<usize> {
-        Ok(self.db.flush_async().await?)
+        Ok(self.db()?.flush_async().await?)
     }
 
     /// `fdatasync` of sled's log after a flush, so an acknowledged write also
     /// survives power loss (blocking: call it off the executor, once per group).
     pub fn sync_log(&self) -> Result<()> {
-        if let Some(f) = &self.shared.log {
-            f.sync_data()
-                .map_err(|e| StorageError::Sled(sled::Error::Io(e)))?;
-        }
+        self.shared.handle.sync_log()
+    }
+
+    /// Drops the database handle and opens it again from its files: the way
+    /// out of an I/O failure that sled latched (a disk that filled up and
+    /// was freed). What was flushed is there; what was applied but never
+    /// flushed is gone, so whoever acted on it must read it back. Event seqs
+    /// never go back: the next one follows the highest ever handed out.
+    pub fn reopen(&self) -> Result<()> {
+        let _guard = self
+            .shared
+            .commit_lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let db = self.shared.handle.reopen()?;
+        let recovered = recover_last_event_seq(&db)?;
+        self.shared
+            .last_event_seq
+            .fetch_max(recovered, Ordering::AcqRel);
+        tracing::info!(last_event_seq = self.last_event_seq(), "storage reopened");
         Ok(())
+    }
+
+    /// Whether the database takes a write and its flush now (blocking).
+    pub fn probe(&self) -> Result<()> {
+        let db = self.db()?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        db.insert(
+            keys::record(keys::META, "probe"),
+            now.to_string().as_bytes(),
+        )?;
+        db.flush()?;
+        self.shared.handle.sync_log()
+    }
+
+    /// Whether the data directory's disk takes a write of 1 MiB again
+    /// (written, synced and removed; blocking).
+    pub fn room_to_write(&self) -> Result<()> {
+        self.shared.handle.room_to_write()
     }
 
     /// Bytes the store occupies on disk.
     pub fn size_on_disk(&self) -> Result<u64> {
-        Ok(self.db.size_on_disk()?)
+        Ok(self.db()?.size_on_disk()?)
     }
 
     /// Adds to `batch` the deletion of every key in `range`; returns how many.
@@ -295,7 +312,7 @@ impl Store {
         range: std::ops::Range<Vec<u8>>,
     ) -> Result<usize> {
         let mut n = 0;
-        for k in self.db.range(range).keys() {
+        for k in self.db()?.range(range).keys() {
             batch.remove(k?.to_vec());
             n += 1;
         }
@@ -303,7 +320,7 @@ impl Store {
     }
 
     pub(crate) fn get<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>> {
-        match self.db.get(key)? {
+        match self.db()?.get(key)? {
             Some(v) => decode(key, &v).map(Some),
             None => Ok(None),
         }
@@ -313,7 +330,7 @@ impl Store {
         &self,
         prefix: &[u8],
     ) -> impl Iterator<Item = Result<T>> {
-        self.db.scan_prefix(prefix).map(|kv| {
+        crate::handle::entries(self.db().map(|db| db.scan_prefix(prefix))).map(|kv| {
             let (k, v) = kv?;
             decode(&k, &v)
         })

@@ -110,8 +110,8 @@ impl Store {
             start
         };
         let skip = keys::TASK_INDEX.len() + 2;
-        self.db.range(start..end).keys().map(move |k| {
-            let k = k?;
+        crate::handle::entries(self.db().map(|db| db.range(start..end))).map(move |kv| {
+            let (k, _) = kv?;
             Ok(String::from_utf8_lossy(&k[skip.min(k.len())..]).into_owned())
         })
     }
@@ -128,7 +128,7 @@ struct StateOnly {
 /// indexed (0: it was built). Idempotent: a rebuild cut short by a crash
 /// runs again in full at the next open.
 pub(crate) fn ensure(store: &Store) -> Result<usize> {
-    let db = store.db();
+    let db = store.db()?;
     if db.get(BUILT)?.as_deref() == Some(BUILT_VERSION) {
         return Ok(0);
     }

@@ -80,7 +80,7 @@ impl Store {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
-        for kv in self.db().range(delivery_key(webhook_id, first)..) {
+        for kv in self.db()?.range(delivery_key(webhook_id, first)..) {
             if out.len() >= limit {
                 break;
             }
@@ -98,7 +98,7 @@ impl Store {
     pub fn due_deliveries(&self, webhook_id: &str, now_ms: u64, limit: usize) -> Result<Vec<Due>> {
         let prefix = queue_prefix(webhook_id);
         let mut out = Vec::new();
-        for k in self.db().scan_prefix(&prefix).keys() {
+        for k in self.db()?.scan_prefix(&prefix).keys() {
             let k = k?;
             let Some(due) = due_of(&k, prefix.len()) else {
                 continue;
@@ -115,7 +115,7 @@ impl Store {
     /// key-only scan: once per subscription per start of the dispatcher).
     pub fn delivery_count(&self, webhook_id: &str) -> Result<usize> {
         let mut n = 0;
-        for k in self.db().scan_prefix(delivery_prefix(webhook_id)).keys() {
+        for k in self.db()?.scan_prefix(delivery_prefix(webhook_id)).keys() {
             k?;
             n += 1;
         }
@@ -125,7 +125,7 @@ impl Store {
     /// How many deliveries of subscription `webhook_id` are queued (pending).
     pub fn queued_count(&self, webhook_id: &str) -> Result<usize> {
         let mut n = 0;
-        for k in self.db().scan_prefix(queue_prefix(webhook_id)).keys() {
+        for k in self.db()?.scan_prefix(queue_prefix(webhook_id)).keys() {
             k?;
             n += 1;
         }
@@ -138,7 +138,7 @@ impl Store {
         let mut b = self.batch();
         b.remove(keys::record(keys::WEBHOOK, id));
         for prefix in [delivery_prefix(id), queue_prefix(id)] {
-            for k in self.db().scan_prefix(&prefix).keys() {
+            for k in self.db()?.scan_prefix(&prefix).keys() {
                 b.remove(k?.to_vec());
             }
         }

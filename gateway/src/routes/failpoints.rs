@@ -62,11 +62,17 @@ pub async fn get(_: Operator, st: web::Data<AppState>) -> Reply<Failpoints> {
     })
 }
 
+/// The pseudo-site of the disk fail point: `{"fail": 1}` fills the disk
+/// (files may not grow past the store's size now), `{"fail": 0}` or the
+/// DELETE frees it.
+const DISK: &str = "disk";
+
 /// PUT /v1/test/failpoints/{site} `{"skip": S, "fail": N}`: let S commits
-/// at `site` (`any`: every site) through, then refuse N.
+/// at `site` (`any`: every site) through, then refuse N. Site `disk`: a
+/// full disk while `fail` > 0 (sled's own writes fail), freed with 0.
 #[utoipa::path(put, path = "/v1/test/failpoints/{site}", tag = "test",
     description = "Test builds only (the failpoints feature).",
-    params(("site" = String, Path, description = "a commit site, or `any`")),
+    params(("site" = String, Path, description = "a commit site, `any`, or `disk` (a full disk while fail > 0)")),
     request_body = FaultRule,
     security(("operator" = [])),
     responses(
@@ -80,6 +86,18 @@ pub async fn arm(
     site: web::Path<String>,
     payload: web::Payload,
 ) -> Result<Reply<Armed>, ApiError> {
+    let body = crate::body::read(payload, st.body_limit).await?;
+    let rule: FaultRule = caldera_spec::validate::parse_json(&body)?;
+    if site.as_str() == DISK {
+        // Not a commit site: the disk itself (`fail` > 0 fills it).
+        st.cp
+            .fill_disk(rule.fail > 0)
+            .map_err(|e| ApiError::new(&codes::INTERNAL, format!("the disk fail point: {e}")))?;
+        return Ok(Reply::ok(Armed {
+            site: site.into_inner(),
+            rule,
+        }));
+    }
     let target = match site.as_str() {
         "any" => None,
         name => Some(CommitSite::parse(name).ok_or_else(|| {
@@ -89,8 +107,6 @@ pub async fn arm(
             )
         })?),
     };
-    let body = crate::body::read(payload, st.body_limit).await?;
-    let rule: FaultRule = caldera_spec::validate::parse_json(&body)?;
     st.cp.commit_faults().arm(target, rule);
     Ok(Reply::ok(Armed {
         site: site.into_inner(),
@@ -103,7 +119,10 @@ pub async fn arm(
     description = "Test builds only (the failpoints feature).",
     security(("operator" = [])),
     responses((status = 200, description = "every rule removed", body = Envelope<Cleared>)))]
-pub async fn clear(_: Operator, st: web::Data<AppState>) -> Reply<Cleared> {
+pub async fn clear(_: Operator, st: web::Data<AppState>) -> Result<Reply<Cleared>, ApiError> {
     st.cp.commit_faults().clear();
-    Reply::ok(Cleared { cleared: true })
+    st.cp
+        .fill_disk(false)
+        .map_err(|e| ApiError::new(&codes::INTERNAL, format!("the disk fail point: {e}")))?;
+    Ok(Reply::ok(Cleared { cleared: true }))
 }
