@@ -89,7 +89,7 @@ registry! {
     BAD_QUERY = 40008, "bad_query", 400, "a query parameter is unknown-valued or out of range";
     NOT_WEBSOCKET = 40009, "not_websocket", 400, "the node endpoint was called without a WebSocket upgrade";
     ADDRESS_NOT_ALLOWED = 40020, "address_not_allowed", 400, "an url the control plane would reach on the caller's behalf is not allowed: a loopback, private, link-local or unspecified address (however spelled, or a name resolving to one), a user name or password in it, or plain http:// to a host the operator has not allowed; the field names it";
-    MALFORMED_REQUEST = 40030, "malformed_request", 400, "the request could not be parsed as HTTP: a header with a byte HTTP forbids, a Content-Length that is not a number that fits, a request line or path that is not UTF-8 or not percent-encoded";
+    MALFORMED_REQUEST = 40030, "malformed_request", 400, "the request could not be parsed as HTTP: a header with a byte HTTP forbids, a Content-Length that is not a number that fits, a request line or path that is not UTF-8 or not percent-encoded, a body whose chunked encoding breaks or that ends before its Content-Length";
     UNAUTHENTICATED = 40100, "unauthenticated", 401, "no bearer token, or one that is not valid";
     PORTAL_LOGIN_REFUSED = 40101, "portal_login_refused", 401, "the token pasted into the portal's login is not a valid operator or tenant token";
     PORTAL_NO_SESSION = 40102, "portal_no_session", 401, "no portal session: never logged in, logged out, expired, or the control plane restarted; log in again";
