@@ -136,6 +136,53 @@ mod tests {
         assert!(bad.to_string().contains("ftp://*"), "{bad}");
     }
 
+    /// What each warm command tells the node: the registrant's rules, and
+    /// a confined read for a checkpoint or a tenant's file under an allowed
+    /// directory; the operator's own files are read as before.
+    #[test]
+    fn the_access_a_node_is_given_follows_the_registrant() {
+        let mut config = crate::config::ServerConfig {
+            tenant_model_origins: OriginList::of(&["https://*", "file:///mnt/shared/"]),
+            ..Default::default()
+        };
+        let rec = |owner: Option<&str>, uri: &str| {
+            let mut r: ModelVersionRecord = serde_json::from_value(serde_json::json!({
+                "spec": {"name": "m", "version": "v1",
+                    "weights": {"uri": uri, "size_bytes": 1, "sha256": "ab".repeat(32)}},
+                "state": "registered", "registered_at_ms": 0}))
+            .unwrap();
+            r.owner = owner.map(str::to_string);
+            r
+        };
+        let tenant_file = access(&config, &rec(Some("t"), "file:///mnt/shared/m.bin"));
+        assert_eq!(
+            tenant_file.rules.allow,
+            ["https://*", "file:///mnt/shared/"]
+        );
+        assert_eq!(
+            tenant_file.confined,
+            Some(ConfinedRead {
+                root: "/mnt/shared/".into(),
+                owner_reads: false
+            })
+        );
+        let operator = access(&config, &rec(None, "file:///mnt/shared/m.bin"));
+        assert_eq!(
+            (operator.rules.allow, operator.confined),
+            (vec!["*".to_string()], None)
+        );
+        let mut ck = rec(Some("t"), "file:///data/checkpoints/train/ckpt-1");
+        let tree = ConfinedRead {
+            root: "/data/checkpoints/train".into(),
+            owner_reads: true,
+        };
+        ck.checkpoint = Some(tree.clone());
+        assert_eq!(access(&config, &ck).confined, Some(tree));
+        config.tenant_model_origins = OriginList::of(&["https://*"]);
+        let outside = access(&config, &rec(Some("t"), "file:///mnt/shared/m.bin"));
+        assert_eq!(outside.confined, None, "refused by the rules on the node");
+    }
+
     #[test]
     fn a_refusal_names_the_field_and_the_key_that_would_allow_it() {
         let tenant = OriginList::of(&["https://*"]).rules();

@@ -47,10 +47,16 @@ pub async fn open(job: &Job, offset: u64) -> Result<Opened, String> {
                 let file = open_origin_file(uri, path, &job.origin).await?;
                 read_file(file, path, offset, size_bytes).await
             } else if uri.starts_with("http://") || uri.starts_with("https://") {
-                let addr = origin_address(uri, &job.origin).await?;
-                open_http(uri, None, offset, tls, Some(addr))
-                    .await
-                    .map_err(Refusal::into_reason)
+                // Each checked address in turn, as a resolver's answer is
+                // tried (`localhost` may answer ::1 first, served on 127.0.0.1).
+                let mut why = String::new();
+                for addr in origin_addresses(uri, &job.origin).await? {
+                    match open_http(uri, None, offset, tls, Some(addr)).await {
+                        Ok(opened) => return Ok(opened),
+                        Err(e) => why = e.into_reason(),
+                    }
+                }
+                Err(why)
             } else {
                 Err(format!(
                     "origin {uri:?} is neither file://, http:// nor https://"
@@ -102,9 +108,9 @@ async fn open_origin_file(
     Ok(tokio::fs::File::from_std(file))
 }
 
-/// The address to connect to for an `http(s)://` origin: its host
+/// The addresses to connect to for an `http(s)://` origin: its host
 /// resolved once, every address admitted by the registrant's rules.
-async fn origin_address(uri: &str, access: &OriginAccess) -> Result<SocketAddr, String> {
+async fn origin_addresses(uri: &str, access: &OriginAccess) -> Result<Vec<SocketAddr>, String> {
     let (host, port) = match origin::parse_origin_uri(uri)? {
         OriginUri::Http { host, port, .. } => (host, port),
         OriginUri::File { .. } => return Err(format!("{uri} is not an http(s) origin")),
@@ -116,23 +122,23 @@ async fn origin_address(uri: &str, access: &OriginAccess) -> Result<SocketAddr, 
             .map_err(|e| format!("{host}: does not resolve: {e}"))?
             .collect(),
     };
-    checked_address(uri, &access.rules, &resolved)
+    checked_addresses(uri, &access.rules, resolved)
 }
 
-/// The first of `resolved` once the rules admit every one of them: a name
-/// with one address the rules refuse is refused whole, so no resolution
-/// order reaches it.
-pub fn checked_address(
+/// `resolved`, once the rules admit every one of them: a name with one
+/// address the rules refuse is refused whole, so no resolution order
+/// reaches it.
+pub fn checked_addresses(
     uri: &str,
     rules: &OriginRules,
-    resolved: &[SocketAddr],
-) -> Result<SocketAddr, String> {
+    resolved: Vec<SocketAddr>,
+) -> Result<Vec<SocketAddr>, String> {
     let ips: Vec<IpAddr> = resolved.iter().map(SocketAddr::ip).collect();
     origin::admits(&rules.allow, uri, &ips).map_err(|why| format!("origin refused: {why}"))?;
-    resolved
-        .first()
-        .copied()
-        .ok_or_else(|| format!("{uri}: its host resolves to no address"))
+    if resolved.is_empty() {
+        return Err(format!("{uri}: its host resolves to no address"));
+    }
+    Ok(resolved)
 }
 
 /// The file's bytes from `offset`, never past `size_bytes`: a declared
@@ -273,20 +279,20 @@ mod tests {
         };
         let uri = "https://weights.example.com/m.bin";
         let public = addrs(&["93.184.216.34:443"]);
-        assert_eq!(checked_address(uri, &tenant, &public), Ok(public[0]));
+        assert_eq!(checked_addresses(uri, &tenant, public.clone()), Ok(public));
         for rebound in [
             addrs(&["127.0.0.1:443"]),
             addrs(&["93.184.216.34:443", "10.0.0.7:443"]),
             addrs(&["[::1]:443"]),
             addrs(&["169.254.169.254:443"]),
         ] {
-            let e = checked_address(uri, &tenant, &rebound).unwrap_err();
+            let e = checked_addresses(uri, &tenant, rebound).unwrap_err();
             assert!(e.contains("origin refused"), "{e}");
         }
-        assert!(checked_address(uri, &tenant, &[]).is_err());
+        assert!(checked_addresses(uri, &tenant, vec![]).is_err());
         // The operator's default admits its own private store.
         let private = addrs(&["10.0.0.7:9000"]);
-        assert!(checked_address("http://store:9000/m", &OriginRules::default(), &private).is_ok());
+        assert!(checked_addresses("http://store:9000/m", &OriginRules::default(), private).is_ok());
     }
 
     #[actix_rt::test]
