@@ -59,6 +59,7 @@ impl Agent {
             false => runtime.all_exited(),
         };
         if drained(&self.runtime) {
+            self.say_held(cluster_stopping);
             return;
         }
         tracing::info!(
@@ -92,17 +93,9 @@ impl Agent {
             .filter(|w| !(cluster_stopping && self.is_held(&w.allocation_id)))
             .map(|w| w.allocation_id)
             .collect();
-        let held = self
-            .runtime
-            .reports()
-            .iter()
-            .filter(|w| cluster_stopping && self.is_held(&w.allocation_id))
-            .count();
-        if left.is_empty() && held > 0 {
-            tracing::info!("drained: {held} reservation(s) stay held for the cluster's next start");
-        } else if left.is_empty() {
+        if left.is_empty() && !self.say_held(cluster_stopping) {
             tracing::info!("drained: nothing left on this node");
-        } else {
+        } else if !left.is_empty() {
             tracing::warn!(
                 code = codes::AGENT_DRAIN_INCOMPLETE.code,
                 "drain not finished after {bound:?}: {} left ({}); stopping them",
@@ -114,6 +107,20 @@ impl Agent {
 }
 
 impl Agent {
+    /// Says how many reservations stay held as the whole cluster stops;
+    /// answers whether there were any.
+    fn say_held(&self, cluster_stopping: bool) -> bool {
+        let reports = self.runtime.reports();
+        let held = reports
+            .iter()
+            .filter(|w| cluster_stopping && self.is_held(&w.allocation_id))
+            .count();
+        if held > 0 {
+            tracing::info!("drained: {held} reservation(s) stay held for the cluster's next start");
+        }
+        held > 0
+    }
+
     /// Whether `allocation_id` is a reservation still held here.
     fn is_held(&self, allocation_id: &str) -> bool {
         self.runtime
