@@ -159,7 +159,11 @@ fn a_task_above_its_tenants_cap_is_refused_naming_the_field() {
         let r = api.post(path, &task("big", 3));
         assert_eq!(r.status, 422, "{path}: {:#}", r.body);
         assert_eq!(r.body["code"], 42206, "{path}: {:#}", r.body);
-        assert_eq!(r.body["field"], "resources.gpu.count", "{path}: {:#}", r.body);
+        assert_eq!(
+            r.body["field"], "resources.gpu.count",
+            "{path}: {:#}",
+            r.body
+        );
         let msg = r.body["msg"].as_str().unwrap_or("");
         assert!(
             msg.contains("exceeds the tenant's cap") && msg.contains("at most 2"),
