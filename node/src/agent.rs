@@ -309,6 +309,14 @@ impl Agent {
                     "control plane refused this node: {reason}; will retry"
                 );
             }
+            ServerMessage::NodeSecret { epoch, secret } => {
+                if self.live_epoch() == Some(epoch) {
+                    tracing::info!("the node secret was rotated; the new one is kept");
+                    self.keep_secret(secret);
+                } else {
+                    tracing::warn!("ignoring a node secret for epoch {epoch}");
+                }
+            }
             ServerMessage::Warm(cmd) => self.warm(cmd),
             ServerMessage::PeerGrant(grant) => self.peer_grant(grant),
             ServerMessage::Evict(cmd) => self.evict(cmd),
@@ -318,14 +326,6 @@ impl Agent {
                     self.swap(&cmd);
                     self.flush();
                 }
-            ServerMessage::NodeSecret { epoch, secret } => {
-                if self.live_epoch() == Some(epoch) {
-                    tracing::info!("the node secret was rotated; the new one is kept");
-                    self.keep_secret(secret);
-                } else {
-                    tracing::warn!("ignoring a node secret for epoch {epoch}");
-                }
-            }
             }
             ServerMessage::Start(cmd) => {
                 if self.current_epoch(cmd.epoch, "start", &cmd.allocation_id) {
@@ -386,15 +386,6 @@ impl Agent {
         false
     }
 
-    /// A heartbeat was confirmed under `epoch`: the shims' leases move on.
-    fn lease_renewed(&mut self, epoch: u64, seq: u64) {
-        let Some(conn) = self.connection.as_mut().filter(|c| c.epoch == Some(epoch)) else {
-            tracing::debug!("ignoring a lease renewal of epoch {epoch}");
-            return;
-        };
-        if let Some(deadline) = conn.lease.renewed(seq) {
-            self.runtime.renew_leases(Some(deadline));
-        }
     /// Keeps the node secret the control plane issued (at registration, or
     /// a rotation's): on disk for the next start, and in memory even when
     /// the file cannot be written (this run can still reconnect; a restart
@@ -404,6 +395,15 @@ impl Agent {
         self.secret = Some(secret);
     }
 
+    /// A heartbeat was confirmed under `epoch`: the shims' leases move on.
+    fn lease_renewed(&mut self, epoch: u64, seq: u64) {
+        let Some(conn) = self.connection.as_mut().filter(|c| c.epoch == Some(epoch)) else {
+            tracing::debug!("ignoring a lease renewal of epoch {epoch}");
+            return;
+        };
+        if let Some(deadline) = conn.lease.renewed(seq) {
+            self.runtime.renew_leases(Some(deadline));
+        }
     }
 
     fn welcome(&mut self, welcome: Welcome) {

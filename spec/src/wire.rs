@@ -307,13 +307,6 @@ pub enum ServerMessage {
     Pin(PinCommand),
     /// Restart one allocation's workload in place on another model version.
     Swap(SwapCommand),
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Welcome {
-    pub node_name: String,
-    pub epoch: u64,
-    pub heartbeat_interval_ms: u64,
     /// An operator rotated the node secret: keep `secret` in place of the
     /// old one, which no longer opens a session. Sent only over the live
     /// session the old secret opened, under its epoch.
@@ -321,6 +314,13 @@ pub struct Welcome {
         epoch: u64,
         secret: String,
     },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Welcome {
+    pub node_name: String,
+    pub epoch: u64,
+    pub heartbeat_interval_ms: u64,
     /// How long a lease lasts after the heartbeat that renewed it; 0 from a
     /// server without leases (then shims run without one).
     #[serde(default)]
@@ -465,6 +465,7 @@ mod tests {
                 version: "v4".into(),
                 sha256: "ab".repeat(32),
                 size_bytes: 10,
+                private: false,
             },
             grace_ms: 1000,
         });
@@ -472,7 +473,6 @@ mod tests {
         assert!(text.starts_with(r#"{"type":"swap""#), "{text}");
         assert_eq!(serde_json::from_str::<ServerMessage>(&text).unwrap(), swap);
         for kind in [
-                private: false,
             WorkloadEventKind::Started {
                 pid: Some(7),
                 port: Some(20001),
