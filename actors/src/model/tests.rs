@@ -483,3 +483,112 @@ fn a_hello_without_the_recorded_fetch_is_told_its_source_again() {
         assert_eq!(reads, 1, "the same read, not a second one");
     });
 }
+
+/// The origin refused `n1`'s read before its first byte.
+fn refused() -> WarmupProgress {
+    WarmupProgress::Failed {
+        source: "origin".into(),
+        bytes_done: 0,
+        reason: "connection refused".into(),
+    }
+}
+
+/// A read that keeps failing: re-sourced at once the first time, then
+/// `failed` with its reason once the budget (2 here) is spent, and then
+/// read again only for a task new to the version, not for the same one.
+#[test]
+fn a_read_that_keeps_failing_gives_up_and_only_a_new_task_asks_again() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async move {
+        let config = ServerConfig {
+            warm_retry_attempts: 2,
+            ..ServerConfig::default()
+        };
+        let sh = shared_with(dir.path(), config);
+        let mut ag = agents(&sh, &["n1"]).await;
+        let a = start(&sh, version("a", &sha('a')));
+        needs(&a, "n1");
+        settle().await;
+        assert_eq!(source_of(&ag.get_mut("n1").unwrap().drain()).len(), 1);
+        ag["n1"].report(&sha('a'), refused());
+        settle().await;
+        // The first failure: read again at once.
+        assert_eq!(source_of(&ag.get_mut("n1").unwrap().drain()).len(), 1);
+        ag["n1"].report(&sha('a'), refused());
+        settle().await;
+        assert!(source_of(&ag.get_mut("n1").unwrap().drain()).is_empty());
+        let (rec, reads) = a.send(VersionSnapshot).await.unwrap();
+        let c = &rec.nodes["n1"];
+        assert_eq!((c.copy, c.failures), (CopyState::Failed, 2), "{c:?}");
+        assert!(c.reason.contains("origin: connection refused"), "{c:?}");
+        assert_eq!(reads, 0, "a failed copy holds no origin slot");
+        // The same task asking again changes nothing.
+        needs(&a, "n1");
+        settle().await;
+        assert!(source_of(&ag.get_mut("n1").unwrap().drain()).is_empty());
+        // A task new to the version: read again, the count forgotten.
+        a.do_send(NodeNeeds {
+            node: "n1".into(),
+            task: Some("acme/another".into()),
+        });
+        settle().await;
+        assert_eq!(source_of(&ag.get_mut("n1").unwrap().drain()).len(), 1);
+        let (rec, _) = a.send(VersionSnapshot).await.unwrap();
+        assert_eq!(rec.nodes["n1"].copy, CopyState::Warming);
+        assert_eq!(rec.nodes["n1"].failures, 0);
+    });
+}
+
+/// A failed read on a node where nothing needs the version any more (its
+/// task ended) is not read again, and its copy leaves the record.
+#[test]
+fn a_failed_read_for_a_task_that_ended_is_not_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async move {
+        let sh = shared_with(dir.path(), ServerConfig::default());
+        let mut ag = agents(&sh, &["n1"]).await;
+        let a = start(&sh, version("a", &sha('a')));
+        needs(&a, "n1");
+        settle().await;
+        ag.get_mut("n1").unwrap().drain();
+        let store = sh.gate.store();
+        let mut t = store.task("acme/task-on-n1").unwrap().unwrap();
+        t.state = caldera_spec::TaskState::Released;
+        let mut b = store.batch();
+        b.put_task(&t);
+        store.commit(b).unwrap();
+        ag["n1"].report(&sha('a'), refused());
+        settle().await;
+        assert!(source_of(&ag.get_mut("n1").unwrap().drain()).is_empty());
+        let (rec, _) = a.send(VersionSnapshot).await.unwrap();
+        assert!(!rec.nodes.contains_key("n1"), "{:?}", rec.nodes);
+    });
+}
+
+/// The second failure in a row waits out `warm-retry-first-ms` (no warm
+/// sent now; the copy says when it is due) and frees its origin slot.
+#[test]
+fn a_second_failure_in_a_row_backs_off_and_frees_the_origin_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async move {
+        let sh = shared_with(dir.path(), ServerConfig::default());
+        let mut ag = agents(&sh, &["n1"]).await;
+        let a = start(&sh, version("a", &sha('a')));
+        needs(&a, "n1");
+        settle().await;
+        ag["n1"].report(&sha('a'), refused());
+        settle().await;
+        ag.get_mut("n1").unwrap().drain();
+        let before = sh.now_ms();
+        ag["n1"].report(&sha('a'), refused());
+        settle().await;
+        assert!(source_of(&ag.get_mut("n1").unwrap().drain()).is_empty());
+        let (rec, reads) = a.send(VersionSnapshot).await.unwrap();
+        let c = &rec.nodes["n1"];
+        assert_eq!((c.copy, c.failures), (CopyState::Retrying, 2), "{c:?}");
+        let due = c.retry_at_ms.unwrap_or(0);
+        assert!(due >= before + 1000 && due <= sh.now_ms() + 1000, "{c:?}");
+        assert_eq!(reads, 0);
+        assert_eq!(sh.origin_budget.total(), 0);
+    });
+}
