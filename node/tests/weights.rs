@@ -1,8 +1,8 @@
 //! The agent's weight cache over real sockets and files: a start held in
 //! warming until a warm from a `file://` or an `http://` origin verifies its
 //! copy (then the workload reads it), a hit the second time, resumes by
-//! Range, a peer transfer under a grant (401 without one), and a peer that
-//! dies mid-transfer resumed from the origin.
+//! Range, a peer transfer under a grant (401 without one), a peer that
+//! dies mid-transfer resumed from the origin, and a declared size that lies.
 mod common;
 
 use caldera_node::cache::digest::sha256_of_bytes;
@@ -744,6 +744,42 @@ async fn an_https_origin_is_trusted_with_origin_ca_and_refused_without() {
     assert_eq!(verified(&mut c, &sha).await, SIZE as u64);
     let copy = std::fs::read(dir.path().join("ca/cache/weights").join(&sha)).unwrap();
     assert_eq!(sha256_of_bytes(&copy), sha);
+    agent.join().await;
+    server.stop(false).await;
+}
+
+/// A declared size that lies (shorter than the file: a stand-in for a file
+/// the registrant cannot read itself) reads no byte past it, and the
+/// failure names the registered checksum only, never what the bytes read
+/// hash to: echoed, the hashes of ever longer prefixes would give the file
+/// away a byte at a time.
+#[actix_rt::test]
+async fn a_declared_size_that_lies_reads_no_further_and_its_failure_echoes_no_hash() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let secret = b"node-secret-0123456789".to_vec();
+    let path = dir.path().join("secret");
+    std::fs::write(&path, &secret).unwrap();
+    let (agent, mut c, _) = cached_agent(&url, &mut conns, &dir.path().join("n"), "w1", None).await;
+    let claimed = "ab".repeat(32);
+    for size in [1u64, 5, 12] {
+        c.send(warm(1, &claimed, size, file_origin(&path)));
+        let (reason, done) = warmup(&mut c, &claimed, |p| match p {
+            WarmupProgress::Failed {
+                reason, bytes_done, ..
+            } => Some((reason.clone(), *bytes_done)),
+            _ => None,
+        })
+        .await;
+        assert!(reason.contains("weights_corrupt"), "{reason}");
+        assert!(reason.contains(&claimed), "{reason}");
+        assert!(done <= size, "read {done} bytes of a declared {size}");
+        for k in 1..=secret.len() {
+            let prefix = sha256_of_bytes(&secret[..k]);
+            assert!(!reason.contains(&prefix), "{size}: {reason}");
+        }
+    }
     agent.join().await;
     server.stop(false).await;
 }
