@@ -73,6 +73,8 @@ pub fn parse_origin_uri(uri: &str) -> Result<OriginUri, String> {
 fn split_host_port(authority: &str, default_port: u16) -> Option<(String, u16)> {
     let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
         let (h, after) = rest.split_once(']')?;
+        // Brackets hold an IPv6 address and nothing else (no zone).
+        h.parse::<std::net::Ipv6Addr>().ok()?;
         match after.strip_prefix(':') {
             Some(p) => (h, p.parse().ok()?),
             None if after.is_empty() => (h, default_port),
@@ -85,7 +87,11 @@ fn split_host_port(authority: &str, default_port: u16) -> Option<(String, u16)> 
         }
     };
     let host = host.trim_end_matches('.').to_ascii_lowercase();
-    (!host.is_empty()).then_some((host, port))
+    // A name is letters, digits, '-', '_' and '.': nothing a resolver or
+    // an url parser could read another way.
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let ok = !host.is_empty() && (host.contains(':') || host.chars().all(plain));
+    ok.then_some((host, port))
 }
 
 /// True for an address anyone on the internet could reach: not this host,
@@ -282,6 +288,8 @@ mod tests {
             ("https://127.1/m", vec![]),
             ("https://2130706433/m", vec![]),
             ("https://0x7f000001/m", vec![]),
+            ("https://[fe80::1%25eth0]/m", vec![]),
+            ("https://exa%6dple.com/m", vec![]),
         ] {
             assert!(admits(&allow, uri, &addrs).is_err(), "{uri} {addrs:?}");
         }
