@@ -783,3 +783,57 @@ async fn a_declared_size_that_lies_reads_no_further_and_its_failure_echoes_no_ha
     agent.join().await;
     server.stop(false).await;
 }
+
+/// A task's checkpoint is read confined to its tree: a checkpoint the task
+/// turned into a link to a file outside (the node's secret) is refused
+/// before a byte is read, and nothing of it reaches the cache, while a
+/// plain file in the tree is copied.
+#[actix_rt::test]
+async fn a_checkpoint_that_links_out_of_its_tree_is_never_copied_into_the_cache() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("node-secret");
+    std::fs::write(&secret, b"the node's secret").unwrap();
+    let tree = dir.path().join("checkpoints/train");
+    std::fs::create_dir_all(&tree).unwrap();
+    let tree = tree.canonicalize().unwrap();
+    let (good, good_sha) = weights_file(&tree, "ckpt-1", 4096, 3);
+    std::os::unix::fs::symlink(&secret, tree.join("ckpt-2")).unwrap();
+    let (agent, mut c, _) = cached_agent(&url, &mut conns, &dir.path().join("n"), "w1", None).await;
+    let confined = |path: &Path, sha: &str, size: u64| {
+        ServerMessage::Warm(WarmCommand {
+            epoch: 1,
+            model: "m:v2".into(),
+            sha256: sha.into(),
+            size_bytes: size,
+            source: file_origin(path),
+            pinned: false,
+            origin: caldera_spec::weights::OriginAccess {
+                rules: caldera_spec::origin::OriginRules {
+                    allow: vec!["https://*".into()],
+                },
+                confined: Some(caldera_spec::weights::ConfinedRead {
+                    root: tree.display().to_string(),
+                    owner_reads: true,
+                }),
+            },
+        })
+    };
+    let leaked = sha256_of_bytes(b"the node's secret");
+    c.send(confined(&tree.join("ckpt-2"), &leaked, 17));
+    let (reason, done) = warmup(&mut c, &leaked, |p| match p {
+        WarmupProgress::Failed {
+            reason, bytes_done, ..
+        } => Some((reason.clone(), *bytes_done)),
+        WarmupProgress::Verified { .. } => panic!("the secret was copied"),
+        _ => None,
+    })
+    .await;
+    assert!(reason.contains("symbolic link"), "{reason}");
+    assert_eq!(done, 0);
+    c.send(confined(&good, &good_sha, 4096));
+    assert_eq!(verified(&mut c, &good_sha).await, 4096);
+    agent.join().await;
+    server.stop(false).await;
+}
