@@ -28,13 +28,13 @@ impl WriteBatch {
     /// entry of the task index to its state in the same batch.
     pub fn put_task(&mut self, task: &TaskRecord) {
         self.put_json(keys::record(keys::TASK, &task.spec.task_id), task);
-        self.stage_task_index(&task.spec.task_id, Some(task.state));
+        self.stage_task_index(task);
     }
 
     /// Deletes a task record and its index entry (its events stay in the log).
     pub fn remove_task(&mut self, task_id: &str) {
         self.remove(keys::record(keys::TASK, task_id));
-        self.stage_task_index(task_id, None);
+        self.unstage_task_index(task_id);
     }
 
     /// Inserts or replaces an allocation of the live ledger.

@@ -5,12 +5,20 @@
 //! is a range scan that reads only the entries it returns, whatever the
 //! number of other tenants' tasks or of tasks in other states.
 //!
-//! Every task write keeps it in step in the same atomic batch: a put
-//! inserts the entry of the record's state and removes the entries of all
-//! the other states, a removal removes all of them. So the index after a
-//! commit depends only on the last record written, never on what a reader
-//! saw before (no read-modify-write, no race between two writers of one
-//! task), and removing an entry that is absent costs sled a lookup only.
+//! Every task write keeps it in step in the same atomic batch, without
+//! reading what was there (no read-modify-write): a put inserts the entry of
+//! the record's state and removes the entries of the other states in its
+//! history — every state a task has been written in is in its history
+//! (`TaskRecord::transition`), so that covers the entry of the record it
+//! replaces; a removal removes the entries of every state. Removing only
+//! the states a task went through keeps a submission at one index write
+//! (removing all eleven every time made its commit about a third slower:
+//! `examples/index_cost.rs`).
+//!
+//! Readers check each record's state: an entry left stale (two writers of
+//! one task racing, a record written without its history) costs a page one
+//! read, never a task listed under a state it is not in, and the next open
+//! after a rebuild mark is removed starts the index afresh.
 //!
 //! A store written before the index existed (or whose rebuild was cut short)
 //! has no `s/task_index` mark: [`ensure`] rebuilds the index on open.
@@ -18,7 +26,7 @@ use crate::batch::WriteBatch;
 use crate::errors::Result;
 use crate::keys;
 use crate::store::Store;
-use caldera_spec::TaskState;
+use caldera_spec::{TaskRecord, TaskState};
 
 /// Every state: a put removes the entries of all but one, a removal all.
 const STATES: [TaskState; 11] = [
@@ -76,16 +84,32 @@ pub(crate) fn entry(state: TaskState, key: &str) -> Vec<u8> {
 }
 
 impl WriteBatch {
-    /// Stages the index of task `key` as being in `state` (`None`: removed).
-    pub(crate) fn stage_task_index(&mut self, key: &str, state: Option<TaskState>) {
-        for s in STATES {
-            if Some(s) == state {
-                self.put_marker(entry(s, key));
-            } else {
-                self.remove(entry(s, key));
+    /// Stages the index of `task`: the entry of its state, and no entry of
+    /// another state in its history.
+    pub(crate) fn stage_task_index(&mut self, task: &TaskRecord) {
+        let key = &task.spec.task_id;
+        let mut removed = [false; STATES.len()];
+        for t in &task.history {
+            let i = position(t.state);
+            if t.state != task.state && !removed[i] {
+                removed[i] = true;
+                self.remove(entry(t.state, key));
             }
         }
+        self.put_marker(entry(task.state, key));
     }
+
+    /// Stages the removal of task `key`'s entry, whatever its state.
+    pub(crate) fn unstage_task_index(&mut self, key: &str) {
+        for s in STATES {
+            self.remove(entry(s, key));
+        }
+    }
+}
+
+/// Where `state` is in [`STATES`].
+fn position(state: TaskState) -> usize {
+    STATES.iter().position(|s| *s == state).unwrap_or(0)
 }
 
 impl Store {
@@ -184,7 +208,9 @@ mod tests {
         let mut spec = spec;
         spec.task_id = caldera_spec::task_key(tenant, id);
         let mut r = TaskRecord::new(spec, tenant.to_string(), 0, 0);
-        r.state = state;
+        if state != TaskState::Queued {
+            r.transition(state, 0, None);
+        }
         r
     }
 
@@ -225,7 +251,7 @@ mod tests {
             TaskState::Queued,
             TaskState::Finished,
         ] {
-            r.state = next;
+            r.transition(next, 1, None);
             put(&s, &[r.clone()]);
             for other in STATES {
                 let want: &[&str] = if other == next { &["alpha/job"] } else { &[] };
@@ -251,7 +277,7 @@ mod tests {
         let mut r = record("alpha", "job", TaskState::Queued);
         let mut b = s.batch();
         b.put_task(&r);
-        r.state = TaskState::Scheduled;
+        r.transition(TaskState::Scheduled, 1, None);
         b.put_task(&r);
         s.commit(b).unwrap();
         assert!(listed(&s, TaskState::Queued, "", "").is_empty());

@@ -245,4 +245,29 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn an_entry_left_stale_never_lists_a_task_under_a_state_it_left() {
+        // A record written without the history of the state it replaces
+        // leaves that state's entry behind: the page reads the record, sees
+        // its state and leaves it out.
+        let (_d, store) = store_with(&[("a", "y"), ("b", "y")]);
+        let mut r = store.task("y/a").unwrap().unwrap();
+        r.state = TaskState::Running;
+        r.history.clear();
+        let mut b = store.batch();
+        b.put_task(&r);
+        store.commit(b).unwrap();
+        let q = |state| TaskQuery {
+            tenant: Some("y".into()),
+            state: Some(state),
+            limit: 1,
+            ..Default::default()
+        };
+        let p = read(&store, &q(TaskState::Queued), SCAN_BUDGET).unwrap();
+        assert_eq!(ids(&p), ["y/b"]);
+        assert_eq!(p.next_cursor, None);
+        let p = read(&store, &q(TaskState::Running), SCAN_BUDGET).unwrap();
+        assert_eq!(ids(&p), ["y/a"]);
+    }
 }
