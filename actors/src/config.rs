@@ -159,10 +159,6 @@ pub struct ServerConfig {
     /// A task stuck in Warming this long fails (`warming_timeout`, naming
     /// the source it was reading), ms. Default 600000 (10 min).
     pub warming_timeout_ms: u64,
-    /// How long a peer grant's token lets its receiver read from the peer,
-    /// ms; a transfer that outlives it is re-sourced with a new one. Default 60000.
-    pub peer_token_ttl_ms: u64,
-    /// Tenants may register their own model versions (visible to themselves
     /// After a node's second failed read of a version in a row, it waits
     /// this long before the next one, doubling with each further failure
     /// up to `warm-retry-max-ms` (the first failure is re-sourced at once:
@@ -175,6 +171,10 @@ pub struct ServerConfig {
     /// node's copy is `failed` and not read again until a new task needs it
     /// there or a prewarm asks. Default 10.
     pub warm_retry_attempts: u32,
+    /// How long a peer grant's token lets its receiver read from the peer,
+    /// ms; a transfer that outlives it is re-sourced with a new one. Default 60000.
+    pub peer_token_ttl_ms: u64,
+    /// Tenants may register their own model versions (visible to themselves
     /// and the operator). Default false: only the operator registers.
     pub tenants_may_register_models: bool,
     /// Where a tenant's model versions may read their weights: origin
@@ -256,14 +256,14 @@ impl Default for ServerConfig {
             peer_warmup: true,
             peer_stream_partial: true,
             warming_timeout_ms: 600_000,
+            warm_retry_first_ms: 1000,
+            warm_retry_max_ms: 300_000,
+            warm_retry_attempts: 10,
             peer_token_ttl_ms: 60_000,
             tenants_may_register_models: false,
             tenant_model_origins: crate::model::origins::OriginList::of(&["https://*"]),
             operator_model_origins: crate::model::origins::OriginList::of(&["*"]),
             price_gpu_hour: crate::chargeback::GpuPrices(
-            warm_retry_first_ms: 1000,
-            warm_retry_max_ms: 300_000,
-            warm_retry_attempts: 10,
                 [("default".to_string(), crate::chargeback::Micros(0))].into(),
             ),
             price_cpu_core_hour: crate::chargeback::Micros(0),
@@ -320,11 +320,6 @@ impl ServerConfig {
         if self.warming_timeout_ms == 0 {
             return err("warming-timeout-ms", "must be greater than 0");
         }
-        if self.peer_token_ttl_ms < 1000 {
-            return err("peer-token-ttl-ms", "must be at least 1000");
-        }
-        if self.cache_mb == 0 {
-            return err("cache-mb", "must be greater than 0");
         if self.warm_retry_first_ms == 0 {
             return err("warm-retry-first-ms", "must be greater than 0");
         }
@@ -334,6 +329,11 @@ impl ServerConfig {
         if self.warm_retry_attempts < 2 {
             return err("warm-retry-attempts", "must be at least 2");
         }
+        if self.peer_token_ttl_ms < 1000 {
+            return err("peer-token-ttl-ms", "must be at least 1000");
+        }
+        if self.cache_mb == 0 {
+            return err("cache-mb", "must be greater than 0");
         }
         if self.max_body_bytes < 1024 {
             return err("max-body-bytes", "must be at least 1024");
