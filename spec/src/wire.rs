@@ -528,4 +528,29 @@ mod tests {
         assert_eq!(serde_json::from_str::<StartCommand>(&text).unwrap(), with);
         assert!(!serde_json::to_string(&start).unwrap().contains("readiness"));
     }
+
+    #[test]
+    fn a_draining_of_an_older_agent_is_an_ordinary_drain() {
+        let old = r#"{"type":"draining","epoch":3,"reason":"SIGTERM"}"#;
+        let m: NodeMessage = serde_json::from_str(old).unwrap();
+        let ordinary = NodeMessage::Draining {
+            epoch: 3,
+            reason: "SIGTERM".into(),
+            cluster_stopping: false,
+        };
+        assert_eq!(m, ordinary);
+        // An ordinary drain is written as before; a cluster stop says so.
+        assert_eq!(serde_json::to_string(&ordinary).unwrap(), old);
+        let stopping = NodeMessage::Draining {
+            epoch: 3,
+            reason: "up".into(),
+            cluster_stopping: true,
+        };
+        let text = serde_json::to_string(&stopping).unwrap();
+        assert!(text.contains(r#""cluster_stopping":true"#), "{text}");
+        assert_eq!(
+            serde_json::from_str::<NodeMessage>(&text).unwrap(),
+            stopping
+        );
+    }
 }
