@@ -276,7 +276,7 @@ fn check_range(field: &str, v: f64, (min, max): (f64, f64), unit: &str) -> Resul
         return Err(SpecError::new(
             K::OutOfRange,
             field,
-            format!("{field} must be at least {min} {unit}, not {v}"),
+            format!("must be at least {min} {unit}, not {v}"),
         ));
     }
     if v > max {
@@ -358,9 +358,7 @@ fn validate_gpu(g: &GpuRequest) -> Result<(), SpecError> {
             return Err(SpecError::new(
                 K::OutOfRange,
                 "resources.gpu.share",
-                format!(
-                    "resources.gpu.share must be at least {MIN_GPU_SHARE} (1% of a GPU), not {s}"
-                ),
+                format!("must be at least {MIN_GPU_SHARE} (1% of a GPU), not {s}"),
             ));
         }
         if g.count > 1 {

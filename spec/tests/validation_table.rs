@@ -447,32 +447,42 @@ fn each_minimum_is_accepted_and_named_with_its_field_when_missed() {
         (
             "/resources/gpu/memory_gb",
             json!(0.2),
-            "resources.gpu.memory_gb must be at least 0.25 GB",
+            "must be at least 0.25 GB",
         ),
         (
             "/resources/gpu",
             json!({"share": 0.009}),
-            "resources.gpu.share must be at least 0.01",
+            "must be at least 0.01",
         ),
         (
             "/resources/cpu/cores",
             json!(0.09),
-            "resources.cpu.cores must be at least 0.1 cores",
+            "must be at least 0.1 cores",
         ),
         (
             "/resources/memory/size_gb",
             json!(0.06),
-            "resources.memory.size_gb must be at least 0.0625 GB",
+            "must be at least 0.0625 GB",
         ),
         (
             "/resources/disk/size_gb",
             json!(0.06),
-            "resources.disk.size_gb must be at least 0.0625 GB",
+            "must be at least 0.0625 GB",
         ),
     ];
     for (pointer, v, says) in below {
         let e = parse_task_spec(&seed_with(pointer, Some(v))).unwrap_err();
         assert!(e.message.contains(says), "{pointer}: {}", e.message);
+        assert!(
+            e.field.starts_with(&pointer[1..].replace('/', ".")),
+            "{pointer}: the error names {}",
+            e.field
+        );
+        assert!(
+            !e.message.contains(&e.field),
+            "{pointer}: the field is named once, in front of the message: {}",
+            e.message
+        );
     }
 }
 
