@@ -135,9 +135,10 @@ mod tests {
 
     #[test]
     fn ports_are_unique_round_robin_and_skip_held_and_busy_ones() {
-        // A port something already listens on is skipped.
-        let busy = TcpListener::bind("127.0.0.1:0").unwrap();
-        let b = busy.local_addr().unwrap().port();
+        // A port something already listens on is skipped. The three ports after
+        // it must be free for the count below to hold, so a busy host (other
+        // tests' servers, outgoing connections) is looked past until they are.
+        let (_busy, b) = busy_port_before_three_free();
         let claims = tempfile::tempdir().unwrap();
         let mut ports = ReplicaPorts::claimed_in((b, b.saturating_add(3)), claims.path());
         let mut held = BTreeSet::new();
@@ -151,6 +152,21 @@ mod tests {
         let released = *held.iter().next().unwrap();
         held.remove(&released);
         assert_eq!(ports.pick(&held), Some(released));
+    }
+
+    /// A listener on some port `b` such that `b+1..=b+3` could be bound just now.
+    fn busy_port_before_three_free() -> (TcpListener, u16) {
+        loop {
+            let busy = TcpListener::bind("127.0.0.1:0").unwrap();
+            let b = busy.local_addr().unwrap().port();
+            let next_free = (1..=3).all(|i| {
+                b.checked_add(i)
+                    .is_some_and(|p| TcpListener::bind(("127.0.0.1", p)).is_ok())
+            });
+            if next_free {
+                return (busy, b);
+            }
+        }
     }
 
     /// The hot_swap flake: two agents on one host, the same range, workloads
