@@ -589,3 +589,101 @@ fn model_names_belong_to_their_namespace_and_reveal_nothing_of_others() {
         r.body
     );
 }
+
+/// A store from before names were scoped: team-a's version sits under the
+/// bare `llama:v9`, named so by its task. The boot moves it to
+/// `@team-a.llama:v9` with its task, keeps the node's verified copy (the
+/// cache is by digest: nothing is fetched again), tells team-a in a
+/// `model_renamed` event (and no one else), and frees `llama:v9` for the
+/// operator. A second boot changes nothing.
+#[test]
+fn a_version_a_tenant_named_before_namespaces_moves_into_its_own_and_frees_the_name() {
+    use caldera_storage::{Store, StoreConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let mut cp = control_plane(
+        dir.path(),
+        &[("CALDERA_TENANTS_MAY_REGISTER_MODELS", "true")],
+    );
+    let (a, b) = (cp.tenant("team-a"), cp.tenant("team-b"));
+    let uri = "https://93.184.216.34/m.bin";
+    let r = cp
+        .api(&a)
+        .post("/v1/models", &version_at("@team-a.llama", "v9", uri));
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let (stream, _) = fake(&cp, "node-h", &[SHA]);
+    let r = cp
+        .api(&a)
+        .post("/v1/tasks", &task_with_model("user", "@team-a.llama:v9"));
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let path = "/v1/models/@team-a.llama/versions/v9";
+    let used = |cp: &ControlPlane| {
+        let v = cp.operator().get(path).data().clone();
+        v["state"] == "active" && copy_of(&v, "node-h")["copy"] == "verified"
+    };
+    assert!(wait_until(Duration::from_secs(20), || used(&cp)));
+    cp.kill9();
+    drop(stream);
+    {
+        // As the code before namespaces left it: the bare name everywhere.
+        let store = Store::open(&cp.data_dir.join("sled"), &StoreConfig::default()).unwrap();
+        let mut b = store.batch();
+        let mut v = store.model_version("@team-a.llama:v9").unwrap().unwrap();
+        b.remove_model_version("@team-a.llama:v9");
+        v.spec.name = "llama".into();
+        b.put_model_version(&v);
+        let mut t = store.task("team-a/user").unwrap().unwrap();
+        t.spec.model = Some("llama:v9".into());
+        t.serving_model = Some("llama:v9".into());
+        b.put_task(&t);
+        for bill in store.open_billings() {
+            let mut bill = bill.unwrap();
+            bill.model = bill.model.map(|_| "llama:v9".to_string());
+            b.put_open_billing(&bill);
+        }
+        store.commit(b).unwrap();
+        store.flush().unwrap();
+    }
+    cp.restart();
+
+    let moved = cp.api(&a).get(path);
+    assert_eq!(moved.status, 200, "{:?}", moved.body);
+    let view = cp.operator().get(path).data().clone();
+    assert_eq!(view["tasks"], json!(["team-a/user"]), "{view:#}");
+    assert_eq!(view["owner"], "team-a", "{view:#}");
+    assert_eq!(
+        copy_of(&view, "node-h")["copy"],
+        "verified",
+        "the node's copy is kept: {view:#}"
+    );
+    assert_eq!(cp.api(&a).task("user")["spec"]["model"], "@team-a.llama:v9");
+    let renamed = |cp: &ControlPlane, token: &str| {
+        let r = cp.api(token).get("/v1/events?kind=model_renamed");
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        r.data()["events"].as_array().cloned().unwrap_or_default()
+    };
+    let events = renamed(&cp, &a);
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(
+        events[0]["detail"],
+        json!({"old": "llama:v9", "new": "@team-a.llama:v9"}),
+        "{events:#?}"
+    );
+    assert!(
+        renamed(&cp, &b).is_empty(),
+        "team-b hears nothing of team-a's"
+    );
+
+    let r = cp
+        .operator()
+        .post("/v1/models", &version_at("llama", "v9", uri));
+    assert_eq!(r.status, 201, "the freed shared name: {:?}", r.body);
+
+    // Once: a second boot renames nothing more.
+    cp.restart();
+    assert_eq!(renamed(&cp, &a).len(), 1);
+    assert_eq!(
+        cp.operator().get("/v1/models/llama/versions/v9").data()["owner"],
+        Value::Null
+    );
+    assert_eq!(cp.api(&a).task("user")["spec"]["model"], "@team-a.llama:v9");
+}

@@ -49,6 +49,9 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
     let store = open_store(&config)?;
     // Before anything reads `t/` or `a/`: every record is keyed tenant/id.
     crate::migrate::scope_task_keys(&store)?;
+    // Before the versions' actors start: every tenant's version is named
+    // in its namespace, and so is every record that names it.
+    crate::migrate::model_names::scope_model_names(&store, crate::clock::now_ms())?;
     let (key, new_key) = crate::token_key::open(&config.data_dir, &store)?;
     let book = Arc::new(TokenBook::new(key.clone()));
     let (gen_op, gen_join) = setup_tokens(&store, &config, &book)?;

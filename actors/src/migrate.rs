@@ -11,6 +11,8 @@
 //!   stays (it was unique across the pool already, and agents know it);
 //! - the event log is not rewritten: events recorded before the upgrade stay
 //!   indexed under the bare id.
+pub mod model_names;
+
 use crate::errors::Result;
 use caldera_spec::task_key;
 use caldera_spec::task_key::is_scoped;

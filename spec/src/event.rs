@@ -40,6 +40,9 @@ pub enum EventKind {
     StorageRecovered,
     /// A model version was registered.
     ModelRegistered,
+    /// A tenant's version named outside its namespace was moved into it at
+    /// boot (`llama:v9` -> `@TENANT.llama:v9`); `detail` has `old` and `new`.
+    ModelRenamed,
     /// A model version changed state (`registered -> active`, deprecated...)
     /// or was pinned or unpinned.
     ModelStateChanged,

@@ -88,7 +88,7 @@ pub fn webhook_type(e: &Event) -> Option<&'static str> {
         EventKind::IdleWarning => "idle.warning",
         EventKind::QuotaChanged => "quota.changed",
         EventKind::ModelRegistered => "model.registered",
-        EventKind::ModelStateChanged => "model.version_changed",
+        EventKind::ModelStateChanged | EventKind::ModelRenamed => "model.version_changed",
         EventKind::ModelSwap => "service.model_swap",
         EventKind::NodeLost => "node.lost",
         EventKind::NodeJoined
@@ -331,6 +331,7 @@ mod tests {
                 "x",
                 Some("model.version_changed"),
             ),
+            (EventKind::ModelRenamed, "x", Some("model.version_changed")),
             (EventKind::ModelSwap, "x", Some("service.model_swap")),
             (EventKind::NodeLost, "x", Some("node.lost")),
             (EventKind::NodeCordoned, "x", Some("node.state_changed")),

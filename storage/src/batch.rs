@@ -65,6 +65,12 @@ impl WriteBatch {
         self.put_json(keys::record(keys::MODEL, &version.key()), version);
     }
 
+    /// Deletes the version stored under `key` (`name:version`; absent:
+    /// no-op). Only a rename does this: versions are otherwise never deleted.
+    pub fn remove_model_version(&mut self, key: &str) {
+        self.remove(keys::record(keys::MODEL, key));
+    }
+
     /// Sets a small setting (token hash, counter) to raw bytes.
     pub fn meta_put(&mut self, key: &str, value: &[u8]) {
         self.writes += 1;
