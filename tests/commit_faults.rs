@@ -567,6 +567,54 @@ fn failing_each_commit_of_a_churn_round_leaves_the_ledger_agreeing() {
     assert!(over.is_empty(), "{over:#?}");
 }
 
+/// Submits until one is refused with 503 (the log outgrew the disk). A
+/// submission whose write the failure cut off is answered only once storage
+/// recovers, so they go out a few at a time from threads of their own.
+fn submit_until_refused(api: &Api) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut seen = std::collections::BTreeMap::<u16, u32>::new();
+    for round in 0..200 {
+        for i in 0..4 {
+            let (api, tx) = (api.clone(), tx.clone());
+            let id = format!("fill-{round}-{i}");
+            std::thread::spawn(move || {
+                let _ = tx.send(api.post("/v1/tasks", &training(&id, None)).status);
+            });
+        }
+        let statuses: Vec<u16> = (0..4)
+            .filter_map(|_| rx.recv_timeout(Duration::from_secs(2)).ok())
+            .collect();
+        if statuses.contains(&503) {
+            return;
+        }
+        for s in &statuses {
+            *seen.entry(*s).or_default() += 1;
+        }
+        assert!(
+            !statuses.contains(&0),
+            "the server stopped answering while the disk filled: {statuses:?}"
+        );
+    }
+    panic!("no submit was refused on a full disk; answers by status: {seen:?}");
+}
+
+/// Releases `id` once storage is back: every actor is being rebuilt from
+/// storage then, so a first try may find its actor busy (503
+/// `unavailable`, retry); it must succeed within seconds, without a restart.
+fn release_after_recovery(api: &Api, id: &str) {
+    let mut last = None;
+    let released = wait_until(Duration::from_secs(10), || {
+        let r = api.post(&format!("/v1/tasks/{id}/release"), "{}");
+        let ok = r.status == 200;
+        if !ok {
+            eprintln!("release of {id} after recovery: {} {}", r.status, r.body);
+        }
+        last = Some(r);
+        ok
+    });
+    assert!(released, "release after the disk was freed: {last:?}");
+}
+
 /// Storage events of `kind` (operator view).
 fn storage_events(op: &Api, kind: &str) -> Vec<String> {
     op.get(&format!("/v1/events?kind={kind}&limit=100")).data()["events"]
@@ -590,28 +638,7 @@ fn a_disk_that_filled_up_and_was_freed_takes_submits_and_releases_again_without_
     c.submit("held", &training("held", Some("sleep 300")));
     c.wait_state("held", "running");
     c.op.arm_fault("disk", 0, 1);
-    // Submit until the log outgrows the disk. A submission whose write the
-    // failure cut off is answered only once storage recovers, so they go
-    // out a few at a time from threads of their own.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let mut full = false;
-    for round in 0..100 {
-        for i in 0..4 {
-            let (api, tx) = (c.api.clone(), tx.clone());
-            let id = format!("fill-{round}-{i}");
-            std::thread::spawn(move || {
-                let _ = tx.send(api.post("/v1/tasks", &training(&id, None)).status);
-            });
-        }
-        let statuses: Vec<u16> = (0..4)
-            .filter_map(|_| rx.recv_timeout(Duration::from_secs(2)).ok())
-            .collect();
-        if statuses.contains(&503) {
-            full = true;
-            break;
-        }
-    }
-    assert!(full, "no submit was refused on a full disk");
+    submit_until_refused(&c.api);
     let r = c.api.post("/v1/tasks/held/release", "{}");
     assert_eq!(r.status, 503, "a release on a full disk: {:#}", r.body);
     let r = c.api.post("/v1/tasks", &training("while-full", None));
@@ -624,12 +651,7 @@ fn a_disk_that_filled_up_and_was_freed_takes_submits_and_releases_again_without_
     });
     assert!(took, "submits still refused after the disk was freed");
     c.ids.insert("after".into());
-    let r = c.api.post("/v1/tasks/held/release", "{}");
-    assert_eq!(
-        r.status, 200,
-        "release after the disk was freed: {:#}",
-        r.body
-    );
+    release_after_recovery(&c.api, "held");
     c.wait_state("held", "released");
     c.wait_holding("after");
 
@@ -643,4 +665,74 @@ fn a_disk_that_filled_up_and_was_freed_takes_submits_and_releases_again_without_
         1,
         "the server was restarted"
     );
+}
+
+/// Unmounts a mount point when dropped (after what uses it).
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// The same with a real full disk: the control plane's data dir on a
+/// 16 MiB tmpfs, filled by a file, then the file removed. Needs root
+/// (mount): `cargo test --test commit_faults a_real_full_disk -- --ignored`.
+#[test]
+#[ignore = "needs root: mounts a 16 MiB tmpfs for the data dir"]
+fn a_real_full_disk_that_is_freed_takes_submits_and_releases_again_without_a_restart() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    // The whole data dir on the small disk, the server's log (its stderr)
+    // included: a log line it cannot write must not stop anything either.
+    let data = dir.path().join("cp");
+    std::fs::create_dir(&data).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
+        .arg(&data)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount a tmpfs (root?)");
+    let _unmount = Mounted(data.clone());
+    let cp = ControlPlane::start(Path::new(BIN), &data, &[]);
+    let _agent = Agent::start(Path::new(BIN), &cp, "node-1", "8xA100-80GB", dir.path());
+    let op = cp.operator();
+    assert!(wait_until(Duration::from_secs(20), || connected(&op)));
+    let api = cp.api(&cp.tenant("team-a"));
+    assert_eq!(
+        api.post("/v1/tasks", &training("held", Some("sleep 300")))
+            .status,
+        201
+    );
+    api.wait_task("held", 20, "running", |v| v["state"] == "running");
+
+    let filler = data.join("filler");
+    let mut f = std::fs::File::create(&filler).unwrap();
+    let chunk = vec![1u8; 64 * 1024];
+    while f.write_all(&chunk).is_ok() {}
+    drop(f);
+    submit_until_refused(&api);
+    let r = api.post("/v1/tasks/held/release", "{}");
+    assert_eq!(r.status, 503, "a release on a full disk: {:#}", r.body);
+
+    std::fs::remove_file(&filler).unwrap();
+    let took = wait_until(Duration::from_secs(30), || {
+        api.post("/v1/tasks", &training("after", None)).status == 201
+    });
+    let log = std::fs::read_to_string(data.join("server.log")).unwrap_or_default();
+    let tail = log.get(log.len().saturating_sub(4000)..).unwrap_or(&log);
+    assert!(
+        took,
+        "submits still refused after the disk was freed; the server's log ends: {tail}"
+    );
+    release_after_recovery(&api, "held");
+    api.wait_task("held", 20, "released", |v| v["state"] == "released");
+    let recovered = storage_events(&op, "storage_recovered");
+    assert_eq!(recovered.len(), 1, "{recovered:#?}");
+    assert_eq!(storage_events(&op, "storage_degraded").len(), 1);
+    assert_eq!(storage_events(&op, "server_started").len(), 1);
 }

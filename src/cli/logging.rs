@@ -22,6 +22,10 @@ pub fn init() {
         .with_env_filter(filter)
         .with_ansi(ansi)
         .with_writer(std::io::stderr)
+        // Not a word about a log line it could not write: it says so with
+        // `eprintln!`, which panics when stderr cannot be written either (a
+        // log file on a full disk), and a panic kills the actor that logged.
+        .log_internal_errors(false)
         .try_init();
     if let Some(e) = bad {
         tracing::warn!("ignoring the log filter from CALDERA_LOG/RUST_LOG: {e}");

@@ -178,6 +178,10 @@ fn init_logs() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Not a word about a log line it could not write: it says so with
+        // `eprintln!`, which panics when stderr cannot be written either (a
+        // log file on a full disk), and a panic kills the actor that logged.
+        .log_internal_errors(false)
         .try_init();
 }
 
