@@ -287,7 +287,144 @@ fn a_tenants_workload_reads_nothing_of_the_node_or_of_another_tenant() {
             .filter_map(|e| e["sha256"].as_str().map(str::to_string))
             .collect()
     };
+    // (The copy shows from the first cache report after its fetch.)
+    assert!(
+        wait_until(Duration::from_secs(20), || digests(&b).contains(&sha)),
+        "B's own copy is listed for B"
+    );
     assert!(!digests(&a).contains(&sha), "A saw B's digest");
-    assert!(digests(&b).contains(&sha), "B's own copy is listed for B");
     assert!(digests(&cp.operator()).contains(&sha));
+}
+
+/// A digest is no proof of having the bytes. Tenant B's private version is
+/// cached on the node; tenant A registers its own private version declaring
+/// B's SHA-256, from an origin (loopback, allowed for this cluster) that
+/// serves other bytes. A's task must read none of B's weights: there is no
+/// cache hit, A's warm reads A's own origin and fails its checksum, and the
+/// node's cache view shows A nothing of B's copy.
+#[test]
+fn a_tenant_declaring_another_tenants_digest_gets_no_cache_hit_and_none_of_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let b_weights = dir.path().join("b-private.bin");
+    std::fs::write(&b_weights, "b-private-weights\n".repeat(64)).unwrap();
+    let a_weights = dir.path().join("a-decoy.bin");
+    std::fs::write(&a_weights, "a-decoy-weights!!\n".repeat(64)).unwrap();
+    let sha = caldera_chaos_tests::weights::sha256_file(&b_weights).unwrap();
+    let b_origin = Origin::serve(&b_weights, OriginOptions::default()).unwrap();
+    let a_origin = Origin::serve(&a_weights, OriginOptions::default()).unwrap();
+    let env = [
+        ("CALDERA_TENANTS_MAY_REGISTER_MODELS", "true"),
+        ("CALDERA_TENANT_MODEL_ORIGINS", "https://*,http://127.0.0.1"),
+    ];
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &env);
+    let agent = Agent::start_with(
+        Path::new(BIN),
+        &cp,
+        "disk-node",
+        "2xA100-80GB",
+        dir.path(),
+        &["--cache-gb", "1"],
+    );
+    assert!(wait_until(Duration::from_secs(20), || nodes_connected(&cp) == 1));
+
+    // B's private version, warmed on the node by B's task.
+    let b = cp.api(&cp.tenant("tenant-b"));
+    let size = 18 * 64;
+    let model = json!({"name": "@tenant-b.private", "version": "v1",
+        "weights": {"uri": b_origin.url(), "size_bytes": size, "sha256": sha}});
+    assert_eq!(b.post("/v1/models", &model.to_string()).status, 201);
+    let b_job = json!({"task_id": "b-model", "task_type": "training",
+        "resources": {"gpu": {"count": 1}}, "model": "@tenant-b.private:v1",
+        "command": ["sh", "-c", "head -1 $CALDERA_MODEL_PATH; sleep 60"]});
+    assert_eq!(b.post("/v1/tasks", &b_job.to_string()).status, 201);
+    let b_log = || {
+        b.get("/v1/tasks/b-model/logs").data()["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(wait_until(Duration::from_secs(30), || b_log()
+        .contains("b-private-weights")));
+    assert!(agent.data_dir.join("cache/weights").join(&sha).exists());
+
+    // A declares B's digest, from an origin of its own.
+    let a = cp.api(&cp.tenant("tenant-a"));
+    let copycat = json!({"name": "@tenant-a.copycat", "version": "v1",
+        "weights": {"uri": a_origin.url(), "size_bytes": size, "sha256": sha}});
+    let r = a.post("/v1/models", &copycat.to_string());
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let a_job = json!({"task_id": "a-model", "task_type": "training",
+        "resources": {"gpu": {"count": 1}}, "model": "@tenant-a.copycat:v1",
+        "command": ["sh", "-c", "echo started; cat $CALDERA_MODEL_PATH; echo done"]});
+    assert_eq!(a.post("/v1/tasks", &a_job.to_string()).status, 201);
+
+    // A's warm reads A's origin (no hit), and its bytes fail the checksum.
+    let a_failure = || {
+        a.model_version("@tenant-a.copycat", "v1")["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|n| n["node"] == "disk-node")
+            .filter_map(|n| n["reason"].as_str().map(str::to_string))
+            .find(|r| r.contains("does not match"))
+    };
+    let a_log = || {
+        a.get("/v1/tasks/a-model/logs").data()["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    // Either A's warm fails, or (a hit on B's copy) A's workload runs.
+    wait_until(Duration::from_secs(30), || {
+        a_failure().is_some() || a_log().contains("done")
+    });
+    let out = a_log();
+    assert!(
+        !out.contains("b-private-weights"),
+        "A read B's weights: {out}"
+    );
+    assert!(!out.contains("started"), "A's workload ran: {out}");
+    assert!(
+        a_failure().is_some(),
+        "A's warm did not fail its checksum: {:#}",
+        a.model_version("@tenant-a.copycat", "v1")
+    );
+    assert!(a_origin.bytes_served() > 0, "A's own origin was never read");
+    let a_task = a.get("/v1/tasks/a-model").data().clone();
+    assert_ne!(a_task["state"], "running", "{a_task:#}");
+
+    // B's copy is untouched and still B's alone on the node's cache view.
+    assert_eq!(
+        std::fs::read(agent.data_dir.join("cache/weights").join(&sha)).unwrap(),
+        std::fs::read(&b_weights).unwrap()
+    );
+    let entries = |api: &caldera_chaos_tests::Api| -> Vec<serde_json::Value> {
+        api.get("/v1/nodes/disk-node").data()["cache"]["entries"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert!(
+        !entries(&a).iter().any(|e| e["sha256"] == sha.as_str()),
+        "A saw B's copy"
+    );
+    // The next cache report lists the copy.
+    let listed = || entries(&b).iter().any(|e| e["sha256"] == sha.as_str());
+    assert!(
+        wait_until(Duration::from_secs(20), listed),
+        "{:?}",
+        entries(&cp.operator())
+    );
+    assert!(
+        !entries(&a).iter().any(|e| e["sha256"] == sha.as_str()),
+        "A saw B's copy"
+    );
+    let seen_by_b = entries(&b);
+    let b_entry = seen_by_b.iter().find(|e| e["sha256"] == sha.as_str());
+    assert_eq!(
+        b_entry.map(|e| e["tenants"].clone()),
+        Some(json!(["tenant-b"])),
+        "{seen_by_b:?}"
+    );
 }

@@ -35,6 +35,11 @@ pub struct ModelMount {
     /// by that tenant's uid on the node, never by another tenant's.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub private: bool,
+    /// The tenant owning a private version (None: the operator's, shared):
+    /// the cache serves it only a copy obtained for that owner or a shared
+    /// one, never one another tenant's version brought.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// Where a node reads a version's weights from.
@@ -79,6 +84,11 @@ pub struct WarmCommand {
     /// How the origin may be read (ignored for a peer).
     #[serde(default)]
     pub origin: OriginAccess,
+    /// The tenant owning the version (None: the operator's, shared). A copy
+    /// is a hit only if it was obtained for this owner (or is shared);
+    /// otherwise the bytes are fetched from `source` and verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// What an agent may do to read a version's origin on its registrant's
@@ -114,6 +124,10 @@ pub struct PeerGrant {
     pub sha256: String,
     pub receiver: String,
     pub expires_at_ms: u64,
+    /// The owner of the version the receiver fetches (None: shared): the
+    /// peer serves only a copy obtained for that owner, or a shared one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// Control plane -> agent: delete the cached copy of `sha256` (a retired
@@ -141,6 +155,25 @@ pub struct WarmupReport {
     pub sha256: String,
     pub at_ms: u64,
     pub progress: WarmupProgress,
+    /// Whose version's fetch it is about (None: the operator's shared
+    /// version, or every version with the digest, as an eviction is): a
+    /// fetch for one audience says nothing of another's copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+impl WarmupReport {
+    /// Whether this report is news for a version owned by `owner`: an
+    /// eviction is (the copy is gone for all), a shared copy verified is
+    /// (it serves every version with its digest), anything else only for
+    /// the same audience.
+    pub fn concerns(&self, owner: Option<&str>) -> bool {
+        match self.progress {
+            WarmupProgress::Evicted { .. } => true,
+            WarmupProgress::Verified { .. } if self.owner.is_none() => true,
+            _ => self.owner.as_deref() == owner,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -196,6 +229,32 @@ pub struct CacheEntry {
     pub pinned: bool,
     /// Live allocations using it; > 0 is never evicted.
     pub in_use: u32,
+    /// Obtained for an operator's (shared) version: serves every version
+    /// with this digest.
+    #[serde(default)]
+    pub shared: bool,
+    /// The tenants whose own private versions brought (and verified) it:
+    /// it serves their versions with this digest, nobody else's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tenants: Vec<String>,
+}
+
+impl CacheEntry {
+    /// Whether this copy may serve a version owned by `owner` (None: the
+    /// operator's, shared). See [`serves`].
+    pub fn serves(&self, owner: Option<&str>) -> bool {
+        serves(self.shared, &self.tenants, owner)
+    }
+}
+
+/// The one rule of who a cached copy serves: a copy obtained for the
+/// operator's shared version serves every version with its digest (anyone
+/// may use the shared version, so nothing leaks); a copy a tenant's private
+/// version brought serves that tenant's versions only. A digest alone proves
+/// nothing: another owner gets the bytes from its own source and they are
+/// verified.
+pub fn serves<S: AsRef<str>>(shared: bool, tenants: &[S], owner: Option<&str>) -> bool {
+    shared || owner.is_some_and(|o| tenants.iter().any(|t| t.as_ref() == o))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -206,6 +265,9 @@ pub struct CacheFetch {
     pub size_bytes: u64,
     /// [`WeightSource::label`], or empty when no source is reading now.
     pub source: String,
+    /// Whose version the fetch is for (None: shared, or not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// Totals since the agent's data dir was created (persisted with the cache).
@@ -247,6 +309,7 @@ mod tests {
             },
             pinned: false,
             origin: OriginAccess::default(),
+            owner: Some("acme".into()),
         });
         let text = serde_json::to_string(&w).unwrap();
         assert!(text.starts_with(r#"{"type":"warm""#), "{text}");
@@ -261,9 +324,63 @@ mod tests {
                 bytes_done: 3,
                 reason: "connection reset".into(),
             },
+            owner: None,
         });
         let text = serde_json::to_string(&r).unwrap();
         assert_eq!(serde_json::from_str::<NodeMessage>(&text).unwrap(), r);
+    }
+
+    #[test]
+    fn a_copy_serves_its_own_audience_and_a_shared_one_serves_all() {
+        let none: [&str; 0] = [];
+        // A shared copy: every owner.
+        assert!(serves(true, &none, None));
+        assert!(serves(true, &none, Some("a")));
+        // B's private copy: B only, never A, never the operator's version.
+        assert!(serves(false, &["b"], Some("b")));
+        assert!(!serves(false, &["b"], Some("a")));
+        assert!(!serves(false, &["b"], None));
+        // A copy of unknown origin serves nobody until claimed.
+        assert!(!serves(false, &none, None));
+        // Reports from agents that do not say whom a copy serves: nobody.
+        let e: CacheEntry = serde_json::from_str(
+            r#"{"sha256":"x","size_bytes":1,"last_used_ms":0,"pinned":false,"in_use":0}"#,
+        )
+        .unwrap();
+        assert!(!e.serves(None) && !e.serves(Some("a")));
+    }
+
+    #[test]
+    fn a_report_concerns_its_own_audience_and_evictions_concern_all() {
+        let report = |owner: Option<&str>, progress| WarmupReport {
+            epoch: 1,
+            sha256: "ab".repeat(32),
+            at_ms: 0,
+            progress,
+            owner: owner.map(String::from),
+        };
+        let failed = || WarmupProgress::Failed {
+            source: "origin".into(),
+            bytes_done: 0,
+            reason: "does not match".into(),
+        };
+        let verified = || WarmupProgress::Verified {
+            source: "origin".into(),
+            bytes_fetched: 1,
+            seconds: 0.0,
+        };
+        // A's failed fetch is not news to B's version, nor to the operator's.
+        assert!(report(Some("a"), failed()).concerns(Some("a")));
+        assert!(!report(Some("a"), failed()).concerns(Some("b")));
+        assert!(!report(Some("a"), failed()).concerns(None));
+        // B's verified copy serves B only; a shared one serves everyone.
+        assert!(!report(Some("b"), verified()).concerns(Some("a")));
+        assert!(report(None, verified()).concerns(Some("a")));
+        // A copy gone is gone for every version.
+        let gone = WarmupProgress::Evicted {
+            reason: "lru".into(),
+        };
+        assert!(report(Some("b"), gone).concerns(Some("a")));
     }
 
     #[test]

@@ -110,11 +110,9 @@ impl Handler<NodeNeeds> for ModelVersionActor {
                 self.serve(&mut plan, &m.node, None);
             }
             Some(CopyState::Verified)
-                if self
-                    .sh
-                    .fleet
-                    .get(&m.node)
-                    .is_none_or(|c| !c.live || c.holds(&self.rec.spec.weights.sha256)) => {}
+                if self.sh.fleet.get(&m.node).is_none_or(|c| {
+                    !c.live || c.holds(&self.rec.spec.weights.sha256, self.rec.owner.as_deref())
+                }) => {}
             _ => self.serve(&mut plan, &m.node, None),
         }
         // A need no task names (a prewarm's) holds on its own.
@@ -133,8 +131,13 @@ impl Handler<NodeNeeds> for ModelVersionActor {
 
 impl Handler<WarmupFrom> for ModelVersionActor {
     type Result = ();
+    /// Reports go to every version with the digest; one about another
+    /// audience's fetch (another tenant's version declaring the same
+    /// digest) is not this version's news.
     fn handle(&mut self, m: WarmupFrom, ctx: &mut Context<Self>) {
-        self.on_report(ctx, &m.node, m.report);
+        if m.report.concerns(self.rec.owner.as_deref()) {
+            self.on_report(ctx, &m.node, m.report);
+        }
     }
 }
 
@@ -153,13 +156,14 @@ impl Handler<NodeCacheSeen> for ModelVersionActor {
             return;
         }
         let sha = &self.rec.spec.weights.sha256;
-        if self.rec.state == ModelState::Retired && cache.holds(sha) {
+        let owner = self.rec.owner.as_deref();
+        if self.rec.state == ModelState::Retired && cache.holds(sha, owner) {
             // Offline when it was retired, or its copy was in use then.
             self.evict_on(&m.node);
         }
         let recorded = self.rec.nodes.get(&m.node).map(|c| c.copy);
         let mut plan = self.plan();
-        if cache.holds(sha) && recorded != Some(CopyState::Verified) {
+        if cache.holds(sha, owner) && recorded != Some(CopyState::Verified) {
             self.mark_verified(
                 &mut plan,
                 &m.node,
@@ -167,7 +171,7 @@ impl Handler<NodeCacheSeen> for ModelVersionActor {
                 "its cache report lists a verified copy",
             );
             self.serve_waiting(&mut plan);
-        } else if !cache.holds(sha) && recorded == Some(CopyState::Verified) {
+        } else if !cache.holds(sha, owner) && recorded == Some(CopyState::Verified) {
             plan.rec
                 .nodes
                 .insert(m.node.clone(), NodeCopy::new(CopyState::Evicted, 0, ""));

@@ -14,11 +14,12 @@ use caldera_spec::{Event, EventKind, ModelRef, ModelState, ModelVersionRecord};
 use caldera_storage::Store;
 use std::sync::Arc;
 
-/// What placement needs to know of `rec`: its key, sha256 and size.
+/// What placement needs to know of `rec`: its key, the copy it needs (see
+/// [`super::fleet::placement_key`]) and its size.
 pub(crate) fn weights_need(rec: &ModelVersionRecord) -> WeightsNeed {
     WeightsNeed {
         model: rec.key(),
-        sha256: rec.spec.weights.sha256.clone(),
+        sha256: super::fleet::placement_key(&rec.spec.weights.sha256, rec.owner.as_deref()),
         size_bytes: rec.spec.weights.size_bytes,
     }
 }

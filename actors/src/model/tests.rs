@@ -54,6 +54,7 @@ impl Agent {
                 sha256: sha.into(),
                 at_ms: 0,
                 progress,
+                owner: None,
             }),
         });
     }
@@ -146,6 +147,7 @@ async fn hello_again(a: &mut Agent, name: &str, fetching: &[(&str, &str)]) {
                 bytes_done: 1,
                 size_bytes: 1000,
                 source: from.to_string(),
+                owner: None,
             })
             .collect(),
         ..Default::default()

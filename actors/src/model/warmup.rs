@@ -69,6 +69,7 @@ impl ModelVersionActor {
             source,
             pinned: self.rec.pinned,
             origin: super::origins::access(&self.sh.config, &self.rec),
+            owner: self.rec.owner.clone(),
         }
     }
 
@@ -90,7 +91,7 @@ impl ModelVersionActor {
                 .sh
                 .fleet
                 .get(node)
-                .is_some_and(|c| c.holds(&self.rec.spec.weights.sha256))
+                .is_some_and(|c| c.holds(&self.rec.spec.weights.sha256, self.rec.owner.as_deref()))
         {
             self.mark_verified(plan, node, "cache", "its cache holds a verified copy");
             return;
@@ -143,6 +144,7 @@ impl ModelVersionActor {
                     sha256: self.rec.spec.weights.sha256.clone(),
                     receiver: node.to_string(),
                     expires_at_ms: self.sh.now_ms() + self.sh.config.peer_token_ttl_ms,
+                    owner: self.rec.owner.clone(),
                 };
                 let warm = self.warm_command(WeightSource::Peer {
                     node: p.node.clone(),
@@ -296,6 +298,7 @@ impl ModelVersionActor {
                                         .map_or(0, |c| c.bytes_done),
                                     reason: format!("peer {peer} has no live session"),
                                 },
+                                owner: act.rec.owner.clone(),
                             };
                             act.on_report(ctx, &node, report);
                         }

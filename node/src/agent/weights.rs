@@ -39,6 +39,7 @@ impl Weights {
                 let shared = Arc::new(PeerShared {
                     grants: Mutex::new(Default::default()),
                     layout: cache.layout(),
+                    access: cache.peer_access(),
                     served: cache.served_counter(),
                     pace: config
                         .peer_max_mbps
@@ -97,10 +98,15 @@ impl Agent {
     /// Asks the cache for `model`'s verified copy (checked again if here;
     /// else it waits for a warm) and says so in `Warming` events.
     fn want_copy(&mut self, model: &ModelMount) {
-        let (source, bytes_done) = match self.weights.cache.want(&model.sha256, model.size_bytes) {
-            Want::Checking => ("cache".to_string(), 0),
-            Want::Waiting { source, bytes_done } => (source, bytes_done),
-        };
+        let (source, bytes_done) =
+            match self
+                .weights
+                .cache
+                .want(&model.sha256, model.size_bytes, model.owner.as_deref())
+            {
+                Want::Checking => ("cache".to_string(), 0),
+                Want::Waiting { source, bytes_done } => (source, bytes_done),
+            };
         self.runtime
             .warming_progress(&model.sha256, &source, bytes_done, 0);
     }
@@ -146,6 +152,7 @@ impl Agent {
                 &grant.sha256,
                 &grant.receiver,
                 grant.expires_at_ms,
+                grant.owner.as_deref(),
             ),
             None => tracing::warn!(
                 "a peer grant for {} came, but this agent serves no peers (no --peer-listen)",
@@ -187,9 +194,17 @@ impl Agent {
             match event {
                 CacheEvent::Ready { sha256 } => {
                     let path = self.weights.cache.copy_path(&sha256);
-                    self.runtime.weights_ready(&sha256, &path);
+                    // Only the starts whose audience this copy serves: one
+                    // waiting for its own fetch keeps waiting.
+                    let cache = &self.weights.cache;
+                    let serves = |owner: Option<&str>| cache.serves(&sha256, owner);
+                    self.runtime.weights_ready(&sha256, &path, &serves);
                 }
-                CacheEvent::Report { sha256, progress } => {
+                CacheEvent::Report {
+                    sha256,
+                    owner,
+                    progress,
+                } => {
                     match &progress {
                         WarmupProgress::Fetching {
                             source,
@@ -220,6 +235,7 @@ impl Agent {
                             sha256,
                             at_ms: now_ms(),
                             progress,
+                            owner,
                         }));
                     }
                 }

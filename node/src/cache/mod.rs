@@ -18,6 +18,7 @@
 //! that report back as [`CacheNote`]s. Its peer server ([`peer`]) serves
 //! verified copies from `weights/`, and a copy still being fetched only as
 //! a stream to a receiver that checks the whole copy's SHA-256 itself.
+pub mod access;
 pub mod digest;
 pub mod exposure;
 pub mod fetch;
@@ -39,9 +40,12 @@ use caldera_spec::weights::WarmupProgress;
 /// Something the cache has to tell the agent.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CacheEvent {
-    /// A report for the control plane about `sha256`'s copy.
+    /// A report for the control plane about `sha256`'s copy, for a
+    /// version owned by `owner` (None: shared, or about every version with
+    /// the digest, as an eviction is).
     Report {
         sha256: String,
+        owner: Option<String>,
         progress: WarmupProgress,
     },
     /// A verified (and, for a start, re-checked) copy of `sha256` is in

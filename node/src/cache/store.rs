@@ -26,6 +26,9 @@ pub(super) struct Running {
     pub from_peer: bool,
     /// The warm asked for a pin: applied once the copy is verified.
     pub pin: bool,
+    /// The owner of the version it fetches for (None: shared): the copy
+    /// it brings serves that audience.
+    pub owner: Option<String>,
     pub generation: u64,
     pub tally: Rc<Tally>,
     pub handle: tokio::task::JoinHandle<()>,
@@ -50,6 +53,8 @@ pub struct WeightCache {
     pub(super) next_generation: u64,
     /// Bytes the peer server sent since the last fold into the counters.
     served: Arc<AtomicU64>,
+    /// Whom each copy and partial serves, as the peer server sees it.
+    peer_access: super::access::SharedAccess,
 }
 
 impl WeightCache {
@@ -93,6 +98,7 @@ impl WeightCache {
             notes,
             next_generation: 1,
             served: Arc::new(AtomicU64::new(0)),
+            peer_access: Default::default(),
         };
         cache.save();
         Ok(cache)
@@ -119,9 +125,23 @@ impl WeightCache {
         self.served.clone()
     }
 
-    /// True when a verified copy of `sha256` is in place.
+    /// Whom each copy and partial serves, kept current for the peer server.
+    pub fn peer_access(&self) -> super::access::SharedAccess {
+        self.peer_access.clone()
+    }
+
+    /// True when a verified copy of `sha256` is in place (for whomever).
     pub fn holds(&self, sha256: &str) -> bool {
         self.index.entries.contains_key(sha256)
+    }
+
+    /// True when a verified copy of `sha256` is in place that serves a
+    /// version owned by `owner` (see [`super::access`]).
+    pub fn serves(&self, sha256: &str, owner: Option<&str>) -> bool {
+        self.index
+            .entries
+            .get(sha256)
+            .is_some_and(|e| e.access.serves(owner))
     }
 
     /// What the hello and heartbeats carry.
@@ -137,6 +157,8 @@ impl WeightCache {
                 last_used_ms: e.last_used_ms,
                 pinned: e.pinned,
                 in_use: in_use.get(sha).copied().unwrap_or(0),
+                shared: e.access.shared,
+                tenants: e.access.tenants.iter().cloned().collect(),
             })
             .collect();
         // Partials on disk, and fetches just started that have none yet.
@@ -154,6 +176,11 @@ impl WeightCache {
                     bytes_done: file_len(&self.layout.partial(&sha)),
                     size_bytes: running.map(|r| r.size_bytes).unwrap_or(0),
                     source: running.map(|r| r.label.clone()).unwrap_or_default(),
+                    owner: self
+                        .index
+                        .partials
+                        .get(&sha)
+                        .and_then(|a| a.tenants.iter().next().cloned()),
                     sha256: sha,
                 }
             })
@@ -189,6 +216,7 @@ impl WeightCache {
             return;
         }
         self.fold_served();
+        self.publish_access();
         if let Err(e) = self.index.save(&self.layout) {
             tracing::error!(
                 code = codes::CACHE_UNUSABLE.code,
@@ -196,6 +224,18 @@ impl WeightCache {
                 self.layout.index().display()
             );
         }
+    }
+
+    /// Tells the peer server whom each copy and partial serves now.
+    fn publish_access(&self) {
+        let mut p = self.peer_access.lock().unwrap_or_else(|p| p.into_inner());
+        p.copies = self
+            .index
+            .entries
+            .iter()
+            .map(|(sha, e)| (sha.clone(), e.access.clone()))
+            .collect();
+        p.partials = self.index.partials.clone();
     }
 
     /// Pins or unpins a verified copy, or the copy a running fetch brings
@@ -219,6 +259,7 @@ impl WeightCache {
             self.count_bytes(r.from_peer, r.tally.written.get());
         }
         let _ = std::fs::remove_file(self.layout.partial(sha256));
+        self.index.partials.remove(sha256);
         if self.is_held(sha256, in_use) {
             tracing::info!("weight cache: {sha256} is in use; evicted once its last user ends");
             self.evict_later
@@ -262,6 +303,7 @@ impl WeightCache {
         tracing::info!("weight cache: {sha256} evicted: {reason}");
         Some(CacheEvent::Report {
             sha256: sha256.to_string(),
+            owner: None,
             progress: WarmupProgress::Evicted {
                 reason: reason.to_string(),
             },

@@ -29,6 +29,7 @@ fn warm_cmd(path: &Path, sha: &str, size: u64) -> WarmCommand {
         },
         pinned: false,
         origin: Default::default(),
+        owner: None,
     }
 }
 
@@ -90,7 +91,7 @@ impl Fixture {
 
     /// A start's check of `sha`: Ready, or the eviction's reason.
     async fn check(&mut self, sha: &str, size: u64) -> Result<(), String> {
-        assert_eq!(self.cache.want(sha, size), Want::Checking);
+        assert_eq!(self.cache.want(sha, size, None), Want::Checking);
         let events = self
             .settle(sha, |e| {
                 matches!(e, CacheEvent::Ready { .. })
@@ -135,9 +136,9 @@ fn end_of(events: &[CacheEvent], sha: &str) -> WarmupProgress {
         .iter()
         .rev()
         .find_map(|e| match e {
-            CacheEvent::Report { sha256, progress } if sha256 == sha && is_end(e, sha) => {
-                Some(progress.clone())
-            }
+            CacheEvent::Report {
+                sha256, progress, ..
+            } if sha256 == sha && is_end(e, sha) => Some(progress.clone()),
             _ => None,
         })
         .expect("an end")
@@ -230,7 +231,10 @@ async fn a_truncated_or_flipped_copy_is_caught_before_use_and_fetched_again() {
     let why = f.check(&sha, 100_000).await.expect_err("truncated");
     assert!(why.contains("size 99999 bytes"), "{why}");
     assert!(!copy.exists());
-    assert!(matches!(f.cache.want(&sha, 100_000), Want::Waiting { .. }));
+    assert!(matches!(
+        f.cache.want(&sha, 100_000, None),
+        Want::Waiting { .. }
+    ));
     assert_eq!(fetched(&f.warm(&path, &sha, 100_000, &none).await), 100_000);
 
     // One flipped byte: caught by the checksum.
@@ -259,7 +263,7 @@ async fn a_partial_file_is_never_used_and_a_resume_fetches_only_the_rest() {
     std::fs::write(&partial, vec![0u8; 80_000]).unwrap();
     assert!(!f.cache.holds(&sha));
     assert!(matches!(
-        f.cache.want(&sha, 80_000),
+        f.cache.want(&sha, 80_000, None),
         Want::Waiting {
             bytes_done: 80_000,
             ..
@@ -367,4 +371,133 @@ async fn an_untouched_copy_is_not_hashed_again_until_the_agent_restarts() {
         f.cache.index.counters.load_seconds > before,
         "hashed in full after a restart"
     );
+}
+
+/// Warms `sha` for `owner`'s version from `path`, to its end.
+async fn warm_for(f: &mut Fixture, path: &Path, sha: &str, owner: Option<&str>) -> WarmupProgress {
+    let size = std::fs::metadata(path).unwrap().len();
+    let cmd = WarmCommand {
+        owner: owner.map(String::from),
+        ..warm_cmd(path, sha, size)
+    };
+    let mut events = f.cache.warm(&cmd, &InUse::new());
+    if !events.iter().any(|e| is_end(e, sha)) {
+        events.extend(f.settle(sha, |e| is_end(e, sha)).await);
+    }
+    end_of(&events, sha)
+}
+
+#[actix_rt::test]
+async fn a_digest_alone_never_serves_another_tenants_copy() {
+    let mut f = Fixture::new(1 << 20);
+    let (b_file, sha) = weights(&f.origin, "b-private", 40_000, 7);
+    let (a_file, _) = weights(&f.origin, "a-decoy", 40_000, 9);
+    // B's private version brings its copy.
+    let got = warm_for(&mut f, &b_file, &sha, Some("b")).await;
+    assert!(
+        matches!(
+            got,
+            WarmupProgress::Verified {
+                bytes_fetched: 40_000,
+                ..
+            }
+        ),
+        "{got:?}"
+    );
+    assert!(f.cache.serves(&sha, Some("b")));
+    // A declares B's digest: no hit, and no start of A's is let through.
+    assert!(!f.cache.serves(&sha, Some("a")));
+    assert!(
+        !f.cache.serves(&sha, None),
+        "nor does an operator's version"
+    );
+    assert!(matches!(
+        f.cache.want(&sha, 40_000, Some("a")),
+        Want::Waiting { .. }
+    ));
+    // A's warm reads A's own origin, whose bytes do not match.
+    let got = warm_for(&mut f, &a_file, &sha, Some("a")).await;
+    match got {
+        WarmupProgress::Failed {
+            reason, bytes_done, ..
+        } => {
+            assert!(reason.contains("does not match"), "{reason}");
+            assert_eq!(bytes_done, 0, "the partial is deleted");
+        }
+        other => panic!("A got {other:?}"),
+    }
+    assert!(!f.cache.serves(&sha, Some("a")));
+    // B's copy is untouched, and its report names B alone.
+    assert_eq!(
+        std::fs::read(f.cache.copy_path(&sha)).unwrap(),
+        std::fs::read(&b_file).unwrap()
+    );
+    let report = f.cache.report(&InUse::new());
+    let entry = report.entries.iter().find(|e| e.sha256 == sha).unwrap();
+    assert_eq!(
+        (entry.shared, entry.tenants.clone()),
+        (false, vec!["b".to_string()])
+    );
+    // A tenant that does have the bytes proves it by fetching them: then
+    // the copy serves it too.
+    let c_file = f.origin.join("c-has-them");
+    std::fs::copy(&b_file, &c_file).unwrap();
+    let got = warm_for(&mut f, &c_file, &sha, Some("c")).await;
+    assert!(
+        matches!(
+            got,
+            WarmupProgress::Verified {
+                bytes_fetched: 40_000,
+                ..
+            }
+        ),
+        "{got:?}"
+    );
+    assert!(f.cache.serves(&sha, Some("c")) && f.cache.serves(&sha, Some("b")));
+    assert!(!f.cache.serves(&sha, Some("a")));
+    // The audiences survive a restart.
+    drop(f.cache);
+    let (tx, _rx) = unbounded_channel();
+    let back = WeightCache::open(
+        &f.data,
+        1 << 20,
+        tx,
+        crate::cache::fetch::Tls::new(None).unwrap(),
+    )
+    .unwrap();
+    assert!(back.serves(&sha, Some("b")) && back.serves(&sha, Some("c")));
+    assert!(!back.serves(&sha, Some("a")));
+}
+
+#[actix_rt::test]
+async fn a_partial_is_resumed_only_by_its_own_audience() {
+    let mut f = Fixture::new(1 << 20);
+    let (b_file, sha) = weights(&f.origin, "b-private", 30_000, 3);
+    // B's fetch was cut after 10,000 bytes (its audience recorded).
+    let b_prefix = std::fs::read(&b_file).unwrap()[..10_000].to_vec();
+    let cut = f.origin.join("cut");
+    std::fs::write(&cut, &b_prefix).unwrap();
+    let cmd = WarmCommand {
+        owner: Some("b".into()),
+        ..warm_cmd(&cut, &sha, 30_000)
+    };
+    let mut events = f.cache.warm(&cmd, &InUse::new());
+    if !events.iter().any(|e| is_end(e, &sha)) {
+        events.extend(f.settle(&sha, |e| is_end(e, &sha)).await);
+    }
+    match end_of(&events, &sha) {
+        WarmupProgress::Failed { bytes_done, .. } => assert_eq!(bytes_done, 10_000),
+        other => panic!("the cut fetch ended {other:?}"),
+    }
+    // A's warm with a source of the right tail must not finish B's prefix.
+    let tail = f.origin.join("tail-only");
+    let mut fake = vec![0u8; 10_000];
+    fake.extend_from_slice(&std::fs::read(&b_file).unwrap()[10_000..]);
+    std::fs::write(&tail, &fake).unwrap();
+    let got = warm_for(&mut f, &tail, &sha, Some("a")).await;
+    assert!(
+        matches!(got, WarmupProgress::Failed { .. }),
+        "A finished B's partial: {got:?}"
+    );
+    assert!(!f.cache.serves(&sha, Some("a")));
 }

@@ -31,6 +31,7 @@ impl WeightCache {
         let label = cmd.source.label();
         let sha = cmd.sha256.as_str();
         let failed = |bytes_done: u64, reason: String| CacheEvent::Report {
+            owner: cmd.owner.clone(),
             sha256: cmd.sha256.clone(),
             progress: WarmupProgress::Failed {
                 source: label.clone(),
@@ -50,7 +51,15 @@ impl WeightCache {
                 format!("sha256 {sha:?} is not 64 lowercase hex digits"),
             )];
         }
-        if self.holds(sha) {
+        let owner = cmd.owner.as_deref();
+        if let Some(e) = self.index.entries.get_mut(sha) {
+            // The control plane says "shared" only for the operator's own
+            // versions: such a warm claims a copy of unknown audience.
+            if owner.is_none() && !e.access.is_known() {
+                e.access.admit(None);
+            }
+        }
+        if self.serves(sha, owner) {
             self.index.counters.hits += 1;
             if cmd.pinned {
                 self.pin(sha, true);
@@ -59,6 +68,7 @@ impl WeightCache {
             // No Ready: a start waiting for a copy that is here is being
             // checked, and its check says when it may go.
             return vec![CacheEvent::Report {
+                owner: cmd.owner.clone(),
                 sha256: cmd.sha256.clone(),
                 progress: WarmupProgress::Verified {
                     source: label,
@@ -67,10 +77,24 @@ impl WeightCache {
                 },
             }];
         }
+        if self
+            .running
+            .get(sha)
+            .is_some_and(|r| r.owner.as_deref() != owner)
+        {
+            // One partial per digest: another audience's fetch must end
+            // before this one may write its own bytes there.
+            return vec![failed(
+                0,
+                "another fetch of this digest is under way on this node; ask again once it ends"
+                    .into(),
+            )];
+        }
         if let Some(r) = self.running.get_mut(sha).filter(|r| r.source == cmd.source) {
             // The same warm again (a redelivery): the fetch goes on.
             r.pin |= cmd.pinned;
             return vec![CacheEvent::Report {
+                owner: cmd.owner.clone(),
                 sha256: cmd.sha256.clone(),
                 progress: WarmupProgress::Fetching {
                     source: label,
@@ -93,6 +117,17 @@ impl WeightCache {
             }
             None => self.index.counters.misses += 1,
         }
+        // A partial is resumed only by its own audience: another's bytes
+        // never finish this one's copy. One of unknown audience (left by an
+        // agent that kept none) is claimed by a shared version's warm, as
+        // a copy is.
+        let audience = super::access::Access::of(owner);
+        let recorded = self.index.partials.get(sha);
+        let own = recorded == Some(&audience) || (recorded.is_none() && owner.is_none());
+        if !own {
+            let _ = std::fs::remove_file(self.layout.partial(sha));
+        }
+        self.index.partials.insert(sha.to_string(), audience);
         let have = file_len(&self.layout.partial(sha)).min(cmd.size_bytes);
         let mut events = match self.make_room(cmd.size_bytes - have, in_use) {
             Ok(evicted) => evicted,
@@ -107,6 +142,7 @@ impl WeightCache {
         };
         self.start_fetch(cmd, pin);
         events.push(CacheEvent::Report {
+            owner: cmd.owner.clone(),
             sha256: cmd.sha256.clone(),
             progress: WarmupProgress::Fetching {
                 source: label,
@@ -142,6 +178,7 @@ impl WeightCache {
                 size_bytes: cmd.size_bytes,
                 from_peer: matches!(cmd.source, WeightSource::Peer { .. }),
                 pin,
+                owner: cmd.owner.clone(),
                 generation,
                 tally,
                 handle,
@@ -149,12 +186,13 @@ impl WeightCache {
         );
     }
 
-    /// A start needs `sha256`: a copy here is checked again (size and
+    /// A start of a version owned by `owner` (None: shared) needs `sha256`:
+    /// a copy here that serves that audience is checked again (size and
     /// SHA-256) before use, unless its file is untouched since its last full
     /// check in this run ([`super::stamp`]); without one the start waits
-    /// for a warm.
-    pub fn want(&mut self, sha256: &str, size_bytes: u64) -> Want {
-        if self.holds(sha256) {
+    /// for a warm (a copy obtained for another audience counts as none).
+    pub fn want(&mut self, sha256: &str, size_bytes: u64, owner: Option<&str>) -> Want {
+        if self.serves(sha256, owner) {
             let path = self.layout.copy(sha256);
             let untouched = self
                 .stamps
@@ -210,6 +248,7 @@ impl WeightCache {
                 rate_bytes_per_s,
             }) => match self.running.get(&sha256) {
                 Some(r) if r.generation == generation => vec![CacheEvent::Report {
+                    owner: r.owner.clone(),
                     progress: WarmupProgress::Fetching {
                         source: r.label.clone(),
                         bytes_done: r.tally.bytes_done.get(),
@@ -255,20 +294,30 @@ impl WeightCache {
                 if let Some(st) = super::stamp::of(&self.layout.copy(&sha256)) {
                     self.stamps.insert(sha256.clone(), st);
                 }
-                self.index.entries.insert(
-                    sha256.clone(),
-                    super::index::IndexEntry {
-                        size_bytes: r.size_bytes,
-                        last_used_ms: crate::runtime::now_ms(),
-                        pinned: r.pin,
-                    },
-                );
+                self.index.partials.remove(&sha256);
+                // A copy already here for another audience is the same
+                // bytes (both verified): this audience is added to it.
+                let entry =
+                    self.index
+                        .entries
+                        .entry(sha256.clone())
+                        .or_insert(super::index::IndexEntry {
+                            size_bytes: r.size_bytes,
+                            last_used_ms: 0,
+                            pinned: false,
+                            access: Default::default(),
+                        });
+                entry.size_bytes = r.size_bytes;
+                entry.last_used_ms = crate::runtime::now_ms();
+                entry.pinned |= r.pin;
+                entry.access.admit(r.owner.as_deref());
                 tracing::info!(
                     "weight cache: {sha256} verified from {} ({fetched} bytes fetched, {seconds:.2}s)",
                     r.label
                 );
                 vec![
                     CacheEvent::Report {
+                        owner: r.owner.clone(),
                         sha256: sha256.clone(),
                         progress: WarmupProgress::Verified {
                             source: r.label,
@@ -280,6 +329,9 @@ impl WeightCache {
                 ]
             }
             Err(f) => {
+                if !self.layout.partial(&sha256).exists() {
+                    self.index.partials.remove(&sha256);
+                }
                 let code = match f.corrupt {
                     true => &codes::WEIGHTS_CORRUPT,
                     false => &codes::WARMING_FAILED,
@@ -291,6 +343,7 @@ impl WeightCache {
                     f.reason
                 );
                 vec![CacheEvent::Report {
+                    owner: r.owner.clone(),
                     progress: WarmupProgress::Failed {
                         source: r.label,
                         bytes_done: file_len(&self.layout.partial(&sha256)),
@@ -338,6 +391,7 @@ impl WeightCache {
                 self.index.entries.remove(&sha256);
                 let _ = std::fs::remove_file(self.layout.copy(&sha256));
                 vec![CacheEvent::Report {
+                    owner: None,
                     sha256,
                     progress: WarmupProgress::Evicted { reason },
                 }]

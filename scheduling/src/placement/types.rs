@@ -103,9 +103,11 @@ pub struct NodeWeights {
     /// Bytes the cache could hold for a new version: capacity less what is
     /// pinned or in use (those are never evicted).
     pub evictable_room_bytes: u64,
-    /// Verified copies, by sha256.
+    /// Verified copies, by sha256 (for a copy that serves only one
+    /// tenant's versions, its sha256 and that tenant: see the control
+    /// plane's `placement_key`).
     pub cached: BTreeSet<String>,
-    /// Copies being fetched, by sha256.
+    /// Copies being fetched, named as `cached` names them.
     pub warming: BTreeSet<String>,
 }
 
@@ -114,6 +116,7 @@ pub struct NodeWeights {
 pub struct WeightsNeed {
     /// `name:version`, for explanations.
     pub model: String,
+    /// The copy it needs, named as [`NodeWeights::cached`] names copies.
     pub sha256: String,
     pub size_bytes: u64,
 }
