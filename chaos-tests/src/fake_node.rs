@@ -129,7 +129,8 @@ pub fn join_with_cache(
 #[derive(Debug, Clone, Default)]
 pub struct WeightCache {
     pub capacity_bytes: u64,
-    /// Verified copies: (sha256, size_bytes).
+    /// Verified copies, each obtained for an operator's (shared) version:
+    /// (sha256, size_bytes).
     pub cached: Vec<(String, u64)>,
     pub peer_url: Option<String>,
 }
@@ -141,7 +142,8 @@ impl WeightCache {
             .cached
             .iter()
             .map(|(sha, size)| {
-                serde_json::json!({"sha256": sha, "size_bytes": size, "last_used_ms": 1, "pinned": false, "in_use": 0})
+                // Copies the operator's (shared) versions brought.
+                serde_json::json!({"sha256": sha, "size_bytes": size, "last_used_ms": 1, "pinned": false, "in_use": 0, "shared": true})
             })
             .collect();
         let used: u64 = self.cached.iter().map(|(_, s)| s).sum();

@@ -103,6 +103,7 @@ async fn a_probed_workload_is_ready_while_its_probe_passes_and_a_swap_is_refused
             sha256: "ab".repeat(32),
             size_bytes: 1,
             private: false,
+            owner: None,
         },
         grace_ms: 100,
     }));

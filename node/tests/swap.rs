@@ -36,6 +36,7 @@ fn mount(version: &str, sha: &str, size: u64) -> ModelMount {
         sha256: sha.into(),
         size_bytes: size,
         private: false,
+        owner: None,
     }
 }
 
@@ -50,6 +51,7 @@ fn warm(m: &ModelMount, path: &Path) -> ServerMessage {
         },
         pinned: false,
         origin: Default::default(),
+        owner: None,
     })
 }
 

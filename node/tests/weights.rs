@@ -31,6 +31,7 @@ fn mount(sha: &str, size: u64) -> ModelMount {
         sha256: sha.into(),
         size_bytes: size,
         private: false,
+        owner: None,
     }
 }
 
@@ -43,6 +44,7 @@ fn warm(epoch: u64, sha: &str, size: u64, source: WeightSource) -> ServerMessage
         source,
         pinned: false,
         origin: Default::default(),
+        owner: None,
     })
 }
 
@@ -292,6 +294,7 @@ fn grant(token: &str, sha: &str, receiver: &str) -> ServerMessage {
         sha256: sha.into(),
         receiver: receiver.into(),
         expires_at_ms: caldera_node::runtime::now_ms() + 60_000,
+        owner: None,
     })
 }
 
@@ -818,6 +821,7 @@ async fn a_checkpoint_that_links_out_of_its_tree_is_never_copied_into_the_cache(
                     owner_reads: true,
                 }),
             },
+            owner: None,
         })
     };
     let leaked = sha256_of_bytes(b"the node's secret");

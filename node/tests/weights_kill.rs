@@ -81,6 +81,7 @@ fn warm(epoch: u64, sha: &str, uri: String) -> ServerMessage {
         source: WeightSource::Origin { uri },
         pinned: false,
         origin: Default::default(),
+        owner: None,
     })
 }
 

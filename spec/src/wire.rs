@@ -466,6 +466,7 @@ mod tests {
                 sha256: "ab".repeat(32),
                 size_bytes: 10,
                 private: false,
+                owner: None,
             },
             grace_ms: 1000,
         });

@@ -28,20 +28,36 @@ impl ControlPlane {
     }
 }
 
-/// Drops from `report` the copies and fetches of digests that no version
-/// visible to `tenant` has (a digest of no known version is dropped too).
+/// Keeps in `report` only what `tenant` could use: a shared copy (or
+/// fetch) of a digest some operator's version has, and a copy its own
+/// versions brought of a digest one of them has. A copy another tenant's
+/// version brought stays invisible even to a tenant that declared the same
+/// digest (a digest is not proof of anything), and the other tenants a
+/// copy serves are never named.
 fn only_visible(report: &mut CacheReport, versions: &[ModelVersionRecord], tenant: &str) {
-    let visible: HashSet<&str> = versions
-        .iter()
-        .filter(|v| visible_to(v, Some(tenant)))
-        .map(|v| v.spec.weights.sha256.as_str())
-        .collect();
+    let digests = |own: bool| -> HashSet<&str> {
+        versions
+            .iter()
+            .filter(|v| visible_to(v, Some(tenant)))
+            .filter(|v| v.owner.is_some() == own)
+            .map(|v| v.spec.weights.sha256.as_str())
+            .collect()
+    };
+    let (shared, own) = (digests(false), digests(true));
+    let mine = |sha: &str, shared_copy: bool, owners: &[String]| {
+        (shared_copy && shared.contains(sha))
+            || (owners.iter().any(|t| t == tenant) && own.contains(sha))
+    };
     report
         .entries
-        .retain(|e| visible.contains(e.sha256.as_str()));
-    report
-        .fetching
-        .retain(|f| visible.contains(f.sha256.as_str()));
+        .retain(|e| mine(&e.sha256, e.shared, &e.tenants));
+    for e in &mut report.entries {
+        e.tenants.retain(|t| t == tenant);
+    }
+    report.fetching.retain(|f| {
+        let owners: Vec<String> = f.owner.iter().cloned().collect();
+        mine(&f.sha256, f.owner.is_none(), &owners)
+    });
 }
 
 #[cfg(test)]
@@ -78,6 +94,11 @@ mod tests {
             last_used_ms: 0,
             pinned: false,
             in_use: 0,
+            shared: sha == public,
+            tenants: match sha {
+                s if s == mine => vec!["a".into()],
+                _ => vec!["b".into()],
+            },
         };
         let mut report = CacheReport {
             entries: [&public, &mine, &theirs, &orphan]
@@ -88,6 +109,7 @@ mod tests {
                 bytes_done: 0,
                 size_bytes: 1,
                 source: String::new(),
+                owner: Some("b".into()),
             }],
             ..Default::default()
         };
@@ -95,5 +117,41 @@ mod tests {
         let seen: Vec<&str> = report.entries.iter().map(|e| e.sha256.as_str()).collect();
         assert_eq!(seen, [public.as_str(), mine.as_str()]);
         assert!(report.fetching.is_empty());
+    }
+
+    #[test]
+    fn a_digest_declared_by_a_tenant_does_not_show_another_tenants_copy() {
+        // B's private copy of `secret`; A registered its own version
+        // declaring the same digest.
+        let secret = "ee".repeat(32);
+        let versions = [
+            version("bs", &secret, Some("b")),
+            version("copycat", &secret, Some("a")),
+        ];
+        let mut report = CacheReport {
+            entries: vec![CacheEntry {
+                sha256: secret.clone(),
+                size_bytes: 1,
+                last_used_ms: 0,
+                pinned: false,
+                in_use: 0,
+                shared: false,
+                tenants: vec!["b".into(), "c".into()],
+            }],
+            fetching: vec![CacheFetch {
+                sha256: secret.clone(),
+                bytes_done: 0,
+                size_bytes: 1,
+                source: "origin".into(),
+                owner: Some("b".into()),
+            }],
+            ..Default::default()
+        };
+        let mut seen_by_b = report.clone();
+        only_visible(&mut report, &versions, "a");
+        assert!(report.entries.is_empty() && report.fetching.is_empty());
+        only_visible(&mut seen_by_b, &versions, "b");
+        assert_eq!(seen_by_b.entries[0].tenants, ["b"], "c is not named to b");
+        assert_eq!(seen_by_b.fetching.len(), 1);
     }
 }

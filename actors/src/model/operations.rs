@@ -43,12 +43,13 @@ impl ModelVersionActor {
             }
             PrewarmTarget::Count(n) => {
                 let sha = &self.rec.spec.weights.sha256;
+                let owner = self.rec.owner.as_deref();
                 Ok(self
                     .sh
                     .fleet
                     .all()
                     .into_iter()
-                    .filter(|(_, c)| c.live && c.report.capacity_bytes > 0 && !c.holds(sha))
+                    .filter(|(_, c)| c.live && c.report.capacity_bytes > 0 && !c.holds(sha, owner))
                     .filter(|(name, _)| {
                         !self.rec.nodes.get(name).is_some_and(|c| {
                             matches!(c.copy, CopyState::Verified | CopyState::Warming)

@@ -104,16 +104,15 @@ impl TaskActor {
                     .allocation
                     .as_ref()
                     .is_some_and(|a| a.allocation_id == r.allocation_id);
-                let verified = target.as_ref().is_some_and(|t| {
-                    t.nodes
-                        .get(&r.node)
-                        .is_some_and(|c| c.copy == CopyState::Verified)
-                        || self
-                            .sh
-                            .fleet
+                let verified =
+                    target.as_ref().is_some_and(|t| {
+                        t.nodes
                             .get(&r.node)
-                            .is_some_and(|c| c.holds(&t.spec.weights.sha256))
-                });
+                            .is_some_and(|c| c.copy == CopyState::Verified)
+                            || self.sh.fleet.get(&r.node).is_some_and(|c| {
+                                c.holds(&t.spec.weights.sha256, t.owner.as_deref())
+                            })
+                    });
                 Some(ReplicaSeen {
                     running: rec.state == TaskState::Running && same_allocation,
                     ready: rec.ready,

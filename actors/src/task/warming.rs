@@ -42,6 +42,7 @@ impl TaskActor {
             sha256: rec.spec.weights.sha256.clone(),
             size_bytes: rec.spec.weights.size_bytes,
             private: rec.owner.is_some(),
+            owner: rec.owner.clone(),
         })
     }
 

@@ -2,6 +2,7 @@
 //! node's counters. It is only a record: the files in `weights/` are the
 //! truth (a copy there was verified before its rename), so a lost or stale
 //! index is rebuilt from them at start ([`Index::reconcile`]).
+use super::access::Access;
 use super::layout::{file_len, sync_dir, Layout};
 use caldera_spec::weights::CacheCounters;
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,11 @@ pub struct IndexEntry {
     pub last_used_ms: u64,
     #[serde(default)]
     pub pinned: bool,
+    /// Whom the copy serves (see [`super::access`]); absent in an index
+    /// written before audiences were kept: unknown, it serves nobody until
+    /// a shared version's warm claims it.
+    #[serde(default)]
+    pub access: Access,
 }
 
 /// What `index.json` holds.
@@ -24,6 +30,10 @@ pub struct IndexEntry {
 #[serde(default)]
 pub struct Index {
     pub entries: BTreeMap<String, IndexEntry>,
+    /// The audience each partial fetch was written for: a later fetch
+    /// resumes it only for the same audience (otherwise it starts at 0), so
+    /// no audience's bytes finish another's copy.
+    pub partials: BTreeMap<String, Access>,
     pub counters: CacheCounters,
 }
 
@@ -59,12 +69,16 @@ impl Index {
         self.entries.retain(|sha, _| files.contains(sha));
         for sha in files {
             let size_bytes = file_len(&layout.copy(&sha));
+            // Its audience was never recorded: unknown (serves nobody yet).
             self.entries.entry(sha).or_insert(IndexEntry {
                 size_bytes,
                 last_used_ms: now_ms,
                 pinned: false,
+                access: Access::default(),
             });
         }
+        let partials = layout.partials();
+        self.partials.retain(|sha, _| partials.contains(sha));
     }
 
     /// Writes the index atomically: a temp file, synced, renamed over the old.
@@ -110,6 +124,7 @@ mod tests {
                 size_bytes: 5,
                 last_used_ms: 7,
                 pinned: true,
+                access: Access::of(Some("b")),
             },
         );
         index.counters.hits = 3;
@@ -119,15 +134,39 @@ mod tests {
         let mut back = Index::load(&layout);
         assert_eq!(back.entries[&a].last_used_ms, 7);
         assert!(back.entries[&a].pinned);
+        assert_eq!(back.entries[&a].access, Access::of(Some("b")));
         assert_eq!(back.counters.hits, 3);
         back.reconcile(&layout, 99);
         assert_eq!(back.entries[&b].size_bytes, 2);
         assert_eq!(back.entries[&b].last_used_ms, 99);
+        assert!(
+            !back.entries[&b].access.is_known(),
+            "a file of no record serves nobody"
+        );
         // a's file is gone: so is its entry.
         std::fs::remove_file(layout.copy(&a)).unwrap();
         back.reconcile(&layout, 100);
         assert!(!back.entries.contains_key(&a));
         assert_eq!(back.used_bytes(), 2);
+    }
+
+    #[test]
+    fn an_index_written_before_audiences_loads_every_copy_as_unknown() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::under(dir.path());
+        layout.create().unwrap();
+        let a = "a".repeat(64);
+        std::fs::write(layout.copy(&a), b"12345").unwrap();
+        let old = format!(
+            r#"{{"entries":{{"{a}":{{"size_bytes":5,"last_used_ms":7,"pinned":true}}}},"counters":{{"hits":2}}}}"#
+        );
+        std::fs::write(layout.index(), old).unwrap();
+        let mut back = Index::load(&layout);
+        back.reconcile(&layout, 9);
+        assert_eq!(back.counters.hits, 2);
+        assert!(back.entries[&a].pinned);
+        assert!(!back.entries[&a].access.is_known());
+        assert!(!back.entries[&a].access.serves(Some("b")));
     }
 
     #[test]

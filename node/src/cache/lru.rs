@@ -75,6 +75,7 @@ mod tests {
             size_bytes,
             last_used_ms,
             pinned,
+            access: Default::default(),
         }
     }
 

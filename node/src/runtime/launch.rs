@@ -266,6 +266,7 @@ mod tests {
             sha256: "ab".repeat(32),
             size_bytes: 1,
             private: false,
+            owner: None,
         };
         let after = swapped_env(&before, &model, Path::new("/cache/v4"));
         assert_eq!(

@@ -203,8 +203,17 @@ impl Runtime {
 
     /// The verified copy of `sha256` is at `path`: every swap waiting for it
     /// stops its old process (the new one starts when the old shim ends).
-    pub(super) fn swap_copy_ready(&mut self, sha256: &str, path: &Path) {
-        for cmd in self.swaps_warming(sha256) {
+    pub(super) fn swap_copy_ready(
+        &mut self,
+        sha256: &str,
+        path: &Path,
+        serves: &dyn Fn(Option<&str>) -> bool,
+    ) {
+        let swaps = self.swaps_warming(sha256);
+        for cmd in swaps
+            .into_iter()
+            .filter(|c| serves(c.model.owner.as_deref()))
+        {
             let id = &cmd.allocation_id;
             let Some(w) = self.workloads.get_mut(id) else {
                 continue;

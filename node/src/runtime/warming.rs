@@ -85,8 +85,13 @@ impl Runtime {
     /// The verified copy of `sha256` is at `path`: every allocation waiting
     /// for it goes on to Ready and its process starts; every swap waiting
     /// for it stops its old process.
-    pub fn weights_ready(&mut self, sha256: &str, path: &Path) {
-        self.swap_copy_ready(sha256, path);
+    pub fn weights_ready(
+        &mut self,
+        sha256: &str,
+        path: &Path,
+        serves: &dyn Fn(Option<&str>) -> bool,
+    ) {
+        self.swap_copy_ready(sha256, path, serves);
         let ready: Vec<String> = self
             .workloads
             .values()
@@ -94,7 +99,7 @@ impl Runtime {
                 w.warming
                     .as_ref()
                     .and_then(|c| c.model.as_ref())
-                    .is_some_and(|m| m.sha256 == sha256)
+                    .is_some_and(|m| m.sha256 == sha256 && serves(m.owner.as_deref()))
             })
             .map(|w| w.allocation_id.clone())
             .collect();

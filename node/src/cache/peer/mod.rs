@@ -36,6 +36,8 @@ const CHUNK: usize = 64 * 1024;
 pub struct PeerShared {
     pub grants: Mutex<Grants>,
     pub layout: Layout,
+    /// Whom each copy and partial serves (kept by the cache).
+    pub access: super::access::SharedAccess,
     /// Bytes sent, folded into the cache's counters.
     pub served: Arc<AtomicU64>,
     pub pace: Option<Pace>,
@@ -43,12 +45,22 @@ pub struct PeerShared {
 
 impl PeerShared {
     /// Records a grant from the control plane.
-    pub fn grant(&self, token: &str, sha256: &str, receiver: &str, expires_at_ms: u64) {
+    pub fn grant(
+        &self,
+        token: &str,
+        sha256: &str,
+        receiver: &str,
+        expires_at_ms: u64,
+        owner: Option<&str>,
+    ) {
         let mut g = self.grants.lock().unwrap_or_else(|p| p.into_inner());
         g.add(
             token,
-            sha256,
-            receiver,
+            grants::Granted {
+                sha256,
+                receiver,
+                owner,
+            },
             expires_at_ms,
             crate::runtime::now_ms(),
         );
@@ -111,13 +123,13 @@ async fn serve(
     shared: web::Data<PeerShared>,
 ) -> HttpResponse {
     let sha = path.into_inner();
-    let receiver = {
+    let granted = {
         let grants = shared.grants.lock().unwrap_or_else(|p| p.into_inner());
         bearer(&req)
             .and_then(|t| grants.receiver(t, &sha, crate::runtime::now_ms()))
-            .map(String::from)
+            .map(|(r, owner)| (r.to_string(), owner.map(String::from)))
     };
-    let Some(receiver) = receiver else {
+    let Some((receiver, owner)) = granted else {
         return HttpResponse::Unauthorized().body("no live grant for this version\n");
     };
     let missing = || HttpResponse::NotFound().body("this node holds no verified copy of it\n");
@@ -125,7 +137,21 @@ async fn serve(
         return missing();
     }
     let expected = expected_size(&req);
-    let (mut file, size, growing) = match tokio::fs::File::open(shared.layout.copy(&sha)).await {
+    // Only what was obtained for the receiver's audience: a copy another
+    // tenant's version brought is, to this receiver, not here.
+    let (copy_ok, partial_ok) = {
+        let a = shared.access.lock().unwrap_or_else(|p| p.into_inner());
+        (
+            a.copy_serves(&sha, owner.as_deref()),
+            a.partial_serves(&sha, owner.as_deref()),
+        )
+    };
+    let copy = match copy_ok {
+        true => tokio::fs::File::open(shared.layout.copy(&sha)).await,
+        false => Err(std::io::ErrorKind::NotFound.into()),
+    };
+    let expected = expected.filter(|_| partial_ok);
+    let (mut file, size, growing) = match copy {
         Ok(file) => match file.metadata().await {
             Ok(m) => (file, m.len(), false),
             Err(_) => return missing(),
