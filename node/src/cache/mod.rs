@@ -3,6 +3,9 @@
 //! (`--cache-gb`), LRU eviction that deletes files and never touches a copy
 //! that is pinned, in use by a live allocation or being fetched, and
 //! fetches ([`fetch`]) that only ever rename a verified file into place.
+//! A copy serves only the audiences it was obtained for ([`access`]): the
+//! operator's shared versions, or the tenant whose private version brought
+//! it; a digest alone never opens another audience's copy.
 //!
 //! What is verified when:
 //! - a fetch: size and SHA-256 of the whole partial, after it is synced and
