@@ -325,6 +325,69 @@ async fn peer_and_receiver(
     (a, ca, b, cb, peer_a.expect("a peer url"), sha)
 }
 
+/// A grant for the version of `owner` (None: the operator's).
+fn grant_for(token: &str, sha: &str, receiver: &str, owner: Option<&str>) -> ServerMessage {
+    match grant(token, sha, receiver) {
+        ServerMessage::PeerGrant(g) => ServerMessage::PeerGrant(PeerGrant {
+            owner: owner.map(String::from),
+            ..g
+        }),
+        other => other,
+    }
+}
+
+/// A peer holding tenant B's private copy serves it to a receiver of B's
+/// version, and to a receiver of another tenant's version declaring the same
+/// digest answers 404, as for a copy it does not hold; nor does the
+/// receiver's cache count B's copy as its own version's.
+#[actix_rt::test]
+async fn a_peer_serves_a_tenants_private_copy_only_to_that_tenants_version() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let size = 300_000;
+    let (path, sha) = weights_file(dir.path(), "b.bin", size, 6);
+    let (a, mut ca, peer_a) =
+        cached_agent(&url, &mut conns, &dir.path().join("a"), "pa", None).await;
+    let for_b = |source| match warm(1, &sha, size as u64, source) {
+        ServerMessage::Warm(w) => ServerMessage::Warm(WarmCommand {
+            owner: Some("tenant-b".into()),
+            ..w
+        }),
+        other => other,
+    };
+    ca.send(for_b(file_origin(&path)));
+    verified(&mut ca, &sha).await;
+    let report = cache_when(&mut ca, |r| !r.entries.is_empty()).await;
+    assert_eq!(
+        (report.entries[0].shared, report.entries[0].tenants.clone()),
+        (false, vec!["tenant-b".to_string()])
+    );
+    let peer_a = peer_a.expect("a peer url");
+    ca.send(grant_for("t-a", &sha, "pb", Some("tenant-a")));
+    ca.send(grant_for("t-shared", &sha, "pb", None));
+    ca.send(grant_for("t-b", &sha, "pb", Some("tenant-b")));
+    // Grants apply in order: once B's works, the others are in.
+    let mut tries = 0;
+    while peer_get(&peer_a, &sha, Some("t-b")).await != (200, size) {
+        tries += 1;
+        assert!(tries < 100, "B's grant never took effect");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        peer_get(&peer_a, &sha, Some("t-a")).await.0,
+        404,
+        "tenant A got B's copy"
+    );
+    assert_eq!(
+        peer_get(&peer_a, &sha, Some("t-shared")).await.0,
+        404,
+        "an operator's version got B's copy"
+    );
+    a.join().await;
+    server.stop(false).await;
+}
+
 #[actix_rt::test]
 async fn a_peer_serves_its_verified_copy_only_to_a_granted_receiver() {
     logs();
