@@ -266,11 +266,9 @@ impl Store {
     /// flushed is gone, so whoever acted on it must read it back. Event seqs
     /// never go back: the next one follows the highest ever handed out.
     pub fn reopen(&self) -> Result<()> {
-        let _guard = self
-            .shared
-            .commit_lock
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // No commit lock held: commits fail while the slot is empty, and one
+        // blocked on the lock while holding the old handle would keep its
+        // file locked for the reopen that waits for it.
         let db = self.shared.handle.reopen()?;
         let recovered = recover_last_event_seq(&db)?;
         self.shared
