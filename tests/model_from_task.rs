@@ -8,6 +8,7 @@ use caldera_chaos_tests::models::{model_service, one_core, printed_sha256, submi
 use caldera_chaos_tests::weights::{generate, sha256_file};
 use caldera_chaos_tests::{cluster, wait_until, AgentSpec};
 use serde_json::json;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -19,10 +20,32 @@ const ENV: &[(&str, &str)] = &[
     ("CALDERA_WORKLOAD_LEASE_MS", "20000"),
 ];
 
+/// A model agent whose workloads run as a uid of their tenant's own, so a
+/// task's tree is the tenant's and not the node's (`from_task` trusts no
+/// other); the test's dir is opened for those uids to reach their dirs.
+/// None, saying so, where the tests do not run as root.
+fn agent_with_workload_uids(dir: &Path) -> Option<AgentSpec> {
+    // SAFETY: geteuid has no memory effects.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: from_task needs workload uids, which need a root agent");
+        return None;
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let mut spec = AgentSpec::with_cache("node-0", "1xA100-80GB", "1");
+    let off = spec.flags.iter().position(|f| f == "off");
+    if let Some(i) = off {
+        spec.flags[i] = "61000-61999".into();
+    }
+    Some(spec)
+}
+
 #[test]
 fn a_training_run_starts_from_a_version_and_its_checkpoint_becomes_the_next() {
     let dir = tempfile::tempdir().unwrap();
-    let specs = [AgentSpec::with_cache("node-0", "1xA100-80GB", "1")];
+    let Some(agent) = agent_with_workload_uids(dir.path()) else {
+        return;
+    };
+    let specs = [agent];
     let (cp, _nodes) = cluster(Path::new(BIN), dir.path(), ENV, &specs);
     let op = cp.operator();
     let v1 = generate(&dir.path().join("nfs/m-v1.bin"), 200_000, 5).unwrap();
@@ -133,7 +156,10 @@ fn a_training_run_starts_from_a_version_and_its_checkpoint_becomes_the_next() {
 #[test]
 fn a_checkpoint_that_links_out_of_the_tasks_tree_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let specs = [AgentSpec::with_cache("node-0", "1xA100-80GB", "1")];
+    let Some(agent) = agent_with_workload_uids(dir.path()) else {
+        return;
+    };
+    let specs = [agent];
     let (cp, _nodes) = cluster(Path::new(BIN), dir.path(), ENV, &specs);
     let outside = dir.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
@@ -198,5 +224,39 @@ fn a_checkpoint_that_links_out_of_the_tasks_tree_is_refused() {
         "{:#}",
         r.body
     );
+    assert_eq!(op.get("/v1/models/m").status, 404, "nothing was registered");
+}
+
+/// A node whose workloads run as the agent itself (uid isolation off) gives
+/// the task's tree to the agent's uid: root here, or the control plane's own
+/// user. Its checkpoint cannot be told from the node's own files, so
+/// `from_task` is refused, naming `from_task`, and nothing is registered.
+#[test]
+fn a_checkpoint_on_a_node_without_workload_uids_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = [AgentSpec::with_cache("node-0", "1xA100-80GB", "1")];
+    let (cp, _nodes) = cluster(Path::new(BIN), dir.path(), ENV, &specs);
+    let op = cp.operator();
+    let api = cp.api(&cp.tenant("team-a"));
+    submit(
+        &api,
+        &json!({"task_id": "train", "task_type": "training",
+            "resources": {"cpu": {"cores": 1}},
+            "command": ["sh", "-c", "printf w > \"$CALDERA_CHECKPOINT_DIR/ckpt-1\" && exec sleep 300"]}),
+    );
+    api.wait_task("train", 60, "a checkpoint", |v| v["checkpoint"].is_string());
+    let r = op.post(
+        "/v1/models",
+        &json!({"name": "m", "version": "v1", "from_task": "train", "tenant": "team-a"})
+            .to_string(),
+    );
+    assert_eq!(
+        (r.status, r.body["error"].as_str(), r.body["field"].as_str()),
+        (422, Some("checkpoint_untrusted"), Some("from_task")),
+        "{:#}",
+        r.body
+    );
+    let msg = r.body["msg"].as_str().unwrap_or("");
+    assert!(msg.contains("no uid of their own"), "{msg}");
     assert_eq!(op.get("/v1/models/m").status, 404, "nothing was registered");
 }

@@ -294,6 +294,30 @@ fn a_tenants_workload_reads_nothing_of_the_node_or_of_another_tenant() {
     );
     assert!(!digests(&a).contains(&sha), "A saw B's digest");
     assert!(digests(&cp.operator()).contains(&sha));
+    // Nor the node's totals, which grew by B's copy and its fetch: A reads
+    // the bytes of the copies it is shown (none) and zero counters; the
+    // operator reads the node's.
+    let cache =
+        |api: &caldera_chaos_tests::Api| api.get("/v1/nodes/disk-node").data()["cache"].clone();
+    let ops = cache(&cp.operator());
+    let b_bytes = 18 * 64;
+    assert!(
+        ops["used_bytes"].as_u64() >= Some(b_bytes)
+            && ops["counters"]["bytes_from_origin"].as_u64() >= Some(b_bytes),
+        "{ops:#}"
+    );
+    let seen_by_a = cache(&a);
+    assert_eq!(seen_by_a["entries"], json!([]), "{seen_by_a:#}");
+    assert_eq!(seen_by_a["used_bytes"], json!(0), "{seen_by_a:#}");
+    assert_eq!(seen_by_a["capacity_bytes"], ops["capacity_bytes"]);
+    let counters = seen_by_a["counters"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        !counters.is_empty() && counters.values().all(|v| v.as_f64() == Some(0.0)),
+        "{seen_by_a:#}"
+    );
 }
 
 /// A digest is no proof of having the bytes. Tenant B's private version is

@@ -812,6 +812,50 @@ fn delivery_records_stay_within_the_queue_limit_and_the_retention_bound() {
     assert_eq!(kept_ids, newest, "the newest 4 are kept");
 }
 
+/// `webhook-max-per-tenant` holds however many subscriptions tenants ask
+/// for at once: three tenants each send 16 requests in parallel against a
+/// cap of 2; each gets exactly 2 and 14 409s (counted and committed one at
+/// a time, so no two requests both see room for the last one).
+#[test]
+fn parallel_subscriptions_never_pass_the_per_tenant_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let rx = Receiver::start(&[], 200);
+    let cp = server(dir.path(), &[("CALDERA_WEBHOOK_MAX_PER_TENANT", "2")]);
+    let tenants: Vec<Api> = ["a", "b", "c"]
+        .iter()
+        .map(|t| cp.api(&cp.tenant(t)))
+        .collect();
+    let statuses: Vec<Vec<u16>> = std::thread::scope(|s| {
+        let calls: Vec<Vec<_>> = tenants
+            .iter()
+            .map(|api| {
+                (0..16)
+                    .map(|i| {
+                        let url = rx.url(&format!("/{i}"));
+                        s.spawn(move || {
+                            let body = json!({"url": url, "events": ["*"]}).to_string();
+                            api.post("/v1/webhooks", &body).status
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        calls
+            .into_iter()
+            .map(|c| c.into_iter().map(|h| h.join().unwrap_or(0)).collect())
+            .collect()
+    });
+    for (api, got) in tenants.iter().zip(&statuses) {
+        let made = got.iter().filter(|s| **s == 201).count();
+        let refused = got.iter().filter(|s| **s == 409).count();
+        assert_eq!((made, refused), (2, 14), "{statuses:?}");
+        let listed = api.get("/v1/webhooks");
+        assert_eq!(listed.status, 200, "{:#}", listed.body);
+        let n = listed.data()["webhooks"].as_array().map_or(0, Vec::len);
+        assert_eq!(n, 2, "{:#}", listed.body);
+    }
+}
+
 /// Measure (not run in CI): 1,000 `task.submitted` events, each delivered to
 /// one local receiver; how long from the event's record to its arrival, and
 /// how many deliveries a second. `cargo test --release --test webhooks --

@@ -55,6 +55,10 @@ pub enum ActorError {
     /// The checkpoint file to register cannot be used; field `path`.
     #[error("{0}")]
     CheckpointUnreadable(String),
+    /// The task's checkpoint tree, as its node reported it, cannot be told
+    /// to be the tenant's own; field `from_task`.
+    #[error("{0}")]
+    CheckpointUntrusted(String),
     /// A version's weights uri is not an origin its registrant may use;
     /// field `weights.uri`.
     #[error("{0}")]
@@ -95,6 +99,7 @@ impl ActorError {
             ActorError::ReplacementInvalid(_) => &codes::REPLACEMENT_INVALID,
             ActorError::NoCheckpoint(_) => &codes::NO_CHECKPOINT,
             ActorError::CheckpointUnreadable(_) => &codes::CHECKPOINT_UNREADABLE,
+            ActorError::CheckpointUntrusted(_) => &codes::CHECKPOINT_UNTRUSTED,
             ActorError::OriginNotAllowed(_) => &codes::ORIGIN_NOT_ALLOWED,
             ActorError::ModelNameReserved(_) => &codes::MODEL_NAME_RESERVED,
             ActorError::Storage(e) => e.error_code(),
@@ -113,6 +118,7 @@ impl ActorError {
             ActorError::UnknownModel(_) | ActorError::ModelNotAccepting(_) => Some("model"),
             ActorError::ReplacementInvalid(_) => Some("replace_with"),
             ActorError::CheckpointUnreadable(_) => Some("path"),
+            ActorError::CheckpointUntrusted(_) => Some("from_task"),
             ActorError::OriginNotAllowed(_) => Some("weights.uri"),
             ActorError::ModelNameReserved(_) => Some("name"),
             ActorError::ExceedsTenantCap { field, .. } => Some(field),

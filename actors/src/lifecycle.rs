@@ -457,7 +457,9 @@ fn workload(
                 format!("isolation: {isolation}"),
             )])
         }
-        WorkloadEventKind::Started { pid, port } if !releasing && state != TaskState::Running => {
+        WorkloadEventKind::Started { pid, port, .. }
+            if !releasing && state != TaskState::Running =>
+        {
             // No pid: a reservation runs nothing, but a command's start can
             // be reported (by a heartbeat) before its shim said its pid, or
             // after a process that exited at once left none to report.
@@ -487,7 +489,7 @@ fn workload(
         } => serving::swapped(rec, *generation, model),
         WorkloadEventKind::Exited(st) => exited(rec, stopping, st),
         WorkloadEventKind::StartFailed { .. } if releasing => steps(vec![finish("released")]),
-        WorkloadEventKind::StartFailed { reason } => steps(vec![
+        WorkloadEventKind::StartFailed { reason, .. } => steps(vec![
             Step::RecordFailure(reason.clone()),
             enter(TaskState::Failed, reason.clone()),
             finish(reason.clone()),

@@ -249,6 +249,7 @@ mod tests {
     #[test]
     fn a_hello_needs_the_names_secret_no_live_session_and_no_revocation() {
         let inv = caldera_spec::NodeInventory {
+            runtimes: Vec::new(),
             hostname: "n".into(),
             gpus: vec![],
             cpu_cores: 1,

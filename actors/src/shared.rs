@@ -28,6 +28,10 @@ pub struct Shared {
     pub fleet: Arc<crate::model::fleet::Fleet>,
     /// Origin reads under way across all model versions (`max-origin-pulls`).
     pub origin_budget: Arc<crate::model::budget::OriginBudget>,
+    /// Held from counting a tenant's webhook subscriptions to committing a
+    /// new one, so parallel requests cannot pass `webhook-max-per-tenant`
+    /// together.
+    pub webhook_subscribing: tokio::sync::Mutex<()>,
 }
 
 /// The Scheduler's latest [`Offers`], readable without asking it.

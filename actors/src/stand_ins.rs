@@ -145,5 +145,6 @@ pub fn shared(store: Store, heard: &Heard) -> Arc<Shared> {
         refusals: Default::default(),
         fleet: Default::default(),
         origin_budget: Default::default(),
+        webhook_subscribing: Default::default(),
     })
 }

@@ -112,6 +112,7 @@ fn a_rebuilt_tenant_holds_what_sled_holds() {
 
 pub(crate) fn inventory() -> NodeInventory {
     NodeInventory {
+        runtimes: Vec::new(),
         hostname: "n".into(),
         gpus: vec![],
         cpu_cores: 8,

@@ -323,6 +323,7 @@ impl TaskActor {
 
     fn start_command(&self, a: &Allocation) -> StartCommand {
         StartCommand {
+            container: None,
             allocation_id: a.allocation_id.clone(),
             task_id: a.task_id.clone(),
             epoch: a.epoch,

@@ -9,13 +9,15 @@
 //! attributes for the widths of its memory and quota bars (allowed by
 //! `style-src-attr` only; no `<style>` element is). `/docs` (Swagger UI, one
 //! inline script of its own) gets every header but the policy.
-use actix_web::body::MessageBody;
+use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{
-    HeaderName, HeaderValue, CONTENT_SECURITY_POLICY, REFERRER_POLICY, STRICT_TRANSPORT_SECURITY,
-    X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+    HeaderMap, HeaderName, HeaderValue, CONTENT_SECURITY_POLICY, REFERRER_POLICY,
+    STRICT_TRANSPORT_SECURITY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
 };
+use actix_web::http::StatusCode;
 use actix_web::middleware::Next;
+use actix_web::{HttpResponse, ResponseError};
 
 /// The portal's Content-Security-Policy.
 pub const CONTENT_SECURITY: &str = "default-src 'none'; script-src 'self'; \
@@ -55,12 +57,47 @@ pub async fn add(
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     let https = req.connection_info().scheme() == "https";
     let headers = for_answer(req.path(), https);
-    let mut res = next.call(req).await?;
-    for (name, value) in headers {
-        res.headers_mut()
-            .insert(name, HeaderValue::from_static(value));
+    match next.call(req).await {
+        Ok(mut res) => {
+            insert(res.headers_mut(), &headers);
+            Ok(res)
+        }
+        // The request went inward with the call, so the answer cannot be
+        // built here; actix builds it from the error once every middleware
+        // has run, and `WithHeaders` adds the headers when it does.
+        Err(error) => Err(WithHeaders { error, headers }.into()),
     }
-    Ok(res)
+}
+
+fn insert(map: &mut HeaderMap, headers: &[(HeaderName, &'static str)]) {
+    for (name, value) in headers {
+        map.insert(name.clone(), HeaderValue::from_static(value));
+    }
+}
+
+/// An error from further in, whose answer carries the headers too.
+#[derive(Debug)]
+struct WithHeaders {
+    error: actix_web::Error,
+    headers: Vec<(HeaderName, &'static str)>,
+}
+
+impl std::fmt::Display for WithHeaders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl ResponseError for WithHeaders {
+    fn status_code(&self) -> StatusCode {
+        self.error.as_response_error().status_code()
+    }
+
+    fn error_response(&self) -> HttpResponse<BoxBody> {
+        let mut res = self.error.error_response();
+        insert(res.headers_mut(), &self.headers);
+        res
+    }
 }
 
 #[cfg(test)]
@@ -83,6 +120,41 @@ mod tests {
         let docs = names("/docs/swagger-ui.css", false);
         assert!(!docs.contains(&"content-security-policy".to_string()));
         assert!(docs.contains(&"x-frame-options".to_string()));
+    }
+
+    /// A middleware further in that refuses with an error, not an answer.
+    async fn refuse(
+        _req: ServiceRequest,
+        _next: Next<impl MessageBody>,
+    ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+        Err(actix_web::error::ErrorTooManyRequests("slow down"))
+    }
+
+    #[actix_web::test]
+    async fn an_error_from_further_in_gets_the_headers_too() {
+        use actix_web::dev::Service;
+        use actix_web::{test, web, App};
+        let app = test::init_service(
+            App::new()
+                .wrap(actix_web::middleware::from_fn(refuse))
+                .wrap(actix_web::middleware::from_fn(add))
+                .route("/tasks", web::get().to(HttpResponse::Ok)),
+        )
+        .await;
+        let req = test::TestRequest::get().uri("/tasks").to_request();
+        let Err(e) = app.call(req).await else {
+            panic!("the inner middleware refuses every request");
+        };
+        // What the server sends for an error that reached it.
+        let res = e.error_response();
+        assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+        for (name, value) in for_answer("/tasks", false) {
+            assert_eq!(
+                res.headers().get(&name).and_then(|v| v.to_str().ok()),
+                Some(value),
+                "{name}"
+            );
+        }
     }
 
     #[test]

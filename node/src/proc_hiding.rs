@@ -8,10 +8,14 @@
 //! everything); mounts the host makes later still propagate into the
 //! workload's namespace (`MS_SLAVE`), none of its own propagate out.
 //!
-//! This takes root (the same agents that give tenants uids of their own).
+//! This takes root (the same agents that give tenants uids of their own)
+//! and Linux 5.8 or later: before 5.8 every procfs mount of one pid
+//! namespace is the same superblock, so mounting it `hidepid=2` would hide
+//! processes in the host's `/proc` too (the agent's and operators' view).
 //! The agent checks once at start that it works here ([`check`]); where it
-//! does not (a container without `CAP_SYS_ADMIN`), workloads run with the
-//! host's `/proc` and the node's isolation label says so.
+//! does not (an older kernel, a container without `CAP_SYS_ADMIN`),
+//! workloads run with the host's `/proc` and the node's isolation label
+//! says so.
 use std::ffi::CString;
 use std::io;
 use std::sync::OnceLock;
@@ -88,6 +92,9 @@ fn try_once() -> Result<(), String> {
     if unsafe { libc::geteuid() } != 0 {
         return Err("the agent is not root".into());
     }
+    // Before the trial mount below: on an old kernel the trial itself
+    // would change the host's /proc.
+    kernel_gives_own_procfs(&kernel_release()?)?;
     let proc_mount = ProcMount::new();
     let mut cmd = std::process::Command::new("true");
     cmd.stdin(std::process::Stdio::null())
@@ -105,9 +112,83 @@ fn try_once() -> Result<(), String> {
     }
 }
 
+/// The first kernel whose procfs mounts are instances of their own
+/// (`hidepid` of one mount leaves the others alone).
+const OWN_PROCFS_SINCE: (u32, u32) = (5, 8);
+
+/// The running kernel's release, as `uname -r` prints it (`6.1.0-18-amd64`).
+fn kernel_release() -> Result<String, String> {
+    // SAFETY: utsname is plain bytes; uname fills it or fails.
+    let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `uts` is a valid, writable utsname.
+    if unsafe { libc::uname(&mut uts) } != 0 {
+        return Err(format!(
+            "cannot read the kernel version: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    let bytes: Vec<u8> = uts
+        .release
+        .iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8)
+        .collect();
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// `"5.4.0-150-generic"` -> (5, 4): the leading `MAJOR.MINOR`.
+fn major_minor(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// Ok when the kernel of `release` gives each procfs mount its own options;
+/// Err says why not, in the words the isolation label shows.
+fn kernel_gives_own_procfs(release: &str) -> Result<(), String> {
+    let (since_major, since_minor) = OWN_PROCFS_SINCE;
+    match major_minor(release) {
+        Some(v) if v >= OWN_PROCFS_SINCE => Ok(()),
+        Some((major, minor)) => Err(format!(
+            "kernel {major}.{minor} older than {since_major}.{since_minor}: procfs mounts share one instance"
+        )),
+        None => Err(format!(
+            "kernel version {release:?} unreadable: procfs mounts may share one instance"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_before_5_8_gets_no_private_proc() {
+        assert_eq!(major_minor("5.4.0-150-generic"), Some((5, 4)));
+        assert_eq!(major_minor("6.18.44-fc-v1098"), Some((6, 18)));
+        assert_eq!(major_minor("5.10"), Some((5, 10)));
+        assert_eq!(major_minor("4.19.0+"), Some((4, 19)));
+        assert_eq!(major_minor("5"), None);
+        assert_eq!(major_minor(""), None);
+        assert_eq!(major_minor("x.y"), None);
+        assert_eq!(major_minor("99999999999.1"), None);
+        for old in ["5.7.19", "4.19.0-25-amd64", "3.10.0-1160.el7.x86_64"] {
+            let e = kernel_gives_own_procfs(old).unwrap_err();
+            assert!(e.contains("older than 5.8"), "{old}: {e}");
+            assert!(e.contains("share one instance"), "{old}: {e}");
+        }
+        assert_eq!(
+            kernel_gives_own_procfs("5.7.0").unwrap_err(),
+            "kernel 5.7 older than 5.8: procfs mounts share one instance"
+        );
+        for new in ["5.8.0", "5.10.0-28-amd64", "6.1.0", "6.18.44-fc-v1098"] {
+            assert_eq!(kernel_gives_own_procfs(new), Ok(()), "{new}");
+        }
+        assert!(kernel_gives_own_procfs("garbage").is_err());
+        // The running kernel's release reads (this machine's may be either).
+        assert!(major_minor(&kernel_release().unwrap()).is_some());
+    }
 
     #[test]
     fn a_hidden_proc_shows_only_its_own_uids_processes() {

@@ -56,6 +56,7 @@ async fn a_probed_workload_is_ready_while_its_probe_passes_and_a_swap_is_refused
     let WorkloadEventKind::Started {
         pid: Some(pid),
         port: Some(port),
+        ..
     } = started
     else {
         panic!("{started:?}")

@@ -52,6 +52,7 @@ fn harness_with(iso: Isolation, simulated: bool) -> Harness {
 
 fn start_cmd(alloc: &str, script: &str) -> StartCommand {
     StartCommand {
+        container: None,
         allocation_id: alloc.into(),
         task_id: format!("task-{alloc}"),
         epoch: 1,
@@ -293,7 +294,7 @@ async fn a_missing_program_is_start_failed() {
     let kind = h
         .wait_for("a1", |k| matches!(k, WorkloadEventKind::StartFailed { .. }))
         .await;
-    let WorkloadEventKind::StartFailed { reason } = kind else {
+    let WorkloadEventKind::StartFailed { reason, .. } = kind else {
         unreachable!()
     };
     assert!(

@@ -50,7 +50,10 @@ fn warm(m: &ModelMount, path: &Path) -> ServerMessage {
             uri: format!("file://{}", path.display()),
         },
         pinned: false,
-        origin: Default::default(),
+        origin: caldera_spec::weights::OriginAccess {
+            rules: caldera_spec::origin::OriginRules::anything(),
+            confined: None,
+        },
         owner: None,
     })
 }
@@ -179,6 +182,7 @@ async fn a_swap_restarts_the_workload_in_place_and_a_bad_copy_leaves_the_old_one
             WorkloadEventKind::Started {
                 pid: Some(p),
                 port: Some(port),
+                ..
             } => Some((*p, *port)),
             _ => None,
         })

@@ -43,7 +43,10 @@ fn warm(epoch: u64, sha: &str, size: u64, source: WeightSource) -> ServerMessage
         size_bytes: size,
         source,
         pinned: false,
-        origin: Default::default(),
+        origin: caldera_spec::weights::OriginAccess {
+            rules: caldera_spec::origin::OriginRules::anything(),
+            confined: None,
+        },
         owner: None,
     })
 }
@@ -566,7 +569,7 @@ async fn a_node_without_a_cache_refuses_a_start_that_names_a_model() {
     let (_, kind) = c
         .event("m1", |k| matches!(k, WorkloadEventKind::StartFailed { .. }))
         .await;
-    let WorkloadEventKind::StartFailed { reason } = kind else {
+    let WorkloadEventKind::StartFailed { reason, .. } = kind else {
         unreachable!()
     };
     assert!(

@@ -80,7 +80,10 @@ fn warm(epoch: u64, sha: &str, uri: String) -> ServerMessage {
         size_bytes: SIZE as u64,
         source: WeightSource::Origin { uri },
         pinned: false,
-        origin: Default::default(),
+        origin: caldera_spec::weights::OriginAccess {
+            rules: caldera_spec::origin::OriginRules::anything(),
+            confined: None,
+        },
         owner: None,
     })
 }

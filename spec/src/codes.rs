@@ -118,6 +118,7 @@ registry! {
     EXCEEDS_TENANT_CAP = 42206, "exceeds_tenant_cap", 422, "the request alone is more than its tenant may ever hold (guarantee + borrowing limit in some dimension), so it could never start; the error names the field and the cap";
     REPLACEMENT_INVALID = 42210, "replacement_invalid", 422, "a retire's replace_with names no registered version, the retiring version itself, or one that is deprecated, retiring or retired";
     CHECKPOINT_UNREADABLE = 42211, "checkpoint_unreadable", 422, "the checkpoint to register is not a readable file beside the task's reported checkpoint; the message says why";
+    CHECKPOINT_UNTRUSTED = 42212, "checkpoint_untrusted", 422, "the task's checkpoint tree is not one the control plane can tell is the tenant's own: not the agent's `<data-dir>/checkpoints/<task>`, or owned by root or by the control plane's uid (the node gives its workloads no uid of their own); field from_task";
     ORIGIN_NOT_ALLOWED = 42230, "origin_not_allowed", 422, "a model version's weights uri names a scheme, host, address or path its registrant may not use (tenant-model-origins, operator-model-origins); field weights.uri";
     TOO_MANY_REQUESTS = 42901, "too_many_requests", 429, "this client already has max-requests-per-client requests in flight; retry when one is answered";
     PORTAL_LOGIN_RATE_LIMITED = 42930, "portal_login_rate_limited", 429, "too many portal logins of one principal, or failed logins from one address, within a minute (portal-logins-per-minute); try again after Retry-After seconds";

@@ -12,6 +12,7 @@ pub mod api;
 pub mod billing;
 pub mod codes;
 pub mod confined_file;
+pub mod container;
 pub mod error;
 pub mod event;
 pub mod gpu_model;

@@ -42,6 +42,10 @@ pub struct NodeInventory {
     pub isolation: String,
     /// How GPUs were found: "nvml", "simulated", or "none (reason)".
     pub gpu_source: String,
+    /// The runtimes it can run workloads with (absent from older agents:
+    /// the process runtime only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runtimes: Vec<crate::container::RuntimeInfo>,
 }
 
 /// Most GPUs one node may report (the largest single machines hold 16; a

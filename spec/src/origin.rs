@@ -38,8 +38,18 @@ pub struct OriginRules {
 }
 
 impl Default for OriginRules {
-    /// Anything: what an operator's registration is allowed by default.
+    /// Nothing: rules that were never given (a warm command without
+    /// `origin`) must not open the node to every file and address its agent,
+    /// as root, could read. Whoever means to allow says so.
     fn default() -> Self {
+        OriginRules { allow: Vec::new() }
+    }
+}
+
+impl OriginRules {
+    /// Anything (`*`): what an operator's registration is allowed by default
+    /// (`operator-model-origins`).
+    pub fn anything() -> Self {
         OriginRules {
             allow: vec!["*".into()],
         }
@@ -180,6 +190,9 @@ fn under(path: &str, dir: &str) -> bool {
 pub fn admits(allow: &[String], uri: &str, addrs: &[IpAddr]) -> Result<(), String> {
     if allow.iter().any(|p| p == "*") {
         return Ok(());
+    }
+    if allow.is_empty() {
+        return Err("no origin is allowed here (the rules allow nothing)".into());
     }
     match parse_origin_uri(uri)? {
         OriginUri::File { path } => match file_root(allow, &path) {

@@ -78,6 +78,12 @@ impl std::fmt::Display for Refusal {
     }
 }
 
+/// What a tenant reads when a host name is refused for what it resolved
+/// to: the same words whatever the address, so subscribing is no way to
+/// learn which internal names resolve to private addresses. The operator
+/// and the server log get the detail ([`OutboundPolicy::check_address`]).
+pub const NAME_NOT_ALLOWED: &str = "this host is not allowed for webhooks (https to public addresses, or a host the operator allows)";
+
 /// How a refusal tells the author what an operator can do about it.
 const ASK_OPERATOR: &str =
     "unless the operator allows the host (the server's webhook-allow-hosts setting)";

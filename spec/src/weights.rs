@@ -81,7 +81,9 @@ pub struct WarmCommand {
     /// Never evicted while pinned (a prewarm may pin).
     #[serde(default)]
     pub pinned: bool,
-    /// How the origin may be read (ignored for a peer).
+    /// How the origin may be read (ignored for a peer). Absent: no origin
+    /// may be read at all; the control plane always sends its registrant's
+    /// rules.
     #[serde(default)]
     pub origin: OriginAccess,
     /// The tenant owning the version (None: the operator's, shared). A copy
@@ -294,6 +296,31 @@ pub struct CacheCounters {
 mod tests {
     use super::*;
     use crate::wire::{NodeMessage, ServerMessage};
+
+    /// A warm command that carries no `origin` (an older or a forged
+    /// sender) lets the agent read nothing from an origin: not a file on the
+    /// node, not a loopback service.
+    #[test]
+    fn a_warm_command_without_origin_rules_reads_no_origin() {
+        let text = format!(
+            r#"{{"epoch":1,"model":"m:v1","sha256":"{}","size_bytes":5,
+                "source":{{"kind":"origin","uri":"file:///etc/shadow"}}}}"#,
+            "ab".repeat(32)
+        );
+        let w: WarmCommand = serde_json::from_str(&text).unwrap();
+        let allow = &w.origin.rules.allow;
+        let loopback: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        for (uri, addrs) in [
+            ("file:///etc/shadow", vec![]),
+            ("file:///proc/self/environ", vec![]),
+            ("http://127.0.0.1:7070/v1/tenants", vec![loopback]),
+            ("http://localhost:7070/v1/tenants", vec![loopback]),
+        ] {
+            let e = crate::origin::admits(allow, uri, &addrs).unwrap_err();
+            assert!(e.contains("no origin is allowed"), "{uri}: {e}");
+        }
+        assert_eq!(w.origin.confined, None);
+    }
 
     #[test]
     fn weight_messages_round_trip_with_type_tags() {

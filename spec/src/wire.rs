@@ -204,6 +204,8 @@ pub struct WorkloadEvent {
 pub enum WorkloadEventKind {
     /// The agent began preparing the environment (dirs, log file, cgroup).
     Preparing,
+    /// Pulling the task's image; repeated (throttled) as layers arrive.
+    Pulling(crate::container::PullProgress),
     /// Waiting for the task's model version to be verified in the node's
     /// cache; repeated (throttled) as bytes arrive. `source` is
     /// [`WeightSource::label`], or `cache` for a copy already there.
@@ -225,11 +227,18 @@ pub enum WorkloadEventKind {
         /// The port the agent gave the workload as CALDERA_PORT.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         port: Option<u16>,
+        /// The digest of the image the container runs (`sha256:...`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        image_digest: Option<String>,
     },
     Exited(ExitStatus),
     /// Preparing or starting failed; the message says why.
     StartFailed {
         reason: String,
+        /// The error's number in `caldera_spec::codes` where one applies
+        /// (a pull's failures: image not found, unauthorized, ...); 0 otherwise.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        code: u32,
     },
     /// The workload wrote a checkpoint (a file appeared in its checkpoint dir).
     CheckpointSaved {
@@ -369,6 +378,9 @@ pub struct StartCommand {
     /// When the workload is ready (see [`ReadinessProbe`]); None: ready once started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readiness: Option<ReadinessProbe>,
+    /// Run in a container of this image (None: the process runtime).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<crate::container::ContainerStart>,
 }
 
 /// Restart one allocation's workload on another model version IN PLACE: same
@@ -475,6 +487,7 @@ mod tests {
         assert_eq!(serde_json::from_str::<ServerMessage>(&text).unwrap(), swap);
         for kind in [
             WorkloadEventKind::Started {
+                image_digest: None,
                 pid: Some(7),
                 port: Some(20001),
             },
@@ -508,6 +521,7 @@ mod tests {
         assert_eq!(
             old,
             WorkloadEventKind::Started {
+                image_digest: None,
                 pid: Some(3),
                 port: None
             }
@@ -554,4 +568,8 @@ mod tests {
             stopping
         );
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

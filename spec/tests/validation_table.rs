@@ -590,6 +590,7 @@ fn a_hello_inventory_with_a_gpu_index_twice_is_refused() {
         simulated: false,
     };
     let inv = |gpus: Vec<GpuInfo>| NodeInventory {
+        runtimes: Vec::new(),
         hostname: "n1".into(),
         gpus,
         cpu_cores: 8,
@@ -645,6 +646,7 @@ fn a_hello_inventory_beyond_any_machine_is_refused_naming_the_figure() {
         simulated: false,
     };
     let base = NodeInventory {
+        runtimes: Vec::new(),
         hostname: "n1".into(),
         gpus: vec![gpu(0, 143_771)],
         cpu_cores: 192,

@@ -1,8 +1,11 @@
 //! What a tenant sees of a node's weight cache. A copy's digest names the
 //! model version it holds, so a tenant is shown only the copies of versions
 //! it may use (the operator's, and its own): another tenant's private
-//! version stays indistinguishable from absent. The totals (capacity, used
-//! bytes, counters) are the node's and stay.
+//! version stays indistinguishable from absent. The node's totals would
+//! betray it too (used bytes growing by a model's size, a miss, bytes from
+//! origin), so a tenant reads `used_bytes` as the bytes of the copies and
+//! fetches it is shown, and the counters as zeros; the operator reads the
+//! node's. The capacity is the node's setting and stays.
 use super::{blocking, ControlPlane};
 use crate::errors::Result;
 use crate::model::view::visible_to;
@@ -24,6 +27,7 @@ impl ControlPlane {
         let store = self.sh.gate.store().clone();
         let versions = blocking(move || store.model_versions()).await?;
         only_visible(report, &versions, tenant);
+        hide_totals(report);
         Ok(Some(view))
     }
 }
@@ -58,6 +62,16 @@ fn only_visible(report: &mut CacheReport, versions: &[ModelVersionRecord], tenan
         let owners: Vec<String> = f.owner.iter().cloned().collect();
         mine(&f.sha256, f.owner.is_none(), &owners)
     });
+}
+
+/// Replaces the node's totals in a tenant's `report` with what its shown
+/// copies and fetches account for: the used bytes of those alone, and no
+/// counters (the node's count other tenants' starts and fetches).
+fn hide_totals(report: &mut CacheReport) {
+    let copies: u64 = report.entries.iter().map(|e| e.size_bytes).sum();
+    let partial: u64 = report.fetching.iter().map(|f| f.bytes_done).sum();
+    report.used_bytes = copies.saturating_add(partial);
+    report.counters = Default::default();
 }
 
 #[cfg(test)]
@@ -113,10 +127,15 @@ mod tests {
             }],
             ..Default::default()
         };
+        report.used_bytes = 4;
+        report.counters.hits = 7;
         only_visible(&mut report, &versions, "a");
+        hide_totals(&mut report);
         let seen: Vec<&str> = report.entries.iter().map(|e| e.sha256.as_str()).collect();
         assert_eq!(seen, [public.as_str(), mine.as_str()]);
         assert!(report.fetching.is_empty());
+        // The two copies shown, 1 byte each; the node's hits are not a's.
+        assert_eq!((report.used_bytes, report.counters.hits), (2, 0));
     }
 
     #[test]
@@ -147,9 +166,19 @@ mod tests {
             }],
             ..Default::default()
         };
+        report.capacity_bytes = 10_000;
+        report.used_bytes = 4_000;
+        report.counters.misses = 1;
+        report.counters.bytes_from_origin = 3_000;
         let mut seen_by_b = report.clone();
         only_visible(&mut report, &versions, "a");
+        hide_totals(&mut report);
         assert!(report.entries.is_empty() && report.fetching.is_empty());
+        // Neither the bytes nor the fetch of b's copy shows in a's totals.
+        assert_eq!(
+            (report.capacity_bytes, report.used_bytes, &report.counters),
+            (10_000, 0, &Default::default())
+        );
         only_visible(&mut seen_by_b, &versions, "b");
         assert_eq!(seen_by_b.entries[0].tenants, ["b"], "c is not named to b");
         assert_eq!(seen_by_b.fetching.len(), 1);

@@ -6,7 +6,7 @@ use super::{blocking, ControlPlane};
 use crate::commit_site::CommitSite;
 use crate::errors::{ActorError, Result};
 use crate::webhook::subscriptions::{new_record, Subscription};
-use crate::webhook::target::{check_new, SystemResolver};
+use crate::webhook::target::{check_new, Reader, SystemResolver};
 use caldera_spec::webhook::{DeliveryRecord, WebhookRecord};
 use caldera_spec::{SpecError, SpecErrorKind};
 
@@ -14,11 +14,13 @@ impl ControlPlane {
     /// Makes a subscription; its record (with the secret, shown this once).
     /// It hears only events recorded after it. An url the outbound policy
     /// refuses (`webhook-allow-hosts`) is a 400 `address_not_allowed` on
-    /// `url`, for the operator too; a tenant at `webhook-max-per-tenant`
+    /// `url`, for the operator too (a tenant is not told what a refused
+    /// name resolved to); a tenant at `webhook-max-per-tenant`
     /// subscriptions gets a 409.
     pub async fn create_webhook(&self, s: Subscription) -> Result<WebhookRecord> {
         let policy = crate::webhook::policy(&self.sh.config);
-        if let Err(why) = check_new(&policy, &SystemResolver, &s.url).await {
+        let reader = Reader::of_owner(s.owner.as_deref());
+        if let Err(why) = check_new(&policy, &SystemResolver, &s.url, reader).await {
             return Err(ActorError::Invalid(SpecError::new(
                 SpecErrorKind::NotAllowed,
                 "url",
@@ -30,6 +32,9 @@ impl ControlPlane {
                 return Err(ActorError::not_found("tenant", t));
             }
         }
+        // One subscription at a time from the count to the commit: two
+        // requests counted together would both see room for one more.
+        let _subscribing = self.sh.webhook_subscribing.lock().await;
         if let Some(owner) = &s.owner {
             let cap = self.sh.config.webhook_max_per_tenant;
             let theirs = self.webhooks().await?;

@@ -98,6 +98,7 @@ mod tests {
             &task(TaskState::Ready),
             None,
             news(WorkloadEventKind::Started {
+                image_digest: None,
                 pid: Some(4),
                 port: Some(20001),
             }),
@@ -115,7 +116,13 @@ mod tests {
 
     #[test]
     fn a_start_after_a_heartbeat_made_it_running_still_records_the_port() {
-        let started = |port| news(WorkloadEventKind::Started { pid: Some(4), port });
+        let started = |port| {
+            news(WorkloadEventKind::Started {
+                image_digest: None,
+                pid: Some(4),
+                port,
+            })
+        };
         let r = task(TaskState::Running);
         assert_eq!(
             decide(&r, None, started(Some(20002))),

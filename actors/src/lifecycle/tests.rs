@@ -373,6 +373,7 @@ fn workload_progress() {
             "ready + started(pid 42) -> running",
             task(Ready),
             news(WorkloadEventKind::Started {
+                image_digest: None,
                 pid: Some(42),
                 port: None,
             }),
@@ -382,6 +383,7 @@ fn workload_progress() {
             "scheduled + started(no pid) -> running: a reservation holds its slot",
             with(task(Scheduled), |r| r.spec.command.clear()),
             news(WorkloadEventKind::Started {
+                image_digest: None,
                 pid: None,
                 port: None,
             }),
@@ -391,6 +393,7 @@ fn workload_progress() {
             "scheduled + started(no pid) of a command -> running, never called a reservation",
             task(Scheduled),
             news(WorkloadEventKind::Started {
+                image_digest: None,
                 pid: None,
                 port: None,
             }),
@@ -400,6 +403,7 @@ fn workload_progress() {
             "running + started -> ignored: already running",
             task(Running),
             news(WorkloadEventKind::Started {
+                image_digest: None,
                 pid: Some(42),
                 port: None,
             }),
@@ -409,6 +413,7 @@ fn workload_progress() {
             "released + started -> ignored: released stays released",
             task(Released),
             news(WorkloadEventKind::Started {
+                image_digest: None,
                 pid: Some(42),
                 port: None,
             }),
@@ -438,6 +443,7 @@ fn workload_progress() {
             "preparing + start failed -> failed, free the allocation",
             task(Preparing),
             news(WorkloadEventKind::StartFailed {
+                code: 0,
                 reason: "command not found: train".into(),
             }),
             s(vec![
@@ -450,6 +456,7 @@ fn workload_progress() {
             "released + start failed -> finish the release: nothing ran",
             task(Released),
             news(WorkloadEventKind::StartFailed {
+                code: 0,
                 reason: "stopped".into(),
             }),
             s(vec![fin("released")]),
@@ -561,6 +568,7 @@ fn workload_exits() {
             "failed + started -> ignored: terminal",
             with(task(Failed), |r| r.allocation = Some(alloc("a1", "n1"))),
             news(WorkloadEventKind::Started {
+                image_digest: None,
                 pid: Some(1),
                 port: None
             }),

@@ -193,7 +193,7 @@ mod tests {
         let local: IpAddr = "127.0.0.1".parse().unwrap();
         assert!(judge(&tenant, "https://cdn.example.com/m", &[local], "tenant t").is_err());
         assert!(judge(
-            &OriginRules::default(),
+            &OriginRules::anything(),
             "file:///mnt/m.bin",
             &[],
             "the operator"

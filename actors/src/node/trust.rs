@@ -116,6 +116,7 @@ impl NodeActor {
                 // With its port: a task that never recorded the start's own
                 // event (a control plane killed first) learns its endpoint.
                 None => WorkloadEventKind::Started {
+                    image_digest: None,
                     pid: w.pid,
                     port: w.port,
                 },

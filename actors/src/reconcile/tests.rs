@@ -167,6 +167,7 @@ fn kill_notice_names_what_is_killed() {
 #[test]
 fn join_notice_says_whether_the_node_returned() {
     let inv = NodeInventory {
+        runtimes: Vec::new(),
         hostname: "h".into(),
         gpus: vec![],
         cpu_cores: 8,

@@ -1,7 +1,7 @@
 //! One delivery attempt over HTTP: the address checked against the
 //! outbound policy (`target.rs`), then the signed POST to that address.
 use super::payload;
-use super::target::{checked_address, Resolve};
+use super::target::{checked_address, Reader, Resolve};
 use caldera_spec::outbound::OutboundPolicy;
 use caldera_spec::webhook::WebhookRecord;
 use caldera_spec::Event;
@@ -64,7 +64,16 @@ pub async fn post(
 ) -> Answer {
     let started = Instant::now();
     let took = |started: Instant| started.elapsed().as_millis() as u64;
-    let addr = match checked_address(&route.policy, route.resolver.as_ref(), &s.url).await {
+    let addr = match checked_address(
+        &route.policy,
+        route.resolver.as_ref(),
+        &s.url,
+        // The record keeps the cause for the operator; a tenant's view of
+        // it reads `delivery failed` whatever it was.
+        Reader::Operator,
+    )
+    .await
+    {
         Ok(addr) => addr,
         Err(refusal) => {
             return Answer {

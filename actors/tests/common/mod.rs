@@ -25,6 +25,7 @@ pub fn allocation(id: &str, task: &str, epoch: u64) -> Allocation {
 /// Node `n`: 8 cores, 1 GiB, no GPU, simulated.
 pub fn inventory() -> NodeInventory {
     NodeInventory {
+        runtimes: Vec::new(),
         hostname: "n".into(),
         gpus: vec![],
         cpu_cores: 8,

@@ -106,19 +106,16 @@ pub async fn login(
     }
     let now_ms = st.cp.now_ms();
     let logins = &st.portal.logins;
-    let address = format!(
-        "addr:{}",
-        req.peer_addr()
-            .map(|a| a.ip().to_string())
-            .unwrap_or_default()
-    );
+    let address = req.peer_addr().map(|a| a.ip());
     let token = fields.get("token").map(|t| t.trim()).unwrap_or("");
     let principal = match st.cp.authenticate(token) {
         Some(p @ (Principal::Operator | Principal::Tenant(_))) => p,
         _ => {
-            // Only failures count against an address, so a valid token is
-            // never held back by someone else's guesses from the same one.
-            if let Err(wait) = logins.count(&address, now_ms) {
+            // Only failures count against an address, and only after the
+            // token was checked, so a valid token is never held back by
+            // someone else's failures from the same address. The limit thus
+            // bounds log noise and load, not guessing (tokens are unguessable).
+            if let Err(wait) = logins.count_failure(address, now_ms) {
                 let msg = format!(
                     "too many failed logins from this address ({} a minute); try again in {} s",
                     logins.per_minute(),
@@ -135,7 +132,7 @@ pub async fn login(
             return Ok(render.with(reply, login_page(&nonce, Some(msg))));
         }
     };
-    if let Err(wait) = logins.count(&principal_key(&principal), now_ms) {
+    if let Err(wait) = logins.count_login(&principal_key(&principal), now_ms) {
         let msg = format!(
             "this token has logged in {} times in the last minute; try again in {} s \
              (your open sessions still work)",

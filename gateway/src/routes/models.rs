@@ -36,7 +36,7 @@ pub struct Prewarmed {
         (status = 403, description = "tenants may not register versions here, or the name is not the caller's (`model_name_reserved`, field `name`: a tenant's names are @TENANT.MODEL, names without @ the operator's)"),
         (status = 404, description = "from_task: no such task"),
         (status = 409, description = "another body for the same name:version, or from_task: the task has no checkpoint yet (`no_checkpoint`)"),
-        (status = 422, description = "the weights' uri is not an origin the caller may use (`origin_not_allowed`, field `weights.uri`: tenant-model-origins, operator-model-origins), or from_task: the file is not readable by the tenant, passes through a symbolic link or is not in the task's checkpoint directory (`checkpoint_unreadable`, field `path`)"),
+        (status = 422, description = "the weights' uri is not an origin the caller may use (`origin_not_allowed`, field `weights.uri`: tenant-model-origins, operator-model-origins), or from_task: the file is not readable by the tenant, passes through a symbolic link or is not in the task's checkpoint directory (`checkpoint_unreadable`, field `path`), or the task's tree is not the tenant's own (`checkpoint_untrusted`, field `from_task`)"),
     ))]
 pub async fn register(
     user: User,

@@ -37,7 +37,7 @@ pub async fn list(_: User, st: web::Data<AppState>) -> Result<Reply<NodeList>, A
     params(("name" = String, Path, description = "the node")),
     security(("operator" = []), ("tenant" = [])),
     responses(
-        (status = 200, description = "the node, with its weight cache (a tenant sees the copies of the versions it may use only)", body = Envelope<NodeView>),
+        (status = 200, description = "the node, with its weight cache (a tenant sees the copies of the versions it may use only, `used_bytes` counts those alone and the counters read 0: the node's totals are the operator's)", body = Envelope<NodeView>),
         (status = 404, description = "no such node"),
     ))]
 pub async fn get(
@@ -45,7 +45,8 @@ pub async fn get(
     st: web::Data<AppState>,
     name: web::Path<String>,
 ) -> Result<Reply<NodeView>, ApiError> {
-    // A tenant is shown only the cached copies of versions it may use.
+    // A tenant is shown only the cached copies of versions it may use, and
+    // none of the node's cache totals, which would count the rest.
     match st.cp.node_seen_by(&name, user.tenant()).await? {
         Some(v) => Ok(Reply::ok(v)),
         None => Err(ApiError::not_found("node", &name)),

@@ -28,7 +28,10 @@ fn warm_cmd(path: &Path, sha: &str, size: u64) -> WarmCommand {
             uri: format!("file://{}", path.display()),
         },
         pinned: false,
-        origin: Default::default(),
+        origin: caldera_spec::weights::OriginAccess {
+            rules: caldera_spec::origin::OriginRules::anything(),
+            confined: None,
+        },
         owner: None,
     }
 }

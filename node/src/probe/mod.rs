@@ -46,6 +46,7 @@ impl Probe {
         isolation: &str,
     ) -> NodeInventory {
         NodeInventory {
+            runtimes: Vec::new(),
             hostname: self.hostname.clone(),
             gpus: self.gpus.inventory(),
             cpu_cores: self.host.cpu_cores(),

@@ -299,6 +299,7 @@ impl Runtime {
                 self.workloads.insert(id.clone(), w);
                 if reservation {
                     let started = WorkloadEventKind::Started {
+                        image_digest: None,
                         pid: None,
                         port: None,
                     };
@@ -317,7 +318,7 @@ impl Runtime {
             id,
             task_id,
             epoch,
-            WorkloadEventKind::StartFailed { reason },
+            WorkloadEventKind::StartFailed { code: 0, reason },
         );
     }
 
@@ -340,7 +341,16 @@ impl Runtime {
                 let (pid, port) = (w.pid, w.port);
                 tracing::info!("started allocation {id} (task {task}) pid {pid:?} port {port:?}");
                 let ready_now = w.watch_readiness(&self.notes);
-                self.event(id, &task, epoch, WorkloadEventKind::Started { pid, port });
+                self.event(
+                    id,
+                    &task,
+                    epoch,
+                    WorkloadEventKind::Started {
+                        image_digest: None,
+                        pid,
+                        port,
+                    },
+                );
                 if let Some(ready) = ready_now {
                     self.event(id, &task, epoch, ready);
                 }

@@ -231,6 +231,7 @@ pub fn agent_config(url: &str, data_dir: &std::path::Path) -> AgentConfig {
 
 pub fn start_command(alloc: &str, epoch: u64, script: &str) -> StartCommand {
     StartCommand {
+        container: None,
         allocation_id: alloc.into(),
         task_id: format!("task-{alloc}"),
         epoch,

@@ -7,6 +7,7 @@ use caldera_spec::{GpuInfo, NodeInventory, TaskSpec};
 /// A node of `gpus` 80 GiB A100s (indices 0.., uuids `G0`..), 64 cores, 512 GiB.
 pub fn node(gpus: u32) -> NodeInventory {
     NodeInventory {
+        runtimes: Vec::new(),
         hostname: "n".into(),
         gpus: (0..gpus)
             .map(|i| GpuInfo {

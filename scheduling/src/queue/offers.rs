@@ -188,6 +188,7 @@ mod tests {
 
     fn node(gpus: &[(&str, u64)], cpu_cores: u32, memory_gb: u64) -> NodeInventory {
         NodeInventory {
+            runtimes: Vec::new(),
             hostname: "n".into(),
             gpus: gpus
                 .iter()

@@ -213,6 +213,7 @@ fn shuffle<T>(v: &mut [T], rng: &mut SplitMix64) {
 /// A node's inventory as an agent would report it: every GPU `GPU_MB`, simulated.
 pub fn inventory(n: &TraceNode) -> NodeInventory {
     NodeInventory {
+        runtimes: Vec::new(),
         hostname: n.name.clone(),
         gpus: (0..n.gpus)
             .map(|i| GpuInfo {

@@ -85,6 +85,7 @@ pub fn node(name: &str) -> NodeRecord {
     NodeRecord {
         name: name.to_string(),
         inventory: NodeInventory {
+            runtimes: Vec::new(),
             hostname: name.to_string(),
             gpus: Vec::new(),
             cpu_cores: 96,

@@ -292,7 +292,12 @@ mod tests {
         assert!(checked_addresses(uri, &tenant, vec![]).is_err());
         // The operator's default admits its own private store.
         let private = addrs(&["10.0.0.7:9000"]);
-        assert!(checked_addresses("http://store:9000/m", &OriginRules::default(), private).is_ok());
+        assert!(
+            checked_addresses("http://store:9000/m", &OriginRules::anything(), private).is_ok()
+        );
+        // Rules never given allow nothing, not even a public address.
+        let e = checked_addresses(uri, &OriginRules::default(), addrs(&["93.184.216.34:443"]));
+        assert!(e.is_err(), "{e:?}");
     }
 
     #[actix_rt::test]
@@ -311,7 +316,16 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.contains("origin refused"), "{e}");
-        let file = open_origin_file(&uri, path.to_str().unwrap(), &OriginAccess::default())
+        // A warm command without rules reads no file.
+        let e = open_origin_file(&uri, path.to_str().unwrap(), &OriginAccess::default())
+            .await
+            .unwrap_err();
+        assert!(e.contains("origin refused"), "{e}");
+        let operator = OriginAccess {
+            rules: OriginRules::anything(),
+            confined: None,
+        };
+        let file = open_origin_file(&uri, path.to_str().unwrap(), &operator)
             .await
             .unwrap();
         let mut opened = read_file(file, "w", 2, 10).await.unwrap();

@@ -1,0 +1,159 @@
+//! Containers: how a task's `image` runs. The control plane resolves what a
+//! task asks for (image, pull policy, prepare timeout, data volumes from the
+//! operator's allow-list, the tenant's registry credentials) into a
+//! [`ContainerStart`] inside the start command; the agent pulls the image
+//! while the task is Preparing and runs the workload in a container on its
+//! slice. Nodes report which runtimes they have ([`RuntimeInfo`]) and placement
+//! sends a task with an image only where the container runtime is up.
+use serde::{Deserialize, Serialize};
+
+/// Which runtime a task asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum RuntimeKind {
+    /// In a container of the task's `image` (the default when it names one).
+    Container,
+    /// As a process on the host, under the agent's cgroup and uid isolation
+    /// (the default without an image; with one, the image is only recorded).
+    Process,
+}
+
+impl RuntimeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuntimeKind::Container => "container",
+            RuntimeKind::Process => "process",
+        }
+    }
+}
+
+/// When the agent pulls a task's image.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum PullPolicy {
+    /// Only when the node does not hold the image yet.
+    #[default]
+    IfNotPresent,
+    /// At every start (a moving tag is looked up again).
+    Always,
+}
+
+/// A data volume a task asks for: `name` from the operator's allow-list,
+/// mounted at `path` inside the container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct VolumeRequest {
+    pub name: String,
+    /// Absolute path inside the container.
+    pub path: String,
+    /// Ask for write access (granted only where the operator's entry allows).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_write: bool,
+}
+
+/// One bind mount the agent makes, resolved by the control plane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    pub host_path: String,
+    pub container_path: String,
+    pub read_only: bool,
+}
+
+/// What the agent needs to run a start in a container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerStart {
+    /// The image exactly as the task names it.
+    pub image: String,
+    #[serde(default)]
+    pub pull: PullPolicy,
+    /// How long pulling may take before the start fails, ms.
+    pub prepare_timeout_ms: u64,
+    /// Data volumes (the weights, checkpoint and scratch mounts are the
+    /// agent's own and not listed here).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Mount>,
+    /// The tenant's registry credentials for the image's registry, as a
+    /// podman/docker auth file's JSON; written to a file only the agent can
+    /// read and never logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry_auth: Option<String>,
+}
+
+/// A runtime a node offers, as its inventory reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RuntimeInfo {
+    pub kind: RuntimeKind,
+    /// `podman` for containers; `caldera-shim` for processes.
+    pub engine: String,
+    /// The engine's version, where it has one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    /// Whether it can run workloads now.
+    pub up: bool,
+    /// Why not, when it is down (what is missing), else empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// Whether `runtimes` has a container runtime that is up.
+pub fn container_up(runtimes: &[RuntimeInfo]) -> bool {
+    runtimes
+        .iter()
+        .any(|r| r.kind == RuntimeKind::Container && r.up)
+}
+
+/// A pull's progress, as Preparing events report it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PullProgress {
+    pub image: String,
+    pub layers_done: u32,
+    /// 0 while not yet known.
+    pub layers_total: u32,
+    pub bytes_done: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_without_optional_fields_reads_with_defaults() {
+        let c: ContainerStart =
+            serde_json::from_str(r#"{"image":"registry.internal/x:1","prepare_timeout_ms":5000}"#)
+                .unwrap();
+        assert_eq!(c.pull, PullPolicy::IfNotPresent);
+        assert!(c.volumes.is_empty() && c.registry_auth.is_none());
+        let v: VolumeRequest =
+            serde_json::from_str(r#"{"name":"datasets","path":"/data"}"#).unwrap();
+        assert!(!v.read_write);
+        assert!(
+            serde_json::from_str::<VolumeRequest>(r#"{"name":"d","path":"/d","rw":1}"#).is_err()
+        );
+    }
+
+    #[test]
+    fn only_an_up_container_runtime_counts() {
+        let process = RuntimeInfo {
+            kind: RuntimeKind::Process,
+            engine: "caldera-shim".into(),
+            version: String::new(),
+            up: true,
+            detail: String::new(),
+        };
+        let mut podman = RuntimeInfo {
+            kind: RuntimeKind::Container,
+            engine: "podman".into(),
+            version: "4.3.1".into(),
+            up: false,
+            detail: "podman info failed".into(),
+        };
+        assert!(!container_up(&[process.clone(), podman.clone()]));
+        podman.up = true;
+        assert!(container_up(&[process, podman]));
+    }
+}
