@@ -5,6 +5,7 @@
 //! way a user and an operator would.
 pub mod bench;
 pub mod cluster;
+pub mod container_host;
 pub mod exposition;
 pub mod failpoints;
 pub mod fake_node;

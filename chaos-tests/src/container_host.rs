@@ -1,0 +1,77 @@
+//! The container host the container tests need: podman with runc, the local
+//! registry on 127.0.0.1, the seed's image name pulling from it, the
+//! simulated-GPU CDI spec. [`ensure`] runs the project's
+//! `scripts/container-host` once per test process (idempotent: it changes
+//! only what is missing), so `cargo test --workspace` works on a fresh
+//! machine as root. A test that needs containers calls it first and FAILS
+//! when it cannot be set up: it never passes by skipping.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The image the seed's request names, served by the local registry: a
+/// busybox root filesystem whose `/etc/os-release` says `Caldera test image`.
+pub const SEED_IMAGE: &str = "registry.internal/deeplearning/pytorch:2.1-cu12.1";
+/// What that image's `/etc/os-release` holds, and the host's never does.
+pub const SEED_IMAGE_OS: &str = "Caldera test image";
+/// The local registry's address (`CALDERA_TEST_REGISTRY_PORT` moves it).
+pub fn registry() -> String {
+    let port = std::env::var("CALDERA_TEST_REGISTRY_PORT").unwrap_or_else(|_| "5555".into());
+    format!("127.0.0.1:{port}")
+}
+
+/// The project's script, found from this crate's manifest.
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/container-host")
+}
+
+/// Sets the container host up (once per process); Err says what failed.
+pub fn ensure() -> Result<(), String> {
+    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg(script())
+            .output()
+            .map_err(|e| format!("running {}: {e}", script().display()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "scripts/container-host failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    })
+    .clone()
+}
+
+/// [`ensure`], panicking with its reason: for a test's first line.
+pub fn require() {
+    if let Err(e) = ensure() {
+        panic!("this test needs a container host: {e}");
+    }
+}
+
+/// Runs `podman` with `args`; its stdout, or Err with its stderr.
+pub fn podman(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("podman")
+        .args(args)
+        .output()
+        .map_err(|e| format!("podman: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// Names of the containers (running or not) carrying `label` (`k=v`).
+pub fn containers_labelled(label: &str) -> Vec<String> {
+    let filter = format!("label={label}");
+    podman(&["ps", "-a", "--filter", &filter, "--format", "{{.Names}}"])
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
