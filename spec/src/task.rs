@@ -133,9 +133,37 @@ pub struct TaskSpec {
         schema(pattern = r"^[0-9]{1,5}:[0-5][0-9]:[0-5][0-9]$")
     )]
     pub duration: Option<String>,
-    /// Container image. Recorded; the process runtime runs `command` on the host.
+    /// The OCI image the workload runs in (`registry.internal/team/app:1.0`):
+    /// the agent pulls it while the task is Preparing and runs `command` (or
+    /// the image's own entrypoint) in a container of it on the allocated
+    /// slice. Placed only on nodes whose container runtime is up, unless
+    /// `runtime` says `process`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// Which runtime runs the workload: `container` (the default when
+    /// `image` is set) or `process` (the default without one: a host
+    /// process under the agent's cgroup and uid isolation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<crate::container::RuntimeKind>,
+    /// When the agent pulls the image: `if_not_present` (the default) or
+    /// `always` (a moving tag is looked up again at every start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_policy: Option<crate::container::PullPolicy>,
+    /// How long Preparing (pulling the image) may take before the start
+    /// fails, "HH:MM:SS" (at most 24:00:00). Default: the server's
+    /// `preparing-timeout-ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^[0-9]{1,5}:[0-5][0-9]:[0-5][0-9]$")
+    )]
+    pub prepare_timeout: Option<String>,
+    /// Data volumes from the operator's allow-list (`data-volumes`),
+    /// mounted into the container; read-only unless `read_write` is asked
+    /// and the operator's entry allows it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(max_items = 16))]
+    pub volumes: Vec<crate::container::VolumeRequest>,
     /// argv of the workload. Absent: a pure reservation that holds its
     /// resources until released (what the data platform's adapter asks for).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -237,5 +265,24 @@ impl TaskSpec {
     /// Declared duration in milliseconds.
     pub fn duration_ms(&self) -> Option<u64> {
         self.duration_secs().map(|s| s * 1000)
+    }
+
+    /// The runtime the workload runs in: as written, else `container` when
+    /// the task names an image and `process` when it does not.
+    pub fn runtime_kind(&self) -> crate::container::RuntimeKind {
+        use crate::container::RuntimeKind;
+        match (self.runtime, &self.image) {
+            (Some(r), _) => r,
+            (None, Some(_)) => RuntimeKind::Container,
+            (None, None) => RuntimeKind::Process,
+        }
+    }
+
+    /// The task's own `prepare_timeout` in milliseconds, if set and well-formed.
+    pub fn prepare_timeout_ms(&self) -> Option<u64> {
+        self.prepare_timeout
+            .as_deref()
+            .and_then(|d| crate::validate::parse_duration(d).ok())
+            .map(|s| s * 1000)
     }
 }

@@ -164,6 +164,7 @@ pub fn validate_task_spec(spec: &TaskSpec) -> Result<(), SpecError> {
         }
         probe.validate()?;
     }
+    crate::validate_container::validate_container_fields(spec)?;
     if let Some(r) = spec.max_retries {
         if r > MAX_RETRIES {
             return Err(SpecError::new(

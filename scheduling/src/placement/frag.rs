@@ -209,6 +209,7 @@ mod tests {
             exclusive_held: false,
             in_use: false,
             labels: Default::default(),
+            container_runtime: false,
             cpu_capacity: 96_000,
             cpu_free,
             memory_capacity: 1 << 20,

@@ -1,7 +1,7 @@
 //! Pipeline tests: the seed's fragmentation case, determinism, rejections.
 use std::collections::BTreeMap;
 
-use super::rejections::{GPU_MODEL, GPU_ROOM};
+use super::rejections::{GPU_MODEL, GPU_ROOM, NO_CONTAINER_RUNTIME};
 use super::*;
 
 const GB: u64 = 1024;
@@ -31,6 +31,7 @@ fn node(name: &str, gpus: Vec<GpuSlot>) -> NodeView {
         exclusive_held: false,
         allocations: 0,
         weights: Default::default(),
+        container_runtime: false,
     }
 }
 
@@ -127,6 +128,31 @@ fn rejections_name_the_model() {
         .expect_err("model");
     assert_eq!(err.counts(), vec![(GPU_MODEL, 1)]);
     assert_eq!(err.summary(&demand), "1 node: 1 GPU model is not A100");
+}
+
+#[test]
+fn a_container_task_goes_only_where_a_container_runtime_is_up() {
+    for policy in PolicyName::ALL {
+        let mut pool = Pool::new(GpuUnit::MiB);
+        // The process-only node has the most room (every policy's pick
+        // otherwise); the other has just enough.
+        pool.upsert_node(node("process-only", vec![gpu(0, "A100", 80 * GB, 80 * GB)]));
+        let container = Demand {
+            needs_container: true,
+            ..mem_demand(1, 20)
+        };
+        let mut placer = Placer::new(policy, WorkloadMix::default(), 3);
+        let err = placer.place(&pool, &container).expect_err("no runtime");
+        assert_eq!(err.counts(), vec![(NO_CONTAINER_RUNTIME, 1)], "{policy}");
+        let podman = pool.upsert_node(NodeView {
+            container_runtime: true,
+            ..node("podman", vec![gpu(0, "A100", 80 * GB, 20 * GB)])
+        });
+        let p = placer.place(&pool, &container).expect("fits on podman");
+        assert_eq!(p.node, podman, "{policy}");
+        // A process task still goes anywhere.
+        assert!(placer.place(&pool, &mem_demand(1, 40)).is_ok(), "{policy}");
+    }
 }
 
 fn cluster(n: usize) -> Pool {

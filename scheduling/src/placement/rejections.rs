@@ -6,6 +6,8 @@ use super::types::{Demand, GpuDemand, GpuUnit, NodeWeights};
 pub const UNHEALTHY: &str = "unhealthy";
 /// Node is cordoned or drained: no new placements.
 pub const CORDONED: &str = "cordoned";
+/// The demand runs in a container and the node has no container runtime up.
+pub const NO_CONTAINER_RUNTIME: &str = "no_container_runtime";
 /// Node's GPUs are not of an allowed model (or it has none).
 pub const GPU_MODEL: &str = "gpu_model";
 /// No (or too few) single GPUs with enough free room.
@@ -36,9 +38,10 @@ pub const REPLICA_GPU: &str = "replica_gpu";
 pub const REPLICA_NODE: &str = "replica_node";
 
 /// Every reason code, in the order filters run.
-pub const ALL_REASONS: [&str; 14] = [
+pub const ALL_REASONS: [&str; 15] = [
     UNHEALTHY,
     CORDONED,
+    NO_CONTAINER_RUNTIME,
     EXCLUSIVE,
     LABELS,
     GPU_MODEL,
@@ -142,6 +145,16 @@ impl Rejections {
         if parts.is_empty() {
             return format!("{} nodes: none rejected", self.nodes);
         }
+        let no_runtime = self.count(NO_CONTAINER_RUNTIME);
+        if no_runtime > 0 && no_runtime == self.nodes {
+            // Nothing else matters until a node can run containers at all.
+            let nodes_run = if no_runtime == 1 {
+                "1 node runs".to_string()
+            } else {
+                format!("{no_runtime} nodes run")
+            };
+            return format!("no node with a container runtime up: {nodes_run} processes only");
+        }
         let noun = if self.nodes == 1 { "node" } else { "nodes" };
         format!("{} {noun}: {}", self.nodes, parts.join(", "))
     }
@@ -150,6 +163,7 @@ impl Rejections {
         match reason {
             UNHEALTHY => "unhealthy".into(),
             CORDONED => "cordoned (no new placements)".into(),
+            NO_CONTAINER_RUNTIME => "run processes only (no container runtime up)".into(),
             EXCLUSIVE => "held exclusively or in use".into(),
             LABELS => format!("missing labels {}", fmt_labels(d)),
             GPU_MODEL if d.gpu_models.is_empty() => "no GPU".into(),

@@ -45,6 +45,8 @@ pub struct NodeState {
     pub in_use: bool,
     /// Node labels.
     pub labels: BTreeMap<String, String>,
+    /// Its container runtime is up.
+    pub container_runtime: bool,
     /// CPU capacity, milli-cores.
     pub cpu_capacity: u64,
     /// Free CPU, milli-cores.
@@ -82,6 +84,7 @@ impl NodeState {
             exclusive_held: view.exclusive_held,
             in_use: view.allocations > 0,
             labels: view.labels.clone(),
+            container_runtime: view.container_runtime,
             cpu_capacity: view.cpu_capacity_milli,
             cpu_free: view.cpu_free_milli,
             memory_capacity: view.memory_capacity_mib,

@@ -91,6 +91,9 @@ pub struct NodeView {
     pub allocations: u32,
     /// What the node's weight cache holds (from its last report).
     pub weights: NodeWeights,
+    /// The node's container runtime is up (its inventory says so): tasks
+    /// that run in a container may go there.
+    pub container_runtime: bool,
 }
 
 /// A node's weight cache as placement sees it: which versions (by sha256)
@@ -227,6 +230,8 @@ pub struct Demand {
     pub exclusive: bool,
     /// The model weights the task serves, if any (cache-aware placement).
     pub weights: Option<WeightsNeed>,
+    /// The task runs in a container: only nodes with a container runtime up.
+    pub needs_container: bool,
 }
 
 impl Default for Demand {
@@ -240,6 +245,7 @@ impl Default for Demand {
             labels: BTreeMap::new(),
             exclusive: false,
             weights: None,
+            needs_container: false,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! From what a user wrote (GB, shares, model names) to what placement reasons in
 //! (MiB per GPU, milli-shares, concrete model names of this pool).
 use crate::placement::{Demand, GpuDemand};
+use caldera_spec::container::RuntimeKind;
 use caldera_spec::gpu_model;
 use caldera_spec::resources::gb_to_mib;
 use caldera_spec::{TaskSpec, Usage};
@@ -41,6 +42,7 @@ pub fn demand_for<'a>(
         exclusive: r.exclusive,
         // The control plane fills this in from the model registry.
         weights: None,
+        needs_container: spec.runtime_kind() == RuntimeKind::Container,
     }
 }
 
@@ -121,6 +123,25 @@ mod tests {
         );
         assert!(matches!(d.gpu, GpuDemand::Whole { count: 4 }));
         assert_eq!(d.gpu_models, vec!["H100".to_string()]);
+    }
+
+    #[test]
+    fn a_task_with_an_image_needs_a_container_runtime_unless_it_asks_for_a_process() {
+        let with = |extra: &str| {
+            let body = format!(
+                r#"{{"task_id":"t","task_type":"training","resources":{{"cpu":{{"cores":1}}}}{extra}}}"#
+            );
+            let spec = caldera_spec::parse_task_spec(body.as_bytes()).unwrap();
+            demand_for(&spec, std::iter::empty()).needs_container
+        };
+        assert!(!with(""));
+        assert!(with(r#","image":"registry.internal/a:1""#));
+        assert!(!with(
+            r#","image":"registry.internal/a:1","runtime":"process""#
+        ));
+        assert!(with(
+            r#","image":"registry.internal/a:1","runtime":"container""#
+        ));
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod gpu;
 mod health;
 mod labels;
 mod resources;
+mod runtime;
 pub mod weights;
 
 use super::state::NodeState;
@@ -21,7 +22,7 @@ pub struct FilterPlugin {
 }
 
 /// All filters, cheapest and most decisive first.
-pub const FILTERS: [FilterPlugin; 6] = [
+pub const FILTERS: [FilterPlugin; 7] = [
     FilterPlugin {
         name: health::NAME,
         check: health::check,
@@ -29,6 +30,10 @@ pub const FILTERS: [FilterPlugin; 6] = [
     FilterPlugin {
         name: cordon::NAME,
         check: cordon::check,
+    },
+    FilterPlugin {
+        name: runtime::NAME,
+        check: runtime::check,
     },
     FilterPlugin {
         name: exclusive::NAME,

@@ -18,6 +18,7 @@ fn node(free: &[u64], cpu_free: u64) -> NodeState {
         exclusive_held: false,
         in_use: free.iter().any(|&f| f < 1000) || cpu_free < 96_000,
         labels: Default::default(),
+        container_runtime: false,
         cpu_capacity: 96_000,
         cpu_free,
         memory_capacity: 393_216,
