@@ -71,6 +71,12 @@ registry! {
     SWAP_REFUSED = 10211, "swap_refused", 0, "a node was asked to swap an allocation that runs no process of that task there (gone, still starting, or a reservation)";
     SWAP_VERIFY_FAILED = 10212, "swap_verify_failed", 0, "a swap's model version could not be fetched or verified in the node's cache; the old process was left serving";
     SWAP_START_FAILED = 10213, "swap_start_failed", 0, "after a swap stopped the old process, the new one could not be started; the workload is reported exited";
+    IMAGE_NOT_FOUND = 10220, "image_not_found", 0, "the registry answered that the task's image (or its tag) does not exist; failed at once, not retried";
+    IMAGE_UNAUTHORIZED = 10221, "image_unauthorized", 0, "the registry refused to serve the task's image without valid credentials; failed at once, not retried; set the tenant's registry credentials";
+    REGISTRY_UNREACHABLE = 10222, "registry_unreachable", 0, "the image's registry could not be reached (connection refused, unknown host, timeouts) or answered with server errors on every try, with backoff, until the prepare timeout";
+    IMAGE_DISK_FULL = 10223, "image_disk_full", 0, "the node's disk filled up while pulling the task's image";
+    PULL_TIMED_OUT = 10224, "pull_timed_out", 0, "pulling the task's image did not finish within its prepare timeout; the reason says how far it got (layers and bytes done)";
+    PULL_FAILED = 10225, "pull_failed", 0, "pulling the task's image failed for another reason podman gave (a malformed reference, a broken manifest, podman missing); the reason quotes it";
     PLACEMENT_UNKNOWN_NODE = 10301, "placement_unknown_node", 0, "a placement names a node the pool does not know";
     PLACEMENT_UNKNOWN_GPU = 10302, "placement_unknown_gpu", 0, "a placement names a GPU index its node does not have";
     PLACEMENT_NO_ROOM = 10303, "placement_no_room", 0, "the node no longer has room for the demand (a stale decision)";
