@@ -72,6 +72,7 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
         refusals: Default::default(),
         fleet: Default::default(),
         origin_budget: Default::default(),
+        images: Default::default(),
         webhook_subscribing: Default::default(),
     });
     restore_tenants(&store, &sh)?;

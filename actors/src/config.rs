@@ -146,6 +146,10 @@ pub struct ServerConfig {
     /// How many origin reads may run at once across all versions: the
     /// shared storage's budget. Default 4.
     pub max_origin_pulls: u32,
+    /// How many nodes may pull one image at once; the starts (and
+    /// pre-pulls) of the others wait in Preparing until one of those pulls
+    /// ends. Default 2.
+    pub max_image_pulls: u32,
     /// Nodes fetch from peers that hold a verified copy. False: only ever
     /// from the origin (still within the two budgets above). Default true.
     pub peer_warmup: bool,
@@ -253,6 +257,7 @@ impl Default for ServerConfig {
             accept_unschedulable: false,
             max_origin_pulls_per_version: 1,
             max_origin_pulls: 4,
+            max_image_pulls: 2,
             peer_warmup: true,
             peer_stream_partial: true,
             warming_timeout_ms: 600_000,
@@ -316,6 +321,9 @@ impl ServerConfig {
         }
         if self.max_origin_pulls == 0 {
             return err("max-origin-pulls", "must be greater than 0");
+        }
+        if self.max_image_pulls == 0 {
+            return err("max-image-pulls", "must be greater than 0");
         }
         if self.warming_timeout_ms == 0 {
             return err("warming-timeout-ms", "must be greater than 0");

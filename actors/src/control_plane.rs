@@ -7,6 +7,7 @@ mod dry_run;
 pub mod earlier_runs;
 mod endpoints;
 pub mod estimates;
+pub mod images;
 mod model_from_task;
 mod models;
 mod node_cache;
@@ -262,7 +263,9 @@ impl ControlPlane {
         for ((name, _), snap) in nodes.iter().zip(snapshots) {
             let (rec, connected, metrics) = snap?;
             let alloc = allocated.get(name).cloned().unwrap_or_default();
-            out.push(NodeView::build(&rec, connected, &metrics, &alloc));
+            let mut view = NodeView::build(&rec, connected, &metrics, &alloc);
+            view.images = self.sh.images.report(name);
+            out.push(view);
         }
         Ok(out)
     }
@@ -284,6 +287,7 @@ impl ControlPlane {
         }
         let mut view = NodeView::build(&rec, connected, &metrics, &alloc);
         view.cache = self.sh.fleet.get(name).map(|c| c.report);
+        view.images = self.sh.images.report(name);
         Ok(Some(view))
     }
 

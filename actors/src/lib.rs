@@ -21,6 +21,7 @@ pub mod durability;
 pub mod errors;
 #[cfg(test)]
 mod fixtures;
+pub mod images;
 pub mod lifecycle;
 pub mod metrics;
 pub mod migrate;

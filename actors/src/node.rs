@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 mod drain;
 mod exits;
+mod images;
 mod lease;
 mod rotate;
 mod trust;
@@ -70,6 +71,9 @@ pub struct NodeActor {
     /// When the last LeaseRenewed was sent (or, conservatively, when this
     /// actor was created or welcomed the agent): see `lease.rs`.
     lease_renewed: Instant,
+    /// Starts and pre-pulls held back for a pull slot, by allocation id (or
+    /// pre-pull key): see `images.rs`.
+    withheld: HashMap<String, images::Withheld>,
     sup: Supervision<NodeActor>,
 }
 
@@ -90,6 +94,7 @@ impl NodeActor {
             held: Held::default(),
             data_dir: String::new(),
             address: "127.0.0.1".into(),
+            withheld: HashMap::new(),
             sup: Supervision::default(),
         }
     }
@@ -160,6 +165,7 @@ impl NodeActor {
         }
         self.sh.metrics().node_lost(&self.rec.name);
         self.session = None;
+        self.pulls_gone();
         self.sh.scheduler.do_send(NodeDown {
             name: self.rec.name.clone(),
         });
@@ -310,7 +316,10 @@ impl Actor for NodeActor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.sup.started(ctx);
         let every = Duration::from_millis((self.sh.config.heartbeat_interval_ms / 2).max(50));
-        ctx.run_interval(every, |act, ctx| act.check_liveness(ctx));
+        ctx.run_interval(every, |act, ctx| {
+            act.check_liveness(ctx);
+            act.expire_pulls();
+        });
         self.retell_loss_at_boot(ctx);
     }
 }
@@ -357,6 +366,8 @@ impl Handler<AgentHello> for NodeActor {
             self.address = host.clone();
         }
         self.cache_seen(&m.hello.cache, m.hello.peer_url.clone(), true);
+        self.pulls_gone();
+        self.images_seen(&m.hello.images);
         let sh = self.sh.clone();
         let name = self.rec.name.clone();
         ctx.wait(
@@ -419,6 +430,9 @@ impl Handler<AgentMessage> for NodeActor {
                 if let Some(c) = &hb.cache {
                     self.cache_seen(c, None, false);
                 }
+                if let Some(i) = &hb.images {
+                    self.images_seen(i);
+                }
                 let usage = self.take_reports(&hb.workloads).into_iter().collect();
                 self.sh.scheduler.do_send(NodeMetricsUpdate {
                     name: self.rec.name.clone(),
@@ -426,8 +440,12 @@ impl Handler<AgentMessage> for NodeActor {
                     usage,
                 });
             }
-            NodeMessage::Event(ev) => self.on_event(ev),
+            NodeMessage::Event(ev) => {
+                self.pull_event(&ev);
+                self.on_event(ev)
+            }
             NodeMessage::Warmup(w) => self.on_warmup(w),
+            NodeMessage::Prepulled(r) => self.on_prepulled(r),
             NodeMessage::Logs {
                 request_id,
                 content,
@@ -463,6 +481,7 @@ impl Handler<AgentGone> for NodeActor {
     fn handle(&mut self, m: AgentGone, _: &mut Context<Self>) {
         if self.session.as_ref().map(|s| s.id) == Some(m.session_id) {
             self.session = None;
+            self.pulls_gone();
             // No placements here until the agent says hello again: a task
             // granted room here now could not be started, and would be
             // requeued and granted again while the node stays "healthy".
@@ -485,6 +504,9 @@ impl Handler<Dispatch> for NodeActor {
         }
         m.0.epoch = self.rec.epoch;
         self.held.insert(&m.0.allocation_id, &m.0.task_id);
+        if self.session.is_some() && self.start_waits_for_pull(&m.0) {
+            return Ok(self.rec.epoch);
+        }
         if self.send(ServerMessage::Start(m.0)) {
             Ok(self.rec.epoch)
         } else {
@@ -516,6 +538,9 @@ impl Handler<SendWeights> for NodeActor {
 impl Handler<StopWorkload> for NodeActor {
     type Result = bool;
     fn handle(&mut self, m: StopWorkload, _: &mut Context<Self>) -> bool {
+        // A start held back for a pull slot never goes out, and a pull
+        // being stopped gives its slot to the next node.
+        self.pull_ended(&m.allocation_id);
         self.send(ServerMessage::Stop(StopCommand {
             allocation_id: m.allocation_id,
             epoch: self.rec.epoch,

@@ -28,6 +28,9 @@ pub struct Shared {
     pub fleet: Arc<crate::model::fleet::Fleet>,
     /// Origin reads under way across all model versions (`max-origin-pulls`).
     pub origin_budget: Arc<crate::model::budget::OriginBudget>,
+    /// Every node's images as last reported, and the image pulls under way
+    /// (`max-image-pulls`); the NodeActors write it.
+    pub images: Arc<crate::images::Images>,
     /// Held from counting a tenant's webhook subscriptions to committing a
     /// new one, so parallel requests cannot pass `webhook-max-per-tenant`
     /// together.

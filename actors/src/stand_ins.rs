@@ -70,6 +70,9 @@ impl SchedulerPort for Heard {
     fn node_weights(&self, m: NodeWeightsUpdate) {
         self.note(format!("node_weights {} {:?}", m.name, m.weights.cached))
     }
+    fn node_images(&self, m: NodeImagesUpdate) {
+        self.note(format!("node_images {} {:?}", m.name, m.images.held.keys()))
+    }
     fn model_weights(&self, m: ModelWeightsKnown) {
         self.note(format!("model_weights {}", m.need.model))
     }
@@ -145,6 +148,7 @@ pub fn shared(store: Store, heard: &Heard) -> Arc<Shared> {
         refusals: Default::default(),
         fleet: Default::default(),
         origin_budget: Default::default(),
+        images: Default::default(),
         webhook_subscribing: Default::default(),
     })
 }

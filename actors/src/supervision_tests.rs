@@ -154,6 +154,7 @@ pub(crate) fn hello(name: &str, workloads: Vec<caldera_spec::wire::WorkloadRepor
         cache: Default::default(),
         peer_url: None,
         advertise_host: None,
+        images: Default::default(),
     }
 }
 

@@ -192,6 +192,10 @@ pub struct NodeView {
     /// The node's weight cache as last reported (`GET /v1/nodes/{name}` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<caldera_spec::weights::CacheReport>,
+    /// The images the node holds as last reported (the operator's views
+    /// only: an image's name can tell one tenant's work to another).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub images: Option<caldera_spec::images::ImageReport>,
 }
 
 impl NodeView {
@@ -259,6 +263,7 @@ impl NodeView {
             last_seen: rfc3339(rec.last_seen_ms),
             allocations: alloc.count,
             cache: None,
+            images: None,
         }
     }
 }

@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use tokio::time::{interval_at, Interval, MissedTickBehavior};
 
 mod drain;
+mod images;
 mod weights;
 
 /// How often checkpoint dirs are looked at.
@@ -54,6 +55,7 @@ struct Agent {
     /// This name's node secret (None until the first welcome issues it).
     secret: Option<String>,
     weights: weights::Weights,
+    images: crate::container::images::ImageCache,
 }
 
 /// How the agent was asked to stop.
@@ -128,6 +130,8 @@ pub async fn run_until_stop(
     runtime.adopt_shims();
     let (cache_tx, mut cache_notes) = unbounded_channel();
     let weights = weights::Weights::open(&config, cache_tx)?;
+    let (prepulled_tx, mut prepulled) = unbounded_channel();
+    let images = images::open(&config, prepulled_tx);
 
     let (events_tx, mut events) = unbounded_channel();
     let (stop_session, session_stopped) = watch::channel(false);
@@ -147,6 +151,7 @@ pub async fn run_until_stop(
         new_heartbeat: None,
         secret,
         weights,
+        images,
     };
     tokio::pin!(shutdown);
     let how = loop {
@@ -155,6 +160,7 @@ pub async fn run_until_stop(
             Some(event) = events.recv() => agent.on_session(event),
             Some(note) = notes.recv() => agent.on_note(note),
             Some(note) = cache_notes.recv() => agent.on_cache_note(note),
+            Some(p) = prepulled.recv() => agent.on_prepulled(p),
             _ = checkpoints.tick() => agent.on_poll_tick(),
             _ = heartbeat.tick() => agent.heartbeat(),
         }
@@ -286,6 +292,7 @@ impl Agent {
             cache: self.cache_report(),
             peer_url: self.weights.peer_url(),
             advertise_host: self.config.advertise_host.clone(),
+            images: self.hello_images(),
         };
         let hello_sent_ms = boottime_ms();
         let _ = outbound.send(NodeMessage::Hello(hello));
@@ -327,8 +334,10 @@ impl Agent {
                     self.flush();
                 }
             }
+            ServerMessage::Prepull(cmd) => self.prepull(cmd),
             ServerMessage::Start(cmd) => {
                 if self.current_epoch(cmd.epoch, "start", &cmd.allocation_id) {
+                    self.image_used(&cmd);
                     self.start(&cmd);
                     self.flush();
                 }
@@ -490,12 +499,14 @@ impl Agent {
         };
         let seq = conn.lease.next_heartbeat(boottime_ms());
         let cache = Some(self.cache_report());
+        let images = self.changed_images();
         self.send(NodeMessage::Heartbeat(Heartbeat {
             epoch,
             seq,
             metrics,
             workloads: self.runtime.reports(),
             cache,
+            images,
         }));
         self.runtime.purge_reported();
     }

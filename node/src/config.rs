@@ -65,6 +65,13 @@ pub struct AgentConfig {
     /// (`--advertise-host`). Default: the address the control plane sees
     /// the agent's connection come from.
     pub advertise_host: Option<String>,
+    /// Bytes the images the agent pulled may take in the container store,
+    /// GB (GiB; fractions allowed), `--image-cache-gb`: past it the least
+    /// recently used ones not in use are removed. 0: no cap. Default 100.
+    pub image_cache_gb: f64,
+    /// How often the agent reads its image store for its reports
+    /// (`--image-refresh-ms`). Default 10000.
+    pub image_refresh_ms: u64,
 }
 
 impl Default for AgentConfig {
@@ -92,6 +99,8 @@ impl Default for AgentConfig {
             origin_ca: None,
             replica_ports: crate::runtime::ports::DEFAULT_RANGE,
             advertise_host: None,
+            image_cache_gb: 100.0,
+            image_refresh_ms: 10_000,
         }
     }
 }
@@ -179,6 +188,18 @@ impl AgentConfig {
     }
 
     fn validate_cache(&self) -> Result<(), AgentError> {
+        if !self.image_cache_gb.is_finite() || self.image_cache_gb < 0.0 {
+            return Err(AgentError::Config(format!(
+                "image-cache-gb {} must be a number >= 0 (0: no cap)",
+                self.image_cache_gb
+            )));
+        }
+        if self.image_refresh_ms < 100 {
+            return Err(AgentError::Config(format!(
+                "image-refresh-ms {} must be at least 100",
+                self.image_refresh_ms
+            )));
+        }
         if !self.cache_gb.is_finite() || self.cache_gb < 0.0 {
             return Err(AgentError::Config(format!(
                 "cache-gb {} must be a number >= 0 (0: no weight cache)",
@@ -214,6 +235,11 @@ impl AgentConfig {
     /// back as 50G in `caldera nodes`.
     pub fn cache_capacity_bytes(&self) -> u64 {
         (self.cache_gb * (1u64 << 30) as f64) as u64
+    }
+
+    /// `--image-cache-gb` in bytes (0: no cap).
+    pub fn image_cap_bytes(&self) -> u64 {
+        (self.image_cache_gb * (1u64 << 30) as f64) as u64
     }
 
     /// The parsed `--simulate-gpus` groups (empty when not given).
@@ -342,6 +368,20 @@ mod tests {
                     ..valid()
                 },
                 "peer-max-mbps",
+            ),
+            (
+                AgentConfig {
+                    image_cache_gb: f64::NAN,
+                    ..valid()
+                },
+                "image-cache-gb",
+            ),
+            (
+                AgentConfig {
+                    image_refresh_ms: 5,
+                    ..valid()
+                },
+                "image-refresh-ms",
             ),
         ];
         for (config, needle) in cases {

@@ -10,6 +10,7 @@ pub mod agent;
 pub mod cache;
 pub mod cgroup;
 pub mod config;
+pub mod container;
 pub mod data_dir;
 pub mod device_program;
 pub mod error;

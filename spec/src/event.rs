@@ -54,6 +54,9 @@ pub enum EventKind {
     /// A service's hot swap: started, a replica swapped (or rolled back),
     /// done, rolled back (with the replica and the reason).
     ModelSwap,
+    /// An image's pulls: a start waiting for a pull slot (`max-image-pulls`
+    /// nodes pull one image at once), a pre-pull sent, done or failed.
+    ImagePull,
 }
 
 /// One entry of the event log. `seq` is assigned by storage, strictly increasing.

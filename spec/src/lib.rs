@@ -17,6 +17,7 @@ pub mod error;
 pub mod event;
 pub mod gpu_model;
 pub mod image_ref;
+pub mod images;
 mod json;
 pub mod model;
 pub mod model_record;

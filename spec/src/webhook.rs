@@ -106,7 +106,8 @@ pub fn webhook_type(e: &Event) -> Option<&'static str> {
         | EventKind::StorageDegraded
         | EventKind::StorageRecovered
         | EventKind::ModelWarmup
-        | EventKind::WarmingProgress => return None,
+        | EventKind::WarmingProgress
+        | EventKind::ImagePull => return None,
     })
 }
 

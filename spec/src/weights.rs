@@ -421,6 +421,7 @@ mod tests {
             metrics: Default::default(),
             workloads: vec![],
             cache: None,
+            images: None,
         };
         let mut v = serde_json::to_value(&h).unwrap();
         assert!(v.get("cache").is_none(), "{v}");

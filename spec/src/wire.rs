@@ -82,6 +82,8 @@ pub enum NodeMessage {
     },
     /// What happened to one version's copy in the node's weight cache.
     Warmup(WarmupReport),
+    /// How a pre-pull ([`ServerMessage::Prepull`]) ended.
+    Prepulled(crate::images::PrepullReport),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -110,6 +112,10 @@ pub struct Hello {
     /// None: the host the control plane saw the connection come from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advertise_host: Option<String>,
+    /// The images the node holds (empty from agents without a container
+    /// runtime, or older ones).
+    #[serde(default)]
+    pub images: crate::images::ImageReport,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -124,6 +130,10 @@ pub struct Heartbeat {
     /// The weight cache now (protocol 4; None from older agents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheReport>,
+    /// The images the node holds, as last read (the agent reads its store
+    /// every few seconds, not at every heartbeat); None: as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<crate::images::ImageReport>,
 }
 
 /// A workload as the agent sees it.
@@ -323,6 +333,8 @@ pub enum ServerMessage {
         epoch: u64,
         secret: String,
     },
+    /// Pull an image onto the node ahead of use (the operator's pre-pull).
+    Prepull(crate::images::PrepullCommand),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

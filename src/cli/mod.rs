@@ -10,9 +10,11 @@ pub mod logging;
 pub mod login;
 pub mod models;
 pub mod node;
+pub mod node_images;
 pub mod node_ops;
 pub mod nodes;
 pub mod own_tenant;
+pub mod prepull;
 pub mod server;
 pub mod server_config;
 pub mod sim;
@@ -136,6 +138,9 @@ pub enum Command {
     Login(login::LoginArgs),
     /// Model versions: register, list, show, prewarm, pin, deprecate.
     Model(models::ModelArgs),
+    /// Pull an image onto nodes before a rollout: named nodes, or N
+    /// connected nodes with a container runtime that lack it (operator token).
+    Prepull(prepull::PrepullArgs),
     /// Signed webhooks: create (the secret is printed once), list, deliveries, delete.
     Webhook(webhooks::WebhookArgs),
 }
@@ -173,6 +178,7 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Cost(args) => cost::run(args),
         Command::Login(args) => login::run(args),
         Command::Model(args) => models::model(args),
+        Command::Prepull(args) => prepull::run(args),
         Command::Webhook(args) => webhooks::webhook(args),
     }
 }

@@ -100,6 +100,25 @@ pub struct NodeArgs {
     /// [default: the address it sees this agent connect from].
     #[arg(long, value_name = "HOST", env = "CALDERA_ADVERTISE_HOST")]
     pub advertise_host: Option<String>,
+    /// Room the images this agent pulled may take in the container store,
+    /// GB (fractions allowed): past it the least recently used ones that no
+    /// container uses are removed; 0: no cap. Images put there by others
+    /// are neither counted nor removed.
+    #[arg(
+        long,
+        value_name = "GB",
+        env = "CALDERA_IMAGE_CACHE_GB",
+        default_value_t = 100.0
+    )]
+    pub image_cache_gb: f64,
+    /// How often the agent reads its image store for its reports, ms.
+    #[arg(
+        long,
+        value_name = "MS",
+        env = "CALDERA_IMAGE_REFRESH_MS",
+        default_value_t = 10_000
+    )]
+    pub image_refresh_ms: u64,
 }
 
 impl NodeArgs {
@@ -143,6 +162,8 @@ impl NodeArgs {
             replica_ports: caldera_node::runtime::ports::parse_range(&self.replica_ports)
                 .map_err(CliError::Usage)?,
             advertise_host: self.advertise_host,
+            image_cache_gb: self.image_cache_gb,
+            image_refresh_ms: self.image_refresh_ms,
         };
         config.validate().map_err(agent_error)?;
         Ok(config)

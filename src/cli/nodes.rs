@@ -54,7 +54,7 @@ pub fn util(args: UtilArgs) -> Result<(), CliError> {
 /// The `nodes` table.
 pub fn render_node_list(data: &Value) -> String {
     let mut table = Table::new(&[
-        "NAME", "STATE", "GPUS", "GPU MEM", "CPU", "MEM", "DISK", "EPOCH",
+        "NAME", "STATE", "GPUS", "GPU MEM", "CPU", "MEM", "DISK", "EPOCH", "IMAGES",
     ]);
     for node in items(data, "nodes") {
         table.row(vec![
@@ -66,6 +66,7 @@ pub fn render_node_list(data: &Value) -> String {
             fields::free_of_mb(node, "memory_free_mb", "memory_total_mb"),
             fields::free_of_mb(node, "disk_free_mb", "disk_offered_mb"),
             text(node, "epoch"),
+            super::node_images::summary(node),
         ]);
     }
     table.render()
@@ -167,6 +168,7 @@ pub fn render_node(node: &Value) -> String {
         ]);
     }
     out.push_str(&indent(&gpus.render()));
+    out.push_str(&super::node_images::detail(node));
     // The node view counts its allocations (`"allocations": 1`); a list of
     // them is shown one per line. Reading a count as an empty list printed
     // `none` for a node holding one.

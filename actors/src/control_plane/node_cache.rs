@@ -21,6 +21,9 @@ impl ControlPlane {
         let Some(mut view) = self.node(name).await? else {
             return Ok(None);
         };
+        if tenant.is_some() {
+            view.images = None;
+        }
         let (Some(tenant), Some(report)) = (tenant, view.cache.as_mut()) else {
             return Ok(Some(view));
         };

@@ -118,6 +118,24 @@ pub struct ResendExit {
 #[rtype(result = "bool")]
 pub struct SendWeights(pub ServerMessage);
 
+/// A pull slot freed for `key` (an allocation id, or a pre-pull's key) held
+/// back on this node: send what waited for it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PullSlotFree {
+    pub key: String,
+}
+
+/// The operator's pre-pull of `image` onto this node. Answers
+/// `Ok(true)` sent now, `Ok(false)` waiting for a pull slot, `Err` when the
+/// node has no live session.
+#[derive(Message)]
+#[rtype(result = "std::result::Result<bool, String>")]
+pub struct SendPrepull {
+    pub image: String,
+    pub timeout_ms: u64,
+}
+
 /// The scheduler was rebuilt: a connected node announces its room again.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -133,6 +151,7 @@ handle! {
             agent_gone: AgentGone,
             reannounce: Reannounce,
             resend_exit: ResendExit,
+            pull_slot_free: PullSlotFree,
             send_weights_unanswered: SendWeights,
             // A task asks for a stop without waiting for the answer.
             stop_unanswered: StopWorkload,
@@ -144,6 +163,7 @@ handle! {
             stop_workload: StopWorkload,
             fetch_logs: FetchLogs,
             snapshot: NodeSnapshot,
+            prepull: SendPrepull,
             revoke: Revoke,
             rotate_secret: RotateSecret,
             cordon: CordonNode,

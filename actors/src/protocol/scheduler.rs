@@ -109,6 +109,14 @@ pub struct NodeWeightsUpdate {
     pub weights: caldera_scheduling::placement::NodeWeights,
 }
 
+/// The images a node holds as placement sees them (from its last image report).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct NodeImagesUpdate {
+    pub name: String,
+    pub images: caldera_scheduling::placement::NodeImages,
+}
+
 /// A model version's weights, for the demand of tasks that name it.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -211,6 +219,7 @@ handle! {
             node_cordoned: NodeCordoned,
             node_metrics: NodeMetricsUpdate,
             node_weights: NodeWeightsUpdate,
+            node_images: NodeImagesUpdate,
             model_weights: ModelWeightsKnown,
             checkpointed: Checkpointed,
             served_model: ServedModel,

@@ -572,6 +572,13 @@ impl Handler<NodeWeightsUpdate> for Scheduler {
     }
 }
 
+impl Handler<crate::protocol::scheduler::NodeImagesUpdate> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, m: crate::protocol::scheduler::NodeImagesUpdate, _: &mut Context<Self>) {
+        self.core.set_node_images(&m.name, m.images);
+    }
+}
+
 impl Handler<ModelWeightsKnown> for Scheduler {
     type Result = ();
     fn handle(&mut self, m: ModelWeightsKnown, _: &mut Context<Self>) {

@@ -26,6 +26,7 @@ pub mod events;
 pub mod failpoints;
 pub mod health;
 pub mod history;
+pub mod images;
 pub mod model_retire;
 pub mod models;
 pub mod nodes;
@@ -105,6 +106,7 @@ fn table() -> Vec<Endpoint> {
         at::<nodes::__path_cordon>(web::to(nodes::cordon)),
         at::<nodes::__path_drain>(web::to(nodes::drain)),
         at::<nodes::__path_uncordon>(web::to(nodes::uncordon)),
+        at::<images::__path_prepull>(web::to(images::prepull)),
         at::<utilization::__path_get>(web::to(utilization::get)),
         at::<tenants::__path_list>(web::to(tenants::list)),
         at::<tenants::__path_create>(web::to(tenants::create)),
@@ -193,6 +195,7 @@ fn table() -> Vec<Endpoint> {
     nodes::cordon,
     nodes::drain,
     nodes::uncordon,
+    images::prepull,
     utilization::get,
     tenants::list,
     tenants::create,

@@ -31,7 +31,8 @@ pub use pool::Pool;
 pub use rejections::Rejections;
 pub use spread::{HeldReplicas, ReplicaSpread, Spread};
 pub use types::{
-    Demand, GpuDemand, GpuSlot, GpuUnit, NodeId, NodeView, NodeWeights, Placement, WeightsNeed,
+    Demand, GpuDemand, GpuSlot, GpuUnit, ImageNeed, NodeId, NodeImages, NodeView, NodeWeights,
+    Placement, WeightsNeed,
 };
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use super::rejections::Rejections;
 use super::rng::SplitMix64;
 use super::score::weights::Holding;
 use super::score::{self, ClassFrag, Norm, ScoreCtx, Scored};
-use super::types::{Demand, NodeId, Placement, WeightsNeed};
+use super::types::{Demand, ImageNeed, NodeId, Placement, WeightsNeed};
 
 /// Pools with at most this many distinct node states are searched exhaustively.
 pub const DEFAULT_SEARCH_LIMIT: usize = 2048;
@@ -89,18 +89,28 @@ impl Placer {
     }
 
     /// What to say about a placement beyond its node: `weights cached` or
-    /// `weights warming` when the cache term counted for the chosen node.
+    /// `weights warming` when the cache term counted for the chosen node,
+    /// else `image present` when the node held the task's image.
     pub fn explain(
         &self,
         pool: &Pool,
         demand: &Demand,
         placement: &Placement,
     ) -> Option<&'static str> {
-        let need = demand.weights.as_ref()?;
         if self.cache_bound <= 0.0 {
             return None;
         }
-        Holding::of(&pool.node(placement.node)?.weights, need).note()
+        let view = pool.node(placement.node)?;
+        let weights = demand
+            .weights
+            .as_ref()
+            .and_then(|need| Holding::of(&view.weights, need).note());
+        let image = demand
+            .image
+            .as_ref()
+            .filter(|need| score::locality::holds_image(&view.images, need))
+            .map(|_| "image present");
+        weights.or(image)
     }
 
     /// The seeded draws so far: a preview (a dry run) saves them and
@@ -139,12 +149,17 @@ impl Placer {
         // part of a class's state); the cache filter and term then look at
         // each member node.
         let stripped;
-        let (demand, need) = match &demand.weights {
-            None => (demand, None),
-            Some(need) => {
+        let (demand, need) = match (&demand.weights, &demand.image) {
+            (None, None) => (demand, None),
+            (weights, image) => {
                 stripped = Demand {
                     weights: None,
+                    image: None,
                     ..demand.clone()
+                };
+                let need = NodeNeeds {
+                    weights: weights.as_ref(),
+                    image: image.as_ref(),
                 };
                 (&stripped, Some(need))
             }
@@ -184,7 +199,7 @@ impl Placer {
         pool: &Pool,
         demand: &Demand,
         did: u32,
-        need: Option<&WeightsNeed>,
+        need: Option<NodeNeeds<'_>>,
         rejections: &mut Rejections,
     ) -> Option<Choice> {
         let (max_cpu, max_gpu) = pool.max_sizes();
@@ -218,7 +233,7 @@ impl Placer {
                 continue;
             };
             if let Some(need) = need {
-                self.select_members(pool, class, score, need, &mut pick, rejections);
+                self.select_members(pool, class, score, &need, &mut pick, rejections);
                 scored += 1;
                 if bounded && scored >= self.bounded_scores {
                     break;
@@ -252,15 +267,16 @@ impl Placer {
         best.map(|(_, slot)| Choice { slot, node: None })
     }
 
-    /// The member nodes of a feasible `class` whose cache can take `need`,
-    /// each scored `class_score` plus its cache term, into `pick` (ties
-    /// broken uniformly over nodes, like classes).
+    /// The member nodes of a feasible `class` whose cache can take the
+    /// weights `need` names, each scored `class_score` plus its locality
+    /// term (weights and image), into `pick` (ties broken uniformly over
+    /// nodes, like classes).
     fn select_members(
         &mut self,
         pool: &Pool,
         class: &Class,
         class_score: f64,
-        need: &WeightsNeed,
+        need: &NodeNeeds<'_>,
         pick: &mut NodePick,
         rejections: &mut Rejections,
     ) {
@@ -268,16 +284,24 @@ impl Placer {
             let Some(view) = pool.node(node) else {
                 continue;
             };
-            if let Err(reason) = filter::weights::check(&view.weights, need) {
-                if reason == super::rejections::WEIGHTS_ROOM {
-                    rejections.add_weights_room(&view.weights);
-                } else {
-                    rejections.add(reason, 1);
+            if let Some(weights) = need.weights {
+                if let Err(reason) = filter::weights::check(&view.weights, weights) {
+                    if reason == super::rejections::WEIGHTS_ROOM {
+                        rejections.add_weights_room(&view.weights);
+                    } else {
+                        rejections.add(reason, 1);
+                    }
+                    continue;
                 }
-                continue;
             }
-            let holding = Holding::of(&view.weights, need);
-            let score = class_score + score::weights::bonus(holding, self.cache_bound);
+            let weights = need
+                .weights
+                .map(|w| (Holding::of(&view.weights, w), w.size_bytes));
+            let image = need.image.map(|i| {
+                let there = score::locality::holds_image(&view.images, i);
+                (there, i.size_bytes)
+            });
+            let score = class_score + score::locality::bonus(weights, image, self.cache_bound);
             match pick.best {
                 Some((b, _, _)) if score < b => {}
                 Some((b, _, _)) if score == b => {
@@ -502,4 +526,12 @@ fn build_table(
             false,
         ),
     }
+}
+
+/// What a demand needs on its node beyond room, looked at per member node:
+/// its weights (filtered and scored) and its image (scored).
+#[derive(Debug, Clone, Copy)]
+struct NodeNeeds<'a> {
+    weights: Option<&'a WeightsNeed>,
+    image: Option<&'a ImageNeed>,
 }

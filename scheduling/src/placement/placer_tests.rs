@@ -31,6 +31,7 @@ fn node(name: &str, gpus: Vec<GpuSlot>) -> NodeView {
         exclusive_held: false,
         allocations: 0,
         weights: Default::default(),
+        images: Default::default(),
         container_runtime: false,
     }
 }

@@ -91,6 +91,8 @@ pub struct NodeView {
     pub allocations: u32,
     /// What the node's weight cache holds (from its last report).
     pub weights: NodeWeights,
+    /// The images the node holds (from its last image report).
+    pub images: NodeImages,
     /// The node's container runtime is up (its inventory says so): tasks
     /// that run in a container may go there.
     pub container_runtime: bool,
@@ -112,6 +114,24 @@ pub struct NodeWeights {
     pub cached: BTreeSet<String>,
     /// Copies being fetched, named as `cached` names them.
     pub warming: BTreeSet<String>,
+}
+
+/// The images a node holds as placement sees them: each name (canonical,
+/// `registry/repo:tag`) and each `repo@digest` it answers to, with the
+/// image's bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeImages {
+    pub held: BTreeMap<String, u64>,
+}
+
+/// The image a demand runs in, named as [`NodeImages::held`] names images,
+/// with its size as the nodes that hold it report it (a demand only carries
+/// one when that size is known: an image no node holds earns no node a
+/// preference).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ImageNeed {
+    pub image: String,
+    pub size_bytes: u64,
 }
 
 /// The model weights a demand needs on its node.
@@ -230,6 +250,8 @@ pub struct Demand {
     pub exclusive: bool,
     /// The model weights the task serves, if any (cache-aware placement).
     pub weights: Option<WeightsNeed>,
+    /// The image the task runs in, if some node holds it (image locality).
+    pub image: Option<ImageNeed>,
     /// The task runs in a container: only nodes with a container runtime up.
     pub needs_container: bool,
 }
@@ -245,6 +267,7 @@ impl Default for Demand {
             labels: BTreeMap::new(),
             exclusive: false,
             weights: None,
+            image: None,
             needs_container: false,
         }
     }

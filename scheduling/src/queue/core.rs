@@ -175,6 +175,9 @@ pub struct Core {
     /// control plane, possibly before the node is up; each refresh of the
     /// node's pool view carries it).
     pub(in crate::queue) node_weights: HashMap<String, NodeWeights>,
+    /// Each node's images, as its last image report says (kept like
+    /// `node_weights`).
+    pub(in crate::queue) node_images: HashMap<String, crate::placement::NodeImages>,
     /// What the passes decided since the caller last took the tally.
     outcomes: super::outcomes::Outcomes,
     pub config: CoreConfig,
@@ -218,6 +221,7 @@ impl Core {
             now_ms: 0,
             model_weights: HashMap::new(),
             node_weights: HashMap::new(),
+            node_images: HashMap::new(),
             outcomes: Default::default(),
             config,
         }
@@ -260,6 +264,7 @@ impl Core {
     pub fn demand_for(&self, spec: &TaskSpec) -> Demand {
         Demand {
             weights: self.weights_for(spec),
+            image: self.image_for(spec),
             ..demand::demand_for(spec, self.models.iter().map(String::as_str))
         }
     }
@@ -272,6 +277,7 @@ impl Core {
             view.cordoned = self.cordoned.contains(name);
             // The ledger knows nothing of caches: the last report does.
             view.weights = self.node_weights.get(name).cloned().unwrap_or_default();
+            view.images = self.node_images(name);
             self.pool.upsert_node(view);
         }
     }

@@ -42,6 +42,8 @@ pub fn demand_for<'a>(
         exclusive: r.exclusive,
         // The control plane fills this in from the model registry.
         weights: None,
+        // And this, from the nodes' image reports.
+        image: None,
         needs_container: spec.runtime_kind() == RuntimeKind::Container,
     }
 }

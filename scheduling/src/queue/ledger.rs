@@ -193,6 +193,8 @@ pub fn node_view<'a>(
         allocations: t.count as u32,
         // The control plane fills this in from the node's cache report.
         weights: Default::default(),
+        // And this, from the node's image report.
+        images: Default::default(),
         container_runtime: caldera_spec::container::container_up(&inv.runtimes),
     }
 }

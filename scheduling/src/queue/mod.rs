@@ -12,6 +12,7 @@ pub mod estimate;
 pub mod estimate_accuracy;
 #[cfg(test)]
 mod fixtures;
+mod images;
 pub mod ledger;
 pub mod offers;
 pub mod outcomes;

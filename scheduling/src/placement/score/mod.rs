@@ -8,6 +8,7 @@ pub mod dotprod;
 pub mod fgd;
 pub mod gpuclustering;
 pub mod gpupacking;
+pub mod locality;
 pub mod random;
 pub mod weights;
 
