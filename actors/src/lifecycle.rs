@@ -526,6 +526,11 @@ fn exited(rec: &TaskRecord, stopping: Option<&Stopping>, st: &ExitStatus) -> Out
             s.extend(requeue_planned(rec, &format!("node {node} drained")));
             return steps(s);
         }
+/// Why a task failed whose workload the kernel killed at its memory limit
+/// (the agent tells it from a plain SIGKILL by the workload's memory cgroup).
+pub const OOM_KILLED_REASON: &str =
+    "oom_killed: the kernel killed it for using more memory than its limit (memory.size_gb)";
+
         None if st.stopped => {
             // Stopped on purpose without the control plane asking: its agent
             // shut down. A planned stop, not the workload's failure.
@@ -561,6 +566,7 @@ fn release(rec: &TaskRecord, by: &str, node_connected: bool) -> Outcome {
     let state = rec.state;
     if waiting(state) {
         return steps(vec![
+        _ if st.oom_killed => (TaskState::Failed, OOM_KILLED_REASON.to_string()),
             Step::Dequeue,
             enter(
                 TaskState::Cancelled,

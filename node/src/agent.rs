@@ -109,6 +109,7 @@ pub async fn run_until_stop(
         );
     }
     let probe = Probe::new(&config)?;
+    let detected = crate::container::engine::detect(config.container_runtime);
     let (mut runtime, mut notes) = Runtime::new(
         config.data_dir.clone(),
         isolation,
@@ -127,7 +128,12 @@ pub async fn run_until_stop(
         "node agent starting; data in {}",
         config.data_dir.display()
     );
+    runtime.set_containers(container_host(&config, detected.engine), detected.reported);
     runtime.adopt_shims();
+    let orphans = runtime.remove_orphaned_containers();
+    if orphans > 0 {
+        tracing::warn!("removed {orphans} container(s) of allocations this node no longer holds");
+    }
     let (cache_tx, mut cache_notes) = unbounded_channel();
     let weights = weights::Weights::open(&config, cache_tx)?;
     let (prepulled_tx, mut prepulled) = unbounded_channel();
@@ -199,6 +205,20 @@ pub async fn run_until_stop(
     let _ = tokio::time::timeout(Duration::from_secs(2), session).await;
     agent.weights.close().await;
     Ok(())
+}
+
+/// How this agent runs containers, if its engine answered.
+fn container_host(
+    config: &AgentConfig,
+    engine: Option<crate::container::engine::Engine>,
+) -> Option<crate::runtime::ContainerHost> {
+    let engine = engine?;
+    Some(crate::runtime::ContainerHost {
+        puller: crate::container::pull::Puller::new(engine.podman.clone(), &config.data_dir),
+        node: crate::container::run_args::agent_identity(&config.node_name, &config.data_dir),
+        pids_limit: config.container_pids_limit,
+        engine,
+    })
 }
 
 /// Pings at the heartbeat period; a welcome must come within 10 s.
@@ -285,9 +305,12 @@ impl Agent {
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
             node_secret: self.secret.clone(),
             data_dir: self.config.data_dir.display().to_string(),
-            inventory: self
-                .probe
-                .inventory(&self.config.labels, &self.runtime.isolation_label()),
+            inventory: caldera_spec::node::NodeInventory {
+                runtimes: self.runtime.runtimes(),
+                ..self
+                    .probe
+                    .inventory(&self.config.labels, &self.runtime.isolation_label())
+            },
             workloads,
             cache: self.cache_report(),
             peer_url: self.weights.peer_url(),
@@ -440,6 +463,12 @@ impl Agent {
             .runtime
             .apply_welcome(welcome.epoch, &welcome.keep, &reported);
         self.runtime.renew_leases(lease);
+        // Fenced allocations' containers go with their shims; any left of
+        // allocations no longer held (a shim that died) go now.
+        let orphans = self.runtime.remove_orphaned_containers();
+        if orphans > 0 {
+            tracing::warn!("removed {orphans} container(s) of allocations this node no longer holds");
+        }
         tracing::info!(
             "welcomed as {} with epoch {}: adopted {}, killed {killed}, workload lease {}",
             welcome.node_name,

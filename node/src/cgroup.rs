@@ -162,12 +162,22 @@ impl Isolation {
         }
     }
 
-    /// Removes this node's base directories if empty (at a clean shutdown).
+    /// Removes this node's base directories if empty (at a clean shutdown),
+    /// and the copies of the memory base's path that podman's runtime made
+    /// in the other hierarchies for containers placed under it.
     pub fn cleanup(&self) {
         for dir in self.base_dirs() {
             if let Err(e) = fs::remove_dir(dir) {
                 tracing::debug!("cgroup {} not removed: {e}", dir.display());
             }
+        }
+        let memory_base = match self {
+            Isolation::V2 { base, .. } => Some(base),
+            Isolation::V1 { memory, .. } => Some(memory),
+            Isolation::None(_) => None,
+        };
+        if let Some(parent) = memory_base.and_then(|b| crate::container::cgroups::parent_of(b)) {
+            crate::container::cgroups::remove_tree(&parent);
         }
     }
 
@@ -358,6 +368,15 @@ impl WorkloadCgroup {
     /// The `cgroup.procs` file of each directory.
     pub fn procs_paths(&self) -> Vec<PathBuf> {
         self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
+    }
+
+    /// The dir holding its memory limit and counters (v2: its one dir; v1:
+    /// the memory hierarchy's).
+    pub fn memory_dir(&self) -> Option<PathBuf> {
+        match self.v2 {
+            true => self.dirs.first().cloned(),
+            false => self.dirs.get(1).cloned(),
+        }
     }
 
     /// cgroup v2's `cgroup.kill` (kills every member at once), where there is one.

@@ -72,6 +72,13 @@ pub struct AgentConfig {
     /// How often the agent reads its image store for its reports
     /// (`--image-refresh-ms`). Default 10000.
     pub image_refresh_ms: u64,
+    /// Whether tasks with an image run here in containers
+    /// (`--container-runtime podman|off`). Default podman, where `podman
+    /// info` answers and the agent is root; else the inventory says why not.
+    pub container_runtime: crate::container::engine::Mode,
+    /// Processes one container may have at most (`--container-pids-limit`).
+    /// Default 4096.
+    pub container_pids_limit: u32,
 }
 
 impl Default for AgentConfig {
@@ -101,6 +108,8 @@ impl Default for AgentConfig {
             advertise_host: None,
             image_cache_gb: 100.0,
             image_refresh_ms: 10_000,
+            container_runtime: crate::container::engine::Mode::Podman,
+            container_pids_limit: crate::container::run_args::DEFAULT_PIDS_LIMIT,
         }
     }
 }
@@ -192,6 +201,12 @@ impl AgentConfig {
             return Err(AgentError::Config(format!(
                 "image-cache-gb {} must be a number >= 0 (0: no cap)",
                 self.image_cache_gb
+            )));
+        }
+        if self.container_pids_limit < 16 {
+            return Err(AgentError::Config(format!(
+                "container-pids-limit {} must be at least 16 (a container's init and shell need some)",
+                self.container_pids_limit
             )));
         }
         if self.image_refresh_ms < 100 {
@@ -368,6 +383,13 @@ mod tests {
                     ..valid()
                 },
                 "peer-max-mbps",
+            ),
+            (
+                AgentConfig {
+                    container_pids_limit: 3,
+                    ..valid()
+                },
+                "container-pids-limit",
             ),
             (
                 AgentConfig {

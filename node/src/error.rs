@@ -75,6 +75,13 @@ pub enum StartError {
     /// The task names a model and this node has no weight cache.
     #[error("the task needs model {0} and this node has no weight cache (--cache-gb 0)")]
     NoCache(String),
+    /// The image could not be made present (pulled) on the node.
+    #[error("{0}")]
+    Pull(#[from] crate::container::pull::PullError),
+    /// The start runs in a container and cannot: the runtime is down here,
+    /// or something of the start cannot be handed to podman.
+    #[error("container: {0}")]
+    Container(String),
     /// Every port of `replica-ports` is taken.
     #[error(
         "every port of replica-ports {range} is held by another workload or in use on the host"
@@ -94,6 +101,8 @@ impl StartError {
             StartError::Shim(_) => &codes::SHIM_FAILED,
             StartError::NoCache(_) => &codes::CACHE_UNUSABLE,
             StartError::PortsExhausted { .. } => &codes::REPLICA_PORTS_EXHAUSTED,
+            StartError::Pull(e) => e.error_code(),
+            StartError::Container(_) => &codes::CONTAINER_UNUSABLE,
         }
     }
 

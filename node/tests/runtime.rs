@@ -186,7 +186,8 @@ async fn workload_sees_its_allocation_and_exit_code_and_log_are_kept() {
         ExitStatus {
             code: Some(3),
             signal: None,
-            stopped: false
+            stopped: false,
+            oom_killed: false
         }
     );
     // Without a readiness probe it is reported ready right after it starts.
@@ -251,7 +252,8 @@ async fn stop_escalates_to_sigkill_and_kills_the_whole_group() {
         ExitStatus {
             code: None,
             signal: Some(9),
-            stopped: true
+            stopped: true,
+            oom_killed: false
         }
     );
     wait_dead(grandchild).await;
@@ -652,7 +654,7 @@ async fn an_exit_is_kept_until_the_control_plane_no_longer_owns_it() {
     reborn.stop("e1", Duration::from_secs(1), 3);
     let answer = reborn.take_events();
     assert!(
-        matches!(&answer[..], [e] if e.kind == WorkloadEventKind::Exited(ExitStatus { code: Some(5), signal: None, stopped: false })),
+        matches!(&answer[..], [e] if e.kind == WorkloadEventKind::Exited(ExitStatus { code: Some(5), signal: None, stopped: false, oom_killed: false })),
         "{answer:?}"
     );
     // Still owned: kept. No longer owned: gone.

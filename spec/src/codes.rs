@@ -77,6 +77,7 @@ registry! {
     IMAGE_DISK_FULL = 10223, "image_disk_full", 0, "the node's disk filled up while pulling the task's image";
     PULL_TIMED_OUT = 10224, "pull_timed_out", 0, "pulling the task's image did not finish within its prepare timeout; the reason says how far it got (layers and bytes done)";
     PULL_FAILED = 10225, "pull_failed", 0, "pulling the task's image failed for another reason podman gave (a malformed reference, a broken manifest, podman missing); the reason quotes it";
+    CONTAINER_UNUSABLE = 10230, "container_unusable", 0, "a task that runs in a container was started on a node whose container runtime is down, or its environment or volumes cannot be handed to podman (a variable holding a line break, a path holding ':'); the reason names which";
     PLACEMENT_UNKNOWN_NODE = 10301, "placement_unknown_node", 0, "a placement names a node the pool does not know";
     PLACEMENT_UNKNOWN_GPU = 10302, "placement_unknown_gpu", 0, "a placement names a GPU index its node does not have";
     PLACEMENT_NO_ROOM = 10303, "placement_no_room", 0, "the node no longer has room for the demand (a stale decision)";

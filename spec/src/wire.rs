@@ -187,6 +187,10 @@ pub struct ExitStatus {
     pub signal: Option<i32>,
     /// True when it ended because the control plane stopped it.
     pub stopped: bool,
+    /// The kernel killed it for using more memory than its limit (the
+    /// agent reads it from the workload's memory cgroup).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub oom_killed: bool,
 }
 
 impl ExitStatus {
@@ -196,6 +200,7 @@ impl ExitStatus {
         code: None,
         signal: None,
         stopped: true,
+        oom_killed: false,
     };
 }
 
@@ -446,6 +451,7 @@ mod tests {
                 code: Some(0),
                 signal: None,
                 stopped: false,
+                oom_killed: false,
             }),
         });
         let text = serde_json::to_string(&e).unwrap();

@@ -119,6 +119,24 @@ pub struct NodeArgs {
         default_value_t = 10_000
     )]
     pub image_refresh_ms: u64,
+    /// Run tasks that name an image in containers through podman
+    /// ("podman": where it works; the node's runtimes say why not), or
+    /// "off" (such tasks are placed elsewhere).
+    #[arg(
+        long,
+        value_name = "podman|off",
+        env = "CALDERA_CONTAINER_RUNTIME",
+        default_value = "podman"
+    )]
+    pub container_runtime: String,
+    /// Processes one container may have at most (a fork bomb stops there).
+    #[arg(
+        long,
+        value_name = "N",
+        env = "CALDERA_CONTAINER_PIDS_LIMIT",
+        default_value_t = 4096
+    )]
+    pub container_pids_limit: u32,
 }
 
 impl NodeArgs {
@@ -164,6 +182,11 @@ impl NodeArgs {
             advertise_host: self.advertise_host,
             image_cache_gb: self.image_cache_gb,
             image_refresh_ms: self.image_refresh_ms,
+            container_runtime: caldera_node::container::engine::Mode::parse(
+                &self.container_runtime,
+            )
+            .map_err(CliError::Usage)?,
+            container_pids_limit: self.container_pids_limit,
         };
         config.validate().map_err(agent_error)?;
         Ok(config)

@@ -50,6 +50,7 @@ pub(super) fn exit(code: Option<i32>, signal: Option<i32>) -> Input<'static> {
         code,
         signal,
         stopped: false,
+        oom_killed: false,
     }))
 }
 
@@ -497,6 +498,22 @@ fn workload_exits() {
                 failure("killed by signal 9"),
                 to(Failed, "killed by signal 9"),
                 fin("killed by signal 9"),
+            ]),
+        ),
+        row(
+            "running + killed at its memory limit -> failed oom_killed, not a plain signal",
+            task(Running),
+            news(WorkloadEventKind::Exited(ExitStatus {
+                code: Some(137),
+                signal: None,
+                stopped: false,
+                oom_killed: true,
+            })),
+            s(vec![
+                Step::RecordExitCode(Some(137)),
+                failure(OOM_KILLED_REASON),
+                to(Failed, OOM_KILLED_REASON),
+                fin(OOM_KILLED_REASON),
             ]),
         ),
         row(

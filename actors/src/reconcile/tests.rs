@@ -35,6 +35,7 @@ fn status(code: i32) -> ExitStatus {
         code: Some(code),
         signal: None,
         stopped: false,
+        oom_killed: false,
     }
 }
 

@@ -52,14 +52,22 @@ pub struct RunPlan {
 
 impl RunPlan {
     /// The arguments after `podman`. The container is removed when it ends
-    /// (`--rm`); its output goes straight to the shim's log file
+    /// (`--rm`); a small init (`--init`) is its pid 1, so a SIGTERM reaches
+    /// the workload as it does on the host (a pid 1 without a handler
+    /// ignores it); its output goes straight to the shim's log file
     /// (`passthrough`: the container holds the file itself, so its output
     /// does not depend on the podman client living); `--pull=never`
     /// because the agent pulled it while the task was Preparing.
     pub fn argv(&self) -> Vec<String> {
-        let mut a: Vec<String> = ["run", "--rm", "--log-driver=passthrough", "--pull=never"]
-            .map(String::from)
-            .to_vec();
+        let mut a: Vec<String> = [
+            "run",
+            "--rm",
+            "--init",
+            "--log-driver=passthrough",
+            "--pull=never",
+        ]
+        .map(String::from)
+        .to_vec();
         let mut add = |flag: &str, value: String| {
             a.push(flag.to_string());
             a.push(value);
@@ -228,7 +236,7 @@ mod tests {
     fn the_command_line_carries_limits_identity_devices_mounts_and_no_env_values() {
         let argv = plan().argv().join(" ");
         for want in [
-            "run --rm --log-driver=passthrough --pull=never",
+            "run --rm --init --log-driver=passthrough --pull=never",
             "--name caldera-a1-0000",
             "--label caldera.allocation=acme/a1 --label caldera.node=n1-1234abcd",
             "--cgroup-parent /caldera-n1-1234abcd/acme+a1",

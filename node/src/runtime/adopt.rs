@@ -43,6 +43,8 @@ impl Runtime {
             w.generation = spec.generation;
             w.model = spec.model.clone();
             w.pid = found.workload.as_ref().map(|r| r.pid);
+            w.container = spec.container.clone();
+            w.memory_cgroup = spec.memory_cgroup.clone();
             w.shim = found.shim.clone();
             if w.shim.is_none() && found.exit.is_none() && !spec.argv.is_empty() {
                 // The earlier agent died right after starting it: give the

@@ -31,6 +31,12 @@ impl Runtime {
             if let Some(shim) = &w.shim {
                 kill_session_of(shim);
             }
+            // Its container outlives the client the session held.
+            if let Some(c) = &w.container {
+                if let Err(e) = crate::container::podman::remove(&c.podman, &c.name) {
+                    tracing::error!("allocation {allocation_id}: {e}");
+                }
+            }
             let record = agent_exit(Some(libc::SIGKILL), reason::SHIM_LOST);
             shim_link::record_exit(&w.shim_dir, &record);
             record
@@ -231,6 +237,7 @@ pub(super) fn lease_expired_status(record: &ExitRecord) -> ExitStatus {
         code: None,
         signal: record.signal.or(Some(libc::SIGTERM)),
         stopped: true,
+        oom_killed: false,
     }
 }
 

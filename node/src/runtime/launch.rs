@@ -49,6 +49,14 @@ pub fn checkpoint_dir(data_dir: &Path, cmd: &StartCommand) -> Result<PathBuf, St
     Ok(tree.join(dir))
 }
 
+/// The task's whole checkpoint tree, `<data-dir>/checkpoints/<task>` (a
+/// container gets it mounted).
+pub fn checkpoint_tree(data_dir: &Path, cmd: &StartCommand) -> PathBuf {
+    data_dir
+        .join("checkpoints")
+        .join(safe_file_name(&cmd.task_id))
+}
+
 /// Creates the dirs and the log file, owned by `uid` where there is one.
 pub fn prepare(
     data_dir: &Path,
@@ -128,19 +136,58 @@ pub fn isolate(
         })
 }
 
+/// The paths and devices a workload is told about, as it sees them: the
+/// host's for a process, the mount points for a container.
+pub struct Seen {
+    pub checkpoint_dir: String,
+    pub scratch_dir: String,
+    pub model_path: Option<String>,
+    pub resume_from: Option<String>,
+    pub cuda_visible_devices: String,
+    /// Inherit a few of the agent's variables ([`INHERITED_ENV`]); a
+    /// container keeps its image's instead.
+    pub inherit: bool,
+}
+
+impl Seen {
+    /// A host process sees the host's paths and GPU indices.
+    pub fn host(cmd: &StartCommand, prepared: &Prepared) -> Seen {
+        let gpus: Vec<String> = cmd.gpu_indices.iter().map(u32::to_string).collect();
+        let path = |p: &Path| p.to_string_lossy().into_owned();
+        Seen {
+            checkpoint_dir: path(&prepared.checkpoint_dir),
+            scratch_dir: path(&prepared.scratch_dir),
+            model_path: prepared.model_path.as_deref().map(path),
+            resume_from: cmd.resume_from.clone(),
+            cuda_visible_devices: gpus.join(","),
+            inherit: true,
+        }
+    }
+}
+
 /// A few variables of the agent's, the command's env, then what every
 /// workload is told about its allocation (these win).
 pub fn workload_env(cmd: &StartCommand, prepared: &Prepared) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = INHERITED_ENV
-        .iter()
-        .filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?)))
-        .collect();
-    let scratch = prepared.scratch_dir.to_string_lossy().into_owned();
+    env_as_seen(cmd, &Seen::host(cmd, prepared), prepared.port)
+}
+
+/// [`workload_env`] with the paths as `seen` says them.
+pub fn env_as_seen(cmd: &StartCommand, seen: &Seen, port: Option<u16>) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = match seen.inherit {
+        true => INHERITED_ENV
+            .iter()
+            .filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?)))
+            .collect(),
+        false => Vec::new(),
+    };
+    let scratch = seen.scratch_dir.clone();
     env.push(("HOME".into(), scratch.clone()));
     env.push(("TMPDIR".into(), scratch.clone()));
     env.extend(cmd.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let gpus: Vec<String> = cmd.gpu_indices.iter().map(u32::to_string).collect();
-    env.push(("CUDA_VISIBLE_DEVICES".into(), gpus.join(",")));
+    env.push((
+        "CUDA_VISIBLE_DEVICES".into(),
+        seen.cuda_visible_devices.clone(),
+    ));
     // The control plane keys tasks `tenant/id`; the workload sees its
     // tenant's own ids, as the API shows them, and the tenant beside them.
     let own = |k: &str| caldera_spec::local_id(k).to_string();
@@ -155,17 +202,17 @@ pub fn workload_env(cmd: &StartCommand, prepared: &Prepared) -> Vec<(String, Str
     ));
     env.push((
         "CALDERA_CHECKPOINT_DIR".into(),
-        prepared.checkpoint_dir.to_string_lossy().into_owned(),
+        seen.checkpoint_dir.clone(),
     ));
     env.push(("CALDERA_SCRATCH_DIR".into(), scratch));
-    if let Some(port) = prepared.port {
+    if let Some(port) = port {
         env.push(("CALDERA_PORT".into(), port.to_string()));
     }
-    if let Some(resume) = &cmd.resume_from {
+    if let Some(resume) = &seen.resume_from {
         env.push(("CALDERA_RESUME_FROM".into(), resume.clone()));
     }
-    if let (Some(model), Some(path)) = (&cmd.model, &prepared.model_path) {
-        env.extend(model_env(model, path));
+    if let (Some(model), Some(path)) = (&cmd.model, &seen.model_path) {
+        env.extend(model_env(model, Path::new(path)));
     }
     env
 }
@@ -219,6 +266,8 @@ pub fn shim_spec(
         generation: 0,
         model: cmd.model.as_ref().map(model_label),
         hide_processes: uid.is_some() && crate::proc_hiding::check().is_ok(),
+        container: None,
+        memory_cgroup: cgroup.and_then(|c| c.memory_dir()),
     }
 }
 

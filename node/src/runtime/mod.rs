@@ -27,6 +27,7 @@
 //! reported, as killed (failed, never finished).
 mod adopt;
 pub mod checkpoint;
+mod containers;
 mod exits;
 pub mod gpu_devices;
 mod launch;
@@ -41,6 +42,7 @@ pub mod usage;
 mod warming;
 pub mod workload;
 
+pub use containers::ContainerHost;
 pub use launch::model_label;
 pub use shim_link::ShimCommand;
 pub use workload::Workload;
@@ -84,6 +86,18 @@ pub enum Note {
         ready: bool,
         detail: String,
     },
+    /// The image pull of run `run` made progress.
+    Pulling {
+        allocation_id: String,
+        run: u64,
+        progress: caldera_spec::container::PullProgress,
+    },
+    /// The image pull of run `run` ended: the digest to run, or why not.
+    Pulled {
+        allocation_id: String,
+        run: u64,
+        outcome: Result<String, StartError>,
+    },
     /// The shim of run `run` (this agent's child) ended; the workload's exit
     /// is in its dir.
     ShimExited {
@@ -114,6 +128,10 @@ pub struct Runtime {
     finished: VecDeque<(String, String)>,
     /// Where workloads' ports come from.
     ports: ports::ReplicaPorts,
+    /// How starts with an image run (None: refused, no container runtime).
+    containers: Option<ContainerHost>,
+    /// The runtimes the inventory reports (empty: the process runtime only).
+    runtimes: Vec<caldera_spec::container::RuntimeInfo>,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -153,6 +171,8 @@ impl Runtime {
             next_run: 1,
             finished: VecDeque::new(),
             ports: ports::ReplicaPorts::new(ports::DEFAULT_RANGE),
+            containers: None,
+            runtimes: Vec::new(),
         };
         (runtime, rx)
     }
@@ -290,10 +310,25 @@ impl Runtime {
     /// Launches a start whose Preparing event went out (with its model's
     /// verified copy, if it names one).
     fn launch_now(&mut self, cmd: &StartCommand, model_path: Option<PathBuf>) {
+        if cmd.container.is_some() && !cmd.command.is_empty() {
+            // Its image first: launched once pulled (see `containers`).
+            self.pull(cmd, model_path);
+            return;
+        }
+        self.launch_with(cmd, model_path, None);
+    }
+
+    /// Launches a start now (a container's with the digest of its image).
+    fn launch_with(
+        &mut self,
+        cmd: &StartCommand,
+        model_path: Option<PathBuf>,
+        image_digest: Option<String>,
+    ) {
         let id = &cmd.allocation_id;
         let run = self.next_run;
         self.next_run += 1;
-        match self.launch(cmd, run, model_path) {
+        match self.launch(cmd, run, model_path, image_digest) {
             Ok(w) => {
                 let reservation = cmd.command.is_empty();
                 self.workloads.insert(id.clone(), w);
@@ -314,11 +349,12 @@ impl Runtime {
         tracing::warn!("allocation {id} failed to start [{}]: {e}", e.code());
         self.remember_finished(id, task_id);
         let reason = e.to_string();
+        let code = e.error_code().code;
         self.event(
             id,
             task_id,
             epoch,
-            WorkloadEventKind::StartFailed { code: 0, reason },
+            WorkloadEventKind::StartFailed { code, reason },
         );
     }
 
@@ -341,12 +377,13 @@ impl Runtime {
                 let (pid, port) = (w.pid, w.port);
                 tracing::info!("started allocation {id} (task {task}) pid {pid:?} port {port:?}");
                 let ready_now = w.watch_readiness(&self.notes);
+                let image_digest = w.container.as_ref().and_then(|c| c.image_digest.clone());
                 self.event(
                     id,
                     &task,
                     epoch,
                     WorkloadEventKind::Started {
-                        image_digest: None,
+                        image_digest,
                         pid,
                         port,
                     },
@@ -372,6 +409,7 @@ impl Runtime {
         cmd: &StartCommand,
         run: u64,
         model_path: Option<PathBuf>,
+        image_digest: Option<String>,
     ) -> Result<Workload, StartError> {
         let tenant = caldera_spec::tenant_of(&cmd.task_id).unwrap_or("_");
         let uid = self.tenancy.uid_of(tenant)?;
@@ -393,11 +431,51 @@ impl Runtime {
                 Err(label) => (None, label),
             },
         };
+        let dir = shim_link::dir_of(&self.data_dir, &cmd.allocation_id);
+        let container = match (&cmd.container, reservation) {
+            (Some(c), false) => {
+                let tree = launch::checkpoint_tree(&self.data_dir, cmd);
+                let parts = match &self.containers {
+                    Some(host) => containers::parts(
+                        host,
+                        cmd,
+                        c,
+                        &prepared,
+                        &tree,
+                        uid,
+                        cgroup.as_ref(),
+                        &dir,
+                        image_digest,
+                    ),
+                    None => Err(StartError::Container(
+                        "the task runs in a container and this node's container runtime is down"
+                            .into(),
+                    )),
+                };
+                match parts {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        if let Some(cg) = &cgroup {
+                            cg.remove();
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            _ => None,
+        };
         let identity = match uid {
             Some(uid) => format!("uid {uid} (tenant {tenant})"),
             None => self.tenancy.label(),
         };
-        let isolation = format!("{cgroup_label}; {identity}; {}", self.gpu_label());
+        let runtime_label = match (&container, &self.containers) {
+            (Some(_), Some(host)) => format!("container (podman {}); ", host.engine.version),
+            _ => String::new(),
+        };
+        let isolation = format!(
+            "{runtime_label}{cgroup_label}; {identity}; {}",
+            self.gpu_label()
+        );
         let ready = WorkloadEventKind::Ready { isolation };
         self.event(&cmd.allocation_id, &cmd.task_id, cmd.epoch, ready);
         let mut w = Workload::new(
@@ -406,8 +484,21 @@ impl Runtime {
             &prepared.checkpoint_dir,
             prepared.log_path.clone(),
         );
-        let dir = shim_link::dir_of(&self.data_dir, &cmd.allocation_id);
-        let spec = launch::shim_spec(cmd, prepared, uid, cgroup.as_ref(), self.lease_grace);
+        let mut spec = launch::shim_spec(cmd, prepared, uid, cgroup.as_ref(), self.lease_grace);
+        if let Some(parts) = container {
+            // The podman client runs as root, outside the workload's cgroup
+            // (podman puts the container there); the workload's uid and
+            // environment go to the container.
+            spec.argv = parts.argv;
+            spec.env = parts.env;
+            (spec.uid, spec.gid) = (None, None);
+            spec.cgroup_procs = Vec::new();
+            spec.cgroup_kill = None;
+            spec.hide_processes = false;
+            spec.container = Some(parts.shim);
+        }
+        w.container = spec.container.clone();
+        w.memory_cgroup = spec.memory_cgroup.clone();
         w.shim_dir = dir.clone();
         w.port = port;
         w.uid = uid;
@@ -482,8 +573,9 @@ impl Runtime {
                 p.cmd.generation
             );
         }
-        // Warming (its shim dir not written yet) or a reservation: no process.
-        let warming = w.warming.take().is_some();
+        // Warming or pulling (its shim dir not written yet) or a
+        // reservation: no process.
+        let warming = w.warming.take().is_some() | w.pulling.take().is_some();
         if warming || w.shim.is_none() {
             if warming {
                 tracing::info!("allocation {allocation_id} stopped while warming");
@@ -505,6 +597,11 @@ impl Runtime {
             tracing::error!(
                 "allocation {allocation_id}: cannot ask its shim to stop ({e}); killing it"
             );
+            if let Some(c) = &w.container {
+                if let Err(e) = crate::container::podman::remove(&c.podman, &c.name) {
+                    tracing::error!("allocation {allocation_id}: {e}");
+                }
+            }
             if let Some(pid) = w.pid {
                 crate::shim::signal_group(pid, libc::SIGKILL);
             }
@@ -560,6 +657,22 @@ impl Runtime {
                 detail,
             } => {
                 self.readiness_changed(&allocation_id, run, generation, ready, detail);
+                return;
+            }
+            Note::Pulling {
+                allocation_id,
+                run,
+                progress,
+            } => {
+                self.pulling(&allocation_id, run, progress);
+                return;
+            }
+            Note::Pulled {
+                allocation_id,
+                run,
+                outcome,
+            } => {
+                self.pulled(&allocation_id, run, outcome);
                 return;
             }
             Note::ShimExited {

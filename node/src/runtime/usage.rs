@@ -22,7 +22,18 @@ pub fn measure(
     let Some(leader) = w.pid.filter(|_| w.is_alive()) else {
         return;
     };
-    let tree = procfs::tree(procs, leader);
+    // A container's processes are not the podman client's children: they
+    // are the ones in its cgroup, under the workload's.
+    let tree = match (&w.container, &w.memory_cgroup) {
+        (Some(_), Some(dir)) => {
+            let pids = crate::container::cgroups::container_pids(dir);
+            procs
+                .iter()
+                .filter(|p| pids.contains(&p.pid))
+                .collect()
+        }
+        _ => procfs::tree(procs, leader),
+    };
     let ticks: u64 = tree.iter().map(|p| p.cpu_ticks).sum();
     let rss_mb =
         tree.iter().map(|p| p.rss_pages).sum::<u64>() * procfs::page_size() / (1024 * 1024);

@@ -63,6 +63,12 @@ pub struct Workload {
     pub model: Option<String>,
     /// An in-place swap under way (see `runtime::swap`).
     pub swap: Option<super::swap::PendingSwap>,
+    /// Its start, while its image is pulled: no shim and no process yet.
+    pub pulling: Option<Box<super::containers::Pulling>>,
+    /// It runs in this container (its pid is the podman client's).
+    pub container: Option<crate::shim::files::ContainerShim>,
+    /// Its memory cgroup (a container's processes are found under it).
+    pub memory_cgroup: Option<PathBuf>,
 }
 
 impl Workload {
@@ -147,6 +153,9 @@ impl Workload {
             ready: None,
             model: None,
             swap: None,
+            pulling: None,
+            container: None,
+            memory_cgroup: None,
         }
     }
 
@@ -170,7 +179,8 @@ impl Workload {
             pid: self.pid,
             exit: self.exit.clone(),
             usage: self.usage.clone(),
-            warming: self.warming.is_some(),
+            // Nothing started yet while its image is pulled either.
+            warming: self.warming.is_some() || self.pulling.is_some(),
             ready: self.ready,
             generation: self.generation,
             port: self.port,

@@ -41,6 +41,29 @@ pub mod reason {
     pub const SPAWN_FAILED: &str = "spawn_failed";
     /// The shim died without recording the exit; the agent killed what was left.
     pub const SHIM_LOST: &str = "shim_lost";
+    /// The kernel killed it for using more memory than its limit (its
+    /// memory cgroup says so; see [`crate::container::oom`]).
+    pub const OOM_KILLED: &str = "oom_killed";
+}
+
+/// How a shim runs a container workload: `argv` is the podman client's
+/// `podman run`, run as root; the container is stopped and removed by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerShim {
+    /// The container's fixed name (a restarted agent finds it by it).
+    pub name: String,
+    /// The podman binary.
+    pub podman: PathBuf,
+    /// The workload's environment is written here (mode 0600) for
+    /// `--env-file`: never on a command line.
+    pub env_file: PathBuf,
+    /// `--cgroup-parent`: what podman creates under it is removed once the
+    /// container is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_parent: Option<String>,
+    /// The digest of the image it runs (`sha256:...`), as Started reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
 }
 
 /// Everything a shim needs to run one workload, written by the agent.
@@ -93,6 +116,13 @@ pub struct ShimSpec {
     /// (see [`crate::proc_hiding`]); set where the agent checked it works.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hide_processes: bool,
+    /// Run in a container (None: a host process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerShim>,
+    /// The workload's memory cgroup dir: a SIGKILL it records as an
+    /// out-of-memory kill is reported `oom_killed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_cgroup: Option<PathBuf>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -157,6 +187,7 @@ impl ExitRecord {
             code: self.code,
             signal: self.signal,
             stopped: self.reason == reason::STOPPED,
+            oom_killed: self.reason == reason::OOM_KILLED,
         }
     }
 }

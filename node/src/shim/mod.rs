@@ -15,6 +15,7 @@
 //! The binary dispatches here before anything else (no async runtime, no
 //! logging setup, no argument parser), so a shim costs little memory; it
 //! writes the few things it has to say to its own stderr (`shim.log`).
+mod container;
 pub mod files;
 mod supervise;
 
@@ -94,6 +95,9 @@ pub fn main(dir: &Path) -> i32 {
 /// namespace of its own; it still sees every process (root is not hidden
 /// from), the workload only its own uid's.
 fn start(spec: &ShimSpec) -> Result<Child, String> {
+    if let Some(c) = &spec.container {
+        container::prepare(spec, c)?;
+    }
     if spec.hide_processes {
         crate::proc_hiding::ProcMount::new()
             .hide_other_processes()
@@ -134,10 +138,14 @@ fn spawn(spec: &ShimSpec) -> io::Result<Child> {
         .collect::<io::Result<_>>()?;
     let fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
     let identity = spec.uid.map(|uid| (uid, spec.gid.unwrap_or(uid)));
+    let env = match &spec.container {
+        Some(_) => container::client_env(),
+        None => spec.env.clone(),
+    };
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .envs(env)
         .current_dir(&spec.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))

@@ -54,10 +54,18 @@ pub fn run(dir: &Path, spec: &ShimSpec, mut child: Child) -> ExitRecord {
             Ok(Some(status)) => {
                 // The leader is gone; nothing of its group may outlive it unowned.
                 kill_all(spec, pgid);
-                let why = stopping.as_ref().map_or(reason::EXITED, |s| s.reason);
+                let (code, signal) = (status.code(), status.signal());
+                let why = match stopping.as_ref() {
+                    Some(s) => s.reason,
+                    None if out_of_memory(spec, code, signal) => reason::OOM_KILLED,
+                    None => reason::EXITED,
+                };
+                if let Some(c) = &spec.container {
+                    super::container::clean_up(c);
+                }
                 return ExitRecord {
-                    code: status.code(),
-                    signal: status.signal(),
+                    code,
+                    signal,
                     reason: why.to_string(),
                     detail: String::new(),
                     at_ms: crate::runtime::now_ms(),
@@ -66,6 +74,9 @@ pub fn run(dir: &Path, spec: &ShimSpec, mut child: Child) -> ExitRecord {
             Ok(None) => {}
             Err(e) => {
                 kill_all(spec, pgid);
+                if let Some(c) = &spec.container {
+                    super::container::clean_up(c);
+                }
                 return ExitRecord {
                     code: None,
                     signal: None,
@@ -93,7 +104,10 @@ pub fn run(dir: &Path, spec: &ShimSpec, mut child: Child) -> ExitRecord {
                 // No grace left means kill now (a fenced workload, or a
                 // lease that lapsed while the shim was stopped): no SIGTERM first.
                 if !grace.is_zero() {
-                    signal_group(pgid, libc::SIGTERM);
+                    match &spec.container {
+                        Some(c) => super::container::terminate(c),
+                        None => signal_group(pgid, libc::SIGTERM),
+                    }
                 }
                 Stopping {
                     reason: why,
@@ -139,9 +153,21 @@ fn lapsed(lease: Option<u64>, grace_ms: u64, now_ms: u64) -> Option<u64> {
         .map(|deadline| deadline + grace_ms)
 }
 
+/// Whether the workload's memory cgroup says the kernel killed it at its
+/// limit (only a SIGKILL the shim did not send can be that).
+fn out_of_memory(spec: &ShimSpec, code: Option<i32>, signal: Option<i32>) -> bool {
+    spec.memory_cgroup
+        .as_deref()
+        .is_some_and(|dir| crate::container::oom::oom_killed(dir, code, signal))
+}
+
 /// SIGKILL to the group and, where there is one, the whole cgroup (which also
-/// holds processes that left the group).
+/// holds processes that left the group); a container is removed (killing
+/// its client alone would leave it running under conmon).
 fn kill_all(spec: &ShimSpec, pgid: u32) {
+    if let Some(c) = &spec.container {
+        super::container::kill(c);
+    }
     signal_group(pgid, libc::SIGKILL);
     if let Some(kill) = &spec.cgroup_kill {
         let _ = std::fs::write(kill, b"1");

@@ -251,6 +251,7 @@ fn an_agent_that_stops_its_workload_on_shutdown_is_a_planned_stop() {
             code: None,
             signal: Some(15),
             stopped: true,
+            oom_killed: false,
         })),
     };
     check(vec![

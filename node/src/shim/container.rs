@@ -1,0 +1,43 @@
+//! The shim's side of a container workload. The shim runs the podman
+//! client (`podman run`, attached, as root) in the workload's place: the
+//! client's exit status is the container's, and its output goes straight to
+//! the log. Killing the client does not stop a container (conmon keeps it),
+//! so a stop goes to the container by name: SIGTERM into it, then, after
+//! the grace, `podman rm -f -t 0`. The container is gone before the shim
+//! records the exit, whatever ended it.
+use super::files::{ContainerShim, ShimSpec};
+use crate::container::{cgroups, podman, run_args};
+
+/// Before the client starts: the workload's environment into its env file.
+pub fn prepare(spec: &ShimSpec, c: &ContainerShim) -> Result<(), String> {
+    run_args::write_env_file(&c.env_file, &spec.env)
+        .map_err(|e| format!("cannot write the container's environment: {e}"))
+}
+
+/// The podman client's own environment: nothing of the workload's (a
+/// tenant's variables must not configure a root podman), a fixed PATH.
+pub fn client_env() -> Vec<(String, String)> {
+    vec![("PATH".into(), podman::PODMAN_PATH.into())]
+}
+
+/// SIGTERM into the container (the start of a stop's grace).
+pub fn terminate(c: &ContainerShim) {
+    if let Err(e) = podman::signal(&c.podman, &c.name, "TERM") {
+        eprintln!("caldera shim: {e}");
+    }
+}
+
+/// Kills and removes the container now; the client then exits by itself.
+pub fn kill(c: &ContainerShim) {
+    if let Err(e) = podman::remove(&c.podman, &c.name) {
+        eprintln!("caldera shim: {e}");
+    }
+}
+
+/// Once the container is gone (see [`kill`]; it outlives a client that
+/// died): the cgroup dirs podman left under its parent.
+pub fn clean_up(c: &ContainerShim) {
+    if let Some(parent) = &c.cgroup_parent {
+        cgroups::remove_tree(parent);
+    }
+}

@@ -1,0 +1,394 @@
+//! The container runtime against real podman: starts with an image run in a
+//! container made from it, under a real shim (`caldera-shim`), with the
+//! slice's limits, and stopped, adopted and cleaned up by name. Every test
+//! needs the container host (`scripts/container-host`) and fails without it.
+use caldera_chaos_tests::container_host::{self, SEED_IMAGE, SEED_IMAGE_OS};
+use caldera_node::cgroup::Isolation;
+use caldera_node::container::{engine, pull::Puller, run_args};
+use caldera_node::runtime::{ContainerHost, Note, Runtime, ShimCommand};
+use caldera_spec::container::{ContainerStart, PullPolicy};
+use caldera_spec::wire::{ExitStatus, StartCommand, WorkloadEvent, WorkloadEventKind};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+struct Harness {
+    rt: Runtime,
+    notes: UnboundedReceiver<Note>,
+    events: Vec<WorkloadEvent>,
+    data: PathBuf,
+    node: String,
+    _dir: tempfile::TempDir,
+}
+
+/// A runtime on `data` that runs containers, as an agent named `node` makes it.
+fn runtime(
+    data: &Path,
+    iso: Isolation,
+    pids_limit: u32,
+) -> (Runtime, UnboundedReceiver<Note>, String) {
+    container_host::require();
+    let (mut rt, notes) = Runtime::new(data.to_path_buf(), iso, true);
+    rt.set_shim_command(ShimCommand {
+        program: env!("CARGO_BIN_EXE_caldera-shim").into(),
+        args: vec![],
+    });
+    let detected = engine::detect(engine::Mode::Podman);
+    let engine = detected
+        .engine
+        .unwrap_or_else(|| panic!("podman is not usable here: {:?}", detected.reported));
+    let node = run_args::agent_identity("ctr-test", data);
+    let host = ContainerHost {
+        puller: Puller::new(engine.podman.clone(), data),
+        node: node.clone(),
+        pids_limit,
+        engine,
+    };
+    rt.set_containers(Some(host), detected.reported);
+    (rt, notes, node)
+}
+
+fn harness_with(iso: impl FnOnce(&Path) -> Isolation, pids_limit: u32) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    let (rt, notes, node) = runtime(&data, iso(&data), pids_limit);
+    Harness {
+        rt,
+        notes,
+        events: Vec::new(),
+        data,
+        node,
+        _dir: dir,
+    }
+}
+
+fn harness() -> Harness {
+    harness_with(|_| Isolation::None("test".into()), 256)
+}
+
+/// A harness whose workloads get real cgroups (limits, OOM counters).
+fn harness_with_cgroups(pids_limit: u32) -> Harness {
+    harness_with(|d| Isolation::detect("ctr-test", d), pids_limit)
+}
+
+fn start_cmd(alloc: &str, script: &str) -> StartCommand {
+    StartCommand {
+        container: Some(ContainerStart {
+            image: SEED_IMAGE.into(),
+            pull: PullPolicy::IfNotPresent,
+            prepare_timeout_ms: 60_000,
+            volumes: vec![],
+            registry_auth: None,
+        }),
+        allocation_id: format!("acme/{alloc}"),
+        task_id: format!("acme/task-{alloc}"),
+        epoch: 1,
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        env: BTreeMap::from([("FROM_SPEC".to_string(), "yes".to_string())]),
+        gpu_indices: vec![1],
+        gpu_uuids: vec![],
+        gpu_memory_mb: 1024,
+        cpu_milli: 1000,
+        memory_mb: 256,
+        checkpoint_dir: None,
+        resume_from: None,
+        model: None,
+        readiness: None,
+    }
+}
+
+impl Drop for Harness {
+    /// Shims outlive their agent by design: a test's must not outlive the
+    /// test, nor its containers.
+    fn drop(&mut self) {
+        self.rt.stop_all(Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(300));
+        for name in container_host::containers_labelled(&format!("caldera.node={}", self.node)) {
+            let _ = container_host::podman(&["rm", "-f", "-t", "0", &name]);
+        }
+        self.rt.isolation().reap("acme/oom");
+        self.rt.isolation().cleanup();
+    }
+}
+
+impl Harness {
+    /// Feeds notes to the runtime until an event matching `pred` for `alloc` shows up.
+    async fn wait_for(
+        &mut self,
+        alloc: &str,
+        pred: impl Fn(&WorkloadEventKind) -> bool,
+    ) -> WorkloadEventKind {
+        let id = format!("acme/{alloc}");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            self.events.extend(self.rt.take_events());
+            if let Some(e) = self
+                .events
+                .iter()
+                .find(|e| e.allocation_id == id && pred(&e.kind))
+            {
+                return e.kind.clone();
+            }
+            let next = tokio::time::timeout(Duration::from_millis(100), self.notes.recv()).await;
+            match next {
+                Ok(Some(note)) => self.rt.handle(note),
+                Ok(None) => panic!("notes channel closed"),
+                Err(_) => self.rt.poll_adopted(),
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out; events so far: {:#?}",
+                self.events
+            );
+        }
+    }
+
+    async fn exit_of(&mut self, alloc: &str) -> ExitStatus {
+        match self
+            .wait_for(alloc, |k| matches!(k, WorkloadEventKind::Exited(_)))
+            .await
+        {
+            WorkloadEventKind::Exited(s) => s,
+            _ => unreachable!(),
+        }
+    }
+
+    fn log(&self, alloc: &str) -> String {
+        let path = caldera_node::runtime::logs::log_path(&self.data, &format!("acme/task-{alloc}"));
+        std::fs::read_to_string(path).unwrap_or_default()
+    }
+
+    fn name(&self, alloc: &str) -> String {
+        run_args::container_name(&self.node, &format!("acme/{alloc}"))
+    }
+
+    /// Waits until the log holds `text` (feeding the runtime its notes: the
+    /// pull's outcome launches the container).
+    async fn log_shows(&mut self, alloc: &str, text: &str) {
+        for _ in 0..400 {
+            if self.log(alloc).contains(text) {
+                return;
+            }
+            if let Ok(Some(note)) =
+                tokio::time::timeout(Duration::from_millis(50), self.notes.recv()).await
+            {
+                self.rt.handle(note);
+            }
+            self.events.extend(self.rt.take_events());
+        }
+        panic!("log of {alloc} never showed {text:?}: {}", self.log(alloc));
+    }
+}
+
+/// The container's id, or None when podman has no container of that name.
+fn container_id(name: &str) -> Option<String> {
+    container_host::podman(&["inspect", "--format", "{{.Id}}", name])
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+#[tokio::test]
+async fn a_start_with_an_image_runs_in_it_with_its_exit_code_log_and_digest() {
+    let mut h = harness();
+    let script = "cat /etc/os-release; echo CKPT=$CALDERA_CHECKPOINT_DIR SCRATCH=$CALDERA_SCRATCH_DIR \
+                  SPEC=$FROM_SPEC CVD=$CUDA_VISIBLE_DEVICES HOME=$HOME; \
+                  touch $CALDERA_CHECKPOINT_DIR/saved && echo WROTE; ls /dev | grep caldera-sim-gpu; exit 3";
+    h.rt.start(&start_cmd("a1", script));
+    let started = h
+        .wait_for("a1", |k| matches!(k, WorkloadEventKind::Started { .. }))
+        .await;
+    let WorkloadEventKind::Started { image_digest, .. } = started else {
+        unreachable!()
+    };
+    let digest = image_digest.expect("a container's start reports its image's digest");
+    assert!(digest.starts_with("sha256:"), "{digest}");
+    let exit = h.exit_of("a1").await;
+    assert_eq!((exit.code, exit.oom_killed), (Some(3), false), "{exit:?}");
+    let log = h.log("a1");
+    assert!(
+        log.contains(SEED_IMAGE_OS),
+        "the image's OS, not the host's: {log}"
+    );
+    assert!(
+        log.contains("CKPT=/caldera/checkpoints SCRATCH=/caldera/scratch SPEC=yes CVD=0 HOME=/caldera/scratch"),
+        "{log}"
+    );
+    assert!(
+        log.contains("WROTE"),
+        "the checkpoint dir is writable: {log}"
+    );
+    // Only the allocated GPU (index 1), through CDI.
+    assert!(
+        log.contains("caldera-sim-gpu1") && !log.contains("caldera-sim-gpu0"),
+        "{log}"
+    );
+    let saved = h
+        .data
+        .join("checkpoints")
+        .join("acme+task-a1")
+        .join("saved");
+    assert!(
+        saved.exists(),
+        "the checkpoint landed in the task's tree on the host"
+    );
+    assert_eq!(
+        container_id(&h.name("a1")),
+        None,
+        "the container is gone once it ended"
+    );
+}
+
+#[tokio::test]
+async fn the_container_sees_none_of_the_hosts_data_or_secrets() {
+    let mut h = harness();
+    let data = h.data.display().to_string();
+    // Another tenant's checkpoint tree and the node secret, on the host.
+    let other = h.data.join("checkpoints").join("other+task-x");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("weights.ckpt"), "other tenant's").unwrap();
+    std::fs::write(h.data.join("node-secret"), "s3cret").unwrap();
+    let script = format!(
+        "for p in {data} {data}/node-secret {data}/checkpoints/other+task-x/weights.ckpt /caldera/checkpoints/../other+task-x; do \
+           if cat $p >/dev/null 2>&1 || ls $p >/dev/null 2>&1; then echo READ $p; else echo DENIED $p; fi; done"
+    );
+    h.rt.start(&start_cmd("iso", &script));
+    let exit = h.exit_of("iso").await;
+    assert_eq!(exit.code, Some(0), "{exit:?}: {}", h.log("iso"));
+    let log = h.log("iso");
+    assert_eq!(log.matches("DENIED").count(), 4, "{log}");
+    assert!(!log.contains("READ"), "{log}");
+}
+
+#[tokio::test]
+async fn a_stop_sends_sigterm_into_the_container_and_removes_it() {
+    let mut h = harness();
+    let script = "trap 'echo GOT-TERM; exit 0' TERM; echo UP; while true; do sleep 0.1; done";
+    h.rt.start(&start_cmd("s1", script));
+    h.log_shows("s1", "UP").await;
+    assert!(
+        container_id(&h.name("s1")).is_some(),
+        "running under its fixed name"
+    );
+    h.rt.stop("acme/s1", Duration::from_secs(10), 1);
+    let exit = h.exit_of("s1").await;
+    assert!(exit.stopped && exit.code == Some(0), "{exit:?}");
+    assert!(h.log("s1").contains("GOT-TERM"), "{}", h.log("s1"));
+    assert_eq!(
+        container_id(&h.name("s1")),
+        None,
+        "gone when the exit is reported"
+    );
+    // One that ignores SIGTERM is killed after the grace.
+    h.rt.start(&start_cmd(
+        "s2",
+        "trap '' TERM; echo UP; while true; do sleep 0.1; done",
+    ));
+    h.log_shows("s2", "UP").await;
+    h.rt.stop("acme/s2", Duration::from_millis(300), 1);
+    let exit = h.exit_of("s2").await;
+    assert!(exit.stopped, "{exit:?}");
+    assert_eq!(container_id(&h.name("s2")), None);
+}
+
+#[tokio::test]
+async fn a_restarted_agent_adopts_the_same_container_and_removes_orphans() {
+    let mut h = harness();
+    h.rt.start(&start_cmd("ad", "echo UP; while true; do sleep 0.1; done"));
+    h.log_shows("ad", "UP").await;
+    let before = container_id(&h.name("ad")).expect("running");
+    // An orphan of this agent's (an allocation it does not hold) and a
+    // container of another agent's on the same host.
+    let orphan = format!("caldera-test-orphan-{}", std::process::id());
+    let stranger = format!("caldera-test-stranger-{}", std::process::id());
+    for (name, node) in [
+        (&orphan, h.node.clone()),
+        (&stranger, "someone-else".to_string()),
+    ] {
+        container_host::podman(&[
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--label",
+            &format!("caldera.node={node}"),
+            "--label",
+            "caldera.allocation=acme/gone",
+            "--pull=never",
+            SEED_IMAGE,
+            "sleep",
+            "60",
+        ])
+        .unwrap();
+    }
+    // The agent goes (its runtime dropped without stopping anything), and
+    // the next one on the same data dir adopts.
+    let (mut reborn, _notes, _) = runtime(&h.data, Isolation::None("test".into()), 256);
+    let adopted = reborn.adopt_shims();
+    assert_eq!(adopted.running, 1, "{adopted:?}");
+    assert_eq!(reborn.remove_orphaned_containers(), 1);
+    assert_eq!(container_id(&orphan), None, "the orphan is removed");
+    assert!(
+        container_id(&stranger).is_some(),
+        "another agent's container is not touched"
+    );
+    let _ = container_host::podman(&["rm", "-f", "-t", "0", &stranger]);
+    assert_eq!(
+        container_id(&h.name("ad")),
+        Some(before),
+        "the same container, not a new one"
+    );
+    assert!(
+        h.log("ad").matches("UP").count() == 1,
+        "not restarted: {}",
+        h.log("ad")
+    );
+    // The adopted one is still stopped by name.
+    reborn.stop("acme/ad", Duration::ZERO, 1);
+    for _ in 0..200 {
+        reborn.poll_adopted();
+        if reborn.workload("acme/ad").is_some_and(|w| !w.is_alive()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(reborn.workload("acme/ad").is_some_and(|w| !w.is_alive()));
+    assert_eq!(container_id(&h.name("ad")), None);
+}
+
+#[tokio::test]
+async fn limits_hold_a_fork_flood_meets_the_pids_limit_and_an_oom_kill_is_named() {
+    let mut h = harness_with_cgroups(64);
+    // The flood runs in a subshell (a shell whose fork fails gives up), then
+    // the processes are counted without forking (a glob).
+    let script = "(i=0; while [ $i -lt 300 ]; do sleep 30 & i=$((i+1)); done) 2>/dev/null; \
+                  set -- /proc/[0-9]*; echo PROCS=$#";
+    h.rt.start(&start_cmd("fork", script));
+    let exit = h.exit_of("fork").await;
+    let log = h.log("fork");
+    let procs: u32 = log
+        .split("PROCS=")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| {
+            let shim_log = std::fs::read_to_string(h.data.join("shims/acme+fork/shim.log"));
+            panic!("no count in {log:?} ({exit:?}; shim: {shim_log:?})")
+        });
+    assert!(procs <= 64, "{procs} processes under a limit of 64: {log}");
+    assert!(procs >= 30, "the flood did run ({procs})");
+    assert_eq!(exit.code, Some(0), "{exit:?}");
+    assert!(!exit.oom_killed);
+    // 32 MiB, and a workload that wants far more.
+    let mut oom = start_cmd(
+        "oom",
+        "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo SURVIVED",
+    );
+    oom.memory_mb = 32;
+    h.rt.start(&oom);
+    let exit = h.exit_of("oom").await;
+    assert!(exit.oom_killed, "{exit:?}: {}", h.log("oom"));
+    assert!(!h.log("oom").contains("SURVIVED"));
+    assert_eq!(container_id(&h.name("oom")), None);
+}
