@@ -501,6 +501,11 @@ fn workload(
     }
 }
 
+/// Why a task failed whose workload the kernel killed at its memory limit
+/// (the agent tells it from a plain SIGKILL by the workload's memory cgroup).
+pub const OOM_KILLED_REASON: &str =
+    "oom_killed: the kernel killed it for using more memory than its limit (memory.size_gb)";
+
 /// The workload ended: the outcome of a stop the control plane asked for, or
 /// the task's own end (code 0 finishes it, anything else fails it).
 fn exited(rec: &TaskRecord, stopping: Option<&Stopping>, st: &ExitStatus) -> Outcome {
@@ -526,11 +531,6 @@ fn exited(rec: &TaskRecord, stopping: Option<&Stopping>, st: &ExitStatus) -> Out
             s.extend(requeue_planned(rec, &format!("node {node} drained")));
             return steps(s);
         }
-/// Why a task failed whose workload the kernel killed at its memory limit
-/// (the agent tells it from a plain SIGKILL by the workload's memory cgroup).
-pub const OOM_KILLED_REASON: &str =
-    "oom_killed: the kernel killed it for using more memory than its limit (memory.size_gb)";
-
         None if st.stopped => {
             // Stopped on purpose without the control plane asking: its agent
             // shut down. A planned stop, not the workload's failure.
@@ -541,6 +541,7 @@ pub const OOM_KILLED_REASON: &str =
         None => {}
     }
     let (state, why) = match (st.code, st.signal) {
+        _ if st.oom_killed => (TaskState::Failed, OOM_KILLED_REASON.to_string()),
         (Some(0), _) => (TaskState::Finished, "exited with code 0".to_string()),
         (Some(c), _) => (TaskState::Failed, format!("exited with code {c}")),
         (None, Some(s)) => (TaskState::Failed, format!("killed by signal {s}")),
@@ -566,7 +567,6 @@ fn release(rec: &TaskRecord, by: &str, node_connected: bool) -> Outcome {
     let state = rec.state;
     if waiting(state) {
         return steps(vec![
-        _ if st.oom_killed => (TaskState::Failed, OOM_KILLED_REASON.to_string()),
             Step::Dequeue,
             enter(
                 TaskState::Cancelled,
