@@ -13,6 +13,9 @@ pub struct AgentSpec {
     pub gpus: String,
     /// Flags after the harness's own.
     pub flags: Vec<String>,
+    /// Environment variables of the agent's process (and so of its shims
+    /// and podman), e.g. its own container store.
+    pub env: Vec<(String, String)>,
 }
 
 impl AgentSpec {
@@ -22,7 +25,14 @@ impl AgentSpec {
             name: name.into(),
             gpus: gpus.into(),
             flags: vec!["--workload-uid-range".into(), "off".into()],
+            env: Vec::new(),
         }
+    }
+
+    /// Sets `key=value` in the agent's environment.
+    pub fn env(mut self, key: &str, value: &str) -> AgentSpec {
+        self.env.push((key.into(), value.into()));
+        self
     }
 
     /// Adds `--{flag} value`.
@@ -56,7 +66,7 @@ pub fn start_agents(
         .iter()
         .map(|s| {
             let flags: Vec<&str> = s.flags.iter().map(String::as_str).collect();
-            Agent::start_with(bin, cp, &s.name, &s.gpus, dir, &flags)
+            Agent::start_joining_env(&cp.url(), bin, &s.name, &s.gpus, dir, &flags, &s.env)
         })
         .collect();
     wait_joined(cp, already + specs.len());

@@ -10,6 +10,7 @@ pub mod exposition;
 pub mod failpoints;
 pub mod fake_node;
 pub mod http;
+pub mod images;
 pub mod keepalive;
 pub mod ledger;
 pub mod models;

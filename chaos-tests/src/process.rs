@@ -188,6 +188,8 @@ pub struct Agent {
     pub data_dir: PathBuf,
     child: Option<Child>,
     args: Vec<String>,
+    /// Set in the agent's environment (on top of the test's).
+    env: Vec<(String, String)>,
     bin: PathBuf,
     pub log: PathBuf,
 }
@@ -222,6 +224,19 @@ impl Agent {
         dir: &Path,
         extra: &[&str],
     ) -> Agent {
+        Self::start_joining_env(join_url, bin, name, gpus, dir, extra, &[])
+    }
+
+    /// [`Agent::start_joining`] with `env` set in the agent's environment.
+    pub fn start_joining_env(
+        join_url: &str,
+        bin: &Path,
+        name: &str,
+        gpus: &str,
+        dir: &Path,
+        extra: &[&str],
+        env: &[(String, String)],
+    ) -> Agent {
         let data_dir = dir.join(name);
         std::fs::create_dir_all(&data_dir).ok();
         let mut args = vec![
@@ -250,6 +265,7 @@ impl Agent {
             data_dir,
             child: None,
             args,
+            env: env.to_vec(),
             bin: bin.to_path_buf(),
         };
         a.spawn();
@@ -268,6 +284,7 @@ impl Agent {
         // the group is orphaned, e.g. when the tests run in a background job.
         let child = Command::new(&self.bin)
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(log.map(Stdio::from).unwrap_or(Stdio::null()))
             .stderr(err.map(Stdio::from).unwrap_or(Stdio::null()))
             .process_group(0)

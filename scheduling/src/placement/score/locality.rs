@@ -69,7 +69,8 @@ mod tests {
     #[test]
     fn both_count_by_the_bytes_they_save() {
         // (weights: holding and size, image: there and size, expected), bound 0.3.
-        let rows: [(Option<(Holding, u64)>, Option<(bool, u64)>, f64); 10] = [
+        type Row = (Option<(Holding, u64)>, Option<(bool, u64)>, f64);
+        let rows: [Row; 10] = [
             // Nothing needed: nothing earned.
             (None, None, 0.0),
             // Weights alone: as the weights term always scored.
