@@ -230,3 +230,184 @@ fn an_image_in_use_is_not_evicted_while_another_is() {
     assert_eq!(a_entry["in_use"], 1, "{a_entry:#}");
     stores[0].podman(&["rm", "-f", &container]).unwrap();
 }
+
+// ---- Preparing is the pull: progress, failures with their code, the digest run ----
+
+use caldera_chaos_tests::registry_standin::{Answer, StandinRegistry};
+
+/// Image names under this prefix pull from a test's stand-in registry (the
+/// host's registries.conf.d maps `registry.internal` to the local registry
+/// whatever the agent's registries.conf says).
+const STANDIN_PREFIX: &str = "caldera-test.internal";
+
+/// A control plane and one agent `node-0` with a container store of its
+/// own (an image there was pulled by this test), with `env` for the agent.
+fn pull_node(dir: &Path, env: &[(&str, String)]) -> (ControlPlane, Vec<Agent>, NodeStore) {
+    container_host::require();
+    let store = NodeStore::new(dir, "node-0");
+    let (k, v) = store.env();
+    let mut spec = AgentSpec::new("node-0", "1xA100-80GB").env(k, &v);
+    for (k, v) in env {
+        spec = spec.env(k, v);
+    }
+    let (cp, agents) = cluster(Path::new(BIN), dir, &[], &[spec]);
+    (cp, agents, store)
+}
+
+/// A CPU task in a container of `image`, with `extra` fields.
+fn image_task(id: &str, image: &str, command: &str, extra: &str) -> String {
+    format!(
+        r#"{{"task_id":"{id}","task_type":"training","resources":{{"cpu":{{"cores":1}}}},"command":{command},"image":"{image}"{extra}}}"#
+    )
+}
+
+/// The messages of the task's events of `kind`, oldest first.
+fn events_of(api: &Api, task: &str, kind: &str) -> Vec<String> {
+    api.get(&format!("/v1/events?task={task}&limit=500")).data()["events"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter(|e| e["kind"] == kind)
+                .filter_map(|e| e["message"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn ended(v: &Value) -> bool {
+    matches!(
+        v["state"].as_str(),
+        Some("finished" | "failed" | "cancelled" | "released")
+    )
+}
+
+#[test]
+fn a_container_tasks_pull_shows_its_progress_and_the_digest_it_ran_is_in_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _agents, store) = pull_node(dir.path(), &[]);
+    let api = cp.api(&cp.tenant("team-a"));
+    let task = image_task(
+        "pulled",
+        container_host::SEED_IMAGE,
+        r#"["cat","/etc/os-release"]"#,
+        r#","pull_policy":"always""#,
+    );
+    assert_eq!(api.post("/v1/tasks", &task).status, 201);
+    let done = api.wait_task("pulled", 90, "an end", ended);
+    assert_eq!(done["state"], "finished", "{done:#}");
+
+    // The pull as it went: events while preparing, the last one complete.
+    let seed = container_host::SEED_IMAGE;
+    let progress = events_of(&api, "pulled", "pull_progress");
+    assert!(
+        progress.iter().any(|m| m
+            == &format!(
+                "pulling {seed}: no layer started yet (still reaching the registry), 0 B done"
+            )),
+        "{progress:#?}"
+    );
+    assert!(
+        progress
+            .iter()
+            .any(|m| m.starts_with(&format!("pulling {seed}: 1 of 1 layers, "))),
+        "{progress:#?}"
+    );
+    assert_eq!(done["pull"]["layers_done"], 1, "{done:#}");
+    assert_eq!(done["pull"]["layers_total"], 1, "{done:#}");
+
+    // The digest run: the one the node's store holds, on the allocation and
+    // in the history's running entry.
+    let held = store
+        .podman(&["image", "inspect", "--format", "{{.Digest}}", seed])
+        .unwrap();
+    let held = held.trim();
+    assert!(held.starts_with("sha256:"), "{held}");
+    assert_eq!(done["allocation"]["image_digest"], held, "{done:#}");
+    let running = done["history"]
+        .as_array()
+        .and_then(|h| h.iter().find(|t| t["state"] == "running"))
+        .and_then(|t| t["reason"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(running.ends_with(&format!(", image {held}")), "{running}");
+    let transitions = events_of(&api, "pulled", "task_transition");
+    assert!(
+        transitions.iter().any(|m| m.contains(held)),
+        "{transitions:#?}"
+    );
+}
+
+#[test]
+fn a_missing_image_fails_in_seconds_with_its_code_and_the_registry_is_asked_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = StandinRegistry::start(Answer::NotFound).unwrap();
+    let conf = registry
+        .registries_conf(dir.path(), STANDIN_PREFIX)
+        .unwrap();
+    let env = [("CONTAINERS_REGISTRIES_CONF", conf.display().to_string())];
+    let (cp, _agents, _store) = pull_node(dir.path(), &env);
+    let api = cp.api(&cp.tenant("team-a"));
+    let image = format!("{STANDIN_PREFIX}/nope:1");
+    let began = std::time::Instant::now();
+    let task = image_task("nope", &image, r#"["true"]"#, "");
+    assert_eq!(api.post("/v1/tasks", &task).status, 201);
+    let done = api.wait_task("nope", 60, "an end", ended);
+    let took = began.elapsed();
+    assert_eq!(done["state"], "failed", "{done:#}");
+    assert_eq!(done["failure_code"], 10220, "{done:#}");
+    let failure = done["failure"].as_str().unwrap_or_default();
+    assert!(
+        failure.starts_with(&format!("image {image} not found in its registry")),
+        "{failure}"
+    );
+    // Failed at once: long before the prepare timeout (120 s by default),
+    // and the registry was asked for the manifest once, not in a loop.
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    let asked: Vec<String> = registry
+        .requests()
+        .into_iter()
+        .filter(|r| r.contains("/manifests/"))
+        .collect();
+    assert_eq!(
+        asked,
+        ["GET /v2/nope/manifests/1"],
+        "{:?}",
+        registry.requests()
+    );
+}
+
+#[test]
+fn a_registry_that_never_answers_fails_the_task_at_its_prepare_timeout_saying_where_it_stuck() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = StandinRegistry::start(Answer::Silent).unwrap();
+    let conf = registry
+        .registries_conf(dir.path(), STANDIN_PREFIX)
+        .unwrap();
+    let env = [("CONTAINERS_REGISTRIES_CONF", conf.display().to_string())];
+    let (cp, _agents, _store) = pull_node(dir.path(), &env);
+    let api = cp.api(&cp.tenant("team-a"));
+    let image = format!("{STANDIN_PREFIX}/stuck:1");
+    let began = std::time::Instant::now();
+    let task = image_task(
+        "stuck",
+        &image,
+        r#"["true"]"#,
+        r#","prepare_timeout":"00:00:05""#,
+    );
+    assert_eq!(api.post("/v1/tasks", &task).status, 201);
+    let pulling = api.wait_task("stuck", 30, "its pull shown", |v| v["pull"].is_object());
+    assert_eq!(pulling["state"], "preparing", "{pulling:#}");
+    let done = api.wait_task("stuck", 60, "an end", ended);
+    let took = began.elapsed();
+    assert_eq!(done["state"], "failed", "{done:#}");
+    assert_eq!(done["failure_code"], 10224, "{done:#}");
+    let failure = done["failure"].as_str().unwrap_or_default();
+    assert!(failure.contains("prepare timeout"), "{failure}");
+    assert!(
+        failure.contains(&format!("{image}"))
+            && failure.contains("no layer started yet (still reaching the registry), 0 B done"),
+        "{failure}"
+    );
+    assert!(took >= Duration::from_secs(5), "{took:?}");
+    assert!(registry.connections() >= 1, "the registry was reached");
+}

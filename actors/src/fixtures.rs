@@ -17,5 +17,6 @@ pub fn allocation(id: &str, task: &str, node: &str) -> Allocation {
         created_ms: 0,
         borrowed: false,
         priority: 0,
+        image_digest: None,
     }
 }

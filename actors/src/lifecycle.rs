@@ -17,6 +17,7 @@ use caldera_spec::{Allocation, EventKind, TaskRecord, TaskState};
 
 mod dispatch;
 mod moves;
+mod preparing;
 pub mod replica_moves;
 mod serving;
 pub mod swap_steps;
@@ -182,8 +183,14 @@ pub enum Step {
     Unfence,
     /// One more preemption in the task's history.
     CountPreemption,
-    /// Why the task failed, for the record.
+    /// Why the task failed, for the record (a code recorded before is cleared).
     RecordFailure(String),
+    /// The failure's number in `caldera_spec::codes` (after its `RecordFailure`).
+    RecordFailureCode(u32),
+    /// The latest progress of the image's pull while Preparing.
+    NotePull(caldera_spec::container::PullProgress),
+    /// The digest of the image the container runs, on the allocation.
+    RecordImageDigest(String),
     /// The workload's exit code, for the record.
     RecordExitCode(Option<i32>),
     /// Why the task waits, and when it is expected to start.
@@ -295,7 +302,7 @@ pub fn decide(rec: &TaskRecord, stopping: Option<&Stopping>, input: Input<'_>) -
         Input::PreparingTimeout {
             attempt,
             after_secs,
-        } => preparing_timeout(rec, attempt, after_secs),
+        } => preparing::timeout(rec, attempt, after_secs),
         Input::WarmingTimeout {
             attempt,
             after_secs,
@@ -446,6 +453,7 @@ fn workload(
             reason: None,
         }]),
         WorkloadEventKind::Warming { .. } => warming::progress(rec, kind),
+        WorkloadEventKind::Pulling(p) => preparing::pulling(rec, p),
         WorkloadEventKind::Ready { isolation }
             if matches!(
                 state,
@@ -457,9 +465,11 @@ fn workload(
                 format!("isolation: {isolation}"),
             )])
         }
-        WorkloadEventKind::Started { pid, port, .. }
-            if !releasing && state != TaskState::Running =>
-        {
+        WorkloadEventKind::Started {
+            pid,
+            port,
+            image_digest,
+        } if !releasing && state != TaskState::Running => {
             // No pid: a reservation runs nothing, but a command's start can
             // be reported (by a heartbeat) before its shim said its pid, or
             // after a process that exited at once left none to report.
@@ -468,7 +478,12 @@ fn workload(
                 None if rec.spec.command.is_empty() => "reservation held (no command)".to_string(),
                 None => "started (its pid not reported yet)".to_string(),
             };
-            let mut s = vec![enter(TaskState::Running, how)];
+            let how = preparing::started_how(how, image_digest.as_deref());
+            let mut s: Vec<Step> = image_digest
+                .iter()
+                .map(|d| Step::RecordImageDigest(d.clone()))
+                .collect();
+            s.push(enter(TaskState::Running, how));
             s.extend(serving::started_at(*port, node_address));
             steps(s)
         }
@@ -481,6 +496,10 @@ fn workload(
                 .into_iter()
                 .collect(),
         ),
+        WorkloadEventKind::Started {
+            image_digest: Some(d),
+            ..
+        } if state == TaskState::Running => preparing::late_digest(rec, d),
         WorkloadEventKind::Readiness {
             ready, generation, ..
         } => serving::readiness(rec, *ready, *generation),
@@ -489,11 +508,17 @@ fn workload(
         } => serving::swapped(rec, *generation, model),
         WorkloadEventKind::Exited(st) => exited(rec, stopping, st),
         WorkloadEventKind::StartFailed { .. } if releasing => steps(vec![finish("released")]),
-        WorkloadEventKind::StartFailed { reason, .. } => steps(vec![
-            Step::RecordFailure(reason.clone()),
-            enter(TaskState::Failed, reason.clone()),
-            finish(reason.clone()),
-        ]),
+        WorkloadEventKind::StartFailed { reason, code } => {
+            let mut s = vec![Step::RecordFailure(reason.clone())];
+            if *code != 0 {
+                s.push(Step::RecordFailureCode(*code));
+            }
+            s.extend([
+                enter(TaskState::Failed, reason.clone()),
+                finish(reason.clone()),
+            ]);
+            steps(s)
+        }
         WorkloadEventKind::CheckpointSaved { path } => {
             steps(vec![Step::SaveCheckpoint { path: path.clone() }])
         }
@@ -672,19 +697,6 @@ fn reclaim(
     ])
 }
 
-fn preparing_timeout(rec: &TaskRecord, attempt: u32, after_secs: u64) -> Outcome {
-    let stage = rec.state;
-    if attempt != rec.attempts || !matches!(stage, TaskState::Scheduled | TaskState::Preparing) {
-        return Outcome::Ignored("past preparing, or a later attempt");
-    }
-    let node = rec.allocation.as_ref().map_or("", |a| a.node.as_str());
-    let why = format!(
-        "stuck in {} for {after_secs}s on node {node} (preparing timeout)",
-        stage.as_str()
-    );
-    stuck(why)
-}
-
 /// A task stuck in a stage past its timeout: its workload is stopped and it
 /// fails for `why`.
 fn stuck(why: String) -> Outcome {
@@ -832,12 +844,23 @@ pub fn apply_to_record(rec: &mut TaskRecord, step: &Step) -> bool {
     match step {
         Step::Unbind => {
             rec.allocation = None;
+            rec.pull = None;
             serving::reset(rec);
         }
         Step::CountNodeLoss => rec.node_losses += 1,
         Step::Unfence => rec.fenced_until_ms = None,
         Step::CountPreemption => rec.preemptions += 1,
-        Step::RecordFailure(why) => rec.failure = Some(why.clone()),
+        Step::RecordFailure(why) => {
+            rec.failure = Some(why.clone());
+            rec.failure_code = None;
+        }
+        Step::RecordFailureCode(code) => rec.failure_code = Some(*code),
+        Step::NotePull(p) => rec.pull = Some(p.clone()),
+        Step::RecordImageDigest(d) => {
+            if let Some(a) = rec.allocation.as_mut() {
+                a.image_digest = Some(d.clone());
+            }
+        }
         Step::RecordExitCode(code) => rec.exit_code = *code,
         Step::NotePending {
             reason,

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod moves;
+mod preparing;
 mod rebuilt;
 mod warming;
 
@@ -60,6 +61,8 @@ pub struct TaskActor {
     pub(crate) left: bool,
     /// Warming: what the node last reported of the copy (memory only).
     pub(crate) warming: Option<warming::WarmingNote>,
+    /// Preparing: when a pull report was last recorded (clock ms, 0: none yet).
+    pub(crate) pull_recorded_ms: u64,
     /// An inference service: its swap's memory-only bookkeeping.
     pub(crate) swap_live: crate::service::SwapLive,
 }
@@ -81,6 +84,7 @@ impl TaskActor {
             resend_exit: false,
             left: false,
             warming: None,
+            pull_recorded_ms: 0,
             swap_live: Default::default(),
         }
     }
@@ -389,13 +393,13 @@ impl TaskActor {
                 }
             }),
         );
-        let timeout = Duration::from_millis(self.sh.config.preparing_timeout_ms);
-        ctx.run_later(timeout, move |act, ctx| {
-            act.preparing_timeout(ctx, attempt, timeout)
+        let (stated, waited) = self.preparing_timeout();
+        ctx.run_later(waited, move |act, ctx| {
+            act.preparing_timed_out(ctx, attempt, stated)
         });
     }
 
-    fn preparing_timeout(&mut self, ctx: &mut Context<Self>, attempt: u32, after: Duration) {
+    fn preparing_timed_out(&mut self, ctx: &mut Context<Self>, attempt: u32, after: Duration) {
         let input = Input::PreparingTimeout {
             attempt,
             after_secs: after.as_secs(),
@@ -556,7 +560,7 @@ impl Handler<Workload> for TaskActor {
         if self.swap_news(&m.kind) {
             return;
         }
-        if !self.warming_due(&m.kind) {
+        if !self.warming_due(&m.kind) || !self.pull_due(&m.kind) {
             return;
         }
         let input = Input::Workload {

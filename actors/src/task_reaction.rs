@@ -313,6 +313,9 @@ impl TaskActor {
             | Step::Unfence
             | Step::CountPreemption
             | Step::RecordFailure(_)
+            | Step::RecordFailureCode(_)
+            | Step::NotePull(_)
+            | Step::RecordImageDigest(_)
             | Step::RecordExitCode(_)
             | Step::NotePending { .. }
             | Step::Serve { .. }

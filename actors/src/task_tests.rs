@@ -41,6 +41,7 @@ fn nowhere(id: &str) -> Allocation {
         created_ms: 1,
         borrowed: false,
         priority: 500,
+        image_digest: None,
     }
 }
 

@@ -32,6 +32,14 @@ pub struct TaskView {
     pub exit_code: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The failure's number in the error code table, where it has one (a
+    /// start that failed: 10220 `image_not_found`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_code: Option<u32>,
+    /// Its image's pull: layers and bytes done (while Preparing, and what
+    /// the pull came to after).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pull: Option<caldera_spec::container::PullProgress>,
     pub attempts: u32,
     /// Retries spent by failures (lost nodes), out of `max_retries`;
     /// planned stops (drain, preemption, shutdown) never count.
@@ -119,6 +127,8 @@ impl From<&TaskRecord> for TaskView {
             pending_reason: r.pending_reason.clone(),
             exit_code: r.exit_code,
             failure: r.failure.clone(),
+            failure_code: r.failure_code,
+            pull: r.pull.clone(),
             attempts: r.attempts,
             retries_used: r.node_losses,
             fenced_until: r.fenced_until_ms.map(rfc3339),

@@ -19,6 +19,7 @@ pub mod portal;
 pub mod process;
 pub mod promql;
 pub mod proxy;
+pub mod registry_standin;
 pub mod schema;
 pub mod shims;
 pub mod swap;

@@ -117,6 +117,34 @@ pub struct PullProgress {
     pub bytes_done: u64,
 }
 
+impl PullProgress {
+    /// How far the pull got, as a person reads it: "2 of 5 layers, 40 MB
+    /// done", or that no layer started (it is still reaching the registry).
+    pub fn summary(&self) -> String {
+        let layers = match (self.layers_done, self.layers_total) {
+            (_, 0) => "no layer started yet (still reaching the registry)".to_string(),
+            (done, total) => format!("{done} of {total} layers"),
+        };
+        format!("{layers}, {} done", human_bytes(self.bytes_done))
+    }
+
+    /// "pulling registry.internal/x:1: 2 of 5 layers, 40 MB done".
+    pub fn describe(&self) -> String {
+        format!("pulling {}: {}", self.image, self.summary())
+    }
+}
+
+/// Bytes in decimal units, whole below a GB: "40 MB", "1.2 GB", "512 B".
+pub fn human_bytes(n: u64) -> String {
+    const MB: u64 = 1_000_000;
+    match n {
+        n if n >= 1_000 * MB => format!("{:.1} GB", n as f64 / (1_000 * MB) as f64),
+        n if n >= MB => format!("{} MB", n / MB),
+        n if n >= 1_000 => format!("{} kB", n / 1_000),
+        n => format!("{n} B"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,6 +162,24 @@ mod tests {
         assert!(
             serde_json::from_str::<VolumeRequest>(r#"{"name":"d","path":"/d","rw":1}"#).is_err()
         );
+    }
+
+    #[test]
+    fn a_pull_says_how_far_it_got() {
+        let mut p = PullProgress {
+            image: "registry.internal/x:1".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            p.describe(),
+            "pulling registry.internal/x:1: no layer started yet (still reaching the registry), 0 B done"
+        );
+        p.layers_done = 2;
+        p.layers_total = 5;
+        p.bytes_done = 40_500_000;
+        assert_eq!(p.summary(), "2 of 5 layers, 40 MB done");
+        assert_eq!(human_bytes(1_250_000_000), "1.2 GB");
+        assert_eq!(human_bytes(4_096), "4 kB");
     }
 
     #[test]

@@ -51,6 +51,10 @@ pub enum EventKind {
     ModelWarmup,
     /// A task in `warming`: bytes arriving (at most about one a second).
     WarmingProgress,
+    /// A task in `preparing`: its image's pull, layers and bytes done (at
+    /// most about one a second); and the digest its container runs, when
+    /// that was reported after the task was already running.
+    PullProgress,
     /// A service's hot swap: started, a replica swapped (or rolled back),
     /// done, rolled back (with the replica and the reason).
     ModelSwap,

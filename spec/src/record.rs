@@ -106,6 +106,11 @@ pub struct Allocation {
     /// The task's priority, kept here so victims can be chosen from the ledger alone.
     #[serde(default)]
     pub priority: u16,
+    /// The digest of the image its container runs (`sha256:...`), as the
+    /// node reported it when the workload started: the image a moving tag
+    /// named at that moment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
 }
 
 /// A task and everything known about it.
@@ -125,6 +130,14 @@ pub struct TaskRecord {
     /// Why the task failed or was stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The failure's number in `caldera_spec::codes`, where it has one (a
+    /// start that failed with a stable code: the image not found, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_code: Option<u32>,
+    /// The latest pull progress of its image while Preparing (the current
+    /// attempt's; kept after, saying what the pull came to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull: Option<crate::container::PullProgress>,
     /// Times it was started (1 on a first run; each requeue adds one).
     pub attempts: u32,
     /// Requeues caused by lost nodes.
@@ -216,6 +229,8 @@ impl TaskRecord {
             pending_reason: None,
             exit_code: None,
             failure: None,
+            failure_code: None,
+            pull: None,
             attempts: 0,
             node_losses: 0,
             created_ms: now_ms,

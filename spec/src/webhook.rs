@@ -107,6 +107,7 @@ pub fn webhook_type(e: &Event) -> Option<&'static str> {
         | EventKind::StorageRecovered
         | EventKind::ModelWarmup
         | EventKind::WarmingProgress
+        | EventKind::PullProgress
         | EventKind::ImagePull => return None,
     })
 }

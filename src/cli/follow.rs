@@ -2,7 +2,9 @@
 //! log from where the last read ended (`?from_byte=`, answered with
 //! `end_byte`), every half second, until the task has ended; then it prints
 //! the rest and stops. A run on another node (the task was requeued) has its
-//! own log file there: reading starts again at its beginning.
+//! own log file there: reading starts again at its beginning. While the
+//! task's image is being pulled, each new pull progress is printed to
+//! stderr (stdout is the workload's own output).
 use super::client::{encode, ApiClient};
 use super::CliError;
 use caldera_spec::codes;
@@ -23,6 +25,7 @@ pub async fn follow(client: &ApiClient, id: &str, tenant: Option<String>) -> Res
     let log_path = format!("{task_path}/logs");
     let mut from = 0u64;
     let mut node = String::new();
+    let mut last_pull = serde_json::Value::Null;
     loop {
         // The state is read before the log: once it says ended, the read
         // that follows has everything the workload wrote.
@@ -30,6 +33,9 @@ pub async fn follow(client: &ApiClient, id: &str, tenant: Option<String>) -> Res
             .get(&task_path, &[("tenant", tenant.clone())])
             .await?;
         let ended = ENDED.contains(&task["state"].as_str().unwrap_or(""));
+        if let Some(line) = pull_news(&task, &mut last_pull) {
+            eprintln!("{line}");
+        }
         let Some(here) = task["allocation"]["node"].as_str() else {
             if ended {
                 return Ok(()); // never ran
@@ -79,5 +85,37 @@ pub async fn follow(client: &ApiClient, id: &str, tenant: Option<String>) -> Res
             return Ok(());
         }
         tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The task's pull progress when it moved since `last` (which it updates).
+fn pull_news(task: &serde_json::Value, last: &mut serde_json::Value) -> Option<String> {
+    let pull = &task["pull"];
+    if pull.is_null() || pull == last {
+        return None;
+    }
+    *last = pull.clone();
+    Some(super::tasks::pull_line(pull))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pull_progress_is_printed_once_per_change() {
+        let mut last = serde_json::Value::Null;
+        let pull = |layers: u32| {
+            json!({"state": "preparing", "pull": {"image": "registry.internal/x:1",
+                "layers_done": layers, "layers_total": 2, "bytes_done": 5_000_000}})
+        };
+        assert_eq!(pull_news(&json!({"state": "scheduled"}), &mut last), None);
+        assert_eq!(
+            pull_news(&pull(1), &mut last).as_deref(),
+            Some("pulling registry.internal/x:1: 1 of 2 layers, 5 MB done")
+        );
+        assert_eq!(pull_news(&pull(1), &mut last), None);
+        assert!(pull_news(&pull(2), &mut last).is_some());
     }
 }

@@ -380,8 +380,11 @@ pub fn render_status(task: &Value) -> String {
     if get(task, "checkpoint").is_some() {
         summary.push(("checkpoint", text(task, "checkpoint")));
     }
+    if let Some(pull) = get(task, "pull") {
+        summary.push(("image pull", pull_line(pull)));
+    }
     if get(task, "failure").is_some() {
-        summary.push(("failure", text(task, "failure")));
+        summary.push(("failure", failure_line(task)));
     }
     let mut out = key_values(&summary);
 
@@ -400,6 +403,31 @@ pub fn render_status(task: &Value) -> String {
     out.push_str(&render_allocation(task));
     out.push_str(&super::swap::render_swap(task));
     out
+}
+
+/// A pull's progress as the task's Preparing events say it: "pulling
+/// registry.internal/x:1: 2 of 5 layers, 40 MB done".
+pub fn pull_line(pull: &Value) -> String {
+    match serde_json::from_value::<caldera_spec::container::PullProgress>(pull.clone()) {
+        Ok(p) => p.describe(),
+        Err(_) => fields::show(pull),
+    }
+}
+
+/// The failure's sentence, with its code's number and name where it has one:
+/// "image ... not found ... [10220 image_not_found]".
+fn failure_line(task: &Value) -> String {
+    let why = text(task, "failure");
+    let Some(code) = number(task, "failure_code") else {
+        return why;
+    };
+    match caldera_spec::codes::ALL
+        .iter()
+        .find(|c| f64::from(c.code) == code)
+    {
+        Some(c) => format!("{why} [{} {}]", c.code, c.name),
+        None => format!("{why} [{code}]"),
+    }
 }
 
 fn render_allocation(task: &Value) -> String {
@@ -425,6 +453,9 @@ fn render_allocation(task: &Value) -> String {
         fields::size_mb_at(alloc, "memory_mb"),
         fields::size_mb_at(alloc, "disk_mb"),
     ));
+    if let Some(digest) = get(alloc, "image_digest").and_then(Value::as_str) {
+        out.push_str(&format!("  image {digest}\n"));
+    }
     let gpus = items(alloc, "gpus");
     if !gpus.is_empty() {
         let mut table = Table::new(&["GPU", "UUID", "MODEL", "MEMORY"]);
@@ -556,6 +587,27 @@ mod tests {
             out.contains("  0    GPU-0  A100-80GB (simulated)  80G\n"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn status_shows_the_pull_the_failure_code_and_the_digest_run() {
+        let task = json!({"task_id": "t", "state": "failed",
+            "failure": "image registry.internal/nope:1 not found in its registry",
+            "failure_code": 10220,
+            "pull": {"image": "registry.internal/nope:1", "layers_done": 0,
+                     "layers_total": 0, "bytes_done": 0},
+            "allocation": {"allocation_id": "a-1", "node": "n1", "epoch": 1, "gpus": [],
+                           "image_digest": "sha256:abc"}});
+        let out = render_status(&task);
+        assert!(
+            out.contains("image registry.internal/nope:1 not found in its registry [10220 image_not_found]\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("pulling registry.internal/nope:1: no layer started yet"),
+            "{out}"
+        );
+        assert!(out.contains("  image sha256:abc\n"), "{out}");
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub fn allocation(id: &str, task: &str, epoch: u64) -> Allocation {
         created_ms: 2,
         borrowed: false,
         priority: 500,
+        image_digest: None,
     }
 }
 

@@ -118,6 +118,7 @@ mod tests {
             created_ms: 0,
             borrowed: false,
             priority: 500,
+            image_digest: None,
         }
     }
 

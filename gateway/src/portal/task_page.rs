@@ -73,6 +73,14 @@ fn timeline(t: &TaskView, now_ms: u64) -> Markup {
     }
 }
 
+/// A failure's code as the README's error table names it: "10220 image_not_found".
+fn failure_code_label(code: u32) -> String {
+    match caldera_spec::codes::ALL.iter().find(|c| c.code == code) {
+        Some(c) => format!("{} {}", c.code, c.name),
+        None => code.to_string(),
+    }
+}
+
 /// The node this task holds room on, its GPUs as bars with this task's
 /// slice marked among the others'.
 async fn topology(
@@ -96,7 +104,8 @@ async fn topology(
     Ok(html! {
         p { "Node " a href="/nodes" { strong { (a.node) } } " (epoch " (a.epoch) ") · "
             (format!("{:.1}", a.cpu_milli as f64 / 1000.0)) " cores · " (gb(a.memory_mb as f64)) " memory · " (gb(a.disk_mb as f64)) " disk"
-            @if a.borrowed { " · " span.warning { "borrowed (preempted first)" } } }
+            @if a.borrowed { " · " span.warning { "borrowed (preempted first)" } }
+            @if let Some(d) = &a.image_digest { " · image " code { (d) } } }
         @match node {
             None => { p.note { "The node is no longer registered." } }
             Some(n) => {
@@ -282,7 +291,9 @@ pub async fn page_handler(
             @if let Some(p) = t.queue_position { " · " strong { "#" (p) } " in line" }
             @if let Some(s) = &t.estimated_start { " · estimated start " (s) } }
         @if let Some(r) = &t.pending_reason { p.reason { "Why pending: " (r) } }
-        @if let Some(f) = &t.failure { p.field-error { (f) } }
+        @if let Some(p) = &t.pull { p.reason #image-pull { "Image: " (p.describe()) } }
+        @if let Some(f) = &t.failure { p.field-error { (f)
+            @if let Some(c) = t.failure_code { " " span.code { "[" (failure_code_label(c)) "]" } } } }
         (cost)
         @if let Some(s) = &t.swap { (super::model_actions::swap_progress(s, now)) }
         section { h2 { "Timeline" } (timeline(&t, now)) }

@@ -14,6 +14,8 @@
 //! never logged, and no error sentence quotes them (podman's do not).
 pub mod classify;
 pub mod progress;
+#[cfg(test)]
+mod tests;
 
 pub use classify::PullError;
 
@@ -142,6 +144,11 @@ pub async fn ensure(
         work.write_auth(auth, image)?;
     }
     let mut throttle = Throttle::new();
+    // The first report says the pull began: a registry that never answers
+    // still shows the task as pulling, with no layer started.
+    if let Some(p) = throttle.due(Tally::default().progress(image), std::time::Instant::now()) {
+        report(p);
+    }
     let mut backoff = BACKOFF_FIRST;
     let mut attempts = 0;
     let began = Instant::now();
@@ -255,7 +262,12 @@ async fn attempt(
             }
             line = lines.next_line(), if open => match line {
                 Ok(Some(line)) => {
-                    moved = tally.on_line(&line);
+                    // A layer being stored was downloaded whole: its file
+                    // is measured now, so finished layers count exactly.
+                    moved = tally.on_line(&line) && {
+                        tally.sample(&work.tmp_dir());
+                        true
+                    };
                     if !line.starts_with("time=\"") || line.contains("level=error") {
                         kept.push_str(&line);
                         kept.push('\n');

@@ -163,6 +163,7 @@ fn planned_allocation(node: &str, demand: &Demand, p: &Placement, start_ms: u64)
         created_ms: start_ms,
         borrowed: false,
         priority: 0,
+        image_digest: None,
     }
 }
 

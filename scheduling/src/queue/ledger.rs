@@ -261,6 +261,7 @@ mod tests {
                 created_ms: 0,
                 borrowed: false,
                 priority: 0,
+                image_digest: None,
             },
             demand: Demand::default(),
             duration_ms: None,

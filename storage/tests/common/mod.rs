@@ -57,6 +57,7 @@ pub fn allocation(id: &str, task: &str, tenant: &str, node: &str) -> Allocation 
         created_ms: 5_000,
         borrowed: false,
         priority: 500,
+        image_digest: None,
     }
 }
 

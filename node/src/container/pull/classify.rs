@@ -58,22 +58,7 @@ impl PullError {
 
 /// How far a pull got, as a person reads it: "2 of 5 layers, 40 MB done".
 pub fn where_stuck(p: &PullProgress) -> String {
-    let layers = match (p.layers_done, p.layers_total) {
-        (_, 0) => "no layer started yet (stuck reaching the registry)".to_string(),
-        (done, total) => format!("{done} of {total} layers"),
-    };
-    format!("{layers}, {} done", human_bytes(p.bytes_done))
-}
-
-/// Bytes in the largest unit that keeps one digit or more.
-pub fn human_bytes(n: u64) -> String {
-    const MB: u64 = 1_000_000;
-    match n {
-        n if n >= 1_000 * MB => format!("{:.1} GB", n as f64 / (1_000 * MB) as f64),
-        n if n >= MB => format!("{} MB", n / MB),
-        n if n >= 1_000 => format!("{} kB", n / 1_000),
-        n => format!("{n} B"),
-    }
+    p.summary()
 }
 
 /// What one failed pull attempt means.
@@ -235,7 +220,7 @@ mod tests {
         let stuck = PullProgress::default();
         assert_eq!(
             where_stuck(&stuck),
-            "no layer started yet (stuck reaching the registry), 0 B done"
+            "no layer started yet (still reaching the registry), 0 B done"
         );
     }
 }

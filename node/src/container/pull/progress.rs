@@ -9,7 +9,9 @@
 //! - Bytes: podman downloads each blob into a file under its `TMPDIR`, which
 //!   the agent points at a directory of this pull's own, and keeps the files
 //!   until the copy ends. The sum of their sizes is the bytes downloaded so
-//!   far, sampled (a lower bound between samples; exact at the end).
+//!   far: measured every 200 ms and whenever a layer is stored (its file is
+//!   whole then), so the bytes of finished layers are exact and a layer
+//!   still downloading counts what arrived by the last measurement.
 use caldera_spec::container::PullProgress;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -101,6 +101,7 @@ pub fn build_allocation(
         created_ms: now_ms,
         borrowed,
         priority: t.spec.priority.0,
+        image_digest: None,
     }
 }
 
