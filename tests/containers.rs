@@ -411,3 +411,408 @@ fn a_registry_that_never_answers_fails_the_task_at_its_prepare_timeout_saying_wh
     assert!(took >= Duration::from_secs(5), "{took:?}");
     assert!(registry.connections() >= 1, "the registry was reached");
 }
+
+// ---- the control plane's container rules: placement, require-images,
+// ---- data volumes, registry credentials (fake agents: no podman needed) ----
+
+use caldera_chaos_tests::{fake_node, JOIN_TOKEN};
+use std::net::TcpStream;
+
+const SEED_IMAGE: &str = "registry.internal/deeplearning/pytorch:2.1-cu12.1";
+
+/// A CPU task named `id` with `extra` fields (`,"image":"..."`).
+fn cpu_task(id: &str, extra: &str) -> String {
+    format!(
+        r#"{{"task_id":"{id}","task_type":"training","resources":{{"cpu":{{"cores":1}}}},"command":["sleep","60"]{extra}}}"#
+    )
+}
+
+/// What a podman node's inventory says of its runtimes.
+fn podman_up() -> Value {
+    serde_json::json!([
+        {"kind": "container", "engine": "podman", "version": "4.3.1", "up": true},
+        {"kind": "process", "engine": "caldera-shim", "up": true}
+    ])
+}
+
+/// What a node without podman says: the container runtime down, and why.
+fn podman_missing() -> Value {
+    serde_json::json!([
+        {"kind": "container", "engine": "podman", "up": false, "detail": "podman is not installed"},
+        {"kind": "process", "engine": "caldera-shim", "up": true}
+    ])
+}
+
+/// A control plane whose fake nodes need not heartbeat, with `env` added.
+fn rules_cp(dir: &Path, env: &[(&str, &str)]) -> ControlPlane {
+    let mut all = vec![("CALDERA_NODE_TIMEOUT_MS", "60000")];
+    all.extend_from_slice(env);
+    ControlPlane::start(Path::new(BIN), &dir.join("cp"), &all)
+}
+
+fn fake(cp: &ControlPlane, name: &str, runtimes: Value) -> (TcpStream, u64) {
+    fake_node::join_with_runtimes(&cp.addr, JOIN_TOKEN, name, 1, runtimes).unwrap()
+}
+
+/// A task with an image waits, saying why, where no node runs containers;
+/// the same image with `"runtime": "process"` runs at once; a node whose
+/// podman is up then takes the waiting one. Node views and /metrics say
+/// which runtime each node has.
+#[test]
+fn a_container_task_waits_for_a_node_with_a_container_runtime_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = rules_cp(dir.path(), &[]);
+    let op = cp.operator();
+    let api = cp.api(&cp.tenant("team-a"));
+    let (mut plain, _) = fake(&cp, "plain-1", podman_missing());
+    let (mut old, _) = fake(&cp, "old-agent", serde_json::json!([]));
+
+    let seed = cpu_task("in-image", &format!(r#","image":"{SEED_IMAGE}""#));
+    assert_eq!(api.post("/v1/tasks", &seed).status, 201);
+    let waiting = api.wait_task("in-image", 20, "a pending reason", |v| {
+        v["pending_reason"].as_str().is_some()
+    });
+    assert_eq!(
+        waiting["pending_reason"],
+        "no node with a container runtime up: 2 nodes run processes only",
+        "{waiting:#}"
+    );
+    assert_eq!(waiting["state"], "queued");
+    assert_eq!(waiting["runtime"], "container");
+    assert_eq!(waiting["image"], SEED_IMAGE);
+
+    // The image only recorded: a host process, placed at once.
+    let on_host = cpu_task(
+        "on-host",
+        &format!(r#","image":"{SEED_IMAGE}","runtime":"process""#),
+    );
+    assert_eq!(api.post("/v1/tasks", &on_host).status, 201);
+    let start = [&mut plain, &mut old]
+        .into_iter()
+        .find_map(|s| fake_node::expect(s, "start", Duration::from_millis(3000)).ok())
+        .expect("the process task was started on one of the nodes");
+    assert!(start["container"].is_null(), "{start:#}");
+    assert!(start["task_id"].as_str().unwrap().ends_with("/on-host"));
+    assert_eq!(api.get("/v1/tasks/on-host").data()["runtime"], "process");
+
+    // What each node runs, as the API, `caldera nodes` and /metrics say it.
+    let nodes = op.get("/v1/nodes").data()["nodes"].clone();
+    let runtime_of = |name: &str| {
+        nodes
+            .as_array()
+            .and_then(|l| l.iter().find(|n| n["name"] == name).cloned())
+            .map(|n| (n["runtime"].clone(), n["runtimes"].clone()))
+            .unwrap()
+    };
+    let (label, all) = runtime_of("plain-1");
+    assert_eq!(label, "process");
+    assert_eq!(all[0]["detail"], "podman is not installed", "{all:#}");
+    assert_eq!(runtime_of("old-agent").0, "process");
+
+    let (mut podman, _) = fake(&cp, "podman-1", podman_up());
+    let start = fake_node::expect(&mut podman, "start", Duration::from_secs(20)).unwrap();
+    assert!(start["task_id"].as_str().unwrap().ends_with("/in-image"));
+    assert_eq!(start["container"]["image"], SEED_IMAGE, "{start:#}");
+    assert_eq!(
+        op.get("/v1/nodes/podman-1").data()["runtime"],
+        "podman 4.3.1"
+    );
+    let metrics = op
+        .get("/metrics")
+        .body
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for (node, runtime, up) in [
+        ("podman-1", "container", "1.0"),
+        ("plain-1", "container", "0.0"),
+        ("plain-1", "process", "1.0"),
+        ("old-agent", "process", "1.0"),
+    ] {
+        let series =
+            format!("caldera_node_runtime_up{{node=\"{node}\",runtime=\"{runtime}\"}} {up}");
+        let ours: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.starts_with("caldera_node_runtime_up"))
+            .collect();
+        assert!(ours.contains(&series.as_str()), "{series} not in {ours:#?}");
+    }
+    let list = std::process::Command::new(BIN)
+        .args(["nodes", "--server", &cp.url(), "--token"])
+        .arg(caldera_chaos_tests::OPERATOR_TOKEN)
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout).into_owned();
+    assert!(
+        list.lines().next().unwrap_or("").contains("RUNTIME"),
+        "{list}"
+    );
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("podman-1") && l.contains("podman 4.3.1")),
+        "{list}"
+    );
+}
+
+/// With `require-images` a task that would run on the host is refused at
+/// submission (and in a dry run), naming the field; an image task passes.
+#[test]
+fn require_images_refuses_tasks_that_would_run_on_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = rules_cp(dir.path(), &[("CALDERA_REQUIRE_IMAGES", "true")]);
+    let api = cp.api(&cp.tenant("team-a"));
+    for (body, field) in [
+        (cpu_task("no-image", ""), "image"),
+        (
+            cpu_task(
+                "as-process",
+                &format!(r#","image":"{SEED_IMAGE}","runtime":"process""#),
+            ),
+            "runtime",
+        ),
+    ] {
+        for path in ["/v1/tasks", "/v1/tasks?dry_run=true"] {
+            let r = api.post(path, &body);
+            assert_eq!(r.status, 422, "{path} {body}: {:#}", r.body);
+            assert_eq!(r.body["error"], "image_required", "{:#}", r.body);
+            assert_eq!(r.body["code"], 42240, "{:#}", r.body);
+            assert_eq!(r.body["field"], field, "{:#}", r.body);
+            assert!(
+                r.body["msg"].as_str().unwrap().contains("require-images"),
+                "{:#}",
+                r.body
+            );
+        }
+    }
+    assert_eq!(api.get("/v1/tasks/no-image").status, 404);
+    let ok = cpu_task("in-image", &format!(r#","image":"{SEED_IMAGE}""#));
+    assert_eq!(api.post("/v1/tasks", &ok).status, 201);
+}
+
+/// Data volumes come only from the operator's allow-list: one not offered
+/// to the tenant, or read-write where it is read-only, is refused naming
+/// `volumes[i]`; one offered is mounted at the host path the operator set,
+/// read-only unless asked and allowed.
+#[test]
+fn data_volumes_come_only_from_the_operators_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = rules_cp(
+        dir.path(),
+        &[(
+            "CALDERA_DATA_VOLUMES",
+            "datasets=/srv/datasets:*,results=/srv/results:team-a:rw",
+        )],
+    );
+    let a = cp.api(&cp.tenant("team-a"));
+    let b = cp.api(&cp.tenant("team-b"));
+    let with = |id: &str, volumes: &str| {
+        cpu_task(
+            id,
+            &format!(r#","image":"{SEED_IMAGE}","volumes":{volumes}"#),
+        )
+    };
+    let refused = |api: &Api, body: &str, code: u64, field: &str| {
+        let r = api.post("/v1/tasks", body);
+        assert_eq!(r.status / 100, 4, "{body}: {:#}", r.body);
+        assert_eq!(r.body["code"], code, "{body}: {:#}", r.body);
+        assert_eq!(r.body["field"], field, "{body}: {:#}", r.body);
+        r.body["msg"].as_str().unwrap_or_default().to_string()
+    };
+    // Not on the list at all.
+    let msg = refused(
+        &a,
+        &with("v1", r#"[{"name":"home","path":"/home"}]"#),
+        42241,
+        "volumes[0].name",
+    );
+    assert!(msg.contains("datasets, results"), "{msg}");
+    // On the list, for another tenant: told as if it did not exist.
+    let msg = refused(
+        &b,
+        &with(
+            "v2",
+            r#"[{"name":"datasets","path":"/data"},{"name":"results","path":"/out"}]"#,
+        ),
+        42241,
+        "volumes[1].name",
+    );
+    assert!(!msg.contains("team-a"), "{msg}");
+    // Read-write where the entry is read-only.
+    refused(
+        &a,
+        &with(
+            "v3",
+            r#"[{"name":"datasets","path":"/data","read_write":true}]"#,
+        ),
+        42241,
+        "volumes[0].read_write",
+    );
+    // What any spec says wrong is named the same way.
+    refused(
+        &a,
+        &with("v4", r#"[{"name":"datasets","path":"data"}]"#),
+        40006,
+        "volumes[0].path",
+    );
+    refused(
+        &a,
+        &with(
+            "v5",
+            r#"[{"name":"datasets","path":"/d"},{"name":"datasets","path":"/e"}]"#,
+        ),
+        40007,
+        "volumes[1].name",
+    );
+
+    let (mut s, _) = fake(&cp, "podman-1", podman_up());
+    let ok = with(
+        "v6",
+        r#"[{"name":"datasets","path":"/data"},{"name":"results","path":"/out","read_write":true}]"#,
+    );
+    assert_eq!(a.post("/v1/tasks", &ok).status, 201);
+    let start = fake_node::expect(&mut s, "start", Duration::from_secs(20)).unwrap();
+    assert_eq!(
+        start["container"]["volumes"],
+        serde_json::json!([
+            {"host_path": "/srv/datasets", "container_path": "/data", "read_only": true},
+            {"host_path": "/srv/results", "container_path": "/out", "read_only": false}
+        ]),
+        "{start:#}"
+    );
+}
+
+/// Registry credentials: set by the tenant (or the operator for it),
+/// listed without the secret, invisible to another tenant (404), never in
+/// an event or the server's log, and handed to the agent only in the start
+/// command of that tenant's task whose image comes from that registry.
+#[test]
+fn registry_credentials_reach_only_their_tenants_starts_and_are_never_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = rules_cp(dir.path(), &[]);
+    let op = cp.operator();
+    let a = cp.api(&cp.tenant("team-a"));
+    let b = cp.api(&cp.tenant("team-b"));
+    let secret = "pa55-w0rd-never-shown";
+    let user = "robot-user-never-shown";
+    let login = format!(r#"{{"username":"{user}","password":"{secret}"}}"#);
+    let path = "/v1/tenants/team-a/registry-credentials";
+
+    let r = a.put(&format!("{path}/registry.internal"), &login);
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    assert_eq!(r.data()["registry"], "registry.internal");
+    // Set again: replaced, 200.
+    assert_eq!(
+        a.put(&format!("{path}/registry.internal"), &login).status,
+        200
+    );
+    // The operator sets one for the tenant; a port in the name reads back.
+    let r = op.put(&format!("{path}/127.0.0.1:5555"), &login);
+    assert_eq!(r.status, 201, "{:#}", r.body);
+
+    // Another tenant: 404 for every operation, as for no such tenant.
+    assert_eq!(b.get(path).status, 404);
+    assert_eq!(
+        b.put(&format!("{path}/registry.internal"), &login).status,
+        404
+    );
+    assert_eq!(
+        b.request("DELETE", &format!("{path}/registry.internal"), None)
+            .status,
+        404
+    );
+    // A bad body names the field and quotes nothing of it.
+    let r = a.put(
+        &format!("{path}/registry.internal"),
+        &format!(r#"{{"username":"{user}","password":7}}"#),
+    );
+    assert_eq!(
+        (r.status, r.body["field"].as_str()),
+        (400, Some("password"))
+    );
+    let r = a.put("/v1/tenants/team-a/registry-credentials/Bad_Host!", &login);
+    assert_eq!(
+        (r.status, r.body["field"].as_str()),
+        (400, Some("registry"))
+    );
+
+    let listed = a.get(path);
+    assert_eq!(listed.status, 200);
+    let registries: Vec<&str> = listed.data()["registry_credentials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["registry"].as_str().unwrap())
+        .collect();
+    assert_eq!(registries, ["127.0.0.1:5555", "registry.internal"]);
+    assert!(listed.data()["registry_credentials"][0]["set_at"].is_string());
+
+    // The start command of team-a's task carries the auth file for the
+    // image's registry alone; team-b's task on the same registry none.
+    let (mut s, _) = fake(&cp, "podman-1", podman_up());
+    let task = cpu_task("pull-me", &format!(r#","image":"{SEED_IMAGE}""#));
+    assert_eq!(a.post("/v1/tasks", &task).status, 201);
+    let start = fake_node::expect(&mut s, "start", Duration::from_secs(20)).unwrap();
+    let auth: Value =
+        serde_json::from_str(start["container"]["registry_auth"].as_str().unwrap()).unwrap();
+    let auths = auth["auths"].as_object().unwrap();
+    assert_eq!(auths.keys().collect::<Vec<_>>(), ["registry.internal"]);
+    let encoded = auths["registry.internal"]["auth"].as_str().unwrap();
+    assert_eq!(encoded, base64_of(&format!("{user}:{secret}")));
+    assert_eq!(a.post("/v1/tasks/pull-me/release", "").status / 100, 2);
+    let theirs = cpu_task("theirs", &format!(r#","image":"{SEED_IMAGE}""#));
+    assert_eq!(b.post("/v1/tasks", &theirs).status, 201);
+    let start = loop {
+        let m = fake_node::expect(&mut s, "start", Duration::from_secs(20)).unwrap();
+        if m["task_id"].as_str().unwrap_or("").ends_with("/theirs") {
+            break m;
+        }
+    };
+    assert!(start["container"]["registry_auth"].is_null(), "{start:#}");
+
+    // Deleted: listed no more, and a second delete is a 404.
+    assert_eq!(
+        a.request("DELETE", &format!("{path}/registry.internal"), None)
+            .status,
+        200
+    );
+    assert_eq!(
+        a.request("DELETE", &format!("{path}/registry.internal"), None)
+            .status,
+        404
+    );
+    assert_eq!(
+        a.get(path).data()["registry_credentials"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+
+    // Never in a view, an event or the log.
+    for shown in [
+        a.get(path).body.to_string(),
+        op.get("/v1/events?limit=1000").body.to_string(),
+        a.get("/v1/tasks/pull-me").body.to_string(),
+        std::fs::read_to_string(&cp.log).unwrap_or_default(),
+    ] {
+        assert!(!shown.contains(secret) && !shown.contains(user), "{shown}");
+        assert!(!shown.contains(encoded), "{shown}");
+    }
+}
+
+/// Standard base64 (what an auth file holds), computed here independently.
+fn base64_of(text: &str) -> String {
+    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let bits: String = text.bytes().map(|b| format!("{b:08b}")).collect();
+    let mut out: String = bits
+        .as_bytes()
+        .chunks(6)
+        .map(|c| {
+            let s = format!("{:0<6}", String::from_utf8_lossy(c));
+            ABC[usize::from_str_radix(&s, 2).unwrap()] as char
+        })
+        .collect();
+    while out.len() % 4 != 0 {
+        out.push('=');
+    }
+    out
+}

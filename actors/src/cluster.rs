@@ -350,8 +350,8 @@ impl Cluster {
 /// submission and in a dry run alike (so both refuse with the same error
 /// naming the same field): its tenant exists, it is within what the tenant
 /// may ever hold (`tenant_cap`), an inference replica is
-/// within the per-replica cap, and its model version is one the tenant may
-/// use.
+/// within the per-replica cap, its model version is one the tenant may
+/// use, and it runs the way the operator's container rules allow.
 pub(crate) fn check_request(sh: &Shared, tenant: &str, spec: &TaskSpec) -> Result<()> {
     if sh.registry.tenant(tenant).is_none() {
         return Err(ActorError::not_found("tenant", tenant));
@@ -370,7 +370,7 @@ pub(crate) fn check_request(sh: &Shared, tenant: &str, spec: &TaskSpec) -> Resul
     if let Some(model) = &spec.model {
         crate::model::register::check_task_model(sh.gate.store(), tenant, model)?;
     }
-    Ok(())
+    crate::container::admission::check(&sh.config, tenant, spec)
 }
 
 /// Inference replicas are small by rule: at most `cap` of one GPU each (by

@@ -74,6 +74,8 @@ pub enum CommitSite {
     /// Scheduler: one inspector pass's usage history samples and roll-ups,
     /// and the idle time measured into open billing records.
     UsageHistory,
+    /// A tenant's registry credentials set or deleted.
+    RegistryCredential,
 }
 
 impl CommitSite {
@@ -107,6 +109,7 @@ impl CommitSite {
         CommitSite::WebhookFanOut,
         CommitSite::WebhookAttempt,
         CommitSite::UsageHistory,
+        CommitSite::RegistryCredential,
     ];
 
     /// The stable name (logs, the fail-point endpoint).
@@ -140,6 +143,7 @@ impl CommitSite {
             CommitSite::WebhookFanOut => "webhook_fan_out",
             CommitSite::WebhookAttempt => "webhook_attempt",
             CommitSite::UsageHistory => "usage_history",
+            CommitSite::RegistryCredential => "registry_credential",
         }
     }
 

@@ -207,6 +207,18 @@ pub struct ServerConfig {
     pub price_currency: String,
     /// Billing records of freed allocations older than this are deleted, days. Default 400.
     pub billing_retention_days: u64,
+    /// Every task runs in a container: a task without an image, or with
+    /// `"runtime": "process"`, is refused at submission (422
+    /// `image_required`), so nothing a tenant supplies runs on a host.
+    /// Default false.
+    pub require_images: bool,
+    /// The data volumes tasks may mount (`volumes` in a task spec): name,
+    /// host path, tenants (`*` or names), read-write allowed. A TOML array
+    /// of tables (`[{ name = "datasets", host-path = "/srv/datasets",
+    /// tenants = ["*"] }]`); in the environment comma-separated
+    /// `NAME=HOST_PATH:TENANTS[:rw]` (`datasets=/srv/datasets:*`). Default:
+    /// none.
+    pub data_volumes: crate::container::DataVolumes,
 }
 
 impl Default for ServerConfig {
@@ -276,6 +288,8 @@ impl Default for ServerConfig {
             price_disk_gb_hour: crate::chargeback::Micros(0),
             price_currency: "USD".into(),
             billing_retention_days: 400,
+            require_images: false,
+            data_volumes: crate::container::DataVolumes::default(),
         }
     }
 }
@@ -378,6 +392,9 @@ impl ServerConfig {
         }
         if let Some(key) = crate::webhook::config_problem(self) {
             return Err(key);
+        }
+        if let Some(why) = self.data_volumes.problem() {
+            return err("data-volumes", &why);
         }
         // Checked here, not when the Scheduler starts: there an unknown name
         // would surface as a boot ("storage") failure that names no key.

@@ -12,6 +12,7 @@ mod model_from_task;
 mod models;
 mod node_cache;
 mod portal;
+pub mod registry_credentials;
 pub mod scrape;
 pub mod swap;
 mod task_page;

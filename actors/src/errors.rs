@@ -73,6 +73,18 @@ pub enum ActorError {
         field: &'static str,
         message: String,
     },
+    /// `require-images` and a task that would run on the host; `field`
+    /// is `image` or `runtime` (422 `image_required`).
+    #[error("{message}")]
+    ImageRequired {
+        field: &'static str,
+        message: String,
+    },
+    /// A data volume the operator's allow-list does not offer the task's
+    /// tenant, or not read-write; `field` names the entry (422
+    /// `volume_not_allowed`).
+    #[error("{message}")]
+    VolumeNotAllowed { field: String, message: String },
     /// Keeps the storage error's own code (a corrupt record is not a full disk).
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
@@ -102,6 +114,8 @@ impl ActorError {
             ActorError::CheckpointUntrusted(_) => &codes::CHECKPOINT_UNTRUSTED,
             ActorError::OriginNotAllowed(_) => &codes::ORIGIN_NOT_ALLOWED,
             ActorError::ModelNameReserved(_) => &codes::MODEL_NAME_RESERVED,
+            ActorError::ImageRequired { .. } => &codes::IMAGE_REQUIRED,
+            ActorError::VolumeNotAllowed { .. } => &codes::VOLUME_NOT_ALLOWED,
             ActorError::Storage(e) => e.error_code(),
         }
     }
@@ -122,6 +136,8 @@ impl ActorError {
             ActorError::OriginNotAllowed(_) => Some("weights.uri"),
             ActorError::ModelNameReserved(_) => Some("name"),
             ActorError::ExceedsTenantCap { field, .. } => Some(field),
+            ActorError::ImageRequired { field, .. } => Some(field),
+            ActorError::VolumeNotAllowed { field, .. } => Some(field),
             _ => None,
         }
     }

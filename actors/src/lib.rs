@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod commit_faults;
 pub mod commit_site;
 pub mod config;
+pub mod container;
 pub mod control_plane;
 pub mod durability;
 pub mod errors;

@@ -23,6 +23,7 @@ use caldera_spec::{Allocation, Event, EventKind, TaskRecord, TaskState};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod container_start;
 mod moves;
 mod preparing;
 mod rebuilt;
@@ -325,9 +326,12 @@ impl TaskActor {
         });
     }
 
-    fn start_command(&self, a: &Allocation) -> StartCommand {
-        StartCommand {
-            container: None,
+    fn start_command(
+        &self,
+        a: &Allocation,
+    ) -> std::result::Result<StartCommand, crate::container::start::NotBuilt> {
+        Ok(StartCommand {
+            container: self.container_start()?,
             allocation_id: a.allocation_id.clone(),
             task_id: a.task_id.clone(),
             epoch: a.epoch,
@@ -342,7 +346,7 @@ impl TaskActor {
             resume_from: self.rec.checkpoint.clone(),
             model: self.model_mount(),
             readiness: self.rec.spec.readiness.clone(),
-        }
+        })
     }
 
     /// Sends the start command to the allocation's node once the Scheduled
@@ -351,7 +355,10 @@ impl TaskActor {
         let Some(a) = self.rec.allocation.clone() else {
             return;
         };
-        let cmd = self.start_command(&a);
+        let cmd = match self.start_command(&a) {
+            Ok(cmd) => cmd,
+            Err(why) => return self.start_not_built(ctx, &a, why),
+        };
         let sh = self.sh.clone();
         let attempt = self.rec.attempts;
         let node = a.node.clone();

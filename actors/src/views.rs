@@ -23,6 +23,11 @@ pub struct TaskView {
     pub tenant: String,
     pub task_type: &'static str,
     pub priority: String,
+    /// What runs it: `container` (the image) or `process` (on the host).
+    pub runtime: &'static str,
+    /// The image it names, if any (with `runtime: process`, only recorded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     pub state: &'static str,
     pub history: Vec<TransitionView>,
     pub allocation: Option<Allocation>,
@@ -112,6 +117,8 @@ impl From<&TaskRecord> for TaskView {
             tenant: r.tenant.clone(),
             task_type: r.spec.task_type.as_str(),
             priority: r.spec.priority.label(),
+            runtime: r.spec.runtime_kind().as_str(),
+            image: r.spec.image.clone(),
             state: r.state.as_str(),
             history: r
                 .history
@@ -187,6 +194,12 @@ pub struct NodeView {
     pub simulated: bool,
     pub gpu_source: String,
     pub isolation: String,
+    /// What runs workloads there: `podman 4.3.1` where its container
+    /// runtime is up, else `process` (host processes only).
+    pub runtime: String,
+    /// Each runtime the node reported, up or not, with what is missing
+    /// where one is down (an agent that reports none runs processes).
+    pub runtimes: Vec<caldera_spec::container::RuntimeInfo>,
     pub gpus: Vec<GpuView>,
     pub cpu_cores: u32,
     pub cpu_free_milli: u64,
@@ -206,6 +219,37 @@ pub struct NodeView {
     /// only: an image's name can tell one tenant's work to another).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub images: Option<caldera_spec::images::ImageReport>,
+}
+
+/// `podman 4.3.1` for an up container runtime, else `process`.
+pub fn runtime_label(runtimes: &[caldera_spec::container::RuntimeInfo]) -> String {
+    use caldera_spec::container::RuntimeKind;
+    match runtimes
+        .iter()
+        .find(|r| r.kind == RuntimeKind::Container && r.up)
+    {
+        Some(r) if r.version.is_empty() => r.engine.clone(),
+        Some(r) => format!("{} {}", r.engine, r.version),
+        None => RuntimeKind::Process.as_str().into(),
+    }
+}
+
+/// The node's runtimes; an agent that reports none (older ones) runs
+/// host processes only.
+pub fn runtimes_or_process(
+    runtimes: &[caldera_spec::container::RuntimeInfo],
+) -> Vec<caldera_spec::container::RuntimeInfo> {
+    use caldera_spec::container::{RuntimeInfo, RuntimeKind};
+    if runtimes.is_empty() {
+        return vec![RuntimeInfo {
+            kind: RuntimeKind::Process,
+            engine: "caldera-shim".into(),
+            version: String::new(),
+            up: true,
+            detail: String::new(),
+        }];
+    }
+    runtimes.to_vec()
 }
 
 impl NodeView {
@@ -241,6 +285,8 @@ impl NodeView {
             simulated: inv.any_simulated(),
             gpu_source: inv.gpu_source.clone(),
             isolation: inv.isolation.clone(),
+            runtime: runtime_label(&inv.runtimes),
+            runtimes: runtimes_or_process(&inv.runtimes),
             gpus: inv
                 .gpus
                 .iter()

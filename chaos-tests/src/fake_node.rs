@@ -85,6 +85,43 @@ fn hello_listing(
             String::from_utf8_lossy(&head).to_string(),
         ));
     }
+    let mut hello = serde_json::json!({"type": "hello", "protocol": PROTOCOL, "node_name": name, "agent_version": "fake-node",
+        "node_secret": secret, "data_dir": data_dir(name),
+        "inventory": inventory(name, indices),
+        "workloads": []});
+    if let (Some(obj), Some(serde_json::Value::Object(more))) = (hello.as_object_mut(), extra) {
+        obj.extend(more.clone());
+    }
+    send_text(&mut s, &hello.to_string())?;
+    let reply = read_json(&mut s)?;
+    Ok((s, reply))
+}
+
+/// Opens a session as `name` with `gpus` simulated 80 GB GPUs whose
+/// inventory lists `runtimes` (each a `RuntimeInfo`: `{"kind": "container",
+/// "engine": "podman", "version": "4.3.1", "up": true}`); an empty list is
+/// what an agent without a container runtime up reports.
+pub fn join_with_runtimes(
+    addr: &str,
+    token: &str,
+    name: &str,
+    gpus: u32,
+    runtimes: serde_json::Value,
+) -> std::io::Result<(TcpStream, u64)> {
+    let indices: Vec<u32> = (0..gpus).collect();
+    let mut inventory = inventory(name, &indices);
+    inventory["runtimes"] = runtimes;
+    let extra = serde_json::json!({ "inventory": inventory });
+    let (s, reply) = hello_listing(addr, token, name, &[], None, Some(&extra))?;
+    let epoch = reply["epoch"]
+        .as_u64()
+        .ok_or_else(|| std::io::Error::other(format!("no welcome: {reply}")))?;
+    Ok((s, epoch))
+}
+
+/// The inventory a fake node's hello declares: one simulated 80 GB A100
+/// per entry of `indices`, 96 cores, 1 TiB of memory.
+fn inventory(name: &str, indices: &[u32]) -> serde_json::Value {
     let gpu_list: Vec<serde_json::Value> = indices
         .iter()
         .enumerate()
@@ -93,17 +130,8 @@ fn hello_listing(
                 "memory_used_mb": 0, "utilization_pct": 0, "simulated": true})
         })
         .collect();
-    let mut hello = serde_json::json!({"type": "hello", "protocol": PROTOCOL, "node_name": name, "agent_version": "fake-node",
-        "node_secret": secret, "data_dir": data_dir(name),
-        "inventory": {"hostname": name, "gpus": gpu_list, "cpu_cores": 96, "memory_total_mb": 1048576, "disks": [],
-            "disk_offered_mb": 4194304, "labels": {}, "simulated_host": true, "isolation": "none (fake node)", "gpu_source": "simulated"},
-        "workloads": []});
-    if let (Some(obj), Some(serde_json::Value::Object(more))) = (hello.as_object_mut(), extra) {
-        obj.extend(more.clone());
-    }
-    send_text(&mut s, &hello.to_string())?;
-    let reply = read_json(&mut s)?;
-    Ok((s, reply))
+    serde_json::json!({"hostname": name, "gpus": gpu_list, "cpu_cores": 96, "memory_total_mb": 1048576, "disks": [],
+        "disk_offered_mb": 4194304, "labels": {}, "simulated_host": true, "isolation": "none (fake node)", "gpu_source": "simulated"})
 }
 
 /// Opens a session as `name` (`gpus` simulated GPUs) whose hello reports a

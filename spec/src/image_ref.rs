@@ -73,7 +73,8 @@ fn names_a_registry(first: &str) -> bool {
     first.contains(['.', ':']) || first == "localhost"
 }
 
-fn check_registry(host: &str) -> Result<&str, String> {
+/// A registry host name with an optional `:port`.
+pub fn check_registry(host: &str) -> Result<&str, String> {
     let (name, port) = match host.rsplit_once(':') {
         Some((n, p)) => (n, Some(p)),
         None => (host, None),

@@ -26,6 +26,7 @@ pub mod origin;
 pub mod outbound;
 pub mod readiness;
 pub mod record;
+pub mod registry_credential;
 pub mod replica_slots;
 pub mod resources;
 pub mod swap;

@@ -15,6 +15,7 @@ pub mod node_ops;
 pub mod nodes;
 pub mod own_tenant;
 pub mod prepull;
+pub mod registry_login;
 pub mod server;
 pub mod server_config;
 pub mod sim;
@@ -143,6 +144,13 @@ pub enum Command {
     Prepull(prepull::PrepullArgs),
     /// Signed webhooks: create (the secret is printed once), list, deliveries, delete.
     Webhook(webhooks::WebhookArgs),
+    /// Set a tenant's credentials for an image registry (the password from
+    /// stdin); its container tasks pull from that registry with them.
+    RegistryLogin(registry_login::LoginArgs),
+    /// Delete a tenant's credentials for an image registry.
+    RegistryLogout(registry_login::LogoutArgs),
+    /// List the registries a tenant has credentials for (never a password).
+    RegistryCredentials(registry_login::ListArgs),
 }
 
 impl Command {
@@ -180,5 +188,8 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Model(args) => models::model(args),
         Command::Prepull(args) => prepull::run(args),
         Command::Webhook(args) => webhooks::webhook(args),
+        Command::RegistryLogin(args) => registry_login::login(args),
+        Command::RegistryLogout(args) => registry_login::logout(args),
+        Command::RegistryCredentials(args) => registry_login::list(args),
     }
 }

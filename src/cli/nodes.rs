@@ -54,12 +54,13 @@ pub fn util(args: UtilArgs) -> Result<(), CliError> {
 /// The `nodes` table.
 pub fn render_node_list(data: &Value) -> String {
     let mut table = Table::new(&[
-        "NAME", "STATE", "GPUS", "GPU MEM", "CPU", "MEM", "DISK", "EPOCH", "IMAGES",
+        "NAME", "STATE", "RUNTIME", "GPUS", "GPU MEM", "CPU", "MEM", "DISK", "EPOCH", "IMAGES",
     ]);
     for node in items(data, "nodes") {
         table.row(vec![
             text(node, "name"),
             state_of(node),
+            runtime_of(node),
             gpu_summary(items(node, "gpus")),
             gpu_memory(items(node, "gpus")),
             cpu_free_of_total(node),
@@ -79,6 +80,46 @@ fn state_of(node: &Value) -> String {
         Some(cordon) => format!("{}, {cordon}", text(node, "state")),
         None => text(node, "state"),
     }
+}
+
+/// What runs workloads on the node: "podman 4.3.1", or "process" where
+/// no container runtime is up (also for a server that does not say).
+fn runtime_of(node: &Value) -> String {
+    match get(node, "runtime").and_then(Value::as_str) {
+        Some(r) if !r.is_empty() => r.to_string(),
+        _ => "process".into(),
+    }
+}
+
+/// Each runtime the node reported, and what is missing where one is down:
+/// "podman 4.3.1 up, process up" or "podman down (podman info failed: ...), process up".
+fn runtimes_detail(node: &Value) -> String {
+    let all = items(node, "runtimes");
+    if all.is_empty() {
+        return runtime_of(node);
+    }
+    all.iter()
+        .map(|r| {
+            let engine = match text(r, "kind").as_str() {
+                "process" => "process".to_string(),
+                _ => {
+                    let version = get(r, "version").and_then(Value::as_str).unwrap_or("");
+                    format!("{} {version}", text(r, "engine"))
+                        .trim_end()
+                        .to_string()
+                }
+            };
+            match (
+                get(r, "up").and_then(Value::as_bool),
+                get(r, "detail").and_then(Value::as_str),
+            ) {
+                (Some(true), _) => format!("{engine} up"),
+                (_, Some(d)) if !d.is_empty() => format!("{engine} down ({d})"),
+                _ => format!("{engine} down"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// GPUs grouped by model in the order they appear: "A100-80GB x8" or
@@ -139,6 +180,7 @@ pub fn render_node(node: &Value) -> String {
         ("epoch", text(node, "epoch")),
         ("gpu source", text(node, "gpu_source")),
         ("isolation", text(node, "isolation")),
+        ("runtimes", runtimes_detail(node)),
         ("cpu free", cpu_free_of_total(node)),
         (
             "memory free",
@@ -390,10 +432,54 @@ mod tests {
         ]});
         assert_eq!(
             render_node_list(&data),
-            "NAME     STATE  GPUS                                 GPU MEM    CPU    MEM         DISK         EPOCH\n\
-             node-1   ready  A100-80GB x8 (simulated)             320G/640G  64/96  768G/1024G  4096G/4096G  2\n\
-             node-2   lost   T4-16GB x2, A10-24GB x1 (simulated)  56G/56G    64/64  -/-         -/-          1\n\
-             cpu-box  ready  none                                 -          -/-    -/-         -/-          -\n"
+            "NAME     STATE  RUNTIME  GPUS                                 GPU MEM    CPU    MEM         DISK         EPOCH  IMAGES\n\
+             node-1   ready  process  A100-80GB x8 (simulated)             320G/640G  64/96  768G/1024G  4096G/4096G  2      -\n\
+             node-2   lost   process  T4-16GB x2, A10-24GB x1 (simulated)  56G/56G    64/64  -/-         -/-          1      -\n\
+             cpu-box  ready  process  none                                 -          -/-    -/-         -/-          -      -\n"
+        );
+    }
+
+    #[test]
+    fn each_node_says_what_runs_its_workloads() {
+        let data = json!({"nodes": [
+            {"name": "p", "state": "ready", "runtime": "podman 4.3.1", "gpus": []},
+            {"name": "h", "state": "ready", "runtime": "process", "gpus": []},
+            {"name": "old", "state": "ready", "gpus": []}
+        ]});
+        let out = render_node_list(&data);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].starts_with("NAME  STATE  RUNTIME       GPUS"),
+            "{out}"
+        );
+        assert!(
+            lines[1].starts_with("p     ready  podman 4.3.1  none"),
+            "{out}"
+        );
+        assert!(
+            lines[2].starts_with("h     ready  process       none"),
+            "{out}"
+        );
+        assert!(
+            lines[3].starts_with("old   ready  process       none"),
+            "{out}"
+        );
+        let down = json!({"name": "h", "runtime": "process", "runtimes": [
+            {"kind": "container", "engine": "podman", "up": false, "detail": "podman is not installed"},
+            {"kind": "process", "engine": "caldera-shim", "up": true}]});
+        let one = render_node(&down);
+        assert!(
+            one.lines().any(|l| l.starts_with("runtimes:")
+                && l.ends_with("podman down (podman is not installed), process up")),
+            "{one}"
+        );
+        let up = json!({"name": "p", "runtimes": [
+            {"kind": "container", "engine": "podman", "version": "4.3.1", "up": true},
+            {"kind": "process", "engine": "caldera-shim", "up": true}]});
+        assert!(
+            render_node(&up).contains("podman 4.3.1 up, process up"),
+            "{}",
+            render_node(&up)
         );
     }
 
@@ -404,8 +490,14 @@ mod tests {
             {"name": "n2", "state": "ready", "cordon": null, "gpus": []}
         ]});
         let out = render_node_list(&data);
-        assert!(out.contains("\nn1    ready, cordoned  none"), "{out}");
-        assert!(out.contains("\nn2    ready            none"), "{out}");
+        assert!(
+            out.contains("\nn1    ready, cordoned  process  none"),
+            "{out}"
+        );
+        assert!(
+            out.contains("\nn2    ready            process  none"),
+            "{out}"
+        );
         let one = render_node(&json!({"name": "n1", "state": "lost", "cordon": "drained"}));
         assert!(
             one.contains("state:") && one.contains("lost, drained"),

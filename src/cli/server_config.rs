@@ -217,6 +217,37 @@ mod tests {
     }
 
     #[test]
+    fn container_rules_read_from_a_file_or_the_environment() {
+        let f = file(
+            "require-images = true\ndata-volumes = [{ name = \"datasets\", host-path = \"/srv/datasets\", tenants = [\"*\"] }, { name = \"out\", host-path = \"/srv/out\", tenants = [\"acme\", \"Beta\"], read-write = true }]\n",
+        );
+        let from_file = load(Some(f.path()), env(&[]), &FlagOverrides::default()).unwrap();
+        assert!(from_file.require_images);
+        let from_env = load(
+            None,
+            env(&[
+                ("CALDERA_REQUIRE_IMAGES", "true"),
+                (
+                    "CALDERA_DATA_VOLUMES",
+                    "datasets=/srv/datasets:*, out=/srv/out:acme|Beta:rw",
+                ),
+            ]),
+            &FlagOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(from_file, from_env);
+        assert_eq!(from_env.data_volumes.0[1].tenants, ["acme", "Beta"]);
+        assert!(from_env.data_volumes.0[1].read_write);
+        let err = load(
+            None,
+            env(&[("CALDERA_DATA_VOLUMES", "datasets=/srv/d")]),
+            &FlagOverrides::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("NAME=HOST_PATH:TENANTS"), "{err}");
+    }
+
+    #[test]
     fn a_missing_file_is_an_error() {
         let err = load(
             Some(Path::new("/no/such/caldera.toml")),

@@ -310,6 +310,19 @@ pub fn render_task_list(page: &Value, now_ms: f64) -> String {
     out
 }
 
+/// What runs the task: "container registry.internal/x:1", or "process"
+/// (with the image it only records, where it names one).
+pub fn runtime_line(task: &Value) -> String {
+    let runtime = get(task, "runtime")
+        .and_then(Value::as_str)
+        .unwrap_or("process");
+    match get(task, "image").and_then(Value::as_str) {
+        Some(image) if runtime == "container" => format!("container {image}"),
+        Some(image) => format!("{runtime} (image {image} recorded, not run)"),
+        None => runtime.to_string(),
+    }
+}
+
 /// GPUs of a task: what it holds once allocated ("4xA100-80GB"), else what it
 /// asks for ("4xA100", "0.5", "-" without GPUs).
 pub fn gpus_of(task: &Value) -> String {
@@ -353,6 +366,7 @@ pub fn render_status(task: &Value) -> String {
         ("tenant", text(task, "tenant")),
         ("type", text(task, "task_type")),
         ("priority", text(task, "priority")),
+        ("runtime", runtime_line(task)),
         ("state", text(task, "state")),
         ("created", text(task, "created_at")),
         ("attempts", text(task, "attempts")),
@@ -620,5 +634,28 @@ mod tests {
             "{out}"
         );
         assert!(out.ends_with("allocation: none\n"), "{out}");
+    }
+
+    #[test]
+    fn status_says_what_runs_the_task() {
+        let shown = |t: Value| {
+            render_status(&t)
+                .lines()
+                .find(|l| l.starts_with("runtime:"))
+                .map(|l| l["runtime:".len()..].trim().to_string())
+        };
+        let image = "registry.internal/deeplearning/pytorch:2.1-cu12.1";
+        assert_eq!(
+            shown(json!({"task_id": "t", "runtime": "container", "image": image})).as_deref(),
+            Some("container registry.internal/deeplearning/pytorch:2.1-cu12.1")
+        );
+        assert_eq!(
+            shown(json!({"task_id": "t", "runtime": "process", "image": image})).as_deref(),
+            Some("process (image registry.internal/deeplearning/pytorch:2.1-cu12.1 recorded, not run)")
+        );
+        assert_eq!(
+            shown(json!({"task_id": "t", "runtime": "process"})).as_deref(),
+            Some("process")
+        );
     }
 }

@@ -22,6 +22,7 @@
 //! | `b/c/<len: u32 BE><tenant><end_ms: u64 BE><allocation_id>` | `BillingRecord` JSON of a freed allocation (closed), by tenant and end |
 //! | `h/<tier: u8>p<at_ms: u64 BE>` | pool usage history point (binary, `history.rs`) |
 //! | `h/<tier: u8>t<len: u32 BE><tenant><at_ms: u64 BE>` | tenant usage history point (binary) |
+//! | `r/<len: u32 BE><tenant><registry>` | `RegistryCredential` JSON (a tenant's credentials for one image registry) |
 //!
 //! Index names are length-prefixed so that the index of task `a` never
 //! matches the entries of task `a/b` or `ab`.
@@ -41,6 +42,7 @@ pub(crate) const DELIVERY_QUEUE: &[u8] = b"d/q/";
 pub(crate) const BILLING_OPEN: &[u8] = b"b/o/";
 pub(crate) const BILLING_CLOSED: &[u8] = b"b/c/";
 pub(crate) const HISTORY: &[u8] = b"h/";
+pub(crate) const REGISTRY_CREDENTIAL: &[u8] = b"r/";
 
 /// `prefix`, the length of `name` (u32 BE), then `name`: so that the range
 /// of `a` never holds the entries of `ab`.

@@ -40,6 +40,7 @@ mod handle;
 mod history;
 mod keys;
 pub mod private;
+mod registry_credentials;
 mod store;
 mod task_index;
 mod webhooks;

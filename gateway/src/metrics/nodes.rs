@@ -23,6 +23,13 @@ struct NodeHealth {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeRuntime {
+    node: String,
+    /// `container` or `process`.
+    runtime: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Gpu {
     node: String,
     gpu: u32,
@@ -74,6 +81,12 @@ pub fn nodes(r: &mut Registry, nodes: &[NodeView]) {
         "Live allocations on each node",
         None,
     );
+    let runtime_up = gauges::<NodeRuntime>(
+        r,
+        "caldera_node_runtime_up",
+        "1 when the node is connected and its runtime (container: podman; process: the shim) can run workloads, 0 when it cannot or the node is away",
+        None,
+    );
     let gpu = |r: &mut Registry, name, help, unit| gauges::<Gpu>(r, name, help, unit);
     let total = gpu(
         r,
@@ -121,6 +134,14 @@ pub fn nodes(r: &mut Registry, nodes: &[NodeView]) {
             })
             .set(n.allocations as f64);
         let node_up = matches!(state, "healthy" | "cordoned" | "draining");
+        for rt in &n.runtimes {
+            runtime_up
+                .get_or_create(&NodeRuntime {
+                    node: n.name.clone(),
+                    runtime: rt.kind.as_str(),
+                })
+                .set(if node_up && rt.up { 1.0 } else { 0.0 });
+        }
         for g in &n.gpus {
             let l = Gpu {
                 node: n.name.clone(),

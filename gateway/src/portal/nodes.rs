@@ -1,6 +1,7 @@
 //! `GET /nodes`: a card per node — its GPUs as memory bars split into the
-//! slices held (fragmentation visible), health, epoch, isolation, cached
-//! model versions — and, for the operator, cordon, drain and uncordon
+//! slices held (fragmentation visible), health, epoch, isolation, the
+//! runtime that runs its workloads (and what is missing where one is down),
+//! cached model versions — and, for the operator, cordon, drain and uncordon
 //! (`POST /nodes/{name}/cordon`, through the API's own handlers).
 use super::auth::{Form, Viewer};
 use super::error::PortalError;
@@ -42,6 +43,12 @@ fn card(viewer: &Viewer, n: &NodeView, ledger: &[Allocation], copies: &Copies) -
                 @if !n.connected { " " span.state.lost { "disconnected" } } }
             p.note { "epoch " (n.epoch) " · " (n.allocations) " allocations · isolation: " (n.isolation)
                 @if n.simulated { " · simulated GPUs" } }
+            p.note.runtime { "Runtime: " strong { (n.runtime) }
+                @for r in n.runtimes.iter().filter(|r| !r.up) {
+                    " · " (r.engine) " down"
+                    @if !r.detail.is_empty() { ": " (r.detail) }
+                }
+            }
             p.note { "CPU " (format!("{:.1}", n.cpu_free_milli as f64 / 1000.0)) " of " (n.cpu_cores) " cores free · memory "
                 (gb(n.memory_free_mb as f64)) " of " (gb(n.memory_total_mb as f64)) " free · disk "
                 (gb(n.disk_free_mb as f64)) " of " (gb(n.disk_offered_mb as f64)) " free" }

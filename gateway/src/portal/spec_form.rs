@@ -103,6 +103,20 @@ pub const FIELDS: &[Field] = &[
         kind: Kind::Text,
         hint: "registry.internal/deeplearning/pytorch:2.1-cu12.1",
     },
+    // Free text, not a choice: a choice always sends one of its options,
+    // and the API's default depends on whether an image is named.
+    Field {
+        path: "runtime",
+        label: "Runtime (container or process; blank: container when an image is named)",
+        kind: Kind::Text,
+        hint: "container",
+    },
+    Field {
+        path: "prepare_timeout",
+        label: "Prepare timeout (HH:MM:SS; blank: the server's)",
+        kind: Kind::Text,
+        hint: "00:10:00",
+    },
     Field {
         path: "command",
         label: "Command",

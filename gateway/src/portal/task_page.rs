@@ -290,6 +290,11 @@ pub async fn page_handler(
             " · " (t.task_type) " · priority " (t.priority) " · tenant " (t.tenant) " · asks " (asks(&t))
             @if let Some(p) = t.queue_position { " · " strong { "#" (p) } " in line" }
             @if let Some(s) = &t.estimated_start { " · estimated start " (s) } }
+        p #task-runtime { "Runs as " strong { (t.runtime) }
+            @if let Some(i) = &t.image {
+                @if t.runtime == "container" { " of image " code { (i) } }
+                @else { " (image " code { (i) } " recorded, not run)" }
+            } }
         @if let Some(r) = &t.pending_reason { p.reason { "Why pending: " (r) } }
         @if let Some(p) = &t.pull { p.reason #image-pull { "Image: " (p.describe()) } }
         @if let Some(f) = &t.failure { p.field-error { (f)

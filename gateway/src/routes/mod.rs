@@ -31,6 +31,7 @@ pub mod model_retire;
 pub mod models;
 pub mod nodes;
 pub mod period;
+pub mod registry_credentials;
 pub mod stats;
 pub mod swap;
 pub mod tasks;
@@ -112,6 +113,9 @@ fn table() -> Vec<Endpoint> {
         at::<tenants::__path_create>(web::to(tenants::create)),
         at::<tenants::__path_get>(web::to(tenants::get)),
         at::<tenants::__path_set_quota>(web::to(tenants::set_quota)),
+        at::<registry_credentials::__path_set>(web::to(registry_credentials::set)),
+        at::<registry_credentials::__path_list>(web::to(registry_credentials::list)),
+        at::<registry_credentials::__path_delete>(web::to(registry_credentials::delete)),
         at::<models::__path_list>(web::to(models::list)),
         at::<models::__path_register>(web::to(models::register)),
         at::<models::__path_get>(web::to(models::get)),
@@ -201,6 +205,9 @@ fn table() -> Vec<Endpoint> {
     tenants::create,
     tenants::get,
     tenants::set_quota,
+    registry_credentials::set,
+    registry_credentials::list,
+    registry_credentials::delete,
     models::list,
     models::register,
     models::get,
