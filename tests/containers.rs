@@ -3,7 +3,7 @@
 //! node holds (reported, pre-pulled, evicted). Each test needs the container
 //! host that `scripts/container-host` sets up and FAILS without it.
 use caldera_chaos_tests::container_host;
-use caldera_chaos_tests::images::{push_image, NodeStore, TestImage};
+use caldera_chaos_tests::images::{push_image, NodeStore, RegistryMeter, TestImage};
 use caldera_chaos_tests::{cluster, wait_until, Agent, AgentSpec, Api, ControlPlane};
 use serde_json::Value;
 use std::path::Path;
@@ -30,23 +30,40 @@ fn image_nodes(
     names: &[&str],
     flags: &[(&str, &str)],
 ) -> (ControlPlane, Vec<Agent>, Vec<NodeStore>) {
+    image_cluster(dir, names, flags, &[], |_| Vec::new())
+}
+
+/// [`image_nodes`] with the control plane's `cp_env`, and `env(i)` added
+/// to agent `i`'s environment; each agent is labelled `node=<name>`.
+fn image_cluster(
+    dir: &Path,
+    names: &[&str],
+    flags: &[(&str, &str)],
+    cp_env: &[(&str, &str)],
+    env: impl Fn(usize) -> Vec<(String, String)>,
+) -> (ControlPlane, Vec<Agent>, Vec<NodeStore>) {
     container_host::require();
     let stores: Vec<NodeStore> = names.iter().map(|n| NodeStore::new(dir, n)).collect();
     let specs: Vec<AgentSpec> = names
         .iter()
         .zip(&stores)
-        .map(|(n, s)| {
+        .enumerate()
+        .map(|(i, (n, s))| {
             let (k, v) = s.env();
             let mut spec = AgentSpec::new(n, "1xA100-80GB")
                 .flag("image-refresh-ms", "300")
+                .flag("label", &format!("node={n}"))
                 .env(k, &v);
             for (f, v) in flags {
                 spec = spec.flag(f, v);
             }
+            for (k, v) in env(i) {
+                spec = spec.env(&k, &v);
+            }
             spec
         })
         .collect();
-    let (cp, agents) = cluster(Path::new(BIN), dir, &[], &specs);
+    let (cp, agents) = cluster(Path::new(BIN), dir, cp_env, &specs);
     (cp, agents, stores)
 }
 
@@ -229,6 +246,112 @@ fn an_image_in_use_is_not_evicted_while_another_is() {
         .unwrap();
     assert_eq!(a_entry["in_use"], 1, "{a_entry:#}");
     stores[0].podman(&["rm", "-f", &container]).unwrap();
+}
+
+/// A container task of `image` (the seed's, under some name) on `node`,
+/// printing its OS and sleeping `secs`.
+fn seed_task_on(id: &str, image: &str, node: &str, secs: u32) -> Value {
+    serde_json::json!({
+        "task_id": id, "task_type": "training",
+        "resources": {"cpu": {"cores": 1}, "memory": {"size_gb": 1}},
+        "image": image,
+        "command": ["sh", "-c", format!("cat /etc/os-release; sleep {secs}")],
+        "labels": {"node": node},
+    })
+}
+
+/// The report's entry for `name`, if listed.
+fn entry_of(report: &Value, name: &str) -> Option<Value> {
+    report["images"]
+        .as_array()?
+        .iter()
+        .find(|e| names(e).iter().any(|n| n == name))
+        .cloned()
+}
+
+#[test]
+fn a_node_reports_the_image_a_start_pulled_in_use_while_its_container_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _agents, stores) = image_nodes(dir.path(), &["node-0"], &[]);
+    assert!(!stores[0].has(container_host::SEED_IMAGE));
+    let api = cp.api(&cp.tenant("team-a"));
+    let r = api.post(
+        "/v1/tasks",
+        &seed_task_on("pulls", container_host::SEED_IMAGE, "node-0", 30).to_string(),
+    );
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    api.wait_task("pulls", 60, "running", |v| v["state"] == "running");
+    let op = cp.operator();
+    let mut report = Value::Null;
+    let seen = wait_until(Duration::from_secs(15), || {
+        report = images_of(&op, "node-0");
+        entry_of(&report, container_host::SEED_IMAGE).is_some_and(|e| e["in_use"] == 1)
+    });
+    assert!(seen, "{report:#}");
+    let e = entry_of(&report, container_host::SEED_IMAGE).unwrap();
+    assert_eq!(e["managed"], true, "{e:#}");
+    assert!(e["last_used_ms"].as_u64().unwrap() > 0, "{e:#}");
+    assert!(e["size_bytes"].as_u64().unwrap() > 0, "{e:#}");
+    assert!(stores[0].has(container_host::SEED_IMAGE));
+    // Released: its container goes, the image stays, no longer in use.
+    let r = api.post("/v1/tasks/pulls/release", "{}");
+    assert!(r.status < 300, "{:#}", r.body);
+    let idle = wait_until(Duration::from_secs(30), || {
+        report = images_of(&op, "node-0");
+        entry_of(&report, container_host::SEED_IMAGE).is_some_and(|e| e["in_use"] == 0)
+    });
+    assert!(idle, "{report:#}");
+}
+
+#[test]
+fn starts_of_one_image_on_three_nodes_pull_one_at_a_time_under_max_image_pulls_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["node-0", "node-1", "node-2"];
+    // The seed's image under a registry name of the meter's: each agent
+    // pulls it through its own port of the meter.
+    let meter = RegistryMeter::start(names.len()).unwrap();
+    let confs: Vec<_> = (0..names.len())
+        .map(|i| meter.registries_conf(dir.path(), i, "meter.internal"))
+        .collect();
+    let image = container_host::SEED_IMAGE.replace("registry.internal", "meter.internal");
+    let (cp, _agents, stores) = image_cluster(
+        dir.path(),
+        &names,
+        &[],
+        &[("CALDERA_MAX_IMAGE_PULLS", "1")],
+        |i| {
+            vec![(
+                "CONTAINERS_REGISTRIES_CONF".to_string(),
+                confs[i].display().to_string(),
+            )]
+        },
+    );
+    let api = cp.api(&cp.tenant("team-a"));
+    for (i, node) in names.iter().enumerate() {
+        let r = api.post(
+            "/v1/tasks",
+            &seed_task_on(&format!("s{i}"), &image, node, 20).to_string(),
+        );
+        assert_eq!(r.status, 201, "{:#}", r.body);
+    }
+    for i in 0..names.len() {
+        api.wait_task(&format!("s{i}"), 90, "running", |v| v["state"] == "running");
+    }
+    // Every node pulled (each has a store of its own) ...
+    for s in &stores {
+        assert!(s.has(&image));
+    }
+    assert!(meter.served() > 0);
+    // ... one at a time at the registry, and the control plane said why
+    // the others waited.
+    assert_eq!(meter.max_pulling(), 1, "served {} bytes", meter.served());
+    let events = cp
+        .operator()
+        .get("/v1/events?kind=image_pull&limit=100")
+        .body
+        .to_string();
+    assert!(events.contains("waits to pull"), "{events}");
+    assert!(events.contains("(max-image-pulls 1)"), "{events}");
 }
 
 // ---- Preparing is the pull: progress, failures with their code, the digest run ----

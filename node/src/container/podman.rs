@@ -15,6 +15,24 @@ const SEARCH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/s
 /// and helpers such as netavark and iptables through PATH).
 pub const PODMAN_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+/// Podman's own configuration variables that the agent's environment may
+/// set (an operator's registries.conf, storage.conf or containers.conf for
+/// the agent's podman). Every podman the agent and its shims run gets them,
+/// so a pull, a run and a listing all see the same image store.
+pub const CONFIG_ENV: &[&str] = &[
+    "CONTAINERS_REGISTRIES_CONF",
+    "CONTAINERS_STORAGE_CONF",
+    "CONTAINERS_CONF",
+];
+
+/// [`CONFIG_ENV`] as this process has them.
+pub fn config_env() -> Vec<(String, String)> {
+    CONFIG_ENV
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+        .collect()
+}
+
 /// Where podman is installed, if it is.
 pub fn find() -> Option<PathBuf> {
     SEARCH
@@ -51,6 +69,7 @@ pub fn run(podman: &Path, args: &[&str], timeout: Duration) -> Result<Output, St
         .args(args)
         .env_clear()
         .env("PATH", PODMAN_PATH)
+        .envs(config_env())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -15,9 +15,13 @@ pub fn prepare(spec: &ShimSpec, c: &ContainerShim) -> Result<(), String> {
 }
 
 /// The podman client's own environment: nothing of the workload's (a
-/// tenant's variables must not configure a root podman), a fixed PATH.
+/// tenant's variables must not configure a root podman), a fixed PATH, and
+/// the agent's podman configuration ([`podman::CONFIG_ENV`]), so the
+/// container runs from the store its image was pulled into.
 pub fn client_env() -> Vec<(String, String)> {
-    vec![("PATH".into(), podman::PODMAN_PATH.into())]
+    let mut env = vec![("PATH".into(), podman::PODMAN_PATH.into())];
+    env.extend(podman::config_env());
+    env
 }
 
 /// SIGTERM into the container (the start of a stop's grace).
