@@ -939,3 +939,233 @@ fn base64_of(text: &str) -> String {
     }
     out
 }
+
+// ---- running in a container: adoption, leases, what a workload can read ----
+
+/// A ticker in the seed's image: its OS once, then the host's uptime every
+/// 100 ms (busybox's `date` has no sub-second field; every container on the
+/// host reads the same uptime, so two nodes' ticks compare).
+const TICKER_IN_IMAGE: &str = r#"["sh","-c","cat /etc/os-release; trap 'echo got-sigterm; exit 0' TERM; while :; do read up rest < /proc/uptime; echo t=$up; sleep 0.1; done"]"#;
+
+/// The seed's task with `command`, as written plus what running it needs.
+fn seed_task(id: &str, command: &str) -> String {
+    format!(
+        r#"{{"task_id":"{id}","task_type":"training","resources":{{"gpu":{{"count":1}},"memory":{{"size_gb":1}}}},"image":"{}","command":{command}}}"#,
+        container_host::SEED_IMAGE
+    )
+}
+
+/// The id of the container podman runs for `allocation` on `agent`, if any
+/// (found by the agent's labels, as the agent finds its own).
+fn container_of(agent: &Agent, allocation: &str) -> Option<String> {
+    let data = agent.data_dir.canonicalize().ok()?;
+    let node = caldera_node::container::run_args::agent_identity(&agent.name, &data);
+    let out = container_host::podman(&[
+        "ps",
+        "--all",
+        "--filter",
+        &format!("label=caldera.node={node}"),
+        "--filter",
+        &format!("label=caldera.allocation={allocation}"),
+        "--format",
+        "{{.ID}}",
+    ])
+    .ok()?;
+    out.lines()
+        .next()
+        .map(str::to_string)
+        .filter(|s| !s.is_empty())
+}
+
+/// The timestamps (`t=...`) a workload printed into its log on `agent`.
+fn ticks_on(agent: &Agent, tenant: &str, task: &str) -> Vec<f64> {
+    let log = agent
+        .data_dir
+        .join(format!("logs/{tenant}/{tenant}+{task}.log"));
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("t=")?.trim().parse().ok())
+        .collect()
+}
+
+#[test]
+fn a_killed_agent_comes_back_to_the_same_container_with_no_retry_spent() {
+    container_host::require();
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    let mut agent = Agent::start(Path::new(BIN), &cp, "ctr-adopt", "1xA100-80GB", dir.path());
+    assert!(wait_until(Duration::from_secs(20), || {
+        caldera_chaos_tests::nodes_connected(&cp) == 1
+    }));
+    let api = cp.api(&cp.tenant("ctradopt"));
+    let r = api.post("/v1/tasks", &seed_task("ticker", TICKER_IN_IMAGE));
+    assert_eq!(r.status, 201, "{}", r.body);
+    api.wait_task("ticker", 60, "running", |v| v["state"] == "running");
+    let alloc = "ctradopt/ticker.1";
+    let mut before = None;
+    wait_until(Duration::from_secs(10), || {
+        before = container_of(&agent, alloc);
+        before.is_some()
+    });
+    let before = before.unwrap_or_else(|| {
+        let log = std::fs::read_to_string(&agent.log).unwrap_or_default();
+        panic!("no container runs {alloc}: {:#}\n{log}", api.task("ticker"))
+    });
+
+    agent.restart(); // kill -9, then the same command on the same data dir
+    assert!(wait_until(Duration::from_secs(20), || {
+        caldera_chaos_tests::nodes_connected(&cp) == 1
+    }));
+    std::thread::sleep(Duration::from_millis(1500));
+    let v = api.task("ticker");
+    assert_eq!(v["state"], "running", "{v:#}");
+    assert_eq!(v["attempts"], 1, "a retry was spent: {v:#}");
+    assert_eq!(
+        container_of(&agent, alloc),
+        Some(before),
+        "the same container, not a new one"
+    );
+    let log = api.get("/v1/tasks/ticker/logs?tail_bytes=1048576").data()["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(
+        log.matches(container_host::SEED_IMAGE_OS).count(),
+        2,
+        "its image's OS, printed by one start only (NAME and PRETTY_NAME): {log}"
+    );
+    let ticks = ticks_on(&agent, "ctradopt", "ticker");
+    assert!(ticks.len() > 10, "it ticked all along: {log}");
+    let gap = ticks.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+    assert!(gap < 1.0, "its output has a gap of {gap:.2} s");
+
+    // Released: the container is gone once the task says so.
+    assert_eq!(api.post("/v1/tasks/ticker/release", "{}").status, 200);
+    api.wait_task("ticker", 30, "released", |v| v["state"] == "released");
+    assert!(
+        wait_until(Duration::from_secs(10), || container_of(&agent, alloc)
+            .is_none()),
+        "its container outlived the release"
+    );
+}
+
+#[test]
+fn a_frozen_agents_container_is_gone_before_its_task_runs_elsewhere() {
+    container_host::require();
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, a, b) = caldera_chaos_tests::two_nodes(
+        Path::new(BIN),
+        dir.path(),
+        &[],
+        "1xA100-80GB",
+        "1xA100-80GB",
+    );
+    let api = cp.api(&cp.tenant("ctrlease"));
+    assert_eq!(
+        api.post("/v1/tasks", &seed_task("train", TICKER_IN_IMAGE))
+            .status,
+        201
+    );
+    let v = api.wait_task("train", 60, "running", |v| v["state"] == "running");
+    let (first, second) = match v["allocation"]["node"].as_str() {
+        Some(n) if n == a.name => (&a, &b),
+        _ => (&b, &a),
+    };
+    let alloc = "ctrlease/train.1";
+    assert!(
+        container_of(first, alloc).is_some(),
+        "it runs in a container"
+    );
+
+    first.pause();
+    // Requeued once lease + grace have passed, then started on the other node.
+    let moved = api.wait_task("train", 60, "running elsewhere", |v| {
+        v["state"] == "running" && v["allocation"]["node"] == second.name.as_str()
+    });
+    assert_eq!(
+        container_of(first, alloc),
+        None,
+        "the frozen node's container is gone"
+    );
+    assert!(wait_until(Duration::from_secs(20), || {
+        !ticks_on(second, "ctrlease", "train").is_empty()
+    }));
+    first.resume();
+    let old = ticks_on(first, "ctrlease", "train");
+    let new = ticks_on(second, "ctrlease", "train");
+    let (last_old, first_new) = (old.last().copied().unwrap_or(0.0), new[0]);
+    let overlap = last_old - first_new;
+    eprintln!(
+        "frozen node's container last ticked {:.2} s before the new one first did",
+        -overlap
+    );
+    assert!(!old.is_empty(), "the first container ran");
+    assert!(
+        overlap <= 0.0,
+        "both ran at once for {overlap:.2} s: {moved:#}"
+    );
+}
+
+#[test]
+fn a_container_reads_nothing_of_the_control_plane_the_agent_or_another_tenant() {
+    container_host::require();
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    // Tenants get uids of their own here (the default range).
+    let agent = Agent::start_with(
+        Path::new(BIN),
+        &cp,
+        "ctr-iso",
+        "2xA100-80GB",
+        dir.path(),
+        &[],
+    );
+    assert!(wait_until(Duration::from_secs(20), || {
+        caldera_chaos_tests::nodes_connected(&cp) == 1
+    }));
+    // Another tenant's task leaves a checkpoint in its tree on the node.
+    let other = cp.api(&cp.tenant("ctrother"));
+    let saver = r#"["sh","-c","echo secret-weights > $CALDERA_CHECKPOINT_DIR/step-1.ckpt"]"#;
+    assert_eq!(
+        other.post("/v1/tasks", &seed_task("saver", saver)).status,
+        201
+    );
+    other.wait_task("saver", 60, "finished", |v| v["state"] == "finished");
+    let cp_data = dir.path().join("cp").canonicalize().unwrap();
+    let node_data = agent.data_dir.canonicalize().unwrap();
+    let theirs = node_data.join("checkpoints/ctrother+saver/step-1.ckpt");
+    assert!(
+        theirs.exists(),
+        "the other tenant's checkpoint is on the host"
+    );
+    let secret = node_data.join("secrets/node-secret");
+    assert!(secret.exists(), "the node secret is on the host");
+    let targets = [
+        cp_data.clone(),
+        node_data.clone(),
+        secret,
+        theirs,
+        node_data.join("checkpoints/ctrother+saver"),
+    ];
+    let probes: Vec<String> = targets
+        .iter()
+        .map(|p| {
+            let p = p.display();
+            format!("if cat {p} >/dev/null 2>&1 || ls {p} >/dev/null 2>&1; then echo READ {p}; else echo DENIED {p}; fi")
+        })
+        .collect();
+    let script = serde_json::to_string(&["sh", "-c", &probes.join("; ")]).unwrap();
+    let mine = cp.api(&cp.tenant("ctrreader"));
+    assert_eq!(
+        mine.post("/v1/tasks", &seed_task("reader", &script)).status,
+        201
+    );
+    mine.wait_task("reader", 60, "finished", |v| v["state"] == "finished");
+    let log = mine.get("/v1/tasks/reader/logs?tail_bytes=65536").data()["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(log.matches("DENIED").count(), targets.len(), "{log}");
+    assert!(!log.contains("READ "), "{log}");
+}

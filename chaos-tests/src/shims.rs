@@ -45,8 +45,10 @@ pub fn shims(data_dir: &Path) -> Vec<ShimProcs> {
 
 /// SIGKILLs every shim of the agent with `data_dir` and everything in its
 /// session (a shim leads a session of its own; its workload is in it, also
-/// one that has not recorded its pid yet).
+/// one that has not recorded its pid yet), and removes the containers its
+/// shims ran (conmon keeps a container running without its shim).
 pub fn kill_shims(data_dir: &Path) {
+    remove_containers(data_dir);
     let leaders: Vec<u32> = shims(data_dir).iter().filter_map(|s| s.shim).collect();
     if leaders.is_empty() {
         return;
@@ -75,6 +77,29 @@ pub fn kill_shims(data_dir: &Path) {
                 libc::kill(pid as i32, libc::SIGKILL);
             }
         }
+    }
+}
+
+/// Removes (`podman rm -f -t 0`) the container each shim dir's spec names.
+fn remove_containers(data_dir: &Path) {
+    for s in shims(data_dir) {
+        let Ok(text) = std::fs::read_to_string(s.dir.join("spec.json")) else {
+            continue;
+        };
+        let Ok(spec) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue;
+        };
+        let (Some(name), Some(podman)) = (
+            spec["container"]["name"].as_str(),
+            spec["container"]["podman"].as_str(),
+        ) else {
+            continue;
+        };
+        let _ = std::process::Command::new(podman)
+            .args(["rm", "--force", "--ignore", "--time", "0", name])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 }
 

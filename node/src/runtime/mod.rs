@@ -371,6 +371,7 @@ impl Runtime {
             return;
         };
         let (task, epoch) = (w.task_id.clone(), w.epoch);
+        w.starting = false;
         match outcome {
             Ok(pid) => {
                 w.pid = pid.map(|r| r.pid);
@@ -524,6 +525,7 @@ impl Runtime {
         if let Some(child) = spawned {
             w.shim = child.id().and_then(PidRecord::of);
             w.shim_is_child = true;
+            w.starting = true;
             watch_shim(
                 child,
                 dir,

@@ -13,6 +13,9 @@ use tokio::process::{Child, Command};
 
 /// How long a start waits for the shim to report the workload's pid.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// The same for a container: its shim reports it once the container runs,
+/// which podman may take a while to set up on a loaded host.
+const CONTAINER_START_TIMEOUT: Duration = Duration::from_secs(70);
 
 /// How shims are started: `caldera shim <dir>` by default (this very binary).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,7 +90,11 @@ pub fn spawn(cmd: &ShimCommand, dir: &Path) -> Result<Child, StartError> {
 /// the workload runs (its pid; None when it already ended), or why it could
 /// not start it.
 pub async fn started(dir: &Path, child: &mut Child) -> Result<Option<PidRecord>, StartError> {
-    let deadline = Instant::now() + START_TIMEOUT;
+    let timeout = match files::read_json::<ShimSpec>(&dir.join(files::SPEC)) {
+        Ok(spec) if spec.container.is_some() => CONTAINER_START_TIMEOUT,
+        _ => START_TIMEOUT,
+    };
+    let deadline = Instant::now() + timeout;
     loop {
         if let Some(exit) = read_exit(dir) {
             if exit.reason == files::reason::SPAWN_FAILED {
@@ -108,7 +115,7 @@ pub async fn started(dir: &Path, child: &mut Child) -> Result<Option<PidRecord>,
         if Instant::now() > deadline {
             let _ = child.start_kill();
             return Err(StartError::Shim(format!(
-                "no workload pid within {START_TIMEOUT:?}"
+                "no workload pid within {timeout:?}"
             )));
         }
         tokio::time::sleep(Duration::from_millis(2)).await;

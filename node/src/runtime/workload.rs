@@ -69,6 +69,9 @@ pub struct Workload {
     pub container: Option<crate::shim::files::ContainerShim>,
     /// Its memory cgroup (a container's processes are found under it).
     pub memory_cgroup: Option<PathBuf>,
+    /// Its shim runs and has not yet said the workload started (a
+    /// container takes a moment to come up): reported as not started.
+    pub starting: bool,
 }
 
 impl Workload {
@@ -156,6 +159,7 @@ impl Workload {
             pulling: None,
             container: None,
             memory_cgroup: None,
+            starting: false,
         }
     }
 
@@ -179,8 +183,9 @@ impl Workload {
             pid: self.pid,
             exit: self.exit.clone(),
             usage: self.usage.clone(),
-            // Nothing started yet while its image is pulled either.
-            warming: self.warming.is_some() || self.pulling.is_some(),
+            // Nothing started yet while its image is pulled, nor before
+            // its shim says it runs.
+            warming: self.warming.is_some() || self.pulling.is_some() || self.starting,
             ready: self.ready,
             generation: self.generation,
             port: self.port,

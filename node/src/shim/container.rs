@@ -7,6 +7,8 @@
 //! records the exit, whatever ended it.
 use super::files::{ContainerShim, ShimSpec};
 use crate::container::{cgroups, podman, run_args};
+use std::process::Child;
+use std::time::{Duration, Instant};
 
 /// Before the client starts: the workload's environment into its env file.
 pub fn prepare(spec: &ShimSpec, c: &ContainerShim) -> Result<(), String> {
@@ -22,6 +24,41 @@ pub fn client_env() -> Vec<(String, String)> {
     let mut env = vec![("PATH".into(), podman::PODMAN_PATH.into())];
     env.extend(podman::config_env());
     env
+}
+
+/// Longest the shim waits for the container to run before it records the
+/// workload as started anyway (its supervision then takes over).
+const RUNNING_WAIT: Duration = Duration::from_secs(60);
+
+/// Waits until the container runs (its processes are in its cgroup, or,
+/// without one, podman says so) or the client ended (a failed `podman
+/// run`): the start is reported once the workload really runs.
+pub fn await_running(spec: &ShimSpec, c: &ContainerShim, client: &mut Child) {
+    let deadline = Instant::now() + RUNNING_WAIT;
+    while Instant::now() < deadline {
+        if !matches!(client.try_wait(), Ok(None)) {
+            return;
+        }
+        let running = match &spec.memory_cgroup {
+            Some(dir) => !cgroups::container_pids(dir).is_empty(),
+            None => podman::run(
+                &c.podman,
+                &[
+                    "container",
+                    "inspect",
+                    "--format",
+                    "{{.State.Running}}",
+                    &c.name,
+                ],
+                Duration::from_secs(10),
+            )
+            .is_ok_and(|o| o.stdout.trim() == "true"),
+        };
+        if running {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// SIGTERM into the container (the start of a stop's grace).

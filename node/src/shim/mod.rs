@@ -58,7 +58,10 @@ pub fn main(dir: &Path) -> i32 {
         }
     }
     let exit = match start(&spec) {
-        Ok(child) => {
+        Ok(mut child) => {
+            if let Some(c) = &spec.container {
+                container::await_running(&spec, c, &mut child);
+            }
             let pid = child.id();
             match PidRecord::of(pid) {
                 Some(rec) => {
