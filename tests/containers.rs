@@ -989,6 +989,28 @@ fn ticks_on(agent: &Agent, tenant: &str, task: &str) -> Vec<f64> {
         .collect()
 }
 
+/// What one running container workload keeps resident on the node, besides
+/// the workload itself: its shim, the podman client it waits on, and
+/// podman's monitor (conmon), as a line for the docs' figure.
+fn resident_memory(agent: &Agent, container: &str) -> String {
+    use caldera_chaos_tests::shims::{shims, status_kb};
+    let kb = |pid: Option<u32>| pid.and_then(|p| status_kb(p, "VmRSS")).unwrap_or(0);
+    let s = shims(&agent.data_dir).into_iter().next();
+    let conmon =
+        container_host::podman(&["inspect", "--format", "{{.State.ConmonPid}}", container])
+            .ok()
+            .and_then(|o| o.trim().parse::<u32>().ok());
+    let (shim, client, monitor) = (
+        kb(s.as_ref().and_then(|s| s.shim)),
+        kb(s.as_ref().and_then(|s| s.workload)),
+        kb(conmon),
+    );
+    format!(
+        "resident per container workload: shim {shim} kB + podman client {client} kB + conmon {monitor} kB = {} kB",
+        shim + client + monitor
+    )
+}
+
 #[test]
 fn a_killed_agent_comes_back_to_the_same_container_with_no_retry_spent() {
     container_host::require();
@@ -1012,6 +1034,8 @@ fn a_killed_agent_comes_back_to_the_same_container_with_no_retry_spent() {
         let log = std::fs::read_to_string(&agent.log).unwrap_or_default();
         panic!("no container runs {alloc}: {:#}\n{log}", api.task("ticker"))
     });
+
+    eprintln!("{}", resident_memory(&agent, &before));
 
     agent.restart(); // kill -9, then the same command on the same data dir
     assert!(wait_until(Duration::from_secs(20), || {
