@@ -536,6 +536,7 @@ fn a_registry_that_never_answers_fails_the_task_at_its_prepare_timeout_saying_wh
 }
 
 // ---- the control plane's container rules: placement, require-images,
+
 // ---- data volumes, registry credentials (fake agents: no podman needed) ----
 
 use caldera_chaos_tests::{fake_node, JOIN_TOKEN};
