@@ -536,7 +536,6 @@ fn a_registry_that_never_answers_fails_the_task_at_its_prepare_timeout_saying_wh
 }
 
 // ---- the control plane's container rules: placement, require-images,
-
 // ---- data volumes, registry credentials (fake agents: no podman needed) ----
 
 use caldera_chaos_tests::{fake_node, JOIN_TOKEN};
@@ -675,6 +674,24 @@ fn a_container_task_waits_for_a_node_with_a_container_runtime_and_says_so() {
         list.lines()
             .any(|l| l.starts_with("podman-1") && l.contains("podman 4.3.1")),
         "{list}"
+    );
+    // The portal's node cards, and the task page.
+    let mut portal = caldera_chaos_tests::portal::Browser::logged_in(
+        &cp.addr,
+        caldera_chaos_tests::OPERATOR_TOKEN,
+    );
+    let page = portal.get("/nodes");
+    let html = caldera_chaos_tests::portal::text(&page);
+    assert!(html.contains("Runtime: <strong>podman 4.3.1</strong>"), "{html}");
+    assert!(
+        html.contains("podman down: podman is not installed"),
+        "{html}"
+    );
+    let page = portal.get("/tasks/in-image?tenant=team-a");
+    let html = caldera_chaos_tests::portal::text(&page);
+    assert!(
+        html.contains("Runs as <strong>container</strong> of image <code>registry.internal/deeplearning/pytorch:2.1-cu12.1</code>"),
+        "{html}"
     );
 }
 
