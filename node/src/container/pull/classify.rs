@@ -112,6 +112,7 @@ pub fn classify(image: &str, text: &str) -> Verdict {
         "unexpected eof",
         ": eof",
         "status code from registry 5",
+        "status code from registry 429",
         "500 internal server error",
         "502 bad gateway",
         "503 service unavailable",
@@ -130,14 +131,14 @@ fn error_line(text: &str) -> String {
     let lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     if let Some(line) = lines
         .clone()
-        .filter_map(|l| l.strip_prefix("Error: "))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix("Error: "))
     {
         return line.trim().to_string();
     }
     lines
-        .filter(|l| !l.starts_with("time=\""))
-        .last()
+        .rev()
+        .find(|l| !l.starts_with("time=\""))
         .unwrap_or_else(|| text.trim())
         .to_string()
 }
@@ -150,15 +151,17 @@ mod tests {
 
     /// Podman 4.3.1's own words, captured on this project's container host
     /// (a stand-in registry on loopback for the 401 and 500 answers, a port
-    /// with no listener for the refused connection).
+    /// with no listener for the refused connection, a 2 MiB tmpfs as
+    /// podman's TMPDIR for the full disk).
     const NOT_FOUND: &str = "Trying to pull registry.internal/nope:1...\nError: initializing source docker://registry.internal/nope:1: reading manifest 1 in 127.0.0.1:5555/nope: manifest unknown: manifest unknown\n";
     const UNAUTHORIZED: &str = "Trying to pull 127.0.0.1:5601/x:1...\nError: initializing source docker://127.0.0.1:5601/x:1: reading manifest 1 in 127.0.0.1:5601/x: unauthorized\n";
     const REFUSED: &str = "Error: initializing source docker://127.0.0.1:5599/x:1: pinging container registry 127.0.0.1:5599: Get \"http://127.0.0.1:5599/v2/\": dial tcp 127.0.0.1:5599: connect: connection refused\n";
     const SERVER_ERROR: &str = "Trying to pull 127.0.0.1:5601/x:1...\nError: initializing source docker://127.0.0.1:5601/x:1: pinging container registry 127.0.0.1:5601: invalid status code from registry 500 (Internal Server Error)\n";
-    /// The words Go's resolver and storage use, in podman's wrapping.
+    /// The words Go's resolver uses, in podman's wrapping (a lookup or a
+    /// connection to an address outside loopback is never made from here).
     const NO_SUCH_HOST: &str = "Error: initializing source docker://nosuch.invalid/x:1: pinging container registry nosuch.invalid: Get \"https://nosuch.invalid/v2/\": dial tcp: lookup nosuch.invalid: no such host\n";
     const IO_TIMEOUT: &str = "Error: initializing source docker://10.0.0.1:5000/x:1: pinging container registry 10.0.0.1:5000: Get \"https://10.0.0.1:5000/v2/\": dial tcp 10.0.0.1:5000: i/o timeout\n";
-    const DISK_FULL: &str = "Copying blob sha256:5e2492bda1c4c981fcc129160e3bd97c3a7f54f69fef1a57c2e335915a8a3c72\nError: writing blob: storing blob to file \"/var/tmp/storage775264576/1\": write /var/tmp/storage775264576/1: no space left on device\n";
+    const DISK_FULL: &str = "Copying blob sha256:c967ba3692dae6b975e9efbe065bd23bb317f8d64a421958875b243a9b7b4bef\nError: writing blob: storing blob to file \"/tmp/h2cap/small/tmp/storage1348622739/1\": write /tmp/h2cap/small/tmp/storage1348622739/1: no space left on device\n";
 
     fn definite_code(text: &str) -> u32 {
         match classify(IMAGE, text) {

@@ -9,6 +9,35 @@ use caldera_spec::codes;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Mutex};
 
+/// A temp dir for one test's store and data dir. Podman's overlay driver
+/// mounts `<root>/overlay` over itself on first use, and the disk-full
+/// test mounts a small tmpfs: both are unmounted when the test ends, so the
+/// dir can be removed.
+struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch(tempfile::tempdir().unwrap())
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for m in ["small", "store/overlay"] {
+            let Ok(c) = std::ffi::CString::new(self.path().join(m).display().to_string()) else {
+                continue;
+            };
+            // SAFETY: a valid NUL-terminated path; a path that is not a
+            // mount point only makes umount2 fail, which is ignored.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
 /// A puller with a store and data dir of its own, under `dir`.
 fn puller(dir: &Path) -> Puller {
     let mut p = Puller::new(PathBuf::from("podman"), &dir.join("data"));
@@ -87,7 +116,7 @@ fn registry_digest(repo: &str, tag: &str) -> String {
 #[test]
 fn the_seed_image_is_pulled_with_progress_and_its_digest_is_the_registrys() {
     container_host::require();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new();
     let p = puller(dir.path());
     let s = start(SEED_IMAGE, PullPolicy::IfNotPresent, 60_000);
     let (out, reports) = run(&p, "alloc-seed", &s);
@@ -123,7 +152,7 @@ fn the_seed_image_is_pulled_with_progress_and_its_digest_is_the_registrys() {
 #[test]
 fn the_bytes_of_the_layers_pulled_are_counted() {
     container_host::require();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new();
     let image = format!("{}/caldera-test/pull-bytes:1", container_host::registry());
     push_test_image(dir.path(), &image, 12_000_000);
     let p = puller(dir.path());
@@ -185,7 +214,7 @@ fn push_test_image(dir: &Path, image: &str, size: usize) {
 fn a_missing_image_fails_at_once_with_its_code_and_one_try() {
     container_host::require();
     let registry = StandinRegistry::start(Answer::NotFound).unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new();
     let image = &format!("{STANDIN_PREFIX}/nope:1");
     let p = puller_for(dir.path(), &registry);
     let began = std::time::Instant::now();
@@ -214,7 +243,7 @@ fn a_missing_image_fails_at_once_with_its_code_and_one_try() {
 fn a_failing_registry_is_tried_again_and_called_unreachable() {
     container_host::require();
     let registry = StandinRegistry::start(Answer::ServerError).unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new();
     let image = format!("{}/flaky:1", registry.addr);
     let p = puller_for(dir.path(), &registry);
     let (out, _) = run(&p, "alloc-5xx", &start(&image, PullPolicy::Always, 3_000));
@@ -231,7 +260,7 @@ fn a_failing_registry_is_tried_again_and_called_unreachable() {
 fn a_registry_that_never_answers_times_out_saying_where_and_the_credentials_are_gone() {
     container_host::require();
     let registry = StandinRegistry::start(Answer::Silent).unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new();
     let image = format!("{}/stuck:1", registry.addr);
     let p = puller_for(dir.path(), &registry);
     let mut s = start(&image, PullPolicy::Always, 3_000);
@@ -278,4 +307,37 @@ fn a_registry_that_never_answers_times_out_saying_where_and_the_credentials_are_
     );
     assert!(registry.connections() >= 1);
     assert_eq!(reports.len(), 1, "one report: the pull began, {reports:?}");
+}
+
+#[test]
+fn a_full_disk_fails_at_once_as_disk_full() {
+    container_host::require();
+    let dir = Scratch::new();
+    let image = format!("{}/caldera-test/pull-bytes:1", container_host::registry());
+    push_test_image(dir.path(), &image, 12_000_000);
+    // The pull's own dir (where podman downloads) on a 2 MiB tmpfs: the
+    // 12 MB layer does not fit.
+    let small = dir.path().join("small");
+    std::fs::create_dir_all(&small).unwrap();
+    let c = |t: &str| std::ffi::CString::new(t).unwrap();
+    let target = c(&small.display().to_string());
+    let (fs, opts) = (c("tmpfs"), c("size=2m"));
+    // SAFETY: valid NUL-terminated strings; Scratch unmounts it.
+    let rc = unsafe {
+        libc::mount(
+            fs.as_ptr(),
+            target.as_ptr(),
+            fs.as_ptr(),
+            0,
+            opts.as_ptr().cast(),
+        )
+    };
+    assert_eq!(rc, 0, "mount tmpfs: {}", std::io::Error::last_os_error());
+    let mut p = puller(dir.path());
+    p.work_root = small.join("pulls");
+    let (out, _) = run(&p, "alloc-full", &start(&image, PullPolicy::Always, 60_000));
+    let e = out.unwrap_err();
+    assert_eq!(e.error_code().code, codes::IMAGE_DISK_FULL.code, "{e}");
+    assert!(e.to_string().contains("no space left on device"), "{e}");
+    assert!(!small.join("pulls/alloc-full").exists());
 }
