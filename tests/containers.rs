@@ -675,6 +675,24 @@ fn a_container_task_waits_for_a_node_with_a_container_runtime_and_says_so() {
             .any(|l| l.starts_with("podman-1") && l.contains("podman 4.3.1")),
         "{list}"
     );
+    // The portal's node cards, and the task page.
+    let mut portal = caldera_chaos_tests::portal::Browser::logged_in(
+        &cp.addr,
+        caldera_chaos_tests::OPERATOR_TOKEN,
+    );
+    let page = portal.get("/nodes");
+    let html = caldera_chaos_tests::portal::text(&page);
+    assert!(html.contains("Runtime: <strong>podman 4.3.1</strong>"), "{html}");
+    assert!(
+        html.contains("podman down: podman is not installed"),
+        "{html}"
+    );
+    let page = portal.get("/tasks/in-image?tenant=team-a");
+    let html = caldera_chaos_tests::portal::text(&page);
+    assert!(
+        html.contains("Runs as <strong>container</strong> of image <code>registry.internal/deeplearning/pytorch:2.1-cu12.1</code>"),
+        "{html}"
+    );
 }
 
 /// With `require-images` a task that would run on the host is refused at
@@ -1192,4 +1210,35 @@ fn a_container_reads_nothing_of_the_control_plane_the_agent_or_another_tenant() 
         .to_string();
     assert_eq!(log.matches("DENIED").count(), targets.len(), "{log}");
     assert!(!log.contains("READ "), "{log}");
+}
+
+#[test]
+fn a_container_killed_at_its_memory_limit_fails_its_task_as_oom_killed() {
+    container_host::require();
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    let _agent = Agent::start(Path::new(BIN), &cp, "ctr-oom", "1xA100-80GB", dir.path());
+    assert!(wait_until(Duration::from_secs(20), || {
+        caldera_chaos_tests::nodes_connected(&cp) == 1
+    }));
+    let api = cp.api(&cp.tenant("ctroom"));
+    // 64 MiB (the least a task may ask), and a workload that wants 200 MB.
+    let task = format!(
+        r#"{{"task_id":"hog","task_type":"training","resources":{{"gpu":{{"count":1}},"memory":{{"size_gb":0.0625}}}},"image":"{}","command":["sh","-c","x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo SURVIVED"]}}"#,
+        container_host::SEED_IMAGE
+    );
+    let r = api.post("/v1/tasks", &task);
+    assert_eq!(r.status, 201, "{}", r.body);
+    let v = api.wait_task("hog", 60, "failed", |v| v["state"] == "failed");
+    let text = v.to_string();
+    assert!(
+        text.contains("oom_killed"),
+        "not named an out-of-memory kill: {v:#}"
+    );
+    let history = v["history"].as_array().cloned().unwrap_or_default();
+    assert!(
+        history.iter().any(|h| h["state"] == "failed"
+            && h["reason"].as_str().unwrap_or("").starts_with("oom_killed")),
+        "{history:#?}"
+    );
 }

@@ -62,8 +62,10 @@ pub struct Mount {
     pub read_only: bool,
 }
 
-/// What the agent needs to run a start in a container.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What the agent needs to run a start in a container. Its `Debug` leaves
+/// the registry credentials out, so a start command written to a log never
+/// carries them.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContainerStart {
     /// The image exactly as the task names it.
     pub image: String,
@@ -80,6 +82,21 @@ pub struct ContainerStart {
     /// read and never logged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry_auth: Option<String>,
+}
+
+impl std::fmt::Debug for ContainerStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ContainerStart")
+            .field("image", &self.image)
+            .field("pull", &self.pull)
+            .field("prepare_timeout_ms", &self.prepare_timeout_ms)
+            .field("volumes", &self.volumes)
+            .field(
+                "registry_auth",
+                &self.registry_auth.as_ref().map(|_| "(set, not shown)"),
+            )
+            .finish()
+    }
 }
 
 /// A runtime a node offers, as its inventory reports it.
@@ -180,6 +197,20 @@ mod tests {
         assert_eq!(p.summary(), "2 of 5 layers, 40 MB done");
         assert_eq!(human_bytes(1_250_000_000), "1.2 GB");
         assert_eq!(human_bytes(4_096), "4 kB");
+    }
+
+    #[test]
+    fn a_start_written_to_a_log_leaves_the_credentials_out() {
+        let c = ContainerStart {
+            image: "registry.internal/x:1".into(),
+            pull: PullPolicy::IfNotPresent,
+            prepare_timeout_ms: 1000,
+            volumes: Vec::new(),
+            registry_auth: Some(r#"{"auths":{"r":{"auth":"c2VjcmV0"}}}"#.into()),
+        };
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("c2VjcmV0"), "{shown}");
+        assert!(shown.contains("registry.internal/x:1") && shown.contains("set, not shown"));
     }
 
     #[test]

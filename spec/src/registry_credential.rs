@@ -211,7 +211,7 @@ mod tests {
                 format!(r#"{{"username":"u","password":{secret:?},"x":1}}"#),
                 "x",
             ),
-            (format!(r#"{{"username":"u"}}"#), "password"),
+            (r#"{"username":"u"}"#.to_string(), "password"),
             (r#"{"username":"u","password":7}"#.to_string(), "password"),
             (
                 format!(r#"{{"username":"u:v","password":{secret:?}}}"#),

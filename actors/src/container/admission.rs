@@ -70,8 +70,11 @@ mod tests {
 
     #[test]
     fn volumes_off_the_list_are_refused_naming_the_entry() {
-        let mut c = ServerConfig::default();
-        c.data_volumes = serde_json::from_value(serde_json::json!("datasets=/srv/d:acme")).unwrap();
+        let c = ServerConfig {
+            data_volumes: serde_json::from_value(serde_json::json!("datasets=/srv/d:acme"))
+                .unwrap(),
+            ..ServerConfig::default()
+        };
         let asks = |rw: bool| {
             spec(&format!(
                 r#"{IMAGE},"volumes":[{{"name":"datasets","path":"/data","read_write":{rw}}}]"#

@@ -95,9 +95,10 @@ mod tests {
         b.put_registry_credential(&credential("acme", "127.0.0.1:5555"));
         b.put_registry_credential(&credential("beta", "registry.internal"));
         store.commit(b).unwrap();
-        let mut config = ServerConfig::default();
-        config.data_volumes =
-            serde_json::from_value(serde_json::json!("datasets=/srv/d:*")).unwrap();
+        let mut config = ServerConfig {
+            data_volumes: serde_json::from_value(serde_json::json!("datasets=/srv/d:*")).unwrap(),
+            ..ServerConfig::default()
+        };
         let s = spec(
             r#","image":"registry.internal/team/app:1","pull_policy":"always","prepare_timeout":"00:02:00","volumes":[{"name":"datasets","path":"/data"}]"#,
         );
