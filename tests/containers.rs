@@ -682,7 +682,10 @@ fn a_container_task_waits_for_a_node_with_a_container_runtime_and_says_so() {
     );
     let page = portal.get("/nodes");
     let html = caldera_chaos_tests::portal::text(&page);
-    assert!(html.contains("Runtime: <strong>podman 4.3.1</strong>"), "{html}");
+    assert!(
+        html.contains("Runtime: <strong>podman 4.3.1</strong>"),
+        "{html}"
+    );
     assert!(
         html.contains("podman down: podman is not installed"),
         "{html}"
@@ -1241,4 +1244,181 @@ fn a_container_killed_at_its_memory_limit_fails_its_task_as_oom_killed() {
             && h["reason"].as_str().unwrap_or("").starts_with("oom_killed")),
         "{history:#?}"
     );
+}
+
+// ---- the seed's request, exactly as written ----
+
+/// The request the product this replaces was given, as its article writes it:
+/// four A100s of 80 GB, 32 cores, 256 GB, 200 GB of disk, one hour, and an
+/// image. No command: in a container, the image's own runs.
+const SEED_REQUEST: &str = r#"{"task_id":"train_20240716_001","task_type":"training","priority":"high","resources":{"gpu":{"count":4,"memory_gb":80,"model":"A100"},"cpu":{"cores":32},"memory":{"size_gb":256},"disk":{"size_gb":200}},"duration":"01:00:00","image":"registry.internal/deeplearning/pytorch:2.1-cu12.1"}"#;
+
+/// The seed's request runs in a container of the image it names, pulled
+/// from the local registry through registries.conf as `registry.internal`:
+/// the workload's output is the image's OS, not the host's, and the digest
+/// it ran is on the allocation and in the history. Released, its container
+/// is gone.
+#[test]
+fn the_seeds_request_as_written_runs_in_its_image() {
+    container_host::require();
+    let dir = tempfile::tempdir().unwrap();
+    let store = NodeStore::new(dir.path(), "node-0");
+    let (k, v) = store.env();
+    let host = AgentSpec::new("node-0", "4xA100-80GB")
+        .env(k, &v)
+        .flag("simulate-cpu-cores", "64")
+        .flag("simulate-memory-gb", "512")
+        .flag("simulate-disk-gb", "1000");
+    let (cp, _agents) = cluster(Path::new(BIN), dir.path(), &[], &[host]);
+    let api = cp.api(&cp.tenant("alldata"));
+    let r = api.post("/v1/tasks", SEED_REQUEST);
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    let id = "train_20240716_001";
+    let running = api.wait_task(id, 90, "running", |v| v["state"] == "running");
+    assert_eq!(running["image"], container_host::SEED_IMAGE, "{running:#}");
+    let mut log = String::new();
+    let printed = wait_until(Duration::from_secs(30), || {
+        log = api
+            .get(&format!("/v1/tasks/{id}/logs?tail_bytes=65536"))
+            .data()["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        log.contains("training...")
+    });
+    assert!(printed, "{log}");
+    assert!(log.contains(container_host::SEED_IMAGE_OS), "{log}");
+    let host_os = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+    let host_name = host_os
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .unwrap_or("the host's")
+        .to_string();
+    assert!(!log.contains(&host_name), "the host's OS in {log}");
+    let digest = running["allocation"]["image_digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let held = store
+        .podman(&[
+            "image",
+            "inspect",
+            "--format",
+            "{{.Digest}}",
+            container_host::SEED_IMAGE,
+        ])
+        .unwrap_or_default();
+    assert!(digest.starts_with("sha256:"), "{running:#}");
+    assert_eq!(digest, held.trim(), "{running:#}");
+    let history = running["history"].to_string();
+    assert!(history.contains(&digest), "{history}");
+    let allocation = running["allocation"]["allocation_id"]
+        .as_str()
+        .unwrap_or("?");
+    let label = format!("label=caldera.allocation={allocation}");
+    let containers = || {
+        store
+            .podman(&["ps", "-a", "--filter", &label, "--format", "{{.Names}}"])
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.is_empty())
+            .count()
+    };
+    assert_eq!(containers(), 1, "{label}");
+    assert_eq!(api.post(&format!("/v1/tasks/{id}/release"), "").status, 200);
+    api.wait_task(id, 60, "released", ended);
+    let gone = wait_until(Duration::from_secs(20), || containers() == 0);
+    assert!(gone, "its container is still there after the release");
+}
+
+#[test]
+fn a_replica_in_a_container_is_probed_ready_and_answers_on_its_claimed_port() {
+    container_host::require();
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    // Ports of this test's own: tests running at once hand out others.
+    let first = caldera_chaos_tests::free_port().clamp(1024, 65000);
+    let range = format!("{first}-{}", first + 9);
+    let _agent = Agent::start_with(
+        Path::new(BIN),
+        &cp,
+        "ctr-web",
+        "1xA100-80GB",
+        dir.path(),
+        &["--workload-uid-range", "off", "--replica-ports", &range],
+    );
+    assert!(wait_until(Duration::from_secs(20), || {
+        caldera_chaos_tests::nodes_connected(&cp) == 1
+    }));
+    let api = cp.api(&cp.tenant("ctrweb"));
+    let svc = serde_json::json!({
+        "task_id": "web", "task_type": "inference", "replicas": 1,
+        "resources": {"cpu": {"cores": 1}}, "image": container_host::SEED_IMAGE,
+        "command": ["sh", "-c", "exec httpd -f -p $CALDERA_PORT -h /etc"],
+        "readiness": {"http_path": "/os-release", "period_s": 1, "timeout_s": 1},
+    });
+    let r = api.post("/v1/tasks", &svc.to_string());
+    assert_eq!(r.status, 201, "{}", r.body);
+    let mut listed = Value::Null;
+    let ready = wait_until(Duration::from_secs(60), || {
+        listed = api.get("/v1/tasks/web/endpoints").data()["endpoints"].clone();
+        listed.as_array().is_some_and(|l| !l.is_empty())
+    });
+    assert!(ready, "never listed ready: {:#}", api.task("web.r0"));
+    let e = &listed[0];
+    let at = format!("{}:{}", e["address"].as_str().unwrap(), e["port"]);
+    let mut conn = std::net::TcpStream::connect(&at).unwrap();
+    use std::io::{Read, Write};
+    conn.write_all(b"GET /os-release HTTP/1.0\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.contains(container_host::SEED_IMAGE_OS),
+        "the endpoint is not the container's: {answer}"
+    );
+}
+
+#[test]
+fn an_agent_removes_at_start_the_containers_of_allocations_it_no_longer_holds() {
+    container_host::require();
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    let data = dir.path().join("ctr-orphans");
+    std::fs::create_dir_all(&data).unwrap();
+    let data = data.canonicalize().unwrap();
+    let mine = caldera_node::container::run_args::agent_identity("ctr-orphans", &data);
+    let orphan = format!("caldera-test-{}", unique("orphan"));
+    let stranger = format!("caldera-test-{}", unique("stranger"));
+    for (name, node) in [(&orphan, mine.as_str()), (&stranger, "another-agent-0000")] {
+        let made = container_host::podman(&[
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--label",
+            &format!("caldera.node={node}"),
+            "--label",
+            "caldera.allocation=ctrgone/old.1",
+            "--pull=never",
+            container_host::SEED_IMAGE,
+            "sleep",
+            "300",
+        ]);
+        assert!(made.is_ok(), "{made:?}");
+    }
+    let running = |name: &str| container_host::podman(&["inspect", name]).is_ok();
+    let _agent = Agent::start(
+        Path::new(BIN),
+        &cp,
+        "ctr-orphans",
+        "1xA100-80GB",
+        dir.path(),
+    );
+    assert!(wait_until(Duration::from_secs(20), || {
+        caldera_chaos_tests::nodes_connected(&cp) == 1
+    }));
+    let stranger_kept = running(&stranger);
+    let _ = container_host::podman(&["rm", "-f", "-t", "0", &stranger, &orphan]);
+    assert!(!running(&orphan), "the orphan of this agent's still runs");
+    assert!(stranger_kept, "another agent's container was removed");
 }
