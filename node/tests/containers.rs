@@ -392,3 +392,36 @@ async fn limits_hold_a_fork_flood_meets_the_pids_limit_and_an_oom_kill_is_named(
     assert!(!h.log("oom").contains("SURVIVED"));
     assert_eq!(container_id(&h.name("oom")), None);
 }
+
+#[tokio::test]
+async fn a_command_readiness_probe_runs_inside_the_container() {
+    let mut h = harness();
+    // A marker only the container's own /tmp will hold.
+    let marker = format!("/tmp/caldera-ready-{}", std::process::id());
+    let mut cmd = start_cmd(
+        "probe",
+        &format!("sleep 1; touch {marker}; echo UP; sleep 60"),
+    );
+    cmd.readiness = Some(caldera_spec::ReadinessProbe {
+        http_path: None,
+        command: vec!["test".into(), "-f".into(), marker.clone()],
+        period_s: 1,
+        timeout_s: 5,
+        failure_threshold: 3,
+        ready_timeout_s: 60,
+    });
+    h.rt.start(&cmd);
+    let ready = h
+        .wait_for("probe", |k| {
+            matches!(k, WorkloadEventKind::Readiness { ready: true, .. })
+        })
+        .await;
+    let WorkloadEventKind::Readiness { detail, .. } = ready else {
+        unreachable!()
+    };
+    assert!(detail.contains("in the container"), "{detail}");
+    assert!(
+        !Path::new(&marker).exists(),
+        "the marker is the container's, not the host's"
+    );
+}

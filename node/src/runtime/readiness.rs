@@ -1,12 +1,14 @@
 //! Readiness probes, run by the agent beside each workload that has one: a
 //! tokio task per workload that sends an HTTP GET to 127.0.0.1:$CALDERA_PORT
 //! (a plain TCP client: one request, `Connection: close`) or runs a command
-//! (as the workload's uid, killed at its timeout), every `period_s`. It tells
+//! (as the workload's uid, killed at its timeout; inside the container with
+//! `podman exec` for a container workload), every `period_s`. It tells
 //! the runtime only when readiness changes: ready after one success; not
 //! ready again after `failure_threshold` consecutive failures. The runtime
 //! turns that into `Readiness` events (see [`super::Note::Readiness`]).
 use super::Note;
 use caldera_spec::ReadinessProbe;
+use std::path::PathBuf;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::UnboundedSender;
@@ -22,6 +24,15 @@ pub struct Target {
     pub uid: Option<u32>,
 }
 
+/// The container a command probe runs in: its files, its processes and its
+/// loopback are not the host's, so a probe such as `test -f /tmp/ready`
+/// must look inside it.
+#[derive(Debug, Clone)]
+pub struct InContainer {
+    pub podman: PathBuf,
+    pub name: String,
+}
+
 /// Starts probing `target` with `probe`; the handle stops it (the workload
 /// ended or was swapped). None outside a tokio runtime.
 pub fn watch(
@@ -29,16 +40,34 @@ pub fn watch(
     target: Target,
     notes: UnboundedSender<Note>,
 ) -> Option<tokio::task::AbortHandle> {
-    let rt = tokio::runtime::Handle::try_current().ok()?;
-    Some(rt.spawn(run(probe, target, notes)).abort_handle())
+    watch_in(probe, target, None, notes)
 }
 
-async fn run(probe: ReadinessProbe, target: Target, notes: UnboundedSender<Note>) {
+/// [`watch`] for a workload in `container` (its command probes run there).
+pub fn watch_in(
+    probe: ReadinessProbe,
+    target: Target,
+    container: Option<InContainer>,
+    notes: UnboundedSender<Note>,
+) -> Option<tokio::task::AbortHandle> {
+    let rt = tokio::runtime::Handle::try_current().ok()?;
+    Some(
+        rt.spawn(run(probe, target, container, notes))
+            .abort_handle(),
+    )
+}
+
+async fn run(
+    probe: ReadinessProbe,
+    target: Target,
+    container: Option<InContainer>,
+    notes: UnboundedSender<Note>,
+) {
     let period = Duration::from_secs(u64::from(probe.period_s));
     let mut ready = false;
     let mut failures = 0u32;
     loop {
-        let (ok, detail) = once(&probe, &target).await;
+        let (ok, detail) = once_in(&probe, &target, container.as_ref()).await;
         let change = match (ready, ok) {
             (false, true) => Some(true),
             (true, false) => {
@@ -70,11 +99,21 @@ async fn run(probe: ReadinessProbe, target: Target, notes: UnboundedSender<Note>
 
 /// One probe: passed or not, and what was seen (for the event's detail).
 pub async fn once(probe: &ReadinessProbe, target: &Target) -> (bool, String) {
+    once_in(probe, target, None).await
+}
+
+/// [`once`] for a workload that may run in `container`.
+pub async fn once_in(
+    probe: &ReadinessProbe,
+    target: &Target,
+    container: Option<&InContainer>,
+) -> (bool, String) {
     let timeout = Duration::from_secs(u64::from(probe.timeout_s));
     let attempt = async {
-        match &probe.http_path {
-            Some(path) => http_get(target.port, path).await,
-            None => command(&probe.command, target).await,
+        match (&probe.http_path, container) {
+            (Some(path), _) => http_get(target.port, path).await,
+            (None, Some(c)) => exec(&probe.command, c).await,
+            (None, None) => command(&probe.command, target).await,
         }
     };
     match tokio::time::timeout(timeout, attempt).await {
@@ -116,6 +155,32 @@ async fn http_get(port: Option<u16>, path: &str) -> (bool, String) {
     match status {
         Some(code) => ((200..300).contains(&code), format!("{what}: {code}")),
         None => (false, format!("{what}: not an HTTP answer")),
+    }
+}
+
+/// A command probe inside the container (`podman exec`, as the container's
+/// user, with its environment); killed at the timeout like any probe.
+async fn exec(argv: &[String], c: &InContainer) -> (bool, String) {
+    let Some(program) = argv.first() else {
+        return (false, "the probe has no command".into());
+    };
+    let status = tokio::process::Command::new(&c.podman)
+        .arg("exec")
+        .arg(&c.name)
+        .args(argv)
+        .env_clear()
+        .env("PATH", crate::container::podman::PODMAN_PATH)
+        .envs(crate::container::podman::config_env())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .status()
+        .await;
+    match status {
+        Ok(s) if s.success() => (true, format!("{program} exited 0 in the container")),
+        Ok(s) => (false, format!("{program} in the container ended with {s}")),
+        Err(e) => (false, format!("podman exec {program}: {e}")),
     }
 }
 

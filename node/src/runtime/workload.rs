@@ -112,7 +112,14 @@ impl Workload {
             port: self.port,
             uid: self.uid,
         };
-        self.probe = super::readiness::watch(probe, target, notes.clone());
+        let container = self
+            .container
+            .as_ref()
+            .map(|c| super::readiness::InContainer {
+                podman: c.podman.clone(),
+                name: c.name.clone(),
+            });
+        self.probe = super::readiness::watch_in(probe, target, container, notes.clone());
         None
     }
 
