@@ -491,6 +491,34 @@ async fn workloads_join_their_cgroup_where_the_host_allows() {
     h.rt.isolation().cleanup();
 }
 
+#[tokio::test]
+async fn a_process_killed_at_its_memory_limit_is_reported_oom_killed() {
+    let iso = Isolation::detect("rt-oom", std::path::Path::new("rt-oom"));
+    assert!(
+        iso.label().starts_with("cgroup-"),
+        "this test needs cgroup limits: {}",
+        iso.label()
+    );
+    let mut h = harness_with(iso, false);
+    let mut hog = start_cmd(
+        "oom1",
+        "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo SURVIVED",
+    );
+    hog.memory_mb = 32;
+    h.rt.start(&hog);
+    let exit = h.exit_of("oom1").await;
+    assert!(
+        exit.oom_killed && exit.signal == Some(9),
+        "{exit:?}: {}",
+        h.log("oom1")
+    );
+    // A kill -9 of its own, under its limit, is not one.
+    h.rt.start(&start_cmd("kill1", "kill -9 $$"));
+    let exit = h.exit_of("kill1").await;
+    assert!(!exit.oom_killed && exit.signal == Some(9), "{exit:?}");
+    h.rt.isolation().cleanup();
+}
+
 /// Runs `f` on a tokio runtime of its own (an agent's life).
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread()
