@@ -124,6 +124,49 @@ pub fn push_image(dir: &Path, name: &str, bytes: u64, seed: u64) -> Result<TestI
     })
 }
 
+/// [`push_image`] of an image that runs: the seed image's files (busybox)
+/// and `/payload`, `bytes` random bytes, in one layer.
+pub fn push_runnable_image(
+    dir: &Path,
+    name: &str,
+    bytes: u64,
+    seed: u64,
+) -> Result<TestImage, String> {
+    let work = dir.join(format!("build-{name}"));
+    std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+    let store = NodeStore::new(&work, "builder");
+    let seed_image = crate::container_host::SEED_IMAGE;
+    store.podman(&["pull", "--quiet", seed_image])?;
+    let container = store.podman(&["create", seed_image, "true"])?;
+    let tar = work.join("rootfs.tar");
+    let tar_path = tar.display().to_string();
+    store.podman(&["export", "-o", &tar_path, container.trim()])?;
+    let payload_dir = work.join("payload-dir");
+    std::fs::create_dir_all(&payload_dir).map_err(|e| e.to_string())?;
+    write_random(&payload_dir.join("payload"), bytes, seed).map_err(|e| e.to_string())?;
+    let ok = Command::new("tar")
+        .arg("-C")
+        .arg(&payload_dir)
+        .arg("-rf")
+        .arg(&tar)
+        .arg("payload")
+        .status()
+        .map_err(|e| format!("tar: {e}"))?;
+    if !ok.success() {
+        return Err("tar failed".into());
+    }
+    std::fs::remove_dir_all(&payload_dir).ok();
+    let image = format!("{}/caldera-test/{name}:1", registry());
+    store.podman(&["import", "--quiet", &tar_path, &image])?;
+    store.podman(&["push", "--quiet", "--tls-verify=false", &image])?;
+    drop(store);
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(TestImage {
+        name: image,
+        payload_bytes: bytes,
+    })
+}
+
 /// `bytes` bytes that do not compress (xorshift from `seed`).
 fn write_random(path: &Path, bytes: u64, seed: u64) -> std::io::Result<()> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);

@@ -12,7 +12,13 @@ pub fn summary(node: &Value) -> String {
         return MISSING.into();
     };
     let images = items(report, "images");
-    let bytes: f64 = images.iter().filter_map(|i| number(i, "size_bytes")).sum();
+    if images.is_empty() {
+        return "0".into();
+    }
+    let bytes = images
+        .iter()
+        .filter_map(|i| number(i, "size_bytes"))
+        .fold(0.0, |a, b| a + b);
     format!("{}, {}", images.len(), fields::size_mb(bytes / 1_048_576.0))
 }
 
@@ -95,6 +101,8 @@ mod tests {
     fn the_list_counts_images_and_their_bytes() {
         assert_eq!(summary(&node()), "2, 3M");
         assert_eq!(summary(&serde_json::json!({"name": "n"})), MISSING);
+        let none = serde_json::json!({"name": "n", "images": {"known": true, "images": []}});
+        assert_eq!(summary(&none), "0");
         assert_eq!(
             summary(&serde_json::json!({"name": "n", "images": {"known": false}})),
             MISSING

@@ -249,6 +249,9 @@ impl NodeActor {
         let mut e = Event::new(self.sh.now_ms(), EventKind::ImagePull, msg).node(&self.rec.name);
         if let Some(t) = task {
             e = e.task(t);
+            if let Some(tenant) = caldera_spec::tenant_of(t) {
+                e = e.tenant(tenant);
+            }
         }
         self.sh.record(e);
     }

@@ -1,7 +1,9 @@
 //! `GET /nodes`: a card per node — its GPUs as memory bars split into the
 //! slices held (fragmentation visible), health, epoch, isolation, the
 //! runtime that runs its workloads (and what is missing where one is down),
-//! cached model versions — and, for the operator, cordon, drain and uncordon
+//! cached model versions, the images it holds (the operator's view: an
+//! image's name can tell one tenant's work to another) — and, for the
+//! operator, cordon, drain and uncordon
 //! (`POST /nodes/{name}/cordon`, through the API's own handlers).
 use super::auth::{Form, Viewer};
 use super::error::PortalError;
@@ -64,6 +66,7 @@ fn card(viewer: &Viewer, n: &NodeView, ledger: &[Allocation], copies: &Copies) -
                     Some(vs) => { @for (i, (v, state)) in vs.iter().enumerate() { @if i > 0 { ", " } (v) " (" (state) ")" } }
                 }
             }
+            @if let Some(r) = n.images.as_ref().filter(|r| r.known) { (images_line(r)) }
             @if viewer.is_operator() {
                 form.node-actions method="post" action=(format!("/nodes/{}/cordon", super::tasks::url_part(&n.name))) {
                     (csrf_field(viewer))
@@ -74,6 +77,31 @@ fn card(viewer: &Viewer, n: &NodeView, ledger: &[Allocation], copies: &Copies) -
                     button.secondary id=(format!("uncordon-{}", n.name)) name="action" value="uncordon" type="submit" { "Uncordon" }
                 }
             }
+        }
+    }
+}
+
+/// The images a node holds: each name with its size, and whether a
+/// container uses it; then the managed bytes against the cap.
+fn images_line(r: &caldera_spec::images::ImageReport) -> Markup {
+    let mib = |b: u64| match b as f64 / 1_048_576.0 {
+        mb if mb < 1024.0 => format!("{mb:.1} MB"),
+        mb => gb(mb),
+    };
+    html! {
+        p.note.images { "Images: "
+            @if r.images.is_empty() { "none" }
+            @for (i, e) in r.images.iter().enumerate() {
+                @if i > 0 { ", " }
+                @match e.names.first() {
+                    Some(name) => { (name) },
+                    None => { "<none> " (e.id.get(..12).unwrap_or(&e.id)) },
+                }
+                " (" (mib(e.size_bytes)) @if e.in_use > 0 { ", in use" } ")"
+            }
+            " · " (mib(r.managed_bytes)) " pulled here"
+            @if r.capacity_bytes > 0 { " of " (mib(r.capacity_bytes)) } @else { ", no cap" }
+            @if r.evictions > 0 { " · " (r.evictions) " evicted" }
         }
     }
 }
@@ -100,7 +128,7 @@ pub async fn copies(viewer: &Viewer, st: &web::Data<AppState>) -> Result<Copies,
 
 /// GET /nodes
 #[utoipa::path(get, path = "/nodes", tag = "portal", operation_id = "portal_nodes",
-    description = "The portal's node cards: GPU memory bars split into the slices held, health, epoch, isolation, cached model versions.",
+    description = "The portal's node cards: GPU memory bars split into the slices held, health, epoch, isolation, cached model versions, images held (the operator's view).",
     params(
         ("node" = Option<String>, Query, description = "only this node's card"),
         ("page" = Option<u32>, Query, description = "which page of cards (from 1; 20 a page)"),
@@ -181,4 +209,46 @@ pub async fn cordon(
         }
     };
     Ok(see_other("/nodes"))
+}
+
+#[cfg(test)]
+mod image_tests {
+    use super::images_line;
+    use caldera_spec::images::{ImageEntry, ImageReport};
+
+    #[test]
+    fn a_card_lists_each_image_with_its_size_and_use_and_the_room_taken() {
+        let r = ImageReport {
+            known: true,
+            capacity_bytes: 100 << 30,
+            managed_bytes: 2 << 20,
+            images: vec![
+                ImageEntry {
+                    id: "12f22dfac50100e1".into(),
+                    names: vec!["registry.internal/a:1".into()],
+                    size_bytes: 2 << 20,
+                    in_use: 1,
+                    managed: true,
+                    ..ImageEntry::default()
+                },
+                ImageEntry {
+                    id: "2a965f17ee80b786".into(),
+                    size_bytes: 1 << 20,
+                    ..ImageEntry::default()
+                },
+            ],
+            evictions: 3,
+        };
+        let html = images_line(&r).into_string();
+        assert!(
+            html.contains("registry.internal/a:1 (2.0 MB, in use)"),
+            "{html}"
+        );
+        assert!(
+            html.contains("&lt;none&gt; 2a965f17ee80 (1.0 MB)"),
+            "{html}"
+        );
+        assert!(html.contains("2.0 MB pulled here of 100.0 GB"), "{html}");
+        assert!(html.contains("3 evicted"), "{html}");
+    }
 }
