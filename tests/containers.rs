@@ -354,6 +354,32 @@ fn starts_of_one_image_on_three_nodes_pull_one_at_a_time_under_max_image_pulls_1
     assert!(events.contains("(max-image-pulls 1)"), "{events}");
 }
 
+#[test]
+fn a_container_task_goes_to_the_node_that_holds_its_image_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _agents, stores) = image_nodes(dir.path(), &["node-0", "node-1", "node-2"], &[]);
+    let op = cp.operator();
+    let seed = TestImage {
+        name: container_host::SEED_IMAGE.to_string(),
+        payload_bytes: 0,
+    };
+    prepull(&op, &seed, &["node-2"]);
+    assert!(wait_until(Duration::from_secs(30), || reports(&op, "node-2", &seed)));
+    // Three equal nodes, no label: only the image tells them apart.
+    let api = cp.api(&cp.tenant("team-a"));
+    let mut task = seed_task_on("near", container_host::SEED_IMAGE, "", 30);
+    task.as_object_mut().unwrap().remove("labels");
+    let r = api.post("/v1/tasks", &task.to_string());
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    let view = api.wait_task("near", 60, "running", |v| v["state"] == "running");
+    assert_eq!(view["allocation"]["node"], "node-2", "{view:#}");
+    let events = op.get("/v1/events?task=team-a/near&limit=50").body.to_string();
+    assert!(events.contains("image present"), "{events}");
+    // It pulled nothing: the other nodes still lack the image.
+    assert!(!stores[0].has(container_host::SEED_IMAGE));
+    assert!(!stores[1].has(container_host::SEED_IMAGE));
+}
+
 /// The pull stagger's benchmark (figures in docs/images.md): 8 agents, each
 /// with a container store of its own and its own port of the registry
 /// meter, start the same image of about 1 GiB (`CALDERA_BENCH_IMAGE_MB`,
