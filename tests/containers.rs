@@ -354,6 +354,87 @@ fn starts_of_one_image_on_three_nodes_pull_one_at_a_time_under_max_image_pulls_1
     assert!(events.contains("(max-image-pulls 1)"), "{events}");
 }
 
+/// The pull stagger's benchmark (figures in docs/images.md): 8 agents, each
+/// with a container store of its own and its own port of the registry
+/// meter, start the same image of about 1 GiB (`CALDERA_BENCH_IMAGE_MB`,
+/// default 1024) at once under `max-image-pulls` (`CALDERA_BENCH_MAX_IMAGE_PULLS`,
+/// default 2). Prints the most nodes pulling at once at the registry, the
+/// bytes it served and when each task ran.
+#[test]
+#[ignore = "benchmark: 8 agents pull a 1 GiB image (minutes, about 10 GB of disk); cargo test --test containers -- --ignored bench_"]
+fn bench_eight_nodes_start_one_image_under_the_pull_stagger() {
+    let env_or = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let size = env_or("CALDERA_BENCH_IMAGE_MB", 1024) << 20;
+    let limit = env_or("CALDERA_BENCH_MAX_IMAGE_PULLS", 2).to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..8).map(|i| format!("node-{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let meter = RegistryMeter::start(names.len()).unwrap();
+    let confs: Vec<_> = (0..names.len())
+        .map(|i| meter.registries_conf(dir.path(), i, "meter.internal"))
+        .collect();
+    let (cp, _agents, _stores) = image_cluster(
+        dir.path(),
+        &names,
+        &[],
+        &[("CALDERA_MAX_IMAGE_PULLS", limit.as_str())],
+        |i| {
+            vec![(
+                "CONTAINERS_REGISTRIES_CONF".to_string(),
+                confs[i].display().to_string(),
+            )]
+        },
+    );
+    let built = std::time::Instant::now();
+    let pushed = container_host::registry();
+    let image =
+        caldera_chaos_tests::images::push_runnable_image(dir.path(), &unique("bench"), size, 7)
+            .unwrap();
+    let image = image.name.replace(&pushed, "meter.internal");
+    println!(
+        "image {image} of {} MiB built and pushed in {:?}",
+        size >> 20,
+        built.elapsed()
+    );
+    let api = cp.api(&cp.tenant("team-a"));
+    let start = std::time::Instant::now();
+    for (i, node) in names.iter().enumerate() {
+        let mut task = seed_task_on(&format!("b{i}"), &image, node, 600);
+        task["prepare_timeout"] = "00:20:00".into();
+        let r = api.post("/v1/tasks", &task.to_string());
+        assert_eq!(r.status, 201, "{:#}", r.body);
+    }
+    let mut ran = vec![None; names.len()];
+    let all = wait_until(Duration::from_secs(1200), || {
+        for (i, t) in ran.iter_mut().enumerate() {
+            if t.is_none() && api.get(&format!("/v1/tasks/b{i}")).data()["state"] == "running" {
+                *t = Some(start.elapsed());
+            }
+        }
+        ran.iter().all(Option::is_some)
+    });
+    assert!(all, "not all running: {ran:?}");
+    let served = meter.served();
+    println!(
+        "max-image-pulls {limit}: most nodes pulling at once at the registry {}, \
+         bytes served {served} ({:.2} x the image's {} MiB payload), all 8 running after {:?}",
+        meter.max_pulling(),
+        served as f64 / size as f64,
+        size >> 20,
+        start.elapsed()
+    );
+    for (i, t) in ran.iter().enumerate() {
+        println!("  b{i} running after {:?}", t.unwrap_or_default());
+    }
+    assert!(meter.max_pulling() <= limit.parse::<usize>().unwrap());
+    assert!(served >= 8 * size, "served {served}");
+}
+
 #[test]
 fn a_container_task_goes_to_the_node_that_holds_its_image_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
@@ -364,7 +445,9 @@ fn a_container_task_goes_to_the_node_that_holds_its_image_and_says_so() {
         payload_bytes: 0,
     };
     prepull(&op, &seed, &["node-2"]);
-    assert!(wait_until(Duration::from_secs(30), || reports(&op, "node-2", &seed)));
+    assert!(wait_until(Duration::from_secs(30), || reports(
+        &op, "node-2", &seed
+    )));
     // Three equal nodes, no label: only the image tells them apart.
     let api = cp.api(&cp.tenant("team-a"));
     let mut task = seed_task_on("near", container_host::SEED_IMAGE, "", 30);
@@ -373,7 +456,10 @@ fn a_container_task_goes_to_the_node_that_holds_its_image_and_says_so() {
     assert_eq!(r.status, 201, "{:#}", r.body);
     let view = api.wait_task("near", 60, "running", |v| v["state"] == "running");
     assert_eq!(view["allocation"]["node"], "node-2", "{view:#}");
-    let events = op.get("/v1/events?task=team-a/near&limit=50").body.to_string();
+    let events = op
+        .get("/v1/events?task=team-a/near&limit=50")
+        .body
+        .to_string();
     assert!(events.contains("image present"), "{events}");
     // It pulled nothing: the other nodes still lack the image.
     assert!(!stores[0].has(container_host::SEED_IMAGE));
