@@ -946,7 +946,8 @@ fn registry_credentials_reach_only_their_tenants_starts_and_are_never_shown() {
     let dir = tempfile::tempdir().unwrap();
     let cp = rules_cp(dir.path(), &[]);
     let op = cp.operator();
-    let a = cp.api(&cp.tenant("team-a"));
+    let a_token = cp.tenant("team-a");
+    let a = cp.api(&a_token);
     let b = cp.api(&cp.tenant("team-b"));
     let secret = "pa55-w0rd-never-shown";
     let user = "robot-user-never-shown";
@@ -1043,7 +1044,60 @@ fn registry_credentials_reach_only_their_tenants_starts_and_are_never_shown() {
         Some(1)
     );
 
+    // The CLI: the password from stdin only, the registry's port through
+    // the path, the tenant from the token.
+    let cli = |args: &[&str], stdin: &str| {
+        use std::io::Write;
+        let mut child = std::process::Command::new(BIN)
+            .args(args)
+            .args(["--server", &cp.url(), "--token", &a_token])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.as_bytes()).unwrap();
+        drop(input);
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    };
+    let cli_secret = "cli-s3cret-from-stdin";
+    let login = [
+        "registry-login",
+        "127.0.0.1:5555",
+        "--username",
+        "cli-user",
+        "--password-stdin",
+    ];
+    let (ok, out) = cli(&login, &format!("{cli_secret}\n"));
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("credentials for 127.0.0.1:5555 set for tenant team-a"),
+        "{out}"
+    );
+    let (ok, out) = cli(&login[..4], "");
+    assert!(!ok && out.contains("--password-stdin"), "{out}");
+    let (ok, out) = cli(&["registry-credentials"], "");
+    assert!(ok && out.contains("127.0.0.1:5555"), "{out}");
+    assert!(
+        !out.contains(cli_secret) && !out.contains("cli-user"),
+        "{out}"
+    );
+    let (ok, out) = cli(&["registry-logout", "127.0.0.1:5555"], "");
+    assert!(ok, "{out}");
+    assert_eq!(
+        a.get(path).data()["registry_credentials"]
+            .as_array()
+            .map(Vec::len),
+        Some(0)
+    );
+
     // Never in a view, an event or the log.
+    let log = std::fs::read_to_string(&cp.log).unwrap_or_default();
+    assert!(!log.contains(cli_secret), "{log}");
     for shown in [
         a.get(path).body.to_string(),
         op.get("/v1/events?limit=1000").body.to_string(),
