@@ -464,11 +464,8 @@ impl Agent {
             .apply_welcome(welcome.epoch, &welcome.keep, &reported);
         self.runtime.renew_leases(lease);
         // Fenced allocations' containers go with their shims; any left of
-        // allocations no longer held (a shim that died) go now.
-        let orphans = self.runtime.remove_orphaned_containers();
-        if orphans > 0 {
-            tracing::warn!("removed {orphans} container(s) of allocations this node no longer holds");
-        }
+        // allocations no longer held (a shim that died) go too.
+        self.runtime.sweep_orphans();
         tracing::info!(
             "welcomed as {} with epoch {}: adopted {}, killed {killed}, workload lease {}",
             welcome.node_name,

@@ -324,11 +324,41 @@ async fn a_restarted_agent_adopts_the_same_container_and_removes_orphans() {
     }
     // The agent goes (its runtime dropped without stopping anything), and
     // the next one on the same data dir adopts.
-    let (mut reborn, _notes, _) = runtime(&h.data, Isolation::None("test".into()), 256);
+    let (mut reborn, mut notes, _) = runtime(&h.data, Isolation::None("test".into()), 256);
     let adopted = reborn.adopt_shims();
     assert_eq!(adopted.running, 1, "{adopted:?}");
     assert_eq!(reborn.remove_orphaned_containers(), 1);
     assert_eq!(container_id(&orphan), None, "the orphan is removed");
+    // After a welcome the sweep runs off the loop: its listing comes back
+    // as a note, and only what is still not held is removed.
+    container_host::podman(&[
+        "run",
+        "-d",
+        "--name",
+        &orphan,
+        "--label",
+        &format!("caldera.node={}", h.node),
+        "--label",
+        "caldera.allocation=acme/gone",
+        "--pull=never",
+        SEED_IMAGE,
+        "sleep",
+        "60",
+    ])
+    .unwrap();
+    reborn.sweep_orphans();
+    let note = tokio::time::timeout(Duration::from_secs(30), notes.recv())
+        .await
+        .expect("the sweep's listing")
+        .expect("notes open");
+    reborn.handle(note);
+    for _ in 0..200 {
+        if container_id(&orphan).is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(container_id(&orphan), None, "the swept orphan is removed");
     assert!(
         container_id(&stranger).is_some(),
         "another agent's container is not touched"

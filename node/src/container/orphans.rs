@@ -69,11 +69,17 @@ pub fn remove(podman: &Path, node: &str, held: &BTreeSet<String>) -> Vec<String>
             return Vec::new();
         }
     };
-    let mut removed = Vec::new();
-    for c in found
+    let orphans: Vec<Labelled> = found
         .into_iter()
         .filter(|c| !held.contains(&c.allocation_id))
-    {
+        .collect();
+    remove_listed(podman, &orphans)
+}
+
+/// Removes the containers `orphans` names; returns the names removed.
+pub fn remove_listed(podman: &Path, orphans: &[Labelled]) -> Vec<String> {
+    let mut removed = Vec::new();
+    for c in orphans {
         match podman::remove(podman, &c.name) {
             Ok(()) => {
                 tracing::warn!(
@@ -81,7 +87,7 @@ pub fn remove(podman: &Path, node: &str, held: &BTreeSet<String>) -> Vec<String>
                     c.name,
                     c.allocation_id
                 );
-                removed.push(c.name);
+                removed.push(c.name.clone());
             }
             Err(e) => tracing::error!("cannot remove orphaned container {}: {e}", c.name),
         }

@@ -144,8 +144,55 @@ impl Runtime {
         }
     }
 
+    /// Looks for this agent's containers whose allocation it no longer
+    /// holds, off the agent's loop (a podman waiting on its lock must not
+    /// hold up heartbeats): the listing comes back as [`Note::Orphans`].
+    pub fn sweep_orphans(&self) {
+        let Some(host) = &self.containers else {
+            return;
+        };
+        let (podman, node, notes) = (
+            host.engine.podman.clone(),
+            host.node.clone(),
+            self.notes.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            match crate::container::orphans::list(&podman, &node) {
+                Ok(found) => {
+                    let _ = notes.send(Note::Orphans(found));
+                }
+                Err(e) => tracing::warn!("cannot look for orphaned containers: {e}"),
+            }
+        });
+    }
+
+    /// A sweep's listing: those whose allocation this runtime does not hold
+    /// now (a start made after the listing is held, so never among them)
+    /// are removed, off the loop.
+    pub(super) fn orphans_found(&mut self, found: Vec<crate::container::orphans::Labelled>) {
+        let Some(host) = &self.containers else {
+            return;
+        };
+        let doomed: Vec<_> = found
+            .into_iter()
+            .filter(|c| {
+                !self
+                    .workloads
+                    .get(&c.allocation_id)
+                    .is_some_and(|w| w.is_alive())
+            })
+            .collect();
+        if doomed.is_empty() {
+            return;
+        }
+        let podman = host.engine.podman.clone();
+        tokio::task::spawn_blocking(move || {
+            crate::container::orphans::remove_listed(&podman, &doomed);
+        });
+    }
+
     /// Removes this agent's containers whose allocation it no longer holds
-    /// (blocking: at start and after a welcome); returns how many.
+    /// (blocking: at agent start, before the session); returns how many.
     pub fn remove_orphaned_containers(&self) -> usize {
         let Some(host) = &self.containers else {
             return 0;

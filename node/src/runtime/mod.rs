@@ -92,6 +92,8 @@ pub enum Note {
         run: u64,
         progress: caldera_spec::container::PullProgress,
     },
+    /// A sweep listed this agent's containers (see `sweep_orphans`).
+    Orphans(Vec<crate::container::orphans::Labelled>),
     /// The image pull of run `run` ended: the digest to run, or why not.
     Pulled {
         allocation_id: String,
@@ -675,6 +677,10 @@ impl Runtime {
                 outcome,
             } => {
                 self.pulled(&allocation_id, run, outcome);
+                return;
+            }
+            Note::Orphans(found) => {
+                self.orphans_found(found);
                 return;
             }
             Note::ShimExited {
