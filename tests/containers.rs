@@ -647,6 +647,67 @@ fn a_registry_that_never_answers_fails_the_task_at_its_prepare_timeout_saying_wh
     assert!(registry.connections() >= 1, "the registry was reached");
 }
 
+/// Under `max-image-pulls 1` the second start of an image waits at the
+/// control plane (the task preparing) while the first one's pull hangs;
+/// once that one fails, the second is sent and its pull gets its whole
+/// prepare timeout on the node: it fails by the node's verdict, not by the
+/// control plane's timer that started while it waited.
+#[test]
+fn a_start_that_waited_for_its_turn_to_pull_still_gets_its_whole_prepare_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    container_host::require();
+    let registry = StandinRegistry::start(Answer::Silent).unwrap();
+    let conf = registry
+        .registries_conf(dir.path(), STANDIN_PREFIX)
+        .unwrap();
+    let conf = conf.display().to_string();
+    let stores: Vec<NodeStore> = ["node-0", "node-1"]
+        .iter()
+        .map(|n| NodeStore::new(dir.path(), n))
+        .collect();
+    let specs: Vec<AgentSpec> = ["node-0", "node-1"]
+        .iter()
+        .zip(&stores)
+        .map(|(n, store)| {
+            let (k, v) = store.env();
+            AgentSpec::new(n, "1xA100-80GB")
+                .env(k, &v)
+                .env("CONTAINERS_REGISTRIES_CONF", &conf)
+        })
+        .collect();
+    let (cp, _agents) = cluster(
+        Path::new(BIN),
+        dir.path(),
+        &[("CALDERA_MAX_IMAGE_PULLS", "1")],
+        &specs,
+    );
+    let api = cp.api(&cp.tenant("team-a"));
+    let image = format!("{STANDIN_PREFIX}/stuck:1");
+    // A whole GPU each: one task per node.
+    for id in ["first", "second"] {
+        let task = format!(
+            r#"{{"task_id":"{id}","task_type":"training","resources":{{"gpu":{{"count":1}}}},"command":["true"],"image":"{image}","prepare_timeout":"00:00:04"}}"#
+        );
+        assert_eq!(api.post("/v1/tasks", &task).status, 201);
+    }
+    let a = api.wait_task("first", 60, "an end", ended);
+    let b = api.wait_task("second", 60, "an end", ended);
+    let waited = events_of(&api, "second", "image_pull");
+    assert!(
+        waited.iter().any(|m| m.contains("waits to pull")),
+        "the second start waited for the first pull: {waited:#?}"
+    );
+    let node_verdict = format!(
+        "pulling {image} did not finish within the prepare timeout of 4 s: no layer started yet"
+    );
+    for t in [&a, &b] {
+        assert_eq!(t["state"], "failed", "{t:#}");
+        assert_eq!(t["failure_code"], 10224, "{t:#}");
+        let failure = t["failure"].as_str().unwrap_or_default();
+        assert!(failure.starts_with(&node_verdict), "{failure}");
+    }
+}
+
 // ---- the control plane's container rules: placement, require-images,
 // ---- data volumes, registry credentials (fake agents: no podman needed) ----
 

@@ -62,8 +62,8 @@ pub struct TaskActor {
     pub(crate) left: bool,
     /// Warming: what the node last reported of the copy (memory only).
     pub(crate) warming: Option<warming::WarmingNote>,
-    /// Preparing: when a pull report was last recorded (clock ms, 0: none yet).
-    pub(crate) pull_recorded_ms: u64,
+    /// Preparing: the pull's reports and the stage's timer (memory only).
+    pub(crate) preparing: preparing::PreparingNote,
     /// An inference service: its swap's memory-only bookkeeping.
     pub(crate) swap_live: crate::service::SwapLive,
 }
@@ -85,7 +85,7 @@ impl TaskActor {
             resend_exit: false,
             left: false,
             warming: None,
-            pull_recorded_ms: 0,
+            preparing: Default::default(),
             swap_live: Default::default(),
         }
     }
@@ -360,7 +360,6 @@ impl TaskActor {
             Err(why) => return self.start_not_built(ctx, &a, why),
         };
         let sh = self.sh.clone();
-        let attempt = self.rec.attempts;
         let node = a.node.clone();
         ctx.wait(
             async move {
@@ -400,18 +399,8 @@ impl TaskActor {
                 }
             }),
         );
-        let (stated, waited) = self.preparing_timeout();
-        ctx.run_later(waited, move |act, ctx| {
-            act.preparing_timed_out(ctx, attempt, stated)
-        });
-    }
-
-    fn preparing_timed_out(&mut self, ctx: &mut Context<Self>, attempt: u32, after: Duration) {
-        let input = Input::PreparingTimeout {
-            attempt,
-            after_secs: after.as_secs(),
-        };
-        self.react(ctx, input, None);
+        self.reset_preparing();
+        self.arm_preparing_timeout(ctx);
     }
 
     /// The stop that was awaited is over (or moot).
@@ -567,7 +556,7 @@ impl Handler<Workload> for TaskActor {
         if self.swap_news(&m.kind) {
             return;
         }
-        if !self.warming_due(&m.kind) || !self.pull_due(&m.kind) {
+        if !self.warming_due(&m.kind) || !self.pull_due(ctx, &m.kind) {
             return;
         }
         let input = Input::Workload {
