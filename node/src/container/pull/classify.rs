@@ -129,11 +129,7 @@ pub fn classify(image: &str, text: &str) -> Verdict {
 /// that is not one of its debug log lines; else the whole text, trimmed.
 fn error_line(text: &str) -> String {
     let lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
-    if let Some(line) = lines
-        .clone()
-        .rev()
-        .find_map(|l| l.strip_prefix("Error: "))
-    {
+    if let Some(line) = lines.clone().rev().find_map(|l| l.strip_prefix("Error: ")) {
         return line.trim().to_string();
     }
     lines
