@@ -2,6 +2,9 @@
 //! tasks submitted one at a time, each only once the previous one is done.
 //! Two clocks: the server's own history stamps (`at_ms` of "running" minus
 //! "queued"), and the client's (POST sent to the first GET that shows running).
+//! With `--image`, process and container tasks alternate on the same agent
+//! (the image already pulled by a first task that is not counted), so the
+//! container runtime's overhead is measured side by side in one run.
 use super::stats::{loadavg, ms, Sample};
 use super::Setup;
 use crate::keepalive::KeepAlive;
@@ -11,8 +14,9 @@ use std::time::{Duration, Instant};
 
 /// How often the client asks whether the task runs yet.
 const POLL: Duration = Duration::from_millis(2);
-/// The longest any one task may take to start before the run is abandoned.
-const START_LIMIT: Duration = Duration::from_secs(10);
+/// The longest any one task may take to start before the run is abandoned
+/// (the first container task pulls its image).
+const START_LIMIT: Duration = Duration::from_secs(60);
 /// The stages between queued and running, in order, as the history names them.
 const STAGES: [&str; 5] = ["queued", "scheduled", "preparing", "ready", "running"];
 
@@ -30,13 +34,16 @@ pub fn wait_connected(cp: &ControlPlane, names: &[&str], limit: Duration) -> boo
     })
 }
 
-fn body(id: &str, reservation: bool) -> String {
+fn body(id: &str, reservation: bool, image: Option<&str>) -> String {
     let mut v = serde_json::json!({
         "task_id": id, "task_type": "training",
         "resources": {"gpu": {"count": 1, "memory_gb": 10}, "cpu": {"cores": 1}},
     });
     if !reservation {
         v["command"] = serde_json::json!(["sleep", "0.2"]);
+    }
+    if let Some(image) = image {
+        v["image"] = serde_json::json!(image);
     }
     v.to_string()
 }
@@ -62,11 +69,16 @@ struct Start {
     stamps: Vec<Option<u64>>,
 }
 
-fn one(conn: &mut KeepAlive, id: &str, reservation: bool) -> Result<Start, String> {
+fn one(
+    conn: &mut KeepAlive,
+    id: &str,
+    reservation: bool,
+    image: Option<&str>,
+) -> Result<Start, String> {
     let path = format!("/v1/tasks/{id}");
     let t0 = Instant::now();
     let a = conn
-        .post("/v1/tasks", &body(id, reservation))
+        .post("/v1/tasks", &body(id, reservation, image))
         .map_err(|e| e.to_string())?;
     let ack = t0.elapsed();
     if a.status != 201 {
@@ -93,47 +105,8 @@ fn one(conn: &mut KeepAlive, id: &str, reservation: bool) -> Result<Start, Strin
     }
 }
 
-/// Waits for the task to leave the node (finished, or released), so the next
-/// one finds the cluster idle again.
-fn settle(conn: &mut KeepAlive, id: &str, reservation: bool) {
-    let path = format!("/v1/tasks/{id}");
-    if reservation {
-        let _ = conn.post(&format!("{path}/release"), "");
-    }
-    let start = Instant::now();
-    while start.elapsed() < START_LIMIT {
-        let v = conn.get(&path).map(|a| a.json()).unwrap_or(Value::Null);
-        if matches!(
-            v["data"]["state"].as_str(),
-            Some("finished" | "released" | "failed" | "cancelled")
-        ) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(100));
-}
-
-/// `bench start-latency`.
-pub fn run(setup: &Setup, tasks: usize, reservation: bool) -> Result<(), String> {
-    let dir = setup.scratch("start-latency");
-    let cp = setup.control_plane(&dir, &[]);
-    let agent = Agent::start(&setup.bin, &cp, "bench-node", "8xA100-80GB", &dir);
-    if !wait_connected(&cp, &["bench-node"], Duration::from_secs(20)) {
-        return Err(format!(
-            "agent did not connect; see {}",
-            agent.log.display()
-        ));
-    }
-    let token = cp.tenant("latency");
-    let mut conn = KeepAlive::open(&cp.addr, &token).map_err(|e| e.to_string())?;
-    let before = loadavg();
-    let mut starts = Vec::new();
-    for i in 0..tasks {
-        let id = format!("start-{i}");
-        starts.push(one(&mut conn, &id, reservation)?);
-        settle(&mut conn, &id, reservation);
-    }
+/// Prints one kind's tables; its client-clock median.
+fn report(label: &str, starts: &[Start]) -> Duration {
     let server = |from: usize, to: usize| {
         Sample::new(
             starts
@@ -143,12 +116,7 @@ pub fn run(setup: &Setup, tasks: usize, reservation: bool) -> Result<(), String>
                 .collect(),
         )
     };
-    let what = if reservation {
-        "reservation (no command)"
-    } else {
-        "command [sleep, 0.2]"
-    };
-    println!("start-latency: {tasks} tasks, one at a time, {what}, 1 agent 8xA100-80GB (simulated); load before {before}, after {}", loadavg());
+    println!("\n## {label}");
     let total = server(0, 4);
     let client = Sample::new(starts.iter().map(|s| s.client).collect());
     let ack = Sample::new(starts.iter().map(|s| s.ack).collect());
@@ -182,6 +150,90 @@ pub fn run(setup: &Setup, tasks: usize, reservation: bool) -> Result<(), String>
             ms(s.pct(95.0)),
             ms(s.pct(99.0)),
             ms(s.max())
+        );
+    }
+    client.pct(50.0)
+}
+
+/// Waits for the task to leave the node (finished, or released), so the next
+/// one finds the cluster idle again.
+fn settle(conn: &mut KeepAlive, id: &str, reservation: bool) {
+    let path = format!("/v1/tasks/{id}");
+    if reservation {
+        let _ = conn.post(&format!("{path}/release"), "");
+    }
+    let start = Instant::now();
+    while start.elapsed() < START_LIMIT {
+        let v = conn.get(&path).map(|a| a.json()).unwrap_or(Value::Null);
+        if matches!(
+            v["data"]["state"].as_str(),
+            Some("finished" | "released" | "failed" | "cancelled")
+        ) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+}
+
+/// `bench start-latency`; with `image`, process and container tasks alternate.
+pub fn run(
+    setup: &Setup,
+    tasks: usize,
+    reservation: bool,
+    image: Option<&str>,
+) -> Result<(), String> {
+    let dir = setup.scratch("start-latency");
+    let cp = setup.control_plane(&dir, &[]);
+    let agent = Agent::start(&setup.bin, &cp, "bench-node", "8xA100-80GB", &dir);
+    if !wait_connected(&cp, &["bench-node"], Duration::from_secs(20)) {
+        return Err(format!(
+            "agent did not connect; see {}",
+            agent.log.display()
+        ));
+    }
+    let token = cp.tenant("latency");
+    let mut conn = KeepAlive::open(&cp.addr, &token).map_err(|e| e.to_string())?;
+    if let Some(image) = image {
+        // The image onto the node first: what is measured is a start with
+        // the image present, not its pull.
+        one(&mut conn, "pull-first", reservation, Some(image))?;
+        settle(&mut conn, "pull-first", reservation);
+    }
+    let before = loadavg();
+    let kinds: Vec<Option<&str>> = match image {
+        Some(image) => vec![None, Some(image)],
+        None => vec![None],
+    };
+    let mut starts: Vec<Vec<Start>> = kinds.iter().map(|_| Vec::new()).collect();
+    for i in 0..tasks {
+        for (k, kind) in kinds.iter().enumerate() {
+            let id = format!("start-{i}-{k}");
+            starts[k].push(one(&mut conn, &id, reservation, *kind)?);
+            settle(&mut conn, &id, reservation);
+        }
+    }
+    let what = if reservation {
+        "reservation (no command)"
+    } else {
+        "command [sleep, 0.2]"
+    };
+    println!("start-latency: {tasks} tasks of each kind, one at a time, {what}, 1 agent 8xA100-80GB (simulated); load before {before}, after {}", loadavg());
+    let mut medians = Vec::new();
+    for (kind, starts) in kinds.iter().zip(&starts) {
+        let label = match kind {
+            None => "process runtime".to_string(),
+            Some(image) => format!("container runtime ({image}, already on the node)"),
+        };
+        medians.push(report(&label, starts));
+    }
+    if let [process, container] = medians[..] {
+        println!(
+            "\ncontainer overhead, client clock: median {} vs {} (+{}, x{:.2})",
+            ms(container),
+            ms(process),
+            ms(container.saturating_sub(process)),
+            container.as_secs_f64() / process.as_secs_f64().max(1e-9)
         );
     }
     drop(agent);

@@ -26,7 +26,7 @@ use std::time::Duration;
 const USAGE: &str =
     "usage: bench <submit|start-latency|node-loss|restart|fleet|agent-memory|warmup|swap|portal> [flags]
   submit        --requests N (20000) --concurrency C[,C..] (8,16,32,64)
-  start-latency --tasks N (200) [--reservation]
+  start-latency --tasks N (200) [--reservation] [--image IMAGE: alternate with container tasks]
   node-loss     --trials N (10)
   restart       --tasks N (100000) --restarts R (3) --concurrency C (32)
   fleet         --nodes N (1000) --tasks N (100000) --threads T (4) --concurrency C (32) --hold-s S (0)
@@ -98,6 +98,10 @@ impl Flags {
         }
     }
 
+    fn text(&mut self, name: &str) -> Option<String> {
+        self.values.remove(name)
+    }
+
     fn switch(&self, name: &str) -> bool {
         self.switches.iter().any(|s| s == name)
     }
@@ -152,8 +156,9 @@ fn run(cmd: &str, mut f: Flags) -> Result<(), String> {
         "start-latency" => {
             let tasks = f.number("--tasks", 200)?;
             let reservation = f.switch("--reservation");
+            let image = f.text("--image");
             f.done()?;
-            bench::start_latency::run(&s, tasks, reservation)
+            bench::start_latency::run(&s, tasks, reservation, image.as_deref())
         }
         "node-loss" => {
             let trials = f.number("--trials", 10)?;
