@@ -13,11 +13,19 @@ use tokio::sync::mpsc::UnboundedSender;
 /// How long after a start's prepare timeout its image is still looked for.
 const USE_SLACK: Duration = Duration::from_secs(60);
 
-/// Starts the image task for `config`.
+/// Starts the image task for `config`; none without a container runtime
+/// (`--container-runtime off`, or no podman installed).
 pub(super) fn open(config: &AgentConfig, prepulled: UnboundedSender<Prepulled>) -> ImageCache {
+    let podman = match config.container_runtime {
+        crate::container::engine::Mode::Off => None,
+        crate::container::engine::Mode::Podman => crate::container::podman::find(),
+    };
+    let Some(podman) = podman else {
+        return ImageCache::disabled();
+    };
     ImageCache::start(
         ImageCacheConfig {
-            podman: "podman".into(),
+            podman: podman.display().to_string(),
             data_dir: config.data_dir.clone(),
             cap_bytes: config.image_cap_bytes(),
             refresh: Duration::from_millis(config.image_refresh_ms),
@@ -52,6 +60,13 @@ impl Agent {
     /// The operator's pre-pull, under this session's epoch only.
     pub(super) fn prepull(&mut self, cmd: PrepullCommand) {
         if !self.current_epoch(cmd.epoch, "prepull", &cmd.image) {
+            return;
+        }
+        if !self.images.enabled() {
+            self.on_prepulled(Prepulled {
+                image: cmd.image,
+                outcome: Err("this node has no container runtime".into()),
+            });
             return;
         }
         tracing::info!(image = %cmd.image, "pre-pulling");

@@ -63,7 +63,8 @@ pub struct Prepulled {
 
 /// The agent's side of the image task.
 pub struct ImageCache {
-    requests: mpsc::UnboundedSender<ImageRequest>,
+    /// None: no container runtime here, no task (the report stays unknown).
+    requests: Option<mpsc::UnboundedSender<ImageRequest>>,
     pub report: watch::Receiver<ImageReport>,
 }
 
@@ -74,12 +75,33 @@ impl ImageCache {
         let (requests, rx) = mpsc::unbounded_channel();
         let (report_tx, report) = watch::channel(ImageReport::default());
         actix_rt::spawn(run(config, rx, report_tx, prepulled));
-        ImageCache { requests, report }
+        ImageCache {
+            requests: Some(requests),
+            report,
+        }
+    }
+
+    /// No container runtime on this node: nothing is read, the report says
+    /// the store is not known.
+    pub fn disabled() -> Self {
+        let (_, report) = watch::channel(ImageReport::default());
+        ImageCache {
+            requests: None,
+            report,
+        }
+    }
+
+    /// Whether the node reads (and pulls into) an image store.
+    pub fn enabled(&self) -> bool {
+        self.requests.is_some()
     }
 
     /// See [`ImageRequest::Used`].
     pub fn used(&self, image: &str, within: Duration) {
-        let _ = self.requests.send(ImageRequest::Used {
+        let Some(requests) = &self.requests else {
+            return;
+        };
+        let _ = requests.send(ImageRequest::Used {
             image: image.to_string(),
             within,
         });
@@ -87,7 +109,10 @@ impl ImageCache {
 
     /// See [`ImageRequest::Prepull`].
     pub fn prepull(&self, image: &str, timeout: Duration) {
-        let _ = self.requests.send(ImageRequest::Prepull {
+        let Some(requests) = &self.requests else {
+            return;
+        };
+        let _ = requests.send(ImageRequest::Prepull {
             image: image.to_string(),
             timeout,
         });
@@ -364,6 +389,9 @@ async fn refresh(
 async fn podman(podman: &str, args: &[&str], timeout: Duration) -> Result<String, String> {
     let mut cmd = Command::new(podman);
     cmd.args(args)
+        .env_clear()
+        .env("PATH", super::podman::PODMAN_PATH)
+        .envs(super::podman::config_env())
         .kill_on_drop(true)
         .stdin(std::process::Stdio::null());
     let out = match tokio::time::timeout(timeout, cmd.output()).await {
