@@ -1182,7 +1182,7 @@ fn base64_of(text: &str) -> String {
             ABC[usize::from_str_radix(&s, 2).unwrap()] as char
         })
         .collect();
-    while out.len() % 4 != 0 {
+    while !out.len().is_multiple_of(4) {
         out.push('=');
     }
     out
