@@ -127,7 +127,7 @@ pub enum Submitted {
         (status = 403, description = "a tenant token naming another tenant"),
         (status = 404, description = "no such tenant"),
         (status = 409, description = "the task_id is taken by a different spec"),
-        (status = 422, description = "no node could ever hold it, a reserved id, or a model version it may not use"),
+        (status = 422, description = "no node could ever hold it, a reserved id, a model version it may not use, a host process where the operator requires images (`image_required`, field `image` or `runtime`), or a data volume the operator does not offer the tenant (`volume_not_allowed`, field `volumes[i].name` or `volumes[i].read_write`)"),
     ))]
 pub async fn submit(
     user: User,
