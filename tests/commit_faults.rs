@@ -467,6 +467,31 @@ fn model_paths(c: &mut Cluster) {
     assert_eq!((r.status, &r.data()["nodes"]), (202, &json!(["node-1"])));
 }
 
+/// `registry_credential`: a failed set or delete of a tenant's registry
+/// credentials is a 503 that changes nothing; the retry does it.
+fn registry_credential(c: &mut Cluster) {
+    let path = "/v1/tenants/team-a/registry-credentials";
+    let one = format!("{path}/registry.internal");
+    let body = r#"{"username":"robot","password":"pw"}"#;
+    let listed = |c: &Cluster| {
+        c.api.get(path).data()["registry_credentials"]
+            .as_array()
+            .map(Vec::len)
+    };
+    c.op.arm_fault("registry_credential", 0, 1);
+    assert_not_recorded("registry credentials", &c.api.put(&one, body));
+    assert_eq!(listed(c), Some(0));
+    c.op.clear_faults();
+    assert_eq!(c.api.put(&one, body).status, 201);
+    c.op.arm_fault("registry_credential", 0, 1);
+    let r = c.api.request("DELETE", &one, None);
+    assert_not_recorded("deleting registry credentials", &r);
+    assert_eq!(listed(c), Some(1));
+    c.op.clear_faults();
+    assert_eq!(c.api.request("DELETE", &one, None).status, 200);
+    assert_eq!(listed(c), Some(0));
+}
+
 #[test]
 fn a_failed_commit_on_every_path_changes_nothing_and_the_retry_succeeds() {
     let mut c = Cluster::start();
@@ -482,6 +507,7 @@ fn a_failed_commit_on_every_path_changes_nothing_and_the_retry_succeeds() {
     node_paths(&mut c);
     new_node_hello(&mut c);
     model_paths(&mut c);
+    registry_credential(&mut c);
     let left = settled(&c.op, &c.ids, 20);
     assert!(left.is_empty(), "ledger/task mismatches: {left:#?}");
     let over = over_committed(&c.op);
