@@ -59,15 +59,11 @@ impl RunPlan {
     /// does not depend on the podman client living); `--pull=never`
     /// because the agent pulled it while the task was Preparing.
     pub fn argv(&self) -> Vec<String> {
-        let mut a: Vec<String> = [
-            "run",
-            "--rm",
-            "--init",
-            "--log-driver=passthrough",
-            "--pull=never",
-        ]
-        .map(String::from)
-        .to_vec();
+        let mut a: Vec<String> = ["run", "--rm"].map(String::from).to_vec();
+        if init_available() {
+            a.push("--init".into());
+        }
+        a.extend(["--log-driver=passthrough", "--pull=never"].map(String::from));
         let mut add = |flag: &str, value: String| {
             a.push(flag.to_string());
             a.push(value);
@@ -130,6 +126,31 @@ pub fn agent_identity(node_name: &str, data_dir: &Path) -> String {
 fn fnv1a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c_9dc5u32, |h, b| {
         (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// Where podman looks for its init (catatonit) by default: without one,
+/// `--init` would fail every start, so it is left out (and a workload's pid
+/// 1 then ignores SIGTERM unless it handles it).
+const INIT_PATHS: &[&str] = &[
+    "/usr/local/libexec/podman/catatonit",
+    "/usr/local/lib/podman/catatonit",
+    "/usr/libexec/podman/catatonit",
+    "/usr/lib/podman/catatonit",
+];
+
+/// Whether podman's init is installed (looked up once per process).
+pub fn init_available() -> bool {
+    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FOUND.get_or_init(|| {
+        let found = INIT_PATHS.iter().any(|p| Path::new(p).is_file());
+        if !found {
+            tracing::warn!(
+                "podman's init (catatonit) is not installed: containers run without --init, \
+                 and a workload's pid 1 ignores SIGTERM unless it handles it"
+            );
+        }
+        found
     })
 }
 
@@ -235,8 +256,13 @@ mod tests {
     #[test]
     fn the_command_line_carries_limits_identity_devices_mounts_and_no_env_values() {
         let argv = plan().argv().join(" ");
+        let start = match init_available() {
+            true => "run --rm --init --log-driver",
+            false => "run --rm --log-driver",
+        };
+        assert!(argv.starts_with(start), "{argv}");
         for want in [
-            "run --rm --init --log-driver=passthrough --pull=never",
+            "--log-driver=passthrough --pull=never",
             "--name caldera-a1-0000",
             "--label caldera.allocation=acme/a1 --label caldera.node=n1-1234abcd",
             "--cgroup-parent /caldera-n1-1234abcd/acme+a1",
