@@ -58,8 +58,7 @@ impl ImageReport {
         let want = canonical(reference);
         let digest = want.split_once('@').map(|(_, d)| d);
         self.images.iter().find(|e| {
-            e.names.contains(&want)
-                || digest.is_some_and(|d| !e.digest.is_empty() && e.digest == d)
+            e.names.contains(&want) || digest.is_some_and(|d| !e.digest.is_empty() && e.digest == d)
         })
     }
 
