@@ -253,6 +253,29 @@ mod tests {
     }
 
     #[test]
+    fn the_container_flags_reach_the_agent_config_and_a_bad_one_is_named() {
+        use caldera_node::container::engine::Mode;
+        let defaults = config(&[]).unwrap();
+        assert_eq!(defaults.container_runtime, Mode::Podman);
+        assert_eq!(defaults.container_pids_limit, 4096);
+        let c = config(&[
+            "--container-runtime",
+            "off",
+            "--container-pids-limit",
+            "128",
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.container_runtime, c.container_pids_limit),
+            (Mode::Off, 128)
+        );
+        let bad = config(&["--container-runtime", "docker"]).unwrap_err();
+        assert!(bad.contains("--container-runtime"), "{bad}");
+        let bad = config(&["--container-pids-limit", "2"]).unwrap_err();
+        assert!(bad.contains("container-pids-limit"), "{bad}");
+    }
+
+    #[test]
     fn the_cache_flags_reach_the_agent_config() {
         let defaults = config(&[]).unwrap();
         assert_eq!(defaults.cache_gb, 50.0);
