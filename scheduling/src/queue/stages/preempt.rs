@@ -367,6 +367,61 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_container_task_preempts_only_where_a_container_runtime_is_up() {
+        // Node a runs processes only; node b has podman up. Each holds one
+        // low task on its one GPU; a high container task needs one GPU.
+        let mut c = core_with(&[("a", 1)]);
+        let mut podman = crate::queue::fixtures::node(1);
+        podman.runtimes = vec![caldera_spec::container::RuntimeInfo {
+            kind: caldera_spec::container::RuntimeKind::Container,
+            engine: "podman".into(),
+            version: "4.3.1".into(),
+            up: true,
+            detail: String::new(),
+        }];
+        c.node_up("b", podman);
+        // On a, the low task is checkpointed at 99 s (cost 1000 x 1000 = 1e6),
+        // on b at 0 (1000 x 100000 = 1e8): a is the cheaper victim, but a
+        // container cannot run there.
+        running(
+            &mut c,
+            "a",
+            waiting("t", spec("on-a", 1, "low", None), 1, 1),
+            &[0],
+            false,
+            99_000,
+        );
+        running(
+            &mut c,
+            "b",
+            waiting("t", spec("on-b", 1, "low", None), 2, 1),
+            &[0],
+            false,
+            0,
+        );
+        let mut container = spec("p", 1, "high", None);
+        container.image = Some("registry.internal/team/app:1".into());
+        let demand = c.demand_for(&container);
+        assert!(demand.needs_container);
+        let who = Preemptor {
+            demand: &demand,
+            priority: HIGH,
+            tenant: "t",
+            within_guarantee: false,
+        };
+        let got = choose_victims(&mut c, &who, 100_000);
+        assert_eq!(got, Some(("b".to_string(), vec!["on-b.1".to_string()])));
+        // The same task as a process takes the cheaper victim on a.
+        let process = asking(&c, 1);
+        let who = Preemptor {
+            demand: &process,
+            ..who
+        };
+        let got = choose_victims(&mut c, &who, 100_000);
+        assert_eq!(got, Some(("a".to_string(), vec!["on-a.1".to_string()])));
+    }
+
     /// Node c: "lent", tenant t, medium, borrowed, checkpointed at 0 ->
     /// cost (0, 500, 1000 x 100000 = 1e8, 1). Node d: "owned", tenant t, low,
     /// guaranteed, checkpointed at 99 s -> (1, 100, 1000 x 1000 = 1e6, 1).
