@@ -340,7 +340,7 @@ fn time_limit(
         return Outcome::Ignored("a stop is already under way");
     }
     let id = &rec.spec.task_id;
-    if rec.spec.command.is_empty() {
+    if rec.spec.is_reservation() {
         let why = format!("time limit of {limit} reached: the reservation is released");
         return steps(vec![
             enter(TaskState::Released, why.clone()),
@@ -475,7 +475,7 @@ fn workload(
             // after a process that exited at once left none to report.
             let how = match pid {
                 Some(p) => format!("pid {p}"),
-                None if rec.spec.command.is_empty() => "reservation held (no command)".to_string(),
+                None if rec.spec.is_reservation() => "reservation held (no command)".to_string(),
                 None => "started (its pid not reported yet)".to_string(),
             };
             let how = preparing::started_how(how, image_digest.as_deref());
@@ -603,7 +603,7 @@ fn release(rec: &TaskRecord, by: &str, node_connected: bool) -> Outcome {
     if !state.holds_allocation() {
         return Outcome::Ignored("already released");
     }
-    let reservation = rec.spec.command.is_empty();
+    let reservation = rec.spec.is_reservation();
     let last = if reservation || !node_connected || state == TaskState::Scheduled {
         finish("released")
     } else {

@@ -251,13 +251,18 @@ impl Agent {
             data_dir.display().to_string(),
             "--simulate-gpus".into(),
             gpus.into(),
-            "--simulate-cpu-cores".into(),
-            "16".into(),
-            "--simulate-memory-gb".into(),
-            "64".into(),
-            "--simulate-disk-gb".into(),
-            "100".into(),
         ];
+        // A simulated host of 16 cores, 64 GB and 100 GB of disk, unless
+        // `extra` declares another (the agent takes each flag once).
+        for (flag, default) in [
+            ("--simulate-cpu-cores", "16"),
+            ("--simulate-memory-gb", "64"),
+            ("--simulate-disk-gb", "100"),
+        ] {
+            if !extra.contains(&flag) {
+                args.extend([flag.to_string(), default.to_string()]);
+            }
+        }
         args.extend(extra.iter().map(|a| a.to_string()));
         let mut a = Agent {
             name: name.into(),

@@ -164,8 +164,9 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(feature = "openapi", schema(max_items = 16))]
     pub volumes: Vec<crate::container::VolumeRequest>,
-    /// argv of the workload. Absent: a pure reservation that holds its
-    /// resources until released (what the data platform's adapter asks for).
+    /// argv of the workload. Absent: in a container, the image's own
+    /// entrypoint runs; without one (the process runtime), a pure
+    /// reservation that holds its resources until released.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -251,7 +252,7 @@ impl TaskSpec {
     pub fn node_loss_policy(&self) -> OnNodeLoss {
         match (self.on_node_loss, self.task_type) {
             (Some(p), _) => p,
-            (None, TaskType::Inference) if !self.command.is_empty() => OnNodeLoss::Replace,
+            (None, TaskType::Inference) if !self.is_reservation() => OnNodeLoss::Replace,
             (None, _) => OnNodeLoss::Fence,
         }
     }
@@ -276,6 +277,14 @@ impl TaskSpec {
             (None, Some(_)) => RuntimeKind::Container,
             (None, None) => RuntimeKind::Process,
         }
+    }
+
+    /// A pure reservation: it holds its resources and runs nothing. That is
+    /// a task without `command` that does not run in a container: a
+    /// container task without `command` runs its image's own entrypoint (the
+    /// seed's request names an image and no command, and means to run it).
+    pub fn is_reservation(&self) -> bool {
+        self.command.is_empty() && self.runtime_kind() == crate::container::RuntimeKind::Process
     }
 
     /// The task's own `prepare_timeout` in milliseconds, if set and well-formed.

@@ -375,7 +375,8 @@ pub struct StartCommand {
     pub allocation_id: String,
     pub task_id: String,
     pub epoch: u64,
-    /// Empty: a reservation; nothing runs, the slot is held until stopped.
+    /// Empty: a reservation (nothing runs, the slot is held until stopped),
+    /// unless `container` is set: then the image's entrypoint runs.
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub gpu_indices: Vec<u32>,
@@ -398,6 +399,14 @@ pub struct StartCommand {
     /// Run in a container of this image (None: the process runtime).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<crate::container::ContainerStart>,
+}
+
+impl StartCommand {
+    /// Holds the slot and runs nothing: no command and no container (a
+    /// container without a command runs its image's entrypoint).
+    pub fn is_reservation(&self) -> bool {
+        self.command.is_empty() && self.container.is_none()
+    }
 }
 
 /// Restart one allocation's workload on another model version IN PLACE: same

@@ -89,7 +89,7 @@ pub(super) fn drain(
         return Outcome::Ignored("not this allocation, or a stop is already under way");
     }
     let why = format!("node {node} drained");
-    if rec.spec.command.is_empty() || rec.state != TaskState::Running {
+    if rec.spec.is_reservation() || rec.state != TaskState::Running {
         let mut s = vec![Step::StopWorkload {
             reason: why.clone(),
         }];

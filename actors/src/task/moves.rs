@@ -48,7 +48,7 @@ impl Handler<Drain> for TaskActor {
     /// stopping, so no node stays to run a replacement) it drains as any task.
     /// With the whole cluster stopping, a reservation stays where it is.
     fn handle(&mut self, m: Drain, ctx: &mut Context<Self>) {
-        if m.cluster_stopping && self.rec.spec.command.is_empty() {
+        if m.cluster_stopping && self.rec.spec.is_reservation() {
             // A reservation runs nothing, and no node stays to take it: it
             // stays held, and the node's agent keeps it for the next start
             // (its hello reports it, so it comes back still running).

@@ -378,7 +378,7 @@ pub async fn logs(
         )
         .await;
     };
-    if rec.spec.command.is_empty() {
+    if rec.spec.is_reservation() {
         // A reservation holds room and runs nothing: say so, rather than
         // answering an empty log as if a process had been silent.
         return Ok(Reply::ok(LogChunk {
@@ -426,7 +426,7 @@ async fn earlier_logs(
             "the task has not run yet, so it has no logs",
         )
     };
-    if rec.spec.command.is_empty() {
+    if rec.spec.is_reservation() {
         return Err(not_yet());
     }
     let Some(last) = st.cp.last_run(rec).await? else {

@@ -312,7 +312,7 @@ impl Runtime {
     /// Launches a start whose Preparing event went out (with its model's
     /// verified copy, if it names one).
     fn launch_now(&mut self, cmd: &StartCommand, model_path: Option<PathBuf>) {
-        if cmd.container.is_some() && !cmd.command.is_empty() {
+        if cmd.container.is_some() {
             // Its image first: launched once pulled (see `containers`).
             self.pull(cmd, model_path);
             return;
@@ -332,7 +332,7 @@ impl Runtime {
         self.next_run += 1;
         match self.launch(cmd, run, model_path, image_digest) {
             Ok(w) => {
-                let reservation = cmd.command.is_empty();
+                let reservation = cmd.is_reservation();
                 self.workloads.insert(id.clone(), w);
                 if reservation {
                     let started = WorkloadEventKind::Started {
@@ -416,7 +416,7 @@ impl Runtime {
     ) -> Result<Workload, StartError> {
         let tenant = caldera_spec::tenant_of(&cmd.task_id).unwrap_or("_");
         let uid = self.tenancy.uid_of(tenant)?;
-        let reservation = cmd.command.is_empty();
+        let reservation = cmd.is_reservation();
         let port = match reservation {
             true => None,
             false => Some(self.pick_port()?),

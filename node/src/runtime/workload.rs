@@ -85,7 +85,7 @@ impl Workload {
         w.model_sha256 = cmd.model.as_ref().map(|m| m.sha256.clone());
         w.readiness = cmd.readiness.clone();
         w.model = cmd.model.as_ref().map(super::launch::model_label);
-        w.reservation = cmd.command.is_empty();
+        w.reservation = cmd.is_reservation();
         w
     }
 

@@ -4,6 +4,7 @@
 mod agents;
 mod dirs;
 mod profiles;
+mod runtimes;
 mod tokens;
 
 use super::client::{block_on, ApiClient, Verb};
@@ -107,6 +108,10 @@ async fn embedded(
         .collect();
     let demo = ensure_demo_tenant(&url, &mut tokens, &args.data_dir).await;
     print_banner(&url, &tokens, demo);
+    // Said once the agents have joined, without holding up Ctrl-C.
+    let (report_url, report_token, expected) =
+        (url.clone(), tokens.operator_token.clone(), args.nodes);
+    actix_rt::spawn(async move { runtimes::report(&report_url, &report_token, expected).await });
 
     let ended_early = tokio::select! {
         _ = shutdown.requested() => None,
