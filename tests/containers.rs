@@ -1645,7 +1645,7 @@ fn an_agent_removes_at_start_the_containers_of_allocations_it_no_longer_holds() 
         caldera_chaos_tests::nodes_connected(&cp) == 1
     }));
     let stranger_kept = running(&stranger);
-    let _ = container_host::podman(&["rm", "-f", "-t", "0", &stranger, &orphan]);
+    let _ = container_host::podman(&["rm", "-f", "--ignore", "-t", "0", &stranger, &orphan]);
     assert!(!running(&orphan), "the orphan of this agent's still runs");
     assert!(stranger_kept, "another agent's container was removed");
 }

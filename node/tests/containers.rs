@@ -98,16 +98,28 @@ fn start_cmd(alloc: &str, script: &str) -> StartCommand {
     }
 }
 
+/// The allocations the tests start (their cgroups are removed at the end).
+const ALLOCATIONS: &[&str] = &["a1", "iso", "s1", "s2", "ad", "fork", "oom", "probe", "use"];
+
 impl Drop for Harness {
     /// Shims outlive their agent by design: a test's must not outlive the
     /// test, nor its containers.
     fn drop(&mut self) {
         self.rt.stop_all(Duration::ZERO);
-        std::thread::sleep(Duration::from_millis(300));
+        // Each shim removes its container and then ends.
+        for _ in 0..200 {
+            let shims = caldera_chaos_tests::shims::shims(&self.data);
+            if shims.iter().all(|s| s.shim.is_none()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         for name in container_host::containers_labelled(&format!("caldera.node={}", self.node)) {
             let _ = container_host::podman(&["rm", "-f", "-t", "0", &name]);
         }
-        self.rt.isolation().reap("acme/oom");
+        for alloc in ALLOCATIONS {
+            self.rt.isolation().reap(&format!("acme/{alloc}"));
+        }
         self.rt.isolation().cleanup();
     }
 }
@@ -453,5 +465,24 @@ async fn a_command_readiness_probe_runs_inside_the_container() {
     assert!(
         !Path::new(&marker).exists(),
         "the marker is the container's, not the host's"
+    );
+}
+
+#[tokio::test]
+async fn a_containers_usage_is_measured_from_its_cgroup_not_the_podman_client() {
+    let mut h = harness_with_cgroups(256);
+    // About 120 MB held by the workload, which is no child of the client
+    // (the client alone keeps about 37 MB).
+    let script = "x=$(head -c 120000000 /dev/zero | tr '\\0' a); echo HELD; sleep 30; echo ${#x}";
+    let mut cmd = start_cmd("use", script);
+    cmd.memory_mb = 1024;
+    h.rt.start(&cmd);
+    h.log_shows("use", "HELD").await;
+    h.rt.sample_usage(&Default::default());
+    let w = h.rt.workload("acme/use").expect("running");
+    assert!(
+        w.usage.memory_mb >= 100,
+        "the container's memory, not the client's: {:?}",
+        w.usage
     );
 }
