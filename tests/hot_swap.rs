@@ -16,13 +16,21 @@
 //!   the old one is released, the endpoints list never empty; one never
 //!   ready is released and v3 serves on; a kill -9 mid-surge finishes after
 //!   the restart.
+//! - in containers (real podman, the local registry): 2 replicas swapped
+//!   onto a version that carries another image answer with 0 failed calls,
+//!   and each node then runs one container, a new one, of the new image,
+//!   on a port of its own; a version whose image does not exist fails the
+//!   swap and the very same containers serve on.
+use caldera_chaos_tests::container_host;
+use caldera_chaos_tests::images::NodeStore;
 use caldera_chaos_tests::models::task_events;
 use caldera_chaos_tests::swap::{
     endpoints, infer_service, placements, register_versions, version_of, wait_endpoints,
     wait_swap_over, Poller,
 };
+use caldera_chaos_tests::weights::generate;
 use caldera_chaos_tests::{cluster, wait_until, Agent, AgentSpec, Api, ControlPlane};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
 
@@ -465,4 +473,251 @@ fn a_control_plane_killed_mid_surge_finishes_the_swap_after_a_restart() {
     let after = endpoints(&api, "one");
     assert_eq!(versions(&after), vec![Some("v4".to_string())]);
     assert_eq!(after[0]["replica"], "one.r1000", "{after:#?}");
+}
+
+// ---- containers: a swap that changes the image ----
+
+/// The seed image with `/etc/caldera-image` saying `mark`, pushed to the
+/// local registry as `caldera-test/<name>:1`; built in a store of its own,
+/// removed after (no node holds it until it pulls it).
+fn push_marked_image(dir: &Path, name: &str, mark: &str) -> String {
+    let work = dir.join(format!("build-{name}"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("image-mark"), mark).unwrap();
+    let containerfile = format!(
+        "FROM {}\nCOPY image-mark /etc/caldera-image\n",
+        container_host::SEED_IMAGE
+    );
+    std::fs::write(work.join("Containerfile"), containerfile).unwrap();
+    let image = format!("{}/caldera-test/{name}:1", container_host::registry());
+    let store = NodeStore::new(&work, "builder");
+    let context = work.display().to_string();
+    let file = work.join("Containerfile").display().to_string();
+    let built = store.podman(&["build", "--quiet", "-t", &image, "-f", &file, &context]);
+    built.unwrap_or_else(|e| panic!("building {image}: {e}"));
+    let pushed = store.podman(&["push", "--quiet", "--tls-verify=false", &image]);
+    pushed.unwrap_or_else(|e| panic!("pushing {image}: {e}"));
+    image
+}
+
+/// A unique name for this run's images.
+fn unique(what: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{what}-{}-{nanos}", std::process::id())
+}
+
+/// A control plane and `n` agents with weight caches, each with a container
+/// store of its own (so each pulls what it runs), one GPU each.
+fn container_rig(dir: &Path, n: usize) -> (ControlPlane, Vec<Agent>, Vec<NodeStore>) {
+    container_host::require();
+    let stores: Vec<NodeStore> = (0..n)
+        .map(|i| NodeStore::new(dir, &format!("node-{i}")))
+        .collect();
+    let specs: Vec<AgentSpec> = stores
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let (k, v) = s.env();
+            AgentSpec::with_cache(&format!("node-{i}"), "1xA100-80GB", "0.1").env(k, &v)
+        })
+        .collect();
+    let (cp, agents) = cluster(Path::new(BIN), dir, ENV, &specs);
+    (cp, agents, stores)
+}
+
+/// Registers `m:v3` (no image of its own) and `m:<version>` carrying
+/// `image`, with different weights.
+fn register_with_image(op: &Api, dir: &Path, version: &str, image: &str) {
+    let v3 = generate(&dir.join("nfs/m-v3.bin"), SIZE, 3).expect("v3 weights");
+    let other = generate(&dir.join(format!("nfs/m-{version}.bin")), SIZE, 4).expect("weights");
+    let bodies = [
+        json!({"name": "m", "version": "v3", "weights": v3.spec(&v3.file_uri())}),
+        json!({"name": "m", "version": version, "weights": other.spec(&other.file_uri()), "image": image}),
+    ];
+    for body in bodies {
+        let r = op.post("/v1/models", &body.to_string());
+        assert_eq!(r.status, 201, "register {body}: {:#}", r.body);
+    }
+}
+
+/// The service's replicas: busybox's httpd in the seed's image, answering
+/// `/infer` with the version it was started on (CALDERA_MODEL_VERSION), the
+/// image's mark and a checksum of the weights it reads; `/ready` once up.
+fn container_service(id: &str, replicas: u32) -> Value {
+    let script = r#"w=$CALDERA_SCRATCH_DIR/www-$CALDERA_MODEL_VERSION; mkdir -p $w; printf '{"version":"%s","image":"%s","weights":"%s"}' "$CALDERA_MODEL_VERSION" "$(cat /etc/caldera-image 2>/dev/null || echo seed)" "$(md5sum < $CALDERA_MODEL_PATH | cut -c1-12)" > $w/infer; echo ok > $w/ready; exec httpd -f -p $CALDERA_PORT -h $w"#;
+    json!({
+        "task_id": id, "task_type": "inference", "replicas": replicas, "model": "m:v3",
+        "resources": {"gpu": {"count": 1, "memory_gb": 20}, "cpu": {"cores": 1}, "memory": {"size_gb": 1}},
+        "image": container_host::SEED_IMAGE,
+        "command": ["sh", "-c", script],
+        "readiness": {"http_path": "/ready", "period_s": 1, "ready_timeout_s": 30},
+    })
+}
+
+/// What an endpoint answers on `/infer`.
+fn infer(endpoint: &Value) -> Value {
+    let addr = format!(
+        "{}:{}",
+        endpoint["address"].as_str().unwrap_or(""),
+        endpoint["port"]
+    );
+    Api::new(&addr, None).get("/infer").body
+}
+
+/// `(container id, image)` of each container running in `store`.
+fn running_in(store: &NodeStore) -> Vec<(String, String)> {
+    let out = store
+        .podman(&["ps", "--format", "{{.ID}} {{.Image}}"])
+        .unwrap_or_default();
+    out.lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(id, image)| (id.to_string(), image.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_hot_swap_that_changes_the_image_keeps_two_container_replicas_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    let v4_image = push_marked_image(dir.path(), &unique("swap-v4"), "image-of-v4");
+    let (cp, _agents, stores) = container_rig(dir.path(), 2);
+    register_with_image(&cp.operator(), dir.path(), "v4", &v4_image);
+    let api = cp.api(&cp.tenant("ctrswap"));
+    let spec = container_service("svc", 2);
+    let r = api.post("/v1/tasks", &spec.to_string());
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    let before = wait_endpoints(&api, "svc", 2, 120);
+    let answers: Vec<Value> = before.iter().map(infer).collect();
+    assert!(
+        answers
+            .iter()
+            .all(|a| a["version"] == "v3" && a["image"] == "seed"),
+        "{answers:#?}"
+    );
+    let v3_weights = answers[0]["weights"].clone();
+    assert!(
+        v3_weights.as_str().is_some_and(|w| w.len() == 12),
+        "{answers:#?}"
+    );
+    let old: Vec<Vec<(String, String)>> = stores.iter().map(running_in).collect();
+    assert!(
+        old.iter()
+            .all(|c| c.len() == 1 && c[0].1 == container_host::SEED_IMAGE),
+        "{old:?}"
+    );
+
+    let poller = Poller::start(api.clone(), "svc");
+    std::thread::sleep(Duration::from_millis(500));
+    let r = swap(&api, "svc", r#"{"model":"m:v4"}"#);
+    assert_eq!(r.status, 202, "{:#}", r.body);
+    let view = wait_swap_over(&api, "svc", 240);
+    std::thread::sleep(Duration::from_millis(500));
+    let seen = poller.finish();
+
+    let s = &view["swap"];
+    assert_eq!(s["phase"], "done", "{s:#}");
+    assert_eq!(seen.failed, 0, "failed calls during the swap: {seen:?}");
+    assert!(seen.min_ready >= 1, "a poll saw no ready replica: {seen:?}");
+    assert!(seen.polls > 20, "the client polled too little: {seen:?}");
+    let after = wait_endpoints(&api, "svc", 2, 30);
+    assert_eq!(
+        placements(&before),
+        placements(&after),
+        "allocations changed"
+    );
+    let answers: Vec<Value> = after.iter().map(infer).collect();
+    for a in &answers {
+        assert_eq!(a["version"], "v4", "{answers:#?}");
+        assert_eq!(a["image"], "image-of-v4", "{answers:#?}");
+        // It reads the new version's weights.
+        assert!(a["weights"].as_str().is_some_and(|w| w.len() == 12), "{a}");
+        assert_ne!(a["weights"], v3_weights, "{answers:#?}");
+    }
+    // The new containers answer on ports of their own: the endpoints moved.
+    let ports = |l: &[Value]| {
+        let mut p: Vec<(String, u64)> = l
+            .iter()
+            .map(|e| (e["replica"].to_string(), e["port"].as_u64().unwrap_or(0)))
+            .collect();
+        p.sort();
+        p
+    };
+    assert_ne!(
+        ports(&before),
+        ports(&after),
+        "the endpoints kept their ports"
+    );
+    // Each node runs one container now: the new image's, a new container.
+    for (store, was) in stores.iter().zip(&old) {
+        let now = running_in(store);
+        assert_eq!(now.len(), 1, "{now:?}");
+        assert_eq!(now[0].1, v4_image, "{now:?}");
+        assert_ne!(now[0].0, was[0].0, "the old container still runs");
+        let digest = store
+            .podman(&["image", "inspect", "--format", "{{.Digest}}", &v4_image])
+            .unwrap_or_default();
+        let replicas = s["replicas"].as_array().cloned().unwrap_or_default();
+        assert!(
+            replicas
+                .iter()
+                .any(|r| r["image"] == v4_image.as_str() && r["image_digest"] == digest.trim()),
+            "the swap's record does not name {v4_image} ({}): {s:#}",
+            digest.trim()
+        );
+    }
+    let events = task_events(&cp.operator(), "ctrswap", "svc");
+    let done: Vec<&String> = events
+        .iter()
+        .filter(|e| e.contains("swapped to m:v4") && e.contains(&v4_image))
+        .collect();
+    assert_eq!(done.len(), 2, "{events:#?}");
+    let replica = task_events(&cp.operator(), "ctrswap", "svc.r0");
+    assert!(
+        replica
+            .iter()
+            .any(|e| e.contains(&format!("in image {v4_image} (sha256:"))),
+        "{replica:#?}"
+    );
+}
+
+#[test]
+fn a_swap_to_a_version_whose_image_is_missing_fails_and_the_old_containers_keep_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = format!(
+        "{}/caldera-test/{}:1",
+        container_host::registry(),
+        unique("never-pushed")
+    );
+    let (cp, _agents, stores) = container_rig(dir.path(), 2);
+    register_with_image(&cp.operator(), dir.path(), "v5", &missing);
+    let api = cp.api(&cp.tenant("ctrmiss"));
+    let r = api.post("/v1/tasks", &container_service("svc", 2).to_string());
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    wait_endpoints(&api, "svc", 2, 120);
+    let old: Vec<Vec<(String, String)>> = stores.iter().map(running_in).collect();
+
+    let poller = Poller::start(api.clone(), "svc");
+    assert_eq!(swap(&api, "svc", r#"{"model":"m:v5"}"#).status, 202);
+    let view = wait_swap_over(&api, "svc", 120);
+    let seen = poller.finish();
+
+    let s = &view["swap"];
+    assert_eq!(s["phase"], "rolled_back", "{s:#}");
+    let reason = s["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains("could not be pulled") && reason.contains("keeps serving"),
+        "{reason}"
+    );
+    assert_eq!(seen.failed, 0, "failed calls during the swap: {seen:?}");
+    assert!(seen.min_ready >= 1, "{seen:?}");
+    let after = wait_endpoints(&api, "svc", 2, 60);
+    assert!(
+        after.iter().map(infer).all(|a| a["version"] == "v3"),
+        "{after:#?}"
+    );
+    // The very containers that served before: nothing was restarted.
+    let now: Vec<Vec<(String, String)>> = stores.iter().map(running_in).collect();
+    assert_eq!(now, old, "the old containers were replaced");
 }

@@ -504,8 +504,22 @@ fn workload(
             ready, generation, ..
         } => serving::readiness(rec, *ready, *generation),
         WorkloadEventKind::Swapped {
-            generation, model, ..
-        } => serving::swapped(rec, *generation, model),
+            generation,
+            model,
+            port,
+            image,
+            image_digest,
+            ..
+        } => {
+            let to = serving::SwappedTo {
+                generation: *generation,
+                model,
+                port: *port,
+                image: image.as_deref(),
+                image_digest: image_digest.as_deref(),
+            };
+            serving::swapped(rec, &to, node_address)
+        }
         WorkloadEventKind::Exited(st) => exited(rec, stopping, st),
         WorkloadEventKind::StartFailed { .. } if releasing => steps(vec![finish("released")]),
         WorkloadEventKind::StartFailed { reason, code } => {

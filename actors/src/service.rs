@@ -18,6 +18,7 @@ use std::time::Duration;
 mod moves;
 mod swap;
 mod swap_drive;
+mod swap_image;
 mod swap_surge;
 pub(crate) use swap_drive::SwapLive;
 

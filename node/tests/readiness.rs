@@ -107,6 +107,7 @@ async fn a_probed_workload_is_ready_while_its_probe_passes_and_a_swap_is_refused
             owner: None,
         },
         grace_ms: 100,
+        container: None,
     }));
     let (_, kind) = c
         .event("p1", |k| matches!(k, WorkloadEventKind::SwapFailed { .. }))

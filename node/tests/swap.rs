@@ -66,6 +66,7 @@ fn swap(generation: u32, model: &ModelMount, epoch: u64) -> ServerMessage {
         generation,
         model: model.clone(),
         grace_ms: 500,
+        container: None,
     })
 }
 
@@ -211,6 +212,7 @@ async fn a_swap_restarts_the_workload_in_place_and_a_bad_copy_leaves_the_old_one
                 generation: 1,
                 model,
                 pid: Some(p),
+                ..
             } if model == "llama:v2" => Some(*p),
             _ => None,
         })
@@ -241,7 +243,10 @@ async fn a_swap_restarts_the_workload_in_place_and_a_bad_copy_leaves_the_old_one
         seen.contains(&WorkloadEventKind::Swapped {
             generation: 1,
             model: "llama:v2".into(),
-            pid: Some(pid1)
+            pid: Some(pid1),
+            port: None,
+            image: None,
+            image_digest: None,
         }),
         "{seen:?}"
     );
@@ -301,7 +306,10 @@ async fn a_swap_restarts_the_workload_in_place_and_a_bad_copy_leaves_the_old_one
         Some(&WorkloadEventKind::Swapped {
             generation: 1,
             model: "llama:v2".into(),
-            pid: Some(pid1)
+            pid: Some(pid1),
+            port: None,
+            image: None,
+            image_digest: None,
         })
     );
     assert_eq!(

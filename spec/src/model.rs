@@ -36,6 +36,17 @@ pub struct ModelVersionSpec {
     pub name: String,
     pub version: String,
     pub weights: WeightsSpec,
+    /// The container image this version runs in, where it needs another
+    /// than the service's own (a new framework build beside new weights): a
+    /// swap onto it starts the replica's new container from this image.
+    /// None keeps each service's image. Only replicas that run in
+    /// containers use it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(example = "registry.internal/deeplearning/pytorch:2.2-cu12.1")
+    )]
+    pub image: Option<String>,
 }
 
 impl ModelVersionSpec {
@@ -150,6 +161,10 @@ pub fn validate_model_version_spec(spec: &ModelVersionSpec) -> Result<(), SpecEr
             "weights.sha256",
             "the checksum must be a SHA-256 written as 64 lowercase hex digits",
         ));
+    }
+    if let Some(image) = &spec.image {
+        // The same reference rules as a task's image.
+        crate::image_ref::parse(image).map_err(|why| SpecError::new(K::BadFormat, "image", why))?;
     }
     Ok(())
 }
@@ -272,6 +287,30 @@ mod tests {
             parse_model_version_spec(typo.as_bytes()).unwrap_err().kind,
             K::UnknownField
         );
+    }
+
+    #[test]
+    fn a_version_may_carry_an_image_checked_as_a_tasks_is() {
+        let with = |image: &str| {
+            let b = body("file:///m", 10, SHA);
+            let b = b.strip_suffix('}').unwrap_or(&b);
+            format!(r#"{b},"image":"{image}"}}"#)
+        };
+        let ok = parse_model_version_spec(
+            with("registry.internal/deeplearning/pytorch:2.2-cu12.1").as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(
+            ok.image.as_deref(),
+            Some("registry.internal/deeplearning/pytorch:2.2-cu12.1")
+        );
+        let none = parse_model_version_spec(body("file:///m", 10, SHA).as_bytes()).unwrap();
+        assert_eq!(none.image, None);
+        assert!(!serde_json::to_string(&none).unwrap().contains("image"));
+        for bad in ["Pytorch:2", "registry.internal/x:", ""] {
+            let e = parse_model_version_spec(with(bad).as_bytes()).unwrap_err();
+            assert_eq!(e.field, "image", "{bad:?}: {e}");
+        }
     }
 
     #[test]

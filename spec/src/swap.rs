@@ -97,6 +97,13 @@ pub struct SwapReplica {
     /// `to` by a make-before-break move, not swapped in place.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub surge: bool,
+    /// The image its container runs once swapped (the version's, else the
+    /// service's), and that image's digest as its node ran it; absent for
+    /// a replica that runs as a process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
 }
 
 /// Where one replica of a swap stands.

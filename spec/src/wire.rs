@@ -273,6 +273,16 @@ pub enum WorkloadEventKind {
         generation: u32,
         model: String,
         pid: Option<u32>,
+        /// Where it is reached now, when that moved: a container's new
+        /// container came up beside the old one on another claimed port.
+        /// None: the port it had.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port: Option<u16>,
+        /// The image and digest its container runs now (None: a process).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        image: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        image_digest: Option<String>,
     },
     /// A swap of `generation` failed; `reason` says why and what runs now.
     SwapFailed {
@@ -414,8 +424,12 @@ impl StartCommand {
 /// The agent makes sure `model` is verified in its cache (as for a start),
 /// then stops the running process (SIGTERM, grace_ms, SIGKILL), starts the
 /// task's command again with the new model mount, and reports `Swapped` then
-/// `Readiness`, or `SwapFailed`. A repeated generation is answered with the
-/// outcome already reached (idempotent: the control plane resends after a restart).
+/// `Readiness`, or `SwapFailed`. A workload in a container is swapped
+/// make-before-break instead: `container`'s image is pulled and the copy
+/// warmed while the old container serves, the new container starts beside
+/// it (another claimed port), and the old one stops only once the new one
+/// is ready. A repeated generation is answered with the outcome already
+/// reached (idempotent: the control plane resends after a restart).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SwapCommand {
     pub allocation_id: String,
@@ -424,6 +438,10 @@ pub struct SwapCommand {
     pub generation: u32,
     pub model: ModelMount,
     pub grace_ms: u64,
+    /// The container the new generation runs in (the version's image, else
+    /// the task's), for a workload that runs in a container; None: a process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<crate::container::ContainerStart>,
 }
 
 /// Stop one allocation's workload: SIGTERM to its process group, `grace_ms`, then SIGKILL.
@@ -508,8 +526,10 @@ mod tests {
                 owner: None,
             },
             grace_ms: 1000,
+            container: None,
         });
         let text = serde_json::to_string(&swap).unwrap();
+        assert!(!text.contains("container"), "{text}");
         assert!(text.starts_with(r#"{"type":"swap""#), "{text}");
         assert_eq!(serde_json::from_str::<ServerMessage>(&text).unwrap(), swap);
         for kind in [
@@ -527,6 +547,17 @@ mod tests {
                 generation: 4,
                 model: "m:v4".into(),
                 pid: Some(8),
+                port: None,
+                image: None,
+                image_digest: None,
+            },
+            WorkloadEventKind::Swapped {
+                generation: 5,
+                model: "m:v5".into(),
+                pid: Some(9),
+                port: Some(20002),
+                image: Some("registry.internal/app:2".into()),
+                image_digest: Some(format!("sha256:{}", "cd".repeat(32))),
             },
             WorkloadEventKind::SwapFailed {
                 generation: 4,

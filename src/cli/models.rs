@@ -79,6 +79,10 @@ pub struct RegisterArgs {
     /// registered as `file://<absolute path>` with its size and SHA-256.
     #[arg(long)]
     pub file: Option<PathBuf>,
+    /// The container image this version runs in: a swap onto it starts
+    /// each container replica from it (without it, the service's own).
+    #[arg(long, conflicts_with = "from_task")]
+    pub image: Option<String>,
 }
 
 /// `NAME` or `NAME:VERSION`.
@@ -150,8 +154,12 @@ fn registration(a: &RegisterArgs) -> Result<Value, CliError> {
             }
         },
     };
-    Ok(json!({"name": name, "version": version,
-        "weights": {"uri": uri, "size_bytes": size, "sha256": sha}}))
+    let mut body = json!({"name": name, "version": version,
+        "weights": {"uri": uri, "size_bytes": size, "sha256": sha}});
+    if let Some(image) = &a.image {
+        body["image"] = json!(image);
+    }
+    Ok(body)
 }
 
 /// `NAME:VERSION` split, for the commands that need both.
@@ -369,9 +377,15 @@ mod tests {
             size_bytes: None,
             sha256: None,
             file: Some(p),
+            image: None,
         };
         let body = registration(&args).unwrap();
         assert!(text(&body, "weights.uri").starts_with("file:///"), "{body}");
+        assert!(body.get("image").is_none(), "{body}");
+        args.image = Some("registry.internal/app:2".into());
+        let body = registration(&args).unwrap();
+        assert_eq!(text(&body, "image"), "registry.internal/app:2");
+        args.image = None;
         // NAME:VERSION and --from-task: the control plane hashes the file.
         args.model = Some("m:v2".into());
         args.from_task = Some("train".into());

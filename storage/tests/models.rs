@@ -20,6 +20,7 @@ fn version(name: &str, version: &str) -> ModelVersionRecord {
                 size_bytes: 10,
                 sha256: "cd".repeat(32),
             },
+            image: None,
         },
         state: ModelState::Active,
         pinned: true,

@@ -68,6 +68,7 @@ impl ControlPlane {
                 size_bytes,
                 sha256,
             },
+            image: None,
         };
         caldera_spec::model::validate_model_version_spec(&spec)?;
         self.register_checked(owner, spec, Some(confined)).await

@@ -34,20 +34,55 @@ pub(super) fn readiness(rec: &TaskRecord, ready: bool, generation: u32) -> Outco
     steps(vec![Step::SetReady(ready)])
 }
 
+/// What a node's `Swapped` says runs now.
+pub(super) struct SwappedTo<'a> {
+    pub generation: u32,
+    pub model: &'a str,
+    /// Where it is reached now, when that moved (a new container on
+    /// another port of the same node).
+    pub port: Option<u16>,
+    /// The image and digest its container runs (None: a process).
+    pub image: Option<&'a str>,
+    pub image_digest: Option<&'a str>,
+}
+
 /// The node restarted the workload in place on `model`: that generation
-/// runs now, not ready until its probe says so. An older or repeated
+/// runs now, not ready until its probe says so; a container's new port
+/// becomes the endpoint, its image's digest the allocation's, and the
+/// history says which image and digest run. An older or repeated
 /// generation changes nothing (the node answers a resent swap again).
-pub(super) fn swapped(rec: &TaskRecord, generation: u32, model: &str) -> Outcome {
+pub(super) fn swapped(rec: &TaskRecord, to: &SwappedTo, address: &str) -> Outcome {
     if rec.state != TaskState::Running {
         return Outcome::Ignored("a swap of a workload that is not running");
     }
-    if generation <= rec.generation {
+    if to.generation <= rec.generation {
         return Outcome::Ignored("a generation already recorded");
     }
-    steps(vec![Step::RecordSwap {
-        generation,
-        model: model.to_string(),
-    }])
+    let mut s = vec![Step::RecordSwap {
+        generation: to.generation,
+        model: to.model.to_string(),
+    }];
+    s.extend(to.port.and_then(|port| started_at(Some(port), address)));
+    if let Some(digest) = to.image_digest {
+        s.push(Step::RecordImageDigest(digest.to_string()));
+    }
+    if let Some(image) = to.image {
+        let mut message = format!(
+            "runs {} (generation {}) in image {image}",
+            to.model, to.generation
+        );
+        if let Some(digest) = to.image_digest {
+            message.push_str(&format!(" ({digest})"));
+        }
+        if let Some(port) = to.port {
+            message.push_str(&format!(", now at port {port}"));
+        }
+        s.push(Step::Record {
+            kind: caldera_spec::EventKind::ModelSwap,
+            message,
+        });
+    }
+    steps(s)
 }
 
 /// Applies the serving steps to the record (see `apply_to_record`).
@@ -175,6 +210,9 @@ mod tests {
                 generation,
                 model: "llm:v4".into(),
                 pid: Some(9),
+                port: None,
+                image: None,
+                image_digest: None,
             })
         };
         let mut r = running();
@@ -196,5 +234,48 @@ mod tests {
             (1, Some("llm:v4"), false)
         );
         assert!(matches!(decide(&r, None, swapped(1)), Outcome::Ignored(_)));
+    }
+
+    #[test]
+    fn a_container_swap_moves_the_endpoint_and_records_the_image_and_digest_it_runs() {
+        let digest = format!("sha256:{}", "cd".repeat(32));
+        let out = decide(
+            &running(),
+            None,
+            news(WorkloadEventKind::Swapped {
+                generation: 2,
+                model: "llm:v4".into(),
+                pid: Some(9),
+                port: Some(20007),
+                image: Some("registry.internal/app:2".into()),
+                image_digest: Some(digest.clone()),
+            }),
+        );
+        let Outcome::Steps(s) = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(
+            s[..3],
+            [
+                Step::RecordSwap {
+                    generation: 2,
+                    model: "llm:v4".into()
+                },
+                Step::Serve {
+                    endpoint: Some(Endpoint {
+                        address: "10.0.0.5".into(),
+                        port: 20007
+                    })
+                },
+                Step::RecordImageDigest(digest.clone()),
+            ]
+        );
+        let Step::Record { message, .. } = &s[3] else {
+            panic!("{s:?}")
+        };
+        assert_eq!(
+            message,
+            &format!("runs llm:v4 (generation 2) in image registry.internal/app:2 ({digest}), now at port 20007")
+        );
     }
 }

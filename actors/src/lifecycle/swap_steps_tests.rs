@@ -29,6 +29,8 @@ fn swap(steps: &[(SwapStep, u32)], phase: SwapPhase, allow_downtime: bool) -> Sw
                 generation: *generation,
                 since_ms: 1_000,
                 surge: false,
+                image: None,
+                image_digest: None,
             })
             .collect(),
         reason: None,

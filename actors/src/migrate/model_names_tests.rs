@@ -14,6 +14,7 @@ fn version(name: &str, v: &str, owner: Option<&str>) -> ModelVersionRecord {
                 size_bytes: 1,
                 sha256: "ab".repeat(32),
             },
+            image: None,
         },
         state: ModelState::Active,
         pinned: true,

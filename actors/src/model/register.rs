@@ -154,6 +154,7 @@ mod tests {
                     size_bytes: 1,
                     sha256: "ab".repeat(32),
                 },
+                image: None,
             },
             state,
             pinned: false,

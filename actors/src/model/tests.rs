@@ -83,6 +83,7 @@ fn version(name: &str, sha: &str) -> ModelVersionRecord {
                 size_bytes: 1000,
                 sha256: sha.into(),
             },
+            image: None,
         },
         state: ModelState::Registered,
         pinned: false,

@@ -9,6 +9,9 @@ pub struct VersionView {
     pub version: String,
     pub state: &'static str,
     pub weights: WeightsSpec,
+    /// The image a swap onto it runs (absent: each service's own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     pub pinned: bool,
     pub registered_at_ms: u64,
     /// The tenant that registered it; absent: the operator (visible to all).
@@ -70,6 +73,7 @@ pub fn version_view(rec: &ModelVersionRecord, reads: u32, tenant: Option<&str>) 
         version: rec.spec.version.clone(),
         state: rec.state.as_str(),
         weights: rec.spec.weights.clone(),
+        image: rec.spec.image.clone(),
         pinned: rec.pinned,
         registered_at_ms: rec.registered_at_ms,
         owner: rec.owner.clone(),

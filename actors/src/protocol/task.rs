@@ -187,6 +187,8 @@ pub struct SwapTick;
 #[rtype(result = "()")]
 pub struct RunsModel {
     pub model: String,
+    /// The image its container runs on it (None: a process, or unchanged).
+    pub image: Option<String>,
 }
 
 /// A replica's node refused or failed the Swap of `generation`: for its service.

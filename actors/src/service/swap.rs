@@ -127,6 +127,8 @@ impl TaskActor {
                 generation: 0,
                 since_ms: now,
                 surge: false,
+                image: None,
+                image_digest: None,
             });
         }
         Ok(out)
@@ -285,6 +287,10 @@ impl Handler<RunsModel> for TaskActor {
         self.swap_live.draining = Some(self.rec.generation);
         let mut planned = self.rec.clone();
         planned.spec.model = Some(m.model);
+        if let Some(image) = m.image {
+            // A replica started again (requeued) runs what it was swapped to.
+            planned.spec.image = Some(image);
+        }
         planned.ready = false;
         // Not recorded: the replica is rebuilt from sled; its process still
         // runs what its node was told, and reports it (`serving_model`).

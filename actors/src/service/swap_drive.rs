@@ -7,6 +7,7 @@
 //! not recorded is sent again (the agent answers a repeated generation with
 //! the outcome it reached), one already answered moves on.
 use crate::commit_site::CommitSite;
+use crate::container::start::NotBuilt;
 use crate::lifecycle::swap_steps::{self, Limits, Next, ReplicaSeen};
 use crate::protocol::model::{NodeNeeds, TasksLeft};
 use crate::protocol::node::SendWeights;
@@ -140,10 +141,24 @@ impl TaskActor {
                 step,
                 generation,
             } => {
+                let on = match step {
+                    SwapStep::Done => Some(swap.to.clone()),
+                    SwapStep::RolledBack => Some(swap.from.clone()),
+                    _ => None,
+                };
+                let runs = on.map(|m| {
+                    let replica = &swap.replicas[index].replica;
+                    (self.swap_image(&m), self.replica_digest(replica))
+                });
                 let r = &mut swap.replicas[index];
                 r.step = step;
                 r.generation = generation;
                 r.since_ms = now;
+                if let Some((image, digest)) = runs.filter(|(image, _)| image.is_some()) {
+                    // What its container runs now, for the swap's record.
+                    r.image = image;
+                    r.image_digest = digest;
+                }
                 let name = local_id(&r.replica).to_string();
                 let msg = step_message(&swap, index, &name);
                 (msg, Some(Then::Replica(index)))
@@ -189,7 +204,7 @@ impl TaskActor {
         };
         let mut planned = self.rec.clone();
         if swap.phase == SwapPhase::Done {
-            serve_target(&mut planned, &swap.to);
+            serve_target(&mut planned, &swap.to, self.swap_image(&swap.to));
         }
         planned.swap = Some(swap.clone());
         let e = self.event_of(&planned, EventKind::ModelSwap, msg);
@@ -242,6 +257,7 @@ impl TaskActor {
         if let Some(rep) = self.sh.registry.task(&r.replica) {
             rep.do_send(crate::protocol::task::RunsModel {
                 model: model.to_string(),
+                image: self.swap_image(&model),
             });
         }
         let key = (r.replica.clone(), r.generation);
@@ -287,6 +303,20 @@ impl TaskActor {
             tracing::error!(model = %model, "swap: the version's record is unreadable");
             return;
         };
+        let container = match self.swap_container(model) {
+            Ok(c) => c,
+            Err(NotBuilt::Refused(why)) => {
+                // Refused the same on every try: the swap fails for it.
+                let why = format!("its container could not be prepared: {why}");
+                let failed = (r.generation, why);
+                self.swap_live.failed.insert(r.replica.clone(), failed);
+                return;
+            }
+            Err(NotBuilt::Unreadable(why)) => {
+                tracing::warn!(replica = %r.replica, "swap: {why}; sent again later");
+                return;
+            }
+        };
         let cmd = SwapCommand {
             allocation_id: r.allocation_id.clone(),
             task_id: r.replica.clone(),
@@ -294,6 +324,7 @@ impl TaskActor {
             generation: r.generation,
             model: mount,
             grace_ms: self.sh.config.stop_grace_ms,
+            container,
         };
         match self.sh.registry.node(&r.node) {
             Some(n) => n.do_send(SendWeights(ServerMessage::Swap(cmd))),
@@ -321,9 +352,27 @@ impl TaskActor {
 /// start on `to` from now, and the record serves it too (it started as the
 /// spec's model, and a retire counts what a record serves). Both the in-place
 /// and the surge swap end here.
-pub(super) fn serve_target(planned: &mut caldera_spec::TaskRecord, to: &ModelRef) {
+pub(super) fn serve_target(
+    planned: &mut caldera_spec::TaskRecord,
+    to: &ModelRef,
+    image: Option<String>,
+) {
     planned.spec.model = Some(to.to_string());
     planned.serving_model = Some(to.to_string());
+    if let Some(image) = image {
+        // New replicas start in the image the swapped ones run.
+        planned.spec.image = Some(image);
+    }
+}
+
+/// ", image I (sha256:...)" for a replica whose container's image is
+/// known, else nothing.
+fn runs_image(r: &caldera_spec::SwapReplica) -> String {
+    match (&r.image, &r.image_digest) {
+        (Some(image), Some(digest)) => format!(", image {image} ({digest})"),
+        (Some(image), None) => format!(", image {image}"),
+        _ => String::new(),
+    }
 }
 
 /// What follows a recorded swap step.
@@ -357,16 +406,19 @@ fn step_message(swap: &SwapProgress, i: usize, name: &str) -> String {
             swap.to, r.generation
         ),
         SwapStep::Done => format!(
-            "replica {name} swapped to {}: ready (generation {}), same allocation {}",
+            "replica {name} swapped to {}: ready (generation {}), same allocation {}{}",
             swap.to,
             r.generation,
-            local_id(&r.allocation_id)
+            local_id(&r.allocation_id),
+            runs_image(r)
         ),
         SwapStep::RollingBack => format!(
             "swap replica {name}: rolling back to {} (generation {})",
             swap.from, r.generation
         ),
-        SwapStep::RolledBack => format!("replica {name} serves {} again", swap.from),
+        SwapStep::RolledBack => {
+            format!("replica {name} serves {} again{}", swap.from, runs_image(r))
+        }
         SwapStep::Pending => format!("swap replica {name}: back to pending on {}", swap.from),
     }
 }

@@ -79,6 +79,9 @@ impl TaskActor {
         let id = self.replica_id(index);
         let mut surge = self.replica_record(&id, 0);
         surge.spec.model = Some(swap.to.to_string());
+        if let Some(image) = self.swap_image(&swap.to) {
+            surge.spec.image = Some(image);
+        }
         swap.replicas.push(SwapReplica {
             replica: id.clone(),
             allocation_id: String::new(),
@@ -87,6 +90,8 @@ impl TaskActor {
             generation: 0,
             since_ms: now,
             surge: true,
+            image: None,
+            image_digest: None,
         });
         service.swap = Some(swap.clone());
         let msg = format!(
@@ -179,7 +184,7 @@ impl TaskActor {
             swap.to
         );
         let mut planned = self.rec.clone();
-        super::swap_drive::serve_target(&mut planned, &swap.to);
+        super::swap_drive::serve_target(&mut planned, &swap.to, self.swap_image(&swap.to));
         planned.swap = Some(swap.clone());
         let e = self.event_of(&planned, EventKind::ModelSwap, msg);
         if self.finish_move_with(index, planned, e, by) {

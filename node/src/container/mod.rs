@@ -4,7 +4,8 @@
 //! has ([`engine`]), the `podman run` command line the shim runs
 //! ([`run_args`]) with its cgroup under the workload's ([`cgroups`]), OOM
 //! kills told apart ([`oom`]), and containers left behind removed
-//! ([`orphans`]).
+//! ([`orphans`]). A hot swap's new container runs the old one's command
+//! line with the new image, weights and port ([`swap_args`]).
 pub mod cgroups;
 pub mod engine;
 pub mod images;
@@ -13,3 +14,4 @@ pub mod orphans;
 pub mod podman;
 pub mod pull;
 pub mod run_args;
+pub mod swap_args;

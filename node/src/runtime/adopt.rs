@@ -27,7 +27,8 @@ impl Runtime {
     /// Adopts every shim dir an earlier agent left (see the module doc).
     pub fn adopt_shims(&mut self) -> Adopted {
         let mut counts = Adopted::default();
-        for found in shim_link::scan(&self.data_dir) {
+        let scanned = super::container_swap::one_per_allocation(shim_link::scan(&self.data_dir));
+        for found in scanned {
             let spec = &found.spec;
             let id = spec.allocation_id.clone();
             let mut w = Workload::bare(&id, &spec.task_id, spec.epoch, spec.log.clone());

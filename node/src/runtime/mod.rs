@@ -27,6 +27,7 @@
 //! reported, as killed (failed, never finished).
 mod adopt;
 pub mod checkpoint;
+mod container_swap;
 mod containers;
 mod exits;
 pub mod gpu_devices;
@@ -107,6 +108,8 @@ pub enum Note {
         run: u64,
         status: Result<std::process::ExitStatus, String>,
     },
+    /// A swap's new container of run `run` is past its ready wait.
+    SwapDeadline { allocation_id: String, run: u64 },
 }
 
 /// All workloads of this node.
@@ -191,7 +194,12 @@ impl Runtime {
 
     /// The ports the workloads this runtime knows hold (adopted ones included).
     fn held_ports(&self) -> std::collections::BTreeSet<u16> {
-        self.workloads.values().filter_map(|w| w.port).collect()
+        let swaps = self.workloads.values().flat_map(|w| w.swap_ports());
+        self.workloads
+            .values()
+            .filter_map(|w| w.port)
+            .chain(swaps)
+            .collect()
     }
 
     /// Claims host-wide the ports its workloads hold (adopted ones: a
@@ -237,6 +245,10 @@ impl Runtime {
         let live = self.workloads.values();
         for w in live.filter(|w| w.is_alive() && w.shim.is_some()) {
             if let Err(e) = write(&w.shim_dir) {
+                tracing::error!("allocation {}: {consequence} ({e})", w.allocation_id);
+            }
+            // A swap's new container lives under the same lease.
+            if let Some(Err(e)) = w.candidate_dir().map(&write) {
                 tracing::error!("allocation {}: {consequence} ({e})", w.allocation_id);
             }
         }
@@ -570,12 +582,13 @@ impl Runtime {
             return;
         }
         w.stop_requested = true;
-        if let Some(p) = w.swap.take() {
+        if let Some(mut p) = w.swap.take() {
             // A stop wins: the task ends, whatever stage its swap was in.
             tracing::info!(
                 "allocation {allocation_id}: stop during its swap to generation {}",
                 p.cmd.generation
             );
+            Runtime::drop_candidate(w, &mut p);
         }
         // Warming or pulling (its shim dir not written yet) or a
         // reservation: no process.
@@ -638,6 +651,9 @@ impl Runtime {
 
     /// Applies a note from a shim waiter.
     pub fn handle(&mut self, note: Note) {
+        let Some(note) = self.swap_note(note) else {
+            return;
+        };
         let (allocation_id, run, status) = match note {
             Note::ShimStarted {
                 allocation_id,
@@ -688,6 +704,8 @@ impl Runtime {
                 run,
                 status,
             } => (allocation_id, run, status),
+            // Only a swap's new container has one (taken above).
+            Note::SwapDeadline { .. } => return,
         };
         let Some(w) = self.workloads.get(&allocation_id) else {
             return;

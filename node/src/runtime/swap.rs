@@ -22,6 +22,10 @@
 //! control plane's swap sees the replica end and rolls back or replaces it);
 //! one that dies while the copy warms just loses the swap, which the control
 //! plane resends (its generation was never reported).
+//!
+//! A workload in a container is swapped make-before-break instead (see
+//! `runtime::container_swap`): its old container serves until the new one
+//! is ready.
 use super::launch::{model_label, swapped_env};
 use super::{exits::agent_exit, shim_link, watch_shim, Runtime};
 use crate::shim::files::{self, reason, PidRecord, ShimSpec};
@@ -35,6 +39,8 @@ use std::time::Duration;
 pub struct PendingSwap {
     pub cmd: SwapCommand,
     pub stage: SwapStage,
+    /// A workload in a container: its new container's side.
+    pub container: Option<Box<super::container_swap::ContainerSwap>>,
 }
 
 /// Where a swap stands.
@@ -47,6 +53,12 @@ pub enum SwapStage {
     Stopping(PathBuf),
     /// The new shim runs; its start report completes the swap.
     Starting,
+    /// A container's: the new container runs beside the old one and is
+    /// probed; the old one serves.
+    Candidate,
+    /// A container's: the new container is ready and the old one was asked
+    /// to stop; its shim's end hands the workload over.
+    Retiring,
 }
 
 impl Runtime {
@@ -96,6 +108,9 @@ impl Runtime {
             self.swap_failed(cmd, codes::SWAP_REFUSED, why);
             return false;
         }
+        if w.container.is_some() {
+            return self.begin_container_swap(cmd);
+        }
         tracing::info!(
             "allocation {id}: swapping generation {} to {} ({})",
             w.generation,
@@ -105,6 +120,7 @@ impl Runtime {
         w.swap = Some(PendingSwap {
             cmd: cmd.clone(),
             stage: SwapStage::Warming,
+            container: None,
         });
         true
     }
@@ -120,6 +136,9 @@ impl Runtime {
             generation,
             model: w.model.clone().unwrap_or_default(),
             pid: w.pid,
+            port: None,
+            image: None,
+            image_digest: w.container.as_ref().and_then(|c| c.image_digest.clone()),
         };
         let ready = w.ready.map(|ready| WorkloadEventKind::Readiness {
             ready,
@@ -145,7 +164,9 @@ impl Runtime {
         if let Some(w) = self.workloads.get_mut(id) {
             epoch = w.epoch;
             if w.swap.as_ref().map(|p| p.cmd.generation) == Some(cmd.generation) {
-                w.swap = None;
+                if let Some(mut p) = w.swap.take() {
+                    Runtime::drop_candidate(w, &mut p);
+                }
             }
         }
         let kind = WorkloadEventKind::SwapFailed {
@@ -218,6 +239,11 @@ impl Runtime {
             let Some(w) = self.workloads.get_mut(id) else {
                 continue;
             };
+            if w.swap.as_ref().is_some_and(|p| p.container.is_some()) {
+                // Its old container serves until the new one is ready.
+                self.container_copy_ready(id, path);
+                continue;
+            }
             if let Some(p) = w.swap.as_mut() {
                 p.stage = SwapStage::Stopping(path.to_path_buf());
             }
@@ -248,6 +274,9 @@ impl Runtime {
         let Some(p) = w.swap.take() else {
             return false;
         };
+        if p.container.is_some() {
+            return self.container_swap_takes_exit(id, p);
+        }
         let exit = shim_link::read_exit(&w.shim_dir);
         let stopped = exit.as_ref().is_some_and(|e| e.reason == reason::STOPPED);
         match (&p.stage, stopped) {
@@ -290,6 +319,7 @@ impl Runtime {
                 w.swap = Some(PendingSwap {
                     cmd: cmd.clone(),
                     stage: SwapStage::Starting,
+                    container: None,
                 });
                 watch_shim(child, dir, self.notes.clone(), id.to_string(), run);
             }
@@ -333,6 +363,9 @@ impl Runtime {
             generation,
             model,
             pid,
+            port: None,
+            image: None,
+            image_digest: None,
         };
         self.event(id, &task, epoch, swapped);
         if let Some(ready) = ready_now {

@@ -63,6 +63,9 @@ pub struct Workload {
     pub model: Option<String>,
     /// An in-place swap under way (see `runtime::swap`).
     pub swap: Option<super::swap::PendingSwap>,
+    /// New containers of swaps that ended without them, until their
+    /// shims end (see `runtime::container_swap`).
+    pub swap_leftovers: Vec<super::container_swap::Candidate>,
     /// Its start, while its image is pulled: no shim and no process yet.
     pub pulling: Option<Box<super::containers::Pulling>>,
     /// It runs in this container (its pid is the podman client's).
@@ -163,6 +166,7 @@ impl Workload {
             ready: None,
             model: None,
             swap: None,
+            swap_leftovers: Vec::new(),
             pulling: None,
             container: None,
             memory_cgroup: None,
