@@ -51,15 +51,16 @@ pub struct RunPlan {
 }
 
 impl RunPlan {
-    /// The arguments after `podman`. The container is removed when it ends
-    /// (`--rm`); a small init (`--init`) is its pid 1, so a SIGTERM reaches
-    /// the workload as it does on the host (a pid 1 without a handler
-    /// ignores it); its output goes straight to the shim's log file
+    /// The arguments after `podman`. The container is kept when it ends
+    /// (no `--rm`: the shim reads its exit code, then removes it); a small
+    /// init (`--init`) is its pid 1, so a SIGTERM reaches the workload as it
+    /// does on the host (a pid 1 without a handler ignores it); its output
+    /// goes straight to the shim's log file
     /// (`passthrough`: the container holds the file itself, so its output
     /// does not depend on the podman client living); `--pull=never`
     /// because the agent pulled it while the task was Preparing.
     pub fn argv(&self) -> Vec<String> {
-        let mut a: Vec<String> = ["run", "--rm"].map(String::from).to_vec();
+        let mut a: Vec<String> = vec!["run".into()];
         if init_available() {
             a.push("--init".into());
         }
@@ -257,8 +258,8 @@ mod tests {
     fn the_command_line_carries_limits_identity_devices_mounts_and_no_env_values() {
         let argv = plan().argv().join(" ");
         let start = match init_available() {
-            true => "run --rm --init --log-driver",
-            false => "run --rm --log-driver",
+            true => "run --init --log-driver",
+            false => "run --log-driver",
         };
         assert!(argv.starts_with(start), "{argv}");
         for want in [

@@ -68,7 +68,7 @@ pub struct Workload {
     pub swap_leftovers: Vec<super::container_swap::Candidate>,
     /// Its start, while its image is pulled: no shim and no process yet.
     pub pulling: Option<Box<super::containers::Pulling>>,
-    /// It runs in this container (its pid is the podman client's).
+    /// It runs in this container (its pid is the container's pid 1 on the host).
     pub container: Option<crate::shim::files::ContainerShim>,
     /// Its memory cgroup (a container's processes are found under it).
     pub memory_cgroup: Option<PathBuf>,

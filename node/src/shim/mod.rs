@@ -59,10 +59,11 @@ pub fn main(dir: &Path) -> i32 {
     }
     let exit = match start(&spec) {
         Ok(mut child) => {
-            if let Some(c) = &spec.container {
+            let detached = spec.container.as_ref().and_then(|c| {
                 container::await_running(&spec, c, &mut child);
-            }
-            let pid = child.id();
+                container::detach(c, &mut child)
+            });
+            let pid = detached.as_ref().map_or(child.id(), |d| d.init);
             match PidRecord::of(pid) {
                 Some(rec) => {
                     if let Err(e) = files::write_json(&dir.join(files::WORKLOAD_PID), &rec) {
@@ -73,7 +74,7 @@ pub fn main(dir: &Path) -> i32 {
                 None => eprintln!("caldera shim: workload {pid} ended before it was recorded"),
             }
             release_code_pages();
-            supervise::run(dir, &spec, child)
+            supervise::run(dir, &spec, child, detached)
         }
         Err(detail) => ExitRecord {
             code: None,

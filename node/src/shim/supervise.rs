@@ -37,24 +37,40 @@ struct Stopping {
 }
 
 /// Waits for the workload, stopping it on request or lease expiry; returns how it ended.
-pub fn run(dir: &Path, spec: &ShimSpec, mut child: Child) -> ExitRecord {
+/// `detached`: a container whose client the shim let go (see
+/// [`super::container::detach`]); it is waited on through conmon.
+pub fn run(
+    dir: &Path,
+    spec: &ShimSpec,
+    mut child: Child,
+    detached: Option<super::container::Detached>,
+) -> ExitRecord {
     // SAFETY: the handler only stores to an atomic (async-signal-safe). The
     // child already runs, so it keeps the default dispositions.
     unsafe {
         libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
         libc::signal(libc::SIGINT, on_term as *const () as libc::sighandler_t);
     }
-    let pgid = child.id();
+    // A detached client is gone (its pid may be reused): no group to signal.
+    let pgid = match detached {
+        Some(_) => 0,
+        None => child.id(),
+    };
     let mut default_grace = Duration::from_millis(spec.stop_grace_ms);
     let mut lease = files::read_lease(&dir.join(files::LEASE)).unwrap_or(None);
     let mut stopping: Option<Stopping> = None;
     let mut tick = 0u32;
     loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
+        let ended = match (&detached, &spec.container) {
+            (Some(d), Some(c)) => Ok((!d.conmon.alive()).then(|| super::container::exit_of(c))),
+            _ => child
+                .try_wait()
+                .map(|s| s.map(|status| (status.code(), status.signal()))),
+        };
+        match ended {
+            Ok(Some((code, signal))) => {
                 // The leader is gone; nothing of its group may outlive it unowned.
                 kill_all(spec, pgid);
-                let (code, signal) = (status.code(), status.signal());
                 let why = match stopping.as_ref() {
                     Some(s) => s.reason,
                     None if out_of_memory(spec, code, signal) => reason::OOM_KILLED,
