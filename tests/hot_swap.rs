@@ -545,9 +545,10 @@ fn register_with_image(op: &Api, dir: &Path, version: &str, image: &str) {
 
 /// The service's replicas: busybox's httpd in the seed's image, answering
 /// `/infer` with the version it was started on (CALDERA_MODEL_VERSION), the
-/// image's mark and a checksum of the weights it reads; `/ready` once up.
+/// image's mark and a checksum of the weights it reads; `/ready` once up,
+/// except in an image marked `never-ready`.
 fn container_service(id: &str, replicas: u32) -> Value {
-    let script = r#"w=$CALDERA_SCRATCH_DIR/www-$CALDERA_MODEL_VERSION; mkdir -p $w; printf '{"version":"%s","image":"%s","weights":"%s"}' "$CALDERA_MODEL_VERSION" "$(cat /etc/caldera-image 2>/dev/null || echo seed)" "$(md5sum < $CALDERA_MODEL_PATH | cut -c1-12)" > $w/infer; echo ok > $w/ready; exec httpd -f -p $CALDERA_PORT -h $w"#;
+    let script = r#"w=$CALDERA_SCRATCH_DIR/www-$CALDERA_MODEL_VERSION; mkdir -p $w; printf '{"version":"%s","image":"%s","weights":"%s"}' "$CALDERA_MODEL_VERSION" "$(cat /etc/caldera-image 2>/dev/null || echo seed)" "$(md5sum < $CALDERA_MODEL_PATH | cut -c1-12)" > $w/infer; [ "$(cat /etc/caldera-image 2>/dev/null)" = never-ready ] || echo ok > $w/ready; exec httpd -f -p $CALDERA_PORT -h $w"#;
     json!({
         "task_id": id, "task_type": "inference", "replicas": replicas, "model": "m:v3",
         "resources": {"gpu": {"count": 1, "memory_gb": 20}, "cpu": {"cores": 1}, "memory": {"size_gb": 1}},
@@ -720,4 +721,40 @@ fn a_swap_to_a_version_whose_image_is_missing_fails_and_the_old_containers_keep_
     // The very containers that served before: nothing was restarted.
     let now: Vec<Vec<(String, String)>> = stores.iter().map(running_in).collect();
     assert_eq!(now, old, "the old containers were replaced");
+}
+
+#[test]
+fn a_new_container_that_never_gets_ready_is_removed_and_the_old_ones_keep_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = push_marked_image(dir.path(), &unique("never-ready"), "never-ready");
+    let (cp, _agents, stores) = container_rig(dir.path(), 2);
+    register_with_image(&cp.operator(), dir.path(), "v6", &image);
+    let api = cp.api(&cp.tenant("ctrlate"));
+    let mut spec = container_service("svc", 2);
+    spec["readiness"]["ready_timeout_s"] = 6.into();
+    let r = api.post("/v1/tasks", &spec.to_string());
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    wait_endpoints(&api, "svc", 2, 120);
+    let old: Vec<Vec<(String, String)>> = stores.iter().map(running_in).collect();
+
+    let poller = Poller::start(api.clone(), "svc");
+    assert_eq!(swap(&api, "svc", r#"{"model":"m:v6"}"#).status, 202);
+    let view = wait_swap_over(&api, "svc", 120);
+    let seen = poller.finish();
+
+    assert_eq!(view["swap"]["phase"], "rolled_back", "{:#}", view["swap"]);
+    assert_eq!(seen.failed, 0, "failed calls during the swap: {seen:?}");
+    assert!(seen.min_ready >= 1, "{seen:?}");
+    let events = task_events(&cp.operator(), "ctrlate", "svc.r0").join("\n");
+    let after = wait_endpoints(&api, "svc", 2, 60);
+    assert!(
+        after.iter().map(infer).all(|a| a["version"] == "v3"),
+        "{after:#?}\n{events}"
+    );
+    // The new container is gone; the old one never stopped.
+    let only_old = wait_until(Duration::from_secs(20), || {
+        stores.iter().map(running_in).collect::<Vec<_>>() == old
+    });
+    let now: Vec<Vec<(String, String)>> = stores.iter().map(running_in).collect();
+    assert!(only_old, "before {old:?}, now {now:?}");
 }

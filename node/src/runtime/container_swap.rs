@@ -489,7 +489,13 @@ impl Runtime {
                     port: c.port,
                     uid,
                 };
-                c.probe = super::readiness::watch(probe, target, notes);
+                // A command probe runs inside the new container, as the
+                // workload's own does inside its container.
+                let inside = super::readiness::InContainer {
+                    podman: c.container.podman.clone(),
+                    name: c.container.name.clone(),
+                };
+                c.probe = super::readiness::watch_in(probe, target, Some(inside), notes);
             }
             None => self.candidate_ready(id),
         }

@@ -84,7 +84,11 @@ impl Runtime {
             return false;
         }
         if let Some(p) = &w.swap {
-            if p.cmd.generation == cmd.generation || p.stage != SwapStage::Warming {
+            // Superseded while the old process or container still serves
+            // untouched: warming, or a container's new one still on probation
+            // (a rollback must not wait for the probe's timeout).
+            let replaceable = matches!(p.stage, SwapStage::Warming | SwapStage::Candidate);
+            if p.cmd.generation == cmd.generation || !replaceable {
                 // A duplicate, or a newer one while the process restarts:
                 // the control plane resends what it still wants once this ends.
                 tracing::info!(
