@@ -73,15 +73,27 @@ pub fn render_swap(task: &Value) -> String {
     if get(s, "reason").is_some() {
         out.push_str(&format!("  reason: {}\n", text(s, "reason")));
     }
-    let mut t = Table::new(&["REPLICA", "STEP", "GENERATION", "NODE", "ALLOCATION"]);
+    // Replicas in containers: the image (and digest) each runs after its step.
+    let images = items(s, "replicas")
+        .iter()
+        .any(|r| get(r, "image").is_some());
+    let mut columns = vec!["REPLICA", "STEP", "GENERATION", "NODE", "ALLOCATION"];
+    if images {
+        columns.push("IMAGE");
+    }
+    let mut t = Table::new(&columns);
     for r in items(s, "replicas") {
-        t.row(vec![
+        let mut row = vec![
             text(r, "replica"),
             text(r, "step"),
             text(r, "generation"),
             text(r, "node"),
             text(r, "allocation_id"),
-        ]);
+        ];
+        if images {
+            row.push(image_with_digest(r));
+        }
+        t.row(row);
     }
     for line in t.render().lines() {
         out.push_str("  ");
@@ -89,6 +101,21 @@ pub fn render_swap(task: &Value) -> String {
         out.push('\n');
     }
     out
+}
+
+/// `IMAGE@sha256:abcdef123456` (the digest cut to 12 digits), the image
+/// alone without a digest, or the missing mark.
+fn image_with_digest(r: &Value) -> String {
+    let Some(image) = get(r, "image").and_then(Value::as_str) else {
+        return text(r, "image");
+    };
+    match get(r, "image_digest").and_then(Value::as_str) {
+        Some(d) => {
+            let short: String = d.chars().take("sha256:".len() + 12).collect();
+            format!("{image}@{short}")
+        }
+        None => image.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -124,5 +151,27 @@ mod tests {
             "{out}"
         );
         assert_eq!(render_swap(&serde_json::json!({})), "");
+    }
+
+    #[test]
+    fn status_shows_the_image_and_digest_each_replica_runs_in_a_container() {
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let task = serde_json::json!({"swap": {
+        "from": "m:v3", "to": "m:v4", "phase": "done", "requested_by": "tenant alpha",
+        "replicas": [
+            {"replica": "svc.r0", "step": "done", "generation": 1, "node": "n1",
+             "allocation_id": "svc.r0.1", "image": "registry.internal/app:2", "image_digest": digest},
+            {"replica": "svc.r1", "step": "pending", "generation": 0, "node": "n2", "allocation_id": "svc.r1.1"}
+        ]}});
+        let out = render_swap(&task);
+        assert!(out.contains("IMAGE"), "{out}");
+        assert!(
+            out.lines().any(|l| l.contains("svc.r0")
+                && l.contains("registry.internal/app:2@sha256:abababababab")),
+            "{out}"
+        );
+        let plain = render_swap(&serde_json::json!({"swap": {"from": "m:v3", "to": "m:v4",
+            "phase": "done", "requested_by": "x", "replicas": [{"replica": "svc.r0", "step": "done"}]}}));
+        assert!(!plain.contains("IMAGE"), "{plain}");
     }
 }
