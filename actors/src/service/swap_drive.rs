@@ -81,12 +81,11 @@ impl TaskActor {
     }
 
     pub(super) fn swap_limits(&self) -> Limits {
-        let ready_ms = self
-            .rec
-            .spec
-            .readiness
-            .as_ref()
-            .map_or(DEFAULT_READY_MS, |p| u64::from(p.ready_timeout_s) * 1000);
+        let ready_ms = super::swap_image::swap_ready_ms(
+            &self.rec.spec,
+            DEFAULT_READY_MS,
+            self.sh.config.preparing_timeout_ms,
+        );
         Limits {
             warm_ms: self.sh.config.warming_timeout_ms,
             ready_ms,

@@ -5,7 +5,7 @@
 use crate::container::start::{self, NotBuilt};
 use crate::task::TaskActor;
 use caldera_spec::container::{ContainerStart, RuntimeKind};
-use caldera_spec::ModelRef;
+use caldera_spec::{ModelRef, TaskSpec};
 
 impl TaskActor {
     /// The image this service's replicas run on `model`: the version's own,
@@ -45,5 +45,53 @@ impl TaskActor {
     pub(super) fn replica_digest(&self, replica: &str) -> Option<String> {
         let rec = self.sh.gate.store().task(replica).ok().flatten()?;
         rec.allocation?.image_digest
+    }
+}
+
+/// How long a replica may take from its Swap command to ready on the new
+/// version: the probe's `ready_timeout_s` (`default_ready_ms` without a
+/// probe), and for a replica in a container its pull's prepare timeout on
+/// top (the task's, else `preparing_timeout_ms`): the node pulls the new
+/// image before the new container starts.
+pub(super) fn swap_ready_ms(
+    spec: &TaskSpec,
+    default_ready_ms: u64,
+    preparing_timeout_ms: u64,
+) -> u64 {
+    let ready = spec
+        .readiness
+        .as_ref()
+        .map_or(default_ready_ms, |p| u64::from(p.ready_timeout_s) * 1000);
+    let in_container = spec.image.is_some() && spec.runtime_kind() == RuntimeKind::Container;
+    match in_container {
+        true => ready + spec.prepare_timeout_ms().unwrap_or(preparing_timeout_ms),
+        false => ready,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::swap_ready_ms;
+
+    fn spec(extra: &str) -> caldera_spec::TaskSpec {
+        let body = format!(
+            r#"{{"task_id":"s","task_type":"inference","replicas":2,"command":["x"],"resources":{{"cpu":{{"cores":1}}}},"readiness":{{"http_path":"/ready","ready_timeout_s":30}}{extra}}}"#
+        );
+        caldera_spec::parse_task_spec(body.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn a_container_replicas_swap_may_take_its_pull_on_top_of_its_ready_timeout() {
+        // A process: the probe's 30 s.
+        assert_eq!(swap_ready_ms(&spec(""), 300_000, 120_000), 30_000);
+        // In a container: 30 s + the server's 120 s for the pull.
+        let image = r#","image":"registry.internal/app:1""#;
+        assert_eq!(swap_ready_ms(&spec(image), 300_000, 120_000), 150_000);
+        // Its own prepare timeout: 30 s + 10 min.
+        let own = format!(r#"{image},"prepare_timeout":"00:10:00""#);
+        assert_eq!(swap_ready_ms(&spec(&own), 300_000, 120_000), 630_000);
+        // An image recorded but run as a process: no pull.
+        let process = format!(r#"{image},"runtime":"process""#);
+        assert_eq!(swap_ready_ms(&spec(&process), 300_000, 120_000), 30_000);
     }
 }
