@@ -354,6 +354,37 @@ fn starts_of_one_image_on_three_nodes_pull_one_at_a_time_under_max_image_pulls_1
     assert!(events.contains("(max-image-pulls 1)"), "{events}");
 }
 
+#[test]
+fn a_container_task_goes_to_the_node_that_holds_its_image_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _agents, stores) = image_nodes(dir.path(), &["node-0", "node-1", "node-2"], &[]);
+    let op = cp.operator();
+    let seed = TestImage {
+        name: container_host::SEED_IMAGE.to_string(),
+        payload_bytes: 0,
+    };
+    prepull(&op, &seed, &["node-2"]);
+    assert!(wait_until(Duration::from_secs(30), || reports(
+        &op, "node-2", &seed
+    )));
+    // Three equal nodes, no label: only the image tells them apart.
+    let api = cp.api(&cp.tenant("team-a"));
+    let mut task = seed_task_on("near", container_host::SEED_IMAGE, "", 30);
+    task.as_object_mut().unwrap().remove("labels");
+    let r = api.post("/v1/tasks", &task.to_string());
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    let view = api.wait_task("near", 60, "running", |v| v["state"] == "running");
+    assert_eq!(view["allocation"]["node"], "node-2", "{view:#}");
+    let events = op
+        .get("/v1/events?task=team-a/near&limit=50")
+        .body
+        .to_string();
+    assert!(events.contains("image present"), "{events}");
+    // It pulled nothing: the other nodes still lack the image.
+    assert!(!stores[0].has(container_host::SEED_IMAGE));
+    assert!(!stores[1].has(container_host::SEED_IMAGE));
+}
+
 /// The pull stagger's benchmark (figures in docs/images.md): 8 agents, each
 /// with a container store of its own and its own port of the registry
 /// meter, start the same image of about 1 GiB (`CALDERA_BENCH_IMAGE_MB`,
@@ -433,279 +464,6 @@ fn bench_eight_nodes_start_one_image_under_the_pull_stagger() {
     }
     assert!(meter.max_pulling() <= limit.parse::<usize>().unwrap());
     assert!(served >= 8 * size, "served {served}");
-}
-
-#[test]
-fn a_container_task_goes_to_the_node_that_holds_its_image_and_says_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let (cp, _agents, stores) = image_nodes(dir.path(), &["node-0", "node-1", "node-2"], &[]);
-    let op = cp.operator();
-    let seed = TestImage {
-        name: container_host::SEED_IMAGE.to_string(),
-        payload_bytes: 0,
-    };
-    prepull(&op, &seed, &["node-2"]);
-    assert!(wait_until(Duration::from_secs(30), || reports(
-        &op, "node-2", &seed
-    )));
-    // Three equal nodes, no label: only the image tells them apart.
-    let api = cp.api(&cp.tenant("team-a"));
-    let mut task = seed_task_on("near", container_host::SEED_IMAGE, "", 30);
-    task.as_object_mut().unwrap().remove("labels");
-    let r = api.post("/v1/tasks", &task.to_string());
-    assert_eq!(r.status, 201, "{:#}", r.body);
-    let view = api.wait_task("near", 60, "running", |v| v["state"] == "running");
-    assert_eq!(view["allocation"]["node"], "node-2", "{view:#}");
-    let events = op
-        .get("/v1/events?task=team-a/near&limit=50")
-        .body
-        .to_string();
-    assert!(events.contains("image present"), "{events}");
-    // It pulled nothing: the other nodes still lack the image.
-    assert!(!stores[0].has(container_host::SEED_IMAGE));
-    assert!(!stores[1].has(container_host::SEED_IMAGE));
-}
-
-// ---- Preparing is the pull: progress, failures with their code, the digest run ----
-
-use caldera_chaos_tests::registry_standin::{Answer, StandinRegistry};
-
-/// Image names under this prefix pull from a test's stand-in registry (the
-/// host's registries.conf.d maps `registry.internal` to the local registry
-/// whatever the agent's registries.conf says).
-const STANDIN_PREFIX: &str = "caldera-test.internal";
-
-/// A control plane and one agent `node-0` with a container store of its
-/// own (an image there was pulled by this test), with `env` for the agent.
-fn pull_node(dir: &Path, env: &[(&str, String)]) -> (ControlPlane, Vec<Agent>, NodeStore) {
-    container_host::require();
-    let store = NodeStore::new(dir, "node-0");
-    let (k, v) = store.env();
-    let mut spec = AgentSpec::new("node-0", "1xA100-80GB").env(k, &v);
-    for (k, v) in env {
-        spec = spec.env(k, v);
-    }
-    let (cp, agents) = cluster(Path::new(BIN), dir, &[], &[spec]);
-    (cp, agents, store)
-}
-
-/// A CPU task in a container of `image`, with `extra` fields.
-fn image_task(id: &str, image: &str, command: &str, extra: &str) -> String {
-    format!(
-        r#"{{"task_id":"{id}","task_type":"training","resources":{{"cpu":{{"cores":1}}}},"command":{command},"image":"{image}"{extra}}}"#
-    )
-}
-
-/// The messages of the task's events of `kind`, oldest first.
-fn events_of(api: &Api, task: &str, kind: &str) -> Vec<String> {
-    api.get(&format!("/v1/events?task={task}&limit=500")).data()["events"]
-        .as_array()
-        .map(|l| {
-            l.iter()
-                .filter(|e| e["kind"] == kind)
-                .filter_map(|e| e["message"].as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn ended(v: &Value) -> bool {
-    matches!(
-        v["state"].as_str(),
-        Some("finished" | "failed" | "cancelled" | "released")
-    )
-}
-
-#[test]
-fn a_container_tasks_pull_shows_its_progress_and_the_digest_it_ran_is_in_its_history() {
-    let dir = tempfile::tempdir().unwrap();
-    let (cp, _agents, store) = pull_node(dir.path(), &[]);
-    let api = cp.api(&cp.tenant("team-a"));
-    let task = image_task(
-        "pulled",
-        container_host::SEED_IMAGE,
-        r#"["cat","/etc/os-release"]"#,
-        r#","pull_policy":"always""#,
-    );
-    assert_eq!(api.post("/v1/tasks", &task).status, 201);
-    let done = api.wait_task("pulled", 90, "an end", ended);
-    assert_eq!(done["state"], "finished", "{done:#}");
-
-    // The pull as it went: events while preparing, the last one complete.
-    let seed = container_host::SEED_IMAGE;
-    let progress = events_of(&api, "pulled", "pull_progress");
-    assert!(
-        progress.iter().any(|m| m
-            == &format!(
-                "pulling {seed}: no layer started yet (still reaching the registry), 0 B done"
-            )),
-        "{progress:#?}"
-    );
-    assert!(
-        progress
-            .iter()
-            .any(|m| m.starts_with(&format!("pulling {seed}: 1 of 1 layers, "))),
-        "{progress:#?}"
-    );
-    assert_eq!(done["pull"]["layers_done"], 1, "{done:#}");
-    assert_eq!(done["pull"]["layers_total"], 1, "{done:#}");
-
-    // The digest run: the one the node's store holds, on the allocation and
-    // in the history's running entry.
-    let held = store
-        .podman(&["image", "inspect", "--format", "{{.Digest}}", seed])
-        .unwrap();
-    let held = held.trim();
-    assert!(held.starts_with("sha256:"), "{held}");
-    assert_eq!(done["allocation"]["image_digest"], held, "{done:#}");
-    let running = done["history"]
-        .as_array()
-        .and_then(|h| h.iter().find(|t| t["state"] == "running"))
-        .and_then(|t| t["reason"].as_str())
-        .unwrap_or_default()
-        .to_string();
-    assert!(running.ends_with(&format!(", image {held}")), "{running}");
-    let transitions = events_of(&api, "pulled", "task_transition");
-    assert!(
-        transitions.iter().any(|m| m.contains(held)),
-        "{transitions:#?}"
-    );
-}
-
-#[test]
-fn a_missing_image_fails_in_seconds_with_its_code_and_the_registry_is_asked_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let registry = StandinRegistry::start(Answer::NotFound).unwrap();
-    let conf = registry
-        .registries_conf(dir.path(), STANDIN_PREFIX)
-        .unwrap();
-    let env = [("CONTAINERS_REGISTRIES_CONF", conf.display().to_string())];
-    let (cp, _agents, _store) = pull_node(dir.path(), &env);
-    let api = cp.api(&cp.tenant("team-a"));
-    let image = format!("{STANDIN_PREFIX}/nope:1");
-    let began = std::time::Instant::now();
-    let task = image_task("nope", &image, r#"["true"]"#, "");
-    assert_eq!(api.post("/v1/tasks", &task).status, 201);
-    let done = api.wait_task("nope", 60, "an end", ended);
-    let took = began.elapsed();
-    assert_eq!(done["state"], "failed", "{done:#}");
-    assert_eq!(done["failure_code"], 10220, "{done:#}");
-    let failure = done["failure"].as_str().unwrap_or_default();
-    assert!(
-        failure.starts_with(&format!("image {image} not found in its registry")),
-        "{failure}"
-    );
-    // Failed at once: long before the prepare timeout (120 s by default),
-    // and the registry was asked for the manifest once, not in a loop.
-    assert!(took < Duration::from_secs(30), "{took:?}");
-    let asked: Vec<String> = registry
-        .requests()
-        .into_iter()
-        .filter(|r| r.contains("/manifests/"))
-        .collect();
-    assert_eq!(
-        asked,
-        ["GET /v2/nope/manifests/1"],
-        "{:?}",
-        registry.requests()
-    );
-}
-
-#[test]
-fn a_registry_that_never_answers_fails_the_task_at_its_prepare_timeout_saying_where_it_stuck() {
-    let dir = tempfile::tempdir().unwrap();
-    let registry = StandinRegistry::start(Answer::Silent).unwrap();
-    let conf = registry
-        .registries_conf(dir.path(), STANDIN_PREFIX)
-        .unwrap();
-    let env = [("CONTAINERS_REGISTRIES_CONF", conf.display().to_string())];
-    let (cp, _agents, _store) = pull_node(dir.path(), &env);
-    let api = cp.api(&cp.tenant("team-a"));
-    let image = format!("{STANDIN_PREFIX}/stuck:1");
-    let began = std::time::Instant::now();
-    let task = image_task(
-        "stuck",
-        &image,
-        r#"["true"]"#,
-        r#","prepare_timeout":"00:00:05""#,
-    );
-    assert_eq!(api.post("/v1/tasks", &task).status, 201);
-    let pulling = api.wait_task("stuck", 30, "its pull shown", |v| v["pull"].is_object());
-    assert_eq!(pulling["state"], "preparing", "{pulling:#}");
-    let done = api.wait_task("stuck", 60, "an end", ended);
-    let took = began.elapsed();
-    assert_eq!(done["state"], "failed", "{done:#}");
-    assert_eq!(done["failure_code"], 10224, "{done:#}");
-    let failure = done["failure"].as_str().unwrap_or_default();
-    assert!(failure.contains("prepare timeout"), "{failure}");
-    assert!(
-        failure.contains(&image)
-            && failure.contains("no layer started yet (still reaching the registry), 0 B done"),
-        "{failure}"
-    );
-    assert!(took >= Duration::from_secs(5), "{took:?}");
-    assert!(registry.connections() >= 1, "the registry was reached");
-}
-
-/// Under `max-image-pulls 1` the second start of an image waits at the
-/// control plane (the task preparing) while the first one's pull hangs;
-/// once that one fails, the second is sent and its pull gets its whole
-/// prepare timeout on the node: it fails by the node's verdict, not by the
-/// control plane's timer that started while it waited.
-#[test]
-fn a_start_that_waited_for_its_turn_to_pull_still_gets_its_whole_prepare_timeout() {
-    let dir = tempfile::tempdir().unwrap();
-    container_host::require();
-    let registry = StandinRegistry::start(Answer::Silent).unwrap();
-    let conf = registry
-        .registries_conf(dir.path(), STANDIN_PREFIX)
-        .unwrap();
-    let conf = conf.display().to_string();
-    let stores: Vec<NodeStore> = ["node-0", "node-1"]
-        .iter()
-        .map(|n| NodeStore::new(dir.path(), n))
-        .collect();
-    let specs: Vec<AgentSpec> = ["node-0", "node-1"]
-        .iter()
-        .zip(&stores)
-        .map(|(n, store)| {
-            let (k, v) = store.env();
-            AgentSpec::new(n, "1xA100-80GB")
-                .env(k, &v)
-                .env("CONTAINERS_REGISTRIES_CONF", &conf)
-        })
-        .collect();
-    let (cp, _agents) = cluster(
-        Path::new(BIN),
-        dir.path(),
-        &[("CALDERA_MAX_IMAGE_PULLS", "1")],
-        &specs,
-    );
-    let api = cp.api(&cp.tenant("team-a"));
-    let image = format!("{STANDIN_PREFIX}/stuck:1");
-    // A whole GPU each: one task per node.
-    for id in ["first", "second"] {
-        let task = format!(
-            r#"{{"task_id":"{id}","task_type":"training","resources":{{"gpu":{{"count":1}}}},"command":["true"],"image":"{image}","prepare_timeout":"00:00:04"}}"#
-        );
-        assert_eq!(api.post("/v1/tasks", &task).status, 201);
-    }
-    let a = api.wait_task("first", 60, "an end", ended);
-    let b = api.wait_task("second", 60, "an end", ended);
-    let waited = events_of(&api, "second", "image_pull");
-    assert!(
-        waited.iter().any(|m| m.contains("waits to pull")),
-        "the second start waited for the first pull: {waited:#?}"
-    );
-    let node_verdict = format!(
-        "pulling {image} did not finish within the prepare timeout of 4 s: no layer started yet"
-    );
-    for t in [&a, &b] {
-        assert_eq!(t["state"], "failed", "{t:#}");
-        assert_eq!(t["failure_code"], 10224, "{t:#}");
-        let failure = t["failure"].as_str().unwrap_or_default();
-        assert!(failure.starts_with(&node_verdict), "{failure}");
-    }
 }
 
 // ---- the control plane's container rules: placement, require-images,
@@ -1188,6 +946,248 @@ fn base64_of(text: &str) -> String {
     out
 }
 
+// ---- Preparing is the pull: progress, failures with their code, the digest run ----
+
+use caldera_chaos_tests::registry_standin::{Answer, StandinRegistry};
+
+/// Image names under this prefix pull from a test's stand-in registry (the
+/// host's registries.conf.d maps `registry.internal` to the local registry
+/// whatever the agent's registries.conf says).
+const STANDIN_PREFIX: &str = "caldera-test.internal";
+
+/// A control plane and one agent `node-0` with a container store of its
+/// own (an image there was pulled by this test), with `env` for the agent.
+fn pull_node(dir: &Path, env: &[(&str, String)]) -> (ControlPlane, Vec<Agent>, NodeStore) {
+    container_host::require();
+    let store = NodeStore::new(dir, "node-0");
+    let (k, v) = store.env();
+    let mut spec = AgentSpec::new("node-0", "1xA100-80GB").env(k, &v);
+    for (k, v) in env {
+        spec = spec.env(k, v);
+    }
+    let (cp, agents) = cluster(Path::new(BIN), dir, &[], &[spec]);
+    (cp, agents, store)
+}
+
+/// A CPU task in a container of `image`, with `extra` fields.
+fn image_task(id: &str, image: &str, command: &str, extra: &str) -> String {
+    format!(
+        r#"{{"task_id":"{id}","task_type":"training","resources":{{"cpu":{{"cores":1}}}},"command":{command},"image":"{image}"{extra}}}"#
+    )
+}
+
+/// The messages of the task's events of `kind`, oldest first.
+fn events_of(api: &Api, task: &str, kind: &str) -> Vec<String> {
+    api.get(&format!("/v1/events?task={task}&limit=500")).data()["events"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter(|e| e["kind"] == kind)
+                .filter_map(|e| e["message"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn ended(v: &Value) -> bool {
+    matches!(
+        v["state"].as_str(),
+        Some("finished" | "failed" | "cancelled" | "released")
+    )
+}
+
+#[test]
+fn a_container_tasks_pull_shows_its_progress_and_the_digest_it_ran_is_in_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, _agents, store) = pull_node(dir.path(), &[]);
+    let api = cp.api(&cp.tenant("team-a"));
+    let task = image_task(
+        "pulled",
+        container_host::SEED_IMAGE,
+        r#"["cat","/etc/os-release"]"#,
+        r#","pull_policy":"always""#,
+    );
+    assert_eq!(api.post("/v1/tasks", &task).status, 201);
+    let done = api.wait_task("pulled", 90, "an end", ended);
+    assert_eq!(done["state"], "finished", "{done:#}");
+
+    // The pull as it went: events while preparing, the last one complete.
+    let seed = container_host::SEED_IMAGE;
+    let progress = events_of(&api, "pulled", "pull_progress");
+    assert!(
+        progress.iter().any(|m| m
+            == &format!(
+                "pulling {seed}: no layer started yet (still reaching the registry), 0 B done"
+            )),
+        "{progress:#?}"
+    );
+    assert!(
+        progress
+            .iter()
+            .any(|m| m.starts_with(&format!("pulling {seed}: 1 of 1 layers, "))),
+        "{progress:#?}"
+    );
+    assert_eq!(done["pull"]["layers_done"], 1, "{done:#}");
+    assert_eq!(done["pull"]["layers_total"], 1, "{done:#}");
+
+    // The digest run: the one the node's store holds, on the allocation and
+    // in the history's running entry.
+    let held = store
+        .podman(&["image", "inspect", "--format", "{{.Digest}}", seed])
+        .unwrap();
+    let held = held.trim();
+    assert!(held.starts_with("sha256:"), "{held}");
+    assert_eq!(done["allocation"]["image_digest"], held, "{done:#}");
+    let running = done["history"]
+        .as_array()
+        .and_then(|h| h.iter().find(|t| t["state"] == "running"))
+        .and_then(|t| t["reason"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(running.ends_with(&format!(", image {held}")), "{running}");
+    let transitions = events_of(&api, "pulled", "task_transition");
+    assert!(
+        transitions.iter().any(|m| m.contains(held)),
+        "{transitions:#?}"
+    );
+}
+
+#[test]
+fn a_missing_image_fails_in_seconds_with_its_code_and_the_registry_is_asked_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = StandinRegistry::start(Answer::NotFound).unwrap();
+    let conf = registry
+        .registries_conf(dir.path(), STANDIN_PREFIX)
+        .unwrap();
+    let env = [("CONTAINERS_REGISTRIES_CONF", conf.display().to_string())];
+    let (cp, _agents, _store) = pull_node(dir.path(), &env);
+    let api = cp.api(&cp.tenant("team-a"));
+    let image = format!("{STANDIN_PREFIX}/nope:1");
+    let began = std::time::Instant::now();
+    let task = image_task("nope", &image, r#"["true"]"#, "");
+    assert_eq!(api.post("/v1/tasks", &task).status, 201);
+    let done = api.wait_task("nope", 60, "an end", ended);
+    let took = began.elapsed();
+    assert_eq!(done["state"], "failed", "{done:#}");
+    assert_eq!(done["failure_code"], 10220, "{done:#}");
+    let failure = done["failure"].as_str().unwrap_or_default();
+    assert!(
+        failure.starts_with(&format!("image {image} not found in its registry")),
+        "{failure}"
+    );
+    // Failed at once: long before the prepare timeout (120 s by default),
+    // and the registry was asked for the manifest once, not in a loop.
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    let asked: Vec<String> = registry
+        .requests()
+        .into_iter()
+        .filter(|r| r.contains("/manifests/"))
+        .collect();
+    assert_eq!(
+        asked,
+        ["GET /v2/nope/manifests/1"],
+        "{:?}",
+        registry.requests()
+    );
+}
+
+#[test]
+fn a_registry_that_never_answers_fails_the_task_at_its_prepare_timeout_saying_where_it_stuck() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = StandinRegistry::start(Answer::Silent).unwrap();
+    let conf = registry
+        .registries_conf(dir.path(), STANDIN_PREFIX)
+        .unwrap();
+    let env = [("CONTAINERS_REGISTRIES_CONF", conf.display().to_string())];
+    let (cp, _agents, _store) = pull_node(dir.path(), &env);
+    let api = cp.api(&cp.tenant("team-a"));
+    let image = format!("{STANDIN_PREFIX}/stuck:1");
+    let began = std::time::Instant::now();
+    let task = image_task(
+        "stuck",
+        &image,
+        r#"["true"]"#,
+        r#","prepare_timeout":"00:00:05""#,
+    );
+    assert_eq!(api.post("/v1/tasks", &task).status, 201);
+    let pulling = api.wait_task("stuck", 30, "its pull shown", |v| v["pull"].is_object());
+    assert_eq!(pulling["state"], "preparing", "{pulling:#}");
+    let done = api.wait_task("stuck", 60, "an end", ended);
+    let took = began.elapsed();
+    assert_eq!(done["state"], "failed", "{done:#}");
+    assert_eq!(done["failure_code"], 10224, "{done:#}");
+    let failure = done["failure"].as_str().unwrap_or_default();
+    assert!(failure.contains("prepare timeout"), "{failure}");
+    assert!(
+        failure.contains(&image)
+            && failure.contains("no layer started yet (still reaching the registry), 0 B done"),
+        "{failure}"
+    );
+    assert!(took >= Duration::from_secs(5), "{took:?}");
+    assert!(registry.connections() >= 1, "the registry was reached");
+}
+
+/// Under `max-image-pulls 1` the second start of an image waits at the
+/// control plane (the task preparing) while the first one's pull hangs;
+/// once that one fails, the second is sent and its pull gets its whole
+/// prepare timeout on the node: it fails by the node's verdict, not by the
+/// control plane's timer that started while it waited.
+#[test]
+fn a_start_that_waited_for_its_turn_to_pull_still_gets_its_whole_prepare_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    container_host::require();
+    let registry = StandinRegistry::start(Answer::Silent).unwrap();
+    let conf = registry
+        .registries_conf(dir.path(), STANDIN_PREFIX)
+        .unwrap();
+    let conf = conf.display().to_string();
+    let stores: Vec<NodeStore> = ["node-0", "node-1"]
+        .iter()
+        .map(|n| NodeStore::new(dir.path(), n))
+        .collect();
+    let specs: Vec<AgentSpec> = ["node-0", "node-1"]
+        .iter()
+        .zip(&stores)
+        .map(|(n, store)| {
+            let (k, v) = store.env();
+            AgentSpec::new(n, "1xA100-80GB")
+                .env(k, &v)
+                .env("CONTAINERS_REGISTRIES_CONF", &conf)
+        })
+        .collect();
+    let (cp, _agents) = cluster(
+        Path::new(BIN),
+        dir.path(),
+        &[("CALDERA_MAX_IMAGE_PULLS", "1")],
+        &specs,
+    );
+    let api = cp.api(&cp.tenant("team-a"));
+    let image = format!("{STANDIN_PREFIX}/stuck:1");
+    // A whole GPU each: one task per node.
+    for id in ["first", "second"] {
+        let task = format!(
+            r#"{{"task_id":"{id}","task_type":"training","resources":{{"gpu":{{"count":1}}}},"command":["true"],"image":"{image}","prepare_timeout":"00:00:04"}}"#
+        );
+        assert_eq!(api.post("/v1/tasks", &task).status, 201);
+    }
+    let a = api.wait_task("first", 60, "an end", ended);
+    let b = api.wait_task("second", 60, "an end", ended);
+    let waited = events_of(&api, "second", "image_pull");
+    assert!(
+        waited.iter().any(|m| m.contains("waits to pull")),
+        "the second start waited for the first pull: {waited:#?}"
+    );
+    let node_verdict = format!(
+        "pulling {image} did not finish within the prepare timeout of 4 s: no layer started yet"
+    );
+    for t in [&a, &b] {
+        assert_eq!(t["state"], "failed", "{t:#}");
+        assert_eq!(t["failure_code"], 10224, "{t:#}");
+        let failure = t["failure"].as_str().unwrap_or_default();
+        assert!(failure.starts_with(&node_verdict), "{failure}");
+    }
+}
+
 // ---- running in a container: adoption, leases, what a workload can read ----
 
 /// A ticker in the seed's image: its OS once, then the host's uptime every
@@ -1425,6 +1425,11 @@ fn a_container_reads_nothing_of_the_control_plane_the_agent_or_another_tenant() 
             format!("if cat {p} >/dev/null 2>&1 || ls {p} >/dev/null 2>&1; then echo READ {p}; else echo DENIED {p}; fi")
         })
         .collect();
+    // And where it runs: a user namespace whose root is a tenant's uid.
+    let probes = [
+        probes.join("; "),
+        "echo UIDMAP $(cat /proc/self/uid_map)".into(),
+    ];
     let script = serde_json::to_string(&["sh", "-c", &probes.join("; ")]).unwrap();
     let mine = cp.api(&cp.tenant("ctrreader"));
     assert_eq!(
@@ -1438,6 +1443,17 @@ fn a_container_reads_nothing_of_the_control_plane_the_agent_or_another_tenant() 
         .to_string();
     assert_eq!(log.matches("DENIED").count(), targets.len(), "{log}");
     assert!(!log.contains("READ "), "{log}");
+    let map: Vec<u64> = log
+        .lines()
+        .find_map(|l| l.strip_prefix("UIDMAP "))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    assert!(
+        matches!(map[..], [0, host, 65536] if host > 0),
+        "not in a user namespace whose root is an unprivileged uid: {map:?} in {log}"
+    );
 }
 
 #[test]
@@ -1540,16 +1556,17 @@ fn the_seeds_request_as_written_runs_in_its_image() {
     let allocation = running["allocation"]["allocation_id"]
         .as_str()
         .unwrap_or("?");
-    let label = format!("label=caldera.allocation={allocation}");
+    // The node labels it with the allocation's full key (`tenant/id`).
+    let label = "{{index .Labels \"caldera.allocation\"}}";
     let containers = || {
         store
-            .podman(&["ps", "-a", "--filter", &label, "--format", "{{.Names}}"])
+            .podman(&["ps", "-a", "--format", label])
             .unwrap_or_default()
             .lines()
-            .filter(|l| !l.is_empty())
+            .filter(|l| *l == format!("alldata/{allocation}"))
             .count()
     };
-    assert_eq!(containers(), 1, "{label}");
+    assert_eq!(containers(), 1, "{allocation}");
     assert_eq!(api.post(&format!("/v1/tasks/{id}/release"), "").status, 200);
     api.wait_task(id, 60, "released", ended);
     let gone = wait_until(Duration::from_secs(20), || containers() == 0);

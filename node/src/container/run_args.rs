@@ -22,6 +22,15 @@ pub const LABEL_ALLOCATION: &str = "caldera.allocation";
 pub const LABEL_NODE: &str = "caldera.node";
 /// The env file's name in the shim dir.
 pub const ENV_FILE: &str = "container.env";
+/// How many uids (and gids) a container's user namespace maps, from the
+/// tenant's uid up: the 16-bit range images are built for, so files an
+/// image gives to other users (a service account, `nobody`) still map. Only
+/// uid 0 inside, the tenant's own, is ever used by a process: with every
+/// capability dropped and no new privileges, none can become another.
+/// One contiguous block: podman 4.3's overlay storage on this kind of host
+/// refuses a map of several blocks (its mount of the remapped layers fails
+/// with "permission denied"), so the others cannot be moved elsewhere.
+pub const USERNS_IDS: u32 = 65536;
 /// Processes one container may have at most, when the agent is not told
 /// otherwise (`--container-pids-limit`): plenty for a training job's data
 /// loader workers, and a fork bomb stops there.
@@ -39,7 +48,8 @@ pub struct RunPlan {
     pub cpu_milli: u64,
     pub memory_mb: u64,
     pub pids_limit: u32,
-    /// uid and gid the workload runs as (None: the image's user).
+    /// The tenant's uid and gid on the host: the container gets a user
+    /// namespace whose root is them (None: the image's user, no namespace).
     pub user: Option<(u32, u32)>,
     pub gpu_indices: Vec<u32>,
     pub mounts: Vec<Mount>,
@@ -88,7 +98,12 @@ impl RunPlan {
         }
         add("--pids-limit", self.pids_limit.to_string());
         if let Some((uid, gid)) = self.user {
-            add("--user", format!("{uid}:{gid}"));
+            // A user namespace of its own: the container's root is the
+            // tenant's uid on the host (files it writes to its checkpoint
+            // tree are the tenant's), and holds no capability even there.
+            add("--uidmap", format!("0:{uid}:{USERNS_IDS}"));
+            add("--gidmap", format!("0:{gid}:{USERNS_IDS}"));
+            add("--user", "0:0".into());
         }
         add("--security-opt", "no-new-privileges".into());
         add("--cap-drop", "all".into());
@@ -268,7 +283,8 @@ mod tests {
             "--label caldera.allocation=acme/a1 --label caldera.node=n1-1234abcd",
             "--cgroup-parent /caldera-n1-1234abcd/acme+a1",
             "--cpus 1.5 --memory 512m --memory-swap 512m --pids-limit 64",
-            "--user 61000:61000 --security-opt no-new-privileges --cap-drop all",
+            "--uidmap 0:61000:65536 --gidmap 0:61000:65536 --user 0:0",
+            "--security-opt no-new-privileges --cap-drop all",
             "--device nvidia.com/gpu=1 --device nvidia.com/gpu=3",
             "--volume /d/cache/m:/caldera/model:ro",
             "--publish 20001:20001 --env-file /d/shims/a1/container.env",
@@ -279,7 +295,7 @@ mod tests {
         let mut bare = plan();
         (bare.cpu_milli, bare.memory_mb, bare.user, bare.port) = (0, 0, None, None);
         let argv = bare.argv().join(" ");
-        for absent in ["--cpus", "--memory", "--user", "--publish"] {
+        for absent in ["--cpus", "--memory", "--user", "--uidmap", "--publish"] {
             assert!(!argv.contains(absent), "{absent} in {argv}");
         }
     }
