@@ -200,10 +200,7 @@ pub fn env_as_seen(cmd: &StartCommand, seen: &Seen, port: Option<u16>) -> Vec<(S
         "CALDERA_GPU_MEMORY_MB".into(),
         cmd.gpu_memory_mb.to_string(),
     ));
-    env.push((
-        "CALDERA_CHECKPOINT_DIR".into(),
-        seen.checkpoint_dir.clone(),
-    ));
+    env.push(("CALDERA_CHECKPOINT_DIR".into(), seen.checkpoint_dir.clone()));
     env.push(("CALDERA_SCRATCH_DIR".into(), scratch));
     if let Some(port) = port {
         env.push(("CALDERA_PORT".into(), port.to_string()));

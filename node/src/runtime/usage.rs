@@ -27,10 +27,7 @@ pub fn measure(
     let tree = match (&w.container, &w.memory_cgroup) {
         (Some(_), Some(dir)) => {
             let pids = crate::container::cgroups::container_pids(dir);
-            procs
-                .iter()
-                .filter(|p| pids.contains(&p.pid))
-                .collect()
+            procs.iter().filter(|p| pids.contains(&p.pid)).collect()
         }
         _ => procfs::tree(procs, leader),
     };
