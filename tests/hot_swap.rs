@@ -758,3 +758,43 @@ fn a_new_container_that_never_gets_ready_is_removed_and_the_old_ones_keep_servin
     let now: Vec<Vec<(String, String)>> = stores.iter().map(running_in).collect();
     assert!(only_old, "before {old:?}, now {now:?}");
 }
+
+#[test]
+fn retire_with_replace_with_moves_a_container_service_into_the_replacements_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let v4_image = push_marked_image(dir.path(), &unique("retire-v4"), "image-of-v4");
+    let (cp, _agents, stores) = container_rig(dir.path(), 2);
+    register_with_image(&cp.operator(), dir.path(), "v4", &v4_image);
+    let api = cp.api(&cp.tenant("ctrretire"));
+    let r = api.post("/v1/tasks", &container_service("svc", 2).to_string());
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    wait_endpoints(&api, "svc", 2, 120);
+
+    let poller = Poller::start(api.clone(), "svc");
+    let r = cp.operator().post(
+        "/v1/models/m/versions/v3/retire",
+        r#"{"replace_with": "m:v4"}"#,
+    );
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    let swapped = wait_until(Duration::from_secs(180), || {
+        api.task("svc")["swap"]["phase"] == "done"
+    });
+    let seen = poller.finish();
+    assert!(swapped, "{:#}", api.task("svc")["swap"]);
+    assert_eq!(seen.failed, 0, "failed calls during the swap: {seen:?}");
+    let after = wait_endpoints(&api, "svc", 2, 30);
+    assert!(
+        after
+            .iter()
+            .map(infer)
+            .all(|a| a["version"] == "v4" && a["image"] == "image-of-v4"),
+        "{after:#?}"
+    );
+    for store in &stores {
+        let now = running_in(store);
+        assert_eq!(now.len(), 1, "{now:?}");
+        assert_eq!(now[0].1, v4_image, "{now:?}");
+    }
+    // New replicas of the service start in the image its replicas run now.
+    assert_eq!(api.task("svc")["spec"]["image"], v4_image.as_str());
+}
