@@ -48,6 +48,8 @@ pub fn swap_form(viewer: &Viewer, t: &TaskView) -> Markup {
 
 /// A swap's progress: its phase and each replica's step.
 pub fn swap_progress(s: &SwapProgress, now_ms: u64) -> Markup {
+    // Replicas in containers: the image and digest each runs after its step.
+    let images = s.replicas.iter().any(|r| r.image.is_some());
     html! {
         section #swap-progress data-phase=(s.phase.as_str()) {
             h2 { "Model swap " (s.from) " → " (s.to) }
@@ -55,7 +57,8 @@ pub fn swap_progress(s: &SwapProgress, now_ms: u64) -> Markup {
                 " · asked by " (s.requested_by) " · " (age(now_ms.saturating_sub(s.started_ms))) " ago"
                 @if let Some(r) = &s.reason { br; span.field-error { (r) } } }
             table.swap {
-                thead { tr { th { "replica" } th { "node" } th { "allocation" } th { "step" } th { "generation" } } }
+                thead { tr { th { "replica" } th { "node" } th { "allocation" } th { "step" } th { "generation" }
+                    @if images { th { "image" } } } }
                 tbody { @for r in &s.replicas {
                     tr data-replica=(r.replica) {
                         td { (r.replica) @if r.surge { " (surge)" } }
@@ -63,6 +66,8 @@ pub fn swap_progress(s: &SwapProgress, now_ms: u64) -> Markup {
                         td { code { (r.allocation_id) } }
                         td { (r.step.as_str()) }
                         td { (r.generation) }
+                        @if images { td.image { @if let Some(i) = &r.image { code { (i) } }
+                            @if let Some(d) = &r.image_digest { br; small { code { (d) } } } } }
                     }
                 } }
             }
@@ -163,4 +168,52 @@ pub async fn retire(
         .retire_model(&name, &version, None, replace_with)
         .await?;
     Ok(see_other("/models"))
+}
+
+#[cfg(test)]
+mod swap_progress_tests {
+    use super::swap_progress;
+    use caldera_spec::{ModelRef, SwapPhase, SwapProgress, SwapReplica, SwapStep};
+
+    fn swap(image: Option<&str>) -> SwapProgress {
+        let m = |v: &str| ModelRef {
+            name: "m".into(),
+            version: v.into(),
+        };
+        SwapProgress {
+            from: m("v3"),
+            to: m("v4"),
+            requested_by: "tenant a".into(),
+            allow_downtime: false,
+            max_surge: 0,
+            phase: SwapPhase::Done,
+            replicas: vec![SwapReplica {
+                replica: "svc.r0".into(),
+                allocation_id: "svc.r0.1".into(),
+                node: "n1".into(),
+                step: SwapStep::Done,
+                generation: 1,
+                since_ms: 0,
+                surge: false,
+                image: image.map(str::to_string),
+                image_digest: image.map(|_| format!("sha256:{}", "ab".repeat(32))),
+            }],
+            reason: None,
+            started_ms: 0,
+            finished_ms: Some(1),
+        }
+    }
+
+    #[test]
+    fn a_swapped_replica_in_a_container_shows_its_image_and_digest() {
+        let page = swap_progress(&swap(Some("registry.internal/app:2")), 1).into_string();
+        assert!(page.contains("<th>image</th>"), "{page}");
+        assert!(page.contains("registry.internal/app:2"), "{page}");
+        assert!(
+            page.contains(&format!("sha256:{}", "ab".repeat(32))),
+            "{page}"
+        );
+        let plain = swap_progress(&swap(None), 1).into_string();
+        assert!(!plain.contains("<th>image</th>"), "{plain}");
+    }
 }
