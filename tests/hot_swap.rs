@@ -568,6 +568,17 @@ fn infer(endpoint: &Value) -> Value {
     Api::new(&addr, None).get("/infer").body
 }
 
+/// The slice a container of `store` sits on as podman has it: its cgroup
+/// parent, its devices and the user it runs as.
+fn slice_of(store: &NodeStore, id: &str) -> String {
+    let format = "{{.HostConfig.CgroupParent}} {{.HostConfig.Devices}} {{.Config.User}}";
+    store
+        .podman(&["inspect", "--format", format, id])
+        .unwrap_or_else(|e| format!("inspect failed: {e}"))
+        .trim()
+        .to_string()
+}
+
 /// `(container id, image)` of each container running in `store`.
 fn running_in(store: &NodeStore) -> Vec<(String, String)> {
     let out = store
@@ -607,6 +618,19 @@ fn a_hot_swap_that_changes_the_image_keeps_two_container_replicas_answering() {
         old.iter()
             .all(|c| c.len() == 1 && c[0].1 == container_host::SEED_IMAGE),
         "{old:?}"
+    );
+
+    let slices: Vec<String> = stores
+        .iter()
+        .zip(&old)
+        .map(|(store, c)| slice_of(store, &c[0].0))
+        .collect();
+    // The workload's cgroup is the parent, its (simulated) GPU the device.
+    assert!(
+        slices
+            .iter()
+            .all(|s| s.starts_with('/') && s.contains("gpu")),
+        "{slices:?}"
     );
 
     let poller = Poller::start(api.clone(), "svc");
@@ -651,11 +675,13 @@ fn a_hot_swap_that_changes_the_image_keeps_two_container_replicas_answering() {
         "the endpoints kept their ports"
     );
     // Each node runs one container now: the new image's, a new container.
-    for (store, was) in stores.iter().zip(&old) {
+    for ((store, was), slice) in stores.iter().zip(&old).zip(&slices) {
         let now = running_in(store);
         assert_eq!(now.len(), 1, "{now:?}");
         assert_eq!(now[0].1, v4_image, "{now:?}");
         assert_ne!(now[0].0, was[0].0, "the old container still runs");
+        // On the same slice: cgroup parent, devices, user.
+        assert_eq!(&slice_of(store, &now[0].0), slice, "another slice");
         let digest = store
             .podman(&["image", "inspect", "--format", "{{.Digest}}", &v4_image])
             .unwrap_or_default();
