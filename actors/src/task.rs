@@ -342,6 +342,7 @@ impl TaskActor {
             gpu_memory_mb: a.gpus.iter().map(|g| g.memory_mb).max().unwrap_or(0),
             cpu_milli: a.cpu_milli,
             memory_mb: a.memory_mb,
+            disk_mb: a.disk_mb,
             checkpoint_dir: self.rec.spec.checkpoint_dir.clone(),
             resume_from: self.rec.checkpoint.clone(),
             model: self.model_mount(),

@@ -134,6 +134,7 @@ pub async fn run_until_stop(
     if orphans > 0 {
         tracing::warn!("removed {orphans} container(s) of allocations this node no longer holds");
     }
+    runtime.release_orphaned_scratch();
     let (cache_tx, mut cache_notes) = unbounded_channel();
     let weights = weights::Weights::open(&config, cache_tx)?;
     let (prepulled_tx, mut prepulled) = unbounded_channel();

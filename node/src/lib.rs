@@ -18,6 +18,7 @@ pub mod lease;
 pub mod probe;
 pub mod proc_hiding;
 pub mod runtime;
+pub mod scratch_volume;
 pub mod secret;
 pub mod session;
 pub mod shim;

@@ -6,6 +6,7 @@ use caldera_chaos_tests::container_host::{self, SEED_IMAGE, SEED_IMAGE_OS};
 use caldera_node::cgroup::Isolation;
 use caldera_node::container::{engine, pull::Puller, run_args};
 use caldera_node::runtime::{ContainerHost, Note, Runtime, ShimCommand};
+use caldera_node::scratch_volume::ScratchVolumes;
 use caldera_spec::container::{ContainerStart, PullPolicy};
 use caldera_spec::wire::{ExitStatus, StartCommand, WorkloadEvent, WorkloadEventKind};
 use std::collections::BTreeMap;
@@ -91,6 +92,7 @@ fn start_cmd(alloc: &str, script: &str) -> StartCommand {
         gpu_memory_mb: 1024,
         cpu_milli: 1000,
         memory_mb: 256,
+        disk_mb: 0,
         checkpoint_dir: None,
         resume_from: None,
         model: None,
@@ -99,7 +101,9 @@ fn start_cmd(alloc: &str, script: &str) -> StartCommand {
 }
 
 /// The allocations the tests start (their cgroups are removed at the end).
-const ALLOCATIONS: &[&str] = &["a1", "iso", "s1", "s2", "ad", "fork", "oom", "probe", "use"];
+const ALLOCATIONS: &[&str] = &[
+    "a1", "iso", "s1", "s2", "ad", "fork", "oom", "probe", "use", "disk",
+];
 
 impl Drop for Harness {
     /// Shims outlive their agent by design: a test's must not outlive the
@@ -120,6 +124,8 @@ impl Drop for Harness {
         for alloc in ALLOCATIONS {
             self.rt.isolation().reap(&format!("acme/{alloc}"));
         }
+        // A filesystem left mounted would outlive the test's data dir.
+        ScratchVolumes::detect(&self.data).release_all_but(&Default::default());
         self.rt.isolation().cleanup();
     }
 }
@@ -485,4 +491,54 @@ async fn a_containers_usage_is_measured_from_its_cgroup_not_the_podman_client() 
         "the container's memory, not the client's: {:?}",
         w.usage
     );
+}
+
+/// Whether `dir` is a mount point (on another device than its parent).
+fn is_mount_point(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let dev = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ok();
+    dev(dir).is_some() && dev(dir) != dir.parent().and_then(dev)
+}
+
+#[tokio::test]
+async fn scratch_holds_the_tasks_disk_size_and_a_write_past_it_fails_inside_the_container() {
+    let mut h = harness();
+    // The workload fills its scratch, says how that went, then waits for
+    // the test to look at the node before it ends.
+    let script = "dd if=/dev/zero of=/caldera/scratch/big bs=1M count=200 2>&1; echo DD-EXIT=$?; \
+                  df -k /caldera/scratch; echo FILLED; \
+                  while [ ! -e /caldera/checkpoints/go ]; do sleep 0.1; done";
+    let mut cmd = start_cmd("disk", script);
+    // disk.size_gb 0.0625, the least a task may ask for.
+    cmd.disk_mb = 64;
+    h.rt.start(&cmd);
+    let ready = h
+        .wait_for("disk", |k| matches!(k, WorkloadEventKind::Ready { .. }))
+        .await;
+    let WorkloadEventKind::Ready { isolation } = ready else {
+        unreachable!()
+    };
+    assert!(isolation.contains("scratch 64 MiB"), "{isolation}");
+    h.log_shows("disk", "FILLED").await;
+    let log = h.log("disk");
+    assert!(log.contains("No space left on device"), "{log}");
+    assert!(!log.contains("DD-EXIT=0"), "the write must fail: {log}");
+    let volumes = ScratchVolumes::detect(&h.data);
+    let image = volumes.image_of("acme/disk");
+    let scratch = volumes.scratch_dir_of("acme/disk");
+    assert!(is_mount_point(&scratch), "its own filesystem on the node");
+    // Everything it wrote is in its image, which holds at most its size:
+    // the node's own disk took at most 64 MiB of the 200 it was asked for.
+    let on_disk = std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&image).unwrap()) * 512;
+    assert!(on_disk <= 64 << 20, "{on_disk} bytes on the node's disk");
+    std::fs::write(h.data.join("checkpoints/acme+task-disk/go"), "").unwrap();
+    let exit = h.exit_of("disk").await;
+    assert_eq!(exit.code, Some(0), "{exit:?}: {log}");
+    assert!(
+        !image.exists(),
+        "the image is deleted once the workload ended"
+    );
+    assert!(!is_mount_point(&scratch), "and its filesystem unmounted");
+    assert!(!scratch.join("big").exists());
+    assert_eq!(container_id(&h.name("disk")), None);
 }

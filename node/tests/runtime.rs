@@ -67,6 +67,7 @@ fn start_cmd(alloc: &str, script: &str) -> StartCommand {
         gpu_memory_mb: 20480,
         cpu_milli: 1000,
         memory_mb: 512,
+        disk_mb: 0,
         checkpoint_dir: None,
         resume_from: Some("/ckpt/step-7".into()),
         model: None,

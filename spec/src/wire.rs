@@ -395,6 +395,10 @@ pub struct StartCommand {
     pub gpu_memory_mb: u64,
     pub cpu_milli: u64,
     pub memory_mb: u64,
+    /// The task's `disk.size_gb` in MiB: the most its container's scratch
+    /// space holds (0: not sized).
+    #[serde(default)]
+    pub disk_mb: u64,
     pub checkpoint_dir: Option<String>,
     /// Latest checkpoint to resume from (CALDERA_RESUME_FROM).
     pub resume_from: Option<String>,

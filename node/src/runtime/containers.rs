@@ -173,6 +173,8 @@ impl Runtime {
         let Some(host) = &self.containers else {
             return;
         };
+        // A filesystem outlives its container only by a lost finish.
+        self.release_orphaned_scratch();
         let doomed: Vec<_> = found
             .into_iter()
             .filter(|c| {
@@ -189,6 +191,39 @@ impl Runtime {
         tokio::task::spawn_blocking(move || {
             crate::container::orphans::remove_listed(&podman, &doomed);
         });
+    }
+
+    /// Gives a container start its scratch filesystem of `disk_mb` (see
+    /// [`crate::scratch_volume`]); the words its Ready event adds about it.
+    pub(super) fn size_scratch(
+        &self,
+        cmd: &StartCommand,
+        uid: Option<u32>,
+    ) -> Result<String, StartError> {
+        if cmd.disk_mb == 0 {
+            return Ok(String::new());
+        }
+        match self.scratch.size(&cmd.allocation_id, cmd.disk_mb, uid) {
+            Ok(true) => Ok(format!("; scratch {} MiB", cmd.disk_mb)),
+            Ok(false) => Ok(format!("; {}", self.scratch.label())),
+            Err(e) => Err(StartError::Prepare {
+                path: self.scratch.image_of(&cmd.allocation_id),
+                source: std::io::Error::other(e),
+            }),
+        }
+    }
+
+    /// Unmounts the scratch filesystems of allocations this runtime does
+    /// not hold alive, and deletes their images (blocking: at agent start,
+    /// after adoption, and on a sweep); returns how many.
+    pub fn release_orphaned_scratch(&self) -> usize {
+        let held: BTreeSet<String> = self
+            .workloads
+            .values()
+            .filter(|w| w.is_alive())
+            .map(|w| w.allocation_id.clone())
+            .collect();
+        self.scratch.release_all_but(&held)
     }
 
     /// Removes this agent's containers whose allocation it no longer holds

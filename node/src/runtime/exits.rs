@@ -42,6 +42,8 @@ impl Runtime {
             record
         });
         self.isolation.reap(allocation_id);
+        // Its container is gone: nothing holds the scratch filesystem now.
+        self.scratch.release(allocation_id);
         w.stop_probe();
         if record.reason == reason::LEASE_EXPIRED {
             tracing::warn!(

@@ -51,6 +51,7 @@ pub use workload::Workload;
 use crate::cgroup::Isolation;
 use crate::error::StartError;
 use crate::probe::ProcessGpuUse;
+use crate::scratch_volume::ScratchVolumes;
 use crate::shim::files::{reason, PidRecord};
 use crate::tenancy::Tenancy;
 use caldera_spec::wire::{
@@ -137,6 +138,8 @@ pub struct Runtime {
     containers: Option<ContainerHost>,
     /// The runtimes the inventory reports (empty: the process runtime only).
     runtimes: Vec<caldera_spec::container::RuntimeInfo>,
+    /// How containers' scratch space is held to their `disk.size_gb`.
+    scratch: ScratchVolumes,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -163,6 +166,7 @@ impl Runtime {
         let (notes, rx) = unbounded_channel();
         let runtime = Runtime {
             tenancy: Tenancy::new(&data_dir, None),
+            scratch: ScratchVolumes::detect(&data_dir),
             data_dir,
             isolation,
             shim_command: ShimCommand::this_binary(),
@@ -276,8 +280,12 @@ impl Runtime {
 
     /// Everything this node does to keep workloads apart, for the inventory.
     pub fn isolation_label(&self) -> String {
+        let scratch = match &self.containers {
+            Some(_) => format!("; {}", self.scratch.label()),
+            None => String::new(),
+        };
         format!(
-            "{}; {}; {}",
+            "{}; {}; {}{scratch}",
             self.isolation.label(),
             self.tenancy.label(),
             self.gpu_label()
@@ -411,6 +419,7 @@ impl Runtime {
                 let dir = w.shim_dir.clone();
                 self.workloads.remove(id);
                 self.isolation.reap(id);
+                self.scratch.release(id);
                 shim_link::remove(&dir);
                 self.start_failed(id, &task, epoch, &e);
             }
@@ -479,6 +488,18 @@ impl Runtime {
             }
             _ => None,
         };
+        let scratch_label = match &container {
+            Some(_) => match self.size_scratch(cmd, uid) {
+                Ok(label) => label,
+                Err(e) => {
+                    if let Some(cg) = &cgroup {
+                        cg.remove();
+                    }
+                    return Err(e);
+                }
+            },
+            None => String::new(),
+        };
         let identity = match uid {
             Some(uid) => format!("uid {uid} (tenant {tenant})"),
             None => self.tenancy.label(),
@@ -488,7 +509,7 @@ impl Runtime {
             _ => String::new(),
         };
         let isolation = format!(
-            "{runtime_label}{cgroup_label}; {identity}; {}",
+            "{runtime_label}{cgroup_label}; {identity}; {}{scratch_label}",
             self.gpu_label()
         );
         let ready = WorkloadEventKind::Ready { isolation };
@@ -532,6 +553,7 @@ impl Runtime {
                 if let Some(cg) = &cgroup {
                     cg.remove();
                 }
+                self.scratch.release(&cmd.allocation_id);
                 shim_link::remove(&dir);
                 return Err(e);
             }

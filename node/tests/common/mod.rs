@@ -242,6 +242,7 @@ pub fn start_command(alloc: &str, epoch: u64, script: &str) -> StartCommand {
         gpu_memory_mb: 40960,
         cpu_milli: 1000,
         memory_mb: 256,
+        disk_mb: 0,
         checkpoint_dir: None,
         resume_from: None,
         model: None,
