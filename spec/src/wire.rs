@@ -457,6 +457,10 @@ pub struct StopCommand {
     pub reason: String,
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -630,8 +634,4 @@ mod tests {
             stopping
         );
     }
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
 }
