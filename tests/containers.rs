@@ -1487,6 +1487,59 @@ fn a_container_killed_at_its_memory_limit_fails_its_task_as_oom_killed() {
     );
 }
 
+/// A container task's scratch holds its `disk.size_gb`: 64 MiB asked (the
+/// least a task may ask), 200 MB written into it as the tenant's uid in its
+/// user namespace: the write fails inside with ENOSPC, the task's log says
+/// so, and once it ended the node holds no image or mount of it.
+#[test]
+fn a_container_tasks_scratch_holds_its_disk_size_and_a_write_past_it_fails_inside() {
+    container_host::require();
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    // Tenants get uids of their own here (the default range).
+    let agent = Agent::start_with(
+        Path::new(BIN),
+        &cp,
+        "ctr-disk",
+        "1xA100-80GB",
+        dir.path(),
+        &[],
+    );
+    assert!(wait_until(Duration::from_secs(20), || {
+        caldera_chaos_tests::nodes_connected(&cp) == 1
+    }));
+    let api = cp.api(&cp.tenant("ctrdisk"));
+    let task = format!(
+        r#"{{"task_id":"filler","task_type":"training","resources":{{"gpu":{{"count":1}},"memory":{{"size_gb":1}},"disk":{{"size_gb":0.0625}}}},"image":"{}","command":["sh","-c","dd if=/dev/zero of=$CALDERA_SCRATCH_DIR/big bs=1M count=200 2>&1; echo DD-EXIT=$?; df -k $CALDERA_SCRATCH_DIR"]}}"#,
+        container_host::SEED_IMAGE
+    );
+    let r = api.post("/v1/tasks", &task);
+    assert_eq!(r.status, 201, "{}", r.body);
+    let v = api.wait_task("filler", 60, "finished", |v| v["state"] == "finished");
+    let log = api.get("/v1/tasks/filler/logs?tail_bytes=65536").data()["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(log.contains("No space left on device"), "{log}\n{v:#}");
+    assert!(!log.contains("DD-EXIT=0"), "the write must fail: {log}");
+    let ready = v["history"].to_string();
+    assert!(
+        ready.contains("scratch 64 MiB") && ready.contains("(tenant ctrdisk)"),
+        "sized, and written as the tenant's uid: {ready}"
+    );
+    let data = agent.data_dir.canonicalize().unwrap();
+    let images: Vec<_> = std::fs::read_dir(data.join("scratch-images"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(images.is_empty(), "images left: {images:?}");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let data = data.to_string_lossy().into_owned();
+    assert!(
+        !mounts.lines().any(|l| l.contains(&data)),
+        "a mount left under {data}: {mounts}"
+    );
+}
+
 // ---- the seed's request, exactly as written ----
 
 /// The request the product this replaces was given, as its article writes it:

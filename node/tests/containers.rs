@@ -102,7 +102,7 @@ fn start_cmd(alloc: &str, script: &str) -> StartCommand {
 
 /// The allocations the tests start (their cgroups are removed at the end).
 const ALLOCATIONS: &[&str] = &[
-    "a1", "iso", "s1", "s2", "ad", "fork", "oom", "probe", "use", "disk",
+    "a1", "iso", "s1", "s2", "ad", "fork", "oom", "probe", "use", "disk", "kept",
 ];
 
 impl Drop for Harness {
@@ -541,4 +541,53 @@ async fn scratch_holds_the_tasks_disk_size_and_a_write_past_it_fails_inside_the_
     assert!(!is_mount_point(&scratch), "and its filesystem unmounted");
     assert!(!scratch.join("big").exists());
     assert_eq!(container_id(&h.name("disk")), None);
+}
+
+#[tokio::test]
+async fn a_restarted_agent_keeps_an_adopted_containers_scratch_and_releases_a_leftover() {
+    let mut h = harness();
+    let mut cmd = start_cmd(
+        "kept",
+        "echo UP; while true; do echo x >> /caldera/scratch/ticks; sleep 0.1; done",
+    );
+    cmd.disk_mb = 64;
+    h.rt.start(&cmd);
+    h.log_shows("kept", "UP").await;
+    // A filesystem an earlier agent left for an allocation no longer here.
+    let volumes = ScratchVolumes::detect(&h.data);
+    std::fs::create_dir_all(volumes.scratch_dir_of("acme/gone")).unwrap();
+    assert_eq!(volumes.size("acme/gone", 64, None), Ok(true));
+    let (kept, gone) = (
+        volumes.scratch_dir_of("acme/kept"),
+        volumes.scratch_dir_of("acme/gone"),
+    );
+    assert!(is_mount_point(&kept) && is_mount_point(&gone));
+    // The agent goes; the next one adopts, then releases what is not held.
+    let (mut reborn, _notes, _) = runtime(&h.data, Isolation::None("test".into()), 256);
+    assert_eq!(reborn.adopt_shims().running, 1);
+    assert_eq!(reborn.release_orphaned_scratch(), 1);
+    assert!(!is_mount_point(&gone) && !volumes.image_of("acme/gone").exists());
+    assert!(
+        is_mount_point(&kept) && volumes.image_of("acme/kept").exists(),
+        "the adopted workload keeps its scratch"
+    );
+    let ticks = || std::fs::metadata(kept.join("ticks")).map_or(0, |m| m.len());
+    let before = ticks();
+    for _ in 0..100 {
+        if ticks() > before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ticks() > before, "still written through the same mount");
+    reborn.stop("acme/kept", Duration::ZERO, 1);
+    for _ in 0..200 {
+        reborn.poll_adopted();
+        if reborn.workload("acme/kept").is_some_and(|w| !w.is_alive()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(reborn.workload("acme/kept").is_some_and(|w| !w.is_alive()));
+    assert!(!is_mount_point(&kept) && !volumes.image_of("acme/kept").exists());
 }
