@@ -60,7 +60,7 @@ registry! {
     CACHE_UNUSABLE = 10108, "cache_unusable", 0, "the agent's weight cache dir cannot be created, read or written, or --cache-gb is unusable";
     PROGRAM_NOT_FOUND = 10201, "program_not_found", 0, "a workload's program does not exist or is not executable";
     SPAWN_FAILED = 10202, "spawn_failed", 0, "a workload's process could not be spawned";
-    PREPARE_FAILED = 10203, "prepare_failed", 0, "a workload's directories or log file could not be created";
+    PREPARE_FAILED = 10203, "prepare_failed", 0, "a workload's directories, log file or scratch filesystem could not be created";
     DUPLICATE_ALLOCATION = 10204, "duplicate_allocation", 0, "a node was asked to start an allocation it already runs";
     WORKLOAD_UIDS_EXHAUSTED = 10205, "workload_uids_exhausted", 0, "every uid of the node's workload uid range already belongs to another tenant";
     SHIM_FAILED = 10206, "shim_failed", 0, "a workload's shim could not be started or did not report the workload's start";
