@@ -54,8 +54,15 @@ pub fn require() {
 
 /// Runs `podman` with `args`; its stdout, or Err with its stderr.
 pub fn podman(args: &[&str]) -> Result<String, String> {
+    podman_with(&[], args)
+}
+
+/// [`podman`] with `env` added to its environment (a store of its own:
+/// `CONTAINERS_STORAGE_CONF`).
+pub fn podman_with(env: &[(&str, &Path)], args: &[&str]) -> Result<String, String> {
     let out = Command::new("podman")
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .map_err(|e| format!("podman: {e}"))?;
     if out.status.success() {

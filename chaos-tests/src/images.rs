@@ -44,16 +44,8 @@ impl NodeStore {
 
     /// Runs podman on this store: its stdout, or its stderr.
     pub fn podman(&self, args: &[&str]) -> Result<String, String> {
-        let out = Command::new("podman")
-            .args(args)
-            .env("CONTAINERS_STORAGE_CONF", &self.conf)
-            .output()
-            .map_err(|e| format!("podman: {e}"))?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
-        }
+        let conf: &Path = &self.conf;
+        crate::container_host::podman_with(&[("CONTAINERS_STORAGE_CONF", conf)], args)
     }
 
     /// Whether this store holds `image`.
