@@ -109,7 +109,7 @@ pub async fn run_until_stop(
         );
     }
     let probe = Probe::new(&config)?;
-    let detected = crate::container::engine::detect(config.container_runtime);
+    let detected = crate::container::engine::detect_off_loop(config.container_runtime).await;
     let (mut runtime, mut notes) = Runtime::new(
         config.data_dir.clone(),
         isolation,

@@ -60,6 +60,29 @@ pub fn process_runtime() -> RuntimeInfo {
     }
 }
 
+/// [`detect`] on a blocking thread: `podman info` takes a few hundred ms,
+/// which must not stall the event loop it shares with timers (and, in
+/// tests, with other agents' sessions, which would read it as a silent
+/// server). A detection that could not run reports the runtime down.
+pub async fn detect_off_loop(mode: Mode) -> Runtimes {
+    match tokio::task::spawn_blocking(move || detect(mode)).await {
+        Ok(found) => found,
+        Err(e) => Runtimes {
+            reported: vec![
+                process_runtime(),
+                RuntimeInfo {
+                    kind: RuntimeKind::Container,
+                    engine: "podman".into(),
+                    version: String::new(),
+                    up: false,
+                    detail: format!("detecting podman failed: {e}"),
+                },
+            ],
+            engine: None,
+        },
+    }
+}
+
 /// Detects the runtimes (blocking: at agent start).
 pub fn detect(mode: Mode) -> Runtimes {
     let container = |version: String, detail: String| RuntimeInfo {
