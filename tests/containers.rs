@@ -1614,6 +1614,9 @@ fn the_seeds_request_as_written_runs_in_its_image() {
     assert_eq!(digest, held.trim(), "{running:#}");
     let history = running["history"].to_string();
     assert!(history.contains(&digest), "{history}");
+    // Its four GPUs reached it as CDI devices (the simulated spec's).
+    let cdi = "gpus: nvidia.com/gpu=0,1,2,3 through CDI (simulated devices)";
+    assert!(history.contains(cdi), "{history}");
     let allocation = running["allocation"]["allocation_id"]
         .as_str()
         .unwrap_or("?");

@@ -67,6 +67,21 @@ pub fn label(devices: &[GpuDevice], cgroup_limits_devices: bool) -> String {
     }
 }
 
+/// How a container's GPUs reach it: `gpus: nvidia.com/gpu=0,3 through CDI`
+/// (the simulated spec's stand-in devices on simulated GPUs), or `gpus: none`.
+pub fn cdi_label(indices: &[u32], simulated: bool) -> String {
+    if indices.is_empty() {
+        return "gpus: none".into();
+    }
+    let list: Vec<String> = indices.iter().map(u32::to_string).collect();
+    let what = if simulated {
+        " (simulated devices)"
+    } else {
+        ""
+    };
+    format!("gpus: nvidia.com/gpu={} through CDI{what}", list.join(","))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,6 +95,12 @@ mod tests {
         };
         assert_eq!(denied(&[d(0), d(1), d(2)], &[1]), vec![(195, 0), (195, 2)]);
         assert!(label(&[], false).contains("no /dev/nvidia*"));
+        assert_eq!(
+            cdi_label(&[0, 3], true),
+            "gpus: nvidia.com/gpu=0,3 through CDI (simulated devices)"
+        );
+        assert_eq!(cdi_label(&[1], false), "gpus: nvidia.com/gpu=1 through CDI");
+        assert_eq!(cdi_label(&[], false), "gpus: none");
         assert!(label(&[d(0)], true).contains("devices cgroup"));
         assert!(label(&[d(0)], false).contains("stays open"));
     }

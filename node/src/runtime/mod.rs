@@ -508,10 +508,12 @@ impl Runtime {
             (Some(_), Some(host)) => format!("container (podman {}); ", host.engine.version),
             _ => String::new(),
         };
-        let isolation = format!(
-            "{runtime_label}{cgroup_label}; {identity}; {}{scratch_label}",
-            self.gpu_label()
-        );
+        let gpus = match &container {
+            // A container gets its GPUs as CDI devices, not by device rules.
+            Some(_) => gpu_devices::cdi_label(&cmd.gpu_indices, self.simulated_gpus),
+            None => self.gpu_label(),
+        };
+        let isolation = format!("{runtime_label}{cgroup_label}; {identity}; {gpus}{scratch_label}");
         let ready = WorkloadEventKind::Ready { isolation };
         self.event(&cmd.allocation_id, &cmd.task_id, cmd.epoch, ready);
         let mut w = Workload::new(
