@@ -8,7 +8,7 @@ use actix_web::http::StatusCode;
 use actix_web::web;
 use caldera_actors::control_plane::images::PrepullTarget;
 use caldera_spec::validate::parse_json;
-use caldera_spec::{Envelope, SpecError, SpecErrorKind as K};
+use caldera_spec::{Envelope, SpecError};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -33,27 +33,16 @@ pub struct Prepulled {
     pub waiting: Vec<String>,
 }
 
-/// What a pre-pull body asks for: `nodes` or `count`, exactly one.
+/// What a pre-pull body asks for: `nodes` or `count`, exactly one (the
+/// same rule as a prewarm's).
 fn prepull_target(b: &PrepullBody) -> Result<PrepullTarget, SpecError> {
-    match (&b.nodes, b.count) {
-        (Some(n), None) if !n.is_empty() => Ok(PrepullTarget::Nodes(n.clone())),
-        (None, Some(c)) if c > 0 => Ok(PrepullTarget::Count(c)),
-        (Some(_), None) => Err(SpecError::new(
-            K::OutOfRange,
-            "nodes",
-            "name at least one node",
-        )),
-        (None, Some(_)) => Err(SpecError::new(
-            K::OutOfRange,
-            "count",
-            "count must be at least 1",
-        )),
-        _ => Err(SpecError::new(
-            K::MissingField,
-            "nodes",
-            "give either \"nodes\": [names] or \"count\": N",
-        )),
-    }
+    use caldera_actors::protocol::model::PrewarmTarget;
+    Ok(
+        match super::models::nodes_or_count(b.nodes.clone(), b.count)? {
+            PrewarmTarget::Nodes(n) => PrepullTarget::Nodes(n),
+            PrewarmTarget::Count(c) => PrepullTarget::Count(c),
+        },
+    )
 }
 
 /// POST /v1/images/prepull {"image": ..., "nodes": [..]} | {"image": ..., "count": N}

@@ -199,9 +199,18 @@ pub struct PrewarmBody {
 
 /// What a prewarm body asks for: `nodes` or `count`, exactly one.
 fn prewarm_target(b: PrewarmBody) -> Result<(PrewarmTarget, bool), SpecError> {
-    match (b.nodes, b.count) {
-        (Some(n), None) if !n.is_empty() => Ok((PrewarmTarget::Nodes(n), b.pin)),
-        (None, Some(c)) if c > 0 => Ok((PrewarmTarget::Count(c), b.pin)),
+    Ok((nodes_or_count(b.nodes, b.count)?, b.pin))
+}
+
+/// `nodes` (at least one) or `count` (at least 1), exactly one of them: how
+/// a prewarm or a pre-pull names the nodes it goes to.
+pub(crate) fn nodes_or_count(
+    nodes: Option<Vec<String>>,
+    count: Option<u32>,
+) -> Result<PrewarmTarget, SpecError> {
+    match (nodes, count) {
+        (Some(n), None) if !n.is_empty() => Ok(PrewarmTarget::Nodes(n)),
+        (None, Some(c)) if c > 0 => Ok(PrewarmTarget::Count(c)),
         (Some(_), None) => Err(SpecError::new(
             K::OutOfRange,
             "nodes",
