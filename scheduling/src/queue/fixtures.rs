@@ -106,3 +106,13 @@ pub fn running(
     core.restore(a, &w.spec, Some(checkpoint_ms), w.attempt)
         .expect("the fixture's allocation is new");
 }
+
+/// (node, reason note) of each placement of a pass.
+pub fn placements(d: &[Decision]) -> Vec<(String, Option<&'static str>)> {
+    d.iter()
+        .filter_map(|d| match d {
+            Decision::Place { allocation, note } => Some((allocation.node.clone(), *note)),
+            _ => None,
+        })
+        .collect()
+}

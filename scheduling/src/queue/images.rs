@@ -45,9 +45,8 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queue::core::Decision;
     use crate::queue::core::{Core, CoreConfig};
-    use crate::queue::fixtures::{node, spec, submit};
+    use crate::queue::fixtures::{node, placements, spec, submit};
     use caldera_spec::container::{RuntimeInfo, RuntimeKind};
 
     const IMAGE: &str = "registry.internal/deeplearning/pytorch:2.1-cu12.1";
@@ -83,16 +82,6 @@ mod tests {
             c.node_up(n, inv);
         }
         c
-    }
-
-    /// (node, reason note) of each placement of a pass.
-    fn placements(d: &[Decision]) -> Vec<(String, Option<&'static str>)> {
-        d.iter()
-            .filter_map(|d| match d {
-                Decision::Place { allocation, note } => Some((allocation.node.clone(), *note)),
-                _ => None,
-            })
-            .collect()
     }
 
     #[test]

@@ -65,7 +65,7 @@ fn may_admit_more(before: &NodeWeights, now: &NodeWeights) -> bool {
 mod tests {
     use super::*;
     use crate::queue::core::Decision;
-    use crate::queue::fixtures::{core_with, spec, submit};
+    use crate::queue::fixtures::{core_with, placements, spec, submit};
 
     fn need() -> WeightsNeed {
         WeightsNeed {
@@ -92,16 +92,6 @@ mod tests {
         let mut s = spec(id, 1, "high", None);
         s.model = Some("llama:3".into());
         s
-    }
-
-    /// (node, reason note) of each placement of a pass.
-    fn placements(d: &[Decision]) -> Vec<(String, Option<&'static str>)> {
-        d.iter()
-            .filter_map(|d| match d {
-                Decision::Place { allocation, note } => Some((allocation.node.clone(), *note)),
-                _ => None,
-            })
-            .collect()
     }
 
     #[test]
