@@ -7,6 +7,7 @@
 //! same `caldera_node::run` that `caldera node` calls, in its own process,
 //! so SIGKILL hits a real agent mid-write. `cargo test -p caldera-node
 //! --test weights_kill`.
+#[path = "it/common/mod.rs"]
 mod common;
 
 use caldera_node::cache::digest::sha256_of_bytes;

@@ -34,7 +34,7 @@ const USAGE: &str =
   warmup        --nodes N (8) --size-mib M (1024) --origin-mbps R (100: the emulated shared
                 storage's cap, MB/s) --rounds K (1) --warm-starts W (5)
   swap          --replicas N (4) --size-mib M (4) --server PATH (target/debug/infer-server:
-                the test fixture, built by `cargo test --test hot_swap --no-run`)
+                the test fixture, built by `cargo test --test it hot_swap:: --no-run`)
   portal        --nodes N (100) --requests R (20: per page); 1,000 tasks
 common: --bin PATH --dir PATH --env KEY=VALUE --deadline-s N --keep";
 

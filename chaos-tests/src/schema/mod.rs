@@ -1,5 +1,5 @@
 //! Requests from an OpenAPI 3.1 document and checks of the answers against
-//! it, for the schema-driven fuzz test (`tests/api_fuzz.rs`): a seeded
+//! it, for the schema-driven fuzz test (`tests/it/api_fuzz.rs`): a seeded
 //! generator of valid and broken values ([`gen`]), a validator of the JSON
 //! Schema subset the document uses ([`check`]), and the seeded RNG both
 //! share ([`Rng`]). No crate of Caldera's is linked: the document is read

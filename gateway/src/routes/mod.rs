@@ -16,7 +16,7 @@
 //! 3. add `module::handler` to [`ApiPaths`]'s `paths(...)`.
 //!
 //! The test `registered_routes_are_exactly_the_documented_ones` fails when 2
-//! and 3 disagree, and `tests/api_fuzz.rs` calls every documented operation
+//! and 3 disagree, and `tests/it/api_fuzz.rs` calls every documented operation
 //! on the real binary.
 pub mod cost;
 pub mod cost_views;

@@ -1,7 +1,7 @@
 //! The Scheduler records a grant in one batch when its task takes it
 //! (`RecordGrant`), refuses one its ledger no longer holds, and frees an
 //! allocation the ledger still holds for a task that asks for room again.
-mod common;
+use crate::common;
 use caldera_actors::clock::Clock;
 use caldera_actors::config::ServerConfig;
 use caldera_actors::durability::FlushGate;

@@ -4,7 +4,7 @@
 //! batches in a tight loop and flushes every few commits, kills it with
 //! SIGKILL at an arbitrary moment, reopens the store and checks that every
 //! batch is there entirely or not at all, and that every flushed batch is there.
-mod common;
+use crate::common;
 
 use caldera_spec::{EventKind, TaskState};
 use caldera_storage::{EventFilter, Store};

@@ -11,7 +11,7 @@
 //!
 //! The short form runs in `cargo test` (seed 13, 40 cases per operation).
 //! Another seed or more cases: `CALDERA_FUZZ_SEED=7 CALDERA_FUZZ_CASES=400
-//! cargo test --test api_fuzz`. The long form is `scripts/fuzz-api`
+//! cargo test --test it api_fuzz::`. The long form is `scripts/fuzz-api`
 //! (schemathesis against `caldera up`).
 use caldera_chaos_tests::schema::{check, gen, resolve, Rng};
 use caldera_chaos_tests::{http, Agent, Api, ControlPlane, JOIN_TOKEN};

@@ -3,7 +3,7 @@
 //! copy (then the workload reads it), a hit the second time, resumes by
 //! Range, a peer transfer under a grant (401 without one), a peer that
 //! dies mid-transfer resumed from the origin, and a declared size that lies.
-mod common;
+use crate::common;
 
 use caldera_node::cache::digest::sha256_of_bytes;
 use caldera_spec::wire::{

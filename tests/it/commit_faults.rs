@@ -8,7 +8,7 @@
 //! agrees with the tasks and no GPU is over-committed.
 //!
 //! The sweep (fail the k-th commit of a churn scenario, for every k) is long:
-//! `cargo test --test commit_faults -- --ignored --nocapture`.
+//! `cargo test --test it commit_faults:: -- --ignored --nocapture`.
 use caldera_chaos_tests::http::Reply;
 use caldera_chaos_tests::ledger::{holds, over_committed, settled};
 use caldera_chaos_tests::{fake_node, wait_until, Agent, Api, ControlPlane};
@@ -709,7 +709,7 @@ impl Drop for Mounted {
 
 /// The same with a real full disk: the control plane's data dir on a
 /// 16 MiB tmpfs, filled by a file, then the file removed. Needs root
-/// (mount): `cargo test --test commit_faults a_real_full_disk -- --ignored`.
+/// (mount): `cargo test --test it commit_faults::a_real_full_disk -- --ignored`.
 #[test]
 #[ignore = "needs root: mounts a 16 MiB tmpfs for the data dir"]
 fn a_real_full_disk_that_is_freed_takes_submits_and_releases_again_without_a_restart() {

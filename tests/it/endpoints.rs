@@ -219,7 +219,7 @@ fn ports_are_unique_on_a_node_and_kept_across_an_agent_restart() {
 /// second after it starts. Both agents used to find the range's first port
 /// free — neither server had bound it yet — and hand it out twice: the
 /// second server exited "Address already in use" while its readiness probe
-/// passed against the other node's server (the `tests/hot_swap.rs` flake
+/// passed against the other node's server (the `tests/it/hot_swap.rs` flake
 /// under load). Ports are now claimed host-wide; this fails on every run
 /// without that.
 #[test]
@@ -298,7 +298,7 @@ fn a_readiness_whose_commit_fails_is_heard_again_from_heartbeats() {
 /// which now repeat each workload's port. Before, a heartbeat made the
 /// rebuilt task `running` with no endpoint, and it was never listed: found
 /// when a control plane was killed -9 just as a surge replica started
-/// (`tests/hot_swap.rs`, the surge kill -9 test, 1 run in 6). Here every
+/// (`tests/it/hot_swap.rs`, the surge kill -9 test, 1 run in 6). Here every
 /// task transition and record commit is refused while the replica's
 /// process starts, then allowed again.
 #[test]

@@ -3,7 +3,7 @@
 //! the peer server listens where the agent says and refuses a request
 //! without a grant; a bad `--cache-gb` is refused naming the flag. (Warming,
 //! fetching and peer transfers are covered against a fake control plane in
-//! `node/tests/weights.rs` and `weights_kill.rs`.)
+//! `node/tests/it/weights.rs` and `weights_kill.rs`.)
 use caldera_chaos_tests::{nodes_connected, wait_until, Agent, Api, ControlPlane};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

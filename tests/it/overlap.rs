@@ -10,7 +10,7 @@
 //! it: the worst case the fence must cover.
 //!
 //! The harness: lease 2 s, stop grace 2 s, heartbeats every 250 ms, node
-//! timeout 1.5 s. `cargo test --test overlap -- --ignored --nocapture` runs
+//! timeout 1.5 s. `cargo test --test it overlap:: -- --ignored --nocapture` runs
 //! 10 freezes and 10 cuts and prints each run's figures.
 use caldera_chaos_tests::proxy::Proxy;
 use caldera_chaos_tests::ticks::{self, boottime_ms, now_s, Span};
@@ -348,13 +348,13 @@ fn many(how: Silence) {
 }
 
 #[test]
-#[ignore = "10 freezes, about 3 minutes: cargo test --test overlap -- --ignored --nocapture"]
+#[ignore = "10 freezes, about 3 minutes: cargo test --test it overlap:: -- --ignored --nocapture"]
 fn ten_freezes() {
     many(Silence::Freeze);
 }
 
 #[test]
-#[ignore = "10 cuts, about 3 minutes: cargo test --test overlap -- --ignored --nocapture"]
+#[ignore = "10 cuts, about 3 minutes: cargo test --test it overlap:: -- --ignored --nocapture"]
 fn ten_cuts() {
     many(Silence::Cut);
 }

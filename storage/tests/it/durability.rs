@@ -1,5 +1,5 @@
 //! What was committed and flushed survives closing and reopening the store.
-mod common;
+use crate::common;
 
 use caldera_spec::{EventKind, TaskState};
 use caldera_storage::{EventFilter, Store, StoreConfig};

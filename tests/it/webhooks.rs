@@ -858,7 +858,7 @@ fn parallel_subscriptions_never_pass_the_per_tenant_cap() {
 
 /// Measure (not run in CI): 1,000 `task.submitted` events, each delivered to
 /// one local receiver; how long from the event's record to its arrival, and
-/// how many deliveries a second. `cargo test --release --test webhooks --
+/// how many deliveries a second. `cargo test --release --test it webhooks:: --
 /// --ignored --nocapture`.
 #[test]
 #[ignore]

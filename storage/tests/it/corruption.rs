@@ -1,5 +1,5 @@
 //! A corrupt stored value is an error that names its key, never a panic.
-mod common;
+use crate::common;
 
 use caldera_spec::EventKind;
 use caldera_storage::{EventFilter, StorageError};

@@ -1,5 +1,5 @@
 //! Event log queries: filters by task, tenant, node and kind, cursor paging.
-mod common;
+use crate::common;
 
 use caldera_spec::{Event, EventKind};
 use caldera_storage::{EventFilter, Store};

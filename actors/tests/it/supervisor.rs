@@ -1,6 +1,6 @@
 //! The Scheduler is supervised: stopped as a fatal error would stop it, it is
 //! restarted on the same address and rebuilds its ledger and queue from sled.
-mod common;
+use crate::common;
 use caldera_actors::config::ServerConfig;
 use caldera_actors::durability::FlushGate;
 use caldera_actors::protocol::scheduler::{Restart, Stats};

@@ -5,7 +5,7 @@
 //! without probe is ready once started, and a swap naming another task than
 //! the one the allocation runs is refused (`SwapFailed`) with the running
 //! process left untouched (the swap itself: tests/swap.rs).
-mod common;
+use crate::common;
 
 use caldera_spec::wire::{ModelMount, ServerMessage, SwapCommand, WorkloadEventKind};
 use caldera_spec::ReadinessProbe;

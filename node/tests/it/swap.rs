@@ -6,7 +6,7 @@
 //! version whose copy fails verification is `SwapFailed` with the old process
 //! still serving (same pid); an agent restarted after the swap adopts the
 //! workload with its generation and model, and answers the swap again.
-mod common;
+use crate::common;
 
 use caldera_node::agent::{run_until_stop, Stop};
 use caldera_node::cache::digest::sha256_of_bytes;

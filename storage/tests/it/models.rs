@@ -1,9 +1,9 @@
 //! Model version records: written in a batch, read back by key and in key
 //! order, and still there after the store is closed and opened again.
+use crate::common;
 use caldera_spec::{
     CopyState, ModelState, ModelVersionRecord, ModelVersionSpec, NodeCopy, WeightsSpec,
 };
-mod common;
 
 fn version(name: &str, version: &str) -> ModelVersionRecord {
     let mut nodes = std::collections::BTreeMap::new();

@@ -1,7 +1,7 @@
 //! The agent against a tiny fake control plane (actix-web + actix-ws): hello ->
 //! welcome -> start -> events -> heartbeats; reconnect after the server drops
 //! the socket, with the workload still running and reported in the new hello.
-mod common;
+use crate::common;
 
 use caldera_spec::wire::{NodeMessage, ServerMessage, StopCommand, WorkloadEventKind};
 use common::*;

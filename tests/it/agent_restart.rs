@@ -158,7 +158,7 @@ fn an_exit_while_the_agent_was_away_is_reported_with_its_code() {
 }
 
 /// The adoption rate over many restarts (goal: 100 %, no workload restarted):
-/// `cargo test --test agent_restart -- --ignored --nocapture`.
+/// `cargo test --test it agent_restart:: -- --ignored --nocapture`.
 #[test]
 #[ignore = "long: 30 kill -9/restart cycles"]
 fn adoption_over_many_agent_restarts() {

@@ -5,7 +5,7 @@
 //! allocation, and no task that waits or has ended holds one.
 //!
 //! The CI versions take seconds; the long ones are `#[ignore]`d:
-//! `cargo test --release --test ledger_integrity -- --ignored --nocapture`.
+//! `cargo test --release --test it ledger_integrity:: -- --ignored --nocapture`.
 use caldera_chaos_tests::ledger::{holds, settled};
 use caldera_chaos_tests::{wait_until, Agent, Api, ControlPlane};
 use serde_json::Value;

@@ -392,7 +392,7 @@ fn a_container_task_goes_to_the_node_that_holds_its_image_and_says_so() {
 /// default 2). Prints the most nodes pulling at once at the registry, the
 /// bytes it served and when each task ran.
 #[test]
-#[ignore = "benchmark: 8 agents pull a 1 GiB image (minutes, about 10 GB of disk); cargo test --test containers -- --ignored bench_"]
+#[ignore = "benchmark: 8 agents pull a 1 GiB image (minutes, about 10 GB of disk); cargo test --test it containers:: -- --ignored bench_"]
 fn bench_eight_nodes_start_one_image_under_the_pull_stagger() {
     let env_or = |k: &str, d: u64| {
         std::env::var(k)

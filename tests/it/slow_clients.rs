@@ -85,7 +85,7 @@ fn stalled_bodies_are_answered_and_the_server_stays_available() {
     slow_clients(300);
 }
 
-/// The figure: 2,000 slow clients. `cargo test --test slow_clients -- --ignored`
+/// The figure: 2,000 slow clients. `cargo test --test it slow_clients:: -- --ignored`
 #[test]
 #[ignore]
 fn two_thousand_slow_clients() {

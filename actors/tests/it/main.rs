@@ -1,0 +1,7 @@
+//! The integration tests of this crate, one binary: each module was a test file of its own,
+//! and one binary links the workspace once instead of once per file.
+
+mod common;
+mod grant;
+mod readme_config_table;
+mod supervisor;

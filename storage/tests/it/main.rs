@@ -1,0 +1,9 @@
+//! The integration tests of this crate, one binary: each module was a test file of its own,
+//! and one binary links the workspace once instead of once per file.
+
+mod common;
+mod corruption;
+mod crash;
+mod durability;
+mod events;
+mod models;
