@@ -16,6 +16,7 @@ mod endpoints;
 mod estimates;
 mod exit_faults;
 mod hot_swap;
+mod import_circles;
 mod infer_server;
 mod leases;
 mod ledger_integrity;
