@@ -3,7 +3,7 @@
 //! field and say what it must be in words a person uses ("a whole number from
 //! 1 to 64", not "u32").
 use crate::error::{SpecError, SpecErrorKind as K};
-use crate::validate::{MAX_GPUS, MAX_REPLICAS, MAX_RETRIES};
+use crate::limits::{MAX_GPUS, MAX_REPLICAS, MAX_RETRIES};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::collections::HashSet;
 use std::fmt;

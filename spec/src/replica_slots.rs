@@ -8,7 +8,7 @@
 //! is always below `MAX_REPLICAS`) nor an earlier surge replica (the counter
 //! only grows and is recorded with the move). Once the surge replica runs,
 //! the slot is its and the old replica is released.
-use crate::validate::MAX_REPLICAS;
+use crate::limits::MAX_REPLICAS;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

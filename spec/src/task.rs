@@ -243,7 +243,7 @@ impl TaskSpec {
     pub fn duration_secs(&self) -> Option<u64> {
         self.duration
             .as_deref()
-            .and_then(|d| crate::validate::parse_duration(d).ok())
+            .and_then(|d| crate::duration::parse_duration(d).ok())
     }
 
     /// The node-loss policy, written or the default: `replace` for an
@@ -291,7 +291,7 @@ impl TaskSpec {
     pub fn prepare_timeout_ms(&self) -> Option<u64> {
         self.prepare_timeout
             .as_deref()
-            .and_then(|d| crate::validate::parse_duration(d).ok())
+            .and_then(|d| crate::duration::parse_duration(d).ok())
             .map(|s| s * 1000)
     }
 }

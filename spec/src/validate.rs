@@ -1,35 +1,11 @@
 //! Parsing and validation of task specs: every rejection names the field.
+use crate::duration::parse_duration;
 use crate::error::{SpecError, SpecErrorKind as K};
 pub use crate::json::parse_json;
 use crate::resources::{GpuRequest, ResourceRequest};
 use crate::task::{TaskSpec, TaskType};
 
-/// Largest request body the gateway accepts (a spec is a few hundred bytes).
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
-/// Most GPUs one task may ask for (a large node holds 8-16).
-pub const MAX_GPUS: u32 = 64;
-/// Most GPU memory per GPU a request may name (the largest GPUs hold 192 GB).
-pub const MAX_GPU_MEMORY_GB: f64 = 1024.0;
-pub const MAX_CPU_CORES: f64 = 4096.0;
-pub const MAX_MEMORY_GB: f64 = 65_536.0;
-pub const MAX_DISK_GB: f64 = 1_048_576.0;
-pub const MAX_REPLICAS: u32 = 1000;
-/// Least GPU memory per GPU a request may name: 256 MiB. Below it a task
-/// holds a GPU for next to no quota, and the placer's MiB rounding grants
-/// less than was asked.
-pub const MIN_GPU_MEMORY_GB: f64 = 0.25;
-/// Least share of one GPU: 1%. Smaller slices let one tenant stack hundreds
-/// of processes on a GPU for next to no quota.
-pub const MIN_GPU_SHARE: f64 = 0.01;
-/// Least CPU a request may name: a tenth of a core (100 millicores; a
-/// smaller request rounds to no CPU at all).
-pub const MIN_CPU_CORES: f64 = 0.1;
-/// Least host memory a request may name: 64 MiB, about what a process
-/// needs to start.
-pub const MIN_MEMORY_GB: f64 = 0.0625;
-/// Least disk a request may name: 64 MiB.
-pub const MIN_DISK_GB: f64 = 0.0625;
-pub const MAX_RETRIES: u32 = 100;
+pub use crate::limits::*;
 
 /// Parses and validates a submitted task spec.
 pub fn parse_task_spec(body: &[u8]) -> Result<TaskSpec, SpecError> {
@@ -79,7 +55,8 @@ pub fn validate_task_spec(spec: &TaskSpec) -> Result<(), SpecError> {
     validate_task_id(&spec.task_id)?;
     validate_resources(&spec.resources)?;
     if let Some(d) = &spec.duration {
-        parse_duration(d).map_err(|m| SpecError::new(K::BadFormat, "duration", m))?;
+        parse_duration(d)
+            .map_err(|e| SpecError::new(K::BadFormat, "duration", e.naming("duration")))?;
     }
     for (i, arg) in spec.command.iter().enumerate() {
         if i == 0 && arg.trim().is_empty() {
@@ -406,27 +383,4 @@ fn validate_gpu_model(model: &str) -> Result<(), SpecError> {
         }
     }
     Ok(())
-}
-
-/// Parses "HH:MM:SS" (hours may exceed 24) into seconds.
-pub fn parse_duration(d: &str) -> Result<u64, String> {
-    let parts: Vec<&str> = d.split(':').collect();
-    let bad = || format!("duration must be HH:MM:SS (e.g. 01:30:00), not {d:?}");
-    if parts.len() != 3
-        || parts
-            .iter()
-            .any(|p| p.is_empty() || !p.chars().all(|c| c.is_ascii_digit()) || p.len() > 5)
-    {
-        return Err(bad());
-    }
-    let n = |p: &str| p.parse::<u64>().map_err(|_| bad());
-    let (h, m, s) = (n(parts[0])?, n(parts[1])?, n(parts[2])?);
-    if m >= 60 || s >= 60 || parts[1].len() != 2 || parts[2].len() != 2 {
-        return Err(bad());
-    }
-    let total = h * 3600 + m * 60 + s;
-    if total == 0 {
-        return Err("duration must be longer than 00:00:00".into());
-    }
-    Ok(total)
 }

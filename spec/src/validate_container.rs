@@ -32,12 +32,8 @@ pub fn validate_container_fields(spec: &TaskSpec) -> Result<(), SpecError> {
         ));
     }
     if let Some(t) = &spec.prepare_timeout {
-        let secs = crate::validate::parse_duration(t).map_err(|m| {
-            SpecError::new(
-                K::BadFormat,
-                "prepare_timeout",
-                m.replace("duration", "prepare_timeout"),
-            )
+        let secs = crate::duration::parse_duration(t).map_err(|e| {
+            SpecError::new(K::BadFormat, "prepare_timeout", e.naming("prepare_timeout"))
         })?;
         if secs > MAX_PREPARE_TIMEOUT_SECS {
             return Err(SpecError::new(
