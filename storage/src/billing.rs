@@ -5,9 +5,10 @@
 //! reads only what ended after the period began, plus the few open ones,
 //! and retention deletes a prefix.
 use crate::batch::WriteBatch;
+use crate::codec::decode;
 use crate::errors::Result;
 use crate::keys;
-use crate::store::{decode, Store};
+use crate::store::Store;
 use caldera_spec::BillingRecord;
 
 /// `b/o/<allocation_id>`.

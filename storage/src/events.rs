@@ -109,7 +109,7 @@ pub(crate) fn read(
                 if !k.starts_with(keys::EVENT) {
                     break;
                 }
-                if examine(&mut page, crate::store::decode(&k, &v)?) {
+                if examine(&mut page, crate::codec::decode(&k, &v)?) {
                     break;
                 }
             }
@@ -132,7 +132,7 @@ pub(crate) fn read(
                 let Some(v) = tree.get(&ek)? else {
                     continue;
                 };
-                if examine(&mut page, crate::store::decode(&ek, &v)?) {
+                if examine(&mut page, crate::codec::decode(&ek, &v)?) {
                     break;
                 }
             }

@@ -10,10 +10,14 @@
 use crate::config::StoreConfig;
 use crate::errors::{Result, StorageError};
 use crate::keys;
-use crate::store::FORMAT_VERSION;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
+
+/// Storage format this build writes and reads: a data dir written in another
+/// is refused at open rather than misread.
+pub const FORMAT_VERSION: u32 = 1;
 
 /// How long a reopen waits for the old handle's last users to let go of
 /// its file lock.

@@ -33,6 +33,7 @@
 //! ```
 mod batch;
 mod billing;
+mod codec;
 mod config;
 mod errors;
 mod events;
@@ -42,13 +43,13 @@ mod keys;
 pub mod private;
 mod registry_credentials;
 mod store;
-mod task_index;
 mod webhooks;
 
 pub use batch::WriteBatch;
 pub use config::{StoreConfig, DEFAULT_CACHE_CAPACITY_BYTES};
 pub use errors::{Result, StorageError};
 pub use events::{EventFilter, EventPage};
+pub use handle::FORMAT_VERSION;
 pub use history::{HistoryPoint, HistorySeries};
-pub use store::{CommitInfo, Store, FORMAT_VERSION};
+pub use store::{CommitInfo, Store};
 pub use webhooks::Due;

@@ -1,5 +1,6 @@
 //! [`Store`]: sled behind a typed API.
 use crate::batch::WriteBatch;
+use crate::codec::decode;
 use crate::config::StoreConfig;
 use crate::errors::{Result, StorageError};
 use crate::events::{self, EventFilter, EventPage};
@@ -10,8 +11,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Storage format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+mod task_index;
 
 /// What a commit did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -50,14 +50,6 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// Decodes a JSON value, naming the key when it is not what it should be.
-pub(crate) fn decode<T: DeserializeOwned>(key: &[u8], value: &[u8]) -> Result<T> {
-    serde_json::from_slice(value).map_err(|source| StorageError::Corrupt {
-        key: keys::display(key),
-        source,
-    })
-}
-
 impl Store {
     /// Opens (or creates) the store in `dir`. Fails if another process holds it.
     pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<Store> {
@@ -76,7 +68,7 @@ impl Store {
                 handle,
             }),
         };
-        crate::task_index::ensure(&store)?;
+        task_index::ensure(&store)?;
         Ok(store)
     }
 

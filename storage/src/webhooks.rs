@@ -5,9 +5,10 @@
 //! head of every subscription in turn: a receiver with thousands of overdue
 //! retries never hides another subscription's first delivery behind them.
 use crate::batch::WriteBatch;
+use crate::codec::decode;
 use crate::errors::Result;
 use crate::keys;
-use crate::store::{decode, Store};
+use crate::store::Store;
 use caldera_spec::webhook::{DeliveryRecord, WebhookRecord};
 
 /// A pending delivery's place in its subscription's queue.

@@ -147,7 +147,7 @@ fn crash_mid_write_leaves_no_half_batch() {
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
-                "crash_writer",
+                "crash::crash_writer",
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",

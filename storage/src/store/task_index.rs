@@ -22,10 +22,10 @@
 //!
 //! A store written before the index existed (or whose rebuild was cut short)
 //! has no `s/task_index` mark: [`ensure`] rebuilds the index on open.
+use super::Store;
 use crate::batch::WriteBatch;
 use crate::errors::Result;
 use crate::keys;
-use crate::store::Store;
 use caldera_spec::{TaskRecord, TaskState};
 
 /// Every state: a put removes the entries of all but one, a removal all.
