@@ -1,5 +1,4 @@
-//! Records written before task ids were scoped by tenant (issue 9, finding
-//! 7) live at `t/<id>` and name a bare id; today every task is keyed
+//! Records written before task ids were scoped by tenant live at `t/<id>` and name a bare id; today every task is keyed
 //! `tenant/id` (`caldera_spec::task_key`). At boot, before any actor reads
 //! them, such records are moved to their keys once, in one atomic batch, so
 //! the rest of the control plane never sees a bare id and a crash mid-way

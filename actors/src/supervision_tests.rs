@@ -209,7 +209,7 @@ fn a_silent_node_is_lost_after_the_timeout_in_accelerated_time() {
 
 /// A hello the control plane cannot answer (the Scheduler does not reply) is
 /// refused — the agent says hello again — and never welcomed with a kill list
-/// of every workload it reported (issue 9, finding 6).
+/// of every workload it reported.
 #[test]
 fn a_hello_the_scheduler_cannot_answer_is_refused_not_welcomed_with_kills() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,4 @@
-//! Hot-swap rigs (issue 12, item 3), for the tests and the `bench swap`
+//! Hot-swap rigs, for the tests and the `bench swap`
 //! measure: two registered versions of a model whose weights are real files,
 //! a service of the test `infer-server` serving one of them with a readiness
 //! probe, and a client that does what a load balancer does — it lists the

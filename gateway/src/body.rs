@@ -1,6 +1,7 @@
 //! Reading request bodies with a size limit and a deadline, answering in the
-//! envelope: a body that never comes must not hold a connection (issue 9,
-//! finding 12: 1,100 stalled uploads held theirs for 31 s and more).
+//! envelope: a body that never comes must not hold a connection (a thousand
+//! stalled uploads would otherwise hold a thousand connections for as long as
+//! their clients like).
 use crate::error::ApiError;
 use actix_web::web;
 use caldera_spec::codes;

@@ -2,7 +2,7 @@
 //! bearer token, or its address when it sends none: many slow requests from
 //! one client then hold at most `max` connections' worth of work, and the
 //! rest are refused at once (429) instead of piling up until the server runs
-//! out of file descriptors (issue 9, finding 12). The node WebSocket (one
+//! out of file descriptors. The node WebSocket (one
 //! long-lived request per node, all nodes sharing the join token) and
 //! `/healthz` are never capped: they are what must stay available.
 use crate::error::ApiError;

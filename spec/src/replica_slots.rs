@@ -1,5 +1,5 @@
 //! Which replica serves each slot of an inference service, and the moves
-//! under way (issue 10, item 3: a drain moves a replica make-before-break).
+//! under way (a drain moves a replica make-before-break).
 //!
 //! A service has `desired` slots `0..desired`. Slot `i` is served by replica
 //! index `i` (`"{service}.r{i}"`) until a move gives it another. A move off a

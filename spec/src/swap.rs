@@ -1,4 +1,4 @@
-//! A hot swap in place (issue 12, item 3): a service's replicas move from one
+//! A hot swap in place: a service's replicas move from one
 //! model version to another on the allocations they already hold, one
 //! replica at a time, with rollback. The progress is recorded in the
 //! service's task record ([`crate::TaskRecord::swap`]) BEFORE each action,

@@ -1,7 +1,7 @@
 //! The internal key of a task: `"{tenant}/{task_id}"`.
 //!
 //! A task id is the tenant's own name for its task, so two tenants may both
-//! call a task `train_20240716_001` (issue 9, finding 7). Everything inside the
+//! call a task `train_20240716_001`. Everything inside the
 //! control plane — sled `t/` keys, the registry, the Scheduler's queue and
 //! ledger, allocation ids (`"{key}.{attempt}"`), replica ids (`"{key}.r{i}"`),
 //! the agent's log and checkpoint file names — is keyed by this key, so

@@ -1,4 +1,4 @@
-//! Accounting adds up (issue 9, finding 10): one rule for every view of
+//! Accounting adds up: one rule for every view of
 //! `GET /v1/utilization` — a GPU is allocated by the fraction of its memory
 //! held — so by tenant, by node, by GPU model and the pool total agree; and on
 //! simulated nodes measured use is the workloads' own, never the host's load

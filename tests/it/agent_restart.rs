@@ -1,4 +1,4 @@
-//! Workloads outlive their agent (issue 10, item 1): a node agent killed with
+//! Workloads outlive their agent: a node agent killed with
 //! -9 and started again adopts the shims its earlier life left. The running
 //! task keeps the same process (its own output says so), its output has no
 //! gap, its state stays `running` and no retry is spent; a workload that

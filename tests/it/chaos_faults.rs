@@ -50,8 +50,8 @@ fn start_cluster_with(dir: &Path, env: &[(&str, &str)]) -> (ControlPlane, Agent,
 
 /// The killed agent's workload outlives it (its shim is not tied to the
 /// agent) until its lease runs out: the lease is short here so the test sees
-/// the shim stop it. (Holding the requeue back until lease + grace has passed,
-/// so the two never overlap, is the control plane's part of issue 10 item 2.)
+/// the shim stop it. (The control plane holds the requeue back until lease +
+/// grace has passed, so the two never overlap: `leases.rs` checks that part.)
 #[test]
 fn killing_an_agent_requeues_its_task_onto_the_other_node() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,4 @@
-//! Chargeback with real processes (issue 13, item 4): a known allocation on
+//! Chargeback with real processes: a known allocation on
 //! a simulated A100 at a known price costs exactly price × fraction × hours,
 //! in the JSON and in the CSV; a live allocation is charged up to `to`;
 //! borrowed and guaranteed are split where a quota change re-marked an

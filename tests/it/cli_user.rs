@@ -1,4 +1,4 @@
-//! The CLI a cluster user expects (issue 13, item 6), run as a new user
+//! The CLI a cluster user expects, run as a new user
 //! would, against a real server and agent: `login` saves a context so later
 //! commands need no flags; a tenant sees its own quota and usage without the
 //! operator token; `scale`, `cancel`; borrowing limits from the CLI; errors
@@ -198,8 +198,8 @@ fn a_tenant_logs_in_once_and_works_without_flags() {
 }
 
 /// A client command whose reader goes away (`caldera tasks --json | head
-/// -0`) ends quietly by SIGPIPE, as Unix tools do; it used to panic with
-/// "failed printing to stdout: Broken pipe".
+/// -0`) ends quietly by SIGPIPE, as Unix tools do, rather than panicking
+/// with "failed printing to stdout: Broken pipe".
 #[test]
 fn a_client_printing_into_a_closed_pipe_ends_without_a_panic() {
     use std::os::unix::process::ExitStatusExt;

@@ -105,7 +105,7 @@ fn a_task_that_fits_nowhere_says_why_per_node() {
     let (cp, _a, _b) = cluster(dir.path());
     let api = cp.api(&cp.tenant("team-a"));
     // 90 GB on one GPU: A100s have 80, T4s 16. No node could ever hold it, so
-    // it is refused at once (issue 9; it used to wait with a per-node reason).
+    // it is refused at once rather than left waiting with a per-node reason.
     let r = api.post(
         "/v1/tasks",
         &task("too-big", r#"{"count":1,"memory_gb":90}"#, "true"),

@@ -1,4 +1,4 @@
-//! Persist-before-act on failure paths (issue 9, finding 6), shown with real
+//! Persist-before-act on failure paths, shown with real
 //! processes: for each named commit path, the path's next commit is made to
 //! fail (the fail points of test builds, `/v1/test/failpoints`), and then:
 //! the request, if there is one, answered 503 `not_recorded` with nothing
@@ -368,8 +368,8 @@ fn node_paths(c: &mut Cluster) {
 
 /// `node_hello` for a name never seen: the refused first hello issues no
 /// secret (the agent never got one), so the agent's next hello, still
-/// without a secret, is welcomed. Before, the secret's hash stayed in memory
-/// and every later hello was refused for lacking it.
+/// without a secret, is welcomed: a secret's hash kept in memory would have
+/// every later hello refused for lacking it.
 fn new_node_hello(c: &mut Cluster) {
     let (addr, join) = (c.cp.addr.clone(), caldera_chaos_tests::JOIN_TOKEN);
     let before = c.op.rebuilds("node");

@@ -1,8 +1,7 @@
-//! A stop is a drain (issue 10, item 3), with real processes. SIGTERM to an
-//! agent drains its node: its training task checkpoints and resumes on the
-//! other node, its reservation is held there again, no retry is spent, and
-//! the agent exits once nothing is left (before: `failed: killed by signal
-//! 15` with `max_retries: 10`). An operator cordons, drains and uncordons a
+//! A stop is a drain, with real processes. SIGTERM to an agent drains its
+//! node: its training task checkpoints and resumes on the other node, its
+//! reservation is held there again, no retry is spent (never `failed: killed
+//! by signal 15`), and the agent exits once nothing is left. An operator cordons, drains and uncordons a
 //! node through the API and the CLI; the scheduler places nothing on a
 //! cordoned node and the pending reason says so.
 use caldera_chaos_tests::{

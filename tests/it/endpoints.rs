@@ -1,4 +1,4 @@
-//! Endpoints and readiness (issue 12, item 1), with real processes: a
+//! Endpoints and readiness, with real processes: a
 //! control plane, real agents, and `infer-server` replicas. A replica is
 //! listed in `GET /v1/tasks/{service}/endpoints` only once its readiness
 //! probe passes (never, for one that is never ready); the listed address
@@ -216,12 +216,12 @@ fn ports_are_unique_on_a_node_and_kept_across_an_agent_restart() {
 
 /// Two agents on one host with the same `replica-ports` range (as `caldera
 /// up` runs them), each starting a replica whose server binds its port a
-/// second after it starts. Both agents used to find the range's first port
-/// free — neither server had bound it yet — and hand it out twice: the
-/// second server exited "Address already in use" while its readiness probe
-/// passed against the other node's server (the `tests/it/hot_swap.rs` flake
-/// under load). Ports are now claimed host-wide; this fails on every run
-/// without that.
+/// second after it starts. Checking that a port is free is not enough —
+/// neither server has bound it yet, so both agents would find the range's
+/// first port free and hand it out twice: the second server would exit
+/// "Address already in use" while its readiness probe passed against the
+/// other node's server. Ports are claimed host-wide; this fails on every
+/// run without that.
 #[test]
 fn two_agents_on_one_host_never_give_their_replicas_the_same_port() {
     let dir = tempfile::tempdir().unwrap();
@@ -295,10 +295,9 @@ fn a_readiness_whose_commit_fails_is_heard_again_from_heartbeats() {
 
 /// A replica whose `running` (and with it the port of the start's own
 /// event) could not be recorded learns its endpoint from the heartbeats,
-/// which now repeat each workload's port. Before, a heartbeat made the
-/// rebuilt task `running` with no endpoint, and it was never listed: found
-/// when a control plane was killed -9 just as a surge replica started
-/// (`tests/it/hot_swap.rs`, the surge kill -9 test, 1 run in 6). Here every
+/// which repeat each workload's port; otherwise the rebuilt task would be
+/// `running` with no endpoint and never listed (a control plane killed -9
+/// just as a surge replica starts meets this). Here every
 /// task transition and record commit is refused while the replica's
 /// process starts, then allowed again.
 #[test]

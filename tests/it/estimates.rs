@@ -1,4 +1,4 @@
-//! Start-estimate accuracy (issue 13, item 5), with a real server and agent:
+//! Start-estimate accuracy, with a real server and agent:
 //! a task that waits behind another is given an estimate from the running
 //! one's declared duration; when it is placed, the error of that first
 //! estimate is recorded, and `GET /v1/stats/estimates` and `/metrics` count it.

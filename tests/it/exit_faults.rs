@@ -1,4 +1,4 @@
-//! A workload's exit whose commit fails (issue 9, finding 6, on the exit
+//! A workload's exit whose commit fails (persist-before-act on the exit
 //! path), shown with real processes: the task's terminal transition (or, for
 //! a released task, the checkpoint saved on its way out) cannot be recorded,
 //! so the task actor is rebuilt from sled as it was, still holding its room.
@@ -140,7 +140,7 @@ fn an_exit_whose_transition_is_refused_is_heard_again_by_the_rebuilt_task() {
 /// Released while running: the workload saves a checkpoint on SIGTERM, then
 /// exits. The checkpoint's record is refused, so the task is rebuilt while
 /// released, its stop not yet confirmed; its exit must still free its room
-/// (before, the rebuilt task retired at once and nobody freed it).
+/// (a rebuilt task that retired at once would leave nobody to free it).
 #[test]
 fn a_released_task_rebuilt_before_its_stop_is_confirmed_still_frees_its_room() {
     let c = Cluster::start();

@@ -1,4 +1,4 @@
-//! Hot swap in place (issue 12, item 3) with real processes: a control
+//! Hot swap in place with real processes: a control
 //! plane, real agents with weight caches, the test `infer-server` serving a
 //! version it reads from CALDERA_MODEL_PATH, and a client that lists the
 //! service's ready endpoints and calls each one every 50 ms, as a load

@@ -1,4 +1,4 @@
-//! Leases, control-plane side (issue 10, item 2), with real processes: a
+//! Leases, control-plane side, with real processes: a
 //! node goes silent (its agent SIGSTOPped). It is reported lost within 5 s;
 //! a training task (`on_node_loss: fence` by default) is not started
 //! elsewhere before the lease and the stop grace have passed since the last

@@ -1,4 +1,4 @@
-//! Trust I (issue 9): the allocation ledger never leaks and never double-grants,
+//! The allocation ledger never leaks and never double-grants,
 //! checked against real processes. After each run the ledger (the Scheduler's
 //! in memory and sled's copy, `GET /v1/allocations`) is compared with the
 //! tasks' states: every allocation belongs to a task that holds exactly that
@@ -304,12 +304,12 @@ fn grant_disagreement(op: &Api, id: &str, max_epoch: u64) -> Option<String> {
     (!ok).then(|| format!("task {id} is {state}, record holds {own}, sled holds {stored:?}"))
 }
 
-/// Issue 9, finding 4: one writer records a grant in one batch. A task is
-/// submitted and the server killed with SIGKILL the moment the task leaves
-/// `queued`; after the restart its record and the stored allocation agree,
-/// epoch included (the epoch lived only in memory before, and the allocation
-/// and the `scheduled` transition were two batches). A second later, they
-/// still agree.
+/// One writer records a grant in one batch. A task is submitted and the
+/// server killed with SIGKILL the moment the task leaves `queued`; after the
+/// restart its record and the stored allocation agree, epoch included (an
+/// epoch kept only in memory, or the allocation and the `scheduled`
+/// transition in two batches, would let them disagree). A second later,
+/// they still agree.
 #[test]
 fn a_grant_is_recorded_with_its_epoch_in_one_batch_across_kill9() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,4 @@
-//! `caldera logs -f ID` (issue 10, item 6) follows a running task's log:
+//! `caldera logs -f ID` follows a running task's log:
 //! lines show up while the task still runs, each once, and the command stops
 //! by itself once the task has ended, with the rest printed. Real server,
 //! real agent, the real CLI.

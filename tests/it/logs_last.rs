@@ -1,4 +1,4 @@
-//! Logs that last (issue 10, item 6): the log of a finished task is served
+//! Logs that last: the log of a finished task is served
 //! after its node's agent was killed and started again — the file is on the
 //! node's disk; the agent must not look finished allocations up only in
 //! memory. Real server, real agent, real files.

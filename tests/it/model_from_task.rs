@@ -1,4 +1,4 @@
-//! Training uses versions too (issue 12, item 5), with real processes: a
+//! Training uses versions too, with real processes: a
 //! training task names a model version as its starting weights, is warmed
 //! like an inference replica and reads them at CALDERA_MODEL_PATH; it writes
 //! a checkpoint; `caldera model register m:v2 --from-task` registers that

@@ -1,4 +1,4 @@
-//! Retire by control message and deprecate (issue 12, item 4), with real
+//! Retire by control message and deprecate, with real
 //! processes: a control plane and two agents with weight caches on disk.
 //! A retired version takes no new tasks; while a service still uses it, it
 //! stays `retiring` and lists that service — across a kill -9 of the
@@ -260,8 +260,8 @@ fn retire_with_replace_with_moves_every_service_then_evicts_the_old_version() {
 }
 
 /// Retire with `replace_with` of a 1-replica service: its swap goes through
-/// a surge replica (`max_surge: 1`), and the surge's end used to leave the
-/// service's own record serving the old version, so the old version stayed
+/// a surge replica (`max_surge: 1`), and the surge's end must set the
+/// service's own record to the new version, or the old version stays
 /// `retiring` for good. Fails without `swap_drive::serve_target` on the
 /// surge path.
 #[test]

@@ -1,4 +1,4 @@
-//! Model versions I (issue 11), the control plane's side, against the real
+//! Model versions, the control plane's side, against the real
 //! server: registration errors name their field, versions are immutable, a
 //! task naming an unknown version is refused naming it, a rollout to three
 //! (fake) nodes reads the origin once and peers twice, a warming timeout

@@ -1,4 +1,4 @@
-//! A node's weight cache on disk (issue 11, item 3), with real processes and
+//! A node's weight cache on disk, with real processes and
 //! real files: under a small `--cache-gb`, LRU eviction deletes the least
 //! recently used version's file and never one a running workload uses; a
 //! cached copy truncated or with one byte flipped is found before use and
@@ -151,13 +151,12 @@ fn a_task_waiting_for_cache_room_starts_when_an_unpin_makes_room() {
     assert_eq!(cached_copy(&nodes[0].data_dir, &versions[0].sha256), None);
 }
 
-/// The regression test of `3c02e33`: the damaged copy is found and
-/// reported `evicted`, and the version's actor used to believe the node's
-/// last cache report (sent before the check, still listing the copy) over
-/// that eviction, marked the copy verified and sent no warm, so the start
-/// waited in warming for good. With that check reverted this test fails on
-/// every run (the task never reaches running within 60 s); with it, 170 runs
-/// of 170 passed, 50 of them beside four busy loops (load average 7.6).
+/// The damaged copy is found and reported `evicted`, and the version's actor
+/// must believe that eviction over the node's last cache report (sent before
+/// the check, still listing the copy): believing the report would mark the
+/// copy verified and send no warm, so the start would wait in warming for
+/// good. Without that check this test fails on every run (the task never
+/// reaches running within 60 s).
 #[test]
 fn a_truncated_or_flipped_cached_copy_is_found_before_use_and_fetched_again() {
     const SIZE: u64 = 4 << 20;

@@ -1,4 +1,4 @@
-//! Warmup under faults (issue 11, items 3-5), with real processes: storage
+//! Warmup under faults, with real processes: storage
 //! that never answers fails the task once `warming-timeout-ms` passes, with
 //! a reason naming the stage and the source; a peer killed mid-transfer
 //! leaves the receiver to resume from another source; an agent killed -9

@@ -1,4 +1,4 @@
-//! Model versions warm up with real processes (issue 11, items 1-5): a
+//! Model versions warm up with real processes: a
 //! version registered with a generated weights file, on an `http://` origin
 //! the test starts and on a `file://` mount. A service of 3 replicas on 3
 //! agents reads the origin once and its peers twice — counted by the origin

@@ -1,4 +1,4 @@
-//! Trust I (issue 9): a node speaks only for itself. Real processes: a control
+//! A node speaks only for itself. Real processes: a control
 //! plane, real agents, and fake agents (`fake_node`) that speak the real wire
 //! protocol but say whatever a test tells them to: a rogue that joined under
 //! its own name, an impostor that takes another node's name.

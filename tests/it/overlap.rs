@@ -1,4 +1,4 @@
-//! Overlap of two copies (issue 10, item 2, "Measure"), with real processes:
+//! Overlap of two copies, measured with real processes:
 //! a training task (`on_node_loss: fence`) and an inference replica
 //! (`replace`) run on node A, each copy appending timestamped ticks with its
 //! allocation id to one file; then node A goes silent — its agent frozen with

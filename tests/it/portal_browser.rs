@@ -1,4 +1,4 @@
-//! The portal in a real browser (issue 14, item 4): headless Chromium from
+//! The portal in a real browser: headless Chromium from
 //! Debian's packages (installed by `scripts/install-chromium` when missing),
 //! driven over WebDriver (`caldera_chaos_tests::webdriver`) against a real
 //! control plane and two agents with simulated GPUs. A tenant logs in by

@@ -1,5 +1,5 @@
 //! The portal's login, session cookie, CSRF and logout, against the real
-//! binary over HTTP (issue 14, item 2).
+//! binary over HTTP.
 use caldera_chaos_tests::portal::{text, Browser};
 use caldera_chaos_tests::{ControlPlane, OPERATOR_TOKEN};
 use std::path::Path;

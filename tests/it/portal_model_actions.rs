@@ -1,5 +1,5 @@
 //! The portal's model-version actions against the real binary and a real
-//! agent (issues 12 and 14): a service's task page offers the swap form and
+//! agent: a service's task page offers the swap form and
 //! its POST goes through the API's own rules (CSRF first, then the
 //! 1-replica rule, then an accepted swap shown as progress on the task page
 //! and the models page); the models page

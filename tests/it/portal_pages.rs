@@ -1,4 +1,4 @@
-//! The portal's pages against the real binary and a real agent (issue 14):
+//! The portal's pages against the real binary and a real agent:
 //! every page answers with a session and sends the browser to the login
 //! without one; a tenant cannot open another tenant's task page while the
 //! operator can; the submit form creates the task as `POST /v1/tasks` does

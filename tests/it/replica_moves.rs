@@ -1,5 +1,4 @@
-//! A drain moves a service replica make-before-break (issue 10, item 3),
-//! with real processes: the service starts a replacement elsewhere, waits
+//! A drain moves a service replica make-before-break, with real processes: the service starts a replacement elsewhere, waits
 //! until it runs, and only then stops the replica on the drained node — a
 //! planned stop, no retry spent. Measured from the replicas' own
 //! timestamped output: at every line any replica wrote, the service had at

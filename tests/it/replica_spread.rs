@@ -1,4 +1,4 @@
-//! Replica spread (issue 12, item 2) with real processes: a control plane
+//! Replica spread with real processes: a control plane
 //! and two agents with simulated GPUs. Replicas of one service go on
 //! distinct GPUs, and on distinct nodes where possible; a third replica on
 //! two nodes shares a node (never a GPU) and its placement event says so;

@@ -1,8 +1,8 @@
 //! Two agents of one name on one host (two clusters, or parallel tests),
 //! each running an allocation of the same id (`team-a+train.1`): when one's
 //! workload ends and is reaped, the other's must run on. Allocation cgroups
-//! used to live under `caldera-<node name>` alone, so both shared one cgroup
-//! and reaping the first killed the second. Real servers, agents and shims;
+//! named by `caldera-<node name>` alone would be shared by both, and reaping
+//! the first would kill the second. Real servers, agents and shims;
 //! where the host gives the agent no cgroups there is nothing to share and
 //! the test passes on what it can still check.
 use caldera_chaos_tests::ticks;

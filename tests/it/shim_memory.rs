@@ -1,5 +1,5 @@
 //! What a workload's shim costs, and what the agent costs with 100 workloads
-//! (issue 10, measure): `cargo test --release --test it shim_memory:: -- --ignored
+//! (a measure): `cargo test --release --test it shim_memory:: -- --ignored
 //! --nocapture` prints the figures the README's reliability section quotes.
 //! No timed or size assertion (figures depend on the build); it checks only
 //! that every workload runs under its own live shim. GPUs are simulated:

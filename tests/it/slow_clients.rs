@@ -1,4 +1,4 @@
-//! Slow clients must not exhaust the server (issue 9, finding 12): requests
+//! Slow clients must not exhaust the server: requests
 //! that declare a body and never send it are answered and closed after the
 //! client request timeout, a client holding too many requests at once is
 //! refused, and meanwhile `/healthz` answers and a node joins. Real server

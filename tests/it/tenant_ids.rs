@@ -1,4 +1,4 @@
-//! Task ids are scoped by tenant (issue 9, finding 7): two tenants may both
+//! Task ids are scoped by tenant: two tenants may both
 //! name a task `train_20240716_001`; one tenant's service replicas never
 //! touch another tenant's tasks whose ids look like replica ids; a 409 speaks
 //! of the caller's own tasks only; the operator names the tenant explicitly.
@@ -134,9 +134,8 @@ fn task_ids_are_scoped_by_tenant() {
     assert!(!peek.body.to_string().contains("\"302\""), "{}", peek.body);
 }
 
-/// Replica ids cannot meet a tenant's own ids (issue 9, finding 7): before,
-/// a tenant's task `svc.r1` and replica 1 of its own service `svc` were one
-/// task. An id of the replica form is refused with 422 `reserved_id` naming
+/// Replica ids cannot meet a tenant's own ids: a tenant's task `svc.r1` and
+/// replica 1 of its own service `svc` must never be one task. An id of the replica form is refused with 422 `reserved_id` naming
 /// `task_id`, and the replica is untouched.
 #[test]
 fn a_tenants_own_task_id_cannot_take_a_replicas_name() {

@@ -1,4 +1,4 @@
-//! Tenants are isolated on the node (issue 10, item 4): each tenant's
+//! Tenants are isolated on the node: each tenant's
 //! workloads run as an unprivileged uid of its own, with log, checkpoint and
 //! scratch dirs of mode 0700 owned by it. Tenant A's workload tries to read
 //! tenant B's log, B's checkpoint and `/proc/<B's pid>/environ`; each read

@@ -1,8 +1,7 @@
-//! `duration` is a time limit (issue 10, item 5), like Slurm's `--time`: a
-//! training task past it (plus `time-limit-grace-ms`) is asked to checkpoint,
-//! stopped, and fails with reason `time_limit`; a reservation past it is
-//! released. Before, a `00:00:02` task with `sleep 8` ran to the end and a
-//! `00:00:03` reservation was still held after 10 s. Real server and agent.
+//! `duration` is a time limit, like Slurm's `--time`: a training task past
+//! it (plus `time-limit-grace-ms`) is asked to checkpoint, stopped, and fails
+//! with reason `time_limit`, so a `00:00:02` task with `sleep 8` never runs
+//! to its end; a reservation past it is released. Real server and agent.
 use caldera_chaos_tests::{wait_until, Agent, ControlPlane};
 use std::path::Path;
 use std::time::Duration;

@@ -1,9 +1,9 @@
-//! `caldera up` Ctrl-C is a planned stop (issue 10, item 3): it drains the
-//! local nodes (training checkpoints, reservations are requeued) before the
-//! control plane stops, so the next `up` on the same data dir resumes
-//! everything with no retry spent. Before, three up/Ctrl-C cycles left a
-//! training task and even a pure reservation `failed: ... retry budget of 3
-//! spent` ("workload vanished"). Real `caldera up` processes, real SIGINT:
+//! `caldera up` Ctrl-C is a planned stop: it drains the local nodes
+//! (training checkpoints, reservations are requeued) before the control
+//! plane stops, so the next `up` on the same data dir resumes everything
+//! with no retry spent — a stop that spent retries would leave a training
+//! task, or even a pure reservation, `failed: ... retry budget of 3 spent`
+//! after a few cycles. Real `caldera up` processes, real SIGINT:
 //! four runs, each stopped with Ctrl-C; after each of the three restarts
 //! the task runs and the reservation is held, with no retry spent.
 use caldera_chaos_tests::{

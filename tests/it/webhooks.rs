@@ -1,4 +1,4 @@
-//! Signed webhooks (issue 13, item 3) against the real server, with a real
+//! Signed webhooks against the real server, with a real
 //! HTTP receiver (`chaos-tests/src/webhook_receiver.rs`) that checks each
 //! delivery's signature as the README tells a receiver to: a delivery
 //! arrives signed; a 500 is retried with the same event id and both attempts

@@ -1,4 +1,4 @@
-//! Lease fencing, node side (issue 10, item 2): a shim whose lease is not
+//! Lease fencing, node side: a shim whose lease is not
 //! renewed stops its workload by itself. The agent renews each shim's lease
 //! whenever the control plane confirms a heartbeat (`LeaseRenewed`); here the
 //! agent is frozen with SIGSTOP, so renewals stop, and the workload — which

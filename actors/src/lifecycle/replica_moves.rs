@@ -1,7 +1,7 @@
 //! The rules of moving a service replica off a drained node, make-before-
-//! break (issue 10, item 3). Pure: the service's recorded slots, the
-//! replica's state and a few counts in; what to do out. The service's
-//! TaskActor carries the answer out (`service/moves.rs`).
+//! break, so a planned stop never leaves the service a replica short. Pure: the service's recorded slots, the
+//! replica's state and a few counts in; what to do out. The
+//! ServiceActor carries the answer out (`service/moves.rs`).
 //!
 //! A running replica on a drained node is not stopped: the service starts a
 //! surge replica with a fresh index (`ReplicaSlots::take_surge`), records

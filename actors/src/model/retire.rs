@@ -1,4 +1,4 @@
-//! Retire by control message (issue 12, item 4). `POST .../retire` records
+//! Retire by control message. `POST .../retire` records
 //! `retiring` with its [`RetireOrder`] before anything else happens; from
 //! then the version takes no new tasks (`check_task_model` refuses it,
 //! 422 `model_not_accepting`). While retiring, the actor looks at who still
@@ -21,7 +21,7 @@ use crate::commit_site::CommitSite;
 use crate::errors::Result;
 use crate::protocol::model::Retire;
 use crate::protocol::node::SendWeights;
-use crate::protocol::task::SwapModel;
+use crate::protocol::service::SwapModel;
 use actix::prelude::*;
 use caldera_spec::weights::EvictCommand;
 use caldera_spec::wire::ServerMessage;
@@ -246,7 +246,7 @@ impl ModelVersionActor {
             return;
         }
         for service in fresh {
-            let Some(h) = self.sh.registry.task(&service) else {
+            let Some(h) = self.sh.registry.service(&service) else {
                 continue;
             };
             let swap = SwapModel {

@@ -1,6 +1,6 @@
 //! A release whose commit fails must not leave the ledger in memory ahead of
-//! sled (issue 9, finding 6: "a failed Free commit is only logged"): the
-//! Scheduler stops and is rebuilt from what was recorded.
+//! sled (were a failed Free commit only logged, the ledger would offer room
+//! sled still holds): the Scheduler stops and is rebuilt from what was recorded.
 use super::Scheduler;
 use crate::clock::Clock;
 use crate::config::ServerConfig;

@@ -1,7 +1,7 @@
 //! `GET /v1/utilization`: capacity, allocated and measured use per dimension,
 //! for the pool, by node, by tenant and by GPU model.
 //!
-//! One accounting rule for every view (issue 9, finding 10): a GPU counts as
+//! One accounting rule for every view, so the views add up: a GPU counts as
 //! allocated by the fraction of its memory the ledger holds on it
 //! ([`gpu_fraction`]), whoever asks — so by tenant, by node, by model and the
 //! total add up to the same figure. Measured use on a node with simulated

@@ -1,4 +1,4 @@
-//! The benchmarks of issue 2, run against real processes on 127.0.0.1: the
+//! The control plane's benchmarks, run against real processes on 127.0.0.1: the
 //! `bench` binary's subcommands call into these modules. Each starts its own
 //! control plane (and agents) in a scratch directory, is bounded in time, and
 //! prints its figures as lines and as a Markdown table.

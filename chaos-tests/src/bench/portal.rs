@@ -1,4 +1,4 @@
-//! `bench portal` (issue 14, item 5): a control plane with 100 fake nodes
+//! `bench portal`: a control plane with 100 fake nodes
 //! (simulated GPUs, real WebSockets, heartbeating) and 1,000 tasks in mixed
 //! states — running, queued, finished — then each portal page fetched as a
 //! logged-in operator: bytes on the wire (with `Accept-Encoding: gzip`, as a

@@ -1,4 +1,4 @@
-//! Hot swap (issue 12, "Measure"): a service of N replicas of the test
+//! `bench swap`, hot swap measured: a service of N replicas of the test
 //! `infer-server` on N agents with SIMULATED GPUs (one each), swapped
 //! v3 -> v4 in place while a client lists its ready endpoints and calls each
 //! one every 50 ms; then, on a fresh cluster, the old way run through

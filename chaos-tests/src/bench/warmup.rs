@@ -1,4 +1,4 @@
-//! Model warmup (issue 11, "Measure"): N real agents on this machine, a
+//! `bench warmup`, model warmup measured: N real agents on this machine, a
 //! generated weights file behind an origin whose bandwidth is capped — the
 //! EMULATION of saturated shared storage (an NFS server every node reads at
 //! once); loopback itself is far faster — and a service of N replicas, one

@@ -1,4 +1,4 @@
-//! The benchmarks of issue 2 against real processes on 127.0.0.1 (figures and
+//! The control plane's benchmarks against real processes on 127.0.0.1 (figures and
 //! how to read them: docs/benchmarks.md). Build with
 //! `cargo build --release -p caldera -p caldera-chaos-tests`, then e.g.
 //!

@@ -1,4 +1,4 @@
-//! A stop is a drain (issue 10, item 3): on SIGTERM the agent tells the
+//! A stop is a drain: on SIGTERM the agent tells the
 //! control plane `Draining` and keeps its session — heartbeats, commands,
 //! events — while the control plane moves its work away as planned stops
 //! (training checkpoints, then resumes elsewhere; no retry spent). It leaves

@@ -169,8 +169,8 @@ mod tests {
         }
     }
 
-    /// The hot_swap flake: two agents on one host, the same range, workloads
-    /// that have not bound their ports yet. Each must get its own port, and
+    /// Two agents on one host, the same range, workloads that have not
+    /// bound their ports yet (as `caldera up` runs them). Each must get its own port, and
     /// a port comes back to the host once its agent's workload let it go.
     #[test]
     fn two_agents_on_one_host_never_hand_out_the_same_port() {

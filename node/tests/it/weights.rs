@@ -685,10 +685,9 @@ async fn a_workload_adopted_after_a_handover_still_holds_its_copy() {
 
 /// The receiver's GET can reach the peer before the peer's agent has read
 /// the grant the control plane sent it just before (seven receivers granted
-/// at once queue on one peer's loop). The receiver now tries a refusing peer
-/// again for a few seconds; it used to report `failed` at once, and the
-/// control plane then sent it to the origin: a second origin read of the
-/// version in 2 of 6 benchmark rounds.
+/// at once queue on one peer's loop). The receiver tries a refusing peer
+/// again for a few seconds rather than reporting `failed` at once, which
+/// would send it to the origin: a second origin read of the version.
 #[actix_rt::test]
 async fn a_grant_that_arrives_after_the_receivers_first_get_still_serves_it() {
     logs();

@@ -1,4 +1,4 @@
-//! Replica spread (issue 12, item 2): replicas of one service go on distinct
+//! Replica spread: replicas of one service go on distinct
 //! GPUs, and on distinct nodes where possible, so one GPU (or node) fault
 //! never takes a whole service down.
 //!

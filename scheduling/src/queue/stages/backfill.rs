@@ -36,7 +36,7 @@ pub fn blocks(head: Option<&Reservation>, c: Candidate, now_ms: u64) -> Option<S
     }
     let node = c.node;
     // Task ids are keys `tenant/id`: a waiting task learns only its own
-    // tenant's ids (issue 9, finding 7).
+    // tenant's ids, never another tenant's.
     let head_name = caldera_spec::as_seen_by(caldera_spec::tenant_of(c.task_id), &h.task_id);
     if h.preempting {
         return Some(format!("room on {node} is being freed for {head_name}"));
