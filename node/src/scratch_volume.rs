@@ -33,7 +33,50 @@ const TOOL_DIRS: &[&str] = &["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
 #[derive(Debug, Clone)]
 pub struct ScratchVolumes {
     data_dir: PathBuf,
-    tools: Result<Tools, String>,
+    tools: Result<Tools, Unsized>,
+}
+
+/// Why this node cannot size scratch space: said once at start and in the
+/// node's isolation label, so an operator knows what to install or grant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unsized {
+    #[error("the agent is not root, and loop mounts need it")]
+    NotRoot,
+    #[error("{} is missing (no loop devices)", .0.display())]
+    NoLoopDevices(PathBuf),
+    #[error("{0} is not installed")]
+    ToolMissing(&'static str),
+}
+
+/// Why one allocation's scratch filesystem could not be made; nothing of it
+/// is left behind.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot give the scratch dir its {disk_mb} MiB filesystem ({}): {step}", image.display())]
+pub struct SizeError {
+    pub disk_mb: u64,
+    pub image: PathBuf,
+    #[source]
+    pub step: StepError,
+}
+
+/// The step of making, mounting or handing over a scratch filesystem that
+/// failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("{program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{program} failed ({status}): {stderr}")]
+    Tool {
+        program: String,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -95,7 +138,7 @@ impl ScratchVolumes {
         allocation_id: &str,
         disk_mb: u64,
         uid: Option<u32>,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, SizeError> {
         let Ok(tools) = &self.tools else {
             return Ok(false);
         };
@@ -103,13 +146,14 @@ impl ScratchVolumes {
         let dir = self.scratch_dir_of(allocation_id);
         let made = make_image(tools, &image, disk_mb)
             .and_then(|()| mount(tools, &image, &dir))
-            .and_then(|()| own_root(&dir, uid).map_err(|e| e.to_string()));
-        if let Err(e) = made {
+            .and_then(|()| own_root(&dir, uid).map_err(StepError::Io));
+        if let Err(step) = made {
             self.release(allocation_id);
-            return Err(format!(
-                "cannot give the scratch dir its {disk_mb} MiB filesystem ({}): {e}",
-                image.display()
-            ));
+            return Err(SizeError {
+                disk_mb,
+                image,
+                step,
+            });
         }
         Ok(true)
     }
@@ -163,18 +207,15 @@ impl ScratchVolumes {
 }
 
 /// The tools, or what is missing, in words.
-fn find_tools(loop_control: &Path) -> Result<Tools, String> {
+fn find_tools(loop_control: &Path) -> Result<Tools, Unsized> {
     // SAFETY: geteuid has no preconditions and touches no memory.
     if unsafe { libc::geteuid() } != 0 {
-        return Err("the agent is not root, and loop mounts need it".into());
+        return Err(Unsized::NotRoot);
     }
     if !loop_control.exists() {
-        return Err(format!(
-            "{} is missing (no loop devices)",
-            loop_control.display()
-        ));
+        return Err(Unsized::NoLoopDevices(loop_control.to_path_buf()));
     }
-    let find = |name: &str| {
+    let find = |name: &'static str| {
         let path_dirs = std::env::var_os("PATH")
             .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
             .unwrap_or_default();
@@ -183,7 +224,7 @@ fn find_tools(loop_control: &Path) -> Result<Tools, String> {
             .chain(TOOL_DIRS.iter().map(PathBuf::from))
             .map(|d| d.join(name))
             .find(|p| p.is_file())
-            .ok_or_else(|| format!("{name} is not installed"))
+            .ok_or(Unsized::ToolMissing(name))
     };
     Ok(Tools {
         mkfs: find("mkfs.ext4")?,
@@ -194,19 +235,17 @@ fn find_tools(loop_control: &Path) -> Result<Tools, String> {
 /// A sparse file of `disk_mb` MiB holding an empty ext4 filesystem: no
 /// blocks reserved for root (the workload gets all of it), inode tables and
 /// journal initialised lazily (a 200 GiB one is made in well under a second).
-fn make_image(tools: &Tools, image: &Path, disk_mb: u64) -> Result<(), String> {
+fn make_image(tools: &Tools, image: &Path, disk_mb: u64) -> Result<(), StepError> {
     let dir = image.parent().unwrap_or(Path::new("/"));
-    fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(|e| e.to_string())?;
+    fs::create_dir_all(dir)?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
     let file = fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(image)
-        .map_err(|e| e.to_string())?;
-    file.set_len(disk_mb.saturating_mul(1024 * 1024))
-        .map_err(|e| e.to_string())?;
+        .open(image)?;
+    file.set_len(disk_mb.saturating_mul(1024 * 1024))?;
     drop(file);
     run(Command::new(&tools.mkfs)
         .args(["-q", "-F", "-m", "0"])
@@ -216,7 +255,7 @@ fn make_image(tools: &Tools, image: &Path, disk_mb: u64) -> Result<(), String> {
 
 /// Loop-mounts `image` on `dir` (no setuid files, no device files; the
 /// loop device goes when it is unmounted).
-fn mount(tools: &Tools, image: &Path, dir: &Path) -> Result<(), String> {
+fn mount(tools: &Tools, image: &Path, dir: &Path) -> Result<(), StepError> {
     run(Command::new(&tools.mount)
         .args(["-t", "ext4", "-o", "loop,nosuid,nodev"])
         .arg(image)
@@ -267,16 +306,19 @@ fn is_mount_point(dir: &Path) -> bool {
     d.dev() != p.dev()
 }
 
-fn run(cmd: &mut Command) -> Result<(), String> {
+fn run(cmd: &mut Command) -> Result<(), StepError> {
     let program = cmd.get_program().to_string_lossy().into_owned();
-    let out = cmd.output().map_err(|e| format!("{program}: {e}"))?;
+    let out = match cmd.output() {
+        Ok(out) => out,
+        Err(source) => return Err(StepError::Spawn { program, source }),
+    };
     match out.status.success() {
         true => Ok(()),
-        false => Err(format!(
-            "{program} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )),
+        false => Err(StepError::Tool {
+            program,
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        }),
     }
 }
 

@@ -208,7 +208,7 @@ impl Runtime {
             Ok(false) => Ok(format!("; {}", self.scratch.label())),
             Err(e) => Err(StartError::Prepare {
                 path: self.scratch.image_of(&cmd.allocation_id),
-                source: std::io::Error::other(e),
+                source: std::io::Error::other(e.to_string()),
             }),
         }
     }
