@@ -81,16 +81,34 @@ impl Default for ProcMount {
 /// Whether this agent can give its workloads a `/proc` of their own: tried
 /// once on a child (`true`) that does exactly what a shim does; the answer
 /// is kept. Err says why not.
-pub fn check() -> Result<(), String> {
-    static ANSWER: OnceLock<Result<(), String>> = OnceLock::new();
+pub fn check() -> Result<(), NoOwnProc> {
+    static ANSWER: OnceLock<Result<(), NoOwnProc>> = OnceLock::new();
     ANSWER.get_or_init(try_once).clone()
 }
 
-fn try_once() -> Result<(), String> {
+/// Why workloads on this node see the host's `/proc` (other uids' processes
+/// included), in the words the node's isolation label shows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoOwnProc {
+    #[error("the agent is not root")]
+    NotRoot,
+    #[error("cannot read the kernel version: {0}")]
+    KernelUnknown(String),
+    #[error("kernel {major}.{minor} older than {}.{}: procfs mounts share one instance", OWN_PROCFS_SINCE.0, OWN_PROCFS_SINCE.1)]
+    OldKernel { major: u32, minor: u32 },
+    #[error("kernel version {0:?} unreadable: procfs mounts may share one instance")]
+    UnreadableKernel(String),
+    #[error("a test process ended with {0}")]
+    TrialFailed(String),
+    #[error("cannot mount a private /proc: {0}")]
+    MountRefused(String),
+}
+
+fn try_once() -> Result<(), NoOwnProc> {
     use std::os::unix::process::CommandExt;
     // SAFETY: geteuid has no memory effects.
     if unsafe { libc::geteuid() } != 0 {
-        return Err("the agent is not root".into());
+        return Err(NoOwnProc::NotRoot);
     }
     // Before the trial mount below: on an old kernel the trial itself
     // would change the host's /proc.
@@ -107,8 +125,8 @@ fn try_once() -> Result<(), String> {
     }
     match cmd.status() {
         Ok(s) if s.success() => Ok(()),
-        Ok(s) => Err(format!("a test process ended with {s}")),
-        Err(e) => Err(format!("cannot mount a private /proc: {e}")),
+        Ok(s) => Err(NoOwnProc::TrialFailed(s.to_string())),
+        Err(e) => Err(NoOwnProc::MountRefused(e.to_string())),
     }
 }
 
@@ -117,14 +135,13 @@ fn try_once() -> Result<(), String> {
 const OWN_PROCFS_SINCE: (u32, u32) = (5, 8);
 
 /// The running kernel's release, as `uname -r` prints it (`6.1.0-18-amd64`).
-fn kernel_release() -> Result<String, String> {
+fn kernel_release() -> Result<String, NoOwnProc> {
     // SAFETY: utsname is plain bytes; uname fills it or fails.
     let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
     // SAFETY: `uts` is a valid, writable utsname.
     if unsafe { libc::uname(&mut uts) } != 0 {
-        return Err(format!(
-            "cannot read the kernel version: {}",
-            io::Error::last_os_error()
+        return Err(NoOwnProc::KernelUnknown(
+            io::Error::last_os_error().to_string(),
         ));
     }
     let bytes: Vec<u8> = uts
@@ -146,16 +163,11 @@ fn major_minor(release: &str) -> Option<(u32, u32)> {
 
 /// Ok when the kernel of `release` gives each procfs mount its own options;
 /// Err says why not, in the words the isolation label shows.
-fn kernel_gives_own_procfs(release: &str) -> Result<(), String> {
-    let (since_major, since_minor) = OWN_PROCFS_SINCE;
+fn kernel_gives_own_procfs(release: &str) -> Result<(), NoOwnProc> {
     match major_minor(release) {
         Some(v) if v >= OWN_PROCFS_SINCE => Ok(()),
-        Some((major, minor)) => Err(format!(
-            "kernel {major}.{minor} older than {since_major}.{since_minor}: procfs mounts share one instance"
-        )),
-        None => Err(format!(
-            "kernel version {release:?} unreadable: procfs mounts may share one instance"
-        )),
+        Some((major, minor)) => Err(NoOwnProc::OldKernel { major, minor }),
+        None => Err(NoOwnProc::UnreadableKernel(release.to_string())),
     }
 }
 
@@ -174,12 +186,12 @@ mod tests {
         assert_eq!(major_minor("x.y"), None);
         assert_eq!(major_minor("99999999999.1"), None);
         for old in ["5.7.19", "4.19.0-25-amd64", "3.10.0-1160.el7.x86_64"] {
-            let e = kernel_gives_own_procfs(old).unwrap_err();
+            let e = kernel_gives_own_procfs(old).unwrap_err().to_string();
             assert!(e.contains("older than 5.8"), "{old}: {e}");
             assert!(e.contains("share one instance"), "{old}: {e}");
         }
         assert_eq!(
-            kernel_gives_own_procfs("5.7.0").unwrap_err(),
+            kernel_gives_own_procfs("5.7.0").unwrap_err().to_string(),
             "kernel 5.7 older than 5.8: procfs mounts share one instance"
         );
         for new in ["5.8.0", "5.10.0-28-amd64", "6.1.0", "6.18.44-fc-v1098"] {
