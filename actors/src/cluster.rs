@@ -4,7 +4,7 @@
 //! opening a node session.
 use crate::commit_site::CommitSite;
 use crate::config::ServerConfig;
-use crate::durability::FlushGate;
+use crate::durability::{FlushGate, Ticket};
 use crate::errors::{ActorError, Result};
 use crate::node::NodeActor;
 use crate::protocol::cluster::{CreateTenant, NodeSession, Submit};
@@ -13,6 +13,7 @@ use crate::protocol::scheduler::SetQuota;
 use crate::protocol::{NodeHandle, SchedulerHandle};
 use crate::registry::Registry;
 use crate::scheduler::Scheduler;
+use crate::service::{self, ServiceActor};
 use crate::shared::Shared;
 use crate::task::TaskActor;
 use crate::tenant::TenantActor;
@@ -170,8 +171,22 @@ fn restore_nodes(store: &Store, sh: &Arc<Shared>) -> Result<()> {
     Ok(())
 }
 
-/// One supervised TaskActor per task that is not terminal. Answers how many
-/// and the next free submission sequence number.
+/// Starts the supervised actor that owns `rec` and lists it in the
+/// directory: a ServiceActor for an inference service, else a TaskActor.
+fn spawn_owner(sh: &Arc<Shared>, rec: TaskRecord, boot: Option<Ticket>) {
+    let id = rec.spec.task_id.clone();
+    if service::is_service(&rec) {
+        let actor = ServiceActor::spawn(rec, sh.clone(), boot);
+        sh.registry.add_service(&id, actor);
+    } else {
+        sh.registry
+            .add_task(&id, TaskActor::spawn(rec, sh.clone(), boot));
+    }
+}
+
+/// One supervised actor per task that is not terminal (a service's or a
+/// task's, `spawn_owner`). Answers how many and the next free submission
+/// sequence number.
 fn restore_tasks(store: &Store, sh: &Arc<Shared>) -> Result<(usize, u64)> {
     let mut next_seq = 0;
     let mut live = 0;
@@ -180,9 +195,7 @@ fn restore_tasks(store: &Store, sh: &Arc<Shared>) -> Result<(usize, u64)> {
         next_seq = next_seq.max(t.seq + 1);
         if !t.state.is_terminal() {
             live += 1;
-            let id = t.spec.task_id.clone();
-            sh.registry
-                .add_task(&id, TaskActor::spawn(t, sh.clone(), None));
+            spawn_owner(sh, t, None);
         }
     }
     Ok((live, next_seq))
@@ -340,8 +353,7 @@ impl Cluster {
             .gate
             .commit(CommitSite::TaskSubmit, b)
             .map_err(|e| ActorError::not_recorded("the task", e))?;
-        let actor = TaskActor::spawn(rec.clone(), self.sh.clone(), Some(ticket));
-        self.sh.registry.add_task(&id, actor);
+        spawn_owner(&self.sh, rec.clone(), Some(ticket));
         Ok((rec, true, ticket))
     }
 }

@@ -37,7 +37,8 @@ use crate::protocol::node::{
 use crate::protocol::scheduler::{
     AllocatedByNode, AllocationsOn, LedgerAllocations, QueryUtilization, QueuePositions, Stats,
 };
-use crate::protocol::task::{Release, Scale, TaskSnapshot};
+use crate::protocol::service::Scale;
+use crate::protocol::task::{Release, TaskSnapshot};
 use crate::protocol::tenant::{ChangeQuota, TenantSnapshot};
 use crate::protocol::NodeHandle;
 
@@ -152,10 +153,20 @@ impl ControlPlane {
             .unwrap_or_default())
     }
 
+    /// The record of task `id` as its live actor holds it (a service's
+    /// ServiceActor, any other task's TaskActor), asked now; None when no
+    /// actor lives for it.
+    fn ask_snapshot(&self, id: &str) -> Option<crate::protocol::Reply<TaskRecord>> {
+        if let Some(s) = self.sh.registry.service(id) {
+            return Some(s.send(TaskSnapshot));
+        }
+        Some(self.sh.registry.task(id)?.send(TaskSnapshot))
+    }
+
     /// The freshest record of a task: its live actor's, else sled's.
     pub async fn task(&self, id: &str) -> Result<Option<TaskRecord>> {
-        if let Some(a) = self.sh.registry.task(id) {
-            if let Ok(r) = a.send(TaskSnapshot).await {
+        if let Some(ask) = self.ask_snapshot(id) {
+            if let Ok(r) = ask.await {
                 return Ok(Some(r));
             }
         }
@@ -183,15 +194,15 @@ impl ControlPlane {
     pub async fn tasks(&self, q: TaskQuery) -> Result<TaskPage> {
         let store = self.store();
         let mut page = blocking(move || task_page::read(&store, &q, SCAN_BUDGET)).await?;
-        let live: Vec<_> = page
+        let (live, asks): (Vec<usize>, Vec<_>) = page
             .tasks
             .iter()
             .enumerate()
             .filter(|(_, r)| !r.state.is_terminal())
-            .filter_map(|(i, r)| Some((i, self.sh.registry.task(&r.spec.task_id)?)))
-            .collect();
-        let snaps = join_all(live.iter().map(|(_, a)| a.send(TaskSnapshot))).await;
-        for ((i, _), snap) in live.iter().zip(snaps) {
+            .filter_map(|(i, r)| Some((i, self.ask_snapshot(&r.spec.task_id)?)))
+            .unzip();
+        let snaps = join_all(asks).await;
+        for (i, snap) in live.iter().zip(snaps) {
             if let (Ok(s), Some(r)) = (snap, page.tasks.get_mut(*i)) {
                 r.pending_reason = s.pending_reason;
                 r.estimated_start_ms = s.estimated_start_ms;
@@ -203,6 +214,9 @@ impl ControlPlane {
     /// Releases a live task; `None` when it has no live actor (it has ended,
     /// and releasing it again changes nothing).
     pub async fn release(&self, id: &str, by: String) -> Result<Option<TaskRecord>> {
+        if let Some(s) = self.sh.registry.service(id) {
+            return s.send(Release { by }).await?.map(Some);
+        }
         match self.sh.registry.task(id) {
             None => Ok(None),
             Some(a) => a.send(Release { by }).await?.map(Some),
@@ -211,7 +225,12 @@ impl ControlPlane {
 
     /// Scales an inference service to `replicas`.
     pub async fn scale(&self, id: &str, replicas: u32) -> Result<TaskRecord> {
-        let Some(a) = self.sh.registry.task(id) else {
+        let Some(a) = self.sh.registry.service(id) else {
+            if self.sh.registry.task(id).is_some() {
+                return Err(ActorError::Conflict(format!(
+                    "{id} is not an inference service; only services have replicas"
+                )));
+            }
             return Err(ActorError::Conflict("the service has ended".to_string()));
         };
         a.send(Scale { replicas }).await?

@@ -1,13 +1,15 @@
 //! The directory of live actors, so that any actor (or the gateway) can reach
-//! a task, node or tenant by name. A directory only: each actor owns its state.
+//! a task, service, node or tenant by name. A directory only: each actor owns its state.
 //! It holds typed handles from the protocol, never actor types.
-use crate::protocol::{ModelHandle, NodeHandle, TaskHandle, TenantHandle};
+use crate::protocol::{ModelHandle, NodeHandle, ServiceHandle, TaskHandle, TenantHandle};
 use std::collections::HashMap;
 use std::sync::RwLock;
 
 #[derive(Default)]
 pub struct Registry {
     tasks: RwLock<HashMap<String, TaskHandle>>,
+    /// Inference services by their key; their replicas are in `tasks`.
+    services: RwLock<HashMap<String, ServiceHandle>>,
     nodes: RwLock<HashMap<String, NodeHandle>>,
     tenants: RwLock<HashMap<String, TenantHandle>>,
     /// Model versions by `name:version`, with their weights' SHA-256 (a
@@ -48,8 +50,26 @@ impl Registry {
             .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default()
     }
+    /// Live tasks, services counted: a service is a task to its tenant.
     pub fn live_tasks(&self) -> usize {
-        self.tasks.read().map(|m| m.len()).unwrap_or(0)
+        let tasks = self.tasks.read().map(|m| m.len()).unwrap_or(0);
+        tasks + self.services.read().map(|m| m.len()).unwrap_or(0)
+    }
+    pub fn service(&self, id: &str) -> Option<ServiceHandle> {
+        get(&self.services, id)
+    }
+    pub fn add_service(&self, id: &str, a: ServiceHandle) {
+        put(&self.services, id, a)
+    }
+    pub fn remove_service(&self, id: &str) {
+        remove(&self.services, id)
+    }
+    /// Every live service's handle, by key.
+    pub fn services(&self) -> Vec<(String, ServiceHandle)> {
+        self.services
+            .read()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default()
     }
     pub fn node(&self, name: &str) -> Option<NodeHandle> {
         get(&self.nodes, name)

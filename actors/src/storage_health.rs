@@ -130,6 +130,9 @@ pub fn rebuild_after_reopen(sh: Arc<Shared>) {
             for (_, t) in sh.registry.tasks() {
                 t.do_send(crate::protocol::lifecycle::Rebuild { why: why.clone() });
             }
+            for (_, s) in sh.registry.services() {
+                s.do_send(crate::protocol::lifecycle::Rebuild { why: why.clone() });
+            }
             for (_, n) in sh.registry.nodes() {
                 n.do_send(crate::protocol::lifecycle::Rebuild { why: why.clone() });
             }

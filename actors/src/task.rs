@@ -2,7 +2,9 @@
 //! Queued -> Scheduled -> Preparing -> Ready -> Running -> Finished, with Failed,
 //! Cancelled, Released and requeue on node loss — persists every transition
 //! before acting on it, and stops itself once the task is terminal (the record
-//! stays in sled).
+//! stays in sled). A replica of an inference service is a task like any
+//! other; what it tells its ServiceActor is in `task/replica.rs`. The service
+//! itself is a ServiceActor's (`service.rs`), never a TaskActor's.
 use crate::commit_site::CommitSite;
 use crate::durability::Ticket;
 use crate::errors::Result;
@@ -27,6 +29,7 @@ mod container_start;
 mod moves;
 mod preparing;
 mod rebuilt;
+mod replica;
 mod warming;
 
 /// Extra time past the stop grace before a release frees the room anyway.
@@ -39,12 +42,6 @@ pub struct TaskActor {
     boot: Option<Ticket>,
     /// Why the running workload is being stopped, when the control plane asked.
     stopping: Option<Stopping>,
-    /// An inference service: the last known state of each replica.
-    pub(crate) replicas: std::collections::BTreeMap<String, TaskState>,
-    /// An inference service: replicas replaced since one last ran (backoff).
-    pub(crate) replica_restarts: u32,
-    /// An inference service: moves whose waiting for room was announced.
-    pub(crate) moves_noted: std::collections::BTreeSet<u32>,
     pub(crate) sup: Supervision<TaskActor>,
     /// Rebuilt after its record became terminal (or vanished): it only waits
     /// for the last handles to drop.
@@ -64,8 +61,10 @@ pub struct TaskActor {
     pub(crate) warming: Option<warming::WarmingNote>,
     /// Preparing: the pull's reports and the stage's timer (memory only).
     pub(crate) preparing: preparing::PreparingNote,
-    /// An inference service: its swap's memory-only bookkeeping.
-    pub(crate) swap_live: crate::service::SwapLive,
+    /// A replica draining for its service's swap: the generation it runs
+    /// now, off the endpoints list until its node answers the Swap (memory
+    /// only).
+    pub(crate) swap_draining: Option<u32>,
 }
 
 impl TaskActor {
@@ -75,9 +74,6 @@ impl TaskActor {
             sh,
             boot,
             stopping: None,
-            replicas: Default::default(),
-            replica_restarts: 0,
-            moves_noted: Default::default(),
             sup: Supervision::default(),
             retired: false,
             redispatch: false,
@@ -86,7 +82,7 @@ impl TaskActor {
             left: false,
             warming: None,
             preparing: Default::default(),
-            swap_live: Default::default(),
+            swap_draining: None,
         }
     }
 
@@ -188,18 +184,6 @@ impl TaskActor {
         });
     }
 
-    /// An idle replica: its service decides whether to scale in.
-    pub(crate) fn ask_service_to_scale_in(&self, reason: String) {
-        if let Some(svc) = &self.rec.service {
-            if let Some(parent) = self.sh.registry.task(svc) {
-                parent.do_send(crate::protocol::task::ScaleInIdle {
-                    replica: self.id().to_string(),
-                    reason,
-                });
-            }
-        }
-    }
-
     pub(crate) fn id(&self) -> &str {
         &self.rec.spec.task_id
     }
@@ -210,18 +194,6 @@ impl TaskActor {
             .allocation
             .as_ref()
             .map(|a| a.allocation_id.clone())
-    }
-
-    /// A replica tells its service where it moved.
-    pub(crate) fn tell_service(&self, state: TaskState) {
-        if let Some(svc) = &self.rec.service {
-            if let Some(parent) = self.sh.registry.task(svc) {
-                parent.do_send(crate::protocol::task::ReplicaState {
-                    replica: self.id().to_string(),
-                    state,
-                });
-            }
-        }
     }
 
     /// Takes a grant: plans the record (the allocation bound, Scheduled) and
@@ -418,10 +390,6 @@ impl Actor for TaskActor {
         if self.retired {
             return;
         }
-        if self.is_service() {
-            let boot = self.boot.take();
-            return self.start_service(ctx, boot);
-        }
         if self.rec.state == TaskState::Running {
             // Rebuilt (boot or supervisor) mid-run: the deadline still holds.
             self.arm_time_limit(ctx);
@@ -466,10 +434,7 @@ impl actix::Supervised for TaskActor {
         self.sup.restarted("task");
         self.stopping = None;
         self.boot = None;
-        self.replicas.clear();
-        self.replica_restarts = 0;
-        self.moves_noted.clear();
-        self.swap_live = Default::default();
+        self.swap_draining = None;
         let read = self.sh.gate.store().task(self.id());
         match reread("task", self.id(), read) {
             Reread::Found(r) => {
@@ -572,9 +537,6 @@ impl Handler<Workload> for TaskActor {
 impl Handler<Release> for TaskActor {
     type Result = ResponseFuture<Result<TaskRecord>>;
     fn handle(&mut self, m: Release, ctx: &mut Context<Self>) -> Self::Result {
-        if self.is_service() {
-            return self.release_service(ctx, m.by);
-        }
         let node_connected = self
             .rec
             .allocation

@@ -202,46 +202,6 @@ impl TaskActor {
         let _ = self.record(CommitSite::TaskRecord, planned, vec![e]);
     }
 
-    /// Records one event about the task, its record unchanged.
-    pub(crate) fn note(
-        &mut self,
-        site: CommitSite,
-        kind: EventKind,
-        msg: String,
-    ) -> Result<Ticket> {
-        let e = self.event_of(&self.rec, kind, msg);
-        self.record(site, self.rec.clone(), vec![e])
-    }
-
-    /// Moves to `state` (recorded first), then tells the service.
-    pub(crate) fn transition(
-        &mut self,
-        state: TaskState,
-        reason: Option<String>,
-    ) -> Result<Ticket> {
-        self.transition_with(state, reason, |_| None)
-    }
-
-    /// As [`Self::transition`], with one more change to the planned record
-    /// made by `also` in the same commit; the event it answers (kind, text)
-    /// is recorded after the transition's.
-    pub(crate) fn transition_with(
-        &mut self,
-        state: TaskState,
-        reason: Option<String>,
-        also: impl FnOnce(&mut TaskRecord) -> Option<(EventKind, String)>,
-    ) -> Result<Ticket> {
-        let mut planned = self.rec.clone();
-        let msg = move_to(&mut planned, state, self.sh.now_ms(), reason);
-        let mut events = vec![self.event_of(&planned, EventKind::TaskTransition, msg)];
-        if let Some((kind, text)) = also(&mut planned) {
-            events.push(self.event_of(&planned, kind, text));
-        }
-        let t = self.record(CommitSite::TaskTransition, planned, events)?;
-        self.tell_service(state);
-        Ok(t)
-    }
-
     /// An event about this task as `rec` describes it (its node, if placed).
     pub(crate) fn event_of(&self, rec: &TaskRecord, kind: EventKind, msg: String) -> Event {
         let mut e = Event::new(self.sh.now_ms(), kind, msg)

@@ -1,7 +1,9 @@
-//! TaskActor and service shells over a real sled store and a stand-in
+//! TaskActor and ServiceActor shells over a real sled store and a stand-in
 //! Scheduler: what the task tells the Scheduler, and what it records.
 use crate::protocol::lifecycle::Observe;
-use crate::protocol::task::{Placed, Scale, TaskSnapshot};
+use crate::protocol::service::Scale;
+use crate::protocol::task::{Placed, TaskSnapshot};
+use crate::service::ServiceActor;
 use crate::stand_ins::{shared, Heard};
 use crate::task::TaskActor;
 use caldera_spec::{Allocation, TaskRecord, TaskState};
@@ -109,8 +111,8 @@ fn a_service_keeps_its_replicas_and_scales_in_from_the_top() {
     let heard = Heard::default();
     actix_rt::System::new().block_on(async move {
         let sh = shared(store, &heard);
-        let svc = TaskActor::spawn(rec, sh.clone(), None);
-        sh.registry.add_task("svc", svc.clone());
+        let svc = ServiceActor::spawn(rec, sh.clone(), None);
+        sh.registry.add_service("svc", svc.clone());
         let h = until_heard(&heard, |h| h.len() >= 2).await;
         let mut enq = h.clone();
         enq.sort();

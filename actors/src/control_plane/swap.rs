@@ -1,7 +1,7 @@
 //! Hot swap, as the gateway calls it: `POST /v1/tasks/{service}/model`.
 use super::ControlPlane;
 use crate::errors::{ActorError, Result};
-use crate::protocol::task::SwapModel;
+use crate::protocol::service::SwapModel;
 use caldera_spec::{ModelRef, SwapAnswer};
 
 /// `{"model": "name:v4", "allow_downtime": false, "max_surge": 0}`, parsed.
@@ -34,7 +34,13 @@ pub fn parse_swap(body: &[u8]) -> Result<SwapRequest> {
 impl ControlPlane {
     /// Asks service `id` (a task key) to swap as `req` says, for `by`.
     pub async fn swap_model(&self, id: &str, req: SwapRequest, by: String) -> Result<SwapAnswer> {
-        let Some(a) = self.sh.registry.task(id) else {
+        let Some(a) = self.sh.registry.service(id) else {
+            if self.sh.registry.task(id).is_some() {
+                return Err(ActorError::Conflict(format!(
+                    "{} is not an inference service; only a service's model is swapped",
+                    caldera_spec::local_id(id)
+                )));
+            }
             return Err(ActorError::Conflict(
                 "the service has ended; only a live service is swapped".to_string(),
             ));

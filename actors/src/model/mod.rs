@@ -8,6 +8,7 @@
 pub mod backoff;
 pub mod budget;
 pub mod fleet;
+pub mod mount;
 mod news;
 mod operations;
 pub mod origins;

@@ -10,6 +10,7 @@ pub mod lifecycle;
 pub mod model;
 pub mod node;
 pub mod scheduler;
+pub mod service;
 pub mod task;
 pub mod tenant;
 
@@ -17,5 +18,6 @@ pub use handle::{Ask, Reply, Tell};
 pub use model::ModelHandle;
 pub use node::NodeHandle;
 pub use scheduler::SchedulerHandle;
+pub use service::ServiceHandle;
 pub use task::TaskHandle;
 pub use tenant::TenantHandle;

@@ -1,5 +1,5 @@
-//! A service moving a replica off a drained node, make-before-break (issue
-//! 10, item 3). The rules are `lifecycle/replica_moves.rs`; this file
+//! A service moving a replica off a drained node, make-before-break. The
+//! rules are `lifecycle/replica_moves.rs`; this file
 //! carries them out, persist before act:
 //!
 //! 1. a running replica on a drained node asks its service (`ReplicaDrained`);
@@ -16,17 +16,18 @@
 //! record: the replacement exists (its record was in the move's batch), a
 //! replacement already running finishes the move, and a retired replica
 //! whose release was not recorded is released again (`resume_moves`).
+use super::ServiceActor;
 use crate::commit_site::CommitSite;
 use crate::lifecycle::replica_moves::{
     on_drained, on_state, waiting_reason, without_room, NoRoom, OnDrained, Progress,
 };
-use crate::protocol::task::{Release, ReplicaDrained, ReplicaPending, ReplicaState};
-use crate::task::TaskActor;
+use crate::protocol::service::{ReplicaDrained, ReplicaPending, ReplicaState};
+use crate::protocol::task::Release;
 use actix::prelude::*;
 use caldera_spec::{local_id, replica_index, EventKind, ReplicaMove, ReplicaSlots, TaskState};
 use std::time::Duration;
 
-impl TaskActor {
+impl ServiceActor {
     /// Records the move with its replacement's record, in one batch, then
     /// starts the replacement. Not recorded: nothing moved, the service is
     /// rebuilt, and the replica drains as a task (answers false).
@@ -230,27 +231,14 @@ impl TaskActor {
             }
         }
     }
-
-    /// A replica waiting for room tells its service why.
-    pub(crate) fn tell_service_pending(&self, reason: &str) {
-        if self.rec.state != TaskState::Queued {
-            return;
-        }
-        if let Some(parent) = self.parent_service() {
-            parent.do_send(ReplicaPending {
-                replica: self.id().to_string(),
-                reason: reason.to_string(),
-            });
-        }
-    }
 }
 
-impl Handler<ReplicaDrained> for TaskActor {
+impl Handler<ReplicaDrained> for ServiceActor {
     type Result = bool;
     /// True: the service moves the replica make-before-break (or is doing
     /// so already); false: the replica drains as any task.
     fn handle(&mut self, m: ReplicaDrained, _: &mut Context<Self>) -> bool {
-        if !self.is_service() || self.rec.state.is_terminal() {
+        if self.rec.state.is_terminal() {
             return false;
         }
         let Some(index) = replica_index(self.id(), &m.replica) else {
@@ -274,7 +262,7 @@ impl Handler<ReplicaDrained> for TaskActor {
     }
 }
 
-impl Handler<ReplicaPending> for TaskActor {
+impl Handler<ReplicaPending> for ServiceActor {
     type Result = ();
     /// A move's replacement finds no room: say so, once as an event and in
     /// the pending reason, and stop the old replica early only when the

@@ -7,13 +7,12 @@
 //! replica; 1 replica is refused (409 `swap_needs_replicas`) unless the
 //! request allows downtime or asks for one surge replica that free capacity
 //! holds right now.
+use super::ServiceActor;
 use crate::commit_site::CommitSite;
 use crate::errors::{ActorError, Result};
 use crate::model::register::check_task_model;
-use crate::protocol::task::{ReplicaSwapFailed, RunsModel, SwapModel, SwapTick};
-use crate::task::TaskActor;
+use crate::protocol::service::{ReplicaSwapFailed, SwapModel, SwapTick};
 use actix::prelude::*;
-use caldera_spec::wire::WorkloadEventKind;
 use caldera_spec::{
     local_id, EventKind, ModelRef, SpecError, SpecErrorKind, SwapAnswer, SwapPhase, SwapProgress,
     SwapReplica, SwapStep, TaskRecord, TaskState,
@@ -22,16 +21,10 @@ use caldera_spec::{
 /// The most surge replicas a swap may ask for: one, for a 1-replica service.
 pub const MAX_SURGE: u32 = 1;
 
-impl TaskActor {
+impl ServiceActor {
     /// Checks `m` against the service as it is now and plans the swap it
     /// asks for; `Ok(None)`: the service already serves `m.to`.
     fn plan_swap(&self, m: &SwapModel) -> Result<Option<SwapProgress>> {
-        if !self.is_service() {
-            return Err(ActorError::Conflict(format!(
-                "{} is not an inference service; only a service's model is swapped",
-                local_id(self.id())
-            )));
-        }
         if self.rec.state.is_terminal() {
             return Err(ActorError::Conflict(format!(
                 "service {} has ended",
@@ -151,7 +144,7 @@ impl TaskActor {
     }
 }
 
-impl Handler<SwapModel> for TaskActor {
+impl Handler<SwapModel> for ServiceActor {
     type Result = ResponseActFuture<Self, Result<SwapAnswer>>;
     /// Answers once the swap is durable; it then runs on by itself. A
     /// 1-replica surge swap asks the Scheduler for room first.
@@ -195,7 +188,7 @@ impl Handler<SwapModel> for TaskActor {
     }
 }
 
-impl TaskActor {
+impl ServiceActor {
     /// The answer to a swap recorded under `ticket` (once durable), which
     /// then runs on by itself.
     fn answer_started(
@@ -217,11 +210,11 @@ impl TaskActor {
 }
 
 /// An answer known now.
-fn answer(a: Result<SwapAnswer>) -> ResponseActFuture<TaskActor, Result<SwapAnswer>> {
+fn answer(a: Result<SwapAnswer>) -> ResponseActFuture<ServiceActor, Result<SwapAnswer>> {
     Box::pin(actix::fut::ready(a))
 }
 
-impl Handler<SwapTick> for TaskActor {
+impl Handler<SwapTick> for ServiceActor {
     type Result = ();
     /// Looks at the swap under way again (`swap_drive.rs`).
     fn handle(&mut self, _: SwapTick, ctx: &mut Context<Self>) {
@@ -229,71 +222,12 @@ impl Handler<SwapTick> for TaskActor {
     }
 }
 
-impl TaskActor {
-    /// A replica's swap news: true drops the event — a heartbeat's repeat
-    /// of "ready" for the generation it drains (it would put the replica
-    /// back on the endpoints list just before its process is restarted).
-    /// The answer to a Swap ends the drain; a SwapFailed also goes to the
-    /// service.
-    pub(crate) fn swap_news(&mut self, kind: &WorkloadEventKind) -> bool {
-        match kind {
-            WorkloadEventKind::Readiness {
-                ready: true,
-                generation,
-                ..
-            } => return self.swap_live.draining == Some(*generation),
-            WorkloadEventKind::Swapped { .. } => self.swap_live.draining = None,
-            WorkloadEventKind::SwapFailed { .. } => {
-                self.swap_live.draining = None;
-                self.tell_service_swap_failed(kind);
-            }
-            _ => {}
-        }
-        false
-    }
-
-    /// A replica forwards its node's SwapFailed to its service.
-    fn tell_service_swap_failed(&self, kind: &WorkloadEventKind) {
-        let WorkloadEventKind::SwapFailed { generation, reason } = kind else {
-            return;
-        };
-        if let Some(parent) = self.parent_service() {
-            parent.do_send(ReplicaSwapFailed {
-                replica: self.id().to_string(),
-                generation: *generation,
-                reason: reason.clone(),
-            });
-        }
-    }
-}
-
-impl Handler<ReplicaSwapFailed> for TaskActor {
+impl Handler<ReplicaSwapFailed> for ServiceActor {
     type Result = ();
     fn handle(&mut self, m: ReplicaSwapFailed, ctx: &mut Context<Self>) {
         self.swap_live
             .failed
             .insert(m.replica, (m.generation, m.reason));
         self.drive_swap(ctx);
-    }
-}
-
-impl Handler<RunsModel> for TaskActor {
-    type Result = ();
-    /// Recorded in the replica's own record (its actor owns it).
-    fn handle(&mut self, m: RunsModel, _: &mut Context<Self>) {
-        if self.rec.state.is_terminal() {
-            return;
-        }
-        self.swap_live.draining = Some(self.rec.generation);
-        let mut planned = self.rec.clone();
-        planned.spec.model = Some(m.model);
-        if let Some(image) = m.image {
-            // A replica started again (requeued) runs what it was swapped to.
-            planned.spec.image = Some(image);
-        }
-        planned.ready = false;
-        // Not recorded: the replica is rebuilt from sled; its process still
-        // runs what its node was told, and reports it (`serving_model`).
-        let _ = self.record(CommitSite::TaskRecord, planned, Vec::new());
     }
 }

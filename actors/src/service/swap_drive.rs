@@ -6,13 +6,15 @@
 //! the same record back and asks the same question: a Swap whose answer is
 //! not recorded is sent again (the agent answers a repeated generation with
 //! the outcome it reached), one already answered moves on.
+use super::ServiceActor;
 use crate::commit_site::CommitSite;
 use crate::container::start::NotBuilt;
 use crate::lifecycle::swap_steps::{self, Limits, Next, ReplicaSeen};
+use crate::model::mount::mount_of_version;
 use crate::protocol::model::{NodeNeeds, TasksLeft};
 use crate::protocol::node::SendWeights;
-use crate::protocol::task::{Release, SwapTick};
-use crate::task::TaskActor;
+use crate::protocol::service::SwapTick;
+use crate::protocol::task::{Release, RunsModel};
 use actix::prelude::*;
 use caldera_spec::wire::{ServerMessage, SwapCommand};
 use caldera_spec::{
@@ -44,12 +46,9 @@ pub(crate) struct SwapLive {
     pub(crate) failed: HashMap<String, (u32, String)>,
     /// A turn is armed already.
     armed: bool,
-    /// A replica: the generation it runs while draining for a swap (off
-    /// the endpoints list until its node answers the Swap).
-    pub(crate) draining: Option<u32>,
 }
 
-impl TaskActor {
+impl ServiceActor {
     /// Moves the swap under way on as far as it can go now, then arms the
     /// next turn while it is not over.
     pub(crate) fn drive_swap(&mut self, ctx: &mut Context<Self>) {
@@ -254,7 +253,7 @@ impl TaskActor {
         };
         // Off the endpoints list first, then (after the drain) the restart.
         if let Some(rep) = self.sh.registry.task(&r.replica) {
-            rep.do_send(crate::protocol::task::RunsModel {
+            rep.do_send(RunsModel {
                 model: model.to_string(),
                 image: self.swap_image(&model),
             });
@@ -298,7 +297,7 @@ impl TaskActor {
         self.swap_live
             .sent
             .insert((r.replica.clone(), r.generation), self.sh.now_ms());
-        let Some(mount) = self.mount_of_version(&model.to_string()) else {
+        let Some(mount) = mount_of_version(self.sh.gate.store(), &model.to_string()) else {
             tracing::error!(model = %model, "swap: the version's record is unreadable");
             return;
         };

@@ -2,12 +2,12 @@
 //! (a new framework build beside new weights); a service whose replicas run
 //! in containers swaps each replica onto that image, or keeps its own when
 //! the version names none. A service of processes ignores versions' images.
+use super::ServiceActor;
 use crate::container::start::{self, NotBuilt};
-use crate::task::TaskActor;
 use caldera_spec::container::{ContainerStart, RuntimeKind};
 use caldera_spec::{ModelRef, TaskSpec};
 
-impl TaskActor {
+impl ServiceActor {
     /// The image this service's replicas run on `model`: the version's own,
     /// else the service's; None for a service that runs processes.
     pub(super) fn swap_image(&self, model: &ModelRef) -> Option<String> {

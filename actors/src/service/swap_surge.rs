@@ -10,16 +10,16 @@
 //! `ready_timeout_s`, it is released and the old replica keeps serving
 //! (`rolled_back`). Each outcome is recorded before it is acted on; a
 //! control plane rebuilt mid-swap reads the same record and asks again.
+use super::ServiceActor;
 use crate::errors::{ActorError, Result};
 use crate::protocol::scheduler::DryRunPlacement;
-use crate::task::TaskActor;
 use caldera_scheduling::queue::dry_run::DryRun;
 use caldera_spec::{
     local_id, replica_index, EventKind, ModelRef, ReplicaMove, SwapPhase, SwapProgress,
     SwapReplica, SwapStep, TaskRecord, TaskState,
 };
 
-impl TaskActor {
+impl ServiceActor {
     /// The swap under way, when it is a surge swap: its surge entry's
     /// position in `replicas` and the surge replica's index.
     fn swap_surge(&self) -> Option<(usize, u32)> {

@@ -3,7 +3,8 @@
 //! lifecycle table's (`lifecycle/moves.rs`); this file only carries them out.
 use super::TaskActor;
 use crate::lifecycle::Input;
-use crate::protocol::task::{Drain, NodeLost, ReplicaDrained};
+use crate::protocol::service::ReplicaDrained;
+use crate::protocol::task::{Drain, NodeLost};
 use actix::prelude::*;
 use caldera_spec::TaskState;
 use std::time::Duration;
@@ -54,12 +55,7 @@ impl Handler<Drain> for TaskActor {
             // (its hello reports it, so it comes back still running).
             return;
         }
-        let parent = self
-            .rec
-            .service
-            .as_ref()
-            .filter(|_| !m.cluster_stopping)
-            .and_then(|s| self.sh.registry.task(s));
+        let parent = self.service().filter(|_| !m.cluster_stopping);
         match parent {
             Some(p) if self.rec.state == TaskState::Running => {
                 let ask = p.send(ReplicaDrained {

@@ -3,6 +3,7 @@
 //! progress (throttled) and timeout.
 use super::TaskActor;
 use crate::lifecycle::{self, Input};
+use crate::model::mount::mount_of_version;
 use crate::protocol::model::NodeNeeds;
 use actix::prelude::*;
 use caldera_spec::weights::ModelMount;
@@ -30,20 +31,7 @@ impl TaskActor {
     /// at submission; a version gone since starts the task without one and
     /// the agent refuses nothing it was not told).
     pub(crate) fn model_mount(&self) -> Option<ModelMount> {
-        self.mount_of_version(self.rec.spec.model.as_ref()?)
-    }
-
-    /// The mount of the version `key` (`name:version`), from its record.
-    pub(crate) fn mount_of_version(&self, key: &str) -> Option<ModelMount> {
-        let rec = self.sh.gate.store().model_version(key).ok()??;
-        Some(ModelMount {
-            name: rec.spec.name.clone(),
-            version: rec.spec.version.clone(),
-            sha256: rec.spec.weights.sha256.clone(),
-            size_bytes: rec.spec.weights.size_bytes,
-            private: rec.owner.is_some(),
-            owner: rec.owner.clone(),
-        })
+        mount_of_version(self.sh.gate.store(), self.rec.spec.model.as_ref()?)
     }
 
     /// The start went out to `node`: the version's actor records that the
