@@ -21,7 +21,7 @@ pub struct Labelled {
 }
 
 /// Every container (running or not) labelled for `node`.
-pub fn list(podman: &Path, node: &str) -> Result<Vec<Labelled>, String> {
+pub fn list(podman: &Path, node: &str) -> Result<Vec<Labelled>, podman::PodmanError> {
     let filter = format!("label={LABEL_NODE}={node}");
     let out = podman::run(
         podman,
@@ -29,20 +29,26 @@ pub fn list(podman: &Path, node: &str) -> Result<Vec<Labelled>, String> {
         TIMEOUT,
     )?;
     if !out.success {
-        return Err(format!("podman ps failed: {}", out.why()));
+        return Err(podman::PodmanError::Failed {
+            verb: "ps",
+            why: out.why(),
+        });
     }
     parse(&out.stdout, node)
 }
 
 /// Reads `podman ps --format json`; only entries whose label really is
 /// `node` count (the filter is podman's; this is ours).
-fn parse(json: &str, node: &str) -> Result<Vec<Labelled>, String> {
+fn parse(json: &str, node: &str) -> Result<Vec<Labelled>, podman::PodmanError> {
     let text = json.trim();
     if text.is_empty() {
         return Ok(Vec::new());
     }
-    let v: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| format!("podman ps answered unreadable JSON: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| podman::PodmanError::Unreadable {
+            verb: "ps",
+            why: e.to_string(),
+        })?;
     let entries = v.as_array().cloned().unwrap_or_default();
     Ok(entries
         .iter()
@@ -115,6 +121,9 @@ mod tests {
             }]
         );
         assert!(parse("", "n1-aa").unwrap().is_empty());
-        assert!(parse("[", "n1-aa").unwrap_err().contains("unreadable"));
+        assert!(matches!(
+            parse("[", "n1-aa"),
+            Err(podman::PodmanError::Unreadable { verb: "ps", .. })
+        ));
     }
 }

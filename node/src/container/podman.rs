@@ -62,9 +62,34 @@ impl Output {
     }
 }
 
+/// Why a podman call did not give an answer to act on.
+#[derive(Debug, thiserror::Error)]
+pub enum PodmanError {
+    #[error("{}: {source}", podman.display())]
+    Spawn {
+        podman: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("podman {verb} did not answer within {timeout:?}")]
+    Timeout { verb: String, timeout: Duration },
+    #[error("waiting for podman: {0}")]
+    Wait(#[source] std::io::Error),
+    #[error("podman {verb} failed: {why}")]
+    Failed { verb: &'static str, why: String },
+    #[error("podman {verb} answered unreadable JSON: {why}")]
+    Unreadable { verb: &'static str, why: String },
+    #[error("podman {verb} {name} failed: {why}")]
+    Refused {
+        verb: &'static str,
+        name: String,
+        why: String,
+    },
+}
+
 /// Runs `podman args...` and waits at most `timeout` (then kills it: Err).
 /// Blocking: for the shim, and for the agent at start or off its loop.
-pub fn run(podman: &Path, args: &[&str], timeout: Duration) -> Result<Output, String> {
+pub fn run(podman: &Path, args: &[&str], timeout: Duration) -> Result<Output, PodmanError> {
     let mut child = Command::new(podman)
         .args(args)
         .env_clear()
@@ -74,7 +99,10 @@ pub fn run(podman: &Path, args: &[&str], timeout: Duration) -> Result<Output, St
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("{}: {e}", podman.display()))?;
+        .map_err(|source| PodmanError::Spawn {
+            podman: podman.to_path_buf(),
+            source,
+        })?;
     let out = child.stdout.take().map(drain);
     let err = child.stderr.take().map(drain);
     let deadline = Instant::now() + timeout;
@@ -84,13 +112,13 @@ pub fn run(podman: &Path, args: &[&str], timeout: Duration) -> Result<Output, St
             Ok(None) if Instant::now() >= deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "podman {} did not answer within {timeout:?}",
-                    args.first().copied().unwrap_or("")
-                ));
+                return Err(PodmanError::Timeout {
+                    verb: args.first().copied().unwrap_or("").to_string(),
+                    timeout,
+                });
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => return Err(format!("waiting for podman: {e}")),
+            Err(e) => return Err(PodmanError::Wait(e)),
         }
     };
     let text = |h: Option<std::thread::JoinHandle<String>>| {
@@ -109,7 +137,7 @@ const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Removes container `name`, killing it at once if it runs
 /// (`rm -f -t 0`); a container already gone is no error.
-pub fn remove(podman: &Path, name: &str) -> Result<(), String> {
+pub fn remove(podman: &Path, name: &str) -> Result<(), PodmanError> {
     let out = run(
         podman,
         &["rm", "--force", "--ignore", "--time", "0", name],
@@ -117,18 +145,26 @@ pub fn remove(podman: &Path, name: &str) -> Result<(), String> {
     )?;
     match out.success {
         true => Ok(()),
-        false => Err(format!("podman rm {name} failed: {}", out.why())),
+        false => Err(PodmanError::Refused {
+            verb: "rm",
+            name: name.to_string(),
+            why: out.why(),
+        }),
     }
 }
 
 /// Sends `signal` (e.g. `TERM`) to the container's main process; a
 /// container already gone is no error (Err only when podman failed).
-pub fn signal(podman: &Path, name: &str, signal: &str) -> Result<(), String> {
+pub fn signal(podman: &Path, name: &str, signal: &str) -> Result<(), PodmanError> {
     let out = run(podman, &["kill", "--signal", signal, name], CONTROL_TIMEOUT)?;
     let gone = out.stderr.contains("no such container") || out.stderr.contains("not running");
     match out.success || gone {
         true => Ok(()),
-        false => Err(format!("podman kill {name} failed: {}", out.why())),
+        false => Err(PodmanError::Refused {
+            verb: "kill",
+            name: name.to_string(),
+            why: out.why(),
+        }),
     }
 }
 
@@ -149,7 +185,8 @@ mod tests {
     #[test]
     fn a_command_past_its_timeout_is_killed_and_said_so() {
         let err = run(Path::new("/bin/sleep"), &["5"], Duration::from_millis(100)).unwrap_err();
-        assert!(err.contains("did not answer"), "{err}");
+        assert!(matches!(err, PodmanError::Timeout { .. }), "{err}");
+        assert!(err.to_string().contains("did not answer"), "{err}");
         let ok = run(Path::new("/bin/echo"), &["hi"], Duration::from_secs(5)).unwrap();
         assert!(ok.success && ok.stdout.trim() == "hi", "{ok:?}");
         let bad = run(
