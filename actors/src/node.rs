@@ -14,16 +14,13 @@ use crate::protocol::node::{
     SendWeights, StopWorkload,
 };
 use crate::protocol::scheduler::{AllocationsOn, NodeDown, NodeMetricsUpdate};
-use crate::protocol::task::{NodeLost, WorkloadMissing};
+use crate::protocol::task::NodeLost;
 use crate::protocol::NodeHandle;
-use crate::reconcile::{join_notice, reconcile};
+use crate::resync::SessionEvents;
 use crate::shared::Shared;
 use crate::supervision::{reread, Reread, Supervision};
 use actix::prelude::*;
-use caldera_spec::wire::{
-    ExitStatus, Hello, NodeMessage, ServerMessage, StopCommand, Welcome, WorkloadEventKind,
-    WorkloadReport,
-};
+use caldera_spec::wire::{ExitStatus, Hello, NodeMessage, ServerMessage, StopCommand};
 use caldera_spec::{Event, EventKind, NodeMetrics, NodeRecord, NodeState};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,10 +28,13 @@ use std::time::Duration;
 mod drain;
 mod exits;
 mod images;
+mod join_notice;
 mod lease;
+mod resync;
 mod rotate;
 mod trust;
 mod weights;
+use join_notice::join_notice;
 
 // tokio's clock: liveness runs on the same (pausable) time as the timers.
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
@@ -57,10 +57,12 @@ pub struct NodeActor {
     log_waiters: HashMap<u64, oneshot::Sender<LogChunk>>,
     next_request: u64,
     /// Exits this session forwarded, by allocation id: (task id, exit). A
-    /// heartbeat repeating one does not double it, and a task rebuilt before
-    /// it could record one asks for it again ([`ResendExit`]): the agent may
-    /// have stopped repeating it by then.
+    /// resync repeating one does not double it, and a task rebuilt before
+    /// it could record one asks for it again ([`ResendExit`]).
     exits_forwarded: HashMap<String, (String, ExitStatus)>,
+    /// The session's workload events as received: gaps, and the digests
+    /// asked for (see `resync.rs`).
+    events: SessionEvents,
     /// The allocations this session may speak for.
     held: Held,
     /// The agent's data dir, from its hello (checkpoint paths are inside it).
@@ -91,6 +93,7 @@ impl NodeActor {
             log_waiters: HashMap::new(),
             next_request: 1,
             exits_forwarded: HashMap::new(),
+            events: SessionEvents::default(),
             held: Held::default(),
             data_dir: String::new(),
             address: "127.0.0.1".into(),
@@ -256,57 +259,8 @@ impl NodeActor {
         self.last_seen = self.sh.clock.instant();
         self.session = Some(Session { id: session_id, tx });
         self.exits_forwarded.clear();
+        self.events = SessionEvents::default();
         Some(t)
-    }
-
-    /// Answers the hello once the ledger's view of the node is known: keep
-    /// and kill lists, the node's room back in the pool, exits it kept while
-    /// away, and news for the tasks whose workload it no longer has.
-    fn welcome(
-        &mut self,
-        ctx: &mut Context<Self>,
-        owned: &[caldera_spec::Allocation],
-        reported: &[WorkloadReport],
-        node_secret: Option<String>,
-    ) {
-        let r = reconcile(owned, reported);
-        let mine = owned.iter().filter(|a| a.node == self.rec.name);
-        let mine = mine.map(|a| (a.allocation_id.clone(), a.task_id.clone()));
-        self.held.reset(mine, &r.kill);
-        if let Some(notice) = r.kill_notice(&self.rec.name) {
-            self.sh.record(
-                Event::new(self.sh.now_ms(), EventKind::NodeFenced, notice).node(&self.rec.name),
-            );
-        }
-        let welcomed = self.send(ServerMessage::Welcome(Welcome {
-            node_name: self.rec.name.clone(),
-            epoch: self.rec.epoch,
-            heartbeat_interval_ms: self.sh.config.heartbeat_interval_ms,
-            lease_ms: self.lease_ms(),
-            stop_grace_ms: self.sh.config.stop_grace_ms,
-            keep: r.keep,
-            kill: r.kill,
-            node_secret,
-        }));
-        // The agent may count its lease from the welcome: so do we (conservative).
-        self.lease_renewed = self.sh.clock.instant();
-        if welcomed {
-            // Placeable only with a session to start work on: one that
-            // closed while the hello was answered is not.
-            self.announce_up();
-        }
-        self.resume_drain(ctx);
-        for x in r.exits {
-            let kind = WorkloadEventKind::Exited(x.status);
-            self.forward(&x.task_id, &x.allocation_id, kind);
-        }
-        for w in r.missing {
-            if let Some(t) = self.sh.registry.task(&w.task_id) {
-                t.do_send(WorkloadMissing {
-                    node: self.rec.name.clone(),
-                });
-            }
-        }
     }
 }
 
@@ -433,7 +387,8 @@ impl Handler<AgentMessage> for NodeActor {
                 if let Some(i) = &hb.images {
                     self.images_seen(i);
                 }
-                let usage = self.take_reports(&hb.workloads).into_iter().collect();
+                self.heartbeat_counted(hb.events_sent);
+                let usage = self.usage_of(&hb.workloads).into_iter().collect();
                 self.sh.scheduler.do_send(NodeMetricsUpdate {
                     name: self.rec.name.clone(),
                     metrics: hb.metrics,
@@ -441,9 +396,11 @@ impl Handler<AgentMessage> for NodeActor {
                 });
             }
             NodeMessage::Event(ev) => {
+                self.event_numbered(ev.seq);
                 self.pull_event(&ev);
                 self.on_event(ev)
             }
+            NodeMessage::Digest(d) => self.on_digest(ctx, d),
             NodeMessage::Warmup(w) => self.on_warmup(w),
             NodeMessage::Prepulled(r) => self.on_prepulled(r),
             NodeMessage::Logs {

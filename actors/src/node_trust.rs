@@ -127,7 +127,14 @@ impl Held {
         self.fenced = kill.iter().cloned().collect();
     }
 
+    /// A resync within the session told the node to stop these: their
+    /// last reports are dropped without counting, as at a hello.
+    pub fn fence(&mut self, kill: &[String]) {
+        self.fenced.extend(kill.iter().cloned());
+    }
+
     pub fn insert(&mut self, allocation_id: &str, task_id: &str) {
+        self.fenced.remove(allocation_id);
         self.tasks
             .insert(allocation_id.to_string(), task_id.to_string());
     }

@@ -10,10 +10,13 @@ use crate::error::AgentError;
 use crate::lease::LeaseClock;
 use crate::probe::Probe;
 use crate::runtime::{Note, Runtime};
+use crate::session::numbering::EventNumbers;
 use crate::session::{self, SessionConfig, SessionEvent};
 use crate::shim::files::boottime_ms;
 use crate::tenancy::Tenancy;
-use caldera_spec::wire::{Heartbeat, Hello, NodeMessage, ServerMessage, Welcome, PROTOCOL_VERSION};
+use caldera_spec::wire::{
+    Digest, Heartbeat, Hello, NodeMessage, ServerMessage, Welcome, PROTOCOL_VERSION,
+};
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -43,6 +46,8 @@ struct Connection {
     /// When the hello went out (ms on `CLOCK_BOOTTIME`): the first lease counts from it.
     hello_sent_ms: u64,
     lease: LeaseClock,
+    /// The workload events sent on it, numbered (gap detection).
+    events: EventNumbers,
 }
 
 struct Agent {
@@ -327,6 +332,7 @@ impl Agent {
             reported,
             hello_sent_ms,
             lease: LeaseClock::default(),
+            events: EventNumbers::default(),
         });
     }
 
@@ -359,6 +365,7 @@ impl Agent {
                 }
             }
             ServerMessage::Prepull(cmd) => self.prepull(cmd),
+            ServerMessage::Resync { epoch, request } => self.digest(epoch, request),
             ServerMessage::Start(cmd) => {
                 if self.current_epoch(cmd.epoch, "start", &cmd.allocation_id) {
                     self.image_used(&cmd);
@@ -506,9 +513,39 @@ impl Agent {
         if self.live_epoch().is_none() {
             return;
         }
-        for event in self.runtime.take_events() {
-            self.send(NodeMessage::Event(event));
+        let events = self.runtime.take_events();
+        let Some(conn) = self.connection.as_mut() else {
+            return;
+        };
+        for event in conn.events.number(events) {
+            let _ = conn.outbound.send(NodeMessage::Event(event));
         }
+    }
+
+    /// Answers the control plane's resync request: what the node holds
+    /// under `epoch`, after every event queued before it (the digest covers
+    /// them), as a hello reports it.
+    fn digest(&mut self, epoch: u64, request: u64) {
+        if self.live_epoch() != Some(epoch) {
+            tracing::warn!("ignoring a resync request of epoch {epoch}");
+            return;
+        }
+        self.flush();
+        let workloads = self.runtime.hello_reports();
+        let Some(conn) = self.connection.as_ref() else {
+            return;
+        };
+        tracing::info!(
+            "the control plane asked for a digest: {} workload(s) after {} event(s)",
+            workloads.len(),
+            conn.events.sent()
+        );
+        self.send(NodeMessage::Digest(Digest {
+            epoch,
+            request,
+            events_sent: conn.events.sent(),
+            workloads,
+        }));
     }
 
     /// Measures and sends one heartbeat (welcomed sessions only: an idle,
@@ -525,6 +562,7 @@ impl Agent {
             return;
         };
         let seq = conn.lease.next_heartbeat(boottime_ms());
+        let events_sent = conn.events.sent();
         let cache = Some(self.cache_report());
         let images = self.changed_images();
         self.send(NodeMessage::Heartbeat(Heartbeat {
@@ -534,6 +572,7 @@ impl Agent {
             workloads: self.runtime.reports(),
             cache,
             images,
+            events_sent,
         }));
         self.runtime.purge_reported();
     }

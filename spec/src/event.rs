@@ -21,6 +21,10 @@ pub enum EventKind {
     NodeSecretRotated,
     /// A node was cordoned, drained or uncordoned.
     NodeCordoned,
+    /// A node's session was resynced: a gap in its events (or a task that
+    /// may have missed what its workload did) had what the node holds
+    /// compared with the books; says why and what was repaired.
+    NodeResynced,
     TenantCreated,
     QuotaChanged,
     WorkloadExited,

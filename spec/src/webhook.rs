@@ -97,6 +97,7 @@ pub fn webhook_type(e: &Event) -> Option<&'static str> {
         | EventKind::NodeRevoked
         | EventKind::NodeSecretRotated => "node.state_changed",
         EventKind::NodeRefused
+        | EventKind::NodeResynced
         | EventKind::TenantCreated
         | EventKind::WorkloadExited
         | EventKind::CheckpointRequested

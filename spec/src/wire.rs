@@ -35,6 +35,18 @@
 //! name a model ([`ModelMount`]); [`ServerMessage::Warm`], `PeerGrant`,
 //! `Evict` and `Pin` drive the cache, and [`NodeMessage::Warmup`] reports on
 //! it. The whole flow is in [`crate::weights`].
+//!
+//! Resync (protocol 5): the agent numbers the workload events it sends in a
+//! session ([`WorkloadEvent::seq`], from 1) and every heartbeat says how many
+//! it has sent ([`Heartbeat::events_sent`]); frames travel in order on the
+//! one socket, so the control plane sees a missing or out-of-order event as
+//! a hole in the numbers. On such a gap (or when one of its tasks may have
+//! missed what its workload did) it asks for a [`ServerMessage::Resync`];
+//! the agent answers with a [`Digest`] of what it holds under the epoch, the
+//! same reports a hello carries, and the control plane repairs the
+//! differences with its books in one place — the same place that answers a
+//! hello. Heartbeats carry metrics, usage and the lease, never replays of
+//! events.
 use crate::node::{NodeInventory, NodeMetrics};
 pub use crate::readiness::ReadinessProbe;
 pub use crate::weights::{
@@ -45,7 +57,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bumped on any incompatible change; a mismatching hello is refused.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Agent -> control plane. A hello is sent once a session, so its size
 /// does not matter next to a heartbeat's.
@@ -84,6 +96,22 @@ pub enum NodeMessage {
     Warmup(WarmupReport),
     /// How a pre-pull ([`ServerMessage::Prepull`]) ended.
     Prepulled(crate::images::PrepullReport),
+    /// Answer to [`ServerMessage::Resync`]: what the node holds now.
+    Digest(Digest),
+}
+
+/// What a node holds under its epoch, sent when the control plane asks
+/// ([`ServerMessage::Resync`]): every workload alive, and every exit the
+/// control plane has not yet let go of, as a hello reports them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Digest {
+    pub epoch: u64,
+    /// The [`ServerMessage::Resync::request`] this answers.
+    pub request: u64,
+    /// Workload events sent in this session before the digest: what the
+    /// digest covers.
+    pub events_sent: u64,
+    pub workloads: Vec<WorkloadReport>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -126,6 +154,8 @@ pub struct Heartbeat {
     #[serde(default)]
     pub seq: u64,
     pub metrics: NodeMetrics,
+    /// Each workload as the agent sees it; the control plane reads their
+    /// measured usage (it learns what they did from events and resyncs).
     pub workloads: Vec<WorkloadReport>,
     /// The weight cache now (protocol 4; None from older agents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -134,6 +164,11 @@ pub struct Heartbeat {
     /// every few seconds, not at every heartbeat); None: as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images: Option<crate::images::ImageReport>,
+    /// Workload events sent in this session so far (the last one's
+    /// [`WorkloadEvent::seq`]): more than the control plane received means
+    /// one was lost, and it asks for a [`Digest`].
+    #[serde(default)]
+    pub events_sent: u64,
 }
 
 /// A workload as the agent sees it.
@@ -150,20 +185,20 @@ pub struct WorkloadReport {
     #[serde(default)]
     pub usage: AllocationUse,
     /// Still waiting for its model's weights (no process yet): alive, but
-    /// not started, so a heartbeat does not stand for a `started` event.
+    /// not started, so a resync does not take it for a `started` one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub warming: bool,
     /// Its running process's readiness as last reported in a `Readiness`
-    /// event (None: none yet); repeated on every heartbeat, so a control
-    /// plane that could not record one hears it again.
+    /// event (None: none yet): a hello or digest carries it, so a control
+    /// plane that could not record the event hears it in the resync.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
     /// The generation that readiness is about (0: the first start).
     #[serde(default)]
     pub generation: u32,
-    /// The port the workload was given (`CALDERA_PORT`); repeated on every
-    /// heartbeat, as `Started` alone used to carry it and a control plane
-    /// killed before recording that event never learned the endpoint.
+    /// The port the workload was given (`CALDERA_PORT`): a hello or digest
+    /// carries it, so a control plane that never recorded the `Started`
+    /// event (killed first) learns the endpoint in the resync.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
 }
@@ -212,6 +247,10 @@ pub struct WorkloadEvent {
     pub epoch: u64,
     pub at_ms: u64,
     pub kind: WorkloadEventKind,
+    /// Its number among the events of this session (from 1), given as it
+    /// goes out; 0: not numbered (not yet sent).
+    #[serde(default)]
+    pub seq: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -350,6 +389,14 @@ pub enum ServerMessage {
     },
     /// Pull an image onto the node ahead of use (the operator's pre-pull).
     Prepull(crate::images::PrepullCommand),
+    /// Send a [`Digest`] of what the node holds under `epoch`: the control
+    /// plane saw a gap in the session's events, or a task of the node may
+    /// have missed what its workload did.
+    Resync {
+        epoch: u64,
+        /// Numbers the requests of a session; the digest names the one it answers.
+        request: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -488,6 +535,7 @@ mod tests {
                 stopped: false,
                 oom_killed: false,
             }),
+            seq: 4,
         });
         let text = serde_json::to_string(&e).unwrap();
         assert_eq!(serde_json::from_str::<NodeMessage>(&text).unwrap(), e);
@@ -578,6 +626,7 @@ mod tests {
                 epoch: 2,
                 at_ms: 1,
                 kind,
+                seq: 1,
             });
             let text = serde_json::to_string(&e).unwrap();
             assert_eq!(serde_json::from_str::<NodeMessage>(&text).unwrap(), e);

@@ -158,8 +158,7 @@ fn ports_are_unique_on_a_node_and_kept_across_an_agent_restart() {
     let ports_of = |api: &Api, n: usize| -> Vec<u64> {
         (0..n)
             .map(|i| {
-                // Its port comes with the start's own event, which may
-                // follow the heartbeat that made it running.
+                // Running and its port come with the start's own event.
                 let v = api.wait_task(&format!("web.r{i}"), 60, "running with a port", |v| {
                     v["state"] == "running" && v["endpoint"]["port"].is_u64()
                 });
@@ -260,10 +259,11 @@ fn two_agents_on_one_host_never_give_their_replicas_the_same_port() {
 }
 
 /// Readiness is persisted before it counts: a replica whose `ready` commit
-/// fails is not listed, and its rebuilt task hears it again from the next
-/// heartbeat (which repeats every workload's readiness), then lists it.
+/// fails is not listed, and its rebuilt task hears it again from the resync
+/// it asks its node for (the node's digest carries each workload's last
+/// readiness), then lists it.
 #[test]
-fn a_readiness_whose_commit_fails_is_heard_again_from_heartbeats() {
+fn a_readiness_whose_commit_fails_is_heard_again_from_the_resync() {
     let dir = tempfile::tempdir().unwrap();
     let (_, range) = port_range(4);
     let spec = AgentSpec::new("node-1", "1xA100-80GB").flag("replica-ports", &range);
@@ -294,14 +294,15 @@ fn a_readiness_whose_commit_fails_is_heard_again_from_heartbeats() {
 }
 
 /// A replica whose `running` (and with it the port of the start's own
-/// event) could not be recorded learns its endpoint from the heartbeats,
-/// which repeat each workload's port; otherwise the rebuilt task would be
+/// event) could not be recorded learns its endpoint from the resync its
+/// rebuilt task asks for (the node's digest carries each workload's port);
+/// otherwise the rebuilt task would be
 /// `running` with no endpoint and never listed (a control plane killed -9
 /// just as a surge replica starts meets this). Here every
 /// task transition and record commit is refused while the replica's
 /// process starts, then allowed again.
 #[test]
-fn a_start_whose_commit_fails_still_gets_its_endpoint_from_heartbeats() {
+fn a_start_whose_commit_fails_still_gets_its_endpoint_from_the_resync() {
     let dir = tempfile::tempdir().unwrap();
     let (_, range) = port_range(4);
     let spec = AgentSpec::with_cache("node-1", "1xA100-80GB", "1").flag("replica-ports", &range);

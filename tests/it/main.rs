@@ -39,6 +39,7 @@ mod portal_pages;
 mod replica_moves;
 mod replica_spread;
 mod requests;
+mod resync;
 mod same_name_agents;
 mod shim_memory;
 mod slow_clients;

@@ -1,5 +1,5 @@
 //! Exits as the NodeActor passes them on: each forwarded to its task once
-//! per session (heartbeats repeat them), and kept, so a task rebuilt before
+//! per session (a resync may repeat them), and kept, so a task rebuilt before
 //! it could record its exit (a failed commit) hears it again when it asks
 //! ([`ResendExit`]). Persist-before-act stays the task's: it acts on the
 //! exit only once its own transition is recorded.
@@ -37,17 +37,28 @@ impl NodeActor {
 
 impl Handler<ResendExit> for NodeActor {
     type Result = ();
-    /// Only to the task the exit was forwarded to, for that allocation: the
-    /// task's own record decides what it means (news of an older attempt is
-    /// ignored there), and it acts only once that is recorded.
+    /// An exit already forwarded goes again, only to the task it was
+    /// forwarded to, for that allocation: the task's own record decides what
+    /// it means (news of an older attempt is ignored there), and it acts
+    /// only once that is recorded. Without one, the workload may have done
+    /// something else the task never recorded (started, became ready): the
+    /// node is asked for a digest, and the resync tells the task.
     fn handle(&mut self, m: ResendExit, _: &mut Context<Self>) {
-        let Some((task, exit)) = self.exits_forwarded.get(&m.allocation_id) else {
-            return;
-        };
-        if *task != m.task_id {
+        if let Some((task, exit)) = self.exits_forwarded.get(&m.allocation_id) {
+            if *task == m.task_id {
+                let kind = WorkloadEventKind::Exited(exit.clone());
+                self.tell_task(&m.task_id, &m.allocation_id, kind);
+            }
             return;
         }
-        let kind = WorkloadEventKind::Exited(exit.clone());
-        self.tell_task(&m.task_id, &m.allocation_id, kind);
+        let epoch = self.rec.epoch;
+        let held = self.held.check(epoch, epoch, &m.allocation_id, &m.task_id);
+        if held == crate::node_trust::Verdict::Accept(m.task_id.clone()) {
+            let why = format!(
+                "task {} was rebuilt and may have missed what its workload did",
+                m.task_id
+            );
+            self.ask_digest(&why, true);
+        }
     }
 }

@@ -5,9 +5,7 @@ use super::NodeActor;
 use crate::node_trust::{self, Refusal, Verdict};
 use crate::protocol::node::{AgentHello, Revoke};
 use actix::prelude::*;
-use caldera_spec::wire::{
-    AllocationUse, ServerMessage, WorkloadEvent, WorkloadEventKind, WorkloadReport,
-};
+use caldera_spec::wire::{AllocationUse, ServerMessage, WorkloadEvent, WorkloadReport};
 use caldera_spec::{EventKind, NodeState};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
@@ -89,52 +87,19 @@ impl NodeActor {
         }
     }
 
-    /// The usage of the heartbeat's reports the node may speak for; their
-    /// exits are forwarded.
-    pub(super) fn take_reports(
-        &mut self,
-        reports: &[WorkloadReport],
-    ) -> Vec<(String, AllocationUse)> {
-        let mut usage = Vec::new();
-        for w in reports {
-            if self.exits_forwarded.contains_key(&w.allocation_id) {
-                continue;
-            }
-            let Some(task) = self.vouch(w.epoch, &w.allocation_id, &w.task_id, "heartbeat report")
-            else {
-                continue;
-            };
-            usage.push((w.allocation_id.clone(), w.usage.clone()));
-            // A running workload is reported as started on every heartbeat:
-            // a task rebuilt after its `running` could not be recorded learns
-            // it from the next one (a task already running ignores it). One
-            // still warming has started nothing: taken for started, a task
-            // with a command went `running` as if it were a reservation.
-            let kind = match &w.exit {
-                Some(x) => WorkloadEventKind::Exited(x.clone()),
-                None if w.warming => continue,
-                // With its port: a task that never recorded the start's own
-                // event (a control plane killed first) learns its endpoint.
-                None => WorkloadEventKind::Started {
-                    image_digest: None,
-                    pid: w.pid,
-                    port: w.port,
-                },
-            };
-            let running = w.exit.is_none();
-            self.forward(&task, &w.allocation_id, kind);
-            // Its readiness too: a task that could not record the event
-            // hears it again (one that has it ignores it).
-            if let (true, Some(ready)) = (running, w.ready) {
-                let kind = WorkloadEventKind::Readiness {
-                    ready,
-                    generation: w.generation,
-                    detail: "as the heartbeat reports it".into(),
-                };
-                self.forward(&task, &w.allocation_id, kind);
-            }
-        }
-        usage
+    /// The usage of the heartbeat's reports the node may speak for. What
+    /// the workloads did comes in events, and in a resync when one was
+    /// missed: a heartbeat is not read for it.
+    pub(super) fn usage_of(&self, reports: &[WorkloadReport]) -> Vec<(String, AllocationUse)> {
+        reports
+            .iter()
+            .filter(|w| !self.exits_forwarded.contains_key(&w.allocation_id))
+            .filter(|w| {
+                self.vouch(w.epoch, &w.allocation_id, &w.task_id, "heartbeat report")
+                    .is_some()
+            })
+            .map(|w| (w.allocation_id.clone(), w.usage.clone()))
+            .collect()
     }
 
     /// Whether the current session still speaks: heard within two heartbeat

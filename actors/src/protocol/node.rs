@@ -100,10 +100,11 @@ pub struct Uncordon;
 pub struct NodeSnapshot;
 
 /// A task rebuilt from sled while its record still holds `allocation_id`
-/// asks its node to tell it again any exit this session already forwarded
-/// for that allocation: the exit was forwarded once, and the rebuilt task may
-/// never have recorded it (its commit failed). Nothing is sent when the
-/// session has no exit for it (the workload runs: its exit comes as usual).
+/// asks its node to tell it again what its workload did: an exit this
+/// session already forwarded for that allocation goes again (the rebuilt
+/// task may never have recorded it: its commit failed); otherwise the node
+/// resyncs (a digest of what it holds, compared with the books), so a start
+/// or readiness the task could not record reaches it again.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct ResendExit {

@@ -299,6 +299,7 @@ impl Runtime {
             epoch,
             at_ms: now_ms(),
             kind,
+            seq: 0,
         });
     }
 

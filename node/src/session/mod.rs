@@ -4,6 +4,7 @@
 //! liveness needs (a welcome arrived; a refusal ends the connection); what
 //! to say is decided by the agent loop, which gets [`SessionEvent`]s.
 pub mod backoff;
+pub mod numbering;
 
 use backoff::Backoff;
 use caldera_spec::wire::{NodeMessage, ServerMessage};

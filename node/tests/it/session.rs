@@ -283,3 +283,88 @@ async fn the_issued_node_secret_is_kept_and_presented_on_every_later_hello() {
     agent.join().await;
     server.stop(false).await;
 }
+
+/// The agent's half of the resync: its events are numbered from 1 in each
+/// session, heartbeats count them, and a `Resync` is answered with a digest
+/// of what it holds under the epoch, after every event queued before it.
+#[actix_rt::test]
+async fn events_are_numbered_and_a_resync_is_answered_with_a_digest() {
+    logs();
+    let (url, mut conns, server) = fake_control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = agent_config(&url, dir.path());
+    config.node_name = "fake-node-resync".into();
+    let mut agent = RunningAgent::spawn(config);
+    let mut c1 = next_conn(&mut conns).await;
+    c1.hello().await;
+    c1.send(welcome(1, &[], &[]));
+    c1.send(start("r1", 1, "exec sleep 60"));
+    let mut seqs = Vec::new();
+    let pid = c1
+        .until(|m| match m {
+            NodeMessage::Event(e) => {
+                seqs.push(e.seq);
+                match e.kind {
+                    WorkloadEventKind::Started { pid, .. } => Some(pid),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+        .await;
+    assert_eq!(seqs, [1, 2, 3], "Preparing, Ready, Started, numbered");
+    let counted = c1
+        .until(|m| match m {
+            NodeMessage::Heartbeat(h) => Some(h.events_sent),
+            _ => None,
+        })
+        .await;
+    assert!(
+        counted >= 3,
+        "the heartbeat counts the events sent: {counted}"
+    );
+
+    // A resync of another epoch is ignored; one of this epoch is answered.
+    c1.send(ServerMessage::Resync {
+        epoch: 9,
+        request: 1,
+    });
+    c1.send(ServerMessage::Resync {
+        epoch: 1,
+        request: 2,
+    });
+    let digest = c1
+        .until(|m| match m {
+            NodeMessage::Digest(d) => Some(d.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!((digest.epoch, digest.request), (1, 2), "{digest:?}");
+    assert!(digest.events_sent >= 3, "{digest:?}");
+    assert_eq!(digest.workloads.len(), 1, "{digest:?}");
+    assert_eq!(digest.workloads[0].allocation_id, "r1");
+    assert_eq!(digest.workloads[0].pid, pid);
+    assert!(digest.workloads[0].exit.is_none());
+
+    // A new session counts afresh.
+    c1.close();
+    let mut c2 = next_conn(&mut conns).await;
+    c2.hello().await;
+    c2.send(welcome(2, &["r1"], &[]));
+    c2.send(ServerMessage::Stop(StopCommand {
+        allocation_id: "r1".into(),
+        epoch: 2,
+        grace_ms: 1000,
+        reason: "released".into(),
+    }));
+    let seq = c2
+        .until(|m| match m {
+            NodeMessage::Event(e) if matches!(e.kind, WorkloadEventKind::Exited(_)) => Some(e.seq),
+            _ => None,
+        })
+        .await;
+    assert_eq!(seq, 1, "the exit is the new session's first event");
+    agent.stop();
+    agent.join().await;
+    server.stop(false).await;
+}

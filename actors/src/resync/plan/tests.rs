@@ -1,5 +1,5 @@
-//! The hello reconciliation, row by row: what the ledger says the node owns,
-//! what the node reported, and what each side must hear.
+//! The resync's comparison, row by row: what the books say the node owns,
+//! what the node holds, and what each side must hear.
 use super::*;
 use crate::fixtures::allocation;
 
@@ -52,42 +52,58 @@ fn missing(v: &[&str]) -> Vec<MissingWorkload> {
         .collect()
 }
 
-fn exit_of(id: &str, code: i32) -> ReportedExit {
-    ReportedExit {
+fn news(id: &str, kind: WorkloadEventKind) -> TaskNews {
+    TaskNews {
         task_id: format!("task-{id}"),
         allocation_id: id.into(),
-        status: status(code),
+        kind,
     }
+}
+
+fn exit_of(id: &str, code: i32) -> TaskNews {
+    news(id, WorkloadEventKind::Exited(status(code)))
+}
+
+/// A running workload's start, as `running(id)` reports it.
+fn started(id: &str) -> TaskNews {
+    news(
+        id,
+        WorkloadEventKind::Started {
+            pid: Some(100),
+            port: None,
+            image_digest: None,
+        },
+    )
 }
 
 struct Row {
     why: &'static str,
     owned: Vec<Allocation>,
     reported: Vec<WorkloadReport>,
-    want: Reconciliation,
+    want: Plan,
 }
 
 #[test]
-fn hello_reconciliation() {
+fn hello_plan() {
     let rows = vec![
         Row {
             why: "owned {a,b}, reported {b,c}: keep b, kill c (fenced), a's workload is missing",
             owned: vec![owned("a"), owned("b")],
             reported: vec![running("b"), running("c")],
-            want: Reconciliation {
+            want: Plan {
                 keep: ids(&["b"]),
                 kill: ids(&["c"]),
                 missing: missing(&["a"]),
-                exits: vec![],
+                news: vec![started("b")],
             },
         },
         Row {
             why: "a kept workload that exited while the node was away: its exit is forwarded",
             owned: vec![owned("a")],
             reported: vec![exited("a", 0)],
-            want: Reconciliation {
+            want: Plan {
                 keep: ids(&["a"]),
-                exits: vec![exit_of("a", 0)],
+                news: vec![exit_of("a", 0)],
                 ..Default::default()
             },
         },
@@ -95,7 +111,7 @@ fn hello_reconciliation() {
             why: "a fenced workload's exit is not forwarded: the allocation is no longer the node's",
             owned: vec![],
             reported: vec![exited("c", 1)],
-            want: Reconciliation {
+            want: Plan {
                 kill: ids(&["c"]),
                 ..Default::default()
             },
@@ -104,13 +120,13 @@ fn hello_reconciliation() {
             why: "nothing owned, nothing reported: a fresh node",
             owned: vec![],
             reported: vec![],
-            want: Reconciliation::default(),
+            want: Plan::default(),
         },
         Row {
             why: "owned but the node reports nothing (it restarted without its shims): all missing",
             owned: vec![owned("a"), owned("b")],
             reported: vec![],
-            want: Reconciliation {
+            want: Plan {
                 missing: missing(&["a", "b"]),
                 ..Default::default()
             },
@@ -119,9 +135,9 @@ fn hello_reconciliation() {
             why: "a workload reported twice: kept once, its first exit forwarded once",
             owned: vec![owned("a")],
             reported: vec![running("a"), exited("a", 3), exited("a", 4)],
-            want: Reconciliation {
+            want: Plan {
                 keep: ids(&["a"]),
-                exits: vec![exit_of("a", 3)],
+                news: vec![exit_of("a", 3)],
                 ..Default::default()
             },
         },
@@ -129,7 +145,7 @@ fn hello_reconciliation() {
             why: "a stale workload reported twice: killed once",
             owned: vec![],
             reported: vec![running("c"), running("c")],
-            want: Reconciliation {
+            want: Plan {
                 kill: ids(&["c"]),
                 ..Default::default()
             },
@@ -138,55 +154,96 @@ fn hello_reconciliation() {
             why: "keep and kill follow the node's report order, so the fencing event reads the same every time",
             owned: vec![owned("b"), owned("a")],
             reported: vec![running("d"), running("a"), running("c"), running("b")],
-            want: Reconciliation {
+            want: Plan {
                 keep: ids(&["a", "b"]),
                 kill: ids(&["d", "c"]),
+                news: vec![started("a"), started("b")],
+                ..Default::default()
+            },
+        },
+        Row {
+            why: "a kept workload that runs: its task hears the start with its port, then its last readiness",
+            owned: vec![owned("a")],
+            reported: vec![WorkloadReport {
+                port: Some(20001),
+                ready: Some(true),
+                generation: 2,
+                ..running("a")
+            }],
+            want: Plan {
+                keep: ids(&["a"]),
+                news: vec![
+                    news(
+                        "a",
+                        WorkloadEventKind::Started {
+                            pid: Some(100),
+                            port: Some(20001),
+                            image_digest: None,
+                        },
+                    ),
+                    news(
+                        "a",
+                        WorkloadEventKind::Readiness {
+                            ready: true,
+                            generation: 2,
+                            detail: "as the node holds it (resync)".into(),
+                        },
+                    ),
+                ],
+                ..Default::default()
+            },
+        },
+        Row {
+            why: "a kept workload still warming has started nothing: kept, its task hears nothing",
+            owned: vec![owned("a")],
+            reported: vec![WorkloadReport {
+                warming: true,
+                pid: None,
+                ..running("a")
+            }],
+            want: Plan {
+                keep: ids(&["a"]),
                 ..Default::default()
             },
         },
     ];
     let n = rows.len();
     for (i, r) in rows.into_iter().enumerate() {
-        let got = reconcile(&r.owned, &r.reported);
+        let got = plan(&r.owned, &r.reported, Occasion::Hello);
         assert_eq!(got, r.want, "row {} of {n}: {}", i + 1, r.why);
     }
 }
 
 #[test]
 fn kill_notice_names_what_is_killed() {
-    let r = reconcile(&[], &[running("c"), running("d")]);
+    let r = plan(&[], &[running("c"), running("d")], Occasion::Hello);
     assert_eq!(
         r.kill_notice("n1").as_deref(),
         Some("node n1 told to kill workloads it no longer owns: c, d")
     );
     assert_eq!(
-        reconcile(&[owned("a")], &[running("a")]).kill_notice("n1"),
+        plan(&[owned("a")], &[running("a")], Occasion::Hello).kill_notice("n1"),
         None
     );
 }
 
+/// Within a session a start may still be on its way to the node: what the
+/// node does not report is not missing; the rest is as on a hello.
 #[test]
-fn join_notice_says_whether_the_node_returned() {
-    let inv = NodeInventory {
-        runtimes: Vec::new(),
-        hostname: "h".into(),
-        gpus: vec![],
-        cpu_cores: 8,
-        memory_total_mb: 4096,
-        disks: vec![],
-        disk_offered_mb: 0,
-        labels: Default::default(),
-        simulated_host: true,
-        isolation: "none".into(),
-        gpu_source: "none".into(),
-    };
+fn a_digest_plan_takes_nothing_for_missing() {
+    let owned_ = vec![owned("a"), owned("b")];
+    let reported = vec![running("b"), exited("c", 0)];
+    let hello = plan(&owned_, &reported, Occasion::Hello);
+    let digest = plan(&owned_, &reported, Occasion::Digest);
+    assert_eq!(hello.missing, missing(&["a"]));
     assert_eq!(
-        join_notice("n1", 4, true, &inv),
-        "node n1 joined with epoch 4 (returned after loss): 0 GPUs (simulated), 8 cores, 4096 MiB memory, isolation none"
+        digest,
+        Plan {
+            missing: vec![],
+            ..hello
+        }
     );
-    let real = NodeInventory {
-        simulated_host: false,
-        ..inv
-    };
-    assert!(join_notice("n1", 1, false, &real).contains("(session): 0 GPUs, 8 cores"));
+    assert_eq!(digest.keep, ids(&["b"]));
+    assert_eq!(digest.kill, ids(&["c"]));
+    assert_eq!(digest.news, vec![started("b")]);
 }
