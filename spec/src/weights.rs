@@ -422,6 +422,7 @@ mod tests {
             workloads: vec![],
             cache: None,
             images: None,
+            events_sent: 0,
         };
         let mut v = serde_json::to_value(&h).unwrap();
         assert!(v.get("cache").is_none(), "{v}");

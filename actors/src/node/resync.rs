@@ -96,7 +96,9 @@ impl NodeActor {
     }
 
     /// A digest arrived: compared with the books once the Scheduler answers
-    /// what it gives the node, on the session that sent it.
+    /// what it gives the node, on the session that sent it. The session's
+    /// later events wait meanwhile (as for a hello), so a task never hears
+    /// the digest's older news after an event that followed it.
     pub(super) fn on_digest(&mut self, ctx: &mut Context<Self>, d: Digest) {
         if d.epoch != self.rec.epoch {
             tracing::debug!(node = %self.rec.name, "ignoring a digest of epoch {}", d.epoch);
@@ -109,7 +111,7 @@ impl NodeActor {
         let session = self.session.as_ref().map(|s| s.id);
         let node = self.rec.name.clone();
         let sh = self.sh.clone();
-        ctx.spawn(
+        ctx.wait(
             async move { sh.scheduler.send(AllocationsOn { node }).await }
                 .into_actor(self)
                 .map(move |owned, act, _| {
@@ -172,9 +174,12 @@ impl NodeActor {
     }
 
     /// Tells each task what the node holds of its workload; an exit once
-    /// per session.
+    /// per session, and nothing more once it is in (as for events).
     fn tell_news(&mut self, news: Vec<TaskNews>) {
         for n in news {
+            if !n.is_exit() && self.exits_forwarded.contains_key(&n.allocation_id) {
+                continue;
+            }
             self.forward(&n.task_id, &n.allocation_id, n.kind);
         }
     }
