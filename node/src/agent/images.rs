@@ -65,7 +65,7 @@ impl Agent {
         if !self.images.enabled() {
             self.on_prepulled(Prepulled {
                 image: cmd.image,
-                outcome: Err("this node has no container runtime".into()),
+                outcome: Err(crate::container::images::ImageError::NoRuntime),
             });
             return;
         }
@@ -83,7 +83,7 @@ impl Agent {
             Ok(digest) => (true, digest, String::new()),
             Err(why) => {
                 tracing::warn!(image = %p.image, "pre-pull failed: {why}");
-                (false, String::new(), why)
+                (false, String::new(), why.to_string())
             }
         };
         self.send(NodeMessage::Prepulled(PrepullReport {

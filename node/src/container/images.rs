@@ -58,7 +58,26 @@ pub enum ImageRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Prepulled {
     pub image: String,
-    pub outcome: Result<String, String>,
+    pub outcome: Result<String, ImageError>,
+}
+
+/// Why podman could not list, pull or remove an image, in the words the
+/// operator's pre-pull answer and the agent's log show.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageError {
+    #[error("podman {verb} took over {timeout:?}")]
+    Timeout { verb: String, timeout: Duration },
+    #[error("podman could not be run: {0}")]
+    NotRun(String),
+    /// podman's own last line of complaint.
+    #[error("{0}")]
+    Refused(String),
+    #[error("podman images printed no image list: {0}")]
+    NoImageList(String),
+    #[error("pulled, but not found after: {0}")]
+    GoneAfterPull(Box<ImageError>),
+    #[error("this node has no container runtime")]
+    NoRuntime,
 }
 
 /// The agent's side of the image task.
@@ -141,11 +160,11 @@ pub struct StoreImage {
 }
 
 /// Reads `podman images --format json`; an error says what was wrong.
-pub fn parse_store(json: &str) -> Result<Vec<StoreImage>, String> {
+pub fn parse_store(json: &str) -> Result<Vec<StoreImage>, ImageError> {
     if json.trim().is_empty() {
         return Ok(Vec::new());
     }
-    serde_json::from_str(json).map_err(|e| format!("podman images printed no image list: {e}"))
+    serde_json::from_str(json).map_err(|e| ImageError::NoImageList(e.to_string()))
 }
 
 /// What the agent keeps of its images between runs.
@@ -386,7 +405,7 @@ async fn refresh(
 
 /// Runs podman with `args`, under [`PODMAN_TIMEOUT`] or `timeout`: its
 /// stdout, or what went wrong.
-async fn podman(podman: &str, args: &[&str], timeout: Duration) -> Result<String, String> {
+async fn podman(podman: &str, args: &[&str], timeout: Duration) -> Result<String, ImageError> {
     let mut cmd = Command::new(podman);
     cmd.args(args)
         .env_clear()
@@ -395,19 +414,26 @@ async fn podman(podman: &str, args: &[&str], timeout: Duration) -> Result<String
         .kill_on_drop(true)
         .stdin(std::process::Stdio::null());
     let out = match tokio::time::timeout(timeout, cmd.output()).await {
-        Err(_) => return Err(format!("podman {} took over {timeout:?}", args[0])),
-        Ok(Err(e)) => return Err(format!("podman could not be run: {e}")),
+        Err(_) => {
+            return Err(ImageError::Timeout {
+                verb: args.first().copied().unwrap_or("").to_string(),
+                timeout,
+            })
+        }
+        Ok(Err(e)) => return Err(ImageError::NotRun(e.to_string())),
         Ok(Ok(out)) => out,
     };
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
         let err = String::from_utf8_lossy(&out.stderr);
-        Err(err.trim().lines().last().unwrap_or("failed").to_string())
+        Err(ImageError::Refused(
+            err.trim().lines().last().unwrap_or("failed").to_string(),
+        ))
     }
 }
 
-async fn list(bin: &str) -> Result<Vec<StoreImage>, String> {
+async fn list(bin: &str) -> Result<Vec<StoreImage>, ImageError> {
     let out = podman(bin, &["images", "--format", "json"], PODMAN_TIMEOUT).await?;
     parse_store(&out)
 }
@@ -415,7 +441,7 @@ async fn list(bin: &str) -> Result<Vec<StoreImage>, String> {
 /// Removes one image by id. Without `--force`: podman refuses an image a
 /// container was made from, so a container created since the reading keeps
 /// its image.
-async fn remove(bin: &str, id: &str) -> Result<(), String> {
+async fn remove(bin: &str, id: &str) -> Result<(), ImageError> {
     podman(bin, &["rmi", id], PODMAN_TIMEOUT).await.map(|_| ())
 }
 
@@ -424,7 +450,7 @@ async fn pull(
     bin: &str,
     image: &str,
     timeout: Duration,
-) -> (Result<String, String>, Option<String>) {
+) -> (Result<String, ImageError>, Option<String>) {
     if let Err(e) = podman(bin, &["pull", "--quiet", image], timeout).await {
         return (Err(e), None);
     }
@@ -441,7 +467,7 @@ async fn pull(
             let digest = words.next().unwrap_or_default().to_string();
             (Ok(digest), id)
         }
-        Err(e) => (Err(format!("pulled, but not found after: {e}")), None),
+        Err(e) => (Err(ImageError::GoneAfterPull(Box::new(e))), None),
     }
 }
 
