@@ -95,6 +95,19 @@ fn task_ids_are_scoped_by_tenant() {
     let mine = a.task("svc.r1");
     assert_eq!(mine["state"], "running", "alpha's svc.r1: {mine:#}");
     assert_eq!(mine["tenant"], "alpha", "{mine:#}");
+    // A task that is no service (a replica is none either) has no replicas
+    // to scale and no model to swap: 409 saying so, and nothing changes.
+    for target in [id, "svc.r1"] {
+        let s = a.put(&format!("/v1/tasks/{target}/replicas"), r#"{"replicas":2}"#);
+        assert_eq!(s.status, 409, "{target}: {}", s.body);
+        let said = s.body.to_string();
+        assert!(said.contains("not an inference service"), "{said}");
+        let w = a.post(&format!("/v1/tasks/{target}/model"), r#"{"model":"m:v2"}"#);
+        assert_eq!(w.status, 409, "{target}: {}", w.body);
+        let said = w.body.to_string();
+        assert!(said.contains("not an inference service"), "{said}");
+        assert_eq!(a.task(target)["state"], "running");
+    }
 
     // alpha's released svc2.r0 survives bravo creating service svc2.
     let r = a.post("/v1/tasks", &service("svc2", 1));
