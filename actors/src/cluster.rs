@@ -53,7 +53,7 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
     // Before the versions' actors start: every tenant's version is named
     // in its namespace, and so is every record that names it.
     crate::migrate::model_names::scope_model_names(&store, crate::clock::now_ms())?;
-    let (key, new_key) = crate::token_key::open(&config.data_dir, &store)?;
+    let (key, new_key) = crate::token_key::open(&config.storage.data_dir, &store)?;
     let book = Arc::new(TokenBook::new(key.clone()));
     let (gen_op, gen_join) = setup_tokens(&store, &config, &book)?;
     upgrade_digests(&store, &book, new_key.then_some(&key))?;
@@ -109,15 +109,15 @@ fn open_store(config: &ServerConfig) -> Result<Store> {
     let unusable = |e: std::io::Error| {
         ActorError::Unavailable(format!(
             "cannot create data dir {}: {e}",
-            config.data_dir.display()
+            config.storage.data_dir.display()
         ))
     };
-    std::fs::create_dir_all(&config.data_dir).map_err(unusable)?;
-    caldera_storage::private::narrow_dir(&config.data_dir).map_err(unusable)?;
+    std::fs::create_dir_all(&config.storage.data_dir).map_err(unusable)?;
+    caldera_storage::private::narrow_dir(&config.storage.data_dir).map_err(unusable)?;
     Ok(Store::open(
-        &config.data_dir.join("sled"),
+        &config.storage.data_dir.join("sled"),
         &StoreConfig {
-            cache_capacity_bytes: config.cache_mb * 1024 * 1024,
+            cache_capacity_bytes: config.storage.cache_mb * 1024 * 1024,
             ..Default::default()
         },
     )?)
@@ -162,7 +162,7 @@ fn restore_tenants(store: &Store, sh: &Arc<Shared>) -> Result<()> {
 /// One supervised NodeActor per stored node, given the boot grace before it
 /// can be declared lost (its agent needs time to reconnect).
 fn restore_nodes(store: &Store, sh: &Arc<Shared>) -> Result<()> {
-    let grace = std::time::Duration::from_millis(sh.config.boot_grace_ms);
+    let grace = std::time::Duration::from_millis(sh.config.nodes.boot_grace_ms);
     for n in store.nodes()? {
         let name = n.name.clone();
         sh.registry
@@ -212,11 +212,11 @@ fn setup_tokens(
     for (key, configured, principal, slot) in [
         (
             META_OPERATOR,
-            &config.operator_token,
+            &config.server.operator_token,
             Principal::Operator,
             0,
         ),
-        (META_JOIN, &config.join_token, Principal::NodeJoin, 1),
+        (META_JOIN, &config.server.join_token, Principal::NodeJoin, 1),
     ] {
         let hash = match (configured, store.meta_get(key)?) {
             (Some(t), _) => book.digest(t),
@@ -322,7 +322,7 @@ impl Cluster {
         m.spec.task_id = caldera_spec::task_key(&m.tenant, &own_id);
         let id = m.spec.task_id.clone();
         if let Some(why) = self.sh.offers.current().never_fits(&m.spec) {
-            if !self.sh.config.accept_unschedulable {
+            if !self.sh.config.scheduling.accept_unschedulable {
                 return Err(ActorError::Unschedulable(why));
             }
         }
@@ -376,7 +376,7 @@ pub(crate) fn check_request(sh: &Shared, tenant: &str, spec: &TaskSpec) -> Resul
     let offers = sh.offers.current();
     check_inference_cap(
         spec,
-        sh.config.inference_replica_cap,
+        sh.config.limits.inference_replica_cap,
         offers.largest_gpu_mb(),
     )?;
     if let Some(model) = &spec.model {

@@ -139,7 +139,7 @@ impl NodeActor {
     }
 
     fn check_liveness(&mut self, ctx: &mut Context<Self>) {
-        let timeout = Duration::from_millis(self.sh.config.node_timeout_ms);
+        let timeout = Duration::from_millis(self.sh.config.nodes.timeout_ms);
         let now = self.sh.clock.instant();
         if self.rec.state == NodeState::Ready
             && now > self.last_seen
@@ -269,7 +269,7 @@ impl Actor for NodeActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.sup.started(ctx);
-        let every = Duration::from_millis((self.sh.config.heartbeat_interval_ms / 2).max(50));
+        let every = Duration::from_millis((self.sh.config.nodes.heartbeat_interval_ms / 2).max(50));
         ctx.run_interval(every, |act, ctx| {
             act.check_liveness(ctx);
             act.expire_pulls();

@@ -121,7 +121,7 @@ impl TaskActor {
 
     /// Arms the release's deadline: past it the room is freed anyway.
     pub(crate) fn await_release(&mut self, ctx: &mut Context<Self>) {
-        let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
+        let wait = Duration::from_millis(self.sh.config.nodes.stop_grace_ms) + STOP_SLACK;
         ctx.run_later(wait, |act, ctx| {
             act.react(ctx, Input::ReleaseOverdue, None);
         });
@@ -137,7 +137,7 @@ impl TaskActor {
     ) {
         self.stopping = Some(why);
         let alloc = a.map(|a| a.allocation_id.clone()).unwrap_or_default();
-        let wait = Duration::from_millis(self.sh.config.stop_grace_ms) + STOP_SLACK;
+        let wait = Duration::from_millis(self.sh.config.nodes.stop_grace_ms) + STOP_SLACK;
         ctx.run_later(wait, move |act, ctx| {
             act.react(
                 ctx,
@@ -171,9 +171,9 @@ impl TaskActor {
             .rec
             .since_ms()
             .saturating_add(limit_ms)
-            .saturating_add(self.sh.config.time_limit_grace_ms);
+            .saturating_add(self.sh.config.scheduling.time_limit_grace_ms);
         let wait = Duration::from_millis(deadline.saturating_sub(self.sh.now_ms()));
-        let stop_grace_ms = self.sh.config.stop_grace_ms;
+        let stop_grace_ms = self.sh.config.nodes.stop_grace_ms;
         ctx.run_later(wait, move |act, ctx| {
             let input = Input::TimeLimit {
                 allocation_id: &alloc,
@@ -574,7 +574,7 @@ impl Handler<Preempt> for TaskActor {
             allocation_id: &m.allocation_id,
             by: &by,
             reason: &m.reason,
-            stop_grace_ms: self.sh.config.stop_grace_ms,
+            stop_grace_ms: self.sh.config.nodes.stop_grace_ms,
         };
         self.react(ctx, input, None);
     }

@@ -321,7 +321,7 @@ impl TaskActor {
             if let Some(n) = self.sh.registry.node(&a.node) {
                 n.do_send(StopWorkload {
                     allocation_id: a.allocation_id.clone(),
-                    grace_ms: self.sh.config.stop_grace_ms,
+                    grace_ms: self.sh.config.nodes.stop_grace_ms,
                     reason: reason.to_string(),
                 });
             }

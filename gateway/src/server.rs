@@ -103,34 +103,35 @@ async fn serve(
 ) -> Result<(), GatewayError> {
     // Bind before booting: a port in use must not leave a fresh data dir with
     // generated tokens that were never shown.
-    let listener =
-        std::net::TcpListener::bind(&config.listen).map_err(|source| GatewayError::Bind {
-            addr: config.listen.clone(),
+    let listener = std::net::TcpListener::bind(&config.server.listen).map_err(|source| {
+        GatewayError::Bind {
+            addr: config.server.listen.clone(),
             source,
-        })?;
+        }
+    })?;
     let booted = caldera_actors::cluster::boot(config.clone())
         .map_err(|e| GatewayError::Storage(e.to_string()))?;
-    tracing::info!(live_tasks = booted.tasks_loaded, data_dir = %config.data_dir.display(), "control plane booted");
+    tracing::info!(live_tasks = booted.tasks_loaded, data_dir = %config.storage.data_dir.display(), "control plane booted");
     let cp = ControlPlane::new(&booted);
-    let request_timeout = std::time::Duration::from_millis(config.client_request_timeout_ms);
+    let request_timeout = std::time::Duration::from_millis(config.limits.client_request_timeout_ms);
     let state = web::Data::new(AppState {
         cp: cp.clone(),
         next_session: AtomicU64::new(1),
         body_limit: crate::body::BodyLimit {
-            bytes: config.max_body_bytes,
+            bytes: config.limits.max_body_bytes,
             timeout: request_timeout,
         },
         estimates: Default::default(),
         metrics: crate::metrics::Exposition::new(cp.metrics()),
         endpoint_revisions: Default::default(),
         portal: crate::portal::Portal::new(crate::portal::PortalLimits {
-            session_ttl_ms: config.portal_session_ttl_ms,
-            sessions_per_principal: config.portal_sessions_per_principal,
-            logins_per_minute: config.portal_logins_per_minute,
+            session_ttl_ms: config.portal.session_ttl_ms,
+            sessions_per_principal: config.portal.sessions_per_principal,
+            logins_per_minute: config.portal.logins_per_minute,
         }),
     });
     let limit = web::Data::new(crate::client_limit::ClientLimit::new(
-        config.max_requests_per_client,
+        config.limits.max_requests_per_client,
     ));
     let app = move || {
         App::new()
@@ -149,7 +150,9 @@ async fn serve(
     let addr = listener.local_addr()?;
     let mut builder = actix_server::Server::build();
     let shutdown = builder.graceful_shutdown_signal();
-    builder = builder.workers(config.http_workers).shutdown_timeout(5);
+    builder = builder
+        .workers(config.server.http_workers)
+        .shutdown_timeout(5);
     if signals == Signals::Caller {
         builder = builder.disable_signals();
     }
@@ -185,7 +188,7 @@ async fn serve(
             .and_then(http)
         })
         .map_err(|source| GatewayError::Bind {
-            addr: config.listen.clone(),
+            addr: config.server.listen.clone(),
             source,
         })?;
     let running = server.run();

@@ -147,11 +147,11 @@ pub struct PriceTable {
 impl PriceTable {
     pub fn from_config(c: &crate::config::ServerConfig) -> PriceTable {
         PriceTable {
-            gpu_hour: c.price_gpu_hour.clone(),
-            cpu_core_hour: c.price_cpu_core_hour,
-            memory_gb_hour: c.price_memory_gb_hour,
-            disk_gb_hour: c.price_disk_gb_hour,
-            currency: c.price_currency.clone(),
+            gpu_hour: c.chargeback.price_gpu_hour.clone(),
+            cpu_core_hour: c.chargeback.price_cpu_core_hour,
+            memory_gb_hour: c.chargeback.price_memory_gb_hour,
+            disk_gb_hour: c.chargeback.price_disk_gb_hour,
+            currency: c.chargeback.price_currency.clone(),
         }
     }
 }

@@ -10,7 +10,7 @@ use caldera_spec::TaskSpec;
 
 /// Refuses what `spec` asks of containers that `tenant` may not have.
 pub fn check(config: &ServerConfig, tenant: &str, spec: &TaskSpec) -> Result<()> {
-    if config.require_images {
+    if config.limits.require_images {
         if spec.image.is_none() {
             return Err(ActorError::ImageRequired {
                 field: "image",
@@ -25,6 +25,7 @@ pub fn check(config: &ServerConfig, tenant: &str, spec: &TaskSpec) -> Result<()>
         }
     }
     config
+        .limits
         .data_volumes
         .resolve(tenant, &spec.volumes)
         .map(|_| ())
@@ -49,10 +50,8 @@ mod tests {
 
     #[test]
     fn require_images_refuses_host_processes_naming_the_field() {
-        let strict = ServerConfig {
-            require_images: true,
-            ..ServerConfig::default()
-        };
+        let mut strict = ServerConfig::default();
+        strict.limits.require_images = true;
         let e = check(&strict, "acme", &spec("")).unwrap_err();
         assert_eq!((e.code(), e.field()), (42240, Some("image")));
         let e = check(
@@ -70,11 +69,9 @@ mod tests {
 
     #[test]
     fn volumes_off_the_list_are_refused_naming_the_entry() {
-        let c = ServerConfig {
-            data_volumes: serde_json::from_value(serde_json::json!("datasets=/srv/d:acme"))
-                .unwrap(),
-            ..ServerConfig::default()
-        };
+        let mut c = ServerConfig::default();
+        c.limits.data_volumes =
+            serde_json::from_value(serde_json::json!("datasets=/srv/d:acme")).unwrap();
         let asks = |rw: bool| {
             spec(&format!(
                 r#"{IMAGE},"volumes":[{{"name":"datasets","path":"/data","read_write":{rw}}}]"#

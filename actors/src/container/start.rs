@@ -34,6 +34,7 @@ pub fn build(
         return Ok(None);
     }
     let volumes = config
+        .limits
         .data_volumes
         .resolve(tenant, &spec.volumes)
         .map_err(|r| NotBuilt::Refused(format!("{}: {}", r.field, r.message)))?;
@@ -56,7 +57,7 @@ pub fn build(
         pull: spec.pull_policy.unwrap_or_default(),
         prepare_timeout_ms: spec
             .prepare_timeout_ms()
-            .unwrap_or(config.preparing_timeout_ms),
+            .unwrap_or(config.scheduling.preparing_timeout_ms),
         volumes,
         registry_auth,
     }))
@@ -95,10 +96,9 @@ mod tests {
         b.put_registry_credential(&credential("acme", "127.0.0.1:5555"));
         b.put_registry_credential(&credential("beta", "registry.internal"));
         store.commit(b).unwrap();
-        let mut config = ServerConfig {
-            data_volumes: serde_json::from_value(serde_json::json!("datasets=/srv/d:*")).unwrap(),
-            ..ServerConfig::default()
-        };
+        let mut config = ServerConfig::default();
+        config.limits.data_volumes =
+            serde_json::from_value(serde_json::json!("datasets=/srv/d:*")).unwrap();
         let s = spec(
             r#","image":"registry.internal/team/app:1","pull_policy":"always","prepare_timeout":"00:02:00","volumes":[{"name":"datasets","path":"/data"}]"#,
         );
@@ -125,14 +125,17 @@ mod tests {
         let plain = spec(r#","image":"registry.internal/team/app:1""#);
         let gamma = build(&config, &store, "gamma", &plain).unwrap().unwrap();
         assert_eq!(gamma.registry_auth, None);
-        assert_eq!(gamma.prepare_timeout_ms, config.preparing_timeout_ms);
+        assert_eq!(
+            gamma.prepare_timeout_ms,
+            config.scheduling.preparing_timeout_ms
+        );
         assert_eq!(gamma.pull, PullPolicy::IfNotPresent);
         // Process tasks have no container part.
         let process = spec(r#","image":"registry.internal/team/app:1","runtime":"process""#);
         assert_eq!(build(&config, &store, "acme", &process), Ok(None));
         assert_eq!(build(&config, &store, "acme", &spec("")), Ok(None));
         // A volume withdrawn since the submission fails the start.
-        config.data_volumes = crate::container::DataVolumes::default();
+        config.limits.data_volumes = crate::container::DataVolumes::default();
         assert!(matches!(
             build(&config, &store, "acme", &s),
             Err(NotBuilt::Refused(m)) if m.starts_with("volumes[0].name")

@@ -70,7 +70,7 @@ impl ControlPlane {
     ) -> Result<Curve<T>> {
         let tier = tier_for(from_ms, self.now_ms());
         let resolution_ms = if tier.resolution_ms == 0 {
-            self.sh.config.usage_sample_ms
+            self.sh.config.scheduling.usage_sample_ms
         } else {
             tier.resolution_ms
         };

@@ -30,7 +30,7 @@ impl ControlPlane {
         caldera_spec::image_ref::parse(image)
             .map_err(|why| ActorError::Invalid(SpecError::new(K::OutOfRange, "image", why)))?;
         let nodes = self.prepull_nodes(image, &target).await?;
-        let timeout_ms = self.sh.config.preparing_timeout_ms;
+        let timeout_ms = self.sh.config.scheduling.preparing_timeout_ms;
         let mut out = Prepulling::default();
         for name in nodes {
             let Some(h) = self.sh.registry.node(&name) else {

@@ -42,7 +42,7 @@ pub struct ModelView {
 impl ControlPlane {
     /// Whether tenants may register their own versions (config).
     pub fn tenants_may_register_models(&self) -> bool {
-        self.sh.config.tenants_may_register_models
+        self.sh.config.models.tenants_may_register_models
     }
 
     /// Registers a version for `owner` (`None`: the operator): its name in

@@ -36,7 +36,7 @@ impl ControlPlane {
         // requests counted together would both see room for one more.
         let _subscribing = self.sh.webhook_subscribing.lock().await;
         if let Some(owner) = &s.owner {
-            let cap = self.sh.config.webhook_max_per_tenant;
+            let cap = self.sh.config.webhooks.max_per_tenant;
             let theirs = self.webhooks().await?;
             let held = theirs
                 .iter()

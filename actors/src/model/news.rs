@@ -122,7 +122,7 @@ impl Handler<NodeNeeds> for ModelVersionActor {
             }
         }
         // A node that just began reading may stream on to those waiting.
-        if self.sh.config.peer_stream_partial {
+        if self.sh.config.models.peer_stream_partial {
             self.serve_waiting(&mut plan);
         }
         self.carry_out(ctx, CommitSite::ModelWarmup, plan);

@@ -66,8 +66,8 @@ impl<'de> Deserialize<'de> for OriginList {
 /// The rules for a registration by `owner` (`None`: the operator).
 pub fn rules_for(config: &crate::config::ServerConfig, owner: Option<&str>) -> OriginRules {
     match owner {
-        Some(_) => config.tenant_model_origins.rules(),
-        None => config.operator_model_origins.rules(),
+        Some(_) => config.models.tenant_model_origins.rules(),
+        None => config.models.operator_model_origins.rules(),
     }
 }
 
@@ -141,10 +141,8 @@ mod tests {
     /// directory; the operator's own files are read as before.
     #[test]
     fn the_access_a_node_is_given_follows_the_registrant() {
-        let mut config = crate::config::ServerConfig {
-            tenant_model_origins: OriginList::of(&["https://*", "file:///mnt/shared/"]),
-            ..Default::default()
-        };
+        let mut config = crate::config::ServerConfig::default();
+        config.models.tenant_model_origins = OriginList::of(&["https://*", "file:///mnt/shared/"]);
         let rec = |owner: Option<&str>, uri: &str| {
             let mut r: ModelVersionRecord = serde_json::from_value(serde_json::json!({
                 "spec": {"name": "m", "version": "v1",
@@ -178,7 +176,7 @@ mod tests {
         };
         ck.checkpoint = Some(tree.clone());
         assert_eq!(access(&config, &ck).confined, Some(tree));
-        config.tenant_model_origins = OriginList::of(&["https://*"]);
+        config.models.tenant_model_origins = OriginList::of(&["https://*"]);
         let outside = access(&config, &rec(Some("t"), "file:///mnt/shared/m.bin"));
         assert_eq!(outside.confined, None, "refused by the rules on the node");
     }

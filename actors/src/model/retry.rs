@@ -14,9 +14,9 @@ use std::time::Duration;
 impl ModelVersionActor {
     fn retry_policy(&self) -> RetryPolicy {
         RetryPolicy {
-            first: Duration::from_millis(self.sh.config.warm_retry_first_ms),
-            max: Duration::from_millis(self.sh.config.warm_retry_max_ms),
-            attempts: self.sh.config.warm_retry_attempts,
+            first: Duration::from_millis(self.sh.config.models.warm_retry_first_ms),
+            max: Duration::from_millis(self.sh.config.models.warm_retry_max_ms),
+            attempts: self.sh.config.models.warm_retry_attempts,
         }
     }
 

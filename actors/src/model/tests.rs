@@ -239,10 +239,8 @@ fn shared_with(dir: &std::path::Path, config: ServerConfig) -> Arc<Shared> {
     let sh = shared(store, &Heard::default());
     let mut sh = Arc::try_unwrap(sh).ok().unwrap();
     // No node may be lost for silence while a test runs, however loaded the machine.
-    sh.config = ServerConfig {
-        node_timeout_ms: 600_000,
-        ..config
-    };
+    sh.config = config;
+    sh.config.nodes.timeout_ms = 600_000;
     Arc::new(sh)
 }
 
@@ -293,13 +291,11 @@ fn a_cold_rollout_streams_from_peers_still_reading_with_one_origin_read() {
 #[test]
 fn origin_reads_are_capped_per_version_and_in_all_and_waiters_go_to_the_first_verified_peer() {
     let dir = tempfile::tempdir().unwrap();
-    let config = ServerConfig {
-        max_origin_pulls_per_version: 1,
-        max_origin_pulls: 2,
-        // Verified copies only: the waiters wait (streaming is the next test).
-        peer_stream_partial: false,
-        ..Default::default()
-    };
+    let mut config = ServerConfig::default();
+    config.models.max_origin_pulls_per_version = 1;
+    config.models.max_origin_pulls = 2;
+    // Verified copies only: the waiters wait (streaming is the next test).
+    config.models.peer_stream_partial = false;
     run(async move {
         let sh = shared_with(dir.path(), config);
         let mut ag = agents(&sh, &["n1", "n2", "n3", "n4", "n5"]).await;
@@ -432,10 +428,8 @@ fn a_failed_peer_transfer_and_a_lost_peer_are_resourced() {
 #[test]
 fn without_peer_warmup_nodes_read_the_origin_in_turn() {
     let dir = tempfile::tempdir().unwrap();
-    let config = ServerConfig {
-        peer_warmup: false,
-        ..Default::default()
-    };
+    let mut config = ServerConfig::default();
+    config.models.peer_warmup = false;
     run(async move {
         let sh = shared_with(dir.path(), config);
         let mut ag = agents(&sh, &["n1", "n2"]).await;
@@ -476,8 +470,8 @@ fn a_hello_without_the_recorded_fetch_is_told_its_source_again() {
         settle().await;
         let got = source_of(&n1.drain());
         assert!(matches!(&got[..], [WeightSource::Origin { .. }]), "{got:?}");
-        // A cut partial that nothing reads is no fetch under way either
-        // (before: the agent killed mid-fetch waited until the timeout).
+        // A cut partial that nothing reads is no fetch under way either (or
+        // an agent killed mid-fetch would wait until the timeout).
         hello_again(n1, "n1", &[(&sha('a'), "")]).await;
         settle().await;
         let got = source_of(&n1.drain());
@@ -503,10 +497,8 @@ fn refused() -> WarmupProgress {
 fn a_read_that_keeps_failing_gives_up_and_only_a_new_task_asks_again() {
     let dir = tempfile::tempdir().unwrap();
     run(async move {
-        let config = ServerConfig {
-            warm_retry_attempts: 2,
-            ..ServerConfig::default()
-        };
+        let mut config = ServerConfig::default();
+        config.models.warm_retry_attempts = 2;
         let sh = shared_with(dir.path(), config);
         let mut ag = agents(&sh, &["n1"]).await;
         let a = start(&sh, version("a", &sha('a')));

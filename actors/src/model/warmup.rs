@@ -35,9 +35,9 @@ pub(super) struct Plan {
 impl ModelVersionActor {
     fn limits(&self) -> Limits {
         Limits {
-            per_version: self.sh.config.max_origin_pulls_per_version,
-            peer_warmup: self.sh.config.peer_warmup,
-            stream_partial: self.sh.config.peer_stream_partial,
+            per_version: self.sh.config.models.max_origin_pulls_per_version,
+            peer_warmup: self.sh.config.models.peer_warmup,
+            stream_partial: self.sh.config.models.peer_stream_partial,
         }
     }
 
@@ -109,7 +109,7 @@ impl ModelVersionActor {
             if !self
                 .sh
                 .origin_budget
-                .admit(&key, wanted, self.sh.config.max_origin_pulls)
+                .admit(&key, wanted, self.sh.config.models.max_origin_pulls)
             {
                 choice = sources::choose(&plan.rec.nodes, node, &live, limits, avoid, false);
             }
@@ -143,7 +143,7 @@ impl ModelVersionActor {
                     token: token.clone(),
                     sha256: self.rec.spec.weights.sha256.clone(),
                     receiver: node.to_string(),
-                    expires_at_ms: self.sh.now_ms() + self.sh.config.peer_token_ttl_ms,
+                    expires_at_ms: self.sh.now_ms() + self.sh.config.models.peer_token_ttl_ms,
                     owner: self.rec.owner.clone(),
                 };
                 let warm = self.warm_command(WeightSource::Peer {

@@ -46,7 +46,7 @@ impl NodeActor {
     }
 
     fn pull_limit(&self) -> usize {
-        self.sh.config.max_image_pulls as usize
+        self.sh.config.scheduling.max_image_pulls as usize
     }
 
     /// Whether `cmd` waits for a pull slot; it is then held back here (see

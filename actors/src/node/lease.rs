@@ -30,7 +30,7 @@ impl NodeActor {
 
     /// How long the lease the agent may still hold lasts (from the welcome).
     pub(super) fn lease_ms(&self) -> u64 {
-        self.sh.config.workload_lease_ms
+        self.sh.config.nodes.workload_lease_ms
     }
 
     /// From now, how long until the node's workloads have stopped by
@@ -39,7 +39,7 @@ impl NodeActor {
         crate::node_loss::fence_wait(
             self.sh.clock.since(self.lease_renewed),
             Duration::from_millis(self.lease_ms()),
-            Duration::from_millis(self.sh.config.stop_grace_ms),
+            Duration::from_millis(self.sh.config.nodes.stop_grace_ms),
         )
     }
 }

@@ -40,9 +40,9 @@ impl NodeActor {
         let welcomed = self.send(ServerMessage::Welcome(Welcome {
             node_name: self.rec.name.clone(),
             epoch: self.rec.epoch,
-            heartbeat_interval_ms: self.sh.config.heartbeat_interval_ms,
+            heartbeat_interval_ms: self.sh.config.nodes.heartbeat_interval_ms,
             lease_ms: self.lease_ms(),
-            stop_grace_ms: self.sh.config.stop_grace_ms,
+            stop_grace_ms: self.sh.config.nodes.stop_grace_ms,
             keep: p.keep.clone(),
             kill: p.kill.clone(),
             node_secret,
@@ -162,7 +162,7 @@ impl NodeActor {
             self.send(ServerMessage::Stop(caldera_spec::wire::StopCommand {
                 allocation_id: id.clone(),
                 epoch: self.rec.epoch,
-                grace_ms: self.sh.config.stop_grace_ms,
+                grace_ms: self.sh.config.nodes.stop_grace_ms,
                 reason: "the control plane's books no longer give this node the allocation".into(),
             }));
         }

@@ -107,7 +107,7 @@ impl NodeActor {
     /// on, as its pings went unanswered) may be superseded by a hello that
     /// carries the secret; a live one never is.
     pub(super) fn session_alive(&self) -> bool {
-        let quiet = Duration::from_millis(2 * self.sh.config.heartbeat_interval_ms);
+        let quiet = Duration::from_millis(2 * self.sh.config.nodes.heartbeat_interval_ms);
         self.session.is_some() && self.sh.clock.since(self.last_seen) < quiet
     }
 

@@ -92,10 +92,10 @@ pub const TRAIL_SAMPLES: usize = 60;
 impl Inspector {
     pub fn new(c: &ServerConfig, store: &caldera_storage::Store) -> Inspector {
         Inspector {
-            threshold_pct: c.idle_threshold_pct,
-            window_ms: c.idle_window_ms,
-            grace_ms: c.idle_grace_ms,
-            sample_ms: c.usage_sample_ms,
+            threshold_pct: c.scheduling.idle_threshold_pct,
+            window_ms: c.scheduling.idle_window_ms,
+            grace_ms: c.scheduling.idle_grace_ms,
+            sample_ms: c.scheduling.usage_sample_ms,
             watches: HashMap::new(),
             billing: super::usage_record::IdleClock::load(store),
             trails: HashMap::new(),

@@ -74,18 +74,18 @@ impl Scheduler {
         config: &ServerConfig,
         offers: Arc<PoolOffers>,
     ) -> Result<Scheduler, crate::errors::ActorError> {
-        let policy: PolicyName = config.placement_policy.parse().map_err(
+        let policy: PolicyName = config.scheduling.placement_policy.parse().map_err(
             |e: caldera_scheduling::placement::UnknownPolicy| {
                 crate::errors::ActorError::Conflict(e.to_string())
             },
         )?;
         let store = gate.store().clone();
         let core_config = CoreConfig {
-            stop_grace_ms: config.stop_grace_ms,
-            min_runtime_ms: config.preemption_min_runtime_ms,
+            stop_grace_ms: config.nodes.stop_grace_ms,
+            min_runtime_ms: config.scheduling.preemption_min_runtime_ms,
             ..CoreConfig::default()
         };
-        let mut core = Core::new(policy, config.placement_seed, core_config);
+        let mut core = Core::new(policy, config.scheduling.placement_seed, core_config);
         let mut epochs = HashMap::new();
         for n in store.nodes()? {
             epochs.insert(n.name.clone(), n.epoch);

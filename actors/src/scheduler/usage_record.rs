@@ -98,6 +98,7 @@ impl Scheduler {
         let mut b = store.batch();
         let keep = self
             .config
+            .chargeback
             .billing_retention_days
             .saturating_mul(86_400_000);
         if let Err(e) = writer::stage(&store, &mut b, now, &tenants, &pool, keep) {

@@ -162,7 +162,7 @@ impl ServiceActor {
             if self.replicas.get(&to) == Some(&TaskState::Running) {
                 // Running since before the restart, perhaps not for long:
                 // it gets the whole `replica_min_ready_ms` again.
-                let wait = Duration::from_millis(self.sh.config.replica_min_ready_ms);
+                let wait = Duration::from_millis(self.sh.config.scheduling.replica_min_ready_ms);
                 self.finish_when_ready(ctx, mv.to, wait);
             } else if !serving(&from) {
                 let msg = format!(
@@ -215,7 +215,7 @@ impl ServiceActor {
             Progress::None => false,
             Progress::Runs { to } => {
                 self.replicas.insert(m.replica.clone(), m.state);
-                let wait = Duration::from_millis(self.sh.config.replica_min_ready_ms);
+                let wait = Duration::from_millis(self.sh.config.scheduling.replica_min_ready_ms);
                 self.finish_when_ready(ctx, to, wait);
                 true
             }

@@ -83,10 +83,10 @@ impl ServiceActor {
         let ready_ms = super::swap_image::swap_ready_ms(
             &self.rec.spec,
             DEFAULT_READY_MS,
-            self.sh.config.preparing_timeout_ms,
+            self.sh.config.scheduling.preparing_timeout_ms,
         );
         Limits {
-            warm_ms: self.sh.config.warming_timeout_ms,
+            warm_ms: self.sh.config.models.warming_timeout_ms,
             ready_ms,
         }
     }
@@ -321,7 +321,7 @@ impl ServiceActor {
             epoch: 0, // the NodeActor sends it under the node's current epoch
             generation: r.generation,
             model: mount,
-            grace_ms: self.sh.config.stop_grace_ms,
+            grace_ms: self.sh.config.nodes.stop_grace_ms,
             container,
         };
         match self.sh.registry.node(&r.node) {

@@ -78,7 +78,7 @@ impl TaskActor {
         let input = Input::Drain {
             allocation_id: &m.allocation_id,
             node: &m.node,
-            stop_grace_ms: self.sh.config.stop_grace_ms,
+            stop_grace_ms: self.sh.config.nodes.stop_grace_ms,
         };
         self.react(ctx, input, None);
     }

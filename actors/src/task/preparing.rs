@@ -88,7 +88,7 @@ impl TaskActor {
         let spec = &self.rec.spec;
         let stated = Duration::from_millis(
             spec.prepare_timeout_ms()
-                .unwrap_or(self.sh.config.preparing_timeout_ms),
+                .unwrap_or(self.sh.config.scheduling.preparing_timeout_ms),
         );
         let container = spec.image.is_some() && spec.runtime_kind() == RuntimeKind::Container;
         match container {

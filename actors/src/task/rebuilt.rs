@@ -44,7 +44,7 @@ impl TaskActor {
             // the room is freed anyway went with the rebuild: armed again.
             self.await_release(ctx);
         }
-        let wait = Duration::from_millis(self.sh.config.heartbeat_interval_ms.max(50));
+        let wait = Duration::from_millis(self.sh.config.nodes.heartbeat_interval_ms.max(50));
         ctx.run_later(wait, move |act, _| {
             if act.allocation_id().as_deref() != Some(a.allocation_id.as_str()) {
                 return;

@@ -83,7 +83,7 @@ impl TaskActor {
     /// when rebuilt in it).
     pub(crate) fn arm_warming_timeout(&mut self, ctx: &mut Context<Self>) {
         let attempt = self.rec.attempts;
-        let after = Duration::from_millis(self.sh.config.warming_timeout_ms);
+        let after = Duration::from_millis(self.sh.config.models.warming_timeout_ms);
         ctx.run_later(after, move |act, ctx| {
             let n = act.warming.clone().unwrap_or_default();
             let model = act.rec.spec.model.clone().unwrap_or_default();

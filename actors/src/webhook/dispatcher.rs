@@ -86,8 +86,8 @@ impl Dispatcher {
         let arbiter = actix::Arbiter::new();
         let c = &sh.config;
         let limits = Limits {
-            total: c.webhook_max_in_flight,
-            per_holder: c.webhook_max_in_flight_per_tenant,
+            total: c.webhooks.max_in_flight,
+            per_holder: c.webhooks.max_in_flight_per_tenant,
             per_webhook: MAX_IN_FLIGHT_PER_WEBHOOK,
         };
         let route = Route {
@@ -110,8 +110,8 @@ impl Dispatcher {
 
     fn bounds(&self) -> Bounds {
         Bounds {
-            kept: self.sh.config.webhook_deliveries_kept,
-            max_age_ms: self.sh.config.webhook_delivery_retention_ms,
+            kept: self.sh.config.webhooks.deliveries_kept,
+            max_age_ms: self.sh.config.webhooks.delivery_retention_ms,
         }
     }
 
@@ -134,9 +134,9 @@ impl Dispatcher {
     fn policy(&self) -> RetryPolicy {
         let c = &self.sh.config;
         RetryPolicy {
-            initial_ms: c.webhook_retry_initial_ms,
-            max_ms: c.webhook_retry_max_ms,
-            retry_for_ms: c.webhook_retry_for_ms,
+            initial_ms: c.webhooks.retry_initial_ms,
+            max_ms: c.webhooks.retry_max_ms,
+            retry_for_ms: c.webhooks.retry_for_ms,
         }
     }
 
@@ -205,7 +205,7 @@ impl Dispatcher {
             let pending = self.counts_of(&store, &s.id)?.pending;
             *pending_of.entry(holder(s).to_string()).or_default() += pending;
         }
-        let max_pending = self.sh.config.webhook_max_pending_per_tenant;
+        let max_pending = self.sh.config.webhooks.max_pending_per_tenant;
         let mut b = store.batch();
         for id in std::mem::take(&mut self.grew) {
             if known.contains(id.as_str()) {
@@ -361,9 +361,9 @@ impl Dispatcher {
             .client
             .get_or_insert_with(|| {
                 send::client(
-                    c.webhook_timeout_ms,
-                    c.webhook_ca_file.as_deref(),
-                    c.webhook_max_in_flight,
+                    c.webhooks.timeout_ms,
+                    c.webhooks.ca_file.as_deref(),
+                    c.webhooks.max_in_flight,
                 )
             })
             .clone();

@@ -25,7 +25,7 @@ pub struct Answer {
 
 /// The HTTP client of the deliveries: the attempt timeout, no redirects
 /// followed (a 3xx is not a 2xx: it is retried, and shown), TLS for
-/// `https://` urls trusting the host's store and `webhook-ca-file`, and
+/// `https://` urls trusting the host's store and `webhooks.ca-file`, and
 /// room for `connections` at once (the dispatcher's own limits decide
 /// who gets them, not the pool's).
 pub fn client(
@@ -39,11 +39,11 @@ pub fn client(
     let connector = awc::Connector::new()
         .timeout(Duration::from_millis(timeout_ms))
         .limit(connections.max(1));
-    // The config was checked at start (`config_problem`); should the file
+    // The config was checked at start (`WebhooksSection::validate`); should the file
     // have gone bad since, the host's store alone still serves public urls.
-    let tls = caldera_tls::client_config(ca_file, "webhook-ca-file").or_else(|e| {
+    let tls = caldera_tls::client_config(ca_file, "webhooks.ca-file").or_else(|e| {
         tracing::warn!("webhook TLS: {e}; trusting the host's certificate store only");
-        caldera_tls::client_config(None, "webhook-ca-file")
+        caldera_tls::client_config(None, "webhooks.ca-file")
     });
     match tls {
         Ok(tls) => builder.connector(connector.rustls_0_23(tls)).finish(),

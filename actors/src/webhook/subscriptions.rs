@@ -55,7 +55,7 @@ pub fn ensure_idle_subscription(store: &Store, config: &ServerConfig, now_ms: u6
         Some(id) => store.webhook(&String::from_utf8_lossy(&id))?,
         None => None,
     };
-    let b = match (&config.idle_webhook_url, known) {
+    let b = match (&config.webhooks.idle_url, known) {
         (None, None) => return Ok(()),
         (None, Some(old)) => {
             let mut b = store.forget_webhook(&old.id)?;
@@ -65,7 +65,8 @@ pub fn ensure_idle_subscription(store: &Store, config: &ServerConfig, now_ms: u6
         }
         (Some(url), Some(mut rec)) => {
             let secret = config
-                .idle_webhook_secret
+                .webhooks
+                .idle_secret
                 .clone()
                 .unwrap_or(rec.secret.clone());
             if rec.url == *url && rec.secret == secret {
@@ -87,7 +88,7 @@ pub fn ensure_idle_subscription(store: &Store, config: &ServerConfig, now_ms: u6
             };
             let mut rec = new_record(store, s, now_ms)?;
             rec.from_config = true;
-            match &config.idle_webhook_secret {
+            match &config.webhooks.idle_secret {
                 Some(secret) => rec.secret = secret.clone(),
                 None => tracing::warn!(
                     webhook = %rec.id, %url, secret = %rec.secret,
@@ -111,11 +112,10 @@ mod tests {
     use super::*;
 
     fn config(url: Option<&str>, secret: Option<&str>) -> ServerConfig {
-        ServerConfig {
-            idle_webhook_url: url.map(str::to_string),
-            idle_webhook_secret: secret.map(str::to_string),
-            ..Default::default()
-        }
+        let mut c = ServerConfig::default();
+        c.webhooks.idle_url = url.map(str::to_string);
+        c.webhooks.idle_secret = secret.map(str::to_string);
+        c
     }
 
     #[test]

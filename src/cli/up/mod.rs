@@ -49,17 +49,19 @@ pub fn run(args: UpArgs) -> Result<(), CliError> {
         listen: Some(args.listen.clone()),
         data_dir: Some(args.data_dir.join("server")),
     };
-    let mut config = server_config::load(None, std::env::vars(), &flags)?;
+    let loaded = server_config::load(None, std::env::vars(), &flags)?;
+    let mut config = loaded.config.clone();
     let tokens = tokens::load_or_create(
         &args.data_dir,
-        config.operator_token.take(),
-        config.join_token.take(),
+        config.server.operator_token.take(),
+        config.server.join_token.take(),
     )?;
-    config.operator_token = Some(tokens.operator_token.clone());
-    config.join_token = Some(tokens.join_token.clone());
+    config.server.operator_token = Some(tokens.operator_token.clone());
+    config.server.join_token = Some(tokens.join_token.clone());
     let exe = std::env::current_exe()
         .map_err(|e| CliError::Failed(format!("cannot find this program's path: {e}")))?;
     logging::init();
+    loaded.warn_deprecations();
     block_on(embedded(config, tokens, exe, args))
 }
 
