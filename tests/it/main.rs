@@ -42,6 +42,7 @@ mod requests;
 mod resync;
 mod same_name_agents;
 mod shim_memory;
+mod server_config;
 mod slow_clients;
 mod tenant_ids;
 mod tenant_isolation;
