@@ -1,4 +1,4 @@
-//! A node speaks only for itself (issue 9, Trust I). What a node's session may
+//! A node speaks only for itself. What a node's session may
 //! say is checked here: which allocations it holds under which epoch, whether a
 //! hello's secret matches the name, whether a checkpoint path lies inside the
 //! task's own checkpoint dir. Whatever is refused is counted per node and

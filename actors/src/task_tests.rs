@@ -143,12 +143,12 @@ fn a_service_keeps_its_replicas_and_scales_in_from_the_top() {
     });
 }
 
-/// Plan, record, then act (issue 9, finding 6): the requeue after a failed
+/// Plan, record, then act: the requeue after a failed
 /// dispatch cannot be recorded, so nothing of it happens — no free, no
 /// enqueue; the task is rebuilt from sled (still Scheduled, holding its
 /// grant), starts again, and this time the requeue is recorded and carried
-/// out once. Before, the free and the enqueue went out while sled still said
-/// Scheduled with the allocation: the ledger and the task disagreed.
+/// out once. Acting first would send the free and the enqueue while sled still
+/// said Scheduled with the allocation: the ledger and the task would disagree.
 #[test]
 fn a_reaction_that_cannot_be_recorded_acts_on_nothing() {
     use crate::commit_faults::FaultRule;

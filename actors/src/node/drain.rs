@@ -1,4 +1,4 @@
-//! Cordon and drain (issue 10, item 3: a stop is a drain). A cordoned node
+//! Cordon and drain (a stop is a drain). A cordoned node
 //! takes no new placements; a drained one also has its work moved away as a
 //! planned stop, which spends no retry. An operator cordons or drains with
 //! `caldera node cordon|drain NAME` (lifted only by `uncordon`); an agent

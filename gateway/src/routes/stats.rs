@@ -1,5 +1,5 @@
 //! `GET /v1/stats/estimates`: how close first start estimates came to the
-//! real starts (issue 13, item 5). The figures are a scan of every task
+//! real starts. The figures are a scan of every task
 //! record, so `/metrics` reuses one for [`FRESH_FOR`] instead of scanning on
 //! every scrape.
 use crate::envelope::Reply;
