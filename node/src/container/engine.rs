@@ -24,16 +24,19 @@ pub enum Mode {
 
 impl Mode {
     /// `podman` or `off`; anything else names the flag.
-    pub fn parse(s: &str) -> Result<Mode, String> {
+    pub fn parse(s: &str) -> Result<Mode, UnknownMode> {
         match s.trim() {
             "podman" => Ok(Mode::Podman),
             "off" => Ok(Mode::Off),
-            other => Err(format!(
-                "--container-runtime {other:?} must be podman or off"
-            )),
+            other => Err(UnknownMode(other.to_string())),
         }
     }
 }
+
+/// A `--container-runtime` value that is neither `podman` nor `off`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--container-runtime {0:?} must be podman or off")]
+pub struct UnknownMode(pub String);
 
 /// The container engine the agent drives, once found working.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,6 +166,7 @@ mod tests {
         assert!(r.reported[1].up && r.reported[1].kind == RuntimeKind::Process);
         assert!(Mode::parse("docker")
             .unwrap_err()
+            .to_string()
             .contains("--container-runtime"));
         assert_eq!(Mode::parse("off"), Ok(Mode::Off));
     }

@@ -198,17 +198,30 @@ pub fn container_name(node: &str, allocation_id: &str) -> String {
     format!("caldera-{safe}-{hash:08x}")
 }
 
+/// Why a mount or a variable cannot be handed to podman as given; each
+/// names the path or variable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unfit {
+    #[error("volume {what} {path:?} must be an absolute path without ':', ',' or a line break")]
+    MountPath { what: &'static str, path: String },
+    #[error("env variable {0:?}: a container's variable name cannot be empty, hold '=' or whitespace, or start with '#'")]
+    EnvName(String),
+    #[error("env variable {0}: a container's variable cannot hold a line break")]
+    EnvValue(String),
+}
+
 /// A mount podman can take: absolute paths without `:` (its separator) or
 /// a line break; Err names the path.
-pub fn check_mount(m: &Mount) -> Result<(), String> {
+pub fn check_mount(m: &Mount) -> Result<(), Unfit> {
     for (what, p) in [
         ("host path", &m.host_path),
         ("container path", &m.container_path),
     ] {
         if !p.starts_with('/') || p.contains(':') || p.contains('\n') || p.contains(',') {
-            return Err(format!(
-                "volume {what} {p:?} must be an absolute path without ':', ',' or a line break"
-            ));
+            return Err(Unfit::MountPath {
+                what,
+                path: p.clone(),
+            });
         }
     }
     Ok(())
@@ -228,16 +241,12 @@ pub fn write_env_file(path: &Path, env: &[(String, String)]) -> io::Result<()> {
 }
 
 /// Whether one variable fits an env file; Err says which and why.
-pub fn check_env_var(k: &str, v: &str) -> Result<(), String> {
+pub fn check_env_var(k: &str, v: &str) -> Result<(), Unfit> {
     if k.is_empty() || k.contains('=') || k.chars().any(char::is_whitespace) || k.starts_with('#') {
-        return Err(format!(
-            "env variable {k:?}: a container's variable name cannot be empty, hold '=' or whitespace, or start with '#'"
-        ));
+        return Err(Unfit::EnvName(k.to_string()));
     }
     if v.contains('\n') || v.contains('\r') || v.contains('\0') {
-        return Err(format!(
-            "env variable {k}: a container's variable cannot hold a line break"
-        ));
+        return Err(Unfit::EnvValue(k.to_string()));
     }
     Ok(())
 }
@@ -334,12 +343,18 @@ mod tests {
         let bad = vec![("TOKEN".to_string(), "a\nb".to_string())];
         let e = write_env_file(&p, &bad).unwrap_err().to_string();
         assert!(e.contains("TOKEN") && e.contains("line break"), "{e}");
-        assert!(check_env_var("A B", "x").unwrap_err().contains("\"A B\""));
+        assert!(check_env_var("A B", "x")
+            .unwrap_err()
+            .to_string()
+            .contains("\"A B\""));
         let m = Mount {
             host_path: "/a:b".into(),
             container_path: "/data".into(),
             read_only: true,
         };
-        assert!(check_mount(&m).unwrap_err().contains("\"/a:b\""));
+        assert!(check_mount(&m)
+            .unwrap_err()
+            .to_string()
+            .contains("\"/a:b\""));
     }
 }

@@ -27,16 +27,28 @@ fn standalone(arg: &str) -> bool {
     arg == "--rm" || arg == "--init" || arg.contains('=')
 }
 
+/// What in the old container's command line is not as the agent wrote it,
+/// so the new one cannot be made from it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OldLine {
+    #[error("the old container's command line is empty")]
+    Empty,
+    #[error("the old container was not started by 'podman run' ({0})")]
+    NotRun(String),
+    #[error("the old container's {0} has no value")]
+    NoValue(String),
+    #[error("the old container's command line names no image")]
+    NoImage,
+}
+
 /// The new container's argv from the old one's (`podman` first, as the
 /// shim runs it); Err says what in the old line is not as expected.
-pub fn swapped_argv(old: &[String], new: &SwapRun) -> Result<Vec<String>, String> {
+pub fn swapped_argv(old: &[String], new: &SwapRun) -> Result<Vec<String>, OldLine> {
     let (Some(podman), Some(run)) = (old.first(), old.get(1)) else {
-        return Err("the old container's command line is empty".into());
+        return Err(OldLine::Empty);
     };
     if run != "run" {
-        return Err(format!(
-            "the old container was not started by 'podman run' ({run})"
-        ));
+        return Err(OldLine::NotRun(run.clone()));
     }
     let mut out = vec![podman.clone(), run.clone()];
     let mut i = 2;
@@ -51,7 +63,7 @@ pub fn swapped_argv(old: &[String], new: &SwapRun) -> Result<Vec<String>, String
             continue;
         }
         let Some(value) = old.get(i + 1) else {
-            return Err(format!("the old container's {arg} has no value"));
+            return Err(OldLine::NoValue(arg.clone()));
         };
         let value = match arg.as_str() {
             "--name" => new.name.clone(),
@@ -77,7 +89,7 @@ pub fn swapped_argv(old: &[String], new: &SwapRun) -> Result<Vec<String>, String
         i += 2;
     }
     let Some(_old_image) = old.get(i) else {
-        return Err("the old container's command line names no image".into());
+        return Err(OldLine::NoImage);
     };
     if let (Some(p), false) = (new.port, published) {
         // The old one published none (it had no port): the new one's goes

@@ -372,18 +372,21 @@ impl Runtime {
         digest: String,
         port: Option<u16>,
         run: u64,
-    ) -> Result<Candidate, String> {
-        let w = self.workloads.get(id).ok_or("the workload is gone")?;
-        let host = self.containers.as_ref().ok_or("no container runtime")?;
-        let model_path = super::launch::model_path(&self.data_dir, copy, &cmd.model, w.uid)
-            .map_err(|e| e.to_string())?;
+    ) -> Result<Candidate, CandidateError> {
+        let w = self.workloads.get(id).ok_or(CandidateError::Gone)?;
+        let host = self.containers.as_ref().ok_or(CandidateError::NoRuntime)?;
+        let model_path = super::launch::model_path(&self.data_dir, copy, &cmd.model, w.uid)?;
         let old_spec = w.shim_dir.join(files::SPEC);
-        let old: ShimSpec = files::read_json(&old_spec)
-            .map_err(|e| format!("reading {}: {e}", old_spec.display()))?;
+        let old: ShimSpec =
+            files::read_json(&old_spec).map_err(|source| CandidateError::ShimFile {
+                verb: "reading",
+                path: old_spec.clone(),
+                source,
+            })?;
         let old_container = old
             .container
             .clone()
-            .ok_or("the old shim runs no container")?;
+            .ok_or(CandidateError::NoOldContainer)?;
         let dir = candidate_dir(&self.data_dir, id, cmd.generation);
         if dir.exists() {
             // Left by an earlier agent's try of the same generation.
@@ -430,13 +433,16 @@ impl Runtime {
             container: Some(container.clone()),
             ..old
         };
-        shim_link::create(&dir, &spec, self.lease)
-            .map_err(|e| format!("writing {}: {e}", dir.display()))?;
+        shim_link::create(&dir, &spec, self.lease).map_err(|source| CandidateError::ShimFile {
+            verb: "writing",
+            path: dir.clone(),
+            source,
+        })?;
         let child = match shim_link::spawn(&self.shim_command, &dir) {
             Ok(child) => child,
             Err(e) => {
                 shim_link::remove(&dir);
-                return Err(e.to_string());
+                return Err(e.into());
             }
         };
         let shim = child.id().and_then(PidRecord::of);
@@ -689,12 +695,43 @@ fn running_image(dir: &Path) -> Option<String> {
 
 /// Records `generation` in the shim dir's spec (an agent adopting it
 /// reports the generation that runs).
-fn set_generation(dir: &Path, generation: u32) -> Result<(), String> {
+fn set_generation(dir: &Path, generation: u32) -> Result<(), CandidateError> {
     let path = dir.join(files::SPEC);
     let mut spec: ShimSpec =
-        files::read_json(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        files::read_json(&path).map_err(|source| CandidateError::ShimFile {
+            verb: "reading",
+            path: path.clone(),
+            source,
+        })?;
     spec.generation = generation;
-    files::write_json(&path, &spec).map_err(|e| format!("writing {}: {e}", path.display()))
+    files::write_json(&path, &spec).map_err(|source| CandidateError::ShimFile {
+        verb: "writing",
+        path,
+        source,
+    })
+}
+
+/// Why a swap's new container could not be set up beside the old one (the
+/// old one keeps serving), or its generation not recorded.
+#[derive(Debug, thiserror::Error)]
+enum CandidateError {
+    #[error("the workload is gone")]
+    Gone,
+    #[error("no container runtime")]
+    NoRuntime,
+    #[error("the old shim runs no container")]
+    NoOldContainer,
+    #[error("{verb} {}: {source}", path.display())]
+    ShimFile {
+        verb: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    OldLine(#[from] swap_args::OldLine),
+    #[error(transparent)]
+    Start(#[from] crate::error::StartError),
 }
 
 #[cfg(test)]

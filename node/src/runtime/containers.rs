@@ -283,7 +283,7 @@ pub fn parts(
     };
     let env = launch::env_as_seen(cmd, &seen, prepared.port);
     for (k, v) in &env {
-        run_args::check_env_var(k, v).map_err(StartError::Container)?;
+        run_args::check_env_var(k, v).map_err(|e| StartError::Container(e.to_string()))?;
     }
     let mut mounts = vec![
         mount(tree, CHECKPOINTS, false),
@@ -294,7 +294,7 @@ pub fn parts(
     }
     mounts.extend(c.volumes.iter().cloned());
     for m in &mounts {
-        run_args::check_mount(m).map_err(StartError::Container)?;
+        run_args::check_mount(m).map_err(|e| StartError::Container(e.to_string()))?;
     }
     let memory_dir = cgroup.and_then(WorkloadCgroup::memory_dir);
     let cgroup_parent = memory_dir
