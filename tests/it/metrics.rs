@@ -1,8 +1,9 @@
-//! `/metrics` as a scraper and a dashboard see it (issue 13, item 2), with a
+//! `/metrics` as a scraper and a dashboard see it, with a
 //! real server, a real agent and real tasks: the exposition is valid
 //! OpenMetrics, its figures are the API's figures, HTTP requests are counted
 //! by route pattern (never by raw path), and every metric the Grafana
-//! dashboard in `docs/grafana/caldera.json` queries exists in it.
+//! dashboard in `docs/grafana/caldera.json` and the alerting rules in
+//! `docs/operations/caldera-alerts.yml` query exists in it.
 use caldera_chaos_tests::exposition::{self, Exposition};
 use caldera_chaos_tests::{fake_node, promql, wait_until, Agent, ControlPlane, JOIN_TOKEN};
 use serde_json::Value;
@@ -277,4 +278,56 @@ fn every_metric_the_dashboard_queries_exists() {
         }
     }
     assert!(checked > 40, "only {checked} metric uses checked");
+}
+
+/// The `expr:` of every rule in the alerting rules file, with its alert's
+/// name. The file keeps each rule's `alert:` and its one-line `expr:` as
+/// plain YAML scalars, so lines are enough to read them without a YAML parser.
+fn alert_rules(text: &str) -> Vec<(String, String)> {
+    let mut rules = Vec::new();
+    let mut alert = None;
+    for line in text.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix("- alert:") {
+            alert = Some(name.trim().to_string());
+        } else if let Some(expr) = line.strip_prefix("expr:") {
+            let name = alert
+                .take()
+                .unwrap_or_else(|| format!("an expr without an alert: {expr}"));
+            rules.push((name, expr.trim().to_string()));
+        }
+    }
+    rules
+}
+
+#[test]
+fn every_metric_the_alert_rules_read_exists() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations/caldera-alerts.yml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let rules = alert_rules(&text);
+    assert_eq!(
+        rules.len(),
+        text.matches("- alert:").count(),
+        "every alert has one expr: {rules:?}"
+    );
+    assert!(rules.len() >= 10, "only {} rules read", rules.len());
+    let p = pool();
+    let e = scrape(&p.cp);
+    let exposed = e.sample_names();
+    for (alert, expr) in &rules {
+        // `up` is the scrape's own series, made by Prometheus, not by Caldera.
+        let names: Vec<String> = promql::metric_names(expr)
+            .into_iter()
+            .filter(|n| n != "up")
+            .collect();
+        assert!(
+            !names.is_empty() || expr.starts_with("up{"),
+            "{alert}: no metric in {expr:?}"
+        );
+        for name in names {
+            assert!(
+                exposed.contains(name.as_str()),
+                "{alert}: {name} (in {expr:?}) is not in /metrics; exposed: {exposed:?}"
+            );
+        }
+    }
 }
