@@ -1,4 +1,4 @@
-//! The README's chargeback figures, measured on real sled files:
+//! The chargeback figures of `docs/benchmarks/chargeback.md`, measured on real sled files:
 //! 1. the size on disk of a year of usage history for 20 tenants and the
 //!    pool, in the steady state the tiers keep (1 day of 10 s samples, 30
 //!    days of 5 min points, 365 days of 1 h points per series);

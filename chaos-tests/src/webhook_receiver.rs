@@ -1,8 +1,8 @@
 //! A webhook receiver the tests start in-process: a small HTTP/1.1 server
 //! that keeps every request it gets (headers and body) and answers each
 //! with the next status of a script (then a default), or never answers
-//! (a hung receiver). It checks signatures the way the README tells a
-//! receiver to, so a test asserts what a real receiver would see.
+//! (a hung receiver). It checks signatures the way
+//! `docs/how-to/subscribe-to-webhooks.md` tells a receiver to, so a test asserts what a real receiver would see.
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::collections::VecDeque;

@@ -1,5 +1,6 @@
 //! Averaging seeds into per-policy reports, and printing them: plain text, JSON,
-//! and the README table next to the paper's published numbers.
+//! and the Markdown table (`docs/benchmarks/placement.md`) next to the paper's
+//! published numbers.
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -196,7 +197,7 @@ impl Published {
     }
 }
 
-/// The README table: one row per (trace, policy), ours next to the paper's.
+/// The Markdown table: one row per (trace, policy), ours next to the paper's.
 pub fn markdown_table(reports: &[PolicyReport], published: &Published) -> String {
     let mut out = String::from(
         "| trace | policy | alloc % @100% | paper @100% | alloc % @130% | paper @130% | unallocated GPUs @130% | beats paper FGD |\n|---|---|---:|---:|---:|---:|---:|:---:|\n",

@@ -23,7 +23,7 @@ pub struct NewWebhook {
         schema(example = "https://hooks.example.com/caldera")
     )]
     pub url: String,
-    /// Event names (see the README's Webhooks table), a family (`task.*`) or `*`.
+    /// Event names (see `docs/how-to/subscribe-to-webhooks.md`), a family (`task.*`) or `*`.
     #[cfg_attr(feature = "openapi", schema(example = json!(["task.state_changed", "idle.warning"])))]
     pub events: Vec<String>,
     /// The operator only: this tenant's events (absent: every tenant's and the pool's).

@@ -38,13 +38,13 @@ fn reservation(id: &str, gpu: &str) -> String {
     )
 }
 
-/// `num / den` rounded half-up: the rounding the README states.
+/// `num / den` rounded half-up: the rounding `docs/concepts/chargeback.md` states.
 fn round(num: u128, den: u128) -> u128 {
     (2 * num + den) / (2 * den)
 }
 
 /// What a billing record (as `?records=true` shows it) costs over `ms`
-/// milliseconds, by the README's rule: each resource's price × quantity ×
+/// milliseconds, by the documented rule: each resource's price × quantity ×
 /// hours, rounded once to a micro-unit. Every GPU here is an A100.
 fn expected_micros(rec: &Value, ms: u64) -> u128 {
     let ms = u128::from(ms);

@@ -1,6 +1,6 @@
 //! What a workload's shim costs, and what the agent costs with 100 workloads
 //! (a measure): `cargo test --release --test it shim_memory:: -- --ignored
-//! --nocapture` prints the figures the README's reliability section quotes.
+//! --nocapture` prints the figures `docs/benchmarks/leases-and-fencing.md` quotes.
 //! No timed or size assertion (figures depend on the build); it checks only
 //! that every workload runs under its own live shim. GPUs are simulated:
 //! the workloads are CPU-only `sleep`s.

@@ -1,6 +1,6 @@
 //! Signed webhooks against the real server, with a real
 //! HTTP receiver (`chaos-tests/src/webhook_receiver.rs`) that checks each
-//! delivery's signature as the README tells a receiver to: a delivery
+//! delivery's signature as `docs/how-to/subscribe-to-webhooks.md` tells a receiver to: a delivery
 //! arrives signed; a 500 is retried with the same event id and both attempts
 //! are listed; tenants cannot subscribe to or see each other's webhooks; a
 //! pending delivery survives kill -9 of the control plane; a hung receiver

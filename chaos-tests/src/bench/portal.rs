@@ -6,7 +6,7 @@
 //! `Server-Timing: render;dur=` header) and loopback wall time, median and
 //! p95; and the control plane's RSS before and after the portal is
 //! exercised. Targets: < 200 KB and < 50 ms a page; the portal adds nothing
-//! to the memory target (README, "control plane RSS").
+//! to the memory target (`docs/benchmarks/control-plane.md`, "Control plane RSS").
 use super::stats::rss_kib;
 use super::Setup;
 use crate::fake_node;
