@@ -180,7 +180,8 @@ impl AgentConfig {
 
     /// `replica-ports` and `advertise-host`.
     fn validate_serving(&self) -> Result<(), AgentError> {
-        crate::runtime::ports::check_range(self.replica_ports).map_err(AgentError::Config)?;
+        crate::runtime::ports::check_range(self.replica_ports)
+            .map_err(|e| AgentError::Config(e.to_string()))?;
         if let Some(host) = &self.advertise_host {
             let plain = !host.is_empty()
                 && host.len() <= 253

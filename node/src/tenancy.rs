@@ -39,8 +39,14 @@ enum Mode {
     Shared(String),
 }
 
+/// A `workload-uid-range` that is neither `FIRST-LAST` within the bounds
+/// nor `off`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("workload uid range {0:?} must be FIRST-LAST with 1000 <= FIRST <= LAST, or off")]
+pub struct BadUidRange(pub String);
+
 /// `"61000-61999"` -> (61000, 61999); `off` -> None.
-pub fn parse_range(text: &str) -> Result<Option<(u32, u32)>, String> {
+pub fn parse_range(text: &str) -> Result<Option<(u32, u32)>, BadUidRange> {
     let text = text.trim();
     if text == "off" {
         return Ok(None);
@@ -50,9 +56,7 @@ pub fn parse_range(text: &str) -> Result<Option<(u32, u32)>, String> {
         .and_then(|(a, b)| Some((a.trim().parse::<u32>().ok()?, b.trim().parse::<u32>().ok()?)));
     match parsed {
         Some((first, last)) if first >= 1000 && first <= last => Ok(Some((first, last))),
-        _ => Err(format!(
-            "workload uid range {text:?} must be FIRST-LAST with 1000 <= FIRST <= LAST, or off"
-        )),
+        _ => Err(BadUidRange(text.to_string())),
     }
 }
 
@@ -191,7 +195,10 @@ mod tests {
         assert_eq!(parse_range("61000-61999"), Ok(Some((61000, 61999))));
         assert_eq!(parse_range("off"), Ok(None));
         for bad in ["61999-61000", "0-10", "x-y", "61000"] {
-            assert!(parse_range(bad).unwrap_err().contains(bad), "{bad}");
+            assert!(
+                parse_range(bad).unwrap_err().to_string().contains(bad),
+                "{bad}"
+            );
         }
     }
 

@@ -170,7 +170,7 @@ impl NodeArgs {
             shutdown_grace_ms: self.shutdown_grace_ms,
             drain_timeout_ms: self.drain_timeout_ms,
             workload_uid_range: caldera_node::tenancy::parse_range(&self.workload_uid_range)
-                .map_err(CliError::Usage)?,
+                .map_err(|e| CliError::Usage(e.to_string()))?,
             shim: None,
             cache_gb: self.cache_gb,
             peer_listen: self.peer_listen,
@@ -178,14 +178,14 @@ impl NodeArgs {
             peer_max_mbps: self.peer_max_mbps,
             origin_ca: self.origin_ca,
             replica_ports: caldera_node::runtime::ports::parse_range(&self.replica_ports)
-                .map_err(CliError::Usage)?,
+                .map_err(|e| CliError::Usage(e.to_string()))?,
             advertise_host: self.advertise_host,
             image_cache_gb: self.image_cache_gb,
             image_refresh_ms: self.image_refresh_ms,
             container_runtime: caldera_node::container::engine::Mode::parse(
                 &self.container_runtime,
             )
-            .map_err(CliError::Usage)?,
+            .map_err(|e| CliError::Usage(e.to_string()))?,
             container_pids_limit: self.container_pids_limit,
         };
         config.validate().map_err(agent_error)?;

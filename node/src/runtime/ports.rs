@@ -29,26 +29,33 @@ pub struct ReplicaPorts {
 pub const DEFAULT_RANGE: (u16, u16) = (20000, 29999);
 
 /// Parses `FIRST-LAST` (1024 <= FIRST <= LAST <= 65535); the error names the key.
-pub fn parse_range(text: &str) -> Result<(u16, u16), String> {
+pub fn parse_range(text: &str) -> Result<(u16, u16), BadRange> {
     let text = text.trim();
     let parsed = text
         .split_once('-')
         .and_then(|(a, b)| Some((a.trim().parse::<u16>().ok()?, b.trim().parse::<u16>().ok()?)));
     match parsed {
         Some(range) if check_range(range).is_ok() => Ok(range),
-        _ => Err(format!("replica-ports {text:?} {RANGE_RULE}")),
+        _ => Err(BadRange::Text(text.to_string())),
     }
 }
 
-/// What a `replica-ports` range must be, as its errors say it.
-const RANGE_RULE: &str = "must be FIRST-LAST with 1024 <= FIRST <= LAST <= 65535";
+/// A `replica-ports` range that is not `FIRST-LAST` within the bounds;
+/// the error names the key and says what it must be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadRange {
+    #[error("replica-ports {0:?} must be FIRST-LAST with 1024 <= FIRST <= LAST <= 65535")]
+    Text(String),
+    #[error("replica-ports {0}-{1} must be FIRST-LAST with 1024 <= FIRST <= LAST <= 65535")]
+    Bounds(u16, u16),
+}
 
 /// A range as parsed, or as set in the agent's config, checked.
-pub fn check_range((first, last): (u16, u16)) -> Result<(), String> {
+pub fn check_range((first, last): (u16, u16)) -> Result<(), BadRange> {
     if first >= 1024 && first <= last {
         Ok(())
     } else {
-        Err(format!("replica-ports {first}-{last} {RANGE_RULE}"))
+        Err(BadRange::Bounds(first, last))
     }
 }
 
@@ -128,7 +135,7 @@ mod tests {
         assert_eq!(parse_range("20000-29999"), Ok((20000, 29999)));
         assert_eq!(parse_range(" 30000 - 30000 "), Ok((30000, 30000)));
         for bad in ["", "20000", "29999-20000", "80-90", "20000-70000", "a-b"] {
-            let e = parse_range(bad).unwrap_err();
+            let e = parse_range(bad).unwrap_err().to_string();
             assert!(e.contains("replica-ports"), "{bad}: {e}");
         }
     }
