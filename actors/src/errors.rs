@@ -73,7 +73,7 @@ pub enum ActorError {
         field: &'static str,
         message: String,
     },
-    /// `require-images` and a task that would run on the host; `field`
+    /// `limits.require-images` and a task that would run on the host; `field`
     /// is `image` or `runtime` (422 `image_required`).
     #[error("{message}")]
     ImageRequired {

@@ -124,7 +124,7 @@ pub enum Input<'a> {
     StopOverdue { allocation_id: &'a str },
     /// The deadline of a release's stop passed.
     ReleaseOverdue,
-    /// The time limit (declared `duration` + `time-limit-grace-ms`) of the
+    /// The time limit (declared `duration` + `scheduling.time-limit-grace-ms`) of the
     /// run of `allocation_id` passed. `limit` is the duration as written.
     TimeLimit {
         allocation_id: &'a str,

@@ -26,13 +26,13 @@ pub struct Shared {
     pub offers: Arc<PoolOffers>,
     /// Every node's weight cache as last reported (the NodeActors write it).
     pub fleet: Arc<crate::model::fleet::Fleet>,
-    /// Origin reads under way across all model versions (`max-origin-pulls`).
+    /// Origin reads under way across all model versions (`models.max-origin-pulls`).
     pub origin_budget: Arc<crate::model::budget::OriginBudget>,
     /// Every node's images as last reported, and the image pulls under way
-    /// (`max-image-pulls`); the NodeActors write it.
+    /// (`scheduling.max-image-pulls`); the NodeActors write it.
     pub images: Arc<crate::images::Images>,
     /// Held from counting a tenant's webhook subscriptions to committing a
-    /// new one, so parallel requests cannot pass `webhook-max-per-tenant`
+    /// new one, so parallel requests cannot pass `webhooks.max-per-tenant`
     /// together.
     pub webhook_subscribing: tokio::sync::Mutex<()>,
 }

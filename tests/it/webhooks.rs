@@ -714,7 +714,7 @@ fn one_tenants_hanging_receivers_do_not_delay_another_tenants_delivery() {
 /// receiver hangs, so 3 of its 8 deliveries wait and the rest are recorded
 /// failed, unsent, saying why, of which the newest 4 are kept; tenant b's
 /// receiver answers, and once more deliveries come, only its newest 4 are
-/// kept. Each tenant may have one subscription (`webhook-max-per-tenant`).
+/// kept. Each tenant may have one subscription (`webhooks.max-per-tenant`).
 #[test]
 fn delivery_records_stay_within_the_queue_limit_and_the_retention_bound() {
     let dir = tempfile::tempdir().unwrap();
@@ -746,7 +746,7 @@ fn delivery_records_stay_within_the_queue_limit_and_the_retention_bound() {
     );
     assert!(more.body["msg"]
         .as_str()
-        .is_some_and(|m| m.contains("webhook-max-per-tenant")));
+        .is_some_and(|m| m.contains("webhooks.max-per-tenant")));
     subscribe(&cp.operator(), &fast.url("/ops"), &["node.lost"]);
     for i in 0..8 {
         submit(&a, &format!("a-{i}"));
@@ -782,7 +782,7 @@ fn delivery_records_stay_within_the_queue_limit_and_the_retention_bound() {
         assert!(
             d["not_sent"]
                 .as_str()
-                .is_some_and(|w| w.contains("webhook-max-pending-per-tenant")),
+                .is_some_and(|w| w.contains("webhooks.max-pending-per-tenant")),
             "{d:#}"
         );
     }
@@ -812,7 +812,7 @@ fn delivery_records_stay_within_the_queue_limit_and_the_retention_bound() {
     assert_eq!(kept_ids, newest, "the newest 4 are kept");
 }
 
-/// `webhook-max-per-tenant` holds however many subscriptions tenants ask
+/// `webhooks.max-per-tenant` holds however many subscriptions tenants ask
 /// for at once: three tenants each send 16 requests in parallel against a
 /// cap of 2; each gets exactly 2 and 14 409s (counted and committed one at
 /// a time, so no two requests both see room for the last one).

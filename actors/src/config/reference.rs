@@ -5,16 +5,14 @@ use super::{ServerConfig, SECTIONS};
 use serde_json::Value;
 use std::fmt::Write;
 
-/// `docs/reference/config.md`: every section and key with its default, its
+/// The body of `docs/reference/config.md` (everything below the page's
+/// title and generated-page banner, which the reference framework writes):
+/// how keys are given, then every section and key with its default, its
 /// environment variable, its former flat name and its description.
 pub fn config_reference() -> String {
     let defaults = serde_json::to_value(ServerConfig::default()).unwrap_or(Value::Null);
     let mut page = String::from(
-        "# Configuration reference\n\
-         \n\
-         <!-- Generated from the config types (actors/src/config/); do not edit. -->\n\
-         \n\
-         `caldera server` reads its configuration from a TOML file \
+        "`caldera server` reads its configuration from a TOML file \
          (`caldera server --config FILE.toml`), then `CALDERA_*` environment variables, \
          then its flags (`--listen`, `--data-dir`), each overriding the one before; \
          `caldera up` reads the environment and its flags. Every key lives in a section \

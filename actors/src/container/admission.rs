@@ -1,5 +1,5 @@
 //! The operator's container rules, applied at submission (and to a dry run,
-//! which answers the same): with `require-images` every task runs in a
+//! which answers the same): with `limits.require-images` every task runs in a
 //! container, so nothing a tenant supplies runs on a host; and a task mounts
 //! only data volumes the allow-list offers its tenant, read-write only where
 //! the entry allows it.
@@ -14,13 +14,13 @@ pub fn check(config: &ServerConfig, tenant: &str, spec: &TaskSpec) -> Result<()>
         if spec.image.is_none() {
             return Err(ActorError::ImageRequired {
                 field: "image",
-                message: "this cluster runs every task in a container (require-images): name the image to run in image".into(),
+                message: "this cluster runs every task in a container (limits.require-images): name the image to run in image".into(),
             });
         }
         if spec.runtime_kind() == RuntimeKind::Process {
             return Err(ActorError::ImageRequired {
                 field: "runtime",
-                message: "this cluster runs every task in a container (require-images): runtime \"process\" would run it on the host; omit runtime".into(),
+                message: "this cluster runs every task in a container (limits.require-images): runtime \"process\" would run it on the host; omit runtime".into(),
             });
         }
     }

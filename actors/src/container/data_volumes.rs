@@ -1,4 +1,4 @@
-//! The operator's allow-list of data volumes (`data-volumes`): which host
+//! The operator's allow-list of data volumes (`limits.data-volumes`): which host
 //! directories a task may mount into its container, under which name, for
 //! which tenants, and whether writing is allowed. A task names a volume;
 //! only the control plane turns the name into a host path, so a tenant never
@@ -111,10 +111,10 @@ impl DataVolumes {
             .map(|v| v.name.as_str())
             .collect();
         if names.is_empty() {
-            "the operator offers it none (data-volumes)".into()
+            "the operator offers it none (limits.data-volumes)".into()
         } else {
             format!(
-                "the operator offers it: {} (data-volumes)",
+                "the operator offers it: {} (limits.data-volumes)",
                 names.join(", ")
             )
         }

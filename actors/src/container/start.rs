@@ -19,7 +19,7 @@ pub enum NotBuilt {
 
 /// `None` for a task that runs as a process; else what the agent needs to
 /// run it in a container: the image, the pull policy, the prepare timeout
-/// (the task's, else `preparing-timeout-ms`), the host mounts of its data
+/// (the task's, else `scheduling.preparing-timeout-ms`), the host mounts of its data
 /// volumes, and `tenant`'s credentials for the image's registry alone.
 pub fn build(
     config: &ServerConfig,

@@ -1,6 +1,6 @@
 //! The operator's pre-pull: an image onto chosen nodes (or onto N nodes
 //! that lack it) before a rollout, so the rollout's starts find it there.
-//! Each node's pull takes a pull slot like a start's (`max-image-pulls`).
+//! Each node's pull takes a pull slot like a start's (`scheduling.max-image-pulls`).
 use super::ControlPlane;
 use crate::errors::{ActorError, Result};
 use crate::protocol::node::{NodeSnapshot, SendPrepull};

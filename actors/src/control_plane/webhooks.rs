@@ -13,9 +13,9 @@ use caldera_spec::{SpecError, SpecErrorKind};
 impl ControlPlane {
     /// Makes a subscription; its record (with the secret, shown this once).
     /// It hears only events recorded after it. An url the outbound policy
-    /// refuses (`webhook-allow-hosts`) is a 400 `address_not_allowed` on
+    /// refuses (`webhooks.allow-hosts`) is a 400 `address_not_allowed` on
     /// `url`, for the operator too (a tenant is not told what a refused
-    /// name resolved to); a tenant at `webhook-max-per-tenant`
+    /// name resolved to); a tenant at `webhooks.max-per-tenant`
     /// subscriptions gets a 409.
     pub async fn create_webhook(&self, s: Subscription) -> Result<WebhookRecord> {
         let policy = crate::webhook::policy(&self.sh.config);
@@ -44,7 +44,7 @@ impl ControlPlane {
                 .count();
             if held >= cap {
                 return Err(ActorError::Conflict(format!(
-                    "tenant {owner:?} has {held} webhook subscriptions, the most one tenant may have (webhook-max-per-tenant); delete one first"
+                    "tenant {owner:?} has {held} webhook subscriptions, the most one tenant may have (webhooks.max-per-tenant); delete one first"
                 )));
             }
         }

@@ -1,4 +1,4 @@
-//! The stagger of image pulls: at most `max-image-pulls` nodes pull the
+//! The stagger of image pulls: at most `scheduling.max-image-pulls` nodes pull the
 //! same image at once; the starts (and pre-pulls) of the others wait, first
 //! come first served, until one of those pulls ends.
 //!

@@ -23,8 +23,8 @@ use std::time::Duration;
 /// progress: the failures before it are forgotten.
 pub const PROGRESS_BYTES: u64 = 1 << 20;
 
-/// The schedule (from `warm-retry-first-ms`, `warm-retry-max-ms`,
-/// `warm-retry-attempts`).
+/// The schedule (from `models.warm-retry-first-ms`, `models.warm-retry-max-ms`,
+/// `models.warm-retry-attempts`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     pub first: Duration,

@@ -1,4 +1,4 @@
-//! The registry-wide origin budget (`max-origin-pulls`): the one place that
+//! The registry-wide origin budget (`models.max-origin-pulls`): the one place that
 //! knows how many origin reads run across all versions. Each version's actor
 //! reports its own count after every change; admission of one more read is a
 //! check and a reservation under one lock, so two versions never both take

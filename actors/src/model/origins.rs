@@ -1,5 +1,5 @@
-//! The origin allow-lists as configured (`tenant-model-origins`,
-//! `operator-model-origins`) and their check at registration. The rule
+//! The origin allow-lists as configured (`models.tenant-model-origins`,
+//! `models.operator-model-origins`) and their check at registration. The rule
 //! itself is `caldera_spec::origin`; every agent applies it again to the
 //! addresses it is about to connect to, so a name that resolves elsewhere
 //! later (DNS rebinding) is still refused.
@@ -105,9 +105,9 @@ pub fn judge(rules: &OriginRules, uri: &str, addrs: &[IpAddr], who: &str) -> Res
         ActorError::OriginNotAllowed(format!(
             "weights.uri: {why}; {who}'s origins are set by the operator ({})",
             if who == "the operator" {
-                "operator-model-origins"
+                "models.operator-model-origins"
             } else {
-                "tenant-model-origins"
+                "models.tenant-model-origins"
             }
         ))
     })
@@ -187,7 +187,7 @@ mod tests {
         let e = judge(&tenant, "file:///etc/shadow", &[], "tenant team-a").unwrap_err();
         assert_eq!(e.field(), Some("weights.uri"));
         assert_eq!(e.error_code().name, "origin_not_allowed");
-        assert!(e.to_string().contains("tenant-model-origins"), "{e}");
+        assert!(e.to_string().contains("models.tenant-model-origins"), "{e}");
         let local: IpAddr = "127.0.0.1".parse().unwrap();
         assert!(judge(&tenant, "https://cdn.example.com/m", &[local], "tenant t").is_err());
         assert!(judge(

@@ -6,13 +6,13 @@
 //!
 //! In order:
 //! 1. a node that holds a verified copy needs nothing;
-//! 2. with `peer-warmup` on, a live peer that holds a verified copy serves
+//! 2. with `models.peer-warmup` on, a live peer that holds a verified copy serves
 //!    it: the one with the fewest transfers in progress (ties by name), so a
 //!    rollout spreads over every holder instead of queueing on the first;
 //! 3. else the origin, if this version has fewer than
-//!    `max-origin-pulls-per-version` origin reads under way and the
-//!    registry-wide budget (`max-origin-pulls`) admits one more;
-//! 4. else, with `peer-stream-partial` on, a live peer still reading the
+//!    `models.max-origin-pulls-per-version` origin reads under way and the
+//!    registry-wide budget (`models.max-origin-pulls`) admits one more;
+//! 4. else, with `models.peer-stream-partial` on, a live peer still reading the
 //!    version streams it on as its bytes arrive (the fewest transfers, then
 //!    the most bytes done): a cold rollout overlaps the one origin read with
 //!    the peer copies instead of waiting for it. Never a peer whose own read
@@ -148,7 +148,7 @@ pub fn choose(
         ));
     }
     Choice::Wait(
-        "the registry-wide origin budget (max-origin-pulls) is spent and no peer holds a verified copy"
+        "the registry-wide origin budget (models.max-origin-pulls) is spent and no peer holds a verified copy"
             .into(),
     )
 }

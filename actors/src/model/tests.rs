@@ -244,7 +244,7 @@ fn shared_with(dir: &std::path::Path, config: ServerConfig) -> Arc<Shared> {
     Arc::new(sh)
 }
 
-/// With `peer-stream-partial` (the default) a cold rollout does not wait
+/// With `models.peer-stream-partial` (the default) a cold rollout does not wait
 /// for the first copy: n1 reads the origin, and n2 and n3 are pointed at
 /// peers still reading (each grant before its warm), one transfer per
 /// peer: n2 from n1, n3 from n2. The origin is read once.
@@ -560,7 +560,7 @@ fn a_failed_read_for_a_task_that_ended_is_not_read_again() {
     });
 }
 
-/// The second failure in a row waits out `warm-retry-first-ms` (no warm
+/// The second failure in a row waits out `models.warm-retry-first-ms` (no warm
 /// sent now; the copy says when it is due) and frees its origin slot.
 #[test]
 fn a_second_failure_in_a_row_backs_off_and_frees_the_origin_slot() {

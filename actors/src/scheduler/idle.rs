@@ -107,7 +107,7 @@ impl Inspector {
     }
 
     /// Whether `a` measured `m` counts as busy: its GPUs' utilisation (or,
-    /// holding no GPU, its CPU) at or above `idle-threshold-pct`. The one
+    /// holding no GPU, its CPU) at or above `scheduling.idle-threshold-pct`. The one
     /// rule for idle, for the warnings and for `/metrics`.
     pub fn is_busy(&self, a: &Allocation, m: &caldera_spec::wire::AllocationUse) -> bool {
         let measured = if a.gpus.is_empty() {
@@ -202,7 +202,7 @@ impl Scheduler {
     }
 
     /// An `idle_warning` event per allocation (webhook subscriptions to
-    /// `idle.warning`, the `idle-webhook-url` one included, deliver it).
+    /// `idle.warning`, the `webhooks.idle-url` one included, deliver it).
     fn warn_idle(&self, warn: &[(Allocation, u64, String)], now: u64) {
         for (a, idle_for, source) in warn {
             // The message and the webhook speak to the tenant: its own ids

@@ -1,10 +1,10 @@
 //! Persisted, downsampled usage history (`h/`): what the idle inspector
-//! samples every `usage-sample-ms`, kept at three resolutions so a year of
+//! samples every `scheduling.usage-sample-ms`, kept at three resolutions so a year of
 //! curves costs megabytes, not gigabytes, and survives restarts.
 //!
 //! | tier | resolution | kept | each point is |
 //! |---|---|---|---|
-//! | 0 | one sample (`usage-sample-ms`, default 10 s) | 1 day | the sample |
+//! | 0 | one sample (`scheduling.usage-sample-ms`, default 10 s) | 1 day | the sample |
 //! | 1 | 5 min | 30 days | mean and max of tier 0 in its 5 min |
 //! | 2 | 1 h | 365 days | mean (weighted by samples) and max of tier 1 in its hour |
 //!

@@ -1,7 +1,7 @@
 //! Writing the history: each inspector pass stages its raw samples, and,
 //! when a 5-min or 1-h bucket has closed since the last roll-up, the
 //! coarser points of every series, and the pruning of what is past its
-//! tier's keep (and of billing records past `billing-retention-days`),
+//! tier's keep (and of billing records past `chargeback.billing-retention-days`),
 //! all into the pass's ONE batch: one commit, one flush per sample period.
 //!
 //! How far each tier is rolled up is itself stored (`m/history-rolled-<tier>`),

@@ -9,13 +9,13 @@
 //!    that no subscription wants move the cursor in memory only: re-reading
 //!    them after a restart finds nobody wanting them again, since a
 //!    subscription only hears events newer than itself.)
-//!    A tenant with `webhook-max-pending-per-tenant` deliveries pending
+//!    A tenant with `webhooks.max-pending-per-tenant` deliveries pending
 //!    gets the next one recorded `failed`, unsent; finished deliveries past
 //!    the retention bounds are deleted in the same batch (`retention.rs`).
 //! 2. Dispatch: each subscription's queue (by due time) is read at its head,
 //!    at most [`MAX_IN_FLIGHT_PER_WEBHOOK`] attempts per subscription,
-//!    `webhook-max-in-flight-per-tenant` per tenant and
-//!    `webhook-max-in-flight` in all (`slots.rs`), starting at another
+//!    `webhooks.max-in-flight-per-tenant` per tenant and
+//!    `webhooks.max-in-flight` in all (`slots.rs`), starting at another
 //!    subscription each time, so one slow receiver, or one tenant's many,
 //!    never holds the others' deliveries, and memory holds only the
 //!    attempts in flight.
@@ -48,7 +48,7 @@ const META_CURSOR: &str = "webhook_cursor";
 const AGE_PASS_EVERY: u64 = 50;
 /// Why a delivery past its tenant's queue limit was not sent.
 const QUEUE_FULL: &str =
-    "not sent: this tenant already had webhook-max-pending-per-tenant deliveries waiting";
+    "not sent: this tenant already had webhooks.max-pending-per-tenant deliveries waiting";
 
 pub struct Dispatcher {
     sh: Arc<Shared>,

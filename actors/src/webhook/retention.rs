@@ -1,7 +1,7 @@
 //! How many deliveries are kept. Pending ones are bounded by the tenant's
-//! queue limit (`webhook-max-pending-per-tenant`); finished ones
+//! queue limit (`webhooks.max-pending-per-tenant`); finished ones
 //! (delivered, failed) by a count per subscription
-//! (`webhook-deliveries-kept`) and an age (`webhook-delivery-retention-ms`),
+//! (`webhooks.deliveries-kept`) and an age (`webhooks.delivery-retention-ms`),
 //! the oldest going first as new ones come. So one subscription's records
 //! stay under kept + pending, whatever a tenant subscribes to.
 use caldera_spec::webhook::DeliveryRecord;

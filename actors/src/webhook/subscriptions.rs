@@ -1,12 +1,12 @@
 //! Making subscriptions: a new one from the API, and the one the
-//! `idle-webhook-url` config key stands for, kept in step with the config
+//! `webhooks.idle-url` config key stands for, kept in step with the config
 //! at every start.
 use crate::config::ServerConfig;
 use crate::errors::{ActorError, Result};
 use caldera_spec::webhook::WebhookRecord;
 use caldera_storage::Store;
 
-/// `m/` key naming the subscription made for `idle-webhook-url`.
+/// `m/` key naming the subscription made for `webhooks.idle-url`.
 const META_IDLE_WEBHOOK: &str = "idle_webhook_id";
 
 /// A fresh subscription id (`wh-` and 16 hex digits) and secret (32 random
@@ -46,7 +46,7 @@ pub fn new_record(store: &Store, s: Subscription, now_ms: u64) -> Result<Webhook
 }
 
 /// At start: the operator subscription to `idle.warning` for
-/// `idle-webhook-url` exists, with that url (and `idle-webhook-secret`
+/// `webhooks.idle-url` exists, with that url (and `webhooks.idle-secret`
 /// when set), exactly once across restarts; with the key gone, it goes too.
 /// Durable before the dispatcher starts. A generated secret is logged this
 /// once (the only way to learn it, as with tokens).
@@ -60,7 +60,7 @@ pub fn ensure_idle_subscription(store: &Store, config: &ServerConfig, now_ms: u6
         (None, Some(old)) => {
             let mut b = store.forget_webhook(&old.id)?;
             b.meta_remove(META_IDLE_WEBHOOK);
-            tracing::info!(webhook = %old.id, "idle-webhook-url is no longer set: its subscription was removed");
+            tracing::info!(webhook = %old.id, "webhooks.idle-url is no longer set: its subscription was removed");
             b
         }
         (Some(url), Some(mut rec)) => {
@@ -76,7 +76,7 @@ pub fn ensure_idle_subscription(store: &Store, config: &ServerConfig, now_ms: u6
             rec.secret = secret;
             let mut b = store.batch();
             b.put_webhook(&rec);
-            tracing::info!(webhook = %rec.id, %url, "idle-webhook-url subscription updated");
+            tracing::info!(webhook = %rec.id, %url, "webhooks.idle-url subscription updated");
             b
         }
         (Some(url), None) => {
@@ -92,7 +92,7 @@ pub fn ensure_idle_subscription(store: &Store, config: &ServerConfig, now_ms: u6
                 Some(secret) => rec.secret = secret.clone(),
                 None => tracing::warn!(
                     webhook = %rec.id, %url, secret = %rec.secret,
-                    "idle-webhook-url is now webhook subscription {}; its deliveries are signed with this secret, shown this once (set idle-webhook-secret to choose it)",
+                    "webhooks.idle-url is now webhook subscription {}; its deliveries are signed with this secret, shown this once (set webhooks.idle-secret to choose it)",
                     rec.id
                 ),
             }
