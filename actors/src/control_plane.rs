@@ -283,7 +283,7 @@ impl ControlPlane {
         for ((name, _), snap) in nodes.iter().zip(snapshots) {
             let (rec, connected, metrics) = snap?;
             let alloc = allocated.get(name).cloned().unwrap_or_default();
-            let mut view = NodeView::build(&rec, connected, &metrics, &alloc);
+            let mut view = crate::views::node_view(&rec, connected, &metrics, &alloc);
             view.images = self.sh.images.report(name);
             out.push(view);
         }
@@ -305,7 +305,7 @@ impl ControlPlane {
         for a in &allocations? {
             alloc.add(a);
         }
-        let mut view = NodeView::build(&rec, connected, &metrics, &alloc);
+        let mut view = crate::views::node_view(&rec, connected, &metrics, &alloc);
         view.cache = self.sh.fleet.get(name).map(|c| c.report);
         view.images = self.sh.images.report(name);
         Ok(Some(view))

@@ -38,6 +38,7 @@ pub mod tenant;
 pub mod time;
 pub mod validate;
 pub mod validate_container;
+pub mod views;
 pub mod webhook;
 pub mod webhook_request;
 pub mod weights;

@@ -218,6 +218,24 @@ pub fn read_envelope(status: u16, body: &[u8]) -> Result<Value, CliError> {
     })
 }
 
+/// An answer's `data` read as the view the server declares for it
+/// (`caldera_spec::views`). Fields the view does not know are ignored; a
+/// field it needs that the answer lacks, or holds as another type, is an
+/// error naming the field's path, rather than a table of "-".
+pub fn read_view<T: serde::de::DeserializeOwned>(data: &Value) -> Result<T, CliError> {
+    serde_path_to_error::deserialize(data).map_err(|e| {
+        let path = e.path().to_string();
+        let what = std::any::type_name::<T>()
+            .rsplit("::")
+            .next()
+            .unwrap_or("answer");
+        CliError::Failed(format!(
+            "the server's answer is not the {what} this caldera reads: at `{path}`: {}",
+            e.into_inner()
+        ))
+    })
+}
+
 /// Percent-encodes one path segment or query value (RFC 3986 unreserved
 /// characters pass through), so task ids with odd characters reach the
 /// right resource.

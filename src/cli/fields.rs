@@ -22,6 +22,13 @@ pub fn get<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
     (!current.is_null()).then_some(current)
 }
 
+/// An optional value as display text; "-" when absent.
+pub fn or_missing<T: std::fmt::Display>(value: Option<T>) -> String {
+    value
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| MISSING.to_string())
+}
+
 /// The field at `path` as display text; "-" when missing.
 pub fn text(value: &Value, path: &str) -> String {
     get(value, path)

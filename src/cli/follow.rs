@@ -5,9 +5,11 @@
 //! own log file there: reading starts again at its beginning. While the
 //! task's image is being pulled, each new pull progress is printed to
 //! stderr (stdout is the workload's own output).
-use super::client::{encode, ApiClient};
+use super::client::{encode, read_view, ApiClient};
 use super::CliError;
 use caldera_spec::codes;
+use caldera_spec::container::PullProgress;
+use caldera_spec::views::{LogChunk, TaskView};
 use std::io::Write;
 use std::time::Duration;
 
@@ -25,18 +27,20 @@ pub async fn follow(client: &ApiClient, id: &str, tenant: Option<String>) -> Res
     let log_path = format!("{task_path}/logs");
     let mut from = 0u64;
     let mut node = String::new();
-    let mut last_pull = serde_json::Value::Null;
+    let mut last_pull = None;
     loop {
         // The state is read before the log: once it says ended, the read
         // that follows has everything the workload wrote.
-        let task = client
-            .get(&task_path, &[("tenant", tenant.clone())])
-            .await?;
-        let ended = ENDED.contains(&task["state"].as_str().unwrap_or(""));
+        let task: TaskView = read_view(
+            &client
+                .get(&task_path, &[("tenant", tenant.clone())])
+                .await?,
+        )?;
+        let ended = ENDED.contains(&task.state.as_str());
         if let Some(line) = pull_news(&task, &mut last_pull) {
             eprintln!("{line}");
         }
-        let Some(here) = task["allocation"]["node"].as_str() else {
+        let Some(here) = task.allocation.as_ref().map(|a| a.node.as_str()) else {
             if ended {
                 return Ok(()); // never ran
             }
@@ -52,8 +56,8 @@ pub async fn follow(client: &ApiClient, id: &str, tenant: Option<String>) -> Res
             ("tail_bytes", CHUNK.to_string()),
             ("tenant", tenant.clone()),
         ];
-        let chunk = match client.get(&log_path, &query).await {
-            Ok(chunk) => chunk,
+        let chunk: LogChunk = match client.get(&log_path, &query).await {
+            Ok(chunk) => read_view(&chunk)?,
             // The node is reconnecting: try again, unless nothing more comes.
             Err(e) if !ended && e.to_string().contains(&codes::UNAVAILABLE.code.to_string()) => {
                 tokio::time::sleep(POLL).await;
@@ -61,20 +65,19 @@ pub async fn follow(client: &ApiClient, id: &str, tenant: Option<String>) -> Res
             }
             Err(e) => return Err(e),
         };
-        if chunk["reservation"] == true {
+        if chunk.reservation == Some(true) {
             eprintln!(
                 "{}",
-                chunk["note"].as_str().unwrap_or("a reservation has no log")
+                chunk.note.as_deref().unwrap_or("a reservation has no log")
             );
             return Ok(());
         }
-        let Some(end) = chunk["end_byte"].as_u64() else {
+        let Some(end) = chunk.end_byte else {
             return Err(CliError::Failed(format!(
                 "node {node} answered without an offset: its agent is too old to follow a log; use `caldera logs {id}`"
             )));
         };
-        let content = chunk["content"].as_str().unwrap_or("");
-        print!("{content}");
+        print!("{}", chunk.content);
         let _ = std::io::stdout().flush();
         let full = end.saturating_sub(from) >= CHUNK;
         from = end;
@@ -89,28 +92,34 @@ pub async fn follow(client: &ApiClient, id: &str, tenant: Option<String>) -> Res
 }
 
 /// The task's pull progress when it moved since `last` (which it updates).
-fn pull_news(task: &serde_json::Value, last: &mut serde_json::Value) -> Option<String> {
-    let pull = &task["pull"];
-    if pull.is_null() || pull == last {
+fn pull_news(task: &TaskView, last: &mut Option<PullProgress>) -> Option<String> {
+    let pull = task.pull.as_ref()?;
+    if last.as_ref() == Some(pull) {
         return None;
     }
-    *last = pull.clone();
+    *last = Some(pull.clone());
     Some(super::tasks::pull_line(pull))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::tasks::tests::task_view;
     use serde_json::json;
 
     #[test]
     fn pull_progress_is_printed_once_per_change() {
-        let mut last = serde_json::Value::Null;
+        let mut last = None;
         let pull = |layers: u32| {
-            json!({"state": "preparing", "pull": {"image": "registry.internal/x:1",
-                "layers_done": layers, "layers_total": 2, "bytes_done": 5_000_000}})
+            task_view(
+                json!({"state": "preparing", "pull": {"image": "registry.internal/x:1",
+                "layers_done": layers, "layers_total": 2, "bytes_done": 5_000_000}}),
+            )
         };
-        assert_eq!(pull_news(&json!({"state": "scheduled"}), &mut last), None);
+        assert_eq!(
+            pull_news(&task_view(json!({"state": "scheduled"})), &mut last),
+            None
+        );
         assert_eq!(
             pull_news(&pull(1), &mut last).as_deref(),
             Some("pulling registry.internal/x:1: 1 of 2 layers, 5 MB done")

@@ -1,57 +1,65 @@
 //! The images a node holds, as `caldera nodes` shows them: a count and
 //! size in the list, one line each in a node's detail.
-use super::fields::{self, get, items, number, text, MISSING};
+use super::fields::{self, MISSING};
 use super::table::Table;
-use serde_json::Value;
+use caldera_spec::images::{ImageEntry, ImageReport};
+
+/// The report when the agent could read its image store.
+fn known(report: Option<&ImageReport>) -> Option<&ImageReport> {
+    report.filter(|r| r.known)
+}
+
+/// Bytes as people read them: "2.1G".
+fn bytes(n: u64) -> String {
+    fields::size_mb(n as f64 / 1_048_576.0)
+}
 
 /// "3, 2.1G" (images, their bytes); `-` without a report (a tenant's view,
 /// a node without a container runtime).
-pub fn summary(node: &Value) -> String {
-    let Some(report) = get(node, "images").filter(|r| get(r, "known") == Some(&Value::Bool(true)))
-    else {
+pub fn summary(report: Option<&ImageReport>) -> String {
+    let Some(report) = known(report) else {
         return MISSING.into();
     };
-    let images = items(report, "images");
-    if images.is_empty() {
+    if report.images.is_empty() {
         return "0".into();
     }
-    let bytes = images
-        .iter()
-        .filter_map(|i| number(i, "size_bytes"))
-        .fold(0.0, |a, b| a + b);
-    format!("{}, {}", images.len(), fields::size_mb(bytes / 1_048_576.0))
+    format!("{}, {}", report.images.len(), bytes(report.total_bytes()))
 }
 
 /// The node's images, one per line: name, size, in use, last used, whether
 /// the agent manages (and may evict) it; then the cap.
-pub fn detail(node: &Value) -> String {
-    let Some(report) = get(node, "images").filter(|r| get(r, "known") == Some(&Value::Bool(true)))
-    else {
+pub fn detail(report: Option<&ImageReport>) -> String {
+    let Some(report) = known(report) else {
         return "\nimages: -\n".into();
     };
-    let cap = match number(report, "capacity_bytes") {
-        Some(c) if c > 0.0 => fields::size_mb(c / 1_048_576.0),
-        _ => "no cap".into(),
+    let cap = match report.capacity_bytes {
+        0 => "no cap".into(),
+        c => bytes(c),
     };
     let mut out = format!(
         "\nimages: {} managed of {cap}, {} evicted\n",
-        fields::size_mb(number(report, "managed_bytes").unwrap_or(0.0) / 1_048_576.0),
-        number(report, "evictions").map_or(0, |n| n as u64),
+        bytes(report.managed_bytes),
+        report.evictions,
     );
     let mut table = Table::new(&["IMAGE", "SIZE", "IN USE", "LAST USED", "MANAGED", "DIGEST"]);
-    for image in items(report, "images") {
-        let names: Vec<String> = items(image, "names").iter().map(fields::show).collect();
-        let name = match names.is_empty() {
-            true => format!("<none> {}", short(&text(image, "id"))),
-            false => names.join(", "),
+    for image in &report.images {
+        let name = if image.names.is_empty() {
+            format!("<none> {}", short(&image.id))
+        } else {
+            image.names.join(", ")
+        };
+        let digest = if image.digest.is_empty() {
+            MISSING.to_string()
+        } else {
+            short(&image.digest)
         };
         table.row(vec![
             name,
-            fields::size_mb(number(image, "size_bytes").unwrap_or(0.0) / 1_048_576.0),
-            text(image, "in_use"),
+            bytes(image.size_bytes),
+            image.in_use.to_string(),
             last_used(image),
-            text(image, "managed"),
-            short(&text(image, "digest")),
+            image.managed.to_string(),
+            digest,
         ]);
     }
     out.push_str(
@@ -67,16 +75,18 @@ pub fn detail(node: &Value) -> String {
 /// `sha256:21097a7112bf` of a digest or id.
 fn short(s: &str) -> String {
     let hex = s.strip_prefix("sha256:").unwrap_or(s);
-    match s.starts_with("sha256:") {
-        true => format!("sha256:{}", &hex[..hex.len().min(12)]),
-        false => hex[..hex.len().min(12)].to_string(),
+    let twelve: String = hex.chars().take(12).collect();
+    if s.starts_with("sha256:") {
+        format!("sha256:{twelve}")
+    } else {
+        twelve
     }
 }
 
-fn last_used(image: &Value) -> String {
-    match number(image, "last_used_ms") {
-        Some(ms) if ms > 0.0 => format!("{} ago", fields::age(fields::now_ms() - ms)),
-        _ => MISSING.into(),
+fn last_used(image: &ImageEntry) -> String {
+    match image.last_used_ms {
+        0 => MISSING.into(),
+        ms => format!("{} ago", fields::age(fields::now_ms() - ms as f64)),
     }
 }
 
@@ -84,8 +94,8 @@ fn last_used(image: &Value) -> String {
 mod tests {
     use super::*;
 
-    fn node() -> Value {
-        serde_json::json!({"name": "n1", "images": {
+    fn report() -> ImageReport {
+        serde_json::from_value(serde_json::json!({
         "known": true, "capacity_bytes": 10_737_418_240u64, "managed_bytes": 2_131_062,
         "evictions": 1,
         "images": [
@@ -94,24 +104,25 @@ mod tests {
              "size_bytes": 2_131_062, "last_used_ms": 0, "in_use": 1, "managed": true},
             {"id": "2a965f17ee80b786", "names": [], "size_bytes": 1_048_576,
              "last_used_ms": 0, "in_use": 0, "managed": false}
-        ]}})
+        ]}))
+        .expect("an image report")
     }
 
     #[test]
     fn the_list_counts_images_and_their_bytes() {
-        assert_eq!(summary(&node()), "2, 3M");
-        assert_eq!(summary(&serde_json::json!({"name": "n"})), MISSING);
-        let none = serde_json::json!({"name": "n", "images": {"known": true, "images": []}});
-        assert_eq!(summary(&none), "0");
-        assert_eq!(
-            summary(&serde_json::json!({"name": "n", "images": {"known": false}})),
-            MISSING
-        );
+        assert_eq!(summary(Some(&report())), "2, 3M");
+        assert_eq!(summary(None), MISSING);
+        let none = ImageReport {
+            known: true,
+            ..ImageReport::default()
+        };
+        assert_eq!(summary(Some(&none)), "0");
+        assert_eq!(summary(Some(&ImageReport::default())), MISSING);
     }
 
     #[test]
     fn the_detail_lists_each_image() {
-        let d = detail(&node());
+        let d = detail(Some(&report()));
         assert!(d.contains("images: 2M managed of 10G, 1 evicted"), "{d}");
         assert!(
             d.contains("registry.internal/deeplearning/pytorch:2.1-cu12.1"),

@@ -1,10 +1,10 @@
 //! `caldera swap SERVICE name:v4`: a service's model swapped in place, and
 //! the swap lines `caldera status` prints for a service.
-use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
-use super::fields::{get, items, text};
+use super::client::{block_on, encode, print_json, read_view, ApiClient, ClientOpts, Verb};
+use super::fields::MISSING;
 use super::table::Table;
 use super::CliError;
-use serde_json::Value;
+use caldera_spec::{SwapAnswer, SwapProgress, SwapReplica};
 
 /// `caldera swap SERVICE name:version [--allow-downtime] [--max-surge 1]`
 #[derive(clap::Args, Debug)]
@@ -43,52 +43,50 @@ pub fn swap(args: SwapArgs) -> Result<(), CliError> {
     if args.opts.json {
         return print_json(&answer);
     }
-    match get(&answer, "swap") {
-        Some(s) => println!(
+    match read_view(&answer)? {
+        SwapAnswer::Started { swap: s } => println!(
             "service {}: swap {} -> {} started, replica by replica ({} replicas); follow it with `caldera status {}`",
             args.id,
-            text(s, "from"),
-            text(s, "to"),
-            items(s, "replicas").len(),
+            s.from,
+            s.to,
+            s.replicas.len(),
             args.id
         ),
-        None => println!("{}", text(&answer, "message")),
+        SwapAnswer::AlreadyServing { message, .. } => println!("{message}"),
     }
     Ok(())
 }
 
 /// A service's swap as `caldera status` shows it: one line for the swap,
 /// one per replica. Empty when it has never been swapped.
-pub fn render_swap(task: &Value) -> String {
-    let Some(s) = get(task, "swap") else {
+pub fn render_swap(swap: Option<&SwapProgress>) -> String {
+    let Some(s) = swap else {
         return String::new();
     };
     let mut out = format!(
         "swap: {} -> {} ({}, by {})\n",
-        text(s, "from"),
-        text(s, "to"),
-        text(s, "phase"),
-        text(s, "requested_by")
+        s.from,
+        s.to,
+        s.phase.as_str(),
+        s.requested_by
     );
-    if get(s, "reason").is_some() {
-        out.push_str(&format!("  reason: {}\n", text(s, "reason")));
+    if let Some(reason) = &s.reason {
+        out.push_str(&format!("  reason: {reason}\n"));
     }
     // Replicas in containers: the image (and digest) each runs after its step.
-    let images = items(s, "replicas")
-        .iter()
-        .any(|r| get(r, "image").is_some());
+    let images = s.replicas.iter().any(|r| r.image.is_some());
     let mut columns = vec!["REPLICA", "STEP", "GENERATION", "NODE", "ALLOCATION"];
     if images {
         columns.push("IMAGE");
     }
     let mut t = Table::new(&columns);
-    for r in items(s, "replicas") {
+    for r in &s.replicas {
         let mut row = vec![
-            text(r, "replica"),
-            text(r, "step"),
-            text(r, "generation"),
-            text(r, "node"),
-            text(r, "allocation_id"),
+            r.replica.clone(),
+            r.step.as_str().to_string(),
+            r.generation.to_string(),
+            r.node.clone(),
+            r.allocation_id.clone(),
         ];
         if images {
             row.push(image_with_digest(r));
@@ -105,11 +103,11 @@ pub fn render_swap(task: &Value) -> String {
 
 /// `IMAGE@sha256:abcdef123456` (the digest cut to 12 digits), the image
 /// alone without a digest, or the missing mark.
-fn image_with_digest(r: &Value) -> String {
-    let Some(image) = get(r, "image").and_then(Value::as_str) else {
-        return text(r, "image");
+fn image_with_digest(r: &SwapReplica) -> String {
+    let Some(image) = &r.image else {
+        return MISSING.to_string();
     };
-    match get(r, "image_digest").and_then(Value::as_str) {
+    match &r.image_digest {
         Some(d) => {
             let short: String = d.chars().take("sha256:".len() + 12).collect();
             format!("{image}@{short}")
@@ -121,17 +119,43 @@ fn image_with_digest(r: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::render_swap;
+    use caldera_spec::SwapProgress;
+    use serde_json::{json, Value};
+
+    /// A swap as the server records it: `replicas` (each over a pending one)
+    /// and `fields` over one from m:v3 to m:v4.
+    fn swap(fields: Value, replicas: Vec<Value>) -> SwapProgress {
+        let replicas: Vec<Value> = replicas
+            .into_iter()
+            .map(|r| {
+                let mut base = json!({"replica": "svc.r0", "allocation_id": "svc.r0.1",
+                    "node": "n1", "step": "pending", "generation": 0, "since_ms": 0});
+                for (k, v) in r.as_object().into_iter().flatten() {
+                    base[k] = v.clone();
+                }
+                base
+            })
+            .collect();
+        let mut v = json!({"from": "m:v3", "to": "m:v4", "requested_by": "x",
+            "allow_downtime": false, "max_surge": 0, "phase": "swapping",
+            "replicas": replicas, "started_ms": 0});
+        for (k, x) in fields.as_object().into_iter().flatten() {
+            v[k] = x.clone();
+        }
+        serde_json::from_value(v).expect("a swap")
+    }
 
     #[test]
     fn status_shows_a_line_per_replica_of_a_swap() {
-        let task = serde_json::json!({"swap": {
-        "from": "llama:v3", "to": "llama:v4", "phase": "rolled_back",
-        "requested_by": "tenant alpha", "reason": "replica svc.r0 was not ready",
-        "replicas": [
-            {"replica": "svc.r0", "step": "rolled_back", "generation": 2, "node": "n1", "allocation_id": "svc.r0.1"},
-            {"replica": "svc.r1", "step": "pending", "generation": 0, "node": "n2", "allocation_id": "svc.r1.1"}
-        ]}});
-        let out = render_swap(&task);
+        let s = swap(
+            json!({"from": "llama:v3", "to": "llama:v4", "phase": "rolled_back",
+                "requested_by": "tenant alpha", "reason": "replica svc.r0 was not ready"}),
+            vec![
+                json!({"replica": "svc.r0", "step": "rolled_back", "generation": 2, "node": "n1", "allocation_id": "svc.r0.1"}),
+                json!({"replica": "svc.r1", "step": "pending", "generation": 0, "node": "n2", "allocation_id": "svc.r1.1"}),
+            ],
+        );
+        let out = render_swap(Some(&s));
         assert!(
             out.starts_with("swap: llama:v3 -> llama:v4 (rolled_back, by tenant alpha)"),
             "{out}"
@@ -150,28 +174,31 @@ mod tests {
                 .any(|l| l.contains("svc.r1") && l.contains("pending")),
             "{out}"
         );
-        assert_eq!(render_swap(&serde_json::json!({})), "");
+        assert_eq!(render_swap(None), "");
     }
 
     #[test]
     fn status_shows_the_image_and_digest_each_replica_runs_in_a_container() {
         let digest = format!("sha256:{}", "ab".repeat(32));
-        let task = serde_json::json!({"swap": {
-        "from": "m:v3", "to": "m:v4", "phase": "done", "requested_by": "tenant alpha",
-        "replicas": [
-            {"replica": "svc.r0", "step": "done", "generation": 1, "node": "n1",
-             "allocation_id": "svc.r0.1", "image": "registry.internal/app:2", "image_digest": digest},
-            {"replica": "svc.r1", "step": "pending", "generation": 0, "node": "n2", "allocation_id": "svc.r1.1"}
-        ]}});
-        let out = render_swap(&task);
+        let s = swap(
+            json!({"phase": "done", "requested_by": "tenant alpha"}),
+            vec![
+                json!({"replica": "svc.r0", "step": "done", "generation": 1, "node": "n1",
+                 "allocation_id": "svc.r0.1", "image": "registry.internal/app:2", "image_digest": digest}),
+                json!({"replica": "svc.r1", "step": "pending", "generation": 0, "node": "n2", "allocation_id": "svc.r1.1"}),
+            ],
+        );
+        let out = render_swap(Some(&s));
         assert!(out.contains("IMAGE"), "{out}");
         assert!(
             out.lines().any(|l| l.contains("svc.r0")
                 && l.contains("registry.internal/app:2@sha256:abababababab")),
             "{out}"
         );
-        let plain = render_swap(&serde_json::json!({"swap": {"from": "m:v3", "to": "m:v4",
-            "phase": "done", "requested_by": "x", "replicas": [{"replica": "svc.r0", "step": "done"}]}}));
+        let plain = render_swap(Some(&swap(
+            json!({"phase": "done"}),
+            vec![json!({"replica": "svc.r0", "step": "done"})],
+        )));
         assert!(!plain.contains("IMAGE"), "{plain}");
     }
 }

@@ -1,8 +1,8 @@
 //! `caldera scale`: what a cluster user reaches for (`kubectl scale`) on top
 //! of the replicas API.
-use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
-use super::fields::{number, text};
+use super::client::{block_on, encode, print_json, read_view, ApiClient, ClientOpts, Verb};
 use super::CliError;
+use caldera_spec::views::TaskView;
 
 /// `caldera scale SERVICE N`
 #[derive(clap::Args, Debug)]
@@ -28,13 +28,11 @@ pub fn scale(args: ScaleArgs) -> Result<(), CliError> {
     if args.opts.json {
         return print_json(&task);
     }
-    let want = number(&task, "replicas")
-        .map(|n| n.to_string())
-        .unwrap_or_else(|| args.replicas.to_string());
+    let task: TaskView = read_view(&task)?;
+    let want = task.replicas.unwrap_or(args.replicas);
     println!(
         "service {}: {want} replicas wanted ({})",
-        text(&task, "task_id"),
-        text(&task, "state")
+        task.task_id, task.state
     );
     Ok(())
 }

@@ -1,11 +1,11 @@
 //! `caldera top`: the pool at a glance, redrawn every second until Ctrl-C —
 //! capacity and use, the nodes with their GPUs, and the head of the queue
 //! (what `squeue` and `nvidia-smi` users keep open in a terminal).
-use super::client::{block_on, ApiClient, ClientOpts};
+use super::client::{block_on, read_view, ApiClient, ClientOpts};
 use super::nodes::{render_node_list, render_utilization};
 use super::tasks::render_task_list;
 use super::{fields, CliError};
-use serde_json::Value;
+use caldera_spec::views::{NodeList, TaskPage, Utilization};
 use std::time::Duration;
 
 /// Queued tasks shown at most.
@@ -28,32 +28,36 @@ pub struct TopArgs {
 
 /// One frame: utilization, nodes, the queue.
 async fn frame(client: &ApiClient) -> Result<String, CliError> {
-    let util = client.get("/v1/utilization", &[]).await?;
-    let nodes = client.get("/v1/nodes", &[]).await?;
+    let util = read_view(&client.get("/v1/utilization", &[]).await?)?;
+    let nodes = read_view(&client.get("/v1/nodes", &[]).await?)?;
     let query = [
         ("state", "queued".to_string()),
         ("limit", QUEUE_READ.to_string()),
     ];
-    let queue = client.get("/v1/tasks", &query).await?;
+    let queue = read_view(&client.get("/v1/tasks", &query).await?)?;
     Ok(render_frame(&util, &nodes, &queue, fields::now_ms()))
 }
 
 /// The text of a frame, in the three parts' own tables; the queue in line
 /// order (its `queue_position`), the first [`QUEUE_ROWS`].
-pub fn render_frame(util: &Value, nodes: &Value, queue: &Value, now_ms: f64) -> String {
-    let mut line: Vec<Value> = fields::items(queue, "tasks").to_vec();
-    line.sort_by_key(|t| fields::number(t, "queue_position").map_or(u64::MAX, |p| p as u64));
+pub fn render_frame(util: &Utilization, nodes: &NodeList, queue: &TaskPage, now_ms: f64) -> String {
+    let mut line = queue.tasks.clone();
+    line.sort_by_key(|t| t.queue_position.unwrap_or(u32::MAX));
     let waiting = line.len();
     line.truncate(QUEUE_ROWS);
-    let more = match fields::get(queue, "next_cursor") {
+    let more = match queue.next_cursor {
         Some(_) => "+",
         None => "",
+    };
+    let line = TaskPage {
+        tasks: line,
+        next_cursor: None,
     };
     format!(
         "{}\nnodes:\n{}\nqueue ({waiting}{more} waiting, first in line):\n{}",
         render_utilization(util),
         render_node_list(nodes),
-        render_task_list(&serde_json::json!({ "tasks": line }), now_ms)
+        render_task_list(&line, now_ms)
     )
 }
 
@@ -85,15 +89,23 @@ pub fn run(args: TopArgs) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::nodes::tests::node;
+    use crate::cli::tasks::tests::task_view;
     use serde_json::json;
 
     #[test]
     fn a_frame_holds_the_pool_the_nodes_and_the_queue() {
-        let nodes = json!({"nodes": [{"name": "n1", "state": "ready", "gpus": []}]});
-        let queue = json!({"tasks": [
-            {"task_id": "b-second", "state": "queued", "queue_position": 2},
-            {"task_id": "a-first", "state": "queued", "queue_position": 1}]});
-        let out = render_frame(&json!({}), &nodes, &queue, 0.0);
+        let nodes = NodeList {
+            nodes: vec![node(json!({"name": "n1"}))],
+        };
+        let queue = TaskPage {
+            tasks: vec![
+                task_view(json!({"task_id": "b-second", "queue_position": 2})),
+                task_view(json!({"task_id": "a-first", "queue_position": 1})),
+            ],
+            next_cursor: None,
+        };
+        let out = render_frame(&Utilization::default(), &nodes, &queue, 0.0);
         assert!(out.starts_with("pool:\n"), "{out}");
         assert!(out.contains("\nnodes:\nNAME"), "{out}");
         assert!(

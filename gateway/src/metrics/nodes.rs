@@ -119,7 +119,7 @@ pub fn nodes(r: &mut Registry, nodes: &[NodeView]) {
         None,
     );
     for n in nodes {
-        let state = health(n.state, n.connected, n.cordon);
+        let state = health(&n.state, n.connected, n.cordon.as_deref());
         for s in HEALTH_STATES {
             health_f
                 .get_or_create(&NodeHealth {

@@ -5,23 +5,8 @@ use crate::principal::{Operator, User};
 use crate::state::AppState;
 use actix_web::web;
 use caldera_actors::control_plane::CordonChange;
-use caldera_actors::views::NodeView;
-use caldera_spec::{Allocation, Envelope};
-use serde::Serialize;
-use utoipa::ToSchema;
-
-/// `GET /v1/nodes`.
-#[derive(Serialize, ToSchema)]
-pub struct NodeList {
-    pub nodes: Vec<NodeView>,
-}
-
-/// `GET /v1/allocations`: the Scheduler's ledger and sled's copy of it.
-#[derive(Serialize, ToSchema)]
-pub struct Allocations {
-    pub ledger: Vec<Allocation>,
-    pub stored: Vec<Allocation>,
-}
+pub use caldera_spec::views::{Allocations, NodeList, NodeView};
+use caldera_spec::Envelope;
 
 /// GET /v1/nodes
 #[utoipa::path(get, path = "/v1/nodes", tag = "nodes",

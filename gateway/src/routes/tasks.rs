@@ -8,40 +8,9 @@ use crate::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{web, Either};
 use caldera_actors::control_plane::{DryRun, TaskQuery};
-use caldera_actors::views::TaskView;
+use caldera_spec::views::{LogChunk, TaskPage, TaskView};
 use caldera_spec::{codes, Envelope, TaskRecord, TaskSpec, TaskState, TaskType};
-use serde::Serialize;
 use utoipa::ToSchema;
-
-/// `GET /v1/tasks`: a page of tasks.
-#[derive(Serialize, ToSchema)]
-pub struct TaskPage {
-    pub tasks: Vec<TaskView>,
-    /// Pass as `cursor` for the next page; null: no more.
-    pub next_cursor: Option<String>,
-}
-
-/// `GET /v1/tasks/{id}/logs`: the tail of a task's log (a reservation: none).
-#[derive(Serialize, ToSchema)]
-pub struct LogChunk {
-    pub task_id: String,
-    pub node: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub allocation_id: Option<String>,
-    pub content: String,
-    pub truncated: bool,
-    /// The offset after `content`: the next `from_byte` when following.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub end_byte: Option<u64>,
-    /// Set (true) for a reservation, which runs no process.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reservation: Option<bool>,
-    /// What the content is when it is not simply the running process's
-    /// log: a reservation's, or the earlier run's of a task waiting to run
-    /// again ("preempted at …, restarting when placed").
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
 
 /// `?tenant=`: the tenant a request acts for (the operator's; a tenant token's own).
 #[derive(utoipa::IntoParams)]

@@ -10,71 +10,19 @@ use super::stages::admit::standing;
 use super::stages::backfill::{blocks, Candidate};
 use super::stages::place;
 use super::stages::preempt::{choose_victims, Preemptor};
+pub use caldera_spec::views::{Admission, DryRun, WouldPreempt};
 use caldera_spec::{Standing, TaskSpec};
 
-/// What a dry run found: what `POST /v1/tasks?dry_run=true` answers.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct DryRun {
-    /// It would start now.
-    pub placeable: bool,
-    /// The node it would go to (placeable, or where it would preempt).
-    pub node: Option<String>,
-    /// The GPU indices on that node it would hold.
-    pub gpu_indices: Vec<u32>,
-    /// Why it would wait: the same sentence a waiting task is told ("why
-    /// pending"); null when placeable.
-    pub reason: Option<String>,
-    /// When it would start (Unix ms): now when placeable, else the queue's
-    /// estimate; `None` when nothing known ends in time for it.
-    pub estimated_start_ms: Option<u64>,
-    /// The tenant's standing if it were granted.
-    pub admission: Admission,
-    /// Running work it would stop to make room (its priority outranks
-    /// them, or it reclaims its guarantee from borrowed room), on `node`:
-    /// submitting it preempts these. Empty when it preempts nothing.
-    pub preempts: Vec<WouldPreempt>,
-}
-
-/// One running task a submission would preempt.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct WouldPreempt {
-    /// The task as the asking tenant may see it: its own id, or
-    /// "another tenant's task" (a tenant never learns another's ids).
-    pub task: String,
-    /// Whole GPUs it holds (a share counts as the GPU it is on).
-    pub gpus: u32,
-    /// Its priority (high, medium, low or the number).
-    pub priority: String,
-    /// Why it would be stopped, as it would be told.
-    pub reason: String,
-}
-
-/// The tenant's standing if the task were granted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum Admission {
-    /// Within the tenant's guarantee.
-    Guaranteed,
-    /// Past the guarantee, within the borrowing limit: preemptible.
-    Borrowing,
-    /// Past guarantee + borrowing limit (a dimension or a GPU model's).
-    OverQuota,
-}
-
-impl DryRun {
-    fn waits(admission: Admission, reason: String, estimated_start_ms: Option<u64>) -> DryRun {
-        DryRun {
-            placeable: false,
-            node: None,
-            gpu_indices: Vec::new(),
-            reason: Some(reason),
-            estimated_start_ms,
-            admission,
-            preempts: Vec::new(),
-        }
+/// The answer of a task that would wait: no node, no GPUs, and why.
+fn waits(admission: Admission, reason: String, estimated_start_ms: Option<u64>) -> DryRun {
+    DryRun {
+        placeable: false,
+        node: None,
+        gpu_indices: Vec::new(),
+        reason: Some(reason),
+        estimated_start_ms,
+        admission,
+        preempts: Vec::new(),
     }
 }
 
@@ -101,11 +49,11 @@ impl Core {
             Standing::OverQuota { dim, limit, would } => {
                 let est = estimate::quota_start(self, tenant, &usage, now_ms);
                 let reason = format!("over quota: {dim} would be {would:.2}, tenant {tenant} may use {limit:.2} (guarantee + borrowing limit)");
-                return DryRun::waits(Admission::OverQuota, reason, est);
+                return waits(Admission::OverQuota, reason, est);
             }
         };
         if let Some(why) = self.offers().never_fits(spec) {
-            return DryRun::waits(admission, format!("unschedulable: {why}"), None);
+            return waits(admission, format!("unschedulable: {why}"), None);
         }
         // A service's replica is placed under its spread, as a pass would
         // (never on a GPU another replica of the service holds).
@@ -130,7 +78,7 @@ impl Core {
                     return DryRun { admission, ..d };
                 }
                 let est = self.estimate_behind_queue(spec, &demand, now_ms);
-                return DryRun::waits(admission, reason, est);
+                return waits(admission, reason, est);
             }
         };
         let node = self
@@ -141,7 +89,7 @@ impl Core {
         let admission = match self.model_admission(tenant, &node, &demand, &p) {
             Ok(true) => Admission::Borrowing,
             Ok(false) => admission,
-            Err(why) => return DryRun::waits(Admission::OverQuota, why, None),
+            Err(why) => return waits(Admission::OverQuota, why, None),
         };
         let candidate = Candidate {
             task_id,
@@ -152,7 +100,7 @@ impl Core {
         if let Some(why) = blocks(self.head.as_ref(), candidate, now_ms) {
             let est = self.head.as_ref().and_then(|h| h.start_ms);
             let est = spec.duration_ms().and(est).filter(|t| *t >= now_ms);
-            return DryRun::waits(admission, why, est);
+            return waits(admission, why, est);
         }
         DryRun {
             placeable: true,

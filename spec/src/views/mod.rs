@@ -1,0 +1,17 @@
+//! What the HTTP API answers: the `data` of each envelope, as types.
+//!
+//! The gateway builds and returns these, the CLI deserializes its answers
+//! into them, and `/openapi.json` derives its schemas from them (with the
+//! `openapi` feature), so the server, its one client and the document
+//! cannot disagree about a field: a field dropped here fails to compile
+//! wherever it is read. Readers tolerate fields they do not know (serde's
+//! default), and what the server may leave out is an `Option`.
+pub mod dry_run;
+pub mod node;
+pub mod pool;
+pub mod task;
+
+pub use dry_run::{Admission, DryRun, WouldPreempt};
+pub use node::{runtime_label, runtimes_or_process, Allocations, GpuView, NodeList, NodeView};
+pub use pool::{Dim, Dims, Keyed, Utilization};
+pub use task::{allocation_view, LogChunk, TaskPage, TaskView, TransitionView};
