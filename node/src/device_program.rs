@@ -204,8 +204,8 @@ pub fn attach_deny(cgroup_dir: &Path, deny: &[(u32, u32)]) -> io::Result<()> {
 
 /// Whether this process may load device programs at all (probed once at
 /// startup, so the isolation label says what holds).
-pub fn can_load() -> Result<(), String> {
-    load(&[]).map(drop).map_err(|e| e.to_string())
+pub fn can_load() -> io::Result<()> {
+    load(&[]).map(drop)
 }
 
 #[cfg(test)]

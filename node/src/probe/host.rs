@@ -42,16 +42,25 @@ pub struct HostProbe {
     last_io: Instant,
 }
 
+/// Why the host's CPUs, memory or disks could not be read at start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostProbeError {
+    #[error("sysinfo: {0}")]
+    System(String),
+    #[error("sysinfo disks: {0}")]
+    Disks(String),
+}
+
 impl HostProbe {
     /// Loads the CPU list, memory and disk list once.
-    pub fn new(data_dir: &Path, declared: DeclaredHost) -> Result<Self, String> {
-        let mut system = System::new().map_err(|e| format!("sysinfo: {e}"))?;
+    pub fn new(data_dir: &Path, declared: DeclaredHost) -> Result<Self, HostProbeError> {
+        let mut system = System::new().map_err(|e| HostProbeError::System(e.to_string()))?;
         system.refresh_cpu_usage();
         system.refresh_memory();
         let disks = Disks::new_with_refreshed_list_specifics(
             DiskRefreshKind::nothing().with_storage().with_io_usage(),
         )
-        .map_err(|e| format!("sysinfo disks: {e}"))?;
+        .map_err(|e| HostProbeError::Disks(e.to_string()))?;
         // Canonical so the longest-mount-prefix match below sees through symlinks.
         let data_dir = data_dir
             .canonicalize()

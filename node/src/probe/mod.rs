@@ -29,7 +29,8 @@ impl Probe {
             memory_mb: config.simulate_memory_gb.map(|gb| gb * 1024),
             disk_mb: config.simulate_disk_gb.map(|gb| gb * 1024),
         };
-        let host = HostProbe::new(&config.data_dir, declared).map_err(AgentError::Probe)?;
+        let host = HostProbe::new(&config.data_dir, declared)
+            .map_err(|e| AgentError::Probe(e.to_string()))?;
         let gpus = GpuProbe::detect(sim_gpus::simulated_gpus(&groups, &config.node_name));
         Ok(Probe {
             host,
