@@ -16,9 +16,8 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// Before the client starts: the workload's environment into its env file.
-pub fn prepare(spec: &ShimSpec, c: &ContainerShim) -> Result<(), String> {
+pub fn prepare(spec: &ShimSpec, c: &ContainerShim) -> std::io::Result<()> {
     run_args::write_env_file(&c.env_file, &spec.env)
-        .map_err(|e| format!("cannot write the container's environment: {e}"))
 }
 
 /// The podman client's own environment: nothing of the workload's (a

@@ -80,7 +80,7 @@ pub fn main(dir: &Path) -> i32 {
             code: None,
             signal: None,
             reason: reason::SPAWN_FAILED.to_string(),
-            detail,
+            detail: detail.to_string(),
             at_ms: crate::runtime::now_ms(),
         },
     };
@@ -98,27 +98,49 @@ pub fn main(dir: &Path) -> i32 {
 /// The shim is single-threaded and root here, so it can enter a mount
 /// namespace of its own; it still sees every process (root is not hidden
 /// from), the workload only its own uid's.
-fn start(spec: &ShimSpec) -> Result<Child, String> {
+fn start(spec: &ShimSpec) -> Result<Child, StartFailure> {
     if let Some(c) = &spec.container {
-        container::prepare(spec, c)?;
+        container::prepare(spec, c).map_err(StartFailure::EnvFile)?;
     }
     if spec.hide_processes {
         crate::proc_hiding::ProcMount::new()
             .hide_other_processes()
-            .map_err(|e| format!("cannot give the workload a /proc of its own: {e}"))?;
+            .map_err(StartFailure::OwnProc)?;
     }
-    spawn(spec).map_err(|e| spawn_failure(spec, &e))
+    spawn(spec).map_err(|e| spawn_failure(spec, e))
 }
 
-/// `not found:` for a missing or unexecutable program (the agent reports it
-/// as `program_not_found`), else the error.
-fn spawn_failure(spec: &ShimSpec, e: &io::Error) -> String {
-    let program = spec.argv.first().map(String::as_str).unwrap_or("");
-    match e.kind() {
+/// Why the shim could not start its workload; its Display is the exit
+/// record's detail, which the agent reads (`not found:` becomes
+/// `program_not_found`).
+#[derive(Debug, thiserror::Error)]
+enum StartFailure {
+    #[error("cannot write the container's environment: {0}")]
+    EnvFile(#[source] io::Error),
+    #[error("cannot give the workload a /proc of its own: {0}")]
+    OwnProc(#[source] io::Error),
+    #[error("not found: {program}: {source}")]
+    NotFound {
+        program: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// `not found:` for a missing or unexecutable program, else the error.
+fn spawn_failure(spec: &ShimSpec, source: io::Error) -> StartFailure {
+    let program = spec.argv.first().cloned().unwrap_or_default();
+    match source.kind() {
         io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => {
-            format!("not found: {program}: {e}")
+            StartFailure::NotFound { program, source }
         }
-        _ => format!("{program}: {e}"),
+        _ => StartFailure::Spawn { program, source },
     }
 }
 
