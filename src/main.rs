@@ -2,6 +2,7 @@
 //! default (`up`), the CLI clients and the trace simulator. This file only parses
 //! the command line; each command lives in `src/cli/`.
 mod cli;
+mod reference;
 
 use clap::Parser;
 

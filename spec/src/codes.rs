@@ -11,7 +11,8 @@
 //!   (internal inconsistencies, shown as pending reasons and sim failures),
 //!   `104xx` `caldera sim`'s trace loading.
 //!
-//! The README's error table lists exactly these entries; a test checks it.
+//! `docs/reference/errors.md` is generated from this registry (`scripts/reference`),
+//! so the documented codes are exactly these.
 
 /// One stable error: its number, its machine-readable name, the HTTP status it
 /// is answered with (0: never an HTTP answer), and what it means.

@@ -151,6 +151,9 @@ pub enum Command {
     RegistryLogout(registry_login::LogoutArgs),
     /// List the registries a tenant has credentials for (never a password).
     RegistryCredentials(registry_login::ListArgs),
+    /// Write the generated reference pages (docs/reference), or check them.
+    #[command(hide = true)]
+    Reference(crate::reference::ReferenceArgs),
 }
 
 impl Command {
@@ -191,5 +194,9 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::RegistryLogin(args) => registry_login::login(args),
         Command::RegistryLogout(args) => registry_login::logout(args),
         Command::RegistryCredentials(args) => registry_login::list(args),
+        Command::Reference(args) => {
+            crate::reference::run(args, <Cli as clap::CommandFactory>::command())
+                .map_err(|e| CliError::Failed(e.to_string()))
+        }
     }
 }

@@ -36,6 +36,7 @@ mod portal_browser;
 mod portal_login;
 mod portal_model_actions;
 mod portal_pages;
+mod reference;
 mod replica_moves;
 mod replica_spread;
 mod requests;

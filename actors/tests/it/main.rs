@@ -3,5 +3,4 @@
 
 mod common;
 mod grant;
-mod readme_config_table;
 mod supervisor;

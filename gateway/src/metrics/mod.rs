@@ -7,8 +7,10 @@
 //!   ([`state`], [`nodes`], [`tenants`]), so a node or tenant that is gone
 //!   leaves no stale series behind.
 //!
-//! Every family and its labels are listed in the README's "Metrics" section;
-//! `docs/grafana/caldera.json` is a dashboard over them.
+//! Every family and its labels are listed in `docs/reference/metrics.md`,
+//! generated from [`example`]'s exposition; `docs/grafana/caldera.json` is a
+//! dashboard over them.
+pub mod example;
 pub mod http;
 mod nodes;
 mod state;

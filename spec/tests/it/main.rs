@@ -1,5 +1,4 @@
 //! The integration tests of this crate, one binary: each module was a test file of its own,
 //! and one binary links the workspace once instead of once per file.
 
-mod readme_error_table;
 mod validation_table;
