@@ -1,5 +1,5 @@
 //! `POST /v1/models/{name}/versions/{version}/retire`: the operator's
-//! control message that takes a version out of service (issue 12, item 4).
+//! control message that takes a version out of service.
 use crate::body;
 use crate::envelope::Reply;
 use crate::error::ApiError;

@@ -1,5 +1,5 @@
 //! `POST /v1/tasks/{id}/model`: a hot swap of a service's model version in
-//! place (issue 12, item 3).
+//! place.
 use super::tasks::{visible, TenantParam};
 use super::Query;
 use crate::body;
