@@ -3,9 +3,9 @@
 //! Several agents may share a host (`caldera up` runs two; tests run many),
 //! and a bind probe alone cannot keep them apart: two agents that start
 //! workloads a few ms apart both find the port free, because neither
-//! workload has bound it yet, and the second workload's bind fails (found by
-//! `tests/it/hot_swap.rs` under load: a replica exited "Address already in use"
-//! while its readiness probe passed against the other node's process). So
+//! workload has bound it yet, and the second workload's bind fails (a replica
+//! exits "Address already in use" while its readiness probe passes against
+//! the other node's process). So
 //! each port handed out is also claimed host-wide: an exclusive `flock` on
 //! the file `PORT` in [`claims_dir`], held as long as a workload of this
 //! agent holds the port, and let go with the process if the agent dies (the

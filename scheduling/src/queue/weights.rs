@@ -24,8 +24,8 @@ impl Core {
     /// a copy that was not there) makes the next pass look at the whole
     /// queue, as a release does: a task turned down for cache room waits for
     /// the report after its blockers' workloads exit, and that report can
-    /// come after the release's own pass (found by `tests/it/models_cache.rs`,
-    /// whose fourth version waited 60 s on a cache that had room).
+    /// come after the release's own pass (without this, a task could wait on
+    /// a cache that has room until something else wakes the queue).
     pub fn set_node_weights(&mut self, node: &str, weights: NodeWeights) {
         let grew = self
             .node_weights
