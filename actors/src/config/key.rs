@@ -96,6 +96,8 @@ macro_rules! section {
         pub struct $name {
             $(
                 $(#[doc = $doc])*
+                #[doc = ""]
+                #[doc = concat!("Default: `", stringify!($default), "`.")]
                 pub $field: $ty,
             )*
         }

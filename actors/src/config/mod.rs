@@ -7,7 +7,7 @@
 //! is declared once, in its section's file, with its type, default, doc text
 //! and the flat key it had before sections (still accepted, with a
 //! deprecation warning naming the new key: see [`legacy`]); the reference
-//! page is written from those declarations ([`reference`]).
+//! page is written from those declarations ([`reference::config_reference`]).
 pub mod chargeback;
 pub mod key;
 pub mod legacy;
