@@ -56,7 +56,7 @@ pub struct SimArgs {
     /// Folder of the traces and `published_alloc_shared.csv` (for --table).
     #[arg(long, default_value = DATA_DIR)]
     data_dir: PathBuf,
-    /// Print the --table as Markdown (for the README).
+    /// Print the --table as Markdown (for a docs page).
     #[arg(long)]
     markdown: bool,
     /// Worker threads (default: all cores).

@@ -2,7 +2,7 @@
 //! recorded in the service's record before anything is acted on. The swap
 //! itself runs in `swap_drive.rs`, one replica at a time.
 //!
-//! The rule this enforces (README "Hot swap", the API's description): with
+//! The rule this enforces (`docs/concepts/models-and-swaps.md`, the API's description): with
 //! 2 or more replicas a swap never leaves the service without a ready
 //! replica; 1 replica is refused (409 `swap_needs_replicas`) unless the
 //! request allows downtime or asks for one surge replica that free capacity

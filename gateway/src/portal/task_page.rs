@@ -73,7 +73,7 @@ fn timeline(t: &TaskView, now_ms: u64) -> Markup {
     }
 }
 
-/// A failure's code as the README's error table names it: "10220 image_not_found".
+/// A failure's code as `docs/reference/errors.md` names it: "10220 image_not_found".
 fn failure_code_label(code: u32) -> String {
     match caldera_spec::codes::ALL.iter().find(|c| c.code == code) {
         Some(c) => format!("{} {}", c.code, c.name),

@@ -35,7 +35,7 @@ pub struct CostQuery {
 
 /// GET /v1/tenants/{name}/cost (the operator, or the tenant itself)
 #[utoipa::path(get, path = "/v1/tenants/{name}/cost", tag = "tenants", operation_id = "tenant_cost",
-    description = "What a tenant's allocations cost over a period, from the persisted billing records and the price table: allocated cost, the part measured idle, borrowed vs guaranteed, per task, model or day. `Accept: text/csv` answers CSV (README, Chargeback).",
+    description = "What a tenant's allocations cost over a period, from the persisted billing records and the price table: allocated cost, the part measured idle, borrowed vs guaranteed, per task, model or day. `Accept: text/csv` answers CSV (docs/concepts/chargeback.md).",
     params(("name" = String, Path, description = "the tenant"), CostQuery),
     security(("operator" = []), ("tenant" = [])),
     responses(
@@ -115,7 +115,7 @@ pub struct CostTotalView {
 
 /// GET /v1/cost (operator)
 #[utoipa::path(get, path = "/v1/cost", tag = "tenants", operation_id = "cost_total",
-    description = "What every tenant's allocations cost over a period (default: this month so far, UTC), one line per tenant and the operator-wide total, computed as each tenant's own report is (README, Chargeback).",
+    description = "What every tenant's allocations cost over a period (default: this month so far, UTC), one line per tenant and the operator-wide total, computed as each tenant's own report is (docs/concepts/chargeback.md).",
     params(CostQuery),
     security(("operator" = [])),
     responses(

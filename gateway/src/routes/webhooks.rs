@@ -57,7 +57,7 @@ fn scoped(user: &User, w: NewWebhook) -> Result<Subscription, ApiError> {
 
 /// POST /v1/webhooks {url, events, tenant?} — 201 with the secret (once).
 #[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks",
-    description = "Subscribes a url to events: a tenant to its own tenant's, the operator to one tenant's (`tenant`) or all. Deliveries are signed with HMAC-SHA256 (README, Webhooks); the secret is in this answer only.",
+    description = "Subscribes a url to events: a tenant to its own tenant's, the operator to one tenant's (`tenant`) or all. Deliveries are signed with HMAC-SHA256 (docs/how-to/subscribe-to-webhooks.md says how to check them); the secret is in this answer only.",
     request_body = NewWebhook,
     security(("operator" = []), ("tenant" = [])),
     responses(
