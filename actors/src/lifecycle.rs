@@ -471,7 +471,7 @@ fn workload(
             image_digest,
         } if !releasing && state != TaskState::Running => {
             // No pid: a reservation runs nothing, but a command's start can
-            // be reported (by a heartbeat) before its shim said its pid, or
+            // be reported (by a resync) before its shim said its pid, or
             // after a process that exited at once left none to report.
             let how = match pid {
                 Some(p) => format!("pid {p}"),
@@ -487,8 +487,8 @@ fn workload(
             s.extend(serving::started_at(*port, node_address));
             steps(s)
         }
-        // A heartbeat's report can make the task running before the
-        // start's own event, which alone names the port.
+        // Running without an endpoint (made running by a report that named
+        // no port): a later start that names one records it.
         WorkloadEventKind::Started {
             port: Some(port), ..
         } if state == TaskState::Running && rec.endpoint.is_none() => steps(

@@ -35,7 +35,7 @@ pub(super) fn started_how(how: String, image_digest: Option<&str>) -> String {
     }
 }
 
-/// The digest arrived after the task was already running (a heartbeat's
+/// The digest arrived after the task was already running (a resync's
 /// report made it running first): recorded with an event of its own.
 pub(super) fn late_digest(rec: &TaskRecord, digest: &str) -> Outcome {
     let known = rec
@@ -164,7 +164,7 @@ mod tests {
         }
         let digest = rec.allocation.as_ref().and_then(|a| a.image_digest.clone());
         assert_eq!(digest.as_deref(), Some("sha256:abc"));
-        // Running already (a heartbeat came first): recorded once, with an event.
+        // Running already (a resync came first): recorded once, with an event.
         let late = steps_of(decide(
             &task(TaskState::Running),
             None,

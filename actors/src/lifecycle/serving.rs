@@ -150,7 +150,7 @@ mod tests {
     }
 
     #[test]
-    fn a_start_after_a_heartbeat_made_it_running_still_records_the_port() {
+    fn a_start_after_a_resync_made_it_running_still_records_the_port() {
         let started = |port| {
             news(WorkloadEventKind::Started {
                 image_digest: None,
