@@ -2,11 +2,11 @@
 //! per group, `--csv` for a spreadsheet, `--json` for scripts. A tenant
 //! token reports its own tenant; the operator names one with `--tenant`, or
 //! asks for every tenant and the operator-wide total with `--all`.
-use super::client::{block_on, encode, print_json, ApiClient, ClientOpts};
-use super::fields::{items, number, text};
+use super::client::{block_on, encode, print_json, read_view, ApiClient, ClientOpts};
 use super::own_tenant::which;
 use super::table::Table;
 use super::CliError;
+use caldera_spec::views::{CostLineView, CostReportView, CostTotalView, PricesView};
 use serde_json::Value;
 
 /// `caldera cost [--tenant T] [--from F --to T] [--group-by task|model|day] [--csv]`
@@ -34,50 +34,51 @@ pub struct CostArgs {
     pub opts: ClientOpts,
 }
 
-fn row(l: &Value, key: &str) -> Vec<String> {
-    let share = number(l, "idle_share").map_or("-".into(), |s| format!("{:.1}%", s * 100.0));
-    let hours = |k: &str| number(l, k).map_or("-".into(), |h| format!("{h:.4}"));
+fn row(l: &CostLineView, key: &str) -> Vec<String> {
+    let hours = |h: f64| format!("{h:.4}");
     vec![
         key.to_string(),
-        text(l, "allocations"),
-        text(l, "allocated_cost"),
-        format!("{} ({share})", text(l, "idle_cost")),
-        text(l, "borrowed_cost"),
-        text(l, "guaranteed_cost"),
-        hours("gpu_hours"),
-        hours("cpu_core_hours"),
-        hours("memory_gb_hours"),
+        l.allocations.to_string(),
+        l.allocated_cost.clone(),
+        format!("{} ({:.1}%)", l.idle_cost, l.idle_share * 100.0),
+        l.borrowed_cost.clone(),
+        l.guaranteed_cost.clone(),
+        hours(l.gpu_hours),
+        hours(l.cpu_core_hours),
+        hours(l.memory_gb_hours),
     ]
 }
 
+/// The columns of a cost table after the first.
+const COLUMNS: [&str; 8] = [
+    "ALLOCS",
+    "COST",
+    "IDLE",
+    "BORROWED",
+    "GUARANTEED",
+    "GPU-H",
+    "CORE-H",
+    "GB-H",
+];
+
 /// The report as a table, the total last.
-pub fn render(data: &Value) -> String {
-    let mut t = Table::new(&[
-        text(data, "group_by").to_uppercase().as_str(),
-        "ALLOCS",
-        "COST",
-        "IDLE",
-        "BORROWED",
-        "GUARANTEED",
-        "GPU-H",
-        "CORE-H",
-        "GB-H",
-    ]);
-    for g in items(data, "groups") {
-        t.row(row(g, &text(g, "key")));
+pub fn render(data: &CostReportView) -> String {
+    let group = data.group_by.to_uppercase();
+    let headers: Vec<&str> = std::iter::once(group.as_str()).chain(COLUMNS).collect();
+    let mut t = Table::new(&headers);
+    for g in &data.groups {
+        t.row(row(g, &g.key));
     }
-    if let Some(total) = data.get("total") {
-        t.row(row(total, "TOTAL"));
-    }
+    t.row(row(&data.total, "TOTAL"));
     let mut out = format!(
         "tenant {} from {} to {} ({})\n{}",
-        text(data, "tenant"),
-        text(data, "from"),
-        text(data, "to"),
-        text(data, "currency"),
+        data.tenant,
+        data.from,
+        data.to,
+        data.currency,
         t.render()
     );
-    if unpriced(data) {
+    if unpriced(&data.prices) {
         out.push_str(
             "note: the server has no prices configured (price-gpu-hour, price-cpu-core-hour, \
              price-memory-gb-hour, price-disk-gb-hour), so every cost reads 0; the hours are what was held\n",
@@ -88,47 +89,27 @@ pub fn render(data: &Value) -> String {
 
 /// Every price in the report's table is zero: costs are 0 whatever was
 /// held, which a reader would otherwise take for "nothing was used".
-fn unpriced(data: &Value) -> bool {
-    let Some(p) = data.get("prices") else {
-        return false;
-    };
-    let zero = |v: &Value| {
-        v.as_str()
-            .is_some_and(|s| s.trim_matches(['0', '.']).is_empty())
-    };
-    let gpu_free = p["gpu_hour"]
-        .as_object()
-        .is_none_or(|m| m.values().all(zero));
-    gpu_free
-        && ["cpu_core_hour", "memory_gb_hour", "disk_gb_hour"]
-            .iter()
-            .all(|k| zero(&p[*k]))
+fn unpriced(p: &PricesView) -> bool {
+    let zero = |s: &String| s.trim_matches(['0', '.']).is_empty();
+    p.gpu_hour.values().all(zero)
+        && [&p.cpu_core_hour, &p.memory_gb_hour, &p.disk_gb_hour]
+            .into_iter()
+            .all(zero)
 }
 
 /// The operator's report across tenants: a line per tenant, the total last.
-pub fn render_all(data: &Value) -> String {
-    let mut t = Table::new(&[
-        "TENANT",
-        "ALLOCS",
-        "COST",
-        "IDLE",
-        "BORROWED",
-        "GUARANTEED",
-        "GPU-H",
-        "CORE-H",
-        "GB-H",
-    ]);
-    for l in items(data, "tenants") {
-        t.row(row(l, &text(l, "key")));
+pub fn render_all(data: &CostTotalView) -> String {
+    let headers: Vec<&str> = std::iter::once("TENANT").chain(COLUMNS).collect();
+    let mut t = Table::new(&headers);
+    for l in &data.tenants {
+        t.row(row(l, &l.key));
     }
-    if let Some(total) = data.get("total") {
-        t.row(row(total, "TOTAL"));
-    }
+    t.row(row(&data.total, "TOTAL"));
     format!(
         "all tenants from {} to {} ({})\n{}",
-        text(data, "from"),
-        text(data, "to"),
-        text(data, "currency"),
+        data.from,
+        data.to,
+        data.currency,
         t.render()
     )
 }
@@ -143,7 +124,7 @@ pub fn run(args: CostArgs) -> Result<(), CliError> {
         if args.opts.json {
             return print_json(&data);
         }
-        print!("{}", render_all(&data));
+        print!("{}", render_all(&read_view(&data)?));
         return Ok(());
     }
     let mut query = vec![("group_by", args.group_by.clone())];
@@ -166,7 +147,7 @@ pub fn run(args: CostArgs) -> Result<(), CliError> {
         }
         data if args.opts.json => print_json(&data),
         data => {
-            print!("{}", render(&data));
+            print!("{}", render(&read_view(&data)?));
             Ok(())
         }
     }
@@ -177,27 +158,44 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn line(key: &str, cost: &str, idle: &str, idle_share: f64) -> Value {
+        json!({"key": key, "allocations": 1, "allocated_cost": cost, "idle_cost": idle,
+            "idle_share": idle_share, "borrowed_cost": "0.000000", "guaranteed_cost": cost,
+            "allocated_cost_micros": 0, "idle_cost_micros": 0, "borrowed_cost_micros": 0,
+            "guaranteed_cost_micros": 0, "gpu_hours": 0.5, "cpu_core_hours": 1.0,
+            "memory_gb_hours": 2.0, "disk_gb_hours": 0.0})
+    }
+
+    fn report(prices: Value) -> CostReportView {
+        let l = line("train", "1.200000", "0.600000", 0.5);
+        serde_json::from_value(json!({"tenant": "team-a", "from": "f", "to": "t",
+            "from_ms": 0, "to_ms": 1, "currency": "EUR", "group_by": "task", "prices": prices,
+            "money": "exact", "groups": [l.clone()], "total": l}))
+        .expect("a cost report")
+    }
+
+    fn prices(gpu: Value) -> Value {
+        json!({"gpu_hour": gpu, "cpu_core_hour": "0.000000",
+            "memory_gb_hour": "0.000000", "disk_gb_hour": "0.000000"})
+    }
+
     #[test]
     fn a_report_with_no_prices_says_why_every_cost_is_zero() {
-        let free = json!({"prices": {"gpu_hour": {"default": "0.000000"}, "cpu_core_hour": "0.000000",
-            "memory_gb_hour": "0.000000", "disk_gb_hour": "0.000000"}});
-        assert!(unpriced(&free));
+        let free = report(prices(json!({"default": "0.000000"})));
+        assert!(unpriced(&free.prices));
         assert!(render(&free).contains("no prices configured"));
-        let priced = json!({"prices": {"gpu_hour": {"default": "0.000000", "A100": "2.400000"},
-            "cpu_core_hour": "0.000000", "memory_gb_hour": "0.000000", "disk_gb_hour": "0.000000"}});
-        assert!(!unpriced(&priced));
+        let priced = report(prices(json!({"default": "0.000000", "A100": "2.400000"})));
+        assert!(!unpriced(&priced.prices));
         assert!(!render(&priced).contains("no prices configured"));
     }
 
     #[test]
     fn all_tenants_are_a_line_each_and_the_total_last() {
-        let l = |k: &str, c: &str| {
-            json!({"key": k, "allocations": 1, "allocated_cost": c, "idle_cost": "0.000000",
-            "idle_share": 0.0, "borrowed_cost": "0.000000", "guaranteed_cost": c, "gpu_hours": 0.5,
-            "cpu_core_hours": 1.0, "memory_gb_hours": 2.0})
-        };
-        let d = json!({"from": "f", "to": "t", "currency": "EUR",
-            "tenants": [l("acme", "1.000000"), l("bravo", "2.000000")], "total": l("total", "3.000000")});
+        let d: CostTotalView = serde_json::from_value(json!({"from": "f", "to": "t",
+            "from_ms": 0, "to_ms": 1, "currency": "EUR",
+            "tenants": [line("acme", "1.000000", "0.000000", 0.0), line("bravo", "2.000000", "0.000000", 0.0)],
+            "total": line("total", "3.000000", "0.000000", 0.0)}))
+        .expect("a cost total");
         let out = render_all(&d);
         let lines: Vec<&str> = out.lines().collect();
         assert!(
@@ -218,12 +216,7 @@ mod tests {
 
     #[test]
     fn the_table_has_a_line_per_group_and_the_total_last() {
-        let l = json!({"key": "train", "allocations": 1, "allocated_cost": "1.200000", "idle_cost": "0.600000",
-            "idle_share": 0.5, "borrowed_cost": "0.000000", "guaranteed_cost": "1.200000", "gpu_hours": 0.5,
-            "cpu_core_hours": 1.0, "memory_gb_hours": 2.0});
-        let d = json!({"tenant": "team-a", "from": "f", "to": "t", "currency": "EUR", "group_by": "task",
-            "groups": [l.clone()], "total": l});
-        let out = render(&d);
+        let out = render(&report(prices(json!({"default": "1.000000"}))));
         let lines: Vec<&str> = out.lines().collect();
         assert!(
             lines[0].contains("team-a") && lines[0].contains("EUR"),

@@ -1,10 +1,10 @@
 //! `caldera endpoints SERVICE`: where a service's ready replicas are
 //! reached (`GET /v1/tasks/{service}/endpoints`), one line each.
-use super::client::{block_on, encode, print_json, ApiClient, ClientOpts};
-use super::fields::{items, text};
+use super::client::{block_on, encode, print_json, read_view, ApiClient, ClientOpts};
+use super::display::{or_missing, MISSING};
 use super::table::Table;
 use super::CliError;
-use serde_json::Value;
+use caldera_spec::views::ServiceEndpoints;
 
 /// `caldera endpoints SERVICE [--wait S --since R]`
 #[derive(clap::Args, Debug)]
@@ -38,25 +38,22 @@ pub fn endpoints(args: EndpointsArgs) -> Result<(), CliError> {
     if args.opts.json {
         return print_json(&answer);
     }
-    print!("{}", render_endpoints(&answer));
+    print!("{}", render_endpoints(&read_view(&answer)?));
     Ok(())
 }
 
 /// A table of the ready replicas, then the revision.
-pub fn render_endpoints(answer: &Value) -> String {
+pub fn render_endpoints(answer: &ServiceEndpoints) -> String {
     let mut table = Table::new(&["REPLICA", "NODE", "ADDRESS", "MODEL", "GPUS"]);
-    for e in items(answer, "endpoints") {
-        let gpus: Vec<String> = items(e, "gpu_indices")
-            .iter()
-            .map(Value::to_string)
-            .collect();
+    for e in &answer.endpoints {
+        let gpus: Vec<String> = e.gpu_indices.iter().map(u32::to_string).collect();
         table.row(vec![
-            text(e, "replica"),
-            text(e, "node"),
-            format!("{}:{}", text(e, "address"), text(e, "port")),
-            text(e, "model"),
+            e.replica.clone(),
+            e.node.clone(),
+            format!("{}:{}", e.address, e.port),
+            or_missing(e.model.as_deref()),
             if gpus.is_empty() {
-                "-".into()
+                MISSING.into()
             } else {
                 gpus.join(",")
             },
@@ -65,9 +62,9 @@ pub fn render_endpoints(answer: &Value) -> String {
     let mut out = table.render();
     out.push_str(&format!(
         "service {}: {} ready, revision {}\n",
-        text(answer, "service"),
-        items(answer, "endpoints").len(),
-        text(answer, "revision")
+        answer.service,
+        answer.endpoints.len(),
+        answer.revision
     ));
     out
 }
@@ -78,11 +75,12 @@ mod tests {
 
     #[test]
     fn each_ready_replica_is_one_line_with_its_address() {
-        let answer = serde_json::json!({
+        let answer: ServiceEndpoints = serde_json::from_value(serde_json::json!({
             "service": "chat", "revision": 17,
             "endpoints": [{"replica": "chat.r0", "node": "n1", "address": "10.0.0.5",
                 "port": 20001, "model": "llm:v3", "allocation_id": "chat.r0.1", "gpu_indices": [0, 1]}]
-        });
+        }))
+        .expect("an endpoints answer");
         let out = render_endpoints(&answer);
         assert!(out.contains("10.0.0.5:20001"), "{out}");
         assert!(out.contains("llm:v3") && out.contains("0,1"), "{out}");

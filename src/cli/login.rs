@@ -1,9 +1,9 @@
 //! `caldera login`: checks a server and token and saves them as a context
 //! (see [`super::context`]), so later commands need neither flag.
-use super::client::{block_on, print_json, ApiClient};
+use super::client::{block_on, print_json, read_view, ApiClient};
 use super::context::{self, Context, Contexts};
 use super::CliError;
-use serde_json::Value;
+use caldera_spec::views::Whoami;
 
 /// `caldera login --server URL --token T [--name CONTEXT]`
 #[derive(clap::Args, Debug)]
@@ -23,8 +23,8 @@ pub struct LoginArgs {
 }
 
 /// Who a token belongs to, in words, and the context name that fits it.
-fn describe(whoami: &Value) -> (String, String) {
-    match whoami.get("tenant").and_then(Value::as_str) {
+fn describe(whoami: &Whoami) -> (String, String) {
+    match &whoami.tenant {
         Some(t) => (format!("tenant {t}"), t.to_string()),
         None => ("the operator".to_string(), "operator".to_string()),
     }
@@ -35,7 +35,7 @@ fn describe(whoami: &Value) -> (String, String) {
 pub fn run(args: LoginArgs) -> Result<(), CliError> {
     let client = ApiClient::new(&args.server, Some(args.token.clone()));
     let whoami = block_on(client.get("/v1/whoami", &[]))?;
-    let (who, default_name) = describe(&whoami);
+    let (who, default_name) = describe(&read_view(&whoami)?);
     let name = args.name.unwrap_or(default_name);
     let path = context::path().ok_or_else(|| {
         CliError::Failed(

@@ -2,9 +2,9 @@
 pub mod client;
 pub mod context;
 pub mod cost;
+pub mod display;
 pub mod endpoints;
 pub mod events;
-pub mod fields;
 pub mod follow;
 pub mod logging;
 pub mod login;

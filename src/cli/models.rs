@@ -1,8 +1,8 @@
 //! Model version commands: `caldera model register|list|show|prewarm|pin|deprecate|retire`.
-use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
-use super::fields::{items, text};
+use super::client::{block_on, encode, print_json, read_view, ApiClient, ClientOpts, Verb};
 use super::table::{key_values, Table};
 use super::CliError;
+use caldera_spec::views::{ModelView, Prewarmed, VersionView};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -191,12 +191,10 @@ pub fn model(args: ModelArgs) -> Result<(), CliError> {
                 } else {
                     "already registered (identical)"
                 };
+                let v: VersionView = read_view(&answer.data)?;
                 println!(
                     "{}:{} {how}: {} bytes, sha256 {}",
-                    text(&answer.data, "name"),
-                    text(&answer.data, "version"),
-                    text(&answer.data, "weights.size_bytes"),
-                    text(&answer.data, "weights.sha256")
+                    v.name, v.version, v.weights.size_bytes, v.weights.sha256
                 );
                 return Ok(());
             }
@@ -205,7 +203,7 @@ pub fn model(args: ModelArgs) -> Result<(), CliError> {
         ModelAction::List => {
             let data = block_on(client.get("/v1/models", &[]))?;
             if !json_out {
-                print!("{}", render_list(&data));
+                print!("{}", render_list(&read_view::<Vec<ModelView>>(&data)?));
                 return Ok(());
             }
             data
@@ -214,14 +212,14 @@ pub fn model(args: ModelArgs) -> Result<(), CliError> {
             if !s.model.contains(':') {
                 let data = block_on(client.get(&format!("/v1/models/{}", encode(&s.model)), &[]))?;
                 if !json_out {
-                    print!("{}", render_list(&Value::Array(vec![data])));
+                    print!("{}", render_list(&[read_view::<ModelView>(&data)?]));
                     return Ok(());
                 }
                 data
             } else {
                 let data = block_on(client.get(&version_path(&s.model)?, &[]))?;
                 if !json_out {
-                    print!("{}", render_version(&data));
+                    print!("{}", render_version(&read_view(&data)?));
                     return Ok(());
                 }
                 data
@@ -239,8 +237,7 @@ pub fn model(args: ModelArgs) -> Result<(), CliError> {
             let path = format!("{}/prewarm", version_path(&p.model)?);
             let data = block_on(client.send_json(Verb::Post, &path, &body))?.data;
             if !json_out {
-                let nodes: Vec<String> =
-                    items(&data, "nodes").iter().map(|n| text(n, "")).collect();
+                let Prewarmed { nodes } = read_view(&data)?;
                 if nodes.is_empty() {
                     println!(
                         "{}: no node to warm (every live node with a cache holds or reads it)",
@@ -274,79 +271,65 @@ pub fn model(args: ModelArgs) -> Result<(), CliError> {
     if json_out {
         return print_json(&data);
     }
-    print!("{}", render_version(&data));
+    print!("{}", render_version(&read_view(&data)?));
     Ok(())
 }
 
 /// One row per version.
-fn render_list(models: &Value) -> String {
+fn render_list(models: &[ModelView]) -> String {
     let mut t = Table::new(&["MODEL", "STATE", "SIZE", "PINNED", "VERIFIED ON", "TASKS"]);
-    for m in models.as_array().map(Vec::as_slice).unwrap_or(&[]) {
-        for v in items(m, "versions") {
-            let verified: Vec<String> = items(v, "nodes")
-                .iter()
-                .filter(|c| text(c, "copy") == "verified")
-                .map(|c| text(c, "node"))
-                .collect();
-            t.row(vec![
-                format!("{}:{}", text(v, "name"), text(v, "version")),
-                text(v, "state"),
-                text(v, "weights.size_bytes"),
-                text(v, "pinned"),
-                verified.join(","),
-                items(v, "tasks").len().to_string(),
-            ]);
-        }
+    for v in models.iter().flat_map(|m| &m.versions) {
+        let verified: Vec<&str> = v
+            .nodes
+            .iter()
+            .filter(|c| c.copy == "verified")
+            .map(|c| c.node.as_str())
+            .collect();
+        t.row(vec![
+            format!("{}:{}", v.name, v.version),
+            v.state.clone(),
+            v.weights.size_bytes.to_string(),
+            v.pinned.to_string(),
+            verified.join(","),
+            v.tasks.len().to_string(),
+        ]);
     }
     t.render()
 }
 
 /// A version with each node's copy.
-fn render_version(v: &Value) -> String {
+fn render_version(v: &VersionView) -> String {
     let mut out = key_values(&[
-        (
-            "model",
-            format!("{}:{}", text(v, "name"), text(v, "version")),
-        ),
-        ("state", text(v, "state")),
-        ("uri", text(v, "weights.uri")),
-        ("size_bytes", text(v, "weights.size_bytes")),
-        ("sha256", text(v, "weights.sha256")),
-        ("pinned", text(v, "pinned")),
-        ("origin reads now", text(v, "origin_pulls_now")),
+        ("model", format!("{}:{}", v.name, v.version)),
+        ("state", v.state.clone()),
+        ("uri", v.weights.uri.clone()),
+        ("size_bytes", v.weights.size_bytes.to_string()),
+        ("sha256", v.weights.sha256.clone()),
+        ("pinned", v.pinned.to_string()),
+        ("origin reads now", v.origin_pulls_now.to_string()),
     ]);
     let mut t = Table::new(&["NODE", "COPY", "BYTES", "SOURCE"]);
-    for c in items(v, "nodes") {
+    for c in &v.nodes {
         t.row(vec![
-            text(c, "node"),
-            text(c, "copy"),
-            text(c, "bytes_done"),
-            text(c, "source"),
+            c.node.clone(),
+            c.copy.clone(),
+            c.bytes_done.to_string(),
+            c.source.clone(),
         ]);
     }
     out.push_str(&t.render());
-    let tasks: Vec<String> = items(v, "tasks").iter().map(super::fields::show).collect();
-    if !tasks.is_empty() {
-        out.push_str(&format!("tasks: {}\n", tasks.join(", ")));
+    if !v.tasks.is_empty() {
+        out.push_str(&format!("tasks: {}\n", v.tasks.join(", ")));
     }
-    if let Some(order) = v.get("retire").filter(|o| o.is_object()) {
-        let with = order
-            .get("replace_with")
-            .and_then(Value::as_str)
-            .unwrap_or("nothing");
+    if let Some(order) = &v.retire {
+        let with = order.replace_with.as_deref().unwrap_or("nothing");
         out.push_str(&format!(
             "retire: asked by {}, replaced with {with}\n",
-            text(order, "by")
+            order.by
         ));
     }
-    if let Some(users) = v.get("used_by").and_then(Value::as_object) {
-        for (tenant, tasks) in users {
-            let ids: Vec<String> = tasks
-                .as_array()
-                .map(|t| t.iter().map(super::fields::show).collect())
-                .unwrap_or_default();
-            out.push_str(&format!("still used by {tenant}: {}\n", ids.join(", ")));
-        }
+    for (tenant, tasks) in v.used_by.iter().flatten() {
+        out.push_str(&format!("still used by {tenant}: {}\n", tasks.join(", ")));
     }
     out
 }
@@ -380,11 +363,12 @@ mod tests {
             image: None,
         };
         let body = registration(&args).unwrap();
-        assert!(text(&body, "weights.uri").starts_with("file:///"), "{body}");
+        let uri = body["weights"]["uri"].as_str().unwrap_or_default();
+        assert!(uri.starts_with("file:///"), "{body}");
         assert!(body.get("image").is_none(), "{body}");
         args.image = Some("registry.internal/app:2".into());
         let body = registration(&args).unwrap();
-        assert_eq!(text(&body, "image"), "registry.internal/app:2");
+        assert_eq!(body["image"], "registry.internal/app:2");
         args.image = None;
         // NAME:VERSION and --from-task: the control plane hashes the file.
         args.model = Some("m:v2".into());
@@ -398,6 +382,32 @@ mod tests {
         assert_eq!(
             name_version("llama:v1").unwrap(),
             ("llama".to_string(), "v1".to_string())
+        );
+    }
+
+    #[test]
+    fn a_version_shows_its_copies_its_retire_order_and_who_still_uses_it() {
+        let v: VersionView = serde_json::from_value(json!({"name": "llama", "version": "v1",
+            "state": "retiring", "pinned": false, "registered_at_ms": 0, "origin_pulls_now": 1,
+            "weights": {"uri": "file:///w", "size_bytes": 4, "sha256": "ab"},
+            "nodes": [{"node": "n1", "copy": "verified", "bytes_done": 4, "source": "origin"}],
+            "tasks": ["chat"], "retire": {"by": "operator", "at_ms": 0, "replace_with": "llama:v2"},
+            "used_by": {"alpha": ["chat"]}}))
+        .expect("a version view");
+        let out = render_version(&v);
+        assert!(out.contains("n1    verified  4      origin"), "{out}");
+        assert!(
+            out.contains("retire: asked by operator, replaced with llama:v2\n"),
+            "{out}"
+        );
+        assert!(out.ends_with("still used by alpha: chat\n"), "{out}");
+        let list = render_list(&[ModelView {
+            name: "llama".into(),
+            versions: vec![v],
+        }]);
+        assert!(
+            list.contains("llama:v1  retiring  4     false   n1           1"),
+            "{list}"
         );
     }
 }

@@ -1,6 +1,6 @@
 //! The images a node holds, as `caldera nodes` shows them: a count and
 //! size in the list, one line each in a node's detail.
-use super::fields::{self, MISSING};
+use super::display::{self, MISSING};
 use super::table::Table;
 use caldera_spec::images::{ImageEntry, ImageReport};
 
@@ -11,7 +11,7 @@ fn known(report: Option<&ImageReport>) -> Option<&ImageReport> {
 
 /// Bytes as people read them: "2.1G".
 fn bytes(n: u64) -> String {
-    fields::size_mb(n as f64 / 1_048_576.0)
+    display::size_mb(n as f64 / 1_048_576.0)
 }
 
 /// "3, 2.1G" (images, their bytes); `-` without a report (a tenant's view,
@@ -86,7 +86,7 @@ fn short(s: &str) -> String {
 fn last_used(image: &ImageEntry) -> String {
     match image.last_used_ms {
         0 => MISSING.into(),
-        ms => format!("{} ago", fields::age(fields::now_ms() - ms as f64)),
+        ms => format!("{} ago", display::age(display::now_ms() - ms as f64)),
     }
 }
 

@@ -1,8 +1,9 @@
 //! The operator's node commands: `caldera node
 //! revoke|rotate-secret|cordon|drain|uncordon NAME`, each one POST to
 //! `/v1/nodes/{name}/<verb>`.
-use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
+use super::client::{block_on, encode, print_json, read_view, ApiClient, ClientOpts, Verb};
 use super::CliError;
+use caldera_spec::views::NodeView;
 
 /// Subcommands of `caldera node`.
 #[derive(clap::Subcommand, Debug)]
@@ -48,12 +49,13 @@ pub fn run(action: NodeAction) -> Result<(), CliError> {
     if args.opts.json {
         return print_json(&data);
     }
+    let node: NodeView = read_view(&data)?;
     println!(
         "node {} {done} (state {}, {}, {} allocation(s) on it)",
         args.name,
-        data["state"].as_str().unwrap_or("?"),
-        data["cordon"].as_str().unwrap_or("schedulable"),
-        data["allocations"].as_u64().unwrap_or(0)
+        node.state,
+        node.cordon.as_deref().unwrap_or("schedulable"),
+        node.allocations
     );
     Ok(())
 }

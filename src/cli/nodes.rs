@@ -1,6 +1,6 @@
 //! Pool commands: `nodes [NAME]` and `util`.
 use super::client::{block_on, encode, print_json, read_view, ApiClient, ClientOpts};
-use super::fields::{self, MISSING};
+use super::display::{self, MISSING};
 use super::table::{key_values, Table};
 use super::CliError;
 use caldera_spec::container::{RuntimeInfo, RuntimeKind};
@@ -77,8 +77,8 @@ pub fn render_node_list(list: &NodeList) -> String {
 fn free_of_mb(free: u64, total: u64) -> String {
     format!(
         "{}/{}",
-        fields::size_mb(free as f64),
-        fields::size_mb(total as f64)
+        display::size_mb(free as f64),
+        display::size_mb(total as f64)
     )
 }
 
@@ -165,7 +165,7 @@ fn gpu_memory(gpus: &[GpuView]) -> String {
 fn cpu_free_of_total(node: &NodeView) -> String {
     format!(
         "{}/{}",
-        fields::cores_from_milli(node.cpu_free_milli as f64),
+        display::cores_from_milli(node.cpu_free_milli as f64),
         node.cpu_cores
     )
 }
@@ -210,9 +210,9 @@ pub fn render_node(node: &NodeView) -> String {
             gpu.index.to_string(),
             gpu.uuid.clone(),
             model_label(gpu),
-            fields::size_mb(gpu.memory_free_mb as f64),
-            fields::size_mb(gpu.memory_total_mb as f64),
-            fields::size_mb(gpu.memory_used_mb as f64),
+            display::size_mb(gpu.memory_free_mb as f64),
+            display::size_mb(gpu.memory_total_mb as f64),
+            display::size_mb(gpu.memory_used_mb as f64),
             format!("{}%", gpu.utilization_pct),
         ]);
     }
@@ -228,7 +228,7 @@ fn cache_summary(node: &NodeView) -> String {
     let Some(cache) = &node.cache else {
         return MISSING.into();
     };
-    let bytes = |n: u64| fields::size_mb(n as f64 / 1_048_576.0);
+    let bytes = |n: u64| display::size_mb(n as f64 / 1_048_576.0);
     let c = &cache.counters;
     format!(
         "{} verified, {} of {}; hits {}, misses {}, from origin {}, from peers {}, served {}",
@@ -265,16 +265,16 @@ type Dimension = (
 
 /// Dimensions of the utilisation view, in display order.
 const DIMENSIONS: [Dimension; 5] = [
-    ("gpus", "GPUS", |d| d.gpus, fields::trim_decimal),
+    ("gpus", "GPUS", |d| d.gpus, display::trim_decimal),
     (
         "gpu memory",
         "GPU MEM",
         |d| d.gpu_memory_mb,
-        fields::size_mb,
+        display::size_mb,
     ),
-    ("cpu cores", "CPU", |d| d.cpu_cores, fields::trim_decimal),
-    ("memory", "MEM", |d| d.memory_mb, fields::size_mb),
-    ("disk", "DISK", |d| d.disk_mb, fields::size_mb),
+    ("cpu cores", "CPU", |d| d.cpu_cores, display::trim_decimal),
+    ("memory", "MEM", |d| d.memory_mb, display::size_mb),
+    ("disk", "DISK", |d| d.disk_mb, display::size_mb),
 ];
 
 /// The `util` view: pool totals, then allocated/capacity by node, tenant and

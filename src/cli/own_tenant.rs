@@ -1,12 +1,13 @@
 //! A tenant's view of itself: `caldera quota show` and `caldera usage`. A
 //! tenant token needs no name (the server says whose it is, `/v1/whoami`);
 //! the operator names the tenant with `--tenant`.
-use super::client::{block_on, encode, print_json, ApiClient, ClientOpts};
-use super::fields::{get, number, text, trim_decimal};
+use super::client::{block_on, encode, print_json, read_view, ApiClient, ClientOpts};
+use super::display::trim_decimal;
 use super::table::key_values;
 use super::tenants::quota_text;
 use super::CliError;
-use serde_json::Value;
+use caldera_spec::views::{TenantUsageView, TenantView, UsagePair, Whoami};
+use caldera_spec::Usage;
 
 /// `caldera usage [--tenant NAME]`
 #[derive(clap::Args, Debug)]
@@ -23,9 +24,9 @@ pub async fn which(client: &ApiClient, named: Option<String>) -> Result<String, 
     if let Some(t) = named {
         return Ok(t);
     }
-    let me = client.get("/v1/whoami", &[]).await?;
-    match me.get("tenant").and_then(Value::as_str) {
-        Some(t) => Ok(t.to_string()),
+    let me: Whoami = read_view(&client.get("/v1/whoami", &[]).await?)?;
+    match me.tenant {
+        Some(t) => Ok(t),
         None => Err(CliError::Usage(
             "the operator token belongs to no tenant: name one with --tenant".into(),
         )),
@@ -44,25 +45,26 @@ pub fn show_quota(tenant: Option<String>, opts: &ClientOpts) -> Result<(), CliEr
     if opts.json {
         return print_json(&rec);
     }
+    let rec: TenantView = read_view(&rec)?;
     print!(
         "{}",
         key_values(&[
-            ("tenant", text(&rec, "name")),
-            ("guaranteed", quota_text(get(&rec, "guaranteed"))),
-            ("borrowing limit", quota_text(get(&rec, "borrowing_limit"))),
+            ("tenant", rec.name.clone()),
+            ("guaranteed", quota_text(&rec.guaranteed)),
+            ("borrowing limit", quota_text(&rec.borrowing_limit)),
         ])
     );
     Ok(())
 }
 
 /// One dimension of a usage sample as "allocated / used".
-fn pair(sample: &Value, key: &str, unit: &str) -> String {
-    let of = |side: &str| {
-        number(sample, &format!("{side}.{key}"))
-            .map(|x| format!("{}{unit}", trim_decimal(x)))
-            .unwrap_or_else(|| "-".into())
-    };
-    format!("{} allocated, {} used", of("allocated"), of("used"))
+fn pair(sample: &UsagePair, dim: fn(&Usage) -> f64, unit: &str) -> String {
+    let of = |u: &Usage| format!("{}{unit}", trim_decimal(dim(u)));
+    format!(
+        "{} allocated, {} used",
+        of(&sample.allocated),
+        of(&sample.used)
+    )
 }
 
 /// `caldera usage`: what the tenant holds now against what it uses.
@@ -77,19 +79,20 @@ pub fn usage(args: UsageArgs) -> Result<(), CliError> {
     if args.opts.json {
         return print_json(&data);
     }
-    let Some(now) = get(&data, "current") else {
-        println!("tenant {}: no usage recorded yet", text(&data, "tenant"));
+    let data: TenantUsageView = read_view(&data)?;
+    let Some(now) = &data.current else {
+        println!("tenant {}: no usage recorded yet", data.tenant);
         return Ok(());
     };
     print!(
         "{}",
         key_values(&[
-            ("tenant", text(&data, "tenant")),
-            ("gpus", pair(now, "gpus", "")),
-            ("gpu memory", pair(now, "gpu_memory_gb", " GB")),
-            ("cpu cores", pair(now, "cpu_cores", "")),
-            ("memory", pair(now, "memory_gb", " GB")),
-            ("note", text(&data, "note")),
+            ("tenant", data.tenant.clone()),
+            ("gpus", pair(now, |u| u.gpus, "")),
+            ("gpu memory", pair(now, |u| u.gpu_memory_gb, " GB")),
+            ("cpu cores", pair(now, |u| u.cpu_cores, "")),
+            ("memory", pair(now, |u| u.memory_gb, " GB")),
+            ("note", data.note.clone()),
         ])
     );
     Ok(())
@@ -98,12 +101,20 @@ pub fn usage(args: UsageArgs) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn a_usage_dimension_reads_allocated_then_used() {
-        let s = json!({"allocated": {"gpus": 1.5}, "used": {"gpus": 0.3}});
-        assert_eq!(pair(&s, "gpus", ""), "1.5 allocated, 0.3 used");
-        assert_eq!(pair(&s, "cpu_cores", ""), "- allocated, - used");
+        let s = UsagePair {
+            allocated: Usage {
+                gpus: 1.5,
+                ..Usage::default()
+            },
+            used: Usage {
+                gpus: 0.3,
+                ..Usage::default()
+            },
+        };
+        assert_eq!(pair(&s, |u| u.gpus, ""), "1.5 allocated, 0.3 used");
+        assert_eq!(pair(&s, |u| u.cpu_cores, ""), "0 allocated, 0 used");
     }
 }

@@ -1,8 +1,8 @@
 //! `caldera prepull IMAGE (--nodes a,b | --count N)`: pull an image onto
 //! nodes before a rollout (operator token).
-use super::client::{block_on, print_json, ApiClient, ClientOpts, Verb};
-use super::fields::{items, show};
+use super::client::{block_on, print_json, read_view, ApiClient, ClientOpts, Verb};
 use super::CliError;
+use caldera_spec::views::Prepulled;
 use serde_json::{json, Value};
 
 /// `caldera prepull IMAGE (--nodes a,b | --count N)`
@@ -31,14 +31,12 @@ fn body(args: &PrepullArgs) -> Result<Value, CliError> {
 }
 
 /// What the answer says, for a person.
-fn render(image: &str, data: &Value) -> String {
-    let names = |key: &str| -> Vec<String> { items(data, key).iter().map(show).collect() };
-    let mut out = format!("pulling {image} on: {}\n", or_none(&names("pulling")));
-    let waiting = names("waiting");
-    if !waiting.is_empty() {
+fn render(image: &str, data: &Prepulled) -> String {
+    let mut out = format!("pulling {image} on: {}\n", or_none(&data.pulling));
+    if !data.waiting.is_empty() {
         out.push_str(&format!(
             "waiting for a pull slot (max-image-pulls): {}\n",
-            waiting.join(", ")
+            data.waiting.join(", ")
         ));
     }
     out
@@ -58,7 +56,7 @@ pub fn run(args: PrepullArgs) -> Result<(), CliError> {
     if args.opts.json {
         return print_json(&data);
     }
-    print!("{}", render(&args.image, &data));
+    print!("{}", render(&args.image, &read_view(&data)?));
     Ok(())
 }
 
@@ -68,12 +66,21 @@ mod tests {
 
     #[test]
     fn says_where_it_pulls_and_where_it_waits() {
-        let data = json!({"nodes": ["a", "b", "c"], "pulling": ["a", "b"], "waiting": ["c"]});
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let data = Prepulled {
+            nodes: names(&["a", "b", "c"]),
+            pulling: names(&["a", "b"]),
+            waiting: names(&["c"]),
+        };
         assert_eq!(
             render("r.io/x:1", &data),
             "pulling r.io/x:1 on: a, b\nwaiting for a pull slot (max-image-pulls): c\n"
         );
-        let none = json!({"nodes": [], "pulling": [], "waiting": []});
+        let none = Prepulled {
+            nodes: vec![],
+            pulling: vec![],
+            waiting: vec![],
+        };
         assert_eq!(render("r.io/x:1", &none), "pulling r.io/x:1 on: none\n");
     }
 }

@@ -3,11 +3,13 @@
 //! shell history would show it), `registry-logout` deletes them, and
 //! `registry-credentials` lists which registries have them and since when.
 //! A tenant token means its own tenant; the operator names one with `--tenant`.
-use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
-use super::fields::{items, text};
+use super::client::{block_on, encode, print_json, read_view, ApiClient, ClientOpts, Verb};
 use super::own_tenant::which;
 use super::table::Table;
 use super::CliError;
+use caldera_spec::views::{
+    RegistryCredentialDeleted, RegistryCredentialList, RegistryCredentialView,
+};
 use serde_json::json;
 use std::io::Read;
 
@@ -95,9 +97,10 @@ pub fn login(args: LoginArgs) -> Result<(), CliError> {
     if args.opts.json {
         return print_json(&answer.data);
     }
+    let set: RegistryCredentialView = read_view(&answer.data)?;
     println!(
         "credentials for {} set for tenant {tenant}; its container tasks pull from it with them",
-        text(&answer.data, "registry")
+        set.registry
     );
     Ok(())
 }
@@ -120,7 +123,8 @@ pub fn logout(args: LogoutArgs) -> Result<(), CliError> {
     if args.opts.json {
         return print_json(&data);
     }
-    println!("credentials for {} deleted", text(&data, "registry"));
+    let gone: RegistryCredentialDeleted = read_view(&data)?;
+    println!("credentials for {} deleted", gone.registry);
     Ok(())
 }
 
@@ -134,14 +138,14 @@ pub fn list(args: ListArgs) -> Result<(), CliError> {
     if args.opts.json {
         return print_json(&data);
     }
-    print!("{}", render(&data));
+    print!("{}", render(&read_view(&data)?));
     Ok(())
 }
 
-fn render(data: &serde_json::Value) -> String {
+fn render(data: &RegistryCredentialList) -> String {
     let mut table = Table::new(&["REGISTRY", "SET AT"]);
-    for c in items(data, "registry_credentials") {
-        table.row(vec![text(c, "registry"), text(c, "set_at")]);
+    for c in &data.registry_credentials {
+        table.row(vec![c.registry.clone(), c.set_at.clone()]);
     }
     table.render()
 }
@@ -163,8 +167,14 @@ mod tests {
 
     #[test]
     fn the_list_shows_registries_and_when() {
-        let data = json!({"tenant": "acme", "registry_credentials": [
-            {"registry": "registry.internal", "set_at": "2026-12-03T15:00:00Z", "set_at_ms": 1}]});
+        let data = RegistryCredentialList {
+            tenant: "acme".into(),
+            registry_credentials: vec![RegistryCredentialView {
+                registry: "registry.internal".into(),
+                set_at: "2026-12-03T15:00:00Z".into(),
+                set_at_ms: 1,
+            }],
+        };
         assert_eq!(
             render(&data),
             "REGISTRY           SET AT\nregistry.internal  2026-12-03T15:00:00Z\n"

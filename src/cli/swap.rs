@@ -1,7 +1,7 @@
 //! `caldera swap SERVICE name:v4`: a service's model swapped in place, and
 //! the swap lines `caldera status` prints for a service.
 use super::client::{block_on, encode, print_json, read_view, ApiClient, ClientOpts, Verb};
-use super::fields::MISSING;
+use super::display::MISSING;
 use super::table::Table;
 use super::CliError;
 use caldera_spec::{SwapAnswer, SwapProgress, SwapReplica};

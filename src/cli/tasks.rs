@@ -1,6 +1,6 @@
 //! Task commands: `submit`, `status`, `tasks`, `release`, `logs` (`-f`: `follow.rs`).
 use super::client::{block_on, encode, print_json, read_view, ApiClient, ClientOpts, Verb};
-use super::fields::{self, or_missing, MISSING};
+use super::display::{self, or_missing, MISSING};
 use super::table::{key_values, Table};
 use super::CliError;
 use caldera_spec::container::PullProgress;
@@ -111,7 +111,7 @@ pub fn submit(args: SubmitArgs) -> Result<(), CliError> {
     }
     if args.dry_run {
         let dry_run: DryRun = read_view(&answer.data)?;
-        print!("{}", render_dry_run(&dry_run, fields::now_ms()));
+        print!("{}", render_dry_run(&dry_run, display::now_ms()));
         return Ok(());
     }
     let task: TaskView = read_view(&answer.data)?;
@@ -221,7 +221,7 @@ pub fn list(args: TasksArgs) -> Result<(), CliError> {
         }
         let page: TaskPage = read_view(&raw)?;
         if !args.all {
-            print!("{}", render_task_list(&page, fields::now_ms()));
+            print!("{}", render_task_list(&page, display::now_ms()));
             return Ok(());
         }
         // `--json --all` prints the tasks as the server sent them, fields
@@ -250,7 +250,7 @@ pub fn list(args: TasksArgs) -> Result<(), CliError> {
         tasks,
         next_cursor: None,
     };
-    print!("{}", render_task_list(&all, fields::now_ms()));
+    print!("{}", render_task_list(&all, display::now_ms()));
     Ok(())
 }
 
@@ -316,7 +316,7 @@ pub fn render_task_list(page: &TaskPage, now_ms: f64) -> String {
             gpus_of(task),
             task.history
                 .first()
-                .map(|t| fields::age(now_ms - t.at_ms as f64))
+                .map(|t| display::age(now_ms - t.at_ms as f64))
                 .unwrap_or_else(|| MISSING.into()),
         ]);
     }
@@ -364,7 +364,7 @@ pub fn gpus_of(task: &TaskView) -> String {
 /// estimate has passed, "-" without one (or once it runs).
 fn starts(estimated_start_ms: Option<u64>, now_ms: f64) -> String {
     match estimated_start_ms.map(|at| at as f64) {
-        Some(at) if at > now_ms => format!("in {}", fields::age(at - now_ms)),
+        Some(at) if at > now_ms => format!("in {}", display::age(at - now_ms)),
         Some(_) => "due".into(),
         None => MISSING.into(),
     }
@@ -450,9 +450,9 @@ fn render_allocation(alloc: Option<&Allocation>) -> String {
     );
     out.push_str(&format!(
         "  cpu {} cores, memory {}, disk {}\n",
-        fields::cores_from_milli(alloc.cpu_milli as f64),
-        fields::size_mb(alloc.memory_mb as f64),
-        fields::size_mb(alloc.disk_mb as f64),
+        display::cores_from_milli(alloc.cpu_milli as f64),
+        display::size_mb(alloc.memory_mb as f64),
+        display::size_mb(alloc.disk_mb as f64),
     ));
     if let Some(digest) = &alloc.image_digest {
         out.push_str(&format!("  image {digest}\n"));
@@ -464,7 +464,7 @@ fn render_allocation(alloc: Option<&Allocation>) -> String {
                 gpu.index.to_string(),
                 gpu.uuid.clone(),
                 model_label(gpu),
-                fields::size_mb(gpu.memory_mb as f64),
+                display::size_mb(gpu.memory_mb as f64),
             ]);
         }
         out.push_str(&indent(&table.render()));

@@ -1,9 +1,10 @@
 //! Tenant commands (operator token): `tenant create`, `tenant list`, `quota set`.
-use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
-use super::fields::{self, get, items, text};
+use super::client::{block_on, encode, print_json, read_view, ApiClient, ClientOpts, Verb};
+use super::display::{self, or_missing};
 use super::table::Table;
 use super::CliError;
 use caldera_spec::tenant::Quota;
+use caldera_spec::views::{TenantList, TenantView};
 use serde_json::Value;
 
 /// `caldera tenant ...`
@@ -146,9 +147,10 @@ pub fn tenant(args: TenantArgs) -> Result<(), CliError> {
             if args.opts.json {
                 return print_json(&tenant);
             }
-            println!("tenant {} created", text(&tenant, "name"));
-            println!("token: {}", text(&tenant, "token"));
-            println!("quota: {}", quota_text(get(&tenant, "quota")));
+            let tenant: TenantView = read_view(&tenant)?;
+            println!("tenant {} created", tenant.name);
+            println!("token: {}", or_missing(tenant.token.as_deref()));
+            println!("quota: {}", quota_text(&tenant.quota));
             eprintln!("(the token is shown only now: keep it)");
             Ok(())
         }
@@ -157,7 +159,7 @@ pub fn tenant(args: TenantArgs) -> Result<(), CliError> {
             if args.opts.json {
                 return print_json(&data);
             }
-            print!("{}", render_tenants(&data));
+            print!("{}", render_tenants(&read_view(&data)?));
             Ok(())
         }
     }
@@ -205,11 +207,12 @@ pub fn quota(args: QuotaArgs) -> Result<(), CliError> {
     if args.opts.json {
         return print_json(&answer);
     }
+    let tenant: TenantView = read_view(&answer)?;
     println!(
         "quota of {}: {}; borrowing limit: {}",
-        text(&answer, "name"),
-        quota_text(get(&answer, "quota")),
-        quota_text(get(&answer, "borrowing_limit"))
+        tenant.name,
+        quota_text(&tenant.quota),
+        quota_text(&tenant.borrowing_limit)
     );
     Ok(())
 }
@@ -228,30 +231,21 @@ fn non_negative(raw: &str) -> Result<f64, String> {
 
 /// A quota in one line: "gpus 8, gpu memory 640 GB, cpu cores 64"; "no limits"
 /// when every dimension is open.
-pub fn quota_text(quota: Option<&Value>) -> String {
-    let Some(quota) = quota else {
-        return "no limits".into();
-    };
+pub fn quota_text(quota: &Quota) -> String {
     let parts: Vec<String> = [
-        ("gpus", "gpus", ""),
-        ("gpu_memory_gb", "gpu memory", " GB"),
-        ("cpu_cores", "cpu cores", ""),
-        ("memory_gb", "memory", " GB"),
-        ("disk_gb", "disk", " GB"),
+        ("gpus", quota.gpus, ""),
+        ("gpu memory", quota.gpu_memory_gb, " GB"),
+        ("cpu cores", quota.cpu_cores, ""),
+        ("memory", quota.memory_gb, " GB"),
+        ("disk", quota.disk_gb, " GB"),
     ]
     .iter()
-    .filter_map(|(key, label, unit)| {
-        fields::number(quota, key).map(|x| format!("{label} {}{unit}", fields::trim_decimal(x)))
-    })
+    .filter_map(|(label, x, unit)| x.map(|x| format!("{label} {}{unit}", display::trim_decimal(x))))
     .chain(
-        fields::get(quota, "gpus_by_model")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter_map(|(model, n)| {
-                n.as_f64()
-                    .map(|n| format!("{model} gpus {}", fields::trim_decimal(n)))
-            }),
+        quota
+            .gpus_by_model
+            .iter()
+            .map(|(model, n)| format!("{model} gpus {}", display::trim_decimal(*n))),
     )
     .collect();
     if parts.is_empty() {
@@ -262,14 +256,10 @@ pub fn quota_text(quota: Option<&Value>) -> String {
 }
 
 /// The `tenant list` table.
-pub fn render_tenants(data: &Value) -> String {
-    let list = match data {
-        Value::Array(list) => list.as_slice(),
-        other => items(other, "tenants"),
-    };
+pub fn render_tenants(list: &TenantList) -> String {
     let mut table = Table::new(&["NAME", "QUOTA"]);
-    for tenant in list {
-        table.row(vec![text(tenant, "name"), quota_text(get(tenant, "quota"))]);
+    for tenant in &list.tenants {
+        table.row(vec![tenant.name.clone(), quota_text(&tenant.quota)]);
     }
     table.render()
 }
@@ -279,17 +269,17 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn quota(v: serde_json::Value) -> Quota {
+        serde_json::from_value(v).expect("a quota")
+    }
+
     #[test]
     fn quotas_read_as_one_line() {
-        let q = json!({"gpus": 8, "gpu_memory_gb": 640, "memory_gb": 0.5});
-        assert_eq!(
-            quota_text(Some(&q)),
-            "gpus 8, gpu memory 640 GB, memory 0.5 GB"
-        );
-        assert_eq!(quota_text(Some(&json!({}))), "no limits");
-        let per_model = json!({"gpus_by_model": {"A100": 4}});
-        assert_eq!(quota_text(Some(&per_model)), "A100 gpus 4");
-        assert_eq!(quota_text(None), "no limits");
+        let q = quota(json!({"gpus": 8, "gpu_memory_gb": 640, "memory_gb": 0.5}));
+        assert_eq!(quota_text(&q), "gpus 8, gpu memory 640 GB, memory 0.5 GB");
+        assert_eq!(quota_text(&Quota::default()), "no limits");
+        let per_model = quota(json!({"gpus_by_model": {"A100": 4}}));
+        assert_eq!(quota_text(&per_model), "A100 gpus 4");
     }
 
     #[test]
@@ -302,12 +292,16 @@ mod tests {
     }
 
     #[test]
-    fn the_tenant_list_accepts_a_wrapped_or_bare_array() {
-        let wrapped = json!({"tenants": [{"name": "demo", "quota": {"gpus": 4}}]});
-        assert_eq!(render_tenants(&wrapped), "NAME  QUOTA\ndemo  gpus 4\n");
+    fn the_tenant_list_is_a_row_per_tenant_with_its_guarantee() {
+        let list: TenantList = serde_json::from_value(json!({"tenants": [
+            {"name": "demo", "quota": {"gpus": 4}, "guaranteed": {"gpus": 4},
+             "borrowing_limit": {}, "created_at": "2026-11-29T10:00:00Z"},
+            {"name": "a", "quota": {}, "guaranteed": {}, "borrowing_limit": {},
+             "created_at": "2026-11-29T10:00:00Z"}]}))
+        .expect("a tenant list");
         assert_eq!(
-            render_tenants(&json!([{"name": "a"}])),
-            "NAME  QUOTA\na     no limits\n"
+            render_tenants(&list),
+            "NAME  QUOTA\ndemo  gpus 4\na     no limits\n"
         );
     }
 }

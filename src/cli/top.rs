@@ -4,7 +4,7 @@
 use super::client::{block_on, read_view, ApiClient, ClientOpts};
 use super::nodes::{render_node_list, render_utilization};
 use super::tasks::render_task_list;
-use super::{fields, CliError};
+use super::{display, CliError};
 use caldera_spec::views::{NodeList, TaskPage, Utilization};
 use std::time::Duration;
 
@@ -35,7 +35,7 @@ async fn frame(client: &ApiClient) -> Result<String, CliError> {
         ("limit", QUEUE_READ.to_string()),
     ];
     let queue = read_view(&client.get("/v1/tasks", &query).await?)?;
-    Ok(render_frame(&util, &nodes, &queue, fields::now_ms()))
+    Ok(render_frame(&util, &nodes, &queue, display::now_ms()))
 }
 
 /// The text of a frame, in the three parts' own tables; the queue in line

@@ -1,10 +1,11 @@
 //! `caldera webhook create|list|deliveries|delete`: signed webhook
 //! subscriptions. A tenant token subscribes to its own tenant's events; the
 //! operator to one tenant's (`--tenant`) or all.
-use super::client::{block_on, encode, print_json, ApiClient, ClientOpts, Verb};
-use super::fields::{items, text};
+use super::client::{block_on, encode, print_json, read_view, ApiClient, ClientOpts, Verb};
+use super::display::{or_missing, MISSING};
 use super::table::{key_values, Table};
 use super::CliError;
+use caldera_spec::views::{DeliveryPage, WebhookDeleted, WebhookList, WebhookView};
 use serde_json::{json, Value};
 
 /// `caldera webhook ...`
@@ -73,7 +74,7 @@ pub fn webhook(args: WebhookArgs) -> Result<(), CliError> {
             if opts.json {
                 return print_json(&w);
             }
-            print!("{}", render_created(&w));
+            print!("{}", render_created(&read_view(&w)?));
             Ok(())
         }
         WebhookCommand::List { opts } => {
@@ -82,7 +83,7 @@ pub fn webhook(args: WebhookArgs) -> Result<(), CliError> {
             if opts.json {
                 return print_json(&page);
             }
-            print!("{}", render_list(&page));
+            print!("{}", render_list(&read_view(&page)?));
             Ok(())
         }
         WebhookCommand::Deliveries {
@@ -101,7 +102,7 @@ pub fn webhook(args: WebhookArgs) -> Result<(), CliError> {
             if opts.json {
                 return print_json(&page);
             }
-            print!("{}", render_deliveries(&page));
+            print!("{}", render_deliveries(&read_view(&page)?));
             Ok(())
         }
         WebhookCommand::Delete { id, opts } => {
@@ -111,51 +112,40 @@ pub fn webhook(args: WebhookArgs) -> Result<(), CliError> {
             if opts.json {
                 return print_json(&gone);
             }
-            println!("deleted {}", text(&gone, "deleted"));
+            let gone: WebhookDeleted = read_view(&gone)?;
+            println!("deleted {}", gone.deleted);
             Ok(())
         }
     }
 }
 
-/// The names a subscription listens to, comma-separated.
-fn events_of(w: &Value) -> String {
-    let names: Vec<&str> = items(w, "events")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    names.join(",")
-}
-
 /// The new subscription, and its secret with the warning that it is shown once.
-fn render_created(w: &Value) -> String {
+fn render_created(w: &WebhookView) -> String {
     let mut out = key_values(&[
-        ("webhook", text(w, "id")),
-        ("url", text(w, "url")),
-        ("events", events_of(w)),
+        ("webhook", w.id.clone()),
+        ("url", w.url.clone()),
+        ("events", w.events.join(",")),
         ("tenant", scope(w)),
-        ("secret", text(w, "secret")),
+        ("secret", or_missing(w.secret.as_deref())),
     ]);
     out.push_str("the secret is shown this once: keep it to verify Caldera-Signature\n");
     out
 }
 
-fn scope(w: &Value) -> String {
-    match w.get("tenant").and_then(Value::as_str) {
-        Some(t) => t.to_string(),
-        None => "all".to_string(),
-    }
+fn scope(w: &WebhookView) -> String {
+    w.tenant.clone().unwrap_or_else(|| "all".to_string())
 }
 
-fn render_list(page: &Value) -> String {
+fn render_list(page: &WebhookList) -> String {
     let mut t = Table::new(&["ID", "URL", "EVENTS", "TENANT", "OWNER", "CREATED"]);
-    for w in items(page, "webhooks") {
+    for w in &page.webhooks {
         t.row(vec![
-            text(w, "id"),
-            text(w, "url"),
-            events_of(w),
+            w.id.clone(),
+            w.url.clone(),
+            w.events.join(","),
             scope(w),
-            text(w, "owner"),
-            text(w, "created_at"),
+            w.owner.clone(),
+            w.created_at.clone(),
         ]);
     }
     t.render()
@@ -164,28 +154,36 @@ fn render_list(page: &Value) -> String {
 /// One row per delivery: the last attempt's answer (status or error), or
 /// `not sent` for one its tenant's full queue turned away, and when the
 /// next is due.
-fn render_deliveries(page: &Value) -> String {
+fn render_deliveries(page: &DeliveryPage) -> String {
     let mut t = Table::new(&["EVENT", "TYPE", "STATE", "ATTEMPTS", "LAST", "NEXT"]);
-    for d in items(page, "deliveries") {
-        let unsent = d.get("not_sent").is_some_and(Value::is_string);
-        let none = if unsent { "not sent" } else { "-" };
-        let last = items(d, "attempts").last().map_or(none.to_string(), |a| {
-            match a.get("status").and_then(Value::as_u64) {
+    for d in &page.deliveries {
+        let none = if d.not_sent.is_some() {
+            "not sent"
+        } else {
+            MISSING
+        };
+        let last = d
+            .attempts
+            .last()
+            .map_or(none.to_string(), |a| match a.status {
                 Some(s) => s.to_string(),
-                None => text(a, "error"),
-            }
-        });
+                None => or_missing(a.error.as_deref()),
+            });
+        let state = match serde_json::to_value(d.state) {
+            Ok(Value::String(s)) => s,
+            _ => MISSING.into(),
+        };
         t.row(vec![
-            text(d, "event_id"),
-            text(d, "event_type"),
-            text(d, "state"),
-            text(d, "attempt_count"),
+            d.event_id.to_string(),
+            d.event_type.clone(),
+            state,
+            d.attempt_count.to_string(),
             last,
-            text(d, "next_attempt_at"),
+            or_missing(d.next_attempt_at.as_deref()),
         ]);
     }
     let mut out = t.render();
-    if let Some(c) = page.get("next_cursor").filter(|c| !c.is_null()) {
+    if let Some(c) = page.next_cursor {
         out.push_str(&format!("next cursor: {c}\n"));
     }
     out
@@ -197,14 +195,21 @@ mod tests {
 
     #[test]
     fn deliveries_show_the_last_answer_and_the_next_try() {
-        let page = json!({"deliveries": [
+        let attempt = |status: Value, error: Value| json!({"at": "-", "at_ms": 0, "status": status, "error": error, "duration_ms": 1});
+        let page: DeliveryPage = serde_json::from_value(json!({"webhook": "wh-1", "deliveries": [
             {"event_id": 7, "event_type": "task.failed", "state": "delivered", "attempt_count": 2,
-             "attempts": [{"status": 500}, {"status": 200}], "next_attempt_at": null},
+             "created_at": "-", "next_attempt_ms": null,
+             "attempts": [attempt(json!(500), json!(null)), attempt(json!(200), json!(null))],
+             "next_attempt_at": null},
             {"event_id": 9, "event_type": "idle.warning", "state": "pending", "attempt_count": 1,
-             "attempts": [{"error": "connection refused"}], "next_attempt_at": "2026-12-01T10:00:10.000Z"},
+             "created_at": "-", "next_attempt_ms": 1,
+             "attempts": [attempt(json!(null), json!("connection refused"))],
+             "next_attempt_at": "2026-12-01T10:00:10.000Z"},
             {"event_id": 11, "event_type": "task.failed", "state": "failed", "attempt_count": 0,
+             "created_at": "-", "next_attempt_ms": null,
              "attempts": [], "next_attempt_at": null, "not_sent": "not sent: queue full"}
-        ], "next_cursor": null});
+        ], "next_cursor": null}))
+        .expect("a delivery page");
         assert_eq!(
             render_deliveries(&page),
             "EVENT  TYPE          STATE      ATTEMPTS  LAST                NEXT\n\
@@ -216,7 +221,10 @@ mod tests {
 
     #[test]
     fn the_secret_is_printed_with_its_warning_and_a_scope_of_none_is_all() {
-        let w = json!({"id": "wh-1", "url": "http://h/", "events": ["*"], "tenant": null, "secret": "ab"});
+        let w: WebhookView = serde_json::from_value(json!({"id": "wh-1", "url": "http://h/",
+            "events": ["*"], "tenant": null, "owner": "operator", "from_config": false,
+            "created_at": "-", "created_at_ms": 0, "after_event_id": 0, "secret": "ab"}))
+        .expect("a webhook view");
         assert_eq!(
             render_created(&w),
             "webhook:  wh-1\n\

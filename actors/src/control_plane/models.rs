@@ -31,13 +31,7 @@ fn check_namespace(name: &str, owner: Option<&str>) -> Result<()> {
     }
 }
 
-/// One model's versions as the caller sees them.
-#[derive(Debug, Clone, serde::Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ModelView {
-    pub name: String,
-    pub versions: Vec<VersionView>,
-}
+pub use caldera_spec::views::ModelView;
 
 impl ControlPlane {
     /// Whether tenants may register their own versions (config).

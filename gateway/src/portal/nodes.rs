@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 pub const PAGE: usize = 20;
 
 /// Node name -> the model versions with a copy there, and its state.
-type Copies = BTreeMap<String, Vec<(String, &'static str)>>;
+type Copies = BTreeMap<String, Vec<(String, String)>>;
 
 fn card(viewer: &Viewer, n: &NodeView, ledger: &[Allocation], copies: &Copies) -> Markup {
     let slices = slices_on(&n.name, ledger, viewer.tenant(), None);
@@ -119,7 +119,7 @@ pub async fn copies(viewer: &Viewer, st: &web::Data<AppState>) -> Result<Copies,
                 by_node
                     .entry(c.node.clone())
                     .or_default()
-                    .push((format!("{}:{}", v.name, v.version), c.copy));
+                    .push((format!("{}:{}", v.name, v.version), c.copy.clone()));
             }
         }
     }

@@ -10,7 +10,6 @@ use super::layout::{gb, page, Nav};
 use super::respond::{Live, PageAnswers, Render};
 use super::tasks::url_part;
 use crate::principal::Operator;
-use crate::routes::cost_views::CostLineView;
 use crate::routes::{events, tenants, utilization, Query};
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
@@ -149,7 +148,7 @@ pub async fn page_handler(
     let mut cards = Vec::new();
     for t in &views {
         let (_, rep) = st.cp.cost(&t.name, from, to, GroupBy::Task).await?;
-        let total = CostLineView::of(&rep.total);
+        let total = crate::routes::cost_views::cost_line(&rep.total);
         let mine: Vec<_> = warnings
             .iter()
             .rev()
@@ -192,7 +191,7 @@ pub async fn page_handler(
         Some(_) => html! {},
         None => {
             let (_, total) = st.cp.cost_all(from, to).await?;
-            let total = CostLineView::of(&total);
+            let total = crate::routes::cost_views::cost_line(&total);
             html! {
                 p.cost #cost-total { "All tenants, " (caldera_spec::time::rfc3339(from)) " – " (caldera_spec::time::rfc3339(to)) ": "
                     strong { (total.allocated_cost) " " (st.cp.prices().currency) }

@@ -15,44 +15,18 @@ use crate::error::ApiError;
 use crate::principal::User;
 use crate::state::AppState;
 use actix_web::web;
+pub use caldera_spec::views::{EndpointView, ServiceEndpoints};
 use caldera_spec::{codes, Envelope, TaskRecord, TaskState, TaskType};
-use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use utoipa::ToSchema;
 
 /// The longest `wait` accepted, seconds.
 pub const MAX_WAIT_S: u64 = 60;
 /// How often a waiting request looks at the replicas again.
 const WAIT_POLL: Duration = Duration::from_millis(200);
 
-/// One ready replica.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-pub struct EndpointView {
-    /// The replica's task id (the tenant's own, `svc.r0`).
-    pub replica: String,
-    pub node: String,
-    /// The host its node is reached at.
-    pub address: String,
-    /// Its port on that host (the workload's CALDERA_PORT).
-    pub port: u16,
-    /// The `name:version` it serves.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    pub allocation_id: String,
-    pub gpu_indices: Vec<u32>,
-}
 
-/// The answer: the service's ready replicas, and the list's revision.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ServiceEndpoints {
-    pub service: String,
-    /// Changes whenever `endpoints` changes, and only grows (also across a
-    /// control-plane restart): pass it as `since` to wait for the next change.
-    pub revision: u64,
-    pub endpoints: Vec<EndpointView>,
-}
 
 /// The last list seen per service (by key) and its revision.
 #[derive(Default)]

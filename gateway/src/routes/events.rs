@@ -9,27 +9,10 @@ use crate::state::AppState;
 use actix_web::web;
 use caldera_actors::control_plane::EventFilter;
 use caldera_spec::time::rfc3339;
-use caldera_spec::{Envelope, Event};
-use serde::Serialize;
-use utoipa::ToSchema;
+pub use caldera_spec::views::{EventPage, EventView};
+use caldera_spec::Envelope;
 
-/// An event as the API shows it: its time also in RFC 3339, its task by
-/// the tenant's own id (the tenant is its own field).
-#[derive(Serialize, ToSchema)]
-pub struct EventView {
-    /// RFC 3339 of `at_ms`.
-    pub at: String,
-    #[serde(flatten)]
-    pub event: Event,
-}
 
-/// `GET /v1/events`: a page of events.
-#[derive(Serialize, ToSchema)]
-pub struct EventPage {
-    pub events: Vec<EventView>,
-    /// The `seq` to pass as `cursor` for the next page; null: no more.
-    pub next_cursor: Option<u64>,
-}
 
 /// `GET /v1/events` filters.
 #[derive(utoipa::IntoParams)]

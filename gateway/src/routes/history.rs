@@ -74,7 +74,7 @@ pub async fn tenant(
         resolution_ms: c.resolution_ms,
         current,
         samples,
-        note: "used on simulated GPUs is the CPU use of the workload's process tree",
+        note: "used on simulated GPUs is the CPU use of the workload's process tree".into(),
     }))
 }
 

@@ -8,8 +8,9 @@ use actix_web::http::StatusCode;
 use actix_web::web;
 use caldera_actors::control_plane::images::PrepullTarget;
 use caldera_spec::validate::parse_json;
+pub use caldera_spec::views::Prepulled;
 use caldera_spec::{Envelope, SpecError};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa::ToSchema;
 
 /// The image, and `nodes` or `count`, exactly one.
@@ -24,14 +25,6 @@ pub struct PrepullBody {
     count: Option<u32>,
 }
 
-/// The nodes a pre-pull went to: pulling now, or waiting for a pull slot
-/// (`max-image-pulls` nodes pull one image at once).
-#[derive(Serialize, ToSchema)]
-pub struct Prepulled {
-    pub nodes: Vec<String>,
-    pub pulling: Vec<String>,
-    pub waiting: Vec<String>,
-}
 
 /// What a pre-pull body asks for: `nodes` or `count`, exactly one (the
 /// same rule as a prewarm's).

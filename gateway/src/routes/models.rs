@@ -11,16 +11,12 @@ use actix_web::http::StatusCode;
 use actix_web::web;
 use caldera_actors::control_plane::{FromTask, ModelView, PrewarmTarget};
 use caldera_actors::model::view::VersionView;
+pub use caldera_spec::views::Prewarmed;
 use caldera_spec::validate::parse_json;
 use caldera_spec::{Envelope, ModelVersionSpec, SpecError, SpecErrorKind as K};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa::ToSchema;
 
-/// The nodes a prewarm sent the version to.
-#[derive(Serialize, ToSchema)]
-pub struct Prewarmed {
-    pub nodes: Vec<String>,
-}
 
 /// POST /v1/models — 201 new, 200 the identical registration, 409 another
 /// body for the same `name:version` (versions are immutable; names are

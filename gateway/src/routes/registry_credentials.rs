@@ -12,31 +12,13 @@ use caldera_actors::control_plane::registry_credentials::CredentialSummary;
 use caldera_spec::registry_credential::{check_registry_name, parse_new_credential};
 use caldera_spec::time::rfc3339;
 use caldera_spec::Envelope;
-use serde::Serialize;
+pub use caldera_spec::views::{
+    RegistryCredentialDeleted, RegistryCredentialList, RegistryCredentialView,
+};
 use utoipa::ToSchema;
 
-/// One registry's credentials, as they are shown: never the secret.
-#[derive(Serialize, ToSchema)]
-pub struct RegistryCredentialView {
-    /// Registry host, with `:port` where it has one.
-    pub registry: String,
-    /// When they were set, RFC 3339.
-    pub set_at: String,
-    pub set_at_ms: u64,
-}
 
-/// A tenant's registries with credentials.
-#[derive(Serialize, ToSchema)]
-pub struct RegistryCredentialList {
-    pub tenant: String,
-    pub registry_credentials: Vec<RegistryCredentialView>,
-}
 
-/// What a delete answers.
-#[derive(Serialize, ToSchema)]
-pub struct RegistryCredentialDeleted {
-    pub registry: String,
-}
 
 /// The body of a PUT: the user name and the password (or token).
 #[derive(ToSchema)]

@@ -7,8 +7,9 @@ use crate::state::AppState;
 use actix_web::web;
 use caldera_spec::validate::parse_json;
 use caldera_spec::Envelope;
+pub use caldera_spec::views::{TenantList, TenantView};
 use caldera_spec::{Quota, TenantRecord};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa::ToSchema;
 
 /// `POST /v1/tenants`: the tenant's name, its guarantee and its borrowing limit.
@@ -63,25 +64,7 @@ impl ToSchema for QuotaChangeBody {
     }
 }
 
-/// A tenant as the API shows it; `quota` is the older name of `guaranteed`.
-#[derive(Serialize, ToSchema)]
-pub struct TenantView {
-    pub name: String,
-    pub quota: Quota,
-    pub guaranteed: Quota,
-    pub borrowing_limit: Quota,
-    /// RFC 3339.
-    pub created_at: String,
-    /// The tenant's bearer token: in the answer to its creation only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub token: Option<String>,
-}
 
-/// `GET /v1/tenants`.
-#[derive(Serialize, ToSchema)]
-pub struct TenantList {
-    pub tenants: Vec<TenantView>,
-}
 
 fn view(t: &TenantRecord) -> TenantView {
     TenantView {

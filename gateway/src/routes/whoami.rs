@@ -3,25 +3,8 @@
 //! show`, `caldera usage`) without the operator token.
 use crate::envelope::Reply;
 use crate::principal::User;
+pub use caldera_spec::views::{PrincipalKind, Whoami};
 use caldera_spec::Envelope;
-use serde::Serialize;
-use utoipa::ToSchema;
-
-/// Whose token it is.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum PrincipalKind {
-    Operator,
-    Tenant,
-}
-
-/// `{"principal":"operator"}` or `{"principal":"tenant","tenant":NAME}`.
-#[derive(Serialize, ToSchema)]
-pub struct Whoami {
-    pub principal: PrincipalKind,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tenant: Option<String>,
-}
 
 /// GET /v1/whoami -> `{"principal":"operator"}` or
 /// `{"principal":"tenant","tenant":NAME}`.

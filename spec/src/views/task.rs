@@ -250,7 +250,10 @@ mod tests {
             (a.task_id.as_str(), a.allocation_id.as_str()),
             ("train_20240716_001", "train_20240716_001.1")
         );
-        assert_eq!((v.state.as_str(), v.task_type.as_str()), ("running", "training"));
+        assert_eq!(
+            (v.state.as_str(), v.task_type.as_str()),
+            ("running", "training")
+        );
     }
 
     #[test]
