@@ -10,7 +10,7 @@
 //! That is a fact of its Cargo.toml (spec, serde and thiserror only): time is an
 //! argument (`now_ms`), randomness is a seed, and results are values the caller
 //! acts on. A new score term goes in `placement/score/`, a new filter in
-//! `placement/filter/`, a new queue rule in the stage of `queue/stages/` it
+//! `placement/filter/`, a new queue rule in the stage of `queue/core/stages/` it
 //! belongs to.
 pub mod placement;
 pub mod queue;

@@ -9,9 +9,9 @@
 //! first, an allocation is guaranteed while the tenant's holdings up to and
 //! including it fit the guarantee (every dimension, and every per-model
 //! GPU guarantee), borrowed from the first one that does not.
+use super::core::stages::admit::gpus_of_model;
 use super::core::Core;
 use super::ledger::{allocation_usage, Entry};
-use super::stages::admit::gpus_of_model;
 use caldera_spec::{Allocation, Quota, Usage};
 use std::collections::{BTreeMap, HashSet};
 

@@ -3,7 +3,7 @@
 //! tasks and nodes); `caldera sim --dynamic` drives the very same code with a
 //! virtual clock.
 //!
-//! A pass ([`Core::cycle`]) runs the stages of [`super::stages`] for each
+//! A pass ([`Core::cycle`]) runs the stages of [`stages`] for each
 //! waiting task: order the queue (priority, then the tenant's dominant share
 //! of its guarantee in use, then arrival), admit each task against its
 //! tenant's guarantee and borrowing limit, place it (filter -> score ->
@@ -12,13 +12,16 @@
 //! (EASY backfill). A task that outranks running work (higher priority, or
 //! within its guarantee against borrowed allocations) preempts the cheapest
 //! set of victims on one node. What starts is bound into the pool and ledger.
+pub mod estimate;
+pub mod stages;
+
+use self::estimate::Planned;
+use self::stages::backfill::Reservation;
+use self::stages::place::{self, NoRoom};
+use self::stages::Pass;
 use super::demand;
-use super::estimate::{self, Planned};
 use super::ledger::{allocation_usage, Entry, Ledger};
 use super::offers::Offers;
-use super::stages::backfill::Reservation;
-use super::stages::place::{self, NoRoom};
-use super::stages::Pass;
 use crate::placement::{
     Demand, GpuUnit, NodeWeights, Placement, Placer, PolicyName, Pool, Spread, WeightsNeed,
     WorkloadMix,
@@ -27,7 +30,7 @@ use caldera_spec::{Allocation, NodeInventory, Quota, Standing, TaskSpec, TaskTyp
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-pub use super::stages::bind::build_allocation;
+pub use self::stages::bind::build_allocation;
 
 /// Knobs of the core. Defaults in the doc of each field.
 #[derive(Debug, Clone)]
@@ -143,7 +146,7 @@ pub enum Decision {
 }
 
 /// The queue, the pool, the ledger and the tenants' limits; its stages (in
-/// `super::stages`) read and change them, one pass at a time.
+/// `stages`) read and change them, one pass at a time.
 pub struct Core {
     pub(crate) pool: Pool,
     pub(in crate::queue) placer: Placer,
@@ -438,7 +441,7 @@ impl Core {
     }
 
     /// One pass over the queue: the tasks it looks at, in queue order, each
-    /// admitted, placed, and then started or held (see [`super::stages`]).
+    /// admitted, placed, and then started or held (see [`stages`]).
     /// A pass after room grew looks at the whole queue; otherwise only at the
     /// tasks that arrived since the last one (room only shrank, so the tasks
     /// that waited then still wait).

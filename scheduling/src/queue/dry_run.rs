@@ -3,13 +3,13 @@
 //! backfill) but binding nothing. The pool, the ledger, the queue and the
 //! placer's seeded draws are exactly as they were afterwards, so a dry run
 //! can never change what the live scheduler (or a replay) decides next.
+use super::core::estimate;
+use super::core::stages::admit::standing;
+use super::core::stages::backfill::{blocks, Candidate};
+use super::core::stages::place;
+use super::core::stages::preempt::{choose_victims, Preemptor};
 use super::core::Core;
 use super::demand;
-use super::estimate;
-use super::stages::admit::standing;
-use super::stages::backfill::{blocks, Candidate};
-use super::stages::place;
-use super::stages::preempt::{choose_victims, Preemptor};
 pub use caldera_spec::views::{Admission, DryRun, WouldPreempt};
 use caldera_spec::{Standing, TaskSpec};
 

@@ -4,25 +4,7 @@
 //! a replay, computed by the one function. For scale, Slurm's own estimate
 //! was within 1 min for only about 4-17% of jobs on ARCHER2 and Cirrus
 //! (arXiv 2204.13543), and Kueue gives none (kueue#13159).
-use serde::Serialize;
-
-/// The accuracy of first start estimates over the tasks that had one.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct EstimateAccuracy {
-    /// Tasks placed after waiting with an estimate.
-    pub tasks: u64,
-    /// Share of them placed within 1 minute of their first estimate (0..1).
-    pub within_1m: f64,
-    /// Share within 10 minutes.
-    pub within_10m: f64,
-    /// Median of |placed - estimated|, seconds.
-    pub median_abs_error_s: f64,
-    /// Median of placed - estimated, seconds (negative: placed early).
-    pub median_error_s: f64,
-    /// Tasks still waiting that have a first estimate (not counted above).
-    pub waiting_with_estimate: u64,
-}
+pub use caldera_spec::views::EstimateAccuracy;
 
 /// The accuracy of `errors` (ms), with `waiting` tasks not yet placed.
 pub fn summarise(mut errors: Vec<i64>, waiting: u64) -> EstimateAccuracy {

@@ -8,7 +8,6 @@ pub mod core;
 mod core_tests;
 pub mod demand;
 pub mod dry_run;
-pub mod estimate;
 pub mod estimate_accuracy;
 #[cfg(test)]
 mod fixtures;
@@ -16,8 +15,11 @@ mod images;
 pub mod ledger;
 pub mod offers;
 pub mod outcomes;
-pub mod stages;
 pub mod weights;
 
+/// Start-time estimates and the cycle's stages are part of the core's
+/// implementation (they read and change its state); they stay reachable here.
+pub use self::core::{estimate, stages};
+
 /// Choosing victims; the preempt stage.
-pub use stages::preempt;
+pub use self::core::stages::preempt;

@@ -2,9 +2,9 @@
 //! forward through the declared ends of running allocations (and of the queued
 //! tasks planned ahead), and find when each task first fits on some node.
 //! Work without a declared duration is assumed never to end.
-use super::core::Core;
-use super::ledger::{node_view, Entry};
+use super::Core;
 use crate::placement::{Demand, GpuUnit, Placement, Pool};
+use crate::queue::ledger::{node_view, Entry};
 use caldera_spec::{Allocation, GpuGrant, Usage};
 
 /// Most nodes examined per estimate (the freest first), to bound the cost.
@@ -174,7 +174,12 @@ pub fn quota_start(core: &Core, tenant: &str, request: &Usage, now_ms: u64) -> O
         .ledger
         .all()
         .filter(|e| e.allocation.tenant == tenant)
-        .map(|e| (end_of(e, core, now_ms), super::ledger::allocation_usage(e)))
+        .map(|e| {
+            (
+                end_of(e, core, now_ms),
+                crate::queue::ledger::allocation_usage(e),
+            )
+        })
         .collect();
     mine.sort_by_key(|(end, _)| end.unwrap_or(u64::MAX));
     let mut usage = core.ledger.tenant_usage(tenant);

@@ -2,9 +2,9 @@
 //! (and may refuse, if the placer and the pool disagree), the task leaves the
 //! queue, the ledger records the allocation, and the placer learns the demand
 //! for its typical mix. Only then is the allocation a decision.
-use super::super::core::{Core, WaitingTask};
-use super::super::ledger::Entry;
+use super::super::{Core, WaitingTask};
 use crate::placement::{Demand, Placement};
+use crate::queue::ledger::Entry;
 use caldera_spec::{Allocation, GpuGrant, NodeInventory};
 use std::sync::Arc;
 

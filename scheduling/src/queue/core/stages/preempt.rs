@@ -14,10 +14,10 @@
 //! victims taken, the highest victim priority, work lost since the victims'
 //! last checkpoints (GPU-weighted: an 8-GPU job loses eight times the work of
 //! a 1-GPU job in the same time), and the number of victims.
-use super::super::core::{Core, Decision, Waiting};
-use super::super::ledger::{node_view, Entry};
+use super::super::{Core, Decision, Waiting};
 use super::backfill::Reservation;
 use crate::placement::{Demand, GpuDemand, GpuUnit, Pool};
+use crate::queue::ledger::{node_view, Entry};
 use caldera_spec::{Allocation, NodeInventory};
 use std::collections::HashSet;
 

@@ -3,7 +3,7 @@
 //! first, so a tenant that already holds much waits behind one that holds
 //! little; then arrival. The task id breaks what is left, so the order is
 //! total and a pass is deterministic.
-use super::super::core::{Core, Waiting};
+use super::super::{Core, Waiting};
 use std::cmp::Reverse;
 use std::collections::HashMap;
 

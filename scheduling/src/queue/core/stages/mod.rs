@@ -1,5 +1,5 @@
 //! The stages of one scheduling pass, each with one job, in the order
-//! [`Core::cycle`](super::core::Core::cycle) runs them for every waiting task:
+//! [`Core::cycle`](super::Core::cycle) runs them for every waiting task:
 //!
 //! 1. [`order`]: who is considered first (priority, fair share, arrival).
 //! 2. [`admit`]: may the tenant hold this much more (guarantee + borrowing)?
@@ -18,8 +18,8 @@ pub mod order;
 pub mod place;
 pub mod preempt;
 
-use super::core::Decision;
-use super::ledger::Ledger;
+use super::Decision;
+use crate::queue::ledger::Ledger;
 use caldera_spec::Usage;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -6,11 +6,11 @@
 //!
 //! Per-GPU-model quotas ("at most 2 A100s") need the GPUs the placement chose,
 //! so [`Core::model_admission`] runs after the place stage.
-use super::super::core::{Core, TenantLimits, Waiting};
 use super::super::estimate;
-use super::super::ledger::Entry;
+use super::super::{Core, TenantLimits, Waiting};
 use super::Pass;
 use crate::placement::{Demand, GpuDemand, Placement};
+use crate::queue::ledger::Entry;
 use caldera_spec::{NodeInventory, Standing, Usage};
 use std::collections::BTreeSet;
 use std::sync::Arc;

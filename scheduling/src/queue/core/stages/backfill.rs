@@ -4,8 +4,8 @@
 //! it cannot delay the head: it outranks the head, or it declared a duration
 //! that ends by the head's start. Elsewhere, or with a head whose start is
 //! unknown (it fits nowhere given what is known), nothing is held back.
-use super::super::core::{Core, Waiting};
 use super::super::estimate;
+use super::super::{Core, Waiting};
 
 /// Room held for one task: the queue head, or a task whose victims are being
 /// stopped (which backfill may not take at all: it is about to be freed).
