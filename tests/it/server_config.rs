@@ -139,3 +139,47 @@ fn a_value_that_cannot_work_is_refused_naming_its_key() {
         "{stderr}"
     );
 }
+
+#[test]
+fn environment_variables_follow_the_sections_and_a_former_one_beside_its_new_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let file = dir.path().join("empty.toml");
+    std::fs::write(&file, "").unwrap();
+    let log = dir.path().join("server.log");
+    let child = server(&file)
+        .env("CALDERA_SERVER__LISTEN", &addr)
+        .env("CALDERA_SERVER__OPERATOR_TOKEN", OPERATOR_TOKEN)
+        .env("CALDERA_STORAGE__DATA_DIR", dir.path().join("data"))
+        .env("CALDERA_LIMITS__MAX_BODY_BYTES", "2048")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("caldera starts");
+    let _running = Running(child);
+    let api = Api::new(&addr, Some(OPERATOR_TOKEN));
+    let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        wait_until(Duration::from_secs(20), || api.get("/healthz").status
+            == 200),
+        "no answer at CALDERA_SERVER__LISTEN {addr}; log: {}",
+        read_log()
+    );
+    let body = format!(r#"{{"task_id":"x","image":"{}"}}"#, "a".repeat(4096));
+    let r = api.post("/v1/tasks?tenant=nobody", &body);
+    assert_eq!(r.status, 413, "{:#}", r.body);
+    assert!(!read_log().contains("deprecated"), "{}", read_log());
+
+    let both = server(&file)
+        .env("CALDERA_NODE_TIMEOUT_MS", "6000")
+        .env("CALDERA_NODES__TIMEOUT_MS", "8000")
+        .stdout(Stdio::null())
+        .output()
+        .expect("caldera runs");
+    let stderr = String::from_utf8_lossy(&both.stderr);
+    assert_eq!(both.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("CALDERA_NODE_TIMEOUT_MS and CALDERA_NODES__TIMEOUT_MS are both set"),
+        "{stderr}"
+    );
+}
