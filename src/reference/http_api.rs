@@ -35,7 +35,9 @@ impl Operation<'_> {
     }
 
     /// The security schemes that may call it (`operator`, `tenant`, `join`),
-    /// or the portal's session, or anyone.
+    /// or the portal's session (a portal page that sends a caller without
+    /// one to the login says so in an answer, "no session"; a form checks
+    /// the session's CSRF token), or anyone.
     fn callers(&self) -> String {
         let schemes: Vec<String> = self.op["security"]
             .as_array()
@@ -46,11 +48,24 @@ impl Operation<'_> {
             .collect();
         if !schemes.is_empty() {
             schemes.join(", ")
-        } else if self.tag() == "portal" {
+        } else if self.tag() == "portal" && self.names_a_session() {
             "portal session".into()
         } else {
             "anyone".into()
         }
+    }
+
+    /// Whether an answer is described as the one for a caller without a
+    /// portal session, or for a form without its session's CSRF token.
+    fn names_a_session(&self) -> bool {
+        self.op["responses"]
+            .as_object()
+            .into_iter()
+            .flat_map(|r| r.values())
+            .filter_map(|r| r["description"].as_str())
+            .any(|d| {
+                d.contains("no session") || d.contains("without a session") || d.contains("CSRF")
+            })
     }
 
     /// The first sentence of the description (else the summary), for the
@@ -267,6 +282,8 @@ mod tests {
                     "responses": {"201": {"description": "created", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Envelope_TaskView"}}}}}
                 }},
                 "/healthz": {"get": {"tags": ["health"], "operationId": "healthz", "responses": {}}},
+                "/login": {"get": {"tags": ["portal"], "responses": {"200": {"description": "the login form"}}}},
+                "/tasks": {"get": {"tags": ["portal"], "responses": {"303": {"description": "no session: on to the login page"}}}},
                 "/v1/test/failpoints": {"get": {"tags": ["test"], "responses": {}}}
             }
         });
@@ -277,6 +294,11 @@ mod tests {
             "{page}"
         );
         assert!(page.contains("| `GET` | `/healthz` | anyone |"), "{page}");
+        assert!(page.contains("| `GET` | `/login` | anyone |"), "{page}");
+        assert!(
+            page.contains("| `GET` | `/tasks` | portal session |"),
+            "{page}"
+        );
         assert!(
             page.contains("Request body: `TaskSpec` as `application/json`."),
             "{page}"
