@@ -78,7 +78,7 @@ pub struct Inspector {
     sample_ms: u64,
     watches: HashMap<String, Watch>,
     /// Billing's measured-idle time per allocation and what is persisted.
-    pub(super) billing: super::usage_record::IdleClock,
+    pub(super) billing: super::idle_clock::IdleClock,
     /// Each live allocation's latest samples of granted vs measured use.
     pub(super) trails: HashMap<String, std::collections::VecDeque<crate::views::UsePoint>>,
 }
@@ -97,7 +97,7 @@ impl Inspector {
             grace_ms: c.scheduling.idle_grace_ms,
             sample_ms: c.scheduling.usage_sample_ms,
             watches: HashMap::new(),
-            billing: super::usage_record::IdleClock::load(store),
+            billing: super::idle_clock::IdleClock::load(store),
             trails: HashMap::new(),
         }
     }

@@ -9,6 +9,7 @@ mod borrow_marks;
 #[cfg(test)]
 mod free_tests;
 pub mod idle;
+mod idle_clock;
 mod model_marks;
 mod pool_metrics;
 mod usage_record;
