@@ -57,8 +57,13 @@ impl ControlPlane {
 
     /// The pool's capacity, allocated, used, idle and borrowed over `[from_ms, to_ms)`.
     pub async fn pool_history(&self, from_ms: u64, to_ms: u64) -> Result<Curve<PoolSample>> {
-        self.curve(HistorySeries::Pool, from_ms, to_ms, PoolSample::from_values)
-            .await
+        self.curve(
+            HistorySeries::Pool,
+            from_ms,
+            to_ms,
+            crate::usage_history::pool_from_values,
+        )
+        .await
     }
 
     async fn curve<T: serde::Serialize + Send + 'static>(

@@ -14,4 +14,4 @@ pub mod series;
 pub mod writer;
 
 pub use rollup::{rollup, tier_for, Tier, TIERS};
-pub use series::{PoolSample, TenantSample};
+pub use series::{pool_from_values, pool_values, PoolSample, TenantSample};

@@ -1,6 +1,7 @@
 //! What a history point holds, value by value: a tenant's allocated and
 //! used, the pool's capacity, allocated, used, idle and borrowed, each in
 //! the five dimensions of [`Usage`] (GPUs by fraction, GB).
+pub use caldera_spec::views::PoolSample;
 use caldera_spec::Usage;
 use serde::Serialize;
 
@@ -38,37 +39,26 @@ impl TenantSample {
     }
 }
 
-/// The pool at one instant (or the mean over a bucket). `idle` is what
-/// allocations measured idle hold; `borrowed` what is lent beyond guarantees.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct PoolSample {
-    pub capacity: Usage,
-    pub allocated: Usage,
-    pub used: Usage,
-    pub idle: Usage,
-    pub borrowed: Usage,
+/// A pool sample's values as the history stores them.
+pub fn pool_values(p: &PoolSample) -> Vec<f32> {
+    [
+        values(&p.capacity),
+        values(&p.allocated),
+        values(&p.used),
+        values(&p.idle),
+        values(&p.borrowed),
+    ]
+    .concat()
 }
 
-impl PoolSample {
-    pub fn to_values(&self) -> Vec<f32> {
-        [
-            values(&self.capacity),
-            values(&self.allocated),
-            values(&self.used),
-            values(&self.idle),
-            values(&self.borrowed),
-        ]
-        .concat()
-    }
-    pub fn from_values(v: &[f32]) -> PoolSample {
-        PoolSample {
-            capacity: usage(v, 0),
-            allocated: usage(v, 5),
-            used: usage(v, 10),
-            idle: usage(v, 15),
-            borrowed: usage(v, 20),
-        }
+/// The pool sample of stored values.
+pub fn pool_from_values(v: &[f32]) -> PoolSample {
+    PoolSample {
+        capacity: usage(v, 0),
+        allocated: usage(v, 5),
+        used: usage(v, 10),
+        idle: usage(v, 15),
+        borrowed: usage(v, 20),
     }
 }
 
@@ -97,7 +87,7 @@ mod tests {
             },
             ..Default::default()
         };
-        assert_eq!(p.to_values().len(), 25);
-        assert_eq!(PoolSample::from_values(&p.to_values()), p);
+        assert_eq!(pool_values(&p).len(), 25);
+        assert_eq!(pool_from_values(&pool_values(&p)), p);
     }
 }

@@ -55,7 +55,7 @@ pub fn stage(
     b.put_history(
         TIERS[0].id,
         &HistorySeries::Pool,
-        &raw(now_ms, pool.to_values()),
+        &raw(now_ms, super::pool_values(pool)),
     );
     let mut out = Staged::default();
     // Points rolled up in this pass, not yet in the store: the hour that

@@ -1,7 +1,7 @@
 //! `GET /v1/tenants/{name}/cost?from=&to=&group_by=task|model|day`: what a
 //! tenant's allocations cost over a period (default: this month so far,
 //! UTC), as JSON in the envelope or, with `Accept: text/csv`, as CSV.
-use super::cost_views::{BillingRecordView, CostLineView, CostReportView, PricesView};
+use super::cost_views::{cost_line, prices, BillingRecordView, CostReportView, CostTotalView};
 use super::{period, Query};
 use crate::envelope::Reply;
 use crate::error::ApiError;
@@ -89,28 +89,13 @@ pub async fn get(
         to_ms: to,
         group_by: by.as_str().to_string(),
         currency: p.currency.clone(),
-        prices: PricesView::of(&p),
-        money: "exact decimals of the currency (micro-units); each charge rounded half-up once to a micro-unit",
-        total: CostLineView::of(&rep.total),
-        groups: rep.groups.iter().map(CostLineView::of).collect(),
-        records: with_records.then(|| records.iter().map(BillingRecordView::of).collect()),
+        prices: prices(&p),
+        money: "exact decimals of the currency (micro-units); each charge rounded half-up once to a micro-unit".into(),
+        total: cost_line(&rep.total),
+        groups: rep.groups.iter().map(cost_line).collect(),
+        records: with_records.then(|| records.iter().map(BillingRecordView::from).collect()),
     };
     Ok(Reply::ok(v).respond_to(&req))
-}
-
-/// `GET /v1/cost`: every tenant's cost over one period, and the total.
-#[derive(serde::Serialize, utoipa::ToSchema)]
-pub struct CostTotalView {
-    /// RFC 3339; the period is `[from, to)`.
-    pub from: String,
-    pub to: String,
-    pub from_ms: u64,
-    pub to_ms: u64,
-    pub currency: String,
-    /// One line per tenant, keyed by its name, in name order.
-    pub tenants: Vec<CostLineView>,
-    /// Their sum, keyed `total`.
-    pub total: CostLineView,
 }
 
 /// GET /v1/cost (operator)
@@ -138,8 +123,8 @@ pub async fn total(
         from_ms: from,
         to_ms: to,
         currency,
-        tenants: lines.iter().map(CostLineView::of).collect(),
-        total: CostLineView::of(&total),
+        tenants: lines.iter().map(cost_line).collect(),
+        total: cost_line(&total),
     };
     Ok(Reply::ok(v).respond_to(&req))
 }

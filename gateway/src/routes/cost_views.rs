@@ -1,13 +1,10 @@
-//! What the cost and usage-history routes answer, typed so `/openapi.json`
-//! documents it (the keys they always answered).
+//! What the cost and usage-history routes answer: the views of
+//! `caldera_spec::views`, and how the control plane's cost lines and price
+//! table become them.
 use caldera_actors::chargeback::{CostLine, PriceTable};
-use caldera_actors::usage_history::PoolSample;
-use serde::Serialize;
-use utoipa::ToSchema;
-
 pub use caldera_spec::views::{
-    BillingRecordView, CostLineView, CostReportView, CostTotalView, PricesView, TenantUsagePoint,
-    TenantUsageView, UsagePair,
+    BillingRecordView, CostLineView, CostReportView, CostTotalView, PoolHistoryView, PoolPoint,
+    PricesView, TenantUsagePoint, TenantUsageView, UsagePair,
 };
 
 /// A cost line as the API shows it.
@@ -44,26 +41,4 @@ pub fn prices(p: &PriceTable) -> PricesView {
         memory_gb_hour: p.memory_gb_hour.decimal(),
         disk_gb_hour: p.disk_gb_hour.decimal(),
     }
-}
-
-/// One point of the pool's curve: the mean over its bucket, and the max.
-#[derive(Serialize, ToSchema)]
-pub struct PoolPoint {
-    /// RFC 3339 of the bucket's start.
-    pub at: String,
-    pub at_ms: u64,
-    pub mean: PoolSample,
-    pub max: PoolSample,
-    pub samples: u32,
-}
-
-/// `GET /v1/utilization/history`.
-#[derive(Serialize, ToSchema)]
-pub struct PoolHistoryView {
-    pub from: String,
-    pub to: String,
-    pub from_ms: u64,
-    pub to_ms: u64,
-    pub resolution_ms: u64,
-    pub points: Vec<PoolPoint>,
 }

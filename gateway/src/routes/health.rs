@@ -4,22 +4,16 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use caldera_spec::codes;
+pub use caldera_spec::views::Health;
 use caldera_spec::Envelope;
-use serde::Serialize;
-use utoipa::ToSchema;
-
-/// The process answers.
-#[derive(Serialize, ToSchema)]
-pub struct Health {
-    #[schema(example = "ok")]
-    pub status: &'static str,
-}
 
 #[utoipa::path(get, path = "/healthz", tag = "health",
     description = "Liveness: no token needed, never refused for load.",
     responses((status = 200, description = "the process answers", body = Envelope<Health>)))]
 pub async fn healthz() -> Reply<Health> {
-    Reply::ok(Health { status: "ok" })
+    Reply::ok(Health {
+        status: "ok".into(),
+    })
 }
 
 /// GET /metrics: the OpenMetrics exposition (see [`crate::metrics`]). Open

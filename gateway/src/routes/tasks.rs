@@ -8,7 +8,7 @@ use crate::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{web, Either};
 use caldera_actors::control_plane::{DryRun, TaskQuery};
-use caldera_spec::views::{LogChunk, TaskPage, TaskView};
+use caldera_spec::views::{LogChunk, Submitted, TaskPage, TaskView};
 use caldera_spec::{codes, Envelope, TaskRecord, TaskSpec, TaskState, TaskType};
 use utoipa::ToSchema;
 
@@ -71,16 +71,6 @@ pub struct SubmitParams {
     /// binding anything (no task, no allocation, no event), and answer where
     /// it would go now, or why not and its estimated start.
     pub dry_run: Option<bool>,
-}
-
-/// What `POST /v1/tasks` answers with 200: the existing task, or (with
-/// `?dry_run=true`) the dry run's answer.
-#[derive(ToSchema)]
-#[serde(untagged)]
-#[allow(dead_code)] // a schema only: the handler answers one of the two
-pub enum Submitted {
-    Task(Box<TaskView>),
-    DryRun(DryRun),
 }
 
 /// POST /v1/tasks — 201 when created, 200 when the identical spec exists, 409 on a different one.

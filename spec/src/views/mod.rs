@@ -14,6 +14,7 @@ pub mod model;
 pub mod node;
 pub mod pool;
 pub mod registry;
+pub mod stats;
 pub mod task;
 pub mod tenant;
 pub mod webhook;
@@ -29,7 +30,8 @@ pub use pool::{Dim, Dims, Keyed, Utilization};
 pub use registry::{
     Prepulled, RegistryCredentialDeleted, RegistryCredentialList, RegistryCredentialView,
 };
-pub use task::{allocation_view, LogChunk, TaskPage, TaskView, TransitionView};
+pub use stats::{EstimateAccuracy, Health, PoolHistoryView, PoolPoint, PoolSample};
+pub use task::{allocation_view, LogChunk, Submitted, TaskPage, TaskView, TransitionView};
 pub use tenant::{TenantList, TenantUsagePoint, TenantUsageView, TenantView, UsagePair};
 pub use webhook::{
     AttemptView, DeliveryPage, DeliveryView, WebhookDeleted, WebhookList, WebhookView,

@@ -193,6 +193,16 @@ pub struct LogChunk {
     pub note: Option<String>,
 }
 
+/// What `POST /v1/tasks` answers with 200: the existing task, or (with
+/// `?dry_run=true`) the dry run's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(untagged)]
+pub enum Submitted {
+    Task(Box<TaskView>),
+    DryRun(crate::views::DryRun),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,5 +312,22 @@ mod tests {
                 "truncated": false, "end_byte": 7})
         );
         assert_eq!(serde_json::from_value::<LogChunk>(wire).ok(), Some(chunk));
+    }
+
+    #[test]
+    fn a_submit_answer_reads_as_the_task_or_as_the_dry_run() {
+        let task = TaskView::from(&seed_record());
+        let wire = serde_json::to_value(&task).expect("serializes");
+        assert_eq!(
+            serde_json::from_value::<Submitted>(wire).ok(),
+            Some(Submitted::Task(Box::new(task)))
+        );
+        let dry = serde_json::json!({"placeable": false, "node": null, "gpu_indices": [],
+            "reason": "waits", "estimated_start_ms": null, "admission": "borrowing",
+            "preempts": []});
+        assert!(matches!(
+            serde_json::from_value::<Submitted>(dry),
+            Ok(Submitted::DryRun(_))
+        ));
     }
 }
