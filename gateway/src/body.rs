@@ -24,7 +24,7 @@ pub async fn read(payload: web::Payload, limit: BodyLimit) -> Result<web::BytesM
         Err(_) => Err(ApiError::new(
             &codes::REQUEST_TIMEOUT,
             format!(
-                "the body did not arrive within {} ms (client-request-timeout-ms)",
+                "the body did not arrive within {} ms (limits.client-request-timeout-ms)",
                 limit.timeout.as_millis()
             ),
         )),

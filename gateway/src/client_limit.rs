@@ -94,7 +94,7 @@ pub async fn cap(
         let refused = ApiError::new(
             &codes::TOO_MANY_REQUESTS,
             format!(
-                "this client already has {} requests in flight (max-requests-per-client); retry when one is answered",
+                "this client already has {} requests in flight (limits.max-requests-per-client); retry when one is answered",
                 limit.max
             ),
         );

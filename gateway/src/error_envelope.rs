@@ -54,7 +54,7 @@ pub fn default_message(status: StatusCode) -> String {
         400 => "the request could not be parsed: a header, the Content-Length, the request \
                 line or the path is malformed (a path is UTF-8, percent-encoded)"
             .to_string(),
-        408 => "the request did not arrive in time (client-request-timeout-ms)".to_string(),
+        408 => "the request did not arrive in time (limits.client-request-timeout-ms)".to_string(),
         413 => "the request's body is larger than the server accepts".to_string(),
         431 => "the request's head is larger than the server reads: more than 128 KiB of \
                 request line (path and query string) and headers, or more than 96 headers"

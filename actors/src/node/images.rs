@@ -63,7 +63,7 @@ impl NodeActor {
             return false;
         };
         let msg = format!(
-            "{} waits to pull {} on {}: {} pulling it now (max-image-pulls {}), {ahead} waiting before it",
+            "{} waits to pull {} on {}: {} pulling it now (scheduling.max-image-pulls {}), {ahead} waiting before it",
             cmd.task_id,
             c.image,
             self.rec.name,
@@ -212,7 +212,7 @@ impl NodeActor {
             }
             Some((pulling, ahead)) => {
                 let msg = format!(
-                    "pre-pull of {} on {} waits: {} pulling it now (max-image-pulls {}), {ahead} waiting before it",
+                    "pre-pull of {} on {} waits: {} pulling it now (scheduling.max-image-pulls {}), {ahead} waiting before it",
                     m.image,
                     self.rec.name,
                     pulling.join(", "),
