@@ -12,13 +12,13 @@ pub enum CommitSite {
     TaskSubmit,
     /// Cluster: a new tenant's record (and its token hash).
     TenantCreate,
-    /// TaskActor: a lifecycle transition (`queued -> scheduled -> ...`),
-    /// a service's own state included.
+    /// TaskActor: a lifecycle transition (`queued -> scheduled -> ...`);
+    /// ServiceActor: the service's own state.
     TaskTransition,
     /// TaskActor: a change of the record that is not a transition (a
     /// checkpoint pointer, a borrowed mark, a service's note on a replica).
     TaskRecord,
-    /// TaskActor: events that leave the record as it is.
+    /// TaskActor or ServiceActor: events that leave the record as it is.
     TaskEvents,
     /// A service's replica count (`PUT /v1/tasks/{id}/replicas`, idle scale-in).
     ServiceScale,

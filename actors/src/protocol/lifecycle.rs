@@ -1,4 +1,4 @@
-//! Messages every supervised entity actor answers (task, node, tenant, and the
+//! Messages every supervised entity actor answers (task, service, node, tenant, and the
 //! Scheduler): stop-and-rebuild, and the cheap observable state tests and the
 //! API read instead of poking at internals.
 use actix::prelude::*;
