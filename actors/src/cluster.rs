@@ -7,7 +7,7 @@ use crate::config::ServerConfig;
 use crate::durability::{FlushGate, Ticket};
 use crate::errors::{ActorError, Result};
 use crate::node::NodeActor;
-use crate::protocol::cluster::{CreateTenant, NodeSession, Submit};
+use crate::protocol::cluster::{CreateTenant, NodeSession, RegisterModel, Submit};
 use crate::protocol::node::AgentHello;
 use crate::protocol::scheduler::SetQuota;
 use crate::protocol::{NodeHandle, SchedulerHandle};
@@ -534,6 +534,22 @@ fn validate_name(name: &str) -> Result<()> {
             "name",
             "a name is 1 to 63 letters, digits, '-' or '_'",
         )))
+    }
+}
+
+impl Handler<RegisterModel> for Cluster {
+    type Result = ResponseFuture<Result<(caldera_spec::ModelVersionRecord, bool)>>;
+    /// Versions are immutable: the identical registration again answers the
+    /// existing record (200), a different one for the same `name:version`
+    /// is a 409. Both answers wait for durability, like a submission.
+    fn handle(&mut self, m: RegisterModel, _: &mut Context<Self>) -> Self::Result {
+        let sh = self.shared().clone();
+        let res = crate::model::register::register(&sh, m);
+        Box::pin(async move {
+            let (rec, created, ticket) = res?;
+            sh.gate.durable(ticket).await;
+            Ok((rec, created))
+        })
     }
 }
 

@@ -2,13 +2,11 @@
 //! entity's), bringing them back at boot, and the check a task's `model`
 //! passes at submission.
 use super::ModelVersionActor;
-use crate::cluster::Cluster;
 use crate::commit_site::CommitSite;
 use crate::errors::{ActorError, Result};
 use crate::protocol::cluster::RegisterModel;
 use crate::protocol::scheduler::ModelWeightsKnown;
 use crate::shared::Shared;
-use actix::prelude::*;
 use caldera_scheduling::placement::WeightsNeed;
 use caldera_spec::{Event, EventKind, ModelRef, ModelState, ModelVersionRecord};
 use caldera_storage::Store;
@@ -70,23 +68,9 @@ pub fn check_task_model(store: &Store, tenant: &str, model: &str) -> Result<Mode
     Ok(rec)
 }
 
-impl Handler<RegisterModel> for Cluster {
-    type Result = ResponseFuture<Result<(ModelVersionRecord, bool)>>;
-    /// Versions are immutable: the identical registration again answers the
-    /// existing record (200), a different one for the same `name:version`
-    /// is a 409. Both answers wait for durability, like a submission.
-    fn handle(&mut self, m: RegisterModel, _: &mut Context<Self>) -> Self::Result {
-        let sh = self.shared().clone();
-        let res = register(&sh, m);
-        Box::pin(async move {
-            let (rec, created, ticket) = res?;
-            sh.gate.durable(ticket).await;
-            Ok((rec, created))
-        })
-    }
-}
-
-fn register(
+/// Records a new version and starts its actor; the identical registration
+/// again answers the existing record (`false`: nothing created).
+pub(crate) fn register(
     sh: &Arc<Shared>,
     m: RegisterModel,
 ) -> Result<(ModelVersionRecord, bool, crate::durability::Ticket)> {
