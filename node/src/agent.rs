@@ -113,7 +113,7 @@ pub async fn run_until_stop(
             tenancy.label()
         );
     }
-    let probe = Probe::new(&config)?;
+    let probe = config.probe()?;
     let detected = crate::container::engine::detect_off_loop(config.container_runtime).await;
     let (mut runtime, mut notes) = Runtime::new(
         config.data_dir.clone(),

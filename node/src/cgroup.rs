@@ -132,7 +132,7 @@ impl Isolation {
     /// many processes were killed. This also catches processes that left the
     /// workload's process group (setsid), which a group kill cannot see.
     pub fn reap(&self, allocation_id: &str) -> usize {
-        let name = crate::runtime::safe_file_name(allocation_id);
+        let name = caldera_spec::node::safe_file_name(allocation_id);
         let dirs: Vec<PathBuf> = self.base_dirs().iter().map(|b| b.join(&name)).collect();
         let killed: usize = dirs.iter().map(|d| kill_procs(d)).sum();
         for dir in dirs.iter().filter(|d| d.exists()) {
@@ -212,7 +212,7 @@ impl Isolation {
         memory_mb: u64,
         deny: &[(u32, u32)],
     ) -> io::Result<Option<WorkloadCgroup>> {
-        let name = crate::runtime::safe_file_name(allocation_id);
+        let name = caldera_spec::node::safe_file_name(allocation_id);
         match self {
             Isolation::None(_) => Ok(None),
             Isolation::V2 { base, devices } => {

@@ -128,6 +128,21 @@ pub fn default_data_dir(node_name: &str) -> PathBuf {
 }
 
 impl AgentConfig {
+    /// Probes this node's hardware: the host, with the figures declared by
+    /// the `simulate-*` flags in place of probed ones, and the GPUs (real
+    /// ones through NVML, or the simulated ones `simulate-gpus` names).
+    pub fn probe(&self) -> Result<crate::probe::Probe, AgentError> {
+        let groups = self.simulated_gpu_groups()?;
+        let declared = crate::probe::DeclaredHost {
+            cpu_cores: self.simulate_cpu_cores,
+            memory_mb: self.simulate_memory_gb.map(|gb| gb * 1024),
+            disk_mb: self.simulate_disk_gb.map(|gb| gb * 1024),
+        };
+        let gpus =
+            crate::probe::GpuProbe::detect(sim_gpus::simulated_gpus(&groups, &self.node_name));
+        crate::probe::Probe::new(&self.data_dir, declared, gpus, default_node_name())
+    }
+
     /// Checks every field; the error names the one that is wrong.
     pub fn validate(&self) -> Result<(), AgentError> {
         let url = self.join_url.trim_end_matches('/');

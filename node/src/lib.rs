@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod cache;
 pub mod cgroup;
+pub mod clock;
 pub mod config;
 pub mod container;
 pub mod data_dir;
@@ -17,6 +18,7 @@ pub mod error;
 pub mod lease;
 pub mod probe;
 pub mod proc_hiding;
+pub mod procfs;
 pub mod runtime;
 pub mod scratch_volume;
 pub mod secret;

@@ -6,11 +6,10 @@ pub mod host;
 pub use gpu::{GpuProbe, ProcessGpuUse};
 pub use host::{DeclaredHost, HostProbe};
 
-use crate::config::AgentConfig;
 use crate::error::AgentError;
-use crate::sim_gpus;
 use caldera_spec::{NodeInventory, NodeMetrics};
 use std::collections::HashMap;
+use std::path::Path;
 
 /// The node's hardware as the agent sees it.
 pub struct Probe {
@@ -21,22 +20,22 @@ pub struct Probe {
 }
 
 impl Probe {
-    /// Probes the host and GPUs once; `config.data_dir` must exist (for the disk match).
-    pub fn new(config: &AgentConfig) -> Result<Self, AgentError> {
-        let groups = config.simulated_gpu_groups()?;
-        let declared = DeclaredHost {
-            cpu_cores: config.simulate_cpu_cores,
-            memory_mb: config.simulate_memory_gb.map(|gb| gb * 1024),
-            disk_mb: config.simulate_disk_gb.map(|gb| gb * 1024),
-        };
-        let host = HostProbe::new(&config.data_dir, declared)
-            .map_err(|e| AgentError::Probe(e.to_string()))?;
-        let gpus = GpuProbe::detect(sim_gpus::simulated_gpus(&groups, &config.node_name));
+    /// Probes the host once, with the figures the operator declared in
+    /// place of probed ones; `data_dir` must exist (for the disk match).
+    /// The agent's config builds it (`AgentConfig::probe`).
+    pub fn new(
+        data_dir: &Path,
+        declared: DeclaredHost,
+        gpus: GpuProbe,
+        hostname: String,
+    ) -> Result<Self, AgentError> {
+        let host =
+            HostProbe::new(data_dir, declared).map_err(|e| AgentError::Probe(e.to_string()))?;
         Ok(Probe {
             host,
             gpus,
             declared,
-            hostname: crate::config::default_node_name(),
+            hostname,
         })
     }
 
@@ -88,6 +87,7 @@ impl Probe {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::AgentConfig;
 
     #[test]
     fn probes_this_machine() {
@@ -98,7 +98,7 @@ mod tests {
             data_dir: dir.path().to_path_buf(),
             ..AgentConfig::default()
         };
-        let mut probe = Probe::new(&config).unwrap();
+        let mut probe = config.probe().unwrap();
         let inv = probe.inventory(&Default::default(), "none (test)");
         assert!(inv.cpu_cores > 0);
         assert!(inv.memory_total_mb > 0);
@@ -121,7 +121,7 @@ mod tests {
             simulate_disk_gb: Some(4096),
             ..AgentConfig::default()
         };
-        let mut probe = Probe::new(&config).unwrap();
+        let mut probe = config.probe().unwrap();
         let inv = probe.inventory(&Default::default(), "none (test)");
         assert_eq!(inv.cpu_cores, 96);
         assert_eq!(inv.memory_total_mb, 1024 * 1024);

@@ -23,7 +23,7 @@
 //! A swap to what the container already runs (the same weights and image:
 //! a rollback after a failed pull) changes nothing but the generation.
 use super::launch::{model_label, swapped_env};
-use super::swap::{PendingSwap, SwapStage};
+use super::swap_state::{Candidate, ContainerSwap, PendingSwap, SwapStage};
 use super::{shim_link, watch_shim, Note, Runtime, Workload};
 use crate::container::run_args::{self, MODEL_PATH};
 use crate::container::swap_args::{self, SwapRun};
@@ -35,34 +35,6 @@ use std::time::Duration;
 
 /// How long a new container without a readiness probe may take to run.
 const START_ALLOWANCE: Duration = Duration::from_secs(70);
-
-/// The container side of a swap under way.
-#[derive(Debug, Clone)]
-pub struct ContainerSwap {
-    /// The image the new container runs.
-    pub image: String,
-    /// The run number the swap's pull reports under.
-    pub pull_run: u64,
-    /// The new image's digest, once pulled.
-    pub digest: Option<String>,
-    /// The new version's verified copy, once ready.
-    pub copy: Option<PathBuf>,
-    /// The new container, once started.
-    pub candidate: Option<Candidate>,
-}
-
-/// A swap's new container, beside the old one until it takes over.
-#[derive(Debug, Clone)]
-pub struct Candidate {
-    pub run: u64,
-    pub dir: PathBuf,
-    pub port: Option<u16>,
-    pub container: ContainerShim,
-    pub image: String,
-    pub shim: Option<PidRecord>,
-    pub pid: Option<u32>,
-    pub probe: Option<tokio::task::AbortHandle>,
-}
 
 /// The shim dir of generation `generation`'s new container.
 pub fn candidate_dir(data_dir: &Path, allocation_id: &str, generation: u32) -> PathBuf {

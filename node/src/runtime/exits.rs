@@ -2,7 +2,8 @@
 //! (or, for a shim that died without one, what the agent kills and records),
 //! the `Exited` event, the heartbeats and hellos that repeat it, and the
 //! welcome that lets it go. See the runtime's module doc for the rules.
-use super::{now_ms, procfs, shim_link, Runtime, EXIT_HEARTBEATS, FINISHED_MEMORY};
+use super::{now_ms, shim_link, Runtime, EXIT_HEARTBEATS, FINISHED_MEMORY};
+use crate::procfs;
 use crate::shim::files::{reason, ExitRecord, PidRecord};
 use caldera_spec::wire::{ExitStatus, WorkloadEvent, WorkloadEventKind};
 use std::time::Duration;

@@ -35,10 +35,10 @@ mod launch;
 pub mod logs;
 mod port_claims;
 pub mod ports;
-pub mod procfs;
 pub mod readiness;
 pub mod shim_link;
 pub mod swap;
+mod swap_state;
 pub mod usage;
 mod warming;
 pub mod workload;
@@ -60,7 +60,7 @@ use caldera_spec::wire::{
 use exits::agent_exit;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 /// Allocation ids remembered after their workload is gone, so a duplicated
@@ -143,12 +143,7 @@ pub struct Runtime {
 }
 
 /// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use crate::clock::now_ms;
 
 /// One path component from any name (shared with the control plane, which
 /// checks checkpoint paths against the same dir).
@@ -870,7 +865,7 @@ impl Runtime {
         {
             return;
         }
-        let procs = procfs::all();
+        let procs = crate::procfs::all();
         for w in self.workloads.values_mut() {
             usage::measure(w, &procs, gpu_by_pid, self.simulated_gpus);
         }

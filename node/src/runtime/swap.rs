@@ -27,39 +27,13 @@
 //! `runtime::container_swap`): its old container serves until the new one
 //! is ready.
 use super::launch::{model_label, swapped_env};
+use super::swap_state::{PendingSwap, SwapStage};
 use super::{exits::agent_exit, shim_link, watch_shim, Runtime};
 use crate::shim::files::{self, reason, PidRecord, ShimSpec};
 use caldera_spec::codes;
 use caldera_spec::wire::{SwapCommand, WorkloadEventKind};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-
-/// A swap under way on one workload.
-#[derive(Debug, Clone)]
-pub struct PendingSwap {
-    pub cmd: SwapCommand,
-    pub stage: SwapStage,
-    /// A workload in a container: its new container's side.
-    pub container: Option<Box<super::container_swap::ContainerSwap>>,
-}
-
-/// Where a swap stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SwapStage {
-    /// Waiting for the new version's verified copy; the old process serves.
-    Warming,
-    /// The old process was asked to stop; its shim's end starts the new one
-    /// on the copy at this path.
-    Stopping(PathBuf),
-    /// The new shim runs; its start report completes the swap.
-    Starting,
-    /// A container's: the new container runs beside the old one and is
-    /// probed; the old one serves.
-    Candidate,
-    /// A container's: the new container is ready and the old one was asked
-    /// to stop; its shim's end hands the workload over.
-    Retiring,
-}
 
 impl Runtime {
     /// Takes a swap: true when it goes on to warming (the caller makes sure

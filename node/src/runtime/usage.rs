@@ -2,9 +2,9 @@
 //! from /proc, GPU use from NVML per process, or — on simulated GPUs — the
 //! tree's CPU % standing in for GPU utilisation (and its RSS, capped at the
 //! slice, for GPU memory), labelled as such.
-use super::procfs::{self, ProcStat};
 use super::workload::Workload;
 use crate::probe::ProcessGpuUse;
+use crate::procfs::{self, ProcStat};
 use caldera_spec::wire::AllocationUse;
 use std::collections::HashMap;
 use std::time::Instant;

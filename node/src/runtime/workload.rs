@@ -62,10 +62,10 @@ pub struct Workload {
     /// The `name:version` its process serves (None: it names no model).
     pub model: Option<String>,
     /// An in-place swap under way (see `runtime::swap`).
-    pub swap: Option<super::swap::PendingSwap>,
+    pub swap: Option<super::swap_state::PendingSwap>,
     /// New containers of swaps that ended without them, until their
     /// shims end (see `runtime::container_swap`).
-    pub swap_leftovers: Vec<super::container_swap::Candidate>,
+    pub swap_leftovers: Vec<super::swap_state::Candidate>,
     /// Its start, while its image is pulled: no shim and no process yet.
     pub pulling: Option<Box<super::containers::Pulling>>,
     /// It runs in this container (its pid is the container's pid 1 on the host).

@@ -142,20 +142,20 @@ pub struct PidRecord {
 impl PidRecord {
     /// This record for a live process (None when it is already gone).
     pub fn of(pid: u32) -> Option<PidRecord> {
-        let stat = crate::runtime::procfs::stat(pid)?;
+        let stat = crate::procfs::stat(pid)?;
         Some(PidRecord {
             pid,
             start_ticks: stat.start_ticks,
-            boot_id: crate::runtime::procfs::boot_id(),
+            boot_id: crate::procfs::boot_id(),
         })
     }
 
     /// Whether that very process still runs (not a zombie, not a reused pid).
     pub fn alive(&self) -> bool {
-        if self.pid <= 1 || self.boot_id != crate::runtime::procfs::boot_id() {
+        if self.pid <= 1 || self.boot_id != crate::procfs::boot_id() {
             return false;
         }
-        crate::runtime::procfs::stat(self.pid)
+        crate::procfs::stat(self.pid)
             .is_some_and(|s| s.start_ticks == self.start_ticks && !s.zombie)
     }
 }

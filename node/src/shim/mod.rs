@@ -81,7 +81,7 @@ pub fn main(dir: &Path) -> i32 {
             signal: None,
             reason: reason::SPAWN_FAILED.to_string(),
             detail: detail.to_string(),
-            at_ms: crate::runtime::now_ms(),
+            at_ms: crate::clock::now_ms(),
         },
     };
     match files::write_json(&dir.join(files::EXIT), &exit) {

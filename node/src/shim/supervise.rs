@@ -84,7 +84,7 @@ pub fn run(
                     signal,
                     reason: why.to_string(),
                     detail: String::new(),
-                    at_ms: crate::runtime::now_ms(),
+                    at_ms: crate::clock::now_ms(),
                 };
             }
             Ok(None) => {}
@@ -98,7 +98,7 @@ pub fn run(
                     signal: None,
                     reason: reason::EXITED.to_string(),
                     detail: format!("waiting for the workload failed: {e}"),
-                    at_ms: crate::runtime::now_ms(),
+                    at_ms: crate::clock::now_ms(),
                 };
             }
         }

@@ -585,7 +585,7 @@ async fn a_stop_kills_what_left_the_process_group() {
     // The escaped process is in its own session: a process-group kill misses it.
     let mut escaped_group = 0;
     for _ in 0..100 {
-        escaped_group = caldera_node::runtime::procfs::stat(escaped).map_or(0, |s| s.pgrp);
+        escaped_group = caldera_node::procfs::stat(escaped).map_or(0, |s| s.pgrp);
         if escaped_group == escaped {
             break;
         }
