@@ -1,4 +1,7 @@
-//! What the API shows: read-only snapshots of tasks, nodes and the pool.
+//! Snapshots of the control plane: the API's views (declared in
+//! `caldera_spec::views`, re-exported here) and how a node's is built from
+//! its record, metrics and ledger totals; and what `/metrics` and the
+//! portal read of the Scheduler.
 pub use caldera_scheduling::queue::ledger::NodeAllocated;
 use caldera_spec::node::GpuLive;
 use caldera_spec::time::rfc3339;
@@ -118,14 +121,6 @@ impl UsePoint {
             used: pick(used),
         }
     }
-}
-
-/// One point of a tenant's usage report.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct UsageSample {
-    pub at_ms: u64,
-    pub allocated: caldera_spec::Usage,
-    pub used: caldera_spec::Usage,
 }
 
 /// Counters for /metrics and tests.
