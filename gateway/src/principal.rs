@@ -60,6 +60,11 @@ impl User {
             _ => None,
         }
     }
+
+    /// The proof that this caller is the operator, if it is.
+    pub fn operator(&self) -> Option<Operator> {
+        (self.0 == Principal::Operator).then_some(Operator(()))
+    }
 }
 
 /// Authenticates `req` and lets `admit` decide whether that principal may call.
@@ -83,15 +88,17 @@ impl FromRequest for User {
     }
 }
 
-/// The operator.
-pub struct Operator;
+/// The operator: made only from the operator's token (this extractor, or
+/// [`User::operator`]), so an operation that takes one cannot be reached
+/// by anyone else.
+pub struct Operator(());
 
 impl FromRequest for Operator {
     type Error = ApiError;
     type Future = Ready<Result<Self, ApiError>>;
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         authorize(req, |p| match p {
-            Principal::Operator => Ok(Operator),
+            Principal::Operator => Ok(Operator(())),
             _ => Err(ApiError::forbidden(
                 "this operation needs the operator token",
             )),

@@ -14,7 +14,7 @@ pub struct AppState {
     /// `/metrics`: the registered event measures and the HTTP ones.
     pub metrics: crate::metrics::Exposition,
     /// The endpoint lists last answered per service, and their revisions.
-    pub endpoint_revisions: crate::routes::endpoints::EndpointRevisions,
+    pub endpoint_revisions: crate::api::endpoints::EndpointRevisions,
     /// The portal's sessions (in memory: a restart logs everyone out).
     pub portal: crate::portal::Portal,
 }

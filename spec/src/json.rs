@@ -16,6 +16,20 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Spec
     read(body)
 }
 
+/// Reads a JSON value already in memory (a form's fields set at their
+/// dotted paths) into a typed value, with the same field-naming errors as
+/// [`parse_json`]; a value holds no key twice, so there is nothing to refuse
+/// for that.
+pub fn from_json_value<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+) -> Result<T, SpecError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        classify(path, &inner)
+    })
+}
+
 fn read<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, SpecError> {
     let de = &mut serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(de).map_err(|e| {

@@ -33,6 +33,29 @@ pub fn parse_task_spec(body: &[u8]) -> Result<TaskSpec, SpecError> {
     Ok(spec)
 }
 
+/// Validates a task spec given as a JSON value (a form's fields set at
+/// their dotted paths): the checks and errors of [`parse_task_spec`],
+/// without the value ever becoming text.
+pub fn task_spec_from_value(value: serde_json::Value) -> Result<TaskSpec, SpecError> {
+    if !value.is_object() {
+        return Err(SpecError::new(
+            K::WrongType,
+            ".",
+            "the body must be a JSON object",
+        ));
+    }
+    if value
+        .get("command")
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(Vec::is_empty)
+    {
+        return Err(empty_command());
+    }
+    let spec: TaskSpec = crate::json::from_json_value(value)?;
+    validate_task_spec(&spec)?;
+    Ok(spec)
+}
+
 /// `"command": []` is neither a program nor the absence that asks for a
 /// reservation; the typed spec cannot tell it from an absent command.
 fn refuse_empty_command(body: &[u8]) -> Result<(), SpecError> {
@@ -41,13 +64,17 @@ fn refuse_empty_command(body: &[u8]) -> Result<(), SpecError> {
         command: Option<Vec<serde::de::IgnoredAny>>,
     }
     match serde_json::from_slice::<Command>(body) {
-        Ok(Command { command: Some(c) }) if c.is_empty() => Err(SpecError::new(
-            K::BadFormat,
-            "command",
-            "command must name a program; omit it for a reservation",
-        )),
+        Ok(Command { command: Some(c) }) if c.is_empty() => Err(empty_command()),
         _ => Ok(()),
     }
+}
+
+fn empty_command() -> SpecError {
+    SpecError::new(
+        K::BadFormat,
+        "command",
+        "command must name a program; omit it for a reservation",
+    )
 }
 
 /// Semantic checks after the shape is known: ranges, formats, contradictions.

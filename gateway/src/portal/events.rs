@@ -6,11 +6,13 @@ use super::auth::Viewer;
 use super::error::PortalError;
 use super::layout::{page, Nav};
 use super::respond::{Live, PageAnswers, Render};
+use crate::api::events::{self as api, EventQuery};
 use crate::routes::events::EventView;
-use crate::routes::{events, Query};
+use crate::routes::Query;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use caldera_spec::time::rfc3339;
+use caldera_spec::EventKind;
 use maud::{html, Markup};
 use std::collections::HashMap;
 
@@ -20,31 +22,27 @@ pub const WINDOW: u64 = 1000;
 pub const SHOWN: usize = 100;
 
 /// An event kind's name as the API writes it (`task_transition`).
-pub fn kind_name(k: &caldera_spec::EventKind) -> String {
+pub fn kind_name(k: &EventKind) -> String {
     match serde_json::to_value(k) {
         Ok(serde_json::Value::String(s)) => s,
         _ => format!("{k:?}"),
     }
 }
 
-/// The events with seq in `(before - WINDOW, before)` that `filters` pass,
+/// The events with seq in `(before - WINDOW, before)` that `query` passes,
 /// newest first, at most `shown`, through the API's listing.
 async fn window(
     viewer: &Viewer,
-    st: &web::Data<AppState>,
+    st: &AppState,
     before: u64,
-    mut filters: HashMap<String, String>,
+    mut query: EventQuery,
     shown: usize,
 ) -> Result<Vec<EventView>, PortalError> {
-    let after = before.saturating_sub(WINDOW + 1);
-    filters.insert("cursor".into(), after.to_string());
-    filters.insert("limit".into(), WINDOW.to_string());
-    let page = events::list(viewer.user(), st.clone(), web::Query(filters))
-        .await?
-        .into_data();
+    query.cursor = before.saturating_sub(WINDOW + 1);
+    query.limit = WINDOW as usize;
+    let page = api::list(st, &viewer.user(), query).await?;
     let mut evs: Vec<EventView> = page
-        .map(|p| p.events)
-        .unwrap_or_default()
+        .events
         .into_iter()
         .filter(|e| e.event.seq < before)
         .collect();
@@ -56,23 +54,26 @@ async fn window(
 /// The newest `n` events the viewer may see (the overview's list).
 pub async fn latest_events(
     viewer: &Viewer,
-    st: &web::Data<AppState>,
+    st: &AppState,
     n: usize,
 ) -> Result<Vec<EventView>, PortalError> {
-    window(viewer, st, st.cp.last_event_seq() + 1, HashMap::new(), n).await
+    let newest = st.cp.last_event_seq() + 1;
+    window(viewer, st, newest, EventQuery::default(), n).await
 }
 
 /// Events of one task, newest first (the task page's list).
 pub async fn task_events(
     viewer: &Viewer,
-    st: &web::Data<AppState>,
+    st: &AppState,
     tenant: &str,
     task: &str,
 ) -> Result<Vec<EventView>, PortalError> {
-    let mut f = HashMap::new();
-    f.insert("tenant".to_string(), tenant.to_string());
-    f.insert("task".to_string(), task.to_string());
-    window(viewer, st, st.cp.last_event_seq() + 1, f, 50).await
+    let query = EventQuery {
+        tenant: Some(tenant.to_string()),
+        task: Some(task.to_string()),
+        ..EventQuery::default()
+    };
+    window(viewer, st, st.cp.last_event_seq() + 1, query, 50).await
 }
 
 /// A table of events, newest first.
@@ -148,7 +149,8 @@ pub async fn page_handler(
             ))
         })?,
     };
-    let mut evs = window(&viewer, &st, before, filters.clone(), SHOWN).await?;
+    let query = EventQuery::from_query(&viewer.user(), &filters)?;
+    let mut evs = window(&viewer, &st, before, query, SHOWN).await?;
     if let Some(since) = since {
         evs.retain(|e| e.event.at_ms >= since);
     }

@@ -1,10 +1,11 @@
 //! The portal: server-rendered pages for operators and tenants, served by
 //! the gateway at `/` on the API's port. Pages are maud templates (checked
-//! at compile time) rendered from the API's own handlers (each page calls
-//! the `routes::*` functions the JSON API answers with, so a page shows
-//! exactly what the API would, under the same tenant checks); charts and GPU
-//! memory bars are SVG/HTML drawn here; one small script refreshes each
-//! page's live region in place. No build toolchain, no network.
+//! at compile time) rendered from the API's own answers: each page calls
+//! the functions of [`crate::api`] that the REST handlers call, with typed
+//! inputs built from its address and forms, so a page shows exactly what the
+//! API would, under the same tenant checks and with the same refusals.
+//! Charts and GPU memory bars are SVG/HTML drawn here; one small script
+//! refreshes each page's live region in place. No build toolchain, no network.
 //!
 //! Login exchanges an API token for a server-side session (see
 //! [`session`]); every form POST carries the session's CSRF token

@@ -7,15 +7,16 @@ use super::auth::{Form, Viewer};
 use super::error::PortalError;
 use super::layout::{age, csrf_field};
 use super::respond::see_other;
-use super::task_page::task;
+use super::task_page::find;
 use super::tasks::{task_href, url_part};
+use crate::error::ApiError;
 use crate::routes::Query;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
-use caldera_actors::control_plane::swap::parse_swap;
+use caldera_actors::control_plane::swap::SwapRequest;
 use caldera_actors::model::view::VersionView;
 use caldera_actors::views::TaskView;
-use caldera_spec::SwapProgress;
+use caldera_spec::{ModelRef, SwapProgress};
 use maud::{html, Markup};
 
 /// The swap form of a service's task page (a replica or a training task has none).
@@ -126,17 +127,16 @@ pub async fn swap(
     payload: web::Payload,
 ) -> Result<HttpResponse, PortalError> {
     let form = Form::checked(viewer, &st, payload).await?;
-    let t = task(&form.viewer, &st, &id, &q).await?;
-    let body = serde_json::json!({
-        "model": form.field("model").unwrap_or(""),
-        "allow_downtime": form.field("allow_downtime") == Some("true"),
-        "max_surge": u32::from(form.field("max_surge") == Some("1")),
-    });
-    let req = parse_swap(body.to_string().as_bytes()).map_err(crate::ApiError::from)?;
-    let by = crate::routes::swap::requested_by(form.viewer.tenant());
-    let key = caldera_spec::task_key(&t.tenant, &t.task_id);
-    st.cp.swap_model(&key, req, by).await?;
-    Ok(see_other(&task_href(&t.task_id, &t.tenant)))
+    let service = find(&form.viewer, &st, &id, &q).await?;
+    let req = SwapRequest {
+        model: ModelRef::parse(form.field("model").unwrap_or(""), "model")
+            .map_err(ApiError::from)?,
+        allow_downtime: form.field("allow_downtime") == Some("true"),
+        max_surge: u32::from(form.field("max_surge") == Some("1")),
+    };
+    crate::api::swap::swap(&st, &form.viewer.user(), &service, req).await?;
+    let id = caldera_spec::local_id(&service.key);
+    Ok(see_other(&task_href(id, &service.record.tenant)))
 }
 
 /// POST /models/{name}/versions/{version}/retire
@@ -159,14 +159,12 @@ pub async fn retire(
     payload: web::Payload,
 ) -> Result<HttpResponse, PortalError> {
     let form = Form::checked(viewer, &st, payload).await?;
-    if !form.viewer.is_operator() {
+    let Some(op) = form.viewer.user().operator() else {
         return Err(PortalError::operator_only("retire a model version"));
-    }
+    };
     let (name, version) = path.into_inner();
     let replace_with = form.field("replace_with").map(str::to_string);
-    st.cp
-        .retire_model(&name, &version, None, replace_with)
-        .await?;
+    crate::api::models::retire(&st, &op, &name, &version, replace_with).await?;
     Ok(see_other("/models"))
 }
 

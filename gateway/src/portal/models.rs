@@ -6,7 +6,8 @@ use super::auth::Viewer;
 use super::error::PortalError;
 use super::layout::{page, Nav};
 use super::respond::{Live, PageAnswers, Render};
-use crate::routes::{models, Query};
+use crate::api::{self, tasks::TaskListQuery};
+use crate::routes::Query;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use maud::html;
@@ -27,10 +28,7 @@ pub async fn page_handler(
     q: Query,
 ) -> Result<HttpResponse, PortalError> {
     let render = Render::start(&q);
-    let all = models::list(viewer.user(), st.clone())
-        .await?
-        .into_data()
-        .unwrap_or_default();
+    let all = api::models::list(&st, &viewer.user()).await;
     let swaps = swaps(&viewer, &st).await?;
     let live = html! {
         (swaps)
@@ -70,19 +68,14 @@ const SERVICES_READ: usize = 1000;
 /// The swaps of the viewer's services: those under way first, then the
 /// ended ones, each with its phase and how many replicas are through. Read
 /// from the records themselves: the table needs no queue positions or views.
-async fn swaps(viewer: &Viewer, st: &web::Data<AppState>) -> Result<maud::Markup, PortalError> {
-    let page = st
-        .cp
-        .tasks(caldera_actors::control_plane::TaskQuery {
-            tenant: viewer.tenant().map(str::to_string),
-            state: None,
-            task_type: Some(caldera_spec::TaskType::Inference),
-            cursor: String::new(),
-            limit: SERVICES_READ,
-        })
-        .await?;
-    let mut swapping: Vec<(Service, caldera_spec::SwapProgress)> = page
-        .tasks
+async fn swaps(viewer: &Viewer, st: &AppState) -> Result<maud::Markup, PortalError> {
+    let query = TaskListQuery {
+        task_type: Some(caldera_spec::TaskType::Inference),
+        limit: SERVICES_READ,
+        ..TaskListQuery::default()
+    };
+    let services = api::tasks::records(st, &viewer.user(), query).await?;
+    let mut swapping: Vec<(Service, caldera_spec::SwapProgress)> = services
         .into_iter()
         .filter_map(|r| {
             let s = r.swap?;

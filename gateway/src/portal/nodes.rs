@@ -10,10 +10,11 @@ use super::error::PortalError;
 use super::layout::{csrf_field, gb, page, Nav};
 use super::membar::{free_mb, gpu_bar, slices_on, spread};
 use super::respond::{see_other, Live, PageAnswers, Render};
-use crate::principal::Operator;
-use crate::routes::{models, nodes, Query};
+use crate::api::{self, query::query_num};
+use crate::routes::Query;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
+use caldera_actors::control_plane::CordonChange;
 use caldera_actors::views::NodeView;
 use caldera_spec::Allocation;
 use maud::{html, Markup};
@@ -108,10 +109,7 @@ fn images_line(r: &caldera_spec::images::ImageReport) -> Markup {
 
 /// Each node's model copies, from the versions the viewer may see.
 pub async fn copies(viewer: &Viewer, st: &web::Data<AppState>) -> Result<Copies, PortalError> {
-    let all = models::list(viewer.user(), st.clone())
-        .await?
-        .into_data()
-        .unwrap_or_default();
+    let all = api::models::list(st, &viewer.user()).await;
     let mut by_node: Copies = BTreeMap::new();
     for m in &all {
         for v in &m.versions {
@@ -143,15 +141,14 @@ pub async fn page_handler(
     q: Query,
 ) -> Result<HttpResponse, PortalError> {
     let render = Render::start(&q);
-    let list = nodes::list(viewer.user(), st.clone()).await?.into_data();
-    let mut nodes = list.map(|l| l.nodes).unwrap_or_default();
+    let mut nodes = api::nodes::list(&st, &viewer.user()).await?.nodes;
     if let Some(only) = q.get("node").filter(|n| !n.is_empty()) {
         nodes.retain(|n| &n.name == only);
     }
     let pages = nodes.len().div_ceil(PAGE).max(1);
-    let at = crate::routes::query_num(&q, "page", 1, pages as u64)? as usize;
+    let at = query_num(&q, "page", 1, pages as u64)? as usize;
     let shown = &nodes[(at - 1) * PAGE..(at * PAGE).min(nodes.len())];
-    let (ledger, _) = st.cp.allocations().await?;
+    let ledger = api::nodes::ledger(&st, &viewer.user()).await?;
     let copies = copies(&viewer, &st).await?;
     let live = html! {
         @if nodes.is_empty() { p.note { "No node has joined yet." } }
@@ -187,16 +184,15 @@ pub async fn cordon(
     payload: web::Payload,
 ) -> Result<HttpResponse, PortalError> {
     let form = Form::checked(viewer, &st, payload).await?;
-    if !form.viewer.is_operator() {
+    let Some(op) = form.viewer.user().operator() else {
         return Err(PortalError::operator_only(
             "cordon, drain or uncordon a node",
         ));
-    }
-    let name = web::Path::from(name.into_inner());
-    match form.field("action") {
-        Some("cordon") => nodes::cordon(Operator, st.clone(), name).await?,
-        Some("drain") => nodes::drain(Operator, st.clone(), name).await?,
-        Some("uncordon") => nodes::uncordon(Operator, st.clone(), name).await?,
+    };
+    let how = match form.field("action") {
+        Some("cordon") => CordonChange::Cordon,
+        Some("drain") => CordonChange::Drain,
+        Some("uncordon") => CordonChange::Uncordon,
         other => {
             return Err(crate::ApiError::bad_query(
                 "action",
@@ -208,6 +204,7 @@ pub async fn cordon(
             .into())
         }
     };
+    api::nodes::change_cordon(&st, &op, &name, how).await?;
     Ok(see_other("/nodes"))
 }
 

@@ -7,14 +7,13 @@ use super::error::PortalError;
 use super::events::{events_table, latest_events};
 use super::layout::{age, gb, page, raw, Nav};
 use super::respond::{Live, PageAnswers, Render};
-use crate::principal::Operator;
-use crate::routes::{history, utilization, Query};
+use crate::api::{tenants, usage};
+use crate::routes::Query;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use caldera_actors::views::{Dim, Dims, Keyed};
 use caldera_spec::Usage;
 use maud::{html, Markup};
-use std::collections::HashMap;
 
 /// A curve range the overview offers: its query value and length.
 const RANGES: [(&str, u64); 3] = [
@@ -94,11 +93,8 @@ pub async fn page_handler(
     q: Query,
 ) -> Result<HttpResponse, PortalError> {
     let render = Render::start(&q);
-    let util = utilization::get(viewer.user(), st.clone())
-        .await?
-        .into_data()
-        .unwrap_or_default();
-    let pool = st.cp.pool_metrics().await?;
+    let util = usage::utilization(&st, &viewer.user()).await?;
+    let pool = usage::pool_metrics(&st, &viewer.user()).await?;
     let (range, span) = RANGES
         .iter()
         .find(|(r, _)| q.get("range").is_some_and(|asked| asked == r))
@@ -203,16 +199,11 @@ async fn curves(
 ) -> Result<Markup, PortalError> {
     let to = st.cp.now_ms();
     let from = to.saturating_sub(span);
-    let mut range = HashMap::new();
-    range.insert("from".to_string(), from.to_string());
-    range.insert("to".to_string(), to.to_string());
     let mut charts = Vec::new();
-    match viewer.tenant() {
-        None => {
-            let h = history::pool(Operator, st.clone(), web::Query(range))
-                .await?
-                .into_data();
-            let points = h.map(|h| h.points).unwrap_or_default();
+    let user = viewer.user();
+    match (user.operator(), viewer.tenant()) {
+        (Some(op), _) => {
+            let points = usage::pool_history(st, &op, from, to).await?.points;
             for d in &DIMENSIONS {
                 let line = |f: fn(&caldera_actors::usage_history::PoolSample) -> &Usage| {
                     points
@@ -253,16 +244,9 @@ async fn curves(
                 ));
             }
         }
-        Some(t) => {
-            let h = history::tenant(
-                viewer.user(),
-                st.clone(),
-                web::Path::from(t.to_string()),
-                web::Query(range),
-            )
-            .await?
-            .into_data();
-            let samples = h.map(|h| h.samples).unwrap_or_default();
+        (None, Some(t)) => {
+            let tenant = tenants::find(st, &user, t).await?;
+            let samples = usage::tenant_history(st, &tenant, from, to).await?.samples;
             for d in &DIMENSIONS {
                 let series = [
                     Series {
@@ -288,6 +272,8 @@ async fn curves(
                 ));
             }
         }
+        // A session is the operator's or a tenant's: nothing else logs in.
+        (None, None) => {}
     }
     Ok(html! {
         div.charts {

@@ -1,6 +1,8 @@
-//! The submit form's fields and how they become the task spec's JSON: one
-//! input per spec field, named by its dotted path (`resources.gpu.count`),
-//! so an error the validator names (`SpecError::field`) lands at its input.
+//! The submit form's fields and how they become the task spec: one input
+//! per spec field, named by its dotted path (`resources.gpu.count`), set at
+//! that path of the spec's value and read by the API's own validator
+//! (`caldera_spec::validate::task_spec_from_value`), so an error the
+//! validator names (`SpecError::field`) lands at its input.
 use serde_json::{Map, Value};
 
 /// How a field's text becomes JSON.
@@ -235,7 +237,12 @@ mod tests {
                 "memory":{"size_gb":256},"disk":{"size_gb":200}},"duration":"01:00:00",
                 "image":"registry.internal/deeplearning/pytorch:2.1-cu12.1","command":["sleep","60"]})
         );
-        assert!(caldera_spec::parse_task_spec(v.to_string().as_bytes()).is_ok());
+        let typed = caldera_spec::validate::task_spec_from_value(v.clone()).unwrap();
+        assert_eq!(
+            typed,
+            caldera_spec::parse_task_spec(v.to_string().as_bytes()).unwrap(),
+            "the form's spec is the one the API reads from the same JSON"
+        );
     }
 
     #[test]
@@ -259,7 +266,7 @@ mod tests {
             "resources.cpu.cores" => Some("1".into()),
             _ => None,
         });
-        let parsed = caldera_spec::parse_task_spec(v.to_string().as_bytes()).unwrap();
+        let parsed = caldera_spec::validate::task_spec_from_value(v).unwrap();
         let api = caldera_spec::parse_task_spec(
             br#"{"task_id":"t","task_type":"training","resources":{"cpu":{"cores":1}}}"#,
         )
@@ -275,8 +282,11 @@ mod tests {
             "resources.gpu.count" => Some("four".into()),
             _ => None,
         });
-        let e = caldera_spec::parse_task_spec(v.to_string().as_bytes()).unwrap_err();
+        let e = caldera_spec::validate::task_spec_from_value(v.clone()).unwrap_err();
         assert_eq!(e.field, "resources.gpu.count");
         assert!(field(&e.field).is_some());
+        // The same field, kind and sentence as the API answers the same body.
+        let api = caldera_spec::parse_task_spec(v.to_string().as_bytes()).unwrap_err();
+        assert_eq!((e.kind, &e.message), (api.kind, &api.message));
     }
 }

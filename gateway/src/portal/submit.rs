@@ -1,15 +1,15 @@
 //! `GET /submit`, `POST /submit`, `POST /submit/dry-run`: the request form.
 //! The fields (or the JSON editor, when it is filled in) become the task
-//! spec's JSON, checked by the API's own validator
-//! (`caldera_spec::parse_task_spec`) and submitted through the same facade
-//! call as `POST /v1/tasks`; an error is shown at the input it names.
+//! spec, checked by the API's own validator (`caldera_spec::validate`) and
+//! submitted through the same API call as `POST /v1/tasks`
+//! (`api::tasks::submit`); an error is shown at the input it names.
 use super::auth::{Form, Viewer};
 use super::dry_run;
 use super::error::PortalError;
 use super::layout::{csrf_field, page, Nav};
 use super::respond::{see_other, Render};
 use super::spec_form::{field, spec_json, Kind, FIELDS};
-use crate::error::ApiError;
+use crate::api::tasks as api;
 use crate::routes::Query;
 use crate::state::AppState;
 use actix_web::http::StatusCode;
@@ -132,13 +132,15 @@ pub async fn page_handler(viewer: Viewer, q: Query) -> HttpResponse {
     render_form(&render, &viewer, StatusCode::OK, &Shown::default())
 }
 
-/// The spec of a sent form: the JSON editor's when filled in, else the fields'.
+/// The spec of a sent form: the JSON editor's when filled in (what the user
+/// typed is JSON), else the fields', each set at its path in the spec.
 fn spec_of(form: &Form) -> Result<TaskSpec, caldera_spec::SpecError> {
-    let json = match form.field("spec_json") {
-        Some(j) => j.to_string(),
-        None => spec_json(|p| form.fields.get(p).cloned()).to_string(),
-    };
-    caldera_spec::parse_task_spec(json.as_bytes())
+    match form.field("spec_json") {
+        Some(json) => caldera_spec::parse_task_spec(json.as_bytes()),
+        None => {
+            caldera_spec::validate::task_spec_from_value(spec_json(|p| form.fields.get(p).cloned()))
+        }
+    }
 }
 
 /// The tenant the form acts for: a tenant's own; the operator's `tenant` field.
@@ -220,7 +222,8 @@ pub async fn submit(
     // A request that would stop running work is shown as such first: the
     // user confirms it with the warning in front of them.
     if form.field("confirm_preempt").is_none() {
-        if let Ok(v) = dry_run::answer(&st, tenant.clone(), spec.clone()).await {
+        let user = form.viewer.user();
+        if let Ok(v) = dry_run::answer(&st, &user, &tenant, spec.clone()).await {
             if dry_run::would_preempt(&v) {
                 let (viewer, mut s) = shown(form, None, Some(dry_run::render(Ok(v))));
                 s.confirm_preempt = true;
@@ -229,14 +232,13 @@ pub async fn submit(
         }
     }
     let id = caldera_spec::local_id(&spec.task_id).to_string();
-    match st.cp.submit(tenant.clone(), spec).await {
+    match api::submit(&st, &form.viewer.user(), Some(&tenant), spec).await {
         Ok(_) => Ok(see_other(&format!(
             "/tasks/{}?tenant={}",
             super::tasks::url_part(&id),
             super::tasks::url_part(&tenant)
         ))),
         Err(e) => {
-            let e = ApiError::from(e);
             let status =
                 StatusCode::from_u16(e.code().http_status).unwrap_or(StatusCode::BAD_REQUEST);
             let at = e.field().unwrap_or(".").to_string();
@@ -273,7 +275,7 @@ pub async fn dry_run_handler(
         Ok(ok) => ok,
         Err(form_again) => return Ok(form_again),
     };
-    let answer = dry_run::answer(&st, tenant, spec).await;
+    let answer = dry_run::answer(&st, &form.viewer.user(), &tenant, spec).await;
     let (viewer, s) = shown(form, None, Some(dry_run::render(answer)));
     Ok(render_form(&render, &viewer, StatusCode::OK, &s))
 }

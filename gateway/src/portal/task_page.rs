@@ -13,42 +13,35 @@ use super::layout::{age, csrf_field, gb, page, raw, Nav};
 use super::membar::{gpu_bar, slices_on};
 use super::respond::{see_other, Live, PageAnswers, Render};
 use super::tasks::{asks, task_href, url_part};
-use crate::routes::{tasks, Query};
+use crate::api;
+use crate::api::query::query_offset;
+use crate::api::tasks::{LogRange, VisibleTask};
+use crate::routes::Query;
 use crate::state::AppState;
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{web, HttpResponse};
 use caldera_actors::chargeback::GroupBy;
 use caldera_actors::views::TaskView;
 use maud::{html, Markup};
-use std::collections::HashMap;
 
 /// Log bytes the page shows first (follow reads on from there).
 const LOG_TAIL: u64 = 16 * 1024;
 
-/// The API's query for this task: its tenant, when the page names one.
-fn tenant_q(q: &Query) -> HashMap<String, String> {
+/// The tenant the page's address names, if any (blank: none).
+fn tenant_q(q: &Query) -> Option<&str> {
     q.get("tenant")
+        .map(String::as_str)
         .filter(|t| !t.is_empty())
-        .map(|t| [("tenant".to_string(), t.clone())].into())
-        .unwrap_or_default()
 }
 
-/// The task as `GET /v1/tasks/{id}` shows it to the viewer (404 otherwise).
-pub(super) async fn task(
+/// The task the page's address names, if the viewer may see it.
+pub(super) async fn find(
     viewer: &Viewer,
-    st: &web::Data<AppState>,
+    st: &AppState,
     id: &str,
     q: &Query,
-) -> Result<TaskView, PortalError> {
-    tasks::get(
-        viewer.user(),
-        st.clone(),
-        web::Path::from(id.to_string()),
-        web::Query(tenant_q(q)),
-    )
-    .await?
-    .into_data()
-    .ok_or_else(|| crate::ApiError::not_found("task", id).into())
+) -> Result<VisibleTask, PortalError> {
+    Ok(api::tasks::find(st, &viewer.user(), tenant_q(q), id).await?)
 }
 
 /// Each transition with how long the task stayed in it (to the next one,
@@ -85,21 +78,22 @@ fn failure_code_label(code: u32) -> String {
 /// slice marked among the others'.
 async fn topology(
     viewer: &Viewer,
-    st: &web::Data<AppState>,
+    st: &AppState,
+    task: &VisibleTask,
     t: &TaskView,
 ) -> Result<Markup, PortalError> {
+    let user = viewer.user();
     let Some(a) = &t.allocation else {
         if t.replicas.is_some() {
-            return service_topology(viewer, st, t).await;
+            return service_topology(viewer, st, task, t).await;
         }
         return Ok(
             html! { p.note { "No allocation: " (t.pending_reason.as_deref().unwrap_or("it holds no room now")) } },
         );
     };
-    let node = st.cp.node(&a.node).await?;
-    let (ledger, _) = st.cp.allocations().await?;
-    let key = caldera_spec::task_key(&t.tenant, &t.task_id);
-    let slices = slices_on(&a.node, &ledger, viewer.tenant(), Some(&key));
+    let node = api::nodes::find(st, &user, &a.node).await?;
+    let ledger = api::nodes::ledger(st, &user).await?;
+    let slices = slices_on(&a.node, &ledger, viewer.tenant(), Some(&task.key));
     let held: Vec<u32> = a.gpus.iter().map(|g| g.index).collect();
     Ok(html! {
         p { "Node " a href="/nodes" { strong { (a.node) } } " (epoch " (a.epoch) ") · "
@@ -123,11 +117,12 @@ async fn topology(
 /// marked) and its state.
 async fn service_topology(
     viewer: &Viewer,
-    st: &web::Data<AppState>,
+    st: &AppState,
+    service: &VisibleTask,
     t: &TaskView,
 ) -> Result<Markup, PortalError> {
-    let key = caldera_spec::task_key(&t.tenant, &t.task_id);
-    let mut replicas = st.cp.service_replicas(&key).await?;
+    let user = viewer.user();
+    let mut replicas = api::tasks::replicas(st, service).await?;
     replicas.sort_by(|a, b| a.spec.task_id.cmp(&b.spec.task_id));
     if replicas.is_empty() {
         return Ok(
@@ -135,11 +130,11 @@ async fn service_topology(
             @if let Some(r) = &t.pending_reason { ": " (r) } "." } },
         );
     }
-    let (ledger, _) = st.cp.allocations().await?;
+    let ledger = api::nodes::ledger(st, &user).await?;
     let mut out = Vec::new();
     for r in &replicas {
         let Some(a) = &r.allocation else { continue };
-        let node = st.cp.node(&a.node).await?;
+        let node = api::nodes::find(st, &user, &a.node).await?;
         let slices = slices_on(&a.node, &ledger, viewer.tenant(), Some(&r.spec.task_id));
         let held: Vec<u32> = a.gpus.iter().map(|g| g.index).collect();
         let id = caldera_spec::local_id(&r.spec.task_id).to_string();
@@ -168,18 +163,13 @@ async fn service_topology(
 /// The task's allocation: what it was granted vs what its node measured,
 /// from the Scheduler's trail of that allocation (one sample per idle
 /// inspector pass, `usage-sample-ms`; the latest 60).
-async fn use_curve(st: &web::Data<AppState>, t: &TaskView) -> Result<Markup, PortalError> {
-    // The view already holds the allocation: its id in the ledger's terms
-    // and whether it holds GPUs, without reading the task record again.
-    let (on_gpus, trail) = match &t.allocation {
-        Some(a) => (
-            !a.gpus.is_empty(),
-            st.cp
-                .use_trail(caldera_spec::task_key(&t.tenant, &a.allocation_id))
-                .await?,
-        ),
-        None => (false, Vec::new()),
-    };
+async fn use_curve(st: &AppState, task: &VisibleTask) -> Result<Markup, PortalError> {
+    let on_gpus = task
+        .record
+        .allocation
+        .as_ref()
+        .is_some_and(|a| !a.gpus.is_empty());
+    let trail = api::tasks::use_trail(st, task).await?;
     let Some(first) = trail.first() else {
         return Ok(html! {
             p.note #task-use-none { "No measured use: the task holds no allocation now, or its node has not reported one yet." }
@@ -210,10 +200,11 @@ async fn use_curve(st: &web::Data<AppState>, t: &TaskView) -> Result<Markup, Por
 }
 
 /// The cost of this task's allocations so far.
-async fn cost(st: &web::Data<AppState>, t: &TaskView) -> Result<Markup, PortalError> {
+async fn cost(viewer: &Viewer, st: &AppState, t: &TaskView) -> Result<Markup, PortalError> {
     let from = t.history.first().map(|h| h.at_ms).unwrap_or(0);
     let to = st.cp.now_ms().max(from + 1);
-    let (_, rep) = st.cp.cost(&t.tenant, from, to, GroupBy::Task).await?;
+    let tenant = api::tenants::find(st, &viewer.user(), &t.tenant).await?;
+    let (_, rep) = api::usage::cost(st, &tenant, from, to, GroupBy::Task).await?;
     let key = caldera_spec::task_key(&t.tenant, &t.task_id);
     let line = rep
         .groups
@@ -279,12 +270,13 @@ pub async fn page_handler(
     q: Query,
 ) -> Result<HttpResponse, PortalError> {
     let render = Render::start(&q);
-    let t = task(&viewer, &st, &id, &q).await?;
+    let task = find(&viewer, &st, &id, &q).await?;
+    let t = api::tasks::view(&st, &task).await?;
     let now = st.cp.now_ms();
-    let topo = topology(&viewer, &st, &t).await?;
+    let topo = topology(&viewer, &st, &task, &t).await?;
     let evs = task_events(&viewer, &st, &t.tenant, &t.task_id).await?;
-    let curve = use_curve(&st, &t).await?;
-    let cost = cost(&st, &t).await?;
+    let curve = use_curve(&st, &task).await?;
+    let cost = cost(&viewer, &st, &t).await?;
     let live = html! {
         p { "State " span #task-state class=(format!("state {}", t.state)) { (t.state) }
             " · " (t.task_type) " · priority " (t.priority) " · tenant " (t.tenant) " · asks " (asks(&t))
@@ -306,24 +298,22 @@ pub async fn page_handler(
         section { h2 { "Use" } (curve) }
         section { h2 { "Events" } (events_table(&evs)) }
     };
-    let log = log_section(&viewer, &st, &t, &q).await;
+    let log = log_section(&viewer, &st, &t).await;
     let fixed = html! { (actions(&viewer, &t)) (log) };
     let title = format!("Task {}", t.task_id);
     Ok(render.page(|live| page(&viewer, Nav::Tasks, &title, fixed, live), live))
 }
 
 /// The log's tail and its follow switch; a task with no log says why.
-async fn log_section(viewer: &Viewer, st: &web::Data<AppState>, t: &TaskView, q: &Query) -> Markup {
-    let mut lq = tenant_q(q);
-    lq.insert("tenant".into(), t.tenant.clone());
-    lq.insert("tail_bytes".into(), LOG_TAIL.to_string());
-    let chunk = tasks::logs(
-        viewer.user(),
-        st.clone(),
-        web::Path::from(t.task_id.clone()),
-        web::Query(lq),
-    )
-    .await;
+async fn log_section(viewer: &Viewer, st: &AppState, t: &TaskView) -> Markup {
+    let range = LogRange {
+        tail_bytes: LOG_TAIL,
+        from_byte: None,
+    };
+    let chunk = match api::tasks::find(st, &viewer.user(), Some(&t.tenant), &t.task_id).await {
+        Ok(task) => api::tasks::logs(st, &task, range).await,
+        Err(e) => Err(e),
+    };
     let follow = format!(
         "/tasks/{}/log?tenant={}",
         url_part(&t.task_id),
@@ -332,15 +322,14 @@ async fn log_section(viewer: &Viewer, st: &web::Data<AppState>, t: &TaskView, q:
     html! {
         section #logs {
             h2 { "Log" }
-            @match chunk.map(|r| r.into_data()) {
-                Ok(Some(c)) => {
+            @match chunk {
+                Ok(c) => {
                     @if let Some(n) = c.note { p.note { (n) } }
                     @if c.reservation != Some(true) {
                         label { input #log-follow type="checkbox" checked; " follow" }
                         pre #log data-follow=(follow) data-end=(c.end_byte.unwrap_or(0)) { (c.content) }
                     }
                 }
-                Ok(None) => { p.note { "No log." } }
                 Err(e) => { p.note #log-missing { (e.message()) } }
             }
         }
@@ -368,15 +357,13 @@ pub async fn log_handler(
     id: web::Path<String>,
     q: Query,
 ) -> Result<HttpResponse, PortalError> {
-    let mut lq = tenant_q(&q);
-    if let Some(f) = q.get("from_byte") {
-        lq.insert("from_byte".into(), f.clone());
-    }
-    lq.insert("tail_bytes".into(), LOG_TAIL.to_string());
-    let c = tasks::logs(viewer.user(), st.clone(), id, web::Query(lq))
-        .await?
-        .into_data();
-    let (text, end) = c.map(|c| (c.content, c.end_byte)).unwrap_or_default();
+    let task = find(&viewer, &st, &id, &q).await?;
+    let range = LogRange {
+        tail_bytes: LOG_TAIL,
+        from_byte: query_offset(&q, "from_byte")?,
+    };
+    let c = api::tasks::logs(&st, &task, range).await?;
+    let (text, end) = (c.content, c.end_byte);
     let mut reply = HttpResponse::Ok();
     reply.insert_header((CONTENT_TYPE, "text/plain; charset=utf-8"));
     if let Some(e) = end {
@@ -406,15 +393,9 @@ pub async fn release(
     payload: web::Payload,
 ) -> Result<HttpResponse, PortalError> {
     let form = Form::checked(viewer, &st, payload).await?;
-    let t = tasks::release(
-        form.viewer.user(),
-        st.clone(),
-        web::Path::from(id.to_string()),
-        web::Query(tenant_q(&q)),
-    )
-    .await?
-    .into_data();
-    let tenant = t.map(|t| t.tenant).unwrap_or_default();
+    let task = find(&form.viewer, &st, &id, &q).await?;
+    let t = api::tasks::release(&st, &form.viewer.user(), task).await?;
+    let tenant = t.tenant;
     Ok(see_other(&task_href(&id, &tenant)))
 }
 
@@ -439,15 +420,12 @@ pub async fn scale(
     payload: web::Payload,
 ) -> Result<HttpResponse, PortalError> {
     let form = Form::checked(viewer, &st, payload).await?;
-    let t = task(&form.viewer, &st, &id, &q).await?;
+    let task = find(&form.viewer, &st, &id, &q).await?;
+    // Not a whole number: 0, which the API refuses naming the field.
     let n: u32 = form
         .field("replicas")
         .and_then(|r| r.parse().ok())
         .unwrap_or(0);
-    let body = format!("{{\"replicas\":{n}}}");
-    let n = caldera_actors::control_plane::parse_replicas(body.as_bytes())
-        .map_err(crate::ApiError::from)?;
-    let key = caldera_spec::task_key(&t.tenant, &t.task_id);
-    st.cp.scale(&key, n).await?;
+    let t = api::tasks::scale(&st, &task, n).await?;
     Ok(see_other(&task_href(&t.task_id, &t.tenant)))
 }

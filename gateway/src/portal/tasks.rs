@@ -7,11 +7,10 @@ use super::auth::Viewer;
 use super::error::PortalError;
 use super::layout::{page, Nav};
 use super::respond::{Live, PageAnswers, Render};
-use crate::principal::User;
-use crate::routes::{tasks, Query};
+use crate::api::tasks as api;
+use crate::routes::Query;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
-use caldera_actors::tokens::Principal;
 use caldera_actors::views::TaskView;
 use maud::{html, Markup};
 use std::collections::HashMap;
@@ -104,25 +103,20 @@ pub async fn page_handler(
 ) -> Result<HttpResponse, PortalError> {
     let render = Render::start(&q);
     let get = |k: &str| q.get(k).filter(|v| !v.is_empty()).cloned();
-    let mut api_q = HashMap::new();
-    for k in ["state", "type", "cursor"] {
-        if let Some(v) = get(k) {
-            api_q.insert(k.to_string(), v);
-        }
-    }
-    api_q.insert("limit".into(), PAGE.to_string());
+    let filters: HashMap<String, String> = ["state", "type", "cursor"]
+        .iter()
+        .filter_map(|k| get(k).map(|v| (k.to_string(), v)))
+        .collect();
+    let user = viewer.user();
+    let mut query = api::TaskListQuery::from_query(&user, &filters)?;
+    query.limit = PAGE;
     // The operator filtering by tenant lists as that tenant would: the
     // API's listing reads only that tenant's run of keys.
-    let user = match (viewer.tenant(), get("tenant")) {
-        (None, Some(t)) => User(Principal::Tenant(t)),
-        _ => viewer.user(),
-    };
-    let listing = tasks::list(user, st.clone(), web::Query(api_q))
-        .await?
-        .into_data();
-    let (mut rows, next) = listing
-        .map(|p| (p.tasks, p.next_cursor))
-        .unwrap_or_default();
+    if viewer.is_operator() {
+        query.tenant = get("tenant");
+    }
+    let listing = api::list(&st, &user, query).await?;
+    let (mut rows, next) = (listing.tasks, listing.next_cursor);
     if let Some(m) = get("model") {
         rows.retain(|t| {
             t.spec.model.as_deref() == Some(m.as_str())

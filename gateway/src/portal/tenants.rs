@@ -9,15 +9,15 @@ use super::events::kind_name;
 use super::layout::{gb, page, Nav};
 use super::respond::{Live, PageAnswers, Render};
 use super::tasks::url_part;
-use crate::principal::Operator;
-use crate::routes::{events, tenants, utilization, Query};
+use crate::api::events::{self, EventQuery};
+use crate::api::{period, tenants, usage};
+use crate::routes::Query;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use caldera_actors::chargeback::{csv, GroupBy};
 use caldera_actors::views::{Dims, Keyed};
 use caldera_spec::{EventKind, Quota};
 use maud::{html, Markup};
-use std::collections::HashMap;
 
 /// Tenants a page shows at most (each costs a read of its billing records).
 pub const SHOWN: usize = 30;
@@ -108,17 +108,13 @@ pub async fn page_handler(
     q: Query,
 ) -> Result<HttpResponse, PortalError> {
     let render = Render::start(&q);
-    let views = match viewer.tenant() {
-        None => tenants::list(Operator, st.clone())
-            .await?
-            .into_data()
-            .map(|l| l.tenants)
-            .unwrap_or_default(),
-        Some(t) => tenants::get(viewer.user(), st.clone(), web::Path::from(t.to_string()))
-            .await?
-            .into_data()
-            .into_iter()
-            .collect(),
+    let user = viewer.user();
+    let views = match user.operator() {
+        Some(op) => tenants::list(&st, &op).await?.tenants,
+        None => match viewer.tenant() {
+            Some(t) => vec![tenants::get(&st, &user, t).await?],
+            None => Vec::new(),
+        },
     };
     let mut views = views;
     if let Some(only) = q.get("tenant").filter(|t| !t.is_empty()) {
@@ -126,28 +122,20 @@ pub async fn page_handler(
     }
     let all = views.len();
     views.truncate(SHOWN);
-    let util = utilization::get(viewer.user(), st.clone())
-        .await?
-        .into_data()
-        .unwrap_or_default();
-    let pool = st.cp.pool_metrics().await?;
-    let (from, to) =
-        crate::routes::period::parse(&q, st.cp.now_ms(), caldera_spec::time::month_start_ms)?;
-    let mut warn_q = HashMap::new();
-    warn_q.insert("kind".to_string(), "idle_warning".to_string());
-    warn_q.insert(
-        "cursor".to_string(),
-        st.cp.last_event_seq().saturating_sub(5_000).to_string(),
-    );
-    warn_q.insert("limit".to_string(), "1000".to_string());
-    let warnings = events::list(viewer.user(), st.clone(), web::Query(warn_q))
-        .await?
-        .into_data()
-        .map(|p| p.events)
-        .unwrap_or_default();
+    let util = usage::utilization(&st, &user).await?;
+    let pool = usage::pool_metrics(&st, &user).await?;
+    let (from, to) = period::parse(&q, st.cp.now_ms(), caldera_spec::time::month_start_ms)?;
+    let warn_q = EventQuery {
+        kind: Some(EventKind::IdleWarning),
+        cursor: st.cp.last_event_seq().saturating_sub(5_000),
+        limit: 1000,
+        ..EventQuery::default()
+    };
+    let warnings = events::list(&st, &user, warn_q).await?.events;
     let mut cards = Vec::new();
     for t in &views {
-        let (_, rep) = st.cp.cost(&t.name, from, to, GroupBy::Task).await?;
+        let tenant = tenants::find(&st, &user, &t.name).await?;
+        let (_, rep) = usage::cost(&st, &tenant, from, to, GroupBy::Task).await?;
         let total = crate::routes::cost_views::cost_line(&rep.total);
         let mine: Vec<_> = warnings
             .iter()
@@ -187,10 +175,10 @@ pub async fn page_handler(
             }
         }
     };
-    let overall = match viewer.tenant() {
-        Some(_) => html! {},
-        None => {
-            let (_, total) = st.cp.cost_all(from, to).await?;
+    let overall = match user.operator() {
+        None => html! {},
+        Some(op) => {
+            let (_, total) = usage::cost_all(&st, &op, from, to).await?;
             let total = crate::routes::cost_views::cost_line(&total);
             html! {
                 p.cost #cost-total { "All tenants, " (caldera_spec::time::rfc3339(from)) " – " (caldera_spec::time::rfc3339(to)) ": "
@@ -230,10 +218,9 @@ pub async fn cost_csv(
     name: web::Path<String>,
     q: Query,
 ) -> Result<HttpResponse, PortalError> {
-    tenants::visible_tenant(&viewer.user(), &st, &name).await?;
-    let (from, to) =
-        crate::routes::period::parse(&q, st.cp.now_ms(), caldera_spec::time::month_start_ms)?;
-    let (_, rep) = st.cp.cost(&name, from, to, GroupBy::Task).await?;
+    let tenant = tenants::find(&st, &viewer.user(), &name).await?;
+    let (from, to) = period::parse(&q, st.cp.now_ms(), caldera_spec::time::month_start_ms)?;
+    let (_, rep) = usage::cost(&st, &tenant, from, to, GroupBy::Task).await?;
     Ok(HttpResponse::Ok()
         .content_type("text/csv; charset=utf-8")
         .insert_header((

@@ -3,6 +3,7 @@
 //! UTC), as JSON in the envelope or, with `Accept: text/csv`, as CSV.
 use super::cost_views::{cost_line, prices, BillingRecordView, CostReportView, CostTotalView};
 use super::{period, Query};
+use crate::api::{tenants, usage};
 use crate::envelope::Reply;
 use crate::error::ApiError;
 use crate::principal::{Operator, User};
@@ -53,7 +54,7 @@ pub async fn get(
     name: web::Path<String>,
     q: Query,
 ) -> Result<HttpResponse, ApiError> {
-    super::tenants::visible_tenant(&user, &st, &name).await?;
+    let tenant = tenants::find(&st, &user, &name).await?;
     let (from, to) = period::parse(&q, st.cp.now_ms(), caldera_spec::time::month_start_ms)?;
     let by = match q.get("group_by") {
         None => GroupBy::Task,
@@ -74,7 +75,7 @@ pub async fn get(
             ))
         }
     };
-    let (records, rep) = st.cp.cost(&name, from, to, by).await?;
+    let (records, rep) = usage::cost(&st, &tenant, from, to, by).await?;
     let p = st.cp.prices();
     if wants_csv(&req) {
         return Ok(HttpResponse::Ok()
@@ -110,12 +111,12 @@ pub async fn get(
     ))]
 pub async fn total(
     req: HttpRequest,
-    _: Operator,
+    op: Operator,
     st: web::Data<AppState>,
     q: Query,
 ) -> Result<HttpResponse, ApiError> {
     let (from, to) = period::parse(&q, st.cp.now_ms(), caldera_spec::time::month_start_ms)?;
-    let (lines, total) = st.cp.cost_all(from, to).await?;
+    let (lines, total) = usage::cost_all(&st, &op, from, to).await?;
     let currency = st.cp.prices().currency;
     let v = CostTotalView {
         from: rfc3339(from),

@@ -1,81 +1,18 @@
 //! `GET /v1/tasks/{service}/endpoints`: where a service's ready replicas are
-//! reached, for a load balancer or client to route to. Long-polling: with
-//! `?wait=S&since=R` the answer waits (up to 60 s) until the list's
-//! revision differs from `R`, so a router hears of a change at once.
-//!
-//! The revision changes whenever the list changes, and only grows: a change
-//! is numbered `max(previous + 1, now in unix ms)`, and the first list a
-//! server computes for a service after it starts is numbered with its time,
-//! so a revision after a control-plane restart is larger than any before it
-//! (a restart counts as a change, even if the list is the same).
-use super::tasks::visible;
+//! reached (`api::endpoints`), long-polling with `?wait=S&since=R`.
+use super::tasks::find;
 use super::{query_offset, Query};
+use crate::api::endpoints::{self as api, MAX_WAIT_S};
 use crate::envelope::Reply;
 use crate::error::ApiError;
 use crate::principal::User;
 use crate::state::AppState;
 use actix_web::web;
 pub use caldera_spec::views::{EndpointView, ServiceEndpoints};
-use caldera_spec::{codes, Envelope, TaskRecord, TaskState, TaskType};
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use caldera_spec::Envelope;
+use std::time::Duration;
 
-/// The longest `wait` accepted, seconds.
-pub const MAX_WAIT_S: u64 = 60;
-/// How often a waiting request looks at the replicas again.
-const WAIT_POLL: Duration = Duration::from_millis(200);
-
-
-
-/// The last list seen per service (by key) and its revision.
-#[derive(Default)]
-pub struct EndpointRevisions(Mutex<HashMap<String, (Vec<EndpointView>, u64)>>);
-
-impl EndpointRevisions {
-    /// The revision of `list` for `service`: the last one if the list is
-    /// unchanged, else a new, larger one (see the module doc).
-    fn observe(&self, service: &str, list: &[EndpointView]) -> u64 {
-        let now_ms = caldera_actors::clock::now_ms();
-        let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        match seen.get_mut(service) {
-            Some((last, rev)) if last.as_slice() == list => *rev,
-            Some((last, rev)) => {
-                *rev = (*rev + 1).max(now_ms);
-                *last = list.to_vec();
-                *rev
-            }
-            None => {
-                seen.insert(service.to_string(), (list.to_vec(), now_ms));
-                now_ms
-            }
-        }
-    }
-}
-
-/// Only ready, running replicas with a port are listed, by replica id.
-fn ready_endpoints(replicas: &[TaskRecord]) -> Vec<EndpointView> {
-    let local = |k: &str| caldera_spec::local_id(k).to_string();
-    let mut list: Vec<EndpointView> = replicas
-        .iter()
-        .filter(|r| r.state == TaskState::Running && r.ready)
-        .filter_map(|r| {
-            let (a, e) = (r.allocation.as_ref()?, r.endpoint.as_ref()?);
-            Some(EndpointView {
-                replica: local(&r.spec.task_id),
-                node: a.node.clone(),
-                address: e.address.clone(),
-                port: e.port,
-                model: r.serving_model.clone(),
-                allocation_id: local(&a.allocation_id),
-                gpu_indices: a.gpus.iter().map(|g| g.index).collect(),
-            })
-        })
-        .collect();
-    list.sort_by(|a, b| a.replica.cmp(&b.replica));
-    list
-}
-
+/// `?wait=`: seconds from 0 to [`MAX_WAIT_S`] (absent: 0), named when bad.
 fn wait_param(q: &Query) -> Result<Duration, ApiError> {
     match q.get("wait") {
         None => Ok(Duration::ZERO),
@@ -114,60 +51,6 @@ pub async fn endpoints(
 ) -> Result<Reply<ServiceEndpoints>, ApiError> {
     let wait = wait_param(&q)?;
     let since = query_offset(&q, "since")?;
-    let (key, rec) = visible(&user, &st, &q, &id).await?;
-    if rec.spec.task_type != TaskType::Inference || rec.service.is_some() {
-        return Err(ApiError::new(
-            &codes::NOT_A_SERVICE,
-            format!("task {id:?} is not an inference service, so it has no endpoints"),
-        ));
-    }
-    let deadline = Instant::now() + wait;
-    loop {
-        let replicas = st.cp.service_replicas(&key).await?;
-        let endpoints = ready_endpoints(&replicas);
-        let revision = st.endpoint_revisions.observe(&key, &endpoints);
-        if since != Some(revision) || Instant::now() >= deadline {
-            return Ok(Reply::ok(ServiceEndpoints {
-                service: id.into_inner(),
-                revision,
-                endpoints,
-            }));
-        }
-        tokio::time::sleep(WAIT_POLL.min(deadline - Instant::now())).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn view(replica: &str, port: u16) -> EndpointView {
-        EndpointView {
-            replica: replica.into(),
-            node: "n1".into(),
-            address: "127.0.0.1".into(),
-            port,
-            model: None,
-            allocation_id: format!("{replica}.1"),
-            gpu_indices: vec![],
-        }
-    }
-
-    #[test]
-    fn the_revision_changes_with_the_list_only_and_only_grows() {
-        let revs = EndpointRevisions::default();
-        let first = revs.observe("t/s", &[]);
-        assert_eq!(
-            revs.observe("t/s", &[]),
-            first,
-            "unchanged list, same revision"
-        );
-        let one = revs.observe("t/s", &[view("s.r0", 20000)]);
-        assert!(one > first);
-        let other_port = revs.observe("t/s", &[view("s.r0", 20001)]);
-        assert!(other_port > one);
-        let empty = revs.observe("t/s", &[]);
-        assert!(empty > other_port, "a removal is a change too");
-        assert_eq!(revs.observe("t/s", &[]), empty);
-    }
+    let task = find(&user, &st, &q, &id).await?;
+    Ok(Reply::ok(api::endpoints(&st, &task, wait, since).await?))
 }

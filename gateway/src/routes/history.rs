@@ -3,14 +3,14 @@
 //! (`GET /v1/utilization/history`, operator). `?from=&to=` default to the
 //! last 24 h; the finest tier that still holds `from` answers, and
 //! `resolution_ms` says which.
-use super::cost_views::{PoolHistoryView, PoolPoint, TenantUsagePoint, TenantUsageView, UsagePair};
+use super::cost_views::{PoolHistoryView, TenantUsageView};
 use super::{period, Query};
+use crate::api::{tenants, usage};
 use crate::envelope::Reply;
 use crate::error::ApiError;
 use crate::principal::{Operator, User};
 use crate::state::AppState;
 use actix_web::web;
-use caldera_spec::time::rfc3339;
 use caldera_spec::Envelope;
 
 const DAY_MS: u64 = 86_400_000;
@@ -43,39 +43,11 @@ pub async fn tenant(
     name: web::Path<String>,
     q: Query,
 ) -> Result<Reply<TenantUsageView>, ApiError> {
-    super::tenants::visible_tenant(&user, &st, &name).await?;
+    let tenant = tenants::find(&st, &user, &name).await?;
     let (from, to) = period::parse(&q, st.cp.now_ms(), |to| to.saturating_sub(DAY_MS))?;
-    let c = st.cp.usage_history(&name, from, to).await?;
-    let samples: Vec<TenantUsagePoint> = c
-        .points
-        .iter()
-        .map(|p| TenantUsagePoint {
-            at: rfc3339(p.at_ms),
-            at_ms: p.at_ms,
-            allocated: p.mean.allocated,
-            used: p.mean.used,
-            max: UsagePair {
-                allocated: p.max.allocated,
-                used: p.max.used,
-            },
-            samples: p.samples,
-        })
-        .collect();
-    let current = c.points.last().map(|p| UsagePair {
-        allocated: p.mean.allocated,
-        used: p.mean.used,
-    });
-    Ok(Reply::ok(TenantUsageView {
-        tenant: name.into_inner(),
-        from: rfc3339(c.from_ms),
-        to: rfc3339(c.to_ms),
-        from_ms: c.from_ms,
-        to_ms: c.to_ms,
-        resolution_ms: c.resolution_ms,
-        current,
-        samples,
-        note: "used on simulated GPUs is the CPU use of the workload's process tree".into(),
-    }))
+    Ok(Reply::ok(
+        usage::tenant_history(&st, &tenant, from, to).await?,
+    ))
 }
 
 /// GET /v1/utilization/history (operator) — the pool's capacity, allocated,
@@ -89,29 +61,10 @@ pub async fn tenant(
         (status = 400, description = "a bad from or to (named)"),
     ))]
 pub async fn pool(
-    _: Operator,
+    op: Operator,
     st: web::Data<AppState>,
     q: Query,
 ) -> Result<Reply<PoolHistoryView>, ApiError> {
     let (from, to) = period::parse(&q, st.cp.now_ms(), |to| to.saturating_sub(DAY_MS))?;
-    let c = st.cp.pool_history(from, to).await?;
-    let points = c
-        .points
-        .iter()
-        .map(|p| PoolPoint {
-            at: rfc3339(p.at_ms),
-            at_ms: p.at_ms,
-            mean: p.mean,
-            max: p.max,
-            samples: p.samples,
-        })
-        .collect();
-    Ok(Reply::ok(PoolHistoryView {
-        from: rfc3339(c.from_ms),
-        to: rfc3339(c.to_ms),
-        from_ms: c.from_ms,
-        to_ms: c.to_ms,
-        resolution_ms: c.resolution_ms,
-        points,
-    }))
+    Ok(Reply::ok(usage::pool_history(&st, &op, from, to).await?))
 }

@@ -25,13 +25,12 @@ pub struct PrepullBody {
     count: Option<u32>,
 }
 
-
 /// What a pre-pull body asks for: `nodes` or `count`, exactly one (the
 /// same rule as a prewarm's).
 fn prepull_target(b: &PrepullBody) -> Result<PrepullTarget, SpecError> {
     use caldera_actors::protocol::model::PrewarmTarget;
     Ok(
-        match super::models::nodes_or_count(b.nodes.clone(), b.count)? {
+        match crate::api::models::nodes_or_count(b.nodes.clone(), b.count)? {
             PrewarmTarget::Nodes(n) => PrepullTarget::Nodes(n),
             PrewarmTarget::Count(c) => PrepullTarget::Count(c),
         },
@@ -50,21 +49,21 @@ fn prepull_target(b: &PrepullBody) -> Result<PrepullTarget, SpecError> {
         (status = 422, description = "a node named is not connected or has no container runtime up"),
     ))]
 pub async fn prepull(
-    _: Operator,
+    op: Operator,
     st: web::Data<AppState>,
     payload: web::Payload,
 ) -> Result<Reply<Prepulled>, ApiError> {
     let body = body::read(payload, st.body_limit).await?;
     let b = parse_json::<PrepullBody>(&body)?;
     let target = prepull_target(&b)?;
-    let out = st.cp.prepull_image(&b.image, target).await?;
-    let mut nodes: Vec<String> = out.sent.iter().chain(&out.waiting).cloned().collect();
+    let out = crate::api::images::prepull(&st, &op, &b.image, target).await?;
+    let mut nodes: Vec<String> = out.pulling.iter().chain(&out.waiting).cloned().collect();
     nodes.sort();
     Ok(Reply::with_status(
         StatusCode::ACCEPTED,
         Prepulled {
             nodes,
-            pulling: out.sent,
+            pulling: out.pulling,
             waiting: out.waiting,
         },
     ))

@@ -30,14 +30,14 @@ pub mod images;
 pub mod model_retire;
 pub mod models;
 pub mod nodes;
-pub mod period;
+pub use crate::api::period;
 pub mod registry_credentials;
 pub mod stats;
 pub mod swap;
 pub mod tasks;
 pub mod tenants;
 pub mod utilization;
-mod webhook_views;
+pub(crate) mod webhook_views;
 pub mod webhooks;
 pub mod whoami;
 
@@ -323,51 +323,4 @@ fn resource(path: &str, routes: Vec<(Method, Route)>) -> Resource {
 /// The query string of a request, as names to values.
 pub type Query = web::Query<HashMap<String, String>>;
 
-/// A page by event seq: `cursor` (the seq after which to start; 0 when
-/// absent; `why` says what it is when it is not a number) and `limit`
-/// (1..=1000, default 100).
-pub fn query_page(
-    q: &HashMap<String, String>,
-    cursor: &str,
-    why: &str,
-) -> Result<(u64, usize), ApiError> {
-    let after = match q.get(cursor) {
-        None => 0,
-        Some(c) => c
-            .parse::<u64>()
-            .map_err(|_| ApiError::bad_query(cursor, why))?,
-    };
-    Ok((after, query_num(q, "limit", 100, 1000)? as usize))
-}
-
-/// Parses an optional numeric query parameter in `1..=max`, naming it when it is bad.
-/// An optional byte offset (0 allowed): absent is None.
-pub fn query_offset(q: &HashMap<String, String>, key: &str) -> Result<Option<u64>, ApiError> {
-    match q.get(key) {
-        None => Ok(None),
-        Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
-            ApiError::bad_query(
-                key,
-                format!("{key} must be a byte offset (0 or more), not {v:?}"),
-            )
-        }),
-    }
-}
-
-pub fn query_num(
-    q: &HashMap<String, String>,
-    key: &str,
-    default: u64,
-    max: u64,
-) -> Result<u64, ApiError> {
-    match q.get(key) {
-        None => Ok(default),
-        Some(v) => match v.parse::<u64>() {
-            Ok(n) if n >= 1 && n <= max => Ok(n),
-            _ => Err(ApiError::bad_query(
-                key,
-                format!("{key} must be a number from 1 to {max}, not {v:?}"),
-            )),
-        },
-    }
-}
+pub use crate::api::query::{query_num, query_offset, query_page};

@@ -1,5 +1,6 @@
 //! `POST /v1/models/{name}/versions/{version}/retire`: the operator's
 //! control message that takes a version out of service.
+use crate::api::models as api;
 use crate::body;
 use crate::envelope::Reply;
 use crate::error::ApiError;
@@ -34,7 +35,7 @@ pub struct RetireBody {
         (status = 422, description = "replace_with names no registered version, this version, or one that takes no new tasks (`replacement_invalid`)"),
     ))]
 pub async fn retire(
-    _: Operator,
+    op: Operator,
     st: web::Data<AppState>,
     path: web::Path<(String, String)>,
     payload: web::Payload,
@@ -46,9 +47,6 @@ pub async fn retire(
     } else {
         parse_json::<RetireBody>(&body)?
     };
-    Ok(Reply::ok(
-        st.cp
-            .retire_model(&name, &version, None, b.replace_with)
-            .await?,
-    ))
+    let v = api::retire(&st, &op, &name, &version, b.replace_with).await?;
+    Ok(Reply::ok(v))
 }

@@ -2,6 +2,7 @@
 //! `tenants-may-register-models` allows, its own), list, show, prewarm, pin,
 //! deprecate. A version the operator registered is visible to every tenant;
 //! a tenant's own only to it and the operator (to others it is a 404).
+use crate::api::models as api;
 use crate::body;
 use crate::envelope::Reply;
 use crate::error::ApiError;
@@ -9,14 +10,13 @@ use crate::principal::User;
 use crate::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::web;
-use caldera_actors::control_plane::{FromTask, ModelView, PrewarmTarget};
+use caldera_actors::control_plane::{ModelView, PrewarmTarget};
 use caldera_actors::model::view::VersionView;
-pub use caldera_spec::views::Prewarmed;
 use caldera_spec::validate::parse_json;
-use caldera_spec::{Envelope, ModelVersionSpec, SpecError, SpecErrorKind as K};
+pub use caldera_spec::views::Prewarmed;
+use caldera_spec::{Envelope, ModelVersionSpec, SpecError};
 use serde::Deserialize;
 use utoipa::ToSchema;
-
 
 /// POST /v1/models — 201 new, 200 the identical registration, 409 another
 /// body for the same `name:version` (versions are immutable; names are
@@ -39,20 +39,10 @@ pub async fn register(
     st: web::Data<AppState>,
     payload: web::Payload,
 ) -> Result<Reply<VersionView>, ApiError> {
-    let owner = user.tenant().map(str::to_string);
-    if owner.is_some() && !st.cp.tenants_may_register_models() {
-        return Err(ApiError::forbidden(
-            "only the operator registers model versions here (tenants-may-register-models is off)",
-        ));
-    }
+    // Whether the caller may register at all is settled before the body is read.
+    api::may_register(&st, &user)?;
     let body = body::read(payload, st.body_limit).await?;
-    let (view, created) = match from_task(&user, &body)? {
-        Some(f) => st.cp.register_from_task(owner, f).await?,
-        None => {
-            let spec = caldera_spec::model::parse_model_version_spec(&body)?;
-            st.cp.register_model(owner, spec).await?
-        }
-    };
+    let (view, created) = api::register(&st, &user, registration(&body)?).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -86,40 +76,24 @@ pub struct FromTaskBody {
     tenant: Option<String>,
 }
 
-/// The `from_task` registration `body` asks for, if it names one.
-fn from_task(user: &User, body: &[u8]) -> Result<Option<FromTask>, ApiError> {
+/// What a registration `body` asks for: a task's checkpoint when it names
+/// `from_task`, else the weights.
+fn registration(body: &[u8]) -> Result<api::Registration, ApiError> {
     let names_task = serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .is_some_and(|v| v.get("from_task").is_some());
     if !names_task {
-        return Ok(None);
+        let spec = caldera_spec::model::parse_model_version_spec(body)?;
+        return Ok(api::Registration::Weights(spec));
     }
     // Name and version are validated with the spec they become.
     let b: FromTaskBody = parse_json(body)?;
-    let tenant = match (user.tenant(), b.tenant) {
-        (Some(t), None) => t.to_string(),
-        (Some(t), Some(asked)) if asked == t => asked,
-        (Some(_), Some(_)) => {
-            return Err(ApiError::forbidden(
-                "a tenant token registers from its own tasks only",
-            ))
-        }
-        (None, Some(t)) => t,
-        (None, None) => {
-            return Err(SpecError::new(
-                K::MissingField,
-                "tenant",
-                "the operator names the task's tenant: add \"tenant\": NAME",
-            )
-            .into())
-        }
-    };
-    Ok(Some(FromTask {
+    Ok(api::Registration::FromTask(api::CheckpointOf {
         name: b.name,
         version: b.version,
-        tenant,
         task_id: b.from_task,
         path: b.path,
+        tenant: b.tenant,
     }))
 }
 
@@ -128,7 +102,7 @@ fn from_task(user: &User, body: &[u8]) -> Result<Option<FromTask>, ApiError> {
     security(("operator" = []), ("tenant" = [])),
     responses((status = 200, description = "every model the caller may see", body = Envelope<Vec<ModelView>>)))]
 pub async fn list(user: User, st: web::Data<AppState>) -> Result<Reply<Vec<ModelView>>, ApiError> {
-    Ok(Reply::ok(st.cp.models(user.tenant()).await))
+    Ok(Reply::ok(api::list(&st, &user).await))
 }
 
 /// GET /v1/models/{name}
@@ -144,10 +118,7 @@ pub async fn get(
     st: web::Data<AppState>,
     name: web::Path<String>,
 ) -> Result<Reply<ModelView>, ApiError> {
-    match st.cp.model(&name, user.tenant()).await {
-        Some(m) => Ok(Reply::ok(m)),
-        None => Err(ApiError::not_found("model", &name)),
-    }
+    Ok(Reply::ok(api::get(&st, &user, &name).await?))
 }
 
 /// GET /v1/models/{name}/versions/{version}
@@ -164,21 +135,7 @@ pub async fn version(
     path: web::Path<(String, String)>,
 ) -> Result<Reply<VersionView>, ApiError> {
     let (name, version) = path.into_inner();
-    Ok(Reply::ok(
-        st.cp.model_version(&name, &version, user.tenant()).await?,
-    ))
-}
-
-/// A change of a version: the operator, or the tenant that registered it.
-async fn may_change(user: &User, st: &AppState, name: &str, version: &str) -> Result<(), ApiError> {
-    let owner = st.cp.model_owner(name, version, user.tenant()).await?;
-    match (user.tenant(), owner) {
-        (None, _) => Ok(()),
-        (Some(t), Some(o)) if t == o => Ok(()),
-        _ => Err(ApiError::forbidden(
-            "only the operator changes a version the operator registered",
-        )),
-    }
+    Ok(Reply::ok(api::version(&st, &user, &name, &version).await?))
 }
 
 /// `nodes` or `count`, exactly one; `pin` keeps the copies from eviction.
@@ -195,34 +152,7 @@ pub struct PrewarmBody {
 
 /// What a prewarm body asks for: `nodes` or `count`, exactly one.
 fn prewarm_target(b: PrewarmBody) -> Result<(PrewarmTarget, bool), SpecError> {
-    Ok((nodes_or_count(b.nodes, b.count)?, b.pin))
-}
-
-/// `nodes` (at least one) or `count` (at least 1), exactly one of them: how
-/// a prewarm or a pre-pull names the nodes it goes to.
-pub(crate) fn nodes_or_count(
-    nodes: Option<Vec<String>>,
-    count: Option<u32>,
-) -> Result<PrewarmTarget, SpecError> {
-    match (nodes, count) {
-        (Some(n), None) if !n.is_empty() => Ok(PrewarmTarget::Nodes(n)),
-        (None, Some(c)) if c > 0 => Ok(PrewarmTarget::Count(c)),
-        (Some(_), None) => Err(SpecError::new(
-            K::OutOfRange,
-            "nodes",
-            "name at least one node",
-        )),
-        (None, Some(_)) => Err(SpecError::new(
-            K::OutOfRange,
-            "count",
-            "count must be at least 1",
-        )),
-        _ => Err(SpecError::new(
-            K::MissingField,
-            "nodes",
-            "give either \"nodes\": [names] or \"count\": N",
-        )),
-    }
+    Ok((api::nodes_or_count(b.nodes, b.count)?, b.pin))
 }
 
 /// POST /v1/models/{name}/versions/{version}/prewarm {"nodes":[..]} | {"count":N}, "pin"?
@@ -246,13 +176,10 @@ pub async fn prewarm(
     payload: web::Payload,
 ) -> Result<Reply<Prewarmed>, ApiError> {
     let (name, version) = path.into_inner();
-    may_change(&user, &st, &name, &version).await?;
+    let v = api::changeable(&st, &user, &name, &version).await?;
     let body = body::read(payload, st.body_limit).await?;
     let (target, pin) = prewarm_target(parse_json::<PrewarmBody>(&body)?)?;
-    let nodes = st
-        .cp
-        .prewarm_model(&name, &version, user.tenant(), target, pin)
-        .await?;
+    let nodes = api::prewarm(&st, &user, &v, target, pin).await?;
     Ok(Reply::with_status(
         StatusCode::ACCEPTED,
         Prewarmed { nodes },
@@ -285,14 +212,10 @@ pub async fn pin(
     payload: web::Payload,
 ) -> Result<Reply<VersionView>, ApiError> {
     let (name, version) = path.into_inner();
-    may_change(&user, &st, &name, &version).await?;
+    let v = api::changeable(&st, &user, &name, &version).await?;
     let body = body::read(payload, st.body_limit).await?;
     let b: PinBody = parse_json(&body)?;
-    Ok(Reply::ok(
-        st.cp
-            .pin_model(&name, &version, user.tenant(), b.pinned)
-            .await?,
-    ))
+    Ok(Reply::ok(api::pin(&st, &user, &v, b.pinned).await?))
 }
 
 /// POST /v1/models/{name}/versions/{version}/deprecate
@@ -312,10 +235,6 @@ pub async fn deprecate(
     path: web::Path<(String, String)>,
 ) -> Result<Reply<VersionView>, ApiError> {
     let (name, version) = path.into_inner();
-    may_change(&user, &st, &name, &version).await?;
-    Ok(Reply::ok(
-        st.cp
-            .deprecate_model(&name, &version, user.tenant())
-            .await?,
-    ))
+    let v = api::changeable(&st, &user, &name, &version).await?;
+    Ok(Reply::ok(api::deprecate(&st, &user, &v).await?))
 }

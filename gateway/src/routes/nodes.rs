@@ -1,4 +1,5 @@
 //! Nodes: inventory, health, allocation and live metrics.
+use crate::api::nodes as api;
 use crate::envelope::Reply;
 use crate::error::ApiError;
 use crate::principal::{Operator, User};
@@ -13,12 +14,7 @@ use caldera_spec::Envelope;
     security(("operator" = []), ("tenant" = [])),
     responses((status = 200, description = "every node", body = Envelope<NodeList>)))]
 pub async fn list(user: User, st: web::Data<AppState>) -> Result<Reply<NodeList>, ApiError> {
-    let mut nodes = st.cp.nodes().await?;
-    if user.tenant().is_some() {
-        // An image's name can tell one tenant's work to another.
-        nodes.iter_mut().for_each(|n| n.images = None);
-    }
-    Ok(Reply::ok(NodeList { nodes }))
+    Ok(Reply::ok(api::list(&st, &user).await?))
 }
 
 /// GET /v1/nodes/{name}
@@ -34,12 +30,7 @@ pub async fn get(
     st: web::Data<AppState>,
     name: web::Path<String>,
 ) -> Result<Reply<NodeView>, ApiError> {
-    // A tenant is shown only the cached copies of versions it may use, and
-    // none of the node's cache totals, which would count the rest.
-    match st.cp.node_seen_by(&name, user.tenant()).await? {
-        Some(v) => Ok(Reply::ok(v)),
-        None => Err(ApiError::not_found("node", &name)),
-    }
+    Ok(Reply::ok(api::get(&st, &user, &name).await?))
 }
 
 /// GET /v1/allocations (operator): the Scheduler's ledger and sled's copy of
@@ -50,19 +41,10 @@ pub async fn get(
     security(("operator" = [])),
     responses((status = 200, description = "the ledger and its stored copy", body = Envelope<Allocations>)))]
 pub async fn allocations(
-    _: Operator,
+    op: Operator,
     st: web::Data<AppState>,
 ) -> Result<Reply<Allocations>, ApiError> {
-    let (ledger, stored) = st.cp.allocations().await?;
-    let view = |v: Vec<caldera_spec::Allocation>| -> Vec<caldera_spec::Allocation> {
-        v.iter()
-            .map(caldera_actors::views::allocation_view)
-            .collect()
-    };
-    Ok(Reply::ok(Allocations {
-        ledger: view(ledger),
-        stored: view(stored),
-    }))
+    Ok(Reply::ok(api::allocations(&st, &op).await?))
 }
 
 /// POST /v1/nodes/{name}/revoke (operator): the node's secret stops working
@@ -76,14 +58,11 @@ pub async fn allocations(
         (status = 404, description = "no such node"),
     ))]
 pub async fn revoke(
-    _: Operator,
+    op: Operator,
     st: web::Data<AppState>,
     name: web::Path<String>,
 ) -> Result<Reply<NodeView>, ApiError> {
-    match st.cp.revoke_node(&name).await? {
-        Some(v) => Ok(Reply::ok(v)),
-        None => Err(ApiError::not_found("node", &name)),
-    }
+    Ok(Reply::ok(api::revoke(&st, &op, &name).await?))
 }
 
 /// POST /v1/nodes/{name}/rotate-secret (operator): a new node secret,
@@ -99,14 +78,11 @@ pub async fn revoke(
         (status = 409, description = "the node has no live session, or is revoked"),
     ))]
 pub async fn rotate_secret(
-    _: Operator,
+    op: Operator,
     st: web::Data<AppState>,
     name: web::Path<String>,
 ) -> Result<Reply<NodeView>, ApiError> {
-    match st.cp.rotate_node_secret(&name).await? {
-        Some(v) => Ok(Reply::ok(v)),
-        None => Err(ApiError::not_found("node", &name)),
-    }
+    Ok(Reply::ok(api::rotate_secret(&st, &op, &name).await?))
 }
 
 /// POST /v1/nodes/{name}/cordon (operator): no new placements on the node;
@@ -124,7 +100,8 @@ pub async fn cordon(
     st: web::Data<AppState>,
     name: web::Path<String>,
 ) -> Result<Reply<NodeView>, ApiError> {
-    change(op, st, &name, CordonChange::Cordon).await
+    let node = api::change_cordon(&st, &op, &name, CordonChange::Cordon).await?;
+    Ok(Reply::ok(node))
 }
 
 /// POST /v1/nodes/{name}/drain (operator): cordon, and move its work away as
@@ -143,7 +120,8 @@ pub async fn drain(
     st: web::Data<AppState>,
     name: web::Path<String>,
 ) -> Result<Reply<NodeView>, ApiError> {
-    change(op, st, &name, CordonChange::Drain).await
+    let node = api::change_cordon(&st, &op, &name, CordonChange::Drain).await?;
+    Ok(Reply::ok(node))
 }
 
 /// POST /v1/nodes/{name}/uncordon (operator): placements there again.
@@ -160,18 +138,6 @@ pub async fn uncordon(
     st: web::Data<AppState>,
     name: web::Path<String>,
 ) -> Result<Reply<NodeView>, ApiError> {
-    change(op, st, &name, CordonChange::Uncordon).await
-}
-
-/// The node's view once the change is recorded; 404 naming an unknown node.
-async fn change(
-    _: Operator,
-    st: web::Data<AppState>,
-    name: &str,
-    how: CordonChange,
-) -> Result<Reply<NodeView>, ApiError> {
-    match st.cp.change_cordon(name, how).await? {
-        Some(v) => Ok(Reply::ok(v)),
-        None => Err(ApiError::not_found("node", name)),
-    }
+    let node = api::change_cordon(&st, &op, &name, CordonChange::Uncordon).await?;
+    Ok(Reply::ok(node))
 }

@@ -2,6 +2,7 @@
 //! sets, lists and deletes them; another tenant is answered 404, as for a
 //! tenant that does not exist. The password is never answered back: a
 //! listing says which registries have credentials and since when.
+use crate::api::{registry_credentials as api, tenants};
 use crate::body;
 use crate::envelope::Reply;
 use crate::error::ApiError;
@@ -11,14 +12,11 @@ use actix_web::web;
 use caldera_actors::control_plane::registry_credentials::CredentialSummary;
 use caldera_spec::registry_credential::{check_registry_name, parse_new_credential};
 use caldera_spec::time::rfc3339;
-use caldera_spec::Envelope;
 pub use caldera_spec::views::{
     RegistryCredentialDeleted, RegistryCredentialList, RegistryCredentialView,
 };
+use caldera_spec::Envelope;
 use utoipa::ToSchema;
-
-
-
 
 /// The body of a PUT: the user name and the password (or token).
 #[derive(ToSchema)]
@@ -57,14 +55,12 @@ pub async fn set(
     payload: web::Payload,
 ) -> Result<Reply<RegistryCredentialView>, ApiError> {
     let (tenant, registry) = path.into_inner();
-    super::tenants::visible_tenant(&user, &st, &tenant).await?;
+    let tenant = tenants::find(&st, &user, &tenant).await?;
+    // A bad registry name is named before the body is read.
     check_registry_name(&registry)?;
     let body = body::read(payload, st.body_limit).await?;
     let new = parse_new_credential(&body)?;
-    let (summary, created) = st
-        .cp
-        .set_registry_credential(&tenant, &registry, new)
-        .await?;
+    let (summary, created) = api::set(&st, &tenant, &registry, new).await?;
     Ok(if created {
         Reply::created(view(&summary))
     } else {
@@ -87,8 +83,8 @@ pub async fn list(
     st: web::Data<AppState>,
     name: web::Path<String>,
 ) -> Result<Reply<RegistryCredentialList>, ApiError> {
-    super::tenants::visible_tenant(&user, &st, &name).await?;
-    let all = st.cp.registry_credentials(&name).await?;
+    let tenant = tenants::find(&st, &user, &name).await?;
+    let all = api::list(&st, &tenant).await?;
     Ok(Reply::ok(RegistryCredentialList {
         tenant: name.into_inner(),
         registry_credentials: all.iter().map(view).collect(),
@@ -110,7 +106,7 @@ pub async fn delete(
     path: web::Path<(String, String)>,
 ) -> Result<Reply<RegistryCredentialDeleted>, ApiError> {
     let (tenant, registry) = path.into_inner();
-    super::tenants::visible_tenant(&user, &st, &tenant).await?;
-    st.cp.delete_registry_credential(&tenant, &registry).await?;
+    let tenant = tenants::find(&st, &user, &tenant).await?;
+    api::delete(&st, &tenant, &registry).await?;
     Ok(Reply::ok(RegistryCredentialDeleted { registry }))
 }

@@ -1,7 +1,8 @@
 //! `POST /v1/tasks/{id}/model`: a hot swap of a service's model version in
 //! place.
-use super::tasks::{visible, TenantParam};
+use super::tasks::{find, TenantParam};
 use super::Query;
+use crate::api::swap as api;
 use crate::body;
 use crate::envelope::Reply;
 use crate::error::ApiError;
@@ -56,26 +57,13 @@ pub async fn swap(
     q: Query,
     payload: web::Payload,
 ) -> Result<Reply<SwapAnswer>, ApiError> {
-    let (key, _) = visible(&user, &st, &q, &id).await?;
+    let task = find(&user, &st, &q, &id).await?;
     let body = body::read(payload, st.body_limit).await?;
     let req = caldera_actors::control_plane::swap::parse_swap(&body)?;
-    let answer = st
-        .cp
-        .swap_model(&key, req, requested_by(user.tenant()))
-        .await?;
-    Ok(match answer {
+    Ok(match api::swap(&st, &user, &task, req).await? {
         a @ SwapAnswer::Started { .. } => {
             Reply::with_status(actix_web::http::StatusCode::ACCEPTED, a)
         }
         a => Reply::ok(a),
     })
-}
-
-/// Who asked for a swap, as its record and events say: the tenant whose
-/// token it was (a tenant only reaches its own services), or the operator.
-pub(crate) fn requested_by(tenant: Option<&str>) -> String {
-    match tenant {
-        Some(tenant) => format!("tenant {tenant}"),
-        None => "the operator".to_string(),
-    }
 }

@@ -1,5 +1,6 @@
 //! Tasks: request resources (submit), status, list, logs, release, scale.
-use super::{query_num, query_offset, Query};
+use super::Query;
+use crate::api::tasks as api;
 use crate::body;
 use crate::envelope::Reply;
 use crate::error::ApiError;
@@ -7,9 +8,9 @@ use crate::principal::User;
 use crate::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{web, Either};
-use caldera_actors::control_plane::{DryRun, TaskQuery};
+use caldera_actors::control_plane::DryRun;
 use caldera_spec::views::{LogChunk, Submitted, TaskPage, TaskView};
-use caldera_spec::{codes, Envelope, TaskRecord, TaskSpec, TaskState, TaskType};
+use caldera_spec::{Envelope, TaskSpec, TaskState, TaskType};
 use utoipa::ToSchema;
 
 /// `?tenant=`: the tenant a request acts for (the operator's; a tenant token's own).
@@ -95,25 +96,20 @@ pub async fn submit(
     payload: web::Payload,
 ) -> Result<Either<Reply<TaskView>, Reply<DryRun>>, ApiError> {
     let dry_run = dry_run_asked(&q)?;
-    let Some(tenant) = tenant_asked(&user, &q, "submits only for its own tenant")? else {
-        return Err(ApiError::bad_query(
-            "tenant",
-            "the operator submits on behalf of a tenant: add ?tenant=NAME",
-        ));
-    };
+    // Who it is for is settled before the body is read.
+    let tenant = api::submitting_tenant(&user, tenant_of(&q))?;
     let body = body::read(payload, st.body_limit).await?;
     let spec = caldera_spec::parse_task_spec(&body)?;
     if dry_run {
-        return Ok(Either::Right(Reply::ok(st.cp.dry_run(tenant, spec).await?)));
+        let answer = api::dry_run(&st, &user, Some(&tenant), spec).await?;
+        return Ok(Either::Right(Reply::ok(answer)));
     }
-    let (rec, created) = st.cp.submit(tenant, spec).await?;
+    let (view, created) = api::submit(&st, &user, Some(&tenant), spec).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
-    let mut view = TaskView::from(&rec);
-    view.warnings = st.cp.submission_warnings(&rec.spec).await?;
     Ok(Either::Left(Reply::with_status(status, view)))
 }
 
@@ -129,63 +125,19 @@ fn dry_run_asked(q: &Query) -> Result<bool, ApiError> {
     }
 }
 
-/// The tenant a request acts for: a tenant token's own (a `?tenant=` naming
-/// another is refused: a tenant token `refused`), or the operator's
-/// `?tenant=NAME`; `None` for the operator without one.
-fn tenant_asked(user: &User, q: &Query, refused: &str) -> Result<Option<String>, ApiError> {
-    match (user.tenant(), q.get("tenant")) {
-        (Some(t), None) => Ok(Some(t.to_string())),
-        (Some(t), Some(asked)) if asked == t => Ok(Some(t.to_string())),
-        (Some(_), Some(_)) => Err(ApiError::forbidden(&format!("a tenant token {refused}"))),
-        (None, asked) => Ok(asked.cloned()),
-    }
+/// `?tenant=`: the tenant a request names, if any.
+pub(super) fn tenant_of(q: &Query) -> Option<&str> {
+    q.get("tenant").map(String::as_str)
 }
 
-/// The key (`tenant/id`, `caldera_spec::task_key`) of the task a request
-/// addresses. Task ids are the tenant's own, so the address needs a tenant: a
-/// tenant token's own (a `?tenant=` naming another is refused), or the
-/// operator's `?tenant=NAME`. An operator without `?tenant=` reaches the id
-/// when exactly one tenant holds it; when several do, a 409 asks for the
-/// tenant (the operator sees every tenant, so naming them reveals nothing).
-async fn address(user: &User, st: &AppState, q: &Query, id: &str) -> Result<String, ApiError> {
-    match tenant_asked(user, q, "addresses only its own tenant's tasks")? {
-        Some(tenant) => Ok(caldera_spec::task_key(&tenant, id)),
-        None => {
-            let mut keys = st.cp.task_keys_named(id).await?;
-            match keys.len() {
-                0 => Err(ApiError::not_found("task", id)),
-                1 => Ok(keys.remove(0)),
-                _ => {
-                    let tenants: Vec<&str> = keys
-                        .iter()
-                        .filter_map(|k| caldera_spec::tenant_of(k))
-                        .collect();
-                    Err(ApiError::new(
-                        &codes::CONFLICT,
-                        format!(
-                            "task id {id:?} is used by tenants {}: add ?tenant=NAME",
-                            tenants.join(", ")
-                        ),
-                    ))
-                }
-            }
-        }
-    }
-}
-
-/// A task the caller may see and its key, or the 404 (another tenant's task
-/// is "not found", and the message names only the id the caller gave).
-pub(super) async fn visible(
+/// The task `id` the request addresses, if the caller may see it.
+pub(super) async fn find(
     user: &User,
     st: &AppState,
     q: &Query,
     id: &str,
-) -> Result<(String, TaskRecord), ApiError> {
-    let key = address(user, st, q, id).await?;
-    match st.cp.task(&key).await? {
-        Some(r) if user.may_see(&r.tenant) => Ok((key, r)),
-        _ => Err(ApiError::not_found("task", id)),
-    }
+) -> Result<api::VisibleTask, ApiError> {
+    api::find(st, user, tenant_of(q), id).await
 }
 
 /// GET /v1/tasks/{id}?tenant=
@@ -203,14 +155,8 @@ pub async fn get(
     id: web::Path<String>,
     q: Query,
 ) -> Result<Reply<TaskView>, ApiError> {
-    let (_, r) = visible(&user, &st, &q, &id).await?;
-    let mut view = TaskView::from(&r);
-    if r.state == TaskState::Queued {
-        let line = st.cp.queue_positions(vec![r.spec.task_id.clone()]).await?;
-        // Inside the control plane a task's id is its key (`tenant/id`).
-        view.queue_position = line.get(&r.spec.task_id).copied();
-    }
-    Ok(Reply::ok(view))
+    let task = find(&user, &st, &q, &id).await?;
+    Ok(Reply::ok(api::view(&st, &task).await?))
 }
 
 /// GET /v1/tasks?state=&type=&tenant=&limit=&cursor= — a tenant's tasks
@@ -232,54 +178,8 @@ pub async fn list(
     st: web::Data<AppState>,
     q: Query,
 ) -> Result<Reply<TaskPage>, ApiError> {
-    let state = match q.get("state") {
-        None => None,
-        Some(s) => Some(
-            TaskState::parse(s)
-                .ok_or_else(|| ApiError::bad_query("state", format!("unknown state {s:?}")))?,
-        ),
-    };
-    let task_type = match q.get("type").map(|s| s.as_str()) {
-        None => None,
-        Some("training") => Some(TaskType::Training),
-        Some("inference") => Some(TaskType::Inference),
-        Some(other) => {
-            return Err(ApiError::bad_query(
-                "type",
-                format!("type is training or inference, not {other:?}"),
-            ))
-        }
-    };
-    let query = TaskQuery {
-        tenant: tenant_asked(&user, &q, "lists only its own tenant's tasks")?,
-        state,
-        task_type,
-        cursor: q.get("cursor").cloned().unwrap_or_default(),
-        limit: query_num(&q, "limit", 100, 1000)? as usize,
-    };
-    let page = st.cp.tasks(query).await?;
-    // Places in line of this page's queued tasks only: one pass over the
-    // queue, never a copy of it, however long it is.
-    let queued: Vec<String> = page
-        .tasks
-        .iter()
-        .filter(|t| t.state == TaskState::Queued)
-        .map(|t| t.spec.task_id.clone())
-        .collect();
-    let line = st.cp.queue_positions(queued).await?;
-    let tasks: Vec<TaskView> = page
-        .tasks
-        .iter()
-        .map(|t| {
-            let mut view = TaskView::from(t);
-            view.queue_position = line.get(&t.spec.task_id).copied();
-            view
-        })
-        .collect();
-    Ok(Reply::ok(TaskPage {
-        tasks,
-        next_cursor: page.next_cursor,
-    }))
+    let query = api::TaskListQuery::from_query(&user, &q)?;
+    Ok(Reply::ok(api::list(&st, &user, query).await?))
 }
 
 /// POST /v1/tasks/{id}/release?tenant= — stop, free, Released (queued: Cancelled).
@@ -298,14 +198,8 @@ pub async fn release(
     id: web::Path<String>,
     q: Query,
 ) -> Result<Reply<TaskView>, ApiError> {
-    let (key, rec) = visible(&user, &st, &q, &id).await?;
-    let by = match user.tenant() {
-        Some(t) => format!("tenant {t}"),
-        None => "operator".to_string(),
-    };
-    // No live actor: already terminal, and releasing again changes nothing.
-    let rec = st.cp.release(&key, by).await?.unwrap_or(rec);
-    Ok(Reply::ok(TaskView::from(&rec)))
+    let task = find(&user, &st, &q, &id).await?;
+    Ok(Reply::ok(api::release(&st, &user, task).await?))
 }
 
 /// GET /v1/tasks/{id}/logs?tail_bytes=N&tenant= — fetched from the node that ran it.
@@ -325,110 +219,9 @@ pub async fn logs(
     id: web::Path<String>,
     q: Query,
 ) -> Result<Reply<LogChunk>, ApiError> {
-    let (_, rec) = visible(&user, &st, &q, &id).await?;
-    let tail = query_num(&q, "tail_bytes", 64 * 1024, 16 * 1024 * 1024)?;
-    let Some(a) = rec.allocation.clone() else {
-        return earlier_logs(
-            &st,
-            &rec,
-            id.into_inner(),
-            tail,
-            query_offset(&q, "from_byte")?,
-        )
-        .await;
-    };
-    if rec.spec.is_reservation() {
-        // A reservation holds room and runs nothing: say so, rather than
-        // answering an empty log as if a process had been silent.
-        return Ok(Reply::ok(LogChunk {
-            task_id: id.into_inner(),
-            node: a.node,
-            allocation_id: None,
-            content: String::new(),
-            truncated: false,
-            end_byte: None,
-            reservation: Some(true),
-            note: Some(
-                "this task is a reservation: it runs no process, so it has no log".to_string(),
-            ),
-        }));
-    }
-    // From an offset: the next piece of a log being followed (`logs -f`).
-    let from = query_offset(&q, "from_byte")?;
-    let chunk = st.cp.logs(&a, tail, from).await?;
-    Ok(Reply::ok(LogChunk {
-        task_id: id.into_inner(),
-        allocation_id: Some(caldera_spec::local_id(&a.allocation_id).to_string()),
-        node: a.node,
-        content: chunk.content,
-        truncated: chunk.truncated,
-        end_byte: chunk.end_byte,
-        reservation: None,
-        note: None,
-    }))
-}
-
-/// The log of a task that holds no allocation now but ran before (it was
-/// preempted or requeued and waits to run again, or ended after that): read
-/// from the node it last ran on, with a note saying so. One that never ran
-/// has no log (409 `no_logs_yet`).
-async fn earlier_logs(
-    st: &AppState,
-    rec: &TaskRecord,
-    task_id: String,
-    tail: u64,
-    from: Option<u64>,
-) -> Result<Reply<LogChunk>, ApiError> {
-    let not_yet = || {
-        ApiError::new(
-            &codes::NO_LOGS_YET,
-            "the task has not run yet, so it has no logs",
-        )
-    };
-    if rec.spec.is_reservation() {
-        return Err(not_yet());
-    }
-    let Some(last) = st.cp.last_run(rec).await? else {
-        return Err(not_yet());
-    };
-    let chunk = st
-        .cp
-        .logs_on(
-            &last.node,
-            &last.allocation_id,
-            &rec.spec.task_id,
-            tail,
-            from,
-        )
-        .await?;
-    // "preempted by <task key>" would name another tenant's task.
-    let why = match last.end_reason.as_deref() {
-        Some(r) if r.starts_with("preempted") => "preempted",
-        Some(r) => r,
-        None => "stopped",
-    };
-    let when = last
-        .ended_ms
-        .map(|t| format!(" at {}", caldera_spec::time::rfc3339(t)))
-        .unwrap_or_default();
-    let next = if rec.state == caldera_spec::TaskState::Queued {
-        "; restarting when it is placed again"
-    } else {
-        ""
-    };
-    Ok(Reply::ok(LogChunk {
-        task_id,
-        allocation_id: Some(caldera_spec::local_id(&last.allocation_id).to_string()),
-        node: last.node.clone(),
-        content: chunk.content,
-        truncated: chunk.truncated,
-        end_byte: chunk.end_byte,
-        reservation: None,
-        note: Some(format!(
-            "not running now: {why}{when}{next}. This is the log of its earlier run(s) on {}.",
-            last.node
-        )),
-    }))
+    let task = find(&user, &st, &q, &id).await?;
+    let range = api::LogRange::from_query(&q)?;
+    Ok(Reply::ok(api::logs(&st, &task, range).await?))
 }
 
 /// PUT /v1/tasks/{id}/replicas?tenant= {"replicas": N} — scale an inference service.
@@ -450,9 +243,8 @@ pub async fn scale(
     q: Query,
     payload: web::Payload,
 ) -> Result<Reply<TaskView>, ApiError> {
-    let (key, _) = visible(&user, &st, &q, &id).await?;
+    let task = find(&user, &st, &q, &id).await?;
     let body = body::read(payload, st.body_limit).await?;
     let n = caldera_actors::control_plane::parse_replicas(&body)?;
-    let rec = st.cp.scale(&key, n).await?;
-    Ok(Reply::ok(TaskView::from(&rec)))
+    Ok(Reply::ok(api::scale(&st, &task, n).await?))
 }

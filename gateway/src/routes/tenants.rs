@@ -1,4 +1,5 @@
 //! Tenants: create (operator; the token is shown once), quota change, listing.
+use crate::api::tenants as api;
 use crate::body;
 use crate::envelope::Reply;
 use crate::error::ApiError;
@@ -6,9 +7,9 @@ use crate::principal::{Operator, User};
 use crate::state::AppState;
 use actix_web::web;
 use caldera_spec::validate::parse_json;
-use caldera_spec::Envelope;
 pub use caldera_spec::views::{TenantList, TenantView};
-use caldera_spec::{Quota, TenantRecord};
+use caldera_spec::Envelope;
+use caldera_spec::Quota;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -64,19 +65,6 @@ impl ToSchema for QuotaChangeBody {
     }
 }
 
-
-
-fn view(t: &TenantRecord) -> TenantView {
-    TenantView {
-        name: t.name.clone(),
-        quota: t.quota.clone(),
-        guaranteed: t.quota.clone(),
-        borrowing_limit: t.borrowing_limit.clone(),
-        created_at: caldera_spec::time::rfc3339(t.created_ms),
-        token: None,
-    }
-}
-
 /// POST /v1/tenants {name, quota?}
 #[utoipa::path(post, path = "/v1/tenants", tag = "tenants",
     description = "Creates a tenant. Its token is in this answer only.",
@@ -88,18 +76,13 @@ fn view(t: &TenantRecord) -> TenantView {
         (status = 409, description = "the tenant exists"),
     ))]
 pub async fn create(
-    _: Operator,
+    op: Operator,
     st: web::Data<AppState>,
     payload: web::Payload,
 ) -> Result<Reply<TenantView>, ApiError> {
     let body = body::read(payload, st.body_limit).await?;
     let nt: NewTenant = parse_json(&body)?;
-    let (rec, token) = st
-        .cp
-        .create_tenant(nt.name, nt.quota, nt.borrowing_limit)
-        .await?;
-    let mut v = view(&rec);
-    v.token = Some(token);
+    let v = api::create(&st, &op, nt.name, nt.quota, nt.borrowing_limit).await?;
     Ok(Reply::created(v))
 }
 
@@ -115,7 +98,7 @@ pub async fn create(
         (status = 404, description = "no such tenant"),
     ))]
 pub async fn set_quota(
-    _: Operator,
+    op: Operator,
     st: web::Data<AppState>,
     name: web::Path<String>,
     payload: web::Payload,
@@ -128,39 +111,16 @@ pub async fn set_quota(
             borrowing_limit: None,
         },
     };
-    for q in [&change.guaranteed, &change.borrowing_limit]
-        .into_iter()
-        .flatten()
-    {
-        q.validate()?;
-    }
-    let rec = st
-        .cp
-        .change_quota(&name, change.guaranteed, change.borrowing_limit)
-        .await?;
-    Ok(Reply::ok(view(&rec)))
+    let v = api::set_quota(&st, &op, &name, change.guaranteed, change.borrowing_limit).await?;
+    Ok(Reply::ok(v))
 }
 
 /// GET /v1/tenants (operator)
 #[utoipa::path(get, path = "/v1/tenants", tag = "tenants",
     security(("operator" = [])),
     responses((status = 200, description = "every tenant", body = Envelope<TenantList>)))]
-pub async fn list(_: Operator, st: web::Data<AppState>) -> Result<Reply<TenantList>, ApiError> {
-    let tenants = st.cp.tenants().await?.iter().map(view).collect();
-    Ok(Reply::ok(TenantList { tenants }))
-}
-
-/// The tenant `name` if the caller may see it (operator, or the tenant
-/// itself); otherwise a 404 that does not say whether it exists.
-pub(crate) async fn visible_tenant(
-    user: &User,
-    st: &AppState,
-    name: &str,
-) -> Result<TenantRecord, ApiError> {
-    match st.cp.tenant(name).await? {
-        Some(t) if user.may_see(name) => Ok(t),
-        _ => Err(ApiError::not_found("tenant", name)),
-    }
+pub async fn list(op: Operator, st: web::Data<AppState>) -> Result<Reply<TenantList>, ApiError> {
+    Ok(Reply::ok(api::list(&st, &op).await?))
 }
 
 /// GET /v1/tenants/{name} (operator, or the tenant itself)
@@ -176,6 +136,5 @@ pub async fn get(
     st: web::Data<AppState>,
     name: web::Path<String>,
 ) -> Result<Reply<TenantView>, ApiError> {
-    let rec = visible_tenant(&user, &st, &name).await?;
-    Ok(Reply::ok(view(&rec)))
+    Ok(Reply::ok(api::get(&st, &user, &name).await?))
 }

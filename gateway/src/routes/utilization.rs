@@ -13,10 +13,5 @@ use caldera_spec::Envelope;
     security(("operator" = []), ("tenant" = [])),
     responses((status = 200, description = "the pool's use", body = Envelope<Utilization>)))]
 pub async fn get(user: User, st: web::Data<AppState>) -> Result<Reply<Utilization>, ApiError> {
-    let mut u = st.cp.utilization().await?;
-    if let Some(t) = user.tenant() {
-        // A tenant sees the pool, but only its own line of the per-tenant table.
-        u.by_tenant.retain(|k| k.key == t);
-    }
-    Ok(Reply::ok(u))
+    Ok(Reply::ok(crate::api::usage::utilization(&st, &user).await?))
 }

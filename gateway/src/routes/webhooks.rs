@@ -2,58 +2,17 @@
 //! and sees only its own subscriptions (another's is a 404); the operator
 //! subscribes to one tenant's events or to all, and sees every subscription.
 //! The secret is in the 201 only.
-use super::webhook_views::{DeliveryPage, DeliveryView, WebhookDeleted, WebhookList, WebhookView};
+use super::webhook_views::{DeliveryPage, WebhookDeleted, WebhookList, WebhookView};
 use super::{query_page, Query};
+use crate::api::webhooks as api;
 use crate::body;
 use crate::envelope::Reply;
 use crate::error::ApiError;
 use crate::principal::User;
 use crate::state::AppState;
 use actix_web::web;
-use caldera_actors::webhook::subscriptions::Subscription;
-use caldera_spec::webhook::{operator_only, WebhookRecord};
 use caldera_spec::webhook_request::{parse_new_webhook, NewWebhook};
 use caldera_spec::Envelope;
-
-/// The subscription `w` asks for, as `user` may make it: a tenant's own
-/// events only and no node events; the operator's for any tenant or all.
-fn scoped(user: &User, w: NewWebhook) -> Result<Subscription, ApiError> {
-    let node_event = w.events.iter().position(|n| operator_only(n));
-    let Some(own) = user.tenant() else {
-        if let (Some(i), Some(_)) = (node_event, &w.tenant) {
-            return Err(ApiError::from(caldera_spec::SpecError::new(
-                caldera_spec::SpecErrorKind::Conflict,
-                format!("events[{i}]"),
-                "node events belong to no tenant: a subscription with `tenant` would never hear them; omit `tenant`",
-            )));
-        }
-        return Ok(Subscription {
-            url: w.url,
-            events: w.events,
-            tenant: w.tenant,
-            owner: None,
-        });
-    };
-    if w.tenant.as_deref().is_some_and(|t| t != own) {
-        return Err(ApiError::forbidden(
-            "a tenant token subscribes to its own tenant's events only",
-        )
-        .at("tenant"));
-    }
-    if let Some(i) = node_event {
-        return Err(ApiError::forbidden(&format!(
-            "{:?} events are the operator's: a node's events are not one tenant's",
-            w.events[i]
-        ))
-        .at(format!("events[{i}]")));
-    }
-    Ok(Subscription {
-        url: w.url,
-        events: w.events,
-        tenant: Some(own.to_string()),
-        owner: Some(own.to_string()),
-    })
-}
 
 /// POST /v1/webhooks {url, events, tenant?} — 201 with the secret (once).
 #[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks",
@@ -74,36 +33,7 @@ pub async fn create(
 ) -> Result<Reply<WebhookView>, ApiError> {
     let body = body::read(payload, st.body_limit).await?;
     let (w, _) = parse_new_webhook(&body)?;
-    let s = scoped(&user, w)?;
-    let rec = st.cp.create_webhook(s).await.map_err(|e| {
-        let unknown_tenant = matches!(e, caldera_actors::errors::ActorError::NotFound { .. });
-        let e = ApiError::from(e);
-        if unknown_tenant {
-            e.at("tenant")
-        } else {
-            e
-        }
-    })?;
-    let mut v = WebhookView::of(&rec);
-    v.secret = Some(rec.secret.clone());
-    Ok(Reply::created(v))
-}
-
-/// Whether `user` may see `w`: the operator every one, a tenant its own.
-fn visible(user: &User, w: &WebhookRecord) -> bool {
-    match user.tenant() {
-        None => true,
-        Some(t) => w.owner.as_deref() == Some(t),
-    }
-}
-
-/// The subscription `id` if the caller may see it, else a 404 that does
-/// not say whether it exists.
-async fn visible_webhook(user: &User, st: &AppState, id: &str) -> Result<WebhookRecord, ApiError> {
-    match st.cp.webhook(id).await? {
-        Some(w) if visible(user, &w) => Ok(w),
-        _ => Err(ApiError::not_found("webhook", id)),
-    }
+    Ok(Reply::created(api::create(&st, &user, w).await?))
 }
 
 /// GET /v1/webhooks — the caller's own (the operator: all).
@@ -111,12 +41,7 @@ async fn visible_webhook(user: &User, st: &AppState, id: &str) -> Result<Webhook
     security(("operator" = []), ("tenant" = [])),
     responses((status = 200, description = "the caller's subscriptions (the operator: all), without secrets", body = Envelope<WebhookList>)))]
 pub async fn list(user: User, st: web::Data<AppState>) -> Result<Reply<WebhookList>, ApiError> {
-    let all = st.cp.webhooks().await?;
-    let webhooks = all
-        .iter()
-        .filter(|w| visible(&user, w))
-        .map(WebhookView::of)
-        .collect();
+    let webhooks = api::list(&st, &user).await?;
     Ok(Reply::ok(WebhookList { webhooks }))
 }
 
@@ -134,7 +59,7 @@ pub async fn get(
     id: web::Path<String>,
 ) -> Result<Reply<WebhookView>, ApiError> {
     Ok(Reply::ok(WebhookView::of(
-        &visible_webhook(&user, &st, &id).await?,
+        &api::find(&st, &user, &id).await?,
     )))
 }
 
@@ -151,8 +76,8 @@ pub async fn delete(
     st: web::Data<AppState>,
     id: web::Path<String>,
 ) -> Result<Reply<WebhookDeleted>, ApiError> {
-    let w = visible_webhook(&user, &st, &id).await?;
-    st.cp.delete_webhook(&w.id).await?;
+    let w = api::find(&st, &user, &id).await?;
+    api::delete(&st, &w).await?;
     Ok(Reply::ok(WebhookDeleted { deleted: w.id }))
 }
 
@@ -184,22 +109,13 @@ pub async fn deliveries(
     id: web::Path<String>,
     q: Query,
 ) -> Result<Reply<DeliveryPage>, ApiError> {
-    let w = visible_webhook(&user, &st, &id).await?;
+    let w = api::find(&st, &user, &id).await?;
     let (after, limit) = query_page(
         &q,
         "after",
         "after is the event id of the last delivery seen",
     )?;
-    let page = st.cp.webhook_deliveries(&w.id, after, limit).await?;
-    let next = (page.len() == limit)
-        .then(|| page.last().map(|d| d.event_id))
-        .flatten();
-    Ok(Reply::ok(DeliveryPage {
-        webhook: w.id,
-        deliveries: page
-            .iter()
-            .map(|d| DeliveryView::of(d, user.tenant().is_none()))
-            .collect(),
-        next_cursor: next,
-    }))
+    Ok(Reply::ok(
+        api::deliveries(&st, &user, w, after, limit).await?,
+    ))
 }
