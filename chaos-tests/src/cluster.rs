@@ -1,6 +1,6 @@
 //! Clusters of any size: a control plane and N agents, each with its own
 //! simulated GPUs and flags (the model tests give theirs a weight cache and a
-//! peer server; [`crate::two_nodes`] is the two-agent case).
+//! peer server; [`two_nodes`] is the two-agent case).
 use crate::process::{nodes_connected, wait_until, Agent, ControlPlane};
 use std::path::Path;
 use std::time::Duration;
@@ -93,4 +93,21 @@ pub fn cluster(
     let cp = ControlPlane::start(bin, &dir.join("cp"), env);
     let agents = start_agents(bin, &cp, dir, specs, 0);
     (cp, agents)
+}
+
+/// The cluster most process tests start: a control plane with `env` and two
+/// joined agents, `node-a` and `node-b`, with simulated `gpus_a` / `gpus_b`
+/// (like "2xA100-80GB"), their data dirs under `dir`.
+pub fn two_nodes(
+    bin: &Path,
+    dir: &Path,
+    env: &[(&str, &str)],
+    gpus_a: &str,
+    gpus_b: &str,
+) -> (ControlPlane, Agent, Agent) {
+    let cp = ControlPlane::start(bin, &dir.join("cp"), env);
+    let a = Agent::start(bin, &cp, "node-a", gpus_a, dir);
+    let b = Agent::start(bin, &cp, "node-b", gpus_b, dir);
+    wait_joined(&cp, 2);
+    (cp, a, b)
 }

@@ -31,11 +31,9 @@ pub mod webhook_receiver;
 pub mod weights;
 
 pub use bench::stats::wall_ms;
-pub use cluster::{cluster, start_agents, AgentSpec};
+pub use cluster::{cluster, start_agents, two_nodes, AgentSpec};
 pub use http::Api;
-pub use process::{
-    file_lines, free_port, nodes_connected, two_nodes, wait_until, Agent, ControlPlane,
-};
+pub use process::{file_lines, free_port, nodes_connected, wait_until, Agent, ControlPlane};
 pub use task_view::history_states;
 
 /// Operator token the harness configures (tests only).

@@ -385,23 +385,6 @@ pub fn file_lines(p: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The cluster most process tests start: a control plane with `env` and two
-/// joined agents, `node-a` and `node-b`, with simulated `gpus_a` / `gpus_b`
-/// (like "2xA100-80GB"), their data dirs under `dir`.
-pub fn two_nodes(
-    bin: &Path,
-    dir: &Path,
-    env: &[(&str, &str)],
-    gpus_a: &str,
-    gpus_b: &str,
-) -> (ControlPlane, Agent, Agent) {
-    let cp = ControlPlane::start(bin, &dir.join("cp"), env);
-    let a = Agent::start(bin, &cp, "node-a", gpus_a, dir);
-    let b = Agent::start(bin, &cp, "node-b", gpus_b, dir);
-    crate::cluster::wait_joined(&cp, 2);
-    (cp, a, b)
-}
-
 /// How many nodes the control plane shows as connected.
 pub fn nodes_connected(cp: &ControlPlane) -> usize {
     cp.operator().get("/v1/nodes").data()["nodes"]
