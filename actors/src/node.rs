@@ -31,6 +31,8 @@ mod images;
 mod join_notice;
 mod lease;
 mod resync;
+#[cfg(test)]
+mod resync_tests;
 mod rotate;
 mod trust;
 mod weights;
