@@ -82,7 +82,7 @@ pub fn boot(config: ServerConfig) -> Result<Booted> {
     let (live, next_seq) = restore_tasks(&store, &sh)?;
     crate::webhook::subscriptions::ensure_idle_subscription(&store, &sh.config, sh.now_ms())?;
     crate::webhook::dispatcher::Dispatcher::start(sh.clone());
-    crate::storage_health::rebuild_after_reopen(sh.clone());
+    crate::storage_reopen::rebuild_after_reopen(sh.clone());
     sh.record(Event::new(
         sh.now_ms(),
         EventKind::ServerStarted,

@@ -31,6 +31,7 @@ pub mod node;
 pub mod node_loss;
 pub mod node_trust;
 pub mod protocol;
+pub mod refusals;
 pub mod registry;
 pub mod resync;
 pub mod scheduler;
@@ -39,6 +40,7 @@ pub mod shared;
 #[cfg(test)]
 mod stand_ins;
 pub mod storage_health;
+pub mod storage_reopen;
 pub mod supervision;
 #[cfg(test)]
 mod supervision_tests;

@@ -20,7 +20,7 @@ pub struct Shared {
     pub config: ServerConfig,
     pub tokens: Arc<TokenBook>,
     /// What nodes said that was refused, per node and reason (for `/metrics`).
-    pub refusals: crate::node_trust::Refusals,
+    pub refusals: crate::refusals::Refusals,
     /// What the registered nodes offer (kept by the Scheduler), for the
     /// checks at submission: the inference cap, requests no node could hold.
     pub offers: Arc<PoolOffers>,

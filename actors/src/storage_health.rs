@@ -5,10 +5,9 @@
 //! its handle), and then records what happened as two events. A reopen
 //! drops what was applied but never flushed, so every actor is then rebuilt
 //! from storage, as after a failed commit.
-use crate::shared::Shared;
 use caldera_spec::{Event, EventKind};
 use caldera_storage::{StorageError, Store};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// The first wait before storage is tried again, doubled after each try
@@ -117,33 +116,6 @@ pub fn events(was: &Degraded, now_ms: u64, how: Recovery, lost: u64) -> Vec<Even
             format!("storage takes writes again after {secs:.1} s: {how}"),
         ),
     ]
-}
-
-/// Every actor reads its state back from storage after a reopen (what it
-/// applied but never flushed is gone): run once at boot.
-pub fn rebuild_after_reopen(sh: Arc<Shared>) {
-    let mut reopened = sh.gate.reopened();
-    actix::spawn(async move {
-        while reopened.changed().await.is_ok() {
-            let why = "storage was reopened after an I/O failure".to_string();
-            sh.scheduler.do_send(crate::protocol::scheduler::Restart);
-            for (_, t) in sh.registry.tasks() {
-                t.do_send(crate::protocol::lifecycle::Rebuild { why: why.clone() });
-            }
-            for (_, s) in sh.registry.services() {
-                s.do_send(crate::protocol::lifecycle::Rebuild { why: why.clone() });
-            }
-            for (_, n) in sh.registry.nodes() {
-                n.do_send(crate::protocol::lifecycle::Rebuild { why: why.clone() });
-            }
-            for (_, t) in sh.registry.tenants() {
-                t.do_send(crate::protocol::lifecycle::Rebuild { why: why.clone() });
-            }
-            for (_, m) in sh.registry.models() {
-                m.do_send(crate::protocol::lifecycle::Rebuild { why: why.clone() });
-            }
-        }
-    });
 }
 
 #[cfg(test)]
