@@ -84,10 +84,17 @@ impl SchedulerPort for Heard {
             m.tenant, m.limits.guaranteed.gpus
         ))
     }
-    fn record_grant(&self, m: RecordGrant) -> Reply<Result<crate::durability::Ticket, String>> {
+    fn record_grant(
+        &self,
+        m: RecordGrant,
+    ) -> Reply<Result<crate::durability::Ticket, GrantNotRecorded>> {
         self.note(format!("record_grant {}", m.allocation.allocation_id));
+        let allocation_id = m.allocation.allocation_id.clone();
         let Some(gate) = self.2.get() else {
-            return ready(Err("no store".into()));
+            return ready(Err(GrantNotRecorded::Storage {
+                allocation_id,
+                error: caldera_storage::StorageError::Config("no store".into()),
+            }));
         };
         let mut b = gate.store().batch();
         b.put_allocation(&m.allocation);
@@ -95,7 +102,10 @@ impl SchedulerPort for Heard {
         b.append_event(m.event);
         ready(
             gate.commit(crate::commit_site::CommitSite::Grant, b)
-                .map_err(|e| e.to_string()),
+                .map_err(|error| GrantNotRecorded::Storage {
+                    allocation_id,
+                    error,
+                }),
         )
     }
     fn ledger_allocations(&self, _: LedgerAllocations) -> Reply<Vec<Allocation>> {

@@ -18,6 +18,25 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest frame accepted from an agent (a hello with many workloads).
 const MAX_FRAME: usize = 4 * 1024 * 1024;
 
+/// Why a node's session ended other than by a close: logged with the session id.
+#[derive(Debug, thiserror::Error)]
+enum SessionEnded {
+    #[error("no hello in time")]
+    NoHello,
+    /// The hello was refused; the agent was told `reason`.
+    #[error("{reason}")]
+    Refused { reason: String },
+    #[error("{0}")]
+    Encode(serde_json::Error),
+    #[error("agent socket closed")]
+    SocketClosed,
+    /// The actor dropped the sender: session superseded or node fenced.
+    #[error("session closed by the control plane")]
+    ClosedByControlPlane,
+    #[error("protocol error: {0}")]
+    Protocol(actix_ws::ProtocolError),
+}
+
 #[utoipa::path(get, path = "/v1/nodes/connect", tag = "nodes",
     description = "The node agents' WebSocket (join token). The first text frame is a hello; the frames are the wire messages of caldera-spec's `wire` module, outside this document.",
     security(("join" = [])),
@@ -60,12 +79,12 @@ async fn run_session(
     mut stream: actix_ws::AggregatedMessageStream,
     session_id: u64,
     peer_host: Option<String>,
-) -> Result<(), String> {
+) -> Result<(), SessionEnded> {
     let (tx, mut rx) = mpsc::unbounded_channel::<ServerMessage>();
     // 1. hello
     let first = tokio::time::timeout(HELLO_TIMEOUT, stream.next())
         .await
-        .map_err(|_| "no hello in time".to_string())?;
+        .map_err(|_| SessionEnded::NoHello)?;
     let hello = match first {
         Some(Ok(AggregatedMessage::Text(t))) => match serde_json::from_str::<NodeMessage>(&t) {
             Ok(NodeMessage::Hello(h)) => h,
@@ -89,13 +108,13 @@ async fn run_session(
         tokio::select! {
             out = rx.recv() => match out {
                 Some(m) => {
-                    let text = serde_json::to_string(&m).map_err(|e| e.to_string())?;
+                    let text = serde_json::to_string(&m).map_err(SessionEnded::Encode)?;
                     if session.text(text).await.is_err() {
-                        break Err("agent socket closed".to_string());
+                        break Err(SessionEnded::SocketClosed);
                     }
                 }
                 // The actor dropped the sender: session superseded or node fenced.
-                None => break Err("session closed by the control plane".to_string()),
+                None => break Err(SessionEnded::ClosedByControlPlane),
             },
             inp = stream.next() => match inp {
                 Some(Ok(AggregatedMessage::Text(t))) => match serde_json::from_str::<NodeMessage>(&t) {
@@ -104,12 +123,12 @@ async fn run_session(
                 },
                 Some(Ok(AggregatedMessage::Ping(p))) => {
                     if session.pong(&p).await.is_err() {
-                        break Err("agent socket closed".to_string());
+                        break Err(SessionEnded::SocketClosed);
                     }
                 }
                 Some(Ok(AggregatedMessage::Close(_))) | None => break Ok(()),
                 Some(Ok(_)) => {}
-                Some(Err(e)) => break Err(format!("protocol error: {e}")),
+                Some(Err(e)) => break Err(SessionEnded::Protocol(e)),
             },
         }
     };
@@ -119,7 +138,7 @@ async fn run_session(
 }
 
 /// Answers a hello that cannot open a session (`code`: the registry entry, 0 when none fits).
-async fn refuse(mut session: Session, reason: &str, code: u32) -> Result<(), String> {
+async fn refuse(mut session: Session, reason: &str, code: u32) -> Result<(), SessionEnded> {
     let m = ServerMessage::Refused {
         reason: reason.to_string(),
         code,
@@ -128,5 +147,7 @@ async fn refuse(mut session: Session, reason: &str, code: u32) -> Result<(), Str
         let _ = session.text(t).await;
     }
     let _ = session.close(None).await;
-    Err(reason.to_string())
+    Err(SessionEnded::Refused {
+        reason: reason.to_string(),
+    })
 }

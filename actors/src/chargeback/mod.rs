@@ -5,4 +5,4 @@ pub mod csv;
 pub mod prices;
 
 pub use cost::{across_tenants, report, CostLine, CostReport, GroupBy};
-pub use prices::{GpuPrices, Micros, PriceTable};
+pub use prices::{GpuPrices, Micros, PriceError, PriceTable};

@@ -9,30 +9,52 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Micros(pub u64);
 
+/// Why a configured price was refused; the words name the text as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PriceError {
+    /// Not digits with at most one decimal point.
+    #[error("{0:?} is not a price (write it like 2.40)")]
+    NotAPrice(String),
+    /// Finer than a micro-unit.
+    #[error("{0:?} has more than 6 decimals")]
+    TooManyDecimals(String),
+    /// Over a million units an hour (or past what a u64 holds).
+    #[error("{0:?} is more than 1000000 an hour")]
+    TooHigh(String),
+    /// A whole part too long to read as a number at all.
+    #[error("{0:?} is too large")]
+    TooLarge(String),
+    /// A GPU price list entry without its `=`.
+    #[error("{0:?} is not MODEL=PRICE (e.g. A100=2.40)")]
+    NotModelPrice(String),
+}
+
 /// The most one price may be: a million units an hour.
 const MAX_PRICE: u64 = 1_000_000 * 1_000_000;
 
 impl Micros {
     /// `"2.4"`, `"0.000001"`, `"3"`: at most six decimals, not negative.
-    pub fn parse(s: &str) -> Result<Micros, String> {
+    pub fn parse(s: &str) -> Result<Micros, PriceError> {
         let s = s.trim();
         let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
         let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
         if whole.is_empty() && frac.is_empty() || !digits(whole) || !digits(frac) {
-            return Err(format!("{s:?} is not a price (write it like 2.40)"));
+            return Err(PriceError::NotAPrice(s.to_string()));
         }
         if frac.len() > 6 {
-            return Err(format!("{s:?} has more than 6 decimals"));
+            return Err(PriceError::TooManyDecimals(s.to_string()));
         }
         let w: u64 = if whole.is_empty() {
             0
         } else {
-            whole.parse().map_err(|_| format!("{s:?} is too large"))?
+            whole
+                .parse()
+                .map_err(|_| PriceError::TooLarge(s.to_string()))?
         };
         let f: u64 = format!("{frac:0<6}").parse().unwrap_or(0);
         match w.checked_mul(1_000_000).and_then(|x| x.checked_add(f)) {
             Some(m) if m <= MAX_PRICE => Ok(Micros(m)),
-            _ => Err(format!("{s:?} is more than 1000000 an hour")),
+            _ => Err(PriceError::TooHigh(s.to_string())),
         }
     }
 
@@ -101,12 +123,12 @@ impl GpuPrices {
             .map_or(Micros(0), |(_, p)| *p)
     }
 
-    fn parse_list(s: &str) -> Result<GpuPrices, String> {
+    fn parse_list(s: &str) -> Result<GpuPrices, PriceError> {
         let mut out = BTreeMap::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (model, price) = part
                 .split_once('=')
-                .ok_or_else(|| format!("{part:?} is not MODEL=PRICE (e.g. A100=2.40)"))?;
+                .ok_or_else(|| PriceError::NotModelPrice(part.to_string()))?;
             out.insert(model.trim().to_string(), Micros::parse(price)?);
         }
         Ok(GpuPrices(out))
@@ -186,5 +208,34 @@ mod tests {
         let t: GpuPrices =
             serde_json::from_str(r#"{"default":"0.5","T4":0.35}"#).unwrap_or_default();
         assert_eq!(t.of("T4-16GB"), Micros(350_000));
+    }
+
+    /// Each kind of bad price is its own variant, and says what was written
+    /// in the words an operator reads at startup.
+    #[test]
+    fn a_refused_price_names_its_kind_and_the_text_as_written() {
+        let cases = [
+            ("abc", "\"abc\" is not a price (write it like 2.40)"),
+            ("1.2345678", "\"1.2345678\" has more than 6 decimals"),
+            ("2000000", "\"2000000\" is more than 1000000 an hour"),
+            (
+                "99999999999999999999999",
+                "\"99999999999999999999999\" is too large",
+            ),
+        ];
+        for (text, words) in cases {
+            match Micros::parse(text) {
+                Err(e) => assert_eq!(e.to_string(), words),
+                Ok(m) => panic!("{text:?} parsed as {m:?}"),
+            }
+        }
+        assert_eq!(
+            GpuPrices::parse_list("A100"),
+            Err(PriceError::NotModelPrice("A100".into()))
+        );
+        assert_eq!(
+            GpuPrices::parse_list("A100=x"),
+            Err(PriceError::NotAPrice("x".into()))
+        );
     }
 }

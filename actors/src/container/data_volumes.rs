@@ -121,32 +121,49 @@ impl DataVolumes {
     }
 }
 
+/// Why an entry of `limits.data-volumes` cannot work; the words name the
+/// text as the operator wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DataVolumeError {
+    /// A host path that does not start at `/`.
+    #[error("host-path must be absolute, not {0:?}")]
+    RelativeHostPath(String),
+    /// A host path holding what podman's mount syntax separates with.
+    #[error("host-path {0:?} may not hold ':', ',' or control characters")]
+    HostPathSeparator(String),
+    /// A host path that climbs out with `..`.
+    #[error("host-path {0:?} may not hold '..'")]
+    HostPathParent(String),
+    /// The host's root directory itself.
+    #[error("host-path / would hand the whole host to a container")]
+    WholeHost,
+    /// An environment-form entry not shaped `NAME=HOST_PATH:TENANTS[:rw]`.
+    #[error("{0:?} is not NAME=HOST_PATH:TENANTS[:rw] (TENANTS: * or names separated by |)")]
+    NotAnEntry(String),
+}
+
 /// An absolute host directory without `..`, `:` or `,` (podman's mount
 /// syntax separates with them), and not `/` itself.
-fn check_host_path(path: &str) -> Result<(), String> {
+fn check_host_path(path: &str) -> Result<(), DataVolumeError> {
     if !path.starts_with('/') {
-        return Err(format!("host-path must be absolute, not {path:?}"));
+        return Err(DataVolumeError::RelativeHostPath(path.to_string()));
     }
     if path.contains([':', ',', '\0']) || path.chars().any(char::is_control) {
-        return Err(format!(
-            "host-path {path:?} may not hold ':', ',' or control characters"
-        ));
+        return Err(DataVolumeError::HostPathSeparator(path.to_string()));
     }
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     if parts.contains(&"..") {
-        return Err(format!("host-path {path:?} may not hold '..'"));
+        return Err(DataVolumeError::HostPathParent(path.to_string()));
     }
     if parts.is_empty() {
-        return Err("host-path / would hand the whole host to a container".into());
+        return Err(DataVolumeError::WholeHost);
     }
     Ok(())
 }
 
 /// One `NAME=HOST_PATH:TENANTS[:rw]` entry of the environment form.
-fn parse_entry(text: &str) -> Result<DataVolume, String> {
-    let bad = || {
-        format!("{text:?} is not NAME=HOST_PATH:TENANTS[:rw] (TENANTS: * or names separated by |)")
-    };
+fn parse_entry(text: &str) -> Result<DataVolume, DataVolumeError> {
+    let bad = || DataVolumeError::NotAnEntry(text.to_string());
     let (name, rest) = text.split_once('=').ok_or_else(bad)?;
     let mut parts = rest.split(':');
     let host_path = parts.next().filter(|p| !p.is_empty()).ok_or_else(bad)?;
@@ -240,6 +257,39 @@ mod tests {
         assert!(
             why(serde_json::json!([{"name": "d", "host-path": "/a", "tenants": []}]))
                 .contains("tenants is empty")
+        );
+    }
+
+    /// Each kind of bad entry is its own variant; the words are the ones the
+    /// operator reads when the server refuses its config.
+    #[test]
+    fn a_bad_host_path_or_entry_names_its_kind_in_the_operators_words() {
+        let path = |p: &str| check_host_path(p).map_err(|e| (e.clone(), e.to_string()));
+        assert_eq!(
+            path("srv"),
+            Err((
+                DataVolumeError::RelativeHostPath("srv".into()),
+                "host-path must be absolute, not \"srv\"".into()
+            ))
+        );
+        assert_eq!(
+            path("/a:b").map_err(|(_, w)| w),
+            Err("host-path \"/a:b\" may not hold ':', ',' or control characters".into())
+        );
+        assert_eq!(
+            path("/a/..").map_err(|(_, w)| w),
+            Err("host-path \"/a/..\" may not hold '..'".into())
+        );
+        assert_eq!(
+            path("/").map_err(|(e, _)| e),
+            Err(DataVolumeError::WholeHost)
+        );
+        assert_eq!(
+            parse_entry("d").map_err(|e| e.to_string()),
+            Err(
+                "\"d\" is not NAME=HOST_PATH:TENANTS[:rw] (TENANTS: * or names separated by |)"
+                    .into()
+            )
         );
     }
 

@@ -69,11 +69,26 @@ pub struct NodeCordoned {
 /// (the allocation is no longer in its ledger — a rebuild dropped it, or the
 /// task asked for room again) and the task stays queued, re-enqueued.
 #[derive(Message)]
-#[rtype(result = "std::result::Result<crate::durability::Ticket, String>")]
+#[rtype(result = "std::result::Result<crate::durability::Ticket, GrantNotRecorded>")]
 pub struct RecordGrant {
     pub allocation: Allocation,
     pub record: TaskRecord,
     pub event: Event,
+}
+
+/// Why the Scheduler did not record a grant; the task logs it and stays as
+/// it was.
+#[derive(Debug, thiserror::Error)]
+pub enum GrantNotRecorded {
+    /// A rebuild dropped the allocation, or it was freed: the task waits again.
+    #[error("allocation {allocation_id} is no longer in the ledger")]
+    NoLongerHeld { allocation_id: String },
+    /// Storage refused the batch; the Scheduler stops and is rebuilt from sled.
+    #[error("the grant of {allocation_id} could not be recorded: {error}")]
+    Storage {
+        allocation_id: String,
+        error: caldera_storage::StorageError,
+    },
 }
 
 /// Nothing more is placed on a node until its agent says hello again

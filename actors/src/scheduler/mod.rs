@@ -22,7 +22,7 @@ use crate::durability::FlushGate;
 use crate::protocol::scheduler::{
     AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, DryRunPlacement, Enqueue, Free,
     LedgerAllocations, ModelWeightsKnown, NodeCordoned, NodeDown, NodeMetricsUpdate, NodeUp,
-    NodeWeightsUpdate, QueuePositions, RecordGrant, Restart, Stats,
+    GrantNotRecorded, NodeWeightsUpdate, QueuePositions, RecordGrant, Restart, Stats,
 };
 use crate::protocol::task::{Pending, Placed, Preempt};
 use crate::registry::Registry;
@@ -229,7 +229,7 @@ impl Scheduler {
         &mut self,
         m: RecordGrant,
         ctx: &mut Context<Self>,
-    ) -> Result<crate::durability::Ticket, String> {
+    ) -> Result<crate::durability::Ticket, GrantNotRecorded> {
         let id = m.allocation.allocation_id.clone();
         let a = &m.allocation;
         let held = self.core.ledger().get(&id).is_some_and(|e| {
@@ -246,7 +246,7 @@ impl Scheduler {
             // A rebuild dropped it, or it was freed (the task asked for room
             // again): the task stays queued, and waits in the queue.
             self.keep_waiting(&m.record, ctx);
-            return Err(format!("allocation {id} is no longer in the ledger"));
+            return Err(GrantNotRecorded::NoLongerHeld { allocation_id: id });
         }
         let mut b = self.gate.store().batch();
         b.put_allocation(a);
@@ -280,7 +280,10 @@ impl Scheduler {
                 tracing::error!(task = %a.task_id, error = %e, "could not record a grant; restarting the scheduler");
                 self.fatal = true;
                 ctx.stop();
-                Err(format!("the grant of {id} could not be recorded: {e}"))
+                Err(GrantNotRecorded::Storage {
+                    allocation_id: id,
+                    error: e,
+                })
             }
         }
     }
@@ -508,7 +511,7 @@ impl Handler<Free> for Scheduler {
 }
 
 impl Handler<RecordGrant> for Scheduler {
-    type Result = Result<crate::durability::Ticket, String>;
+    type Result = Result<crate::durability::Ticket, GrantNotRecorded>;
     fn handle(&mut self, m: RecordGrant, ctx: &mut Context<Self>) -> Self::Result {
         self.record_grant(m, ctx)
     }
