@@ -3,7 +3,7 @@
 #   scripts/bench-pair.sh BEFORE_TARGET_DIR AFTER_TARGET_DIR [ROUNDS]
 # Each *_TARGET_DIR is a `target/release` holding `caldera` and `bench`, built
 # with `cargo build --release -p caldera -p caldera-chaos-tests`. Prints the
-# bench binary's own lines, labelled; the figures in docs/benchmarks.md were
+# bench binary's own lines, labelled; the figures in docs/benchmarks/supervised-actors.md were
 # copied from them.
 set -euo pipefail
 before=${1:?before target dir}

@@ -8,7 +8,7 @@
 //! It may depend on spec, storage and scheduling, never on the gateway (HTTP is
 //! not its concern) nor on `caldera-sim` (no plots or trace code in the server).
 //! How the pieces fit, and where a new message or actor goes:
-//! `docs/architecture.md`.
+//! `docs/concepts/architecture.md`.
 pub mod chargeback;
 pub mod clock;
 pub mod cluster;

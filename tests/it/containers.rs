@@ -385,7 +385,7 @@ fn a_container_task_goes_to_the_node_that_holds_its_image_and_says_so() {
     assert!(!stores[1].has(container_host::SEED_IMAGE));
 }
 
-/// The pull stagger's benchmark (figures in docs/images.md): 8 agents, each
+/// The pull stagger's benchmark (figures in docs/benchmarks/containers.md): 8 agents, each
 /// with a container store of its own and its own port of the registry
 /// meter, start the same image of about 1 GiB (`CALDERA_BENCH_IMAGE_MB`,
 /// default 1024) at once under `max-image-pulls` (`CALDERA_BENCH_MAX_IMAGE_PULLS`,

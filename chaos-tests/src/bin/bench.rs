@@ -1,5 +1,5 @@
 //! The control plane's benchmarks against real processes on 127.0.0.1 (figures and
-//! how to read them: docs/benchmarks.md). Build with
+//! how to read them: docs/benchmarks/README.md). Build with
 //! `cargo build --release -p caldera -p caldera-chaos-tests`, then e.g.
 //!
 //! ```text

@@ -1,6 +1,6 @@
 //! What a copy looked like on disk when its SHA-256 was last checked: its
 //! length, inode, mtime and ctime. Hashing a copy before every start costs
-//! about 1 s per GB (`docs/models.md`, "Measured"): a minute for a 70 GB
+//! about 1 s per GB (`docs/benchmarks/models.md`): a minute for a 70 GB
 //! model on every replica start. A start whose copy still has the stamp of
 //! its last full check skips the hash; any write to the file (a truncation,
 //! a flipped byte, a copy put in its place) changes its ctime, which no

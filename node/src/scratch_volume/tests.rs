@@ -160,7 +160,7 @@ fn without_loop_devices_scratch_stays_unsized_and_the_label_says_why() {
 
 /// `cargo test -p caldera-node --lib scratch_volume -- --ignored --nocapture`:
 /// how long making and mounting a scratch filesystem takes (figures in
-/// docs/containers.md).
+/// docs/benchmarks/containers.md).
 #[test]
 #[ignore]
 fn bench_sizing_scratch_of_1_gib_and_200_gib() {

@@ -37,7 +37,7 @@ use super::mix::WorkloadMix;
 /// for a hole; rarer sizes count in proportion. Relative to sharing requests,
 /// not to all requests, because holes are made by sharing tasks: where sharing
 /// is common (the `gpushare60` trace) a size must be common among them too.
-/// Measured on the Alibaba traces (docs/placement.md): 0.03-0.06 land within 4
+/// Measured on the Alibaba traces (docs/benchmarks/placement.md): 0.03-0.06 land within 4
 /// GPUs of each other on `default` and `gpushare60`; an absolute 0.01 of all
 /// requests made sharing tasks open idle GPUs on `gpushare60` and lost 7
 /// points at 100%.

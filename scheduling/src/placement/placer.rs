@@ -26,7 +26,7 @@ pub const DEFAULT_SEARCH_LIMIT: usize = 2048;
 
 /// Larger pools score this many feasible classes per decision, walking from a
 /// seeded random start (Nomad's limit iterator). On the 1,213-node trace even 16
-/// loses nothing (docs/placement.md); it keeps a decision near 50 us at 10,000
+/// loses nothing (docs/benchmarks/placement.md); it keeps a decision near 50 us at 10,000
 /// nodes.
 pub const DEFAULT_BOUNDED_SCORES: usize = 16;
 

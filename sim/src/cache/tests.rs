@@ -100,7 +100,7 @@ fn the_hit_rate_rises_with_the_cache_size_on_a_fixed_seed() {
     // Caches large enough for the versions in use on a node (the filter
     // does not bind): below that, a full cache turns nodes away and so
     // pushes tasks onto the nodes holding their version, which can raise
-    // the hit rate of a smaller cache (docs/placement.md).
+    // the hit rate of a smaller cache (docs/benchmarks/placement.md).
     let rates: Vec<f64> = [80.0, 120.0, 400.0]
         .iter()
         .map(|&gb| {

@@ -83,7 +83,7 @@ pub fn sigmoid(x: f64) -> f64 {
 /// decides between nodes the policy scores equally. The paper's integer scores
 /// tie often (FGD's sigmoid has 100 levels); with uniform-random tie-breaks our
 /// FGD allocates about 90% of GPUs on the default trace, with this tie-break the
-/// published 95.2% (see docs/placement.md).
+/// published 95.2% (see docs/benchmarks/placement.md).
 pub fn with_bestfit_tiebreak(scored: Option<Scored>, ctx: &ScoreCtx) -> Option<Scored> {
     let fit = bestfit::score(ctx).map(|b| b.score).unwrap_or(0.0);
     scored.map(|s| Scored {

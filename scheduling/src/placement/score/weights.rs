@@ -27,7 +27,7 @@ use crate::placement::types::{NodeWeights, WeightsNeed};
 pub const NAME: &str = "WeightsCached";
 
 /// Score a verified copy is worth, in the policy's score units; see the
-/// module comment (chosen from the measurements in docs/placement.md).
+/// module comment (chosen from the measurements in docs/benchmarks/placement.md).
 pub const DEFAULT_BOUND: f64 = 0.3;
 
 /// Share of the bound a copy still being fetched earns: it saves the bytes
