@@ -30,17 +30,28 @@ pub struct EventQuery {
 
 impl EventQuery {
     /// `?task=&tenant=&node=&kind=&cursor=&limit=` of `GET /v1/events`,
-    /// each bad one named: the kind, then the tenant (for `caller`), then
-    /// the page.
-    pub fn from_query(caller: &User, q: &HashMap<String, String>) -> Result<Self, ApiError> {
+    /// each bad one named, checked in this order: the kind, the tenant (for
+    /// `caller`), the task (an operator's id several tenants hold is a
+    /// 409), then the page.
+    pub async fn from_query(
+        st: &AppState,
+        caller: &User,
+        q: &HashMap<String, String>,
+    ) -> Result<Self, ApiError> {
         let kind = match q.get("kind") {
             None => None,
             Some(k) => Some(parse_kind(k)?),
         };
         let tenant = own_tenant(caller, q.get("tenant").cloned())?;
+        let task = match (q.get("task"), &tenant) {
+            // The operator's id without a tenant: its key, which [`list`]
+            // takes as it is.
+            (Some(id), None) if !id.contains('/') => Some(operator_task_key(st, id).await?),
+            (task, _) => task.cloned(),
+        };
         let (cursor, limit) = query_page(q, "cursor", "cursor is the seq of the last event seen")?;
         Ok(EventQuery {
-            task: q.get("task").cloned(),
+            task,
             tenant,
             node: q.get("node").cloned(),
             kind,

@@ -149,7 +149,7 @@ pub async fn page_handler(
             ))
         })?,
     };
-    let query = EventQuery::from_query(&viewer.user(), &filters)?;
+    let query = EventQuery::from_query(&st, &viewer.user(), &filters).await?;
     let mut evs = window(&viewer, &st, before, query, SHOWN).await?;
     if let Some(since) = since {
         evs.retain(|e| e.event.at_ms >= since);

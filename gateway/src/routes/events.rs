@@ -46,6 +46,6 @@ pub async fn list(
     st: web::Data<AppState>,
     q: Query,
 ) -> Result<Reply<EventPage>, ApiError> {
-    let query = api::EventQuery::from_query(&user, &q)?;
+    let query = api::EventQuery::from_query(&st, &user, &q).await?;
     Ok(Reply::ok(api::list(&st, &user, query).await?))
 }
