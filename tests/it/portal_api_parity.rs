@@ -117,13 +117,21 @@ fn a_page_and_the_api_refuse_the_same_request_with_the_same_code_and_sentence() 
     assert_eq!(r.status, 201, "{:#}", r.body);
     let op = cp.operator();
     let rest = op.get("/v1/events?task=svc&cursor=x");
-    assert_eq!(rest.status, 409, "the task before the page: {:#}", rest.body);
+    assert_eq!(
+        rest.status, 409,
+        "the task before the page: {:#}",
+        rest.body
+    );
     let mut op_page = Browser::logged_in(&cp.addr, caldera_chaos_tests::OPERATOR_TOKEN);
     let events = op_page.get("/events?task=svc");
     assert_eq!(events.status, 409, "{}", text(&events));
     let (code, _) = page_error(text(&events));
     assert_eq!(code, rest.body["code"].to_string());
     let rest = alpha.get("/v1/events?tenant=bravo&limit=0");
-    assert_eq!(rest.status, 403, "the tenant before the page: {:#}", rest.body);
+    assert_eq!(
+        rest.status, 403,
+        "the tenant before the page: {:#}",
+        rest.body
+    );
     assert_eq!(page.get("/events?tenant=bravo").status, 403);
 }
