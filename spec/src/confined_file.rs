@@ -17,60 +17,91 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
+
+/// Why a file was not opened on the tenant's behalf. The words name the
+/// path and the rule it broke; they never hold the file's contents.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfinedError {
+    #[error("{path} is not inside {root}")]
+    NotInside { path: PathBuf, root: PathBuf },
+    #[error("{root}: {source}")]
+    Root {
+        root: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} climbs out of {root}")]
+    ClimbsOut { path: PathBuf, root: PathBuf },
+    #[error("{path} names no file")]
+    NoFile { path: PathBuf },
+    #[error("{path} passes through a symbolic link, which is not followed")]
+    SymbolicLink { path: PathBuf },
+    #[error("{path}: {source}")]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: a directory on the way is not open to the tenant")]
+    ClosedDirectory { path: PathBuf },
+    #[error("{path} is not a regular file")]
+    NotRegular { path: PathBuf },
+    #[error("{path} is not readable by the tenant (not its own, and not readable by every user)")]
+    NotTheTenants { path: PathBuf },
+}
 
 /// Opens `path` for reading under `rule`; the error says why in words.
-pub fn open(path: &Path, rule: &ConfinedRead) -> Result<File, String> {
+pub fn open(path: &Path, rule: &ConfinedRead) -> Result<File, ConfinedError> {
     let root = Path::new(&rule.root);
     let rest = path
         .strip_prefix(root)
-        .map_err(|_| format!("{} is not inside {}", path.display(), root.display()))?;
-    let mut dir = File::open(root).map_err(|e| format!("{}: {e}", root.display()))?;
-    let root_uid = dir
-        .metadata()
-        .map_err(|e| format!("{}: {e}", root.display()))?
-        .uid();
+        .map_err(|_| ConfinedError::NotInside {
+            path: path.into(),
+            root: root.into(),
+        })?;
+    let at_root = |source| ConfinedError::Root {
+        root: root.into(),
+        source,
+    };
+    let mut dir = File::open(root).map_err(at_root)?;
+    let root_uid = dir.metadata().map_err(at_root)?.uid();
     let parts: Vec<&std::ffi::OsStr> = rest
         .components()
         .map(|c| match c {
             Component::Normal(n) => Ok(n),
-            _ => Err(format!(
-                "{} climbs out of {}",
-                path.display(),
-                root.display()
-            )),
+            _ => Err(ConfinedError::ClimbsOut {
+                path: path.into(),
+                root: root.into(),
+            }),
         })
         .collect::<Result<_, _>>()?;
     let Some((last, dirs)) = parts.split_last() else {
-        return Err(format!("{} names no file", path.display()));
+        return Err(ConfinedError::NoFile { path: path.into() });
     };
-    let refused = |e: std::io::Error| match e.raw_os_error() {
-        Some(libc::ELOOP) | Some(libc::ENOTDIR) => format!(
-            "{} passes through a symbolic link, which is not followed",
-            path.display()
-        ),
-        _ => format!("{}: {e}", path.display()),
+    let refused = |source: std::io::Error| match source.raw_os_error() {
+        Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
+            ConfinedError::SymbolicLink { path: path.into() }
+        }
+        _ => ConfinedError::Unreadable {
+            path: path.into(),
+            source,
+        },
     };
     for part in dirs {
         dir = open_at(&dir, part, libc::O_DIRECTORY).map_err(refused)?;
         let meta = dir.metadata().map_err(refused)?;
         if !readable_by_tenant(&meta, root_uid, rule.owner_reads, 0o001) {
-            return Err(format!(
-                "{}: a directory on the way is not open to the tenant",
-                path.display()
-            ));
+            return Err(ConfinedError::ClosedDirectory { path: path.into() });
         }
     }
     let file = open_at(&dir, last, libc::O_NONBLOCK).map_err(refused)?;
     let meta = file.metadata().map_err(refused)?;
     if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
+        return Err(ConfinedError::NotRegular { path: path.into() });
     }
     if !readable_by_tenant(&meta, root_uid, rule.owner_reads, 0o004) {
-        return Err(format!(
-            "{} is not readable by the tenant (not its own, and not readable by every user)",
-            path.display()
-        ));
+        return Err(ConfinedError::NotTheTenants { path: path.into() });
     }
     Ok(file)
 }
@@ -138,12 +169,36 @@ mod tests {
         ]
         .iter()
         {
-            let e = open(bad, &r).unwrap_err();
+            let e = open(bad, &r).unwrap_err().to_string();
             assert!(!e.contains("s3cret"), "{e}");
         }
-        assert!(open(&root.join("sub/node-secret"), &r)
-            .unwrap_err()
-            .contains("symbolic link"));
+        let e = open(&root.join("sub/node-secret"), &r).unwrap_err();
+        assert!(matches!(e, ConfinedError::SymbolicLink { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{} passes through a symbolic link, which is not followed",
+                root.join("sub/node-secret").display()
+            )
+        );
+        assert!(matches!(
+            open(&root.join("ckpt/../../node-secret"), &r),
+            Err(ConfinedError::ClimbsOut { .. })
+        ));
+        assert!(matches!(
+            open(&secret, &r),
+            Err(ConfinedError::NotInside { .. })
+        ));
+        assert!(matches!(
+            open(&root.join("ckpt"), &r),
+            Err(ConfinedError::NotRegular { .. })
+        ));
+        let missing = open(&root.join("ckpt/step-9"), &r).unwrap_err();
+        assert!(
+            matches!(&missing, ConfinedError::Unreadable { source, .. }
+                if source.kind() == std::io::ErrorKind::NotFound),
+            "{missing:?}"
+        );
     }
 
     #[test]
@@ -158,9 +213,9 @@ mod tests {
         std::fs::set_permissions(&open_file, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert!(open(&open_file, &rule(&root, false)).is_ok());
-        assert!(open(&closed, &rule(&root, false))
-            .unwrap_err()
-            .contains("not readable"));
+        let e = open(&closed, &rule(&root, false)).unwrap_err();
+        assert!(matches!(e, ConfinedError::NotTheTenants { .. }), "{e:?}");
+        assert!(e.to_string().contains("not readable"), "{e}");
         // The root's owner (here: whoever runs the test) may read its own.
         assert!(open(&closed, &rule(&root, true)).is_ok());
     }

@@ -29,16 +29,53 @@ impl ImageRef<'_> {
     }
 }
 
+/// Which part of an image reference is wrong. The words name the part and
+/// what it may hold, since they reach the person who typed the reference
+/// (as the message of the `image` or `registry` field's error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageRefError {
+    #[error("the image is empty; name one, e.g. registry.internal/team/app:1.0")]
+    Empty,
+    #[error(
+        "the image reference is {len} characters; the limit is {}",
+        MAX_IMAGE_REF_LEN
+    )]
+    TooLong { len: usize },
+    #[error("the image's registry {host:?} is not a host name (letters, digits, '-' and '.')")]
+    RegistryNotAHost { host: String },
+    #[error("the image's registry {host:?} has a port that is not a number 1-65535")]
+    RegistryPort { host: String },
+    #[error("the image names no repository")]
+    NoRepository,
+    #[error(
+        "the image's repository part {part:?} may hold lowercase letters, digits and \
+         '.', '_', '-' between them only (e.g. deeplearning/pytorch)"
+    )]
+    RepositoryPart { part: String },
+    #[error(
+        "the image's tag {tag:?} may hold letters, digits, '_', '.' and '-' (not first), \
+         at most 128"
+    )]
+    Tag { tag: String },
+    #[error("the image's digest {digest:?} must be sha256: and 64 lowercase hex digits")]
+    Digest { digest: String },
+}
+
+/// Callers that report a field's problem as text (a spec error's message)
+/// take the words as they are.
+impl From<ImageRefError> for String {
+    fn from(e: ImageRefError) -> String {
+        e.to_string()
+    }
+}
+
 /// Reads `image`, or says what is wrong with it in words a person uses.
-pub fn parse(image: &str) -> Result<ImageRef<'_>, String> {
+pub fn parse(image: &str) -> Result<ImageRef<'_>, ImageRefError> {
     if image.trim().is_empty() {
-        return Err("the image is empty; name one, e.g. registry.internal/team/app:1.0".into());
+        return Err(ImageRefError::Empty);
     }
     if image.len() > MAX_IMAGE_REF_LEN {
-        return Err(format!(
-            "the image reference is {} characters; the limit is {MAX_IMAGE_REF_LEN}",
-            image.len()
-        ));
+        return Err(ImageRefError::TooLong { len: image.len() });
     }
     let (name, digest) = match image.split_once('@') {
         Some((n, d)) => (n, Some(check_digest(d)?)),
@@ -74,7 +111,7 @@ fn names_a_registry(first: &str) -> bool {
 }
 
 /// A registry host name with an optional `:port`.
-pub fn check_registry(host: &str) -> Result<&str, String> {
+pub fn check_registry(host: &str) -> Result<&str, ImageRefError> {
     let (name, port) = match host.rsplit_once(':') {
         Some((n, p)) => (n, Some(p)),
         None => (host, None),
@@ -84,23 +121,19 @@ pub fn check_registry(host: &str) -> Result<&str, String> {
             .split('.')
             .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
     if !name_ok {
-        return Err(format!(
-            "the image's registry {host:?} is not a host name (letters, digits, '-' and '.')"
-        ));
+        return Err(ImageRefError::RegistryNotAHost { host: host.into() });
     }
     if let Some(p) = port {
         if p.parse::<u16>().map_or(true, |p| p == 0) {
-            return Err(format!(
-                "the image's registry {host:?} has a port that is not a number 1-65535"
-            ));
+            return Err(ImageRefError::RegistryPort { host: host.into() });
         }
     }
     Ok(host)
 }
 
-fn check_path(path: &str) -> Result<(), String> {
+fn check_path(path: &str) -> Result<(), ImageRefError> {
     if path.is_empty() {
-        return Err("the image names no repository".into());
+        return Err(ImageRefError::NoRepository);
     }
     for part in path.split('/') {
         let ok = !part.is_empty()
@@ -110,16 +143,13 @@ fn check_path(path: &str) -> Result<(), String> {
                 c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')
             });
         if !ok {
-            return Err(format!(
-                "the image's repository part {part:?} may hold lowercase letters, digits and \
-                 '.', '_', '-' between them only (e.g. deeplearning/pytorch)"
-            ));
+            return Err(ImageRefError::RepositoryPart { part: part.into() });
         }
     }
     Ok(())
 }
 
-fn check_tag(tag: &str) -> Result<&str, String> {
+fn check_tag(tag: &str) -> Result<&str, ImageRefError> {
     let ok = !tag.is_empty()
         && tag.len() <= 128
         && !tag.starts_with(['.', '-'])
@@ -129,21 +159,18 @@ fn check_tag(tag: &str) -> Result<&str, String> {
     if ok {
         Ok(tag)
     } else {
-        Err(format!(
-            "the image's tag {tag:?} may hold letters, digits, '_', '.' and '-' (not first), \
-             at most 128"
-        ))
+        Err(ImageRefError::Tag { tag: tag.into() })
     }
 }
 
-fn check_digest(digest: &str) -> Result<&str, String> {
+fn check_digest(digest: &str) -> Result<&str, ImageRefError> {
     let hex = digest.strip_prefix("sha256:").unwrap_or("");
     if hex.len() == 64 && hex.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')) {
         Ok(digest)
     } else {
-        Err(format!(
-            "the image's digest {digest:?} must be sha256: and 64 lowercase hex digits"
-        ))
+        Err(ImageRefError::Digest {
+            digest: digest.into(),
+        })
     }
 }
 
@@ -171,7 +198,7 @@ mod tests {
 
     #[test]
     fn a_bad_reference_says_which_part_is_wrong() {
-        let why = |s: &str| parse(s).unwrap_err();
+        let why = |s: &str| parse(s).unwrap_err().to_string();
         assert!(why("").contains("empty"));
         assert!(why("Registry.internal/App:1").contains("repository part \"App\""));
         assert!(why("app:").contains("tag \"\""));
@@ -182,5 +209,57 @@ mod tests {
         assert!(why("app//x").contains("repository part \"\""));
         assert!(why("a b").contains("repository part"));
         assert!(why(&"a".repeat(500)).contains("limit is 455"));
+    }
+
+    #[test]
+    fn each_wrong_part_is_its_own_kind_and_carries_what_was_given() {
+        use ImageRefError as E;
+        let kind = |s: &str| parse(s).unwrap_err();
+        assert_eq!(kind(" "), E::Empty);
+        assert_eq!(kind(&"a".repeat(500)), E::TooLong { len: 500 });
+        assert_eq!(
+            kind("reg..internal/app"),
+            E::RegistryNotAHost {
+                host: "reg..internal".into()
+            }
+        );
+        assert_eq!(
+            kind("reg.internal:0/app"),
+            E::RegistryPort {
+                host: "reg.internal:0".into()
+            }
+        );
+        assert_eq!(kind("reg.internal/"), E::NoRepository);
+        assert_eq!(
+            kind("reg.internal/a//b"),
+            E::RepositoryPart { part: "".into() }
+        );
+        assert_eq!(kind("Ab"), E::RepositoryPart { part: "Ab".into() });
+        assert_eq!(kind("app:-x"), E::Tag { tag: "-x".into() });
+        assert_eq!(
+            kind("app@md5:1"),
+            E::Digest {
+                digest: "md5:1".into()
+            }
+        );
+        assert_eq!(check_path(""), Err(E::NoRepository));
+    }
+
+    #[test]
+    fn the_words_a_person_reads_are_whole_sentences() {
+        // The field error's message is these words, verbatim.
+        assert_eq!(
+            parse("app:-x").unwrap_err().to_string(),
+            "the image's tag \"-x\" may hold letters, digits, '_', '.' and '-' (not first), at most 128"
+        );
+        assert_eq!(
+            parse("Ab").unwrap_err().to_string(),
+            "the image's repository part \"Ab\" may hold lowercase letters, digits and '.', '_', '-' \
+             between them only (e.g. deeplearning/pytorch)"
+        );
+        assert_eq!(
+            String::from(parse(&"a".repeat(456)).unwrap_err()),
+            "the image reference is 456 characters; the limit is 455"
+        );
     }
 }

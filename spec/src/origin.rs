@@ -56,8 +56,53 @@ impl OriginRules {
     }
 }
 
+/// Why an origin uri cannot be read. The words reach the registrant (a
+/// registration's refusal) and the node's log (a fetch that did not start).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OriginUriError {
+    #[error("{uri:?} is neither file://, http:// nor https://")]
+    Scheme { uri: String },
+    #[error("an origin's uri may not carry a user or password")]
+    Credentials,
+    #[error("{uri:?} has no valid host[:port]")]
+    Host { uri: String },
+}
+
+/// Why an operator's origin pattern is not one (a config key's message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatternError {
+    #[error("{pattern:?}: a file pattern names an absolute directory, e.g. file:///mnt/models/")]
+    FileNotAbsolute { pattern: String },
+    #[error(
+        "{pattern:?} is not an origin pattern: *, https://*, http://*, http(s)://HOST[:PORT] or file:///DIR/"
+    )]
+    NotAPattern { pattern: String },
+}
+
+/// Why the rules refuse an origin, in words for the registrant: the
+/// control plane prefixes them with the field and the setting to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAdmitted {
+    #[error("no origin is allowed here (the rules allow nothing)")]
+    NothingAllowed,
+    #[error(transparent)]
+    Uri(#[from] OriginUriError),
+    #[error("file:// origins are not allowed here (allowed: {})", .allowed.join(", "))]
+    File { allowed: Vec<String> },
+    #[error("{scheme}://{host} is not an allowed origin (allowed: {})", .allowed.join(", "))]
+    Host {
+        scheme: &'static str,
+        host: String,
+        allowed: Vec<String>,
+    },
+    #[error(
+        "{host} is a loopback, private, link-local or unspecified address; origins must be public hosts unless the operator lists them"
+    )]
+    NotPublic { host: String },
+}
+
 /// Parses an origin uri: `http(s)://host[:port]/...` or `file:///path`.
-pub fn parse_origin_uri(uri: &str) -> Result<OriginUri, String> {
+pub fn parse_origin_uri(uri: &str) -> Result<OriginUri, OriginUriError> {
     if let Some(path) = uri.strip_prefix("file://") {
         return Ok(OriginUri::File {
             path: path.to_string(),
@@ -68,14 +113,14 @@ pub fn parse_origin_uri(uri: &str) -> Result<OriginUri, String> {
     } else if let Some(r) = uri.strip_prefix("http://") {
         ("http", r, 80)
     } else {
-        return Err(format!("{uri:?} is neither file://, http:// nor https://"));
+        return Err(OriginUriError::Scheme { uri: uri.into() });
     };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     if authority.contains('@') {
-        return Err("an origin's uri may not carry a user or password".into());
+        return Err(OriginUriError::Credentials);
     }
     let (host, port) = split_host_port(authority, default_port)
-        .ok_or_else(|| format!("{uri:?} has no valid host[:port]"))?;
+        .ok_or_else(|| OriginUriError::Host { uri: uri.into() })?;
     Ok(OriginUri::Http { scheme, host, port })
 }
 
@@ -126,7 +171,7 @@ fn is_local_name(host: &str) -> bool {
 }
 
 /// Checks a pattern's shape (config validation).
-pub fn check_pattern(pattern: &str) -> Result<(), String> {
+pub fn check_pattern(pattern: &str) -> Result<(), PatternError> {
     if pattern == "*" {
         return Ok(());
     }
@@ -134,9 +179,9 @@ pub fn check_pattern(pattern: &str) -> Result<(), String> {
         return if dir.starts_with('/') && !dir.split('/').any(|c| c == "..") {
             Ok(())
         } else {
-            Err(format!(
-                "{pattern:?}: a file pattern names an absolute directory, e.g. file:///mnt/models/"
-            ))
+            Err(PatternError::FileNotAbsolute {
+                pattern: pattern.into(),
+            })
         };
     }
     if pattern == "https://*" || pattern == "http://*" {
@@ -144,9 +189,9 @@ pub fn check_pattern(pattern: &str) -> Result<(), String> {
     }
     match host_pattern(pattern) {
         Some(_) => Ok(()),
-        None => Err(format!(
-            "{pattern:?} is not an origin pattern: *, https://*, http://*, http(s)://HOST[:PORT] or file:///DIR/"
-        )),
+        None => Err(PatternError::NotAPattern {
+            pattern: pattern.into(),
+        }),
     }
 }
 
@@ -187,20 +232,19 @@ fn under(path: &str, dir: &str) -> bool {
 /// Whether `allow` admits `uri` when its host resolves to `addrs` (empty:
 /// not resolved; only the host's own spelling is judged then). The error
 /// says why, in words for the registrant.
-pub fn admits(allow: &[String], uri: &str, addrs: &[IpAddr]) -> Result<(), String> {
+pub fn admits(allow: &[String], uri: &str, addrs: &[IpAddr]) -> Result<(), NotAdmitted> {
     if allow.iter().any(|p| p == "*") {
         return Ok(());
     }
     if allow.is_empty() {
-        return Err("no origin is allowed here (the rules allow nothing)".into());
+        return Err(NotAdmitted::NothingAllowed);
     }
     match parse_origin_uri(uri)? {
         OriginUri::File { path } => match file_root(allow, &path) {
             Some(_) => Ok(()),
-            None => Err(format!(
-                "file:// origins are not allowed here (allowed: {})",
-                allow.join(", ")
-            )),
+            None => Err(NotAdmitted::File {
+                allowed: allow.to_vec(),
+            }),
         },
         OriginUri::Http { scheme, host, port } => {
             let named = allow
@@ -211,10 +255,11 @@ pub fn admits(allow: &[String], uri: &str, addrs: &[IpAddr]) -> Result<(), Strin
                 return Ok(());
             }
             if !allow.iter().any(|p| *p == format!("{scheme}://*")) {
-                return Err(format!(
-                    "{scheme}://{host} is not an allowed origin (allowed: {})",
-                    allow.join(", ")
-                ));
+                return Err(NotAdmitted::Host {
+                    scheme,
+                    host,
+                    allowed: allow.to_vec(),
+                });
             }
             let literal = host.parse::<IpAddr>().ok();
             let private = is_local_name(&host)
@@ -222,9 +267,7 @@ pub fn admits(allow: &[String], uri: &str, addrs: &[IpAddr]) -> Result<(), Strin
                 || literal.is_some_and(|ip| !is_public(ip))
                 || addrs.iter().any(|ip| !is_public(*ip));
             if private {
-                return Err(format!(
-                    "{host} is a loopback, private, link-local or unspecified address; origins must be public hosts unless the operator lists them"
-                ));
+                return Err(NotAdmitted::NotPublic { host });
             }
             Ok(())
         }
@@ -342,5 +385,66 @@ mod tests {
         for bad in ["ftp://*", "file://relative/", "https://", "https://h/path"] {
             assert!(check_pattern(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn each_refusal_is_a_kind_whose_words_name_the_origin_and_the_rules() {
+        let allow = list(&["https://*", "file:///mnt/models/"]);
+        assert_eq!(
+            admits(&[], "https://a.example/m", &[]),
+            Err(NotAdmitted::NothingAllowed)
+        );
+        assert_eq!(
+            admits(&allow, "ftp://a/m", &[]),
+            Err(NotAdmitted::Uri(OriginUriError::Scheme {
+                uri: "ftp://a/m".into()
+            }))
+        );
+        assert_eq!(
+            admits(&allow, "https://u@a/m", &[]),
+            Err(NotAdmitted::Uri(OriginUriError::Credentials))
+        );
+        assert_eq!(
+            parse_origin_uri("http://a b/"),
+            Err(OriginUriError::Host {
+                uri: "http://a b/".into()
+            })
+        );
+        assert_eq!(
+            admits(&allow, "file:///etc/x", &[])
+                .unwrap_err()
+                .to_string(),
+            "file:// origins are not allowed here (allowed: https://*, file:///mnt/models/)"
+        );
+        assert_eq!(
+            admits(&allow, "http://store.internal/m", &[]).unwrap_err().to_string(),
+            "http://store.internal is not an allowed origin (allowed: https://*, file:///mnt/models/)"
+        );
+        let e = admits(&allow, "https://10.0.0.5/m", &[]).unwrap_err();
+        assert_eq!(
+            e,
+            NotAdmitted::NotPublic {
+                host: "10.0.0.5".into()
+            }
+        );
+        assert!(
+            e.to_string().starts_with("10.0.0.5 is a loopback, private"),
+            "{e}"
+        );
+        assert_eq!(
+            admits(&allow, "ftp://a/m", &[]).unwrap_err().to_string(),
+            "\"ftp://a/m\" is neither file://, http:// nor https://"
+        );
+        assert_eq!(
+            check_pattern("file://relative/"),
+            Err(PatternError::FileNotAbsolute {
+                pattern: "file://relative/".into()
+            })
+        );
+        assert_eq!(
+            check_pattern("ftp://*").unwrap_err().to_string(),
+            "\"ftp://*\" is not an origin pattern: *, https://*, http://*, http(s)://HOST[:PORT] \
+             or file:///DIR/"
+        );
     }
 }

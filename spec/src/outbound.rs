@@ -78,6 +78,35 @@ impl std::fmt::Display for Refusal {
     }
 }
 
+/// An allow-list entry that is not a host, an address or a CIDR block,
+/// named as the operator wrote it (the config key's error message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("entry {entry:?}: {problem}")]
+pub struct BadAllowEntry {
+    pub entry: String,
+    pub problem: EntryProblem,
+}
+
+/// What is wrong with one allow-list entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryProblem {
+    #[error("{len:?} is not a prefix length")]
+    PrefixLength { len: String },
+    #[error("the prefix length is longer than the address")]
+    PrefixTooLong,
+    #[error("{addr:?} is not an IP address")]
+    NotAnAddress { addr: String },
+    #[error("not a host name, an IP address or a CIDR block")]
+    NotAHost,
+}
+
+/// A config error's message is these words as they are.
+impl From<BadAllowEntry> for String {
+    fn from(e: BadAllowEntry) -> String {
+        e.to_string()
+    }
+}
+
 /// What a tenant reads when a host name is refused for what it resolved
 /// to: the same words whatever the address, so subscribing is no way to
 /// learn which internal names resolve to private addresses. The operator
@@ -93,10 +122,13 @@ impl OutboundPolicy {
     /// host name (`hooks.internal`), an address (`127.0.0.1`, `::1`) or a
     /// CIDR block (`10.0.0.0/8`, `fd00::/8`). Empty: nothing beyond the
     /// default. The error names the entry.
-    pub fn parse(list: &str) -> Result<OutboundPolicy, String> {
+    pub fn parse(list: &str) -> Result<OutboundPolicy, BadAllowEntry> {
         let mut allowed = Vec::new();
         for entry in list.split([',', ' ', '\t', '\n']).filter(|e| !e.is_empty()) {
-            allowed.push(parse_entry(entry).map_err(|why| format!("entry {entry:?}: {why}"))?);
+            allowed.push(parse_entry(entry).map_err(|problem| BadAllowEntry {
+                entry: entry.into(),
+                problem,
+            })?);
         }
         Ok(OutboundPolicy { allowed })
     }
@@ -198,16 +230,16 @@ impl OutboundPolicy {
     }
 }
 
-fn parse_entry(entry: &str) -> Result<Allowed, String> {
+fn parse_entry(entry: &str) -> Result<Allowed, EntryProblem> {
     if let Some((addr, len)) = entry.split_once('/') {
         let len: u8 = len
             .parse()
-            .map_err(|_| format!("{len:?} is not a prefix length"))?;
+            .map_err(|_| EntryProblem::PrefixLength { len: len.into() })?;
         return match addr.parse::<IpAddr>() {
             Ok(IpAddr::V4(v4)) if len <= 32 => Ok(Allowed::V4(u32::from(v4), len)),
             Ok(IpAddr::V6(v6)) if len <= 128 => Ok(Allowed::V6(u128::from(v6), len)),
-            Ok(_) => Err("the prefix length is longer than the address".into()),
-            Err(_) => Err(format!("{addr:?} is not an IP address")),
+            Ok(_) => Err(EntryProblem::PrefixTooLong),
+            Err(_) => Err(EntryProblem::NotAnAddress { addr: addr.into() }),
         };
     }
     let bare = entry.trim_start_matches('[').trim_end_matches(']');
@@ -223,7 +255,7 @@ fn parse_entry(entry: &str) -> Result<Allowed, String> {
         Ok(url::Host::Domain(d)) if !d.contains(['/', '@', ':']) => {
             Ok(Allowed::Name(d.trim_end_matches('.').to_ascii_lowercase()))
         }
-        _ => Err("not a host name, an IP address or a CIDR block".into()),
+        _ => Err(EntryProblem::NotAHost),
     }
 }
 
@@ -337,8 +369,26 @@ mod tests {
     fn a_bad_allow_list_entry_is_named() {
         for bad in ["10.0.0.0/33", "10.0.0.0/x", "nothost/8", "a@b", "http://x"] {
             let e = OutboundPolicy::parse(&format!("127.0.0.1,{bad}")).unwrap_err();
-            assert!(e.contains(bad), "{e}");
+            assert_eq!(e.entry, bad);
+            assert!(e.to_string().contains(bad), "{e}");
         }
+        let problem = |list: &str| OutboundPolicy::parse(list).unwrap_err().problem;
+        assert_eq!(problem("10.0.0.0/33"), EntryProblem::PrefixTooLong);
+        assert_eq!(
+            problem("10.0.0.0/x"),
+            EntryProblem::PrefixLength { len: "x".into() }
+        );
+        assert_eq!(
+            problem("nothost/8"),
+            EntryProblem::NotAnAddress {
+                addr: "nothost".into()
+            }
+        );
+        assert_eq!(problem("a@b"), EntryProblem::NotAHost);
+        assert_eq!(
+            String::from(OutboundPolicy::parse("::1 fd00::/129").unwrap_err()),
+            "entry \"fd00::/129\": the prefix length is longer than the address"
+        );
         assert_eq!(
             OutboundPolicy::parse(" , ").unwrap(),
             OutboundPolicy::default()

@@ -75,10 +75,12 @@ pub fn validate_volumes(volumes: &[VolumeRequest]) -> Result<(), SpecError> {
         ));
     }
     for (i, v) in volumes.iter().enumerate() {
-        check_volume_name(&v.name)
-            .map_err(|why| SpecError::new(K::BadFormat, format!("volumes[{i}].name"), why))?;
-        check_container_path(&v.path)
-            .map_err(|why| SpecError::new(K::BadFormat, format!("volumes[{i}].path"), why))?;
+        check_volume_name(&v.name).map_err(|why| {
+            SpecError::new(K::BadFormat, format!("volumes[{i}].name"), why.to_string())
+        })?;
+        check_container_path(&v.path).map_err(|why| {
+            SpecError::new(K::BadFormat, format!("volumes[{i}].path"), why.to_string())
+        })?;
         let earlier = &volumes[..i];
         if earlier.iter().any(|e| e.name == v.name) {
             return Err(SpecError::new(
@@ -98,9 +100,44 @@ pub fn validate_volumes(volumes: &[VolumeRequest]) -> Result<(), SpecError> {
     Ok(())
 }
 
+/// Why a volume's name or container path cannot be mounted. The words
+/// reach the tenant (a spec error's message) and the operator (a config
+/// problem), so they say what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VolumeError {
+    #[error(
+        "a volume name is 1 to {} lowercase letters, digits, '-', '_' \
+         and '.', starting with a letter or digit, not {name:?}",
+        MAX_VOLUME_NAME_LEN
+    )]
+    Name { name: String },
+    #[error("the path inside the container must be absolute (start with /), not {path:?}")]
+    NotAbsolute { path: String },
+    #[error("the path {path:?} may not hold ':', ',' or control characters")]
+    MountSyntax { path: String },
+    #[error("the path {path:?} may not hold '..'")]
+    ParentDir { path: String },
+    #[error("a volume cannot be mounted over / (the image's own root)")]
+    Root,
+    #[error(
+        "{path} is under {under}, which the container runtime{} keeps for itself",
+        whose_mounts(.under)
+    )]
+    Reserved { path: String, under: &'static str },
+}
+
+/// Names the owner of a reserved mount point when it is Caldera itself.
+fn whose_mounts(under: &str) -> &'static str {
+    if under == AGENT_MOUNT_ROOT {
+        " (Caldera's own mounts)"
+    } else {
+        ""
+    }
+}
+
 /// Volume names as the operator's allow-list spells them: lowercase
 /// letters, digits, `-`, `_` and `.`, starting with a letter or digit.
-pub fn check_volume_name(name: &str) -> Result<(), String> {
+pub fn check_volume_name(name: &str) -> Result<(), VolumeError> {
     let ok = !name.is_empty()
         && name.len() <= MAX_VOLUME_NAME_LEN
         && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
@@ -110,48 +147,37 @@ pub fn check_volume_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "a volume name is 1 to {MAX_VOLUME_NAME_LEN} lowercase letters, digits, '-', '_' \
-             and '.', starting with a letter or digit, not {name:?}"
-        ))
+        Err(VolumeError::Name { name: name.into() })
     }
 }
 
 /// An absolute path without `..`, `:` or `,` (podman's mount syntax
 /// separates with them), not `/` and not over the kernel's or the agent's
 /// own mount points.
-pub fn check_container_path(path: &str) -> Result<(), String> {
+pub fn check_container_path(path: &str) -> Result<(), VolumeError> {
     let parts: Vec<&str> = path
         .split('/')
         .filter(|p| !p.is_empty() && *p != ".")
         .collect();
     if !path.starts_with('/') {
-        return Err(format!(
-            "the path inside the container must be absolute (start with /), not {path:?}"
-        ));
+        return Err(VolumeError::NotAbsolute { path: path.into() });
     }
     if path.contains(['\0', ':', ',']) || path.chars().any(char::is_control) {
-        return Err(format!(
-            "the path {path:?} may not hold ':', ',' or control characters"
-        ));
+        return Err(VolumeError::MountSyntax { path: path.into() });
     }
     if parts.contains(&"..") {
-        return Err(format!("the path {path:?} may not hold '..'"));
+        return Err(VolumeError::ParentDir { path: path.into() });
     }
     if parts.is_empty() {
-        return Err("a volume cannot be mounted over / (the image's own root)".into());
+        return Err(VolumeError::Root);
     }
     let normal = format!("/{}", parts.join("/"));
     for sys in SYSTEM_PATHS {
         if normal == sys || normal.starts_with(&format!("{sys}/")) {
-            return Err(format!(
-                "{path} is under {sys}, which the container runtime{} keeps for itself",
-                if sys == AGENT_MOUNT_ROOT {
-                    " (Caldera's own mounts)"
-                } else {
-                    ""
-                }
-            ));
+            return Err(VolumeError::Reserved {
+                path: path.into(),
+                under: sys,
+            });
         }
     }
     Ok(())
@@ -290,5 +316,51 @@ mod tests {
         let (field, message) = refused(&list(17)).unwrap();
         assert_eq!(field, "volumes");
         assert!(message.contains("at most 16 volumes, not 17"), "{message}");
+    }
+
+    #[test]
+    fn a_volume_problem_is_a_kind_with_the_value_and_whole_words() {
+        use super::{check_container_path as path, check_volume_name, VolumeError as E};
+        assert_eq!(
+            check_volume_name("Data"),
+            Err(E::Name {
+                name: "Data".into()
+            })
+        );
+        assert_eq!(path("d"), Err(E::NotAbsolute { path: "d".into() }));
+        assert_eq!(
+            path("/d,x"),
+            Err(E::MountSyntax {
+                path: "/d,x".into()
+            })
+        );
+        assert_eq!(
+            path("/a/../b"),
+            Err(E::ParentDir {
+                path: "/a/../b".into()
+            })
+        );
+        assert_eq!(path("/./"), Err(E::Root));
+        assert_eq!(
+            path("/sys/x"),
+            Err(E::Reserved {
+                path: "/sys/x".into(),
+                under: "/sys"
+            })
+        );
+        assert_eq!(
+            path("/caldera/w").unwrap_err().to_string(),
+            "/caldera/w is under /caldera, which the container runtime (Caldera's own mounts) \
+             keeps for itself"
+        );
+        assert_eq!(
+            path("/dev").unwrap_err().to_string(),
+            "/dev is under /dev, which the container runtime keeps for itself"
+        );
+        assert_eq!(
+            check_volume_name("").unwrap_err().to_string(),
+            "a volume name is 1 to 63 lowercase letters, digits, '-', '_' and '.', starting \
+             with a letter or digit, not \"\""
+        );
     }
 }

@@ -176,7 +176,7 @@ fn checkpoint_file(
         root: tree.display().to_string(),
         owner_reads: true,
     };
-    let opened = confined_file::open(&file, &confined).map_err(bad)?;
+    let opened = confined_file::open(&file, &confined).map_err(|e| bad(e.to_string()))?;
     let (size, sha) = digest_of(opened).map_err(|e| bad(format!("{}: {e}", file.display())))?;
     Ok((file, confined, size, sha))
 }

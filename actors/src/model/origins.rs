@@ -28,7 +28,9 @@ impl OriginList {
 
     /// The first pattern that is not one, with why.
     pub fn problem(&self) -> Option<String> {
-        self.0.iter().find_map(|p| origin::check_pattern(p).err())
+        self.0
+            .iter()
+            .find_map(|p| origin::check_pattern(p).err().map(|e| e.to_string()))
     }
 
     pub fn rules(&self) -> OriginRules {

@@ -97,7 +97,8 @@ async fn open_origin_file(
             let (path, rule) = (std::path::PathBuf::from(path), rule.clone());
             tokio::task::spawn_blocking(move || confined_file::open(&path, &rule))
                 .await
-                .map_err(|e| format!("opening {uri}: {e}"))??
+                .map_err(|e| format!("opening {uri}: {e}"))?
+                .map_err(|e| e.to_string())?
         }
         None => {
             origin::admits(&access.rules.allow, uri, &[])
@@ -111,7 +112,7 @@ async fn open_origin_file(
 /// The addresses to connect to for an `http(s)://` origin: its host
 /// resolved once, every address admitted by the registrant's rules.
 async fn origin_addresses(uri: &str, access: &OriginAccess) -> Result<Vec<SocketAddr>, String> {
-    let (host, port) = match origin::parse_origin_uri(uri)? {
+    let (host, port) = match origin::parse_origin_uri(uri).map_err(|e| e.to_string())? {
         OriginUri::Http { host, port, .. } => (host, port),
         OriginUri::File { .. } => return Err(format!("{uri} is not an http(s) origin")),
     };
