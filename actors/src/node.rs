@@ -10,8 +10,8 @@ use crate::errors::{ActorError, Result};
 use crate::node_trust::{self, Held, Refusal};
 use crate::protocol::lifecycle::Observe;
 use crate::protocol::node::{
-    AgentGone, AgentHello, AgentMessage, Dispatch, FetchLogs, LogChunk, NodeSnapshot, Reannounce,
-    SendWeights, StopWorkload,
+    AgentGone, AgentHello, AgentMessage, Dispatch, DispatchRefused, FetchLogs, LogChunk,
+    NodeSnapshot, Reannounce, SendWeights, StopWorkload,
 };
 use crate::protocol::scheduler::{AllocationsOn, NodeDown, NodeMetricsUpdate};
 use crate::protocol::task::NodeLost;
@@ -456,10 +456,10 @@ impl Handler<AgentGone> for NodeActor {
 }
 
 impl Handler<Dispatch> for NodeActor {
-    type Result = std::result::Result<u64, String>;
+    type Result = std::result::Result<u64, DispatchRefused>;
     fn handle(&mut self, mut m: Dispatch, _: &mut Context<Self>) -> Self::Result {
         if self.rec.state != NodeState::Ready {
-            return Err("node is lost".into());
+            return Err(DispatchRefused::Lost);
         }
         m.0.epoch = self.rec.epoch;
         self.held.insert(&m.0.allocation_id, &m.0.task_id);
@@ -469,7 +469,7 @@ impl Handler<Dispatch> for NodeActor {
         if self.send(ServerMessage::Start(m.0)) {
             Ok(self.rec.epoch)
         } else {
-            Err("node has no live session".into())
+            Err(DispatchRefused::NoSession)
         }
     }
 }

@@ -340,10 +340,10 @@ impl TaskActor {
                     sh.gate.durable(t).await;
                 }
                 match sh.registry.node(&a.node) {
-                    Some(n) => n
-                        .send(Dispatch(cmd))
-                        .await
-                        .unwrap_or_else(|e| Err(e.to_string())),
+                    Some(n) => match n.send(Dispatch(cmd)).await {
+                        Ok(answer) => answer.map_err(|refused| refused.to_string()),
+                        Err(unanswered) => Err(unanswered.to_string()),
+                    },
                     None => Err(format!("node {} is not known", a.node)),
                 }
             }

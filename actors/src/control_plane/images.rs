@@ -43,7 +43,7 @@ impl ControlPlane {
             match h.send(m).await? {
                 Ok(true) => out.sent.push(name),
                 Ok(false) => out.waiting.push(name),
-                Err(why) => return Err(ActorError::Conflict(why)),
+                Err(why) => return Err(ActorError::Conflict(why.to_string())),
             }
         }
         Ok(out)

@@ -15,7 +15,7 @@
 use super::NodeActor;
 use crate::images::node_images;
 use crate::images::pulls::{prepull_key, Admission, LetGo, Puller};
-use crate::protocol::node::{PullSlotFree, SendPrepull};
+use crate::protocol::node::{NoLiveSession, PullSlotFree, SendPrepull};
 use crate::protocol::scheduler::NodeImagesUpdate;
 use actix::prelude::*;
 use caldera_spec::container::PullPolicy;
@@ -180,9 +180,11 @@ impl NodeActor {
     }
 
     /// The operator's pre-pull: sent now, or held back for a slot.
-    fn prepull(&mut self, m: SendPrepull) -> std::result::Result<bool, String> {
+    fn prepull(&mut self, m: SendPrepull) -> std::result::Result<bool, NoLiveSession> {
         if self.session.is_none() {
-            return Err(format!("node {} has no live session", self.rec.name));
+            return Err(NoLiveSession {
+                node: self.rec.name.clone(),
+            });
         }
         let cmd = ServerMessage::Prepull(PrepullCommand {
             epoch: self.rec.epoch,
@@ -207,7 +209,9 @@ impl NodeActor {
                     Ok(true)
                 } else {
                     self.pull_ended(&key);
-                    Err(format!("node {} has no live session", self.rec.name))
+                    Err(NoLiveSession {
+                        node: self.rec.name.clone(),
+                    })
                 }
             }
             Some((pulling, ahead)) => {
@@ -265,7 +269,7 @@ impl Handler<PullSlotFree> for NodeActor {
 }
 
 impl Handler<SendPrepull> for NodeActor {
-    type Result = std::result::Result<bool, String>;
+    type Result = std::result::Result<bool, NoLiveSession>;
     fn handle(&mut self, m: SendPrepull, _: &mut Context<Self>) -> Self::Result {
         self.prepull(m)
     }

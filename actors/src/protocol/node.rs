@@ -34,8 +34,19 @@ pub struct AgentGone {
 /// Start a workload (from its TaskActor). Answers the lease epoch it was sent
 /// under; fails when the node has no session.
 #[derive(Message)]
-#[rtype(result = "std::result::Result<u64, String>")]
+#[rtype(result = "std::result::Result<u64, DispatchRefused>")]
 pub struct Dispatch(pub StartCommand);
+
+/// Why a start was not sent; the task retries it after a backoff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DispatchRefused {
+    /// The node is not Ready: nothing more is started there.
+    #[error("node is lost")]
+    Lost,
+    /// The node's agent is not connected now.
+    #[error("node has no live session")]
+    NoSession,
+}
 
 /// Stop a workload: SIGTERM, grace, SIGKILL on the node.
 #[derive(Message)]
@@ -131,10 +142,17 @@ pub struct PullSlotFree {
 /// `Ok(true)` sent now, `Ok(false)` waiting for a pull slot, `Err` when the
 /// node has no live session.
 #[derive(Message)]
-#[rtype(result = "std::result::Result<bool, String>")]
+#[rtype(result = "std::result::Result<bool, NoLiveSession>")]
 pub struct SendPrepull {
     pub image: String,
     pub timeout_ms: u64,
+}
+
+/// A command for a node whose agent is not connected now.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("node {node} has no live session")]
+pub struct NoLiveSession {
+    pub node: String,
 }
 
 /// The scheduler was rebuilt: a connected node announces its room again.
@@ -170,5 +188,25 @@ handle! {
             cordon: CordonNode,
             uncordon: Uncordon,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refused start's words go into the task's dispatch-failure event,
+    /// a pre-pull's into its 409: they read as they always have.
+    #[test]
+    fn an_unsent_command_says_why_in_the_words_users_read() {
+        assert_eq!(DispatchRefused::Lost.to_string(), "node is lost");
+        assert_eq!(
+            DispatchRefused::NoSession.to_string(),
+            "node has no live session"
+        );
+        let unsent = NoLiveSession {
+            node: "gpu-7".into(),
+        };
+        assert_eq!(unsent.to_string(), "node gpu-7 has no live session");
     }
 }
