@@ -5,8 +5,22 @@
 use super::markdown::{banner, cell, code, table};
 use std::collections::BTreeSet;
 
-pub fn page() -> Result<String, String> {
-    let text = caldera_gateway::metrics::example::exposition().map_err(|e| e.to_string())?;
+/// Why the metric families could not be read from the example exposition.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsPageError {
+    /// The registries failed to encode the example pool.
+    #[error("{0}")]
+    Encode(#[from] std::fmt::Error),
+    /// A sample line came before any `# HELP`/`# TYPE` line.
+    #[error("a sample before any family: {line}")]
+    SampleBeforeFamily { line: String },
+    /// A sample's label set has no closing brace.
+    #[error("unclosed labels: {line}")]
+    UnclosedLabels { line: String },
+}
+
+pub fn page() -> Result<String, MetricsPageError> {
+    let text = caldera_gateway::metrics::example::exposition()?;
     let families = families(&text)?;
     let mut out = banner(
         "Metrics",
@@ -61,7 +75,7 @@ struct Family {
 
 /// The families of an OpenMetrics text, in exposition order, each with the
 /// label names its samples carry (a histogram's `le` left out).
-fn families(text: &str) -> Result<Vec<Family>, String> {
+fn families(text: &str) -> Result<Vec<Family>, MetricsPageError> {
     let mut out: Vec<Family> = Vec::new();
     for line in text.lines() {
         if let Some(meta) = line.strip_prefix("# ") {
@@ -86,11 +100,15 @@ fn families(text: &str) -> Result<Vec<Family>, String> {
         } else if !line.is_empty() {
             let f = out
                 .last_mut()
-                .ok_or_else(|| format!("a sample before any family: {line}"))?;
+                .ok_or_else(|| MetricsPageError::SampleBeforeFamily {
+                    line: line.to_string(),
+                })?;
             if let Some((_, labels)) = line.split_once('{') {
                 let end = labels
                     .rfind('}')
-                    .ok_or_else(|| format!("unclosed labels: {line}"))?;
+                    .ok_or_else(|| MetricsPageError::UnclosedLabels {
+                        line: line.to_string(),
+                    })?;
                 f.labels
                     .extend(label_names(&labels[..end]).filter(|l| l != "le"));
             }
@@ -141,6 +159,23 @@ caldera_x_seconds_bucket{site=\"a,b\",le=\"0.1\"} 1\ncaldera_x_seconds_sum{site=
         assert_eq!(f[0].labels, BTreeSet::from(["site".to_string()]));
         assert_eq!(f[1].help, "Up.");
         assert!(f[1].labels.is_empty());
+    }
+
+    /// A malformed exposition is refused naming the line, not listed wrong.
+    #[test]
+    fn a_malformed_exposition_names_the_line_it_cannot_read() {
+        match families("caldera_up 1\n") {
+            Err(e @ MetricsPageError::SampleBeforeFamily { .. }) => {
+                assert_eq!(e.to_string(), "a sample before any family: caldera_up 1")
+            }
+            other => panic!("{other:?}"),
+        }
+        match families("# TYPE caldera_x gauge\ncaldera_x{a=\"1\" 1\n") {
+            Err(e @ MetricsPageError::UnclosedLabels { .. }) => {
+                assert_eq!(e.to_string(), "unclosed labels: caldera_x{a=\"1\" 1")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub enum ReferenceError {
         source: std::io::Error,
     },
     #[error("the metric families cannot be listed: {0}")]
-    Metrics(String),
+    Metrics(#[from] metrics::MetricsPageError),
     #[error(
         "the reference pages in {dir} are not what the code generates: {}; regenerate them with `{REGENERATE}`",
         .stale.join(", ")
