@@ -230,7 +230,7 @@ impl Metrics {
         );
         r.register(
             "caldera_node_losses",
-            "Nodes declared lost (silent past node-timeout-ms)",
+            "Nodes declared lost (silent past nodes.timeout-ms)",
             self.node_losses.clone(),
         );
     }

@@ -67,7 +67,7 @@ registry! {
     SHIM_FAILED = 10206, "shim_failed", 0, "a workload's shim could not be started or did not report the workload's start";
     WARMING_FAILED = 10207, "warming_failed", 0, "a model version's weights could not be fetched from its source (unreachable, refused, cut, or the cache is full of pinned and in-use copies)";
     WEIGHTS_CORRUPT = 10208, "weights_corrupt", 0, "a fetched or cached copy did not match its registered size or SHA-256; it was deleted and is fetched again";
-    WARMING_TIMEOUT = 10209, "warming_timeout", 0, "a task stayed in warming longer than warming-timeout-ms; the reason names the source it was reading";
+    WARMING_TIMEOUT = 10209, "warming_timeout", 0, "a task stayed in warming longer than models.warming-timeout-ms; the reason names the source it was reading";
     REPLICA_PORTS_EXHAUSTED = 10210, "replica_ports_exhausted", 0, "every port of the agent's replica-ports range is held by another workload or in use on the host";
     SWAP_REFUSED = 10211, "swap_refused", 0, "a node was asked to swap an allocation that runs no process of that task there (gone, still starting, or a reservation)";
     SWAP_VERIFY_FAILED = 10212, "swap_verify_failed", 0, "a swap's model version could not be fetched or verified in the node's cache; the old process was left serving";
@@ -108,7 +108,7 @@ registry! {
     MODEL_NAME_RESERVED = 40330, "model_name_reserved", 403, "a model name in another's namespace: a tenant registers only @TENANT.MODEL names of its own; names without @ are the operator's, shared with every tenant; field name";
     NOT_FOUND = 40400, "not_found", 404, "no such task, tenant, node or path (or the caller may not see it)";
     METHOD_NOT_ALLOWED = 40501, "method_not_allowed", 405, "the path exists but does not answer this method; `Allow` lists those it does";
-    REQUEST_TIMEOUT = 40801, "request_timeout", 408, "the request's head or body did not arrive within client-request-timeout-ms";
+    REQUEST_TIMEOUT = 40801, "request_timeout", 408, "the request's head or body did not arrive within limits.client-request-timeout-ms";
     CONFLICT = 40901, "conflict", 409, "the request contradicts what exists (a reused task_id, an ended service)";
     NO_LOGS_YET = 40902, "no_logs_yet", 409, "the task has not run yet, so it has no logs";
     SWAP_IN_PROGRESS = 40903, "swap_in_progress", 409, "the service is being swapped to another model version already; wait until that swap is done or rolled back";
@@ -127,11 +127,11 @@ registry! {
     REPLACEMENT_INVALID = 42210, "replacement_invalid", 422, "a retire's replace_with names no registered version, the retiring version itself, or one that is deprecated, retiring or retired";
     CHECKPOINT_UNREADABLE = 42211, "checkpoint_unreadable", 422, "the checkpoint to register is not a readable file beside the task's reported checkpoint; the message says why";
     CHECKPOINT_UNTRUSTED = 42212, "checkpoint_untrusted", 422, "the task's checkpoint tree is not one the control plane can tell is the tenant's own: not the agent's `<data-dir>/checkpoints/<task>`, or owned by root or by the control plane's uid (the node gives its workloads no uid of their own); field from_task";
-    ORIGIN_NOT_ALLOWED = 42230, "origin_not_allowed", 422, "a model version's weights uri names a scheme, host, address or path its registrant may not use (tenant-model-origins, operator-model-origins); field weights.uri";
-    IMAGE_REQUIRED = 42240, "image_required", 422, "the operator runs every task in a container (require-images): a task without an image (field image) or with runtime process (field runtime) is refused";
-    VOLUME_NOT_ALLOWED = 42241, "volume_not_allowed", 422, "a data volume the operator's allow-list (data-volumes) does not offer the task's tenant (field volumes[i].name), or asked read-write where it is offered read-only (field volumes[i].read_write)";
-    TOO_MANY_REQUESTS = 42901, "too_many_requests", 429, "this client already has max-requests-per-client requests in flight; retry when one is answered";
-    PORTAL_LOGIN_RATE_LIMITED = 42930, "portal_login_rate_limited", 429, "too many portal logins of one principal, or failed logins from one address, within a minute (portal-logins-per-minute); try again after Retry-After seconds";
+    ORIGIN_NOT_ALLOWED = 42230, "origin_not_allowed", 422, "a model version's weights uri names a scheme, host, address or path its registrant may not use (models.tenant-model-origins, models.operator-model-origins); field weights.uri";
+    IMAGE_REQUIRED = 42240, "image_required", 422, "the operator runs every task in a container (limits.require-images): a task without an image (field image) or with runtime process (field runtime) is refused";
+    VOLUME_NOT_ALLOWED = 42241, "volume_not_allowed", 422, "a data volume the operator's allow-list (limits.data-volumes) does not offer the task's tenant (field volumes[i].name), or asked read-write where it is offered read-only (field volumes[i].read_write)";
+    TOO_MANY_REQUESTS = 42901, "too_many_requests", 429, "this client already has limits.max-requests-per-client requests in flight; retry when one is answered";
+    PORTAL_LOGIN_RATE_LIMITED = 42930, "portal_login_rate_limited", 429, "too many portal logins of one principal, or failed logins from one address, within a minute (portal.logins-per-minute); try again after Retry-After seconds";
     HEAD_TOO_LARGE = 43130, "head_too_large", 431, "the request's head is larger than the server reads: more than 128 KiB of request line (path and query string) and headers, or more than 96 headers";
     // 500 / 503: the caller did nothing wrong, the server did.
     INTERNAL = 50000, "internal", 500, "the server failed in a way no other code names; the message says how";

@@ -40,7 +40,7 @@ pub const EVENT_TYPES: &[(&str, &str)] = &[
         "service.model_swap",
         "a service's hot swap started, swapped a replica, finished or rolled back (the message says which and why)",
     ),
-    ("node.lost", "a node went silent past node-timeout-ms (operator only)"),
+    ("node.lost", "a node went silent past nodes.timeout-ms (operator only)"),
     (
         "node.state_changed",
         "a node joined, was cordoned, drained, uncordoned, fenced or revoked; also every node.lost (operator only)",

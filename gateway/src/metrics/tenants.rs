@@ -80,7 +80,7 @@ pub fn tenants(r: &mut Registry, s: &Scrape) {
     let idle = family(
         r,
         "caldera_tenant_idle",
-        "The part of each tenant's allocations measured idle (below idle-threshold-pct)",
+        "The part of each tenant's allocations measured idle (below scheduling.idle-threshold-pct)",
     );
     let keyed = |v: &[Keyed<Dims>]| -> BTreeMap<String, Dims> {
         v.iter().map(|k| (k.key.clone(), k.dims)).collect()

@@ -30,9 +30,9 @@ const WITH_BODY: &[(u16, &str)] = &[
     ),
     (
         408,
-        "the body did not arrive within client-request-timeout-ms",
+        "the body did not arrive within limits.client-request-timeout-ms",
     ),
-    (413, "the body is larger than max-body-bytes"),
+    (413, "the body is larger than limits.max-body-bytes"),
 ];
 
 /// API errors by HTTP status (process errors, status 0, are never answers).
@@ -119,7 +119,7 @@ pub fn complete(doc: &mut Value) {
                     responses,
                     &[(
                         429,
-                        "this client has max-requests-per-client requests in flight",
+                        "this client has limits.max-requests-per-client requests in flight",
                     )],
                 );
             }
