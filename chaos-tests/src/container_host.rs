@@ -25,21 +25,46 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/container-host")
 }
 
+/// Why the container host could not be set up.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HostSetupError {
+    /// The script could not be started at all (no bash, no file).
+    #[error("running {script}: {error}")]
+    NotRun { script: String, error: String },
+    /// The script ran and failed; its stderr says why.
+    #[error("scripts/container-host failed: {stderr}")]
+    Failed { stderr: String },
+}
+
+/// Why a podman command did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum PodmanError {
+    /// podman could not be started.
+    #[error("podman: {0}")]
+    NotRun(std::io::Error),
+    /// podman ran and failed; its stderr, trimmed.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Sets the container host up (once per process); Err says what failed.
-pub fn ensure() -> Result<(), String> {
-    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+pub fn ensure() -> Result<(), HostSetupError> {
+    static DONE: OnceLock<Result<(), HostSetupError>> = OnceLock::new();
     DONE.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(script())
-            .output()
-            .map_err(|e| format!("running {}: {e}", script().display()))?;
+        let out =
+            Command::new("bash")
+                .arg(script())
+                .output()
+                .map_err(|e| HostSetupError::NotRun {
+                    script: script().display().to_string(),
+                    error: e.to_string(),
+                })?;
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!(
-                "scripts/container-host failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
+            Err(HostSetupError::Failed {
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            })
         }
     })
     .clone()
@@ -53,22 +78,24 @@ pub fn require() {
 }
 
 /// Runs `podman` with `args`; its stdout, or Err with its stderr.
-pub fn podman(args: &[&str]) -> Result<String, String> {
+pub fn podman(args: &[&str]) -> Result<String, PodmanError> {
     podman_with(&[], args)
 }
 
 /// [`podman`] with `env` added to its environment (a store of its own:
 /// `CONTAINERS_STORAGE_CONF`).
-pub fn podman_with(env: &[(&str, &Path)], args: &[&str]) -> Result<String, String> {
+pub fn podman_with(env: &[(&str, &Path)], args: &[&str]) -> Result<String, PodmanError> {
     let out = Command::new("podman")
         .args(args)
         .envs(env.iter().copied())
         .output()
-        .map_err(|e| format!("podman: {e}"))?;
+        .map_err(PodmanError::NotRun)?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+        Err(PodmanError::Failed(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ))
     }
 }
 

@@ -7,7 +7,7 @@
 //! ([`NodeStore`]), so "on this node" means something on one host; and
 //! [`RegistryMeter`] stands between each agent and the registry, one port
 //! per agent, counting bytes served and how many agents pull at once.
-use crate::container_host::registry;
+use crate::container_host::{registry, PodmanError};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -43,7 +43,7 @@ impl NodeStore {
     }
 
     /// Runs podman on this store: its stdout, or its stderr.
-    pub fn podman(&self, args: &[&str]) -> Result<String, String> {
+    pub fn podman(&self, args: &[&str]) -> Result<String, PodmanError> {
         let conf: &Path = &self.conf;
         crate::container_host::podman_with(&[("CONTAINERS_STORAGE_CONF", conf)], args)
     }
@@ -74,6 +74,23 @@ impl Drop for NodeStore {
     }
 }
 
+/// Why a test image could not be built or pushed.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageBuildError {
+    /// Its work directory or payload could not be written.
+    #[error("{0}")]
+    Write(#[from] std::io::Error),
+    /// `tar` could not be started.
+    #[error("tar: {0}")]
+    TarNotRun(std::io::Error),
+    /// `tar` ran and failed.
+    #[error("tar failed")]
+    TarFailed,
+    /// A podman step (import, push, pull, create, export) failed.
+    #[error("{0}")]
+    Podman(#[from] PodmanError),
+}
+
 /// An image pushed to the local registry by a test.
 #[derive(Debug, Clone)]
 pub struct TestImage {
@@ -87,10 +104,15 @@ pub struct TestImage {
 /// different seed, a different image), named `caldera-test/<name>:1` in
 /// the local registry, and pushes it there. The image is built in a store of
 /// its own under `dir`, removed after: no node holds it until it pulls it.
-pub fn push_image(dir: &Path, name: &str, bytes: u64, seed: u64) -> Result<TestImage, String> {
+pub fn push_image(
+    dir: &Path,
+    name: &str,
+    bytes: u64,
+    seed: u64,
+) -> Result<TestImage, ImageBuildError> {
     let work = dir.join(format!("build-{name}"));
-    std::fs::create_dir_all(work.join("root")).map_err(|e| e.to_string())?;
-    write_random(&work.join("root").join("payload"), bytes, seed).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(work.join("root"))?;
+    write_random(&work.join("root").join("payload"), bytes, seed)?;
     let tar = work.join("rootfs.tar");
     let ok = Command::new("tar")
         .arg("-C")
@@ -99,9 +121,9 @@ pub fn push_image(dir: &Path, name: &str, bytes: u64, seed: u64) -> Result<TestI
         .arg(&tar)
         .arg("payload")
         .status()
-        .map_err(|e| format!("tar: {e}"))?;
+        .map_err(ImageBuildError::TarNotRun)?;
     if !ok.success() {
-        return Err("tar failed".into());
+        return Err(ImageBuildError::TarFailed);
     }
     let image = format!("{}/caldera-test/{name}:1", registry());
     let store = NodeStore::new(&work, "builder");
@@ -123,9 +145,9 @@ pub fn push_runnable_image(
     name: &str,
     bytes: u64,
     seed: u64,
-) -> Result<TestImage, String> {
+) -> Result<TestImage, ImageBuildError> {
     let work = dir.join(format!("build-{name}"));
-    std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&work)?;
     let store = NodeStore::new(&work, "builder");
     let seed_image = crate::container_host::SEED_IMAGE;
     store.podman(&["pull", "--quiet", seed_image])?;
@@ -134,8 +156,8 @@ pub fn push_runnable_image(
     let tar_path = tar.display().to_string();
     store.podman(&["export", "-o", &tar_path, container.trim()])?;
     let payload_dir = work.join("payload-dir");
-    std::fs::create_dir_all(&payload_dir).map_err(|e| e.to_string())?;
-    write_random(&payload_dir.join("payload"), bytes, seed).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&payload_dir)?;
+    write_random(&payload_dir.join("payload"), bytes, seed)?;
     let ok = Command::new("tar")
         .arg("-C")
         .arg(&payload_dir)
@@ -143,9 +165,9 @@ pub fn push_runnable_image(
         .arg(&tar)
         .arg("payload")
         .status()
-        .map_err(|e| format!("tar: {e}"))?;
+        .map_err(ImageBuildError::TarNotRun)?;
     if !ok.success() {
-        return Err("tar failed".into());
+        return Err(ImageBuildError::TarFailed);
     }
     std::fs::remove_dir_all(&payload_dir).ok();
     let image = format!("{}/caldera-test/{name}:1", registry());
