@@ -104,7 +104,7 @@ impl<'de> Deserialize<'de> for Micros {
 /// names it the way a request names a model (`A100` names `NVIDIA
 /// A100-SXM4-80GB`, `A100-80GB` only the 80 GB ones; the longest such name
 /// wins), else by `default`, else 0. Written in TOML as a table
-/// (`price-gpu-hour = { default = "1.00", A100 = "2.40" }`) or, for the
+/// (`[chargeback] price-gpu-hour = { default = "1.00", A100 = "2.40" }`) or, for the
 /// environment, as `default=1.00,A100=2.40`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GpuPrices(pub BTreeMap<String, Micros>);

@@ -67,7 +67,7 @@ pub fn on_drained(
 /// What a replica's new state means for the move it is part of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
-    /// The replacement `to` runs: once it has run `replica-min-ready-ms`,
+    /// The replacement `to` runs: once it has run `scheduling.replica-min-ready-ms`,
     /// the move finishes and the old replica is released.
     Runs { to: u32 },
     /// The old replica serves no more (ended, or stopped and queued again:

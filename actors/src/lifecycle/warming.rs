@@ -1,7 +1,7 @@
 //! The Warming stage: a task whose model's weights are not yet verified on
 //! its node waits here (`scheduled -> preparing -> warming -> ready`), with
 //! progress events as bytes arrive and a timeout of its own
-//! (`warming-timeout-ms`) whose reason names what it was reading.
+//! (`models.warming-timeout-ms`) whose reason names what it was reading.
 use super::{enter, steps, Outcome, Step};
 use caldera_spec::wire::WorkloadEventKind;
 use caldera_spec::{EventKind, TaskRecord, TaskState};

@@ -423,7 +423,7 @@ fn a_failed_peer_transfer_and_a_lost_peer_are_resourced() {
     });
 }
 
-/// With `peer-warmup = false` nodes only ever read the origin, one at a
+/// With `models.peer-warmup = false` nodes only ever read the origin, one at a
 /// time per version: the second waits for the first to finish.
 #[test]
 fn without_peer_warmup_nodes_read_the_origin_in_turn() {
