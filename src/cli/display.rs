@@ -1,6 +1,7 @@
 //! How the CLI shows figures to people: sizes, cores, ages, and the mark
 //! for what an answer leaves out. The answers themselves are read into the
 //! server's own view types (`caldera_spec::views`).
+use caldera_spec::tenant::Quota;
 
 /// What is shown for a field an answer leaves out.
 pub const MISSING: &str = "-";
@@ -53,6 +54,32 @@ pub fn now_ms() -> f64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as f64)
         .unwrap_or(0.0)
+}
+
+/// A quota in one line: "gpus 8, gpu memory 640 GB, cpu cores 64"; "no limits"
+/// when every dimension is open.
+pub fn quota_text(quota: &Quota) -> String {
+    let parts: Vec<String> = [
+        ("gpus", quota.gpus, ""),
+        ("gpu memory", quota.gpu_memory_gb, " GB"),
+        ("cpu cores", quota.cpu_cores, ""),
+        ("memory", quota.memory_gb, " GB"),
+        ("disk", quota.disk_gb, " GB"),
+    ]
+    .iter()
+    .filter_map(|(label, x, unit)| x.map(|x| format!("{label} {}{unit}", trim_decimal(x))))
+    .chain(
+        quota
+            .gpus_by_model
+            .iter()
+            .map(|(model, n)| format!("{model} gpus {}", trim_decimal(*n))),
+    )
+    .collect();
+    if parts.is_empty() {
+        "no limits".into()
+    } else {
+        parts.join(", ")
+    }
 }
 
 #[cfg(test)]

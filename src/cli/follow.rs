@@ -98,7 +98,7 @@ fn pull_news(task: &TaskView, last: &mut Option<PullProgress>) -> Option<String>
         return None;
     }
     *last = Some(pull.clone());
-    Some(super::tasks::pull_line(pull))
+    Some(pull.describe())
 }
 
 #[cfg(test)]

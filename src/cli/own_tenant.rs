@@ -2,9 +2,8 @@
 //! tenant token needs no name (the server says whose it is, `/v1/whoami`);
 //! the operator names the tenant with `--tenant`.
 use super::client::{block_on, encode, print_json, read_view, ApiClient, ClientOpts};
-use super::display::trim_decimal;
+use super::display::{quota_text, trim_decimal};
 use super::table::key_values;
-use super::tenants::quota_text;
 use super::CliError;
 use caldera_spec::views::{TenantUsageView, TenantView, UsagePair, Whoami};
 use caldera_spec::Usage;

@@ -1,6 +1,6 @@
 //! Tenant commands (operator token): `tenant create`, `tenant list`, `quota set`.
 use super::client::{block_on, encode, print_json, read_view, ApiClient, ClientOpts, Verb};
-use super::display::{self, or_missing};
+use super::display::{or_missing, quota_text};
 use super::table::Table;
 use super::CliError;
 use caldera_spec::tenant::Quota;
@@ -226,32 +226,6 @@ fn non_negative(raw: &str) -> Result<f64, String> {
     match raw.parse::<f64>() {
         Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
         _ => Err(format!("`{raw}` is not a number >= 0")),
-    }
-}
-
-/// A quota in one line: "gpus 8, gpu memory 640 GB, cpu cores 64"; "no limits"
-/// when every dimension is open.
-pub fn quota_text(quota: &Quota) -> String {
-    let parts: Vec<String> = [
-        ("gpus", quota.gpus, ""),
-        ("gpu memory", quota.gpu_memory_gb, " GB"),
-        ("cpu cores", quota.cpu_cores, ""),
-        ("memory", quota.memory_gb, " GB"),
-        ("disk", quota.disk_gb, " GB"),
-    ]
-    .iter()
-    .filter_map(|(label, x, unit)| x.map(|x| format!("{label} {}{unit}", display::trim_decimal(x))))
-    .chain(
-        quota
-            .gpus_by_model
-            .iter()
-            .map(|(model, n)| format!("{model} gpus {}", display::trim_decimal(*n))),
-    )
-    .collect();
-    if parts.is_empty() {
-        "no limits".into()
-    } else {
-        parts.join(", ")
     }
 }
 
