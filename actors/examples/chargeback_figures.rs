@@ -7,7 +7,7 @@
 //!
 //! `cargo run --release -p caldera-actors --example chargeback_figures`
 use caldera_actors::chargeback::{report, GpuPrices, GroupBy, Micros, PriceTable};
-use caldera_actors::usage_history::{PoolSample, TenantSample, TIERS};
+use caldera_actors::usage_history::{pool_values, PoolSample, TenantSample, TIERS};
 use caldera_spec::{BilledGpu, BillingRecord, Usage};
 use caldera_storage::{HistoryPoint, HistorySeries, Store, StoreConfig};
 use std::time::Instant;
@@ -54,7 +54,7 @@ fn history_size() -> Result<(u64, u64), Box<dyn std::error::Error>> {
             )
         })
         .collect();
-    series.push((HistorySeries::Pool, pool.to_values()));
+    series.push((HistorySeries::Pool, pool_values(&pool)));
     let mut points = 0u64;
     for (s, values) in &series {
         for (tier, step) in TIERS.iter().zip([10_000u64, 300_000, 3_600_000]) {

@@ -80,7 +80,7 @@ fn a_grant_the_ledger_no_longer_holds_is_refused_and_the_task_waits_again() {
             .await
             .unwrap();
         assert_eq!(
-            answer.unwrap_err(),
+            answer.unwrap_err().to_string(),
             "allocation w.1 is no longer in the ledger"
         );
         let store = gate.store();
