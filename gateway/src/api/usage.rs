@@ -7,10 +7,11 @@ use super::tenants::VisibleTenant;
 use crate::error::ApiError;
 use crate::principal::{Operator, User};
 use crate::routes::cost_views::{
-    PoolHistoryView, PoolPoint, TenantUsagePoint, TenantUsageView, UsagePair,
+    cost_line, prices, BillingRecordView, CostReportView, CostTotalView, PoolHistoryView,
+    PoolPoint, TenantUsagePoint, TenantUsageView, UsagePair,
 };
 use crate::state::AppState;
-use caldera_actors::chargeback::{CostLine, CostReport, GroupBy};
+use caldera_actors::chargeback::{csv, CostLine, CostReport, GroupBy};
 use caldera_actors::views::{PoolMetrics, Utilization};
 use caldera_spec::time::rfc3339;
 use caldera_spec::BillingRecord;
@@ -122,4 +123,64 @@ pub async fn cost_all(
     to: u64,
 ) -> Result<(Vec<CostLine>, CostLine), ApiError> {
     Ok(st.cp.cost_all(from, to).await?)
+}
+
+/// The tenant's cost report over `[from, to)`, grouped `by`, as the API
+/// shows it (with the billing records behind it when `with_records`).
+pub async fn cost_report(
+    st: &AppState,
+    tenant: &VisibleTenant,
+    from: u64,
+    to: u64,
+    by: GroupBy,
+    with_records: bool,
+) -> Result<CostReportView, ApiError> {
+    let (records, rep) = cost(st, tenant, from, to, by).await?;
+    let p = st.cp.prices();
+    Ok(CostReportView {
+        tenant: tenant.name().to_string(),
+        from: rfc3339(from),
+        to: rfc3339(to),
+        from_ms: from,
+        to_ms: to,
+        group_by: by.as_str().to_string(),
+        currency: p.currency.clone(),
+        prices: prices(&p),
+        money: "exact decimals of the currency (micro-units); each charge rounded half-up once to a micro-unit".into(),
+        total: cost_line(&rep.total),
+        groups: rep.groups.iter().map(cost_line).collect(),
+        records: with_records.then(|| records.iter().map(BillingRecordView::from).collect()),
+    })
+}
+
+/// The tenant's cost report over `[from, to)`, grouped `by`, as CSV.
+pub async fn cost_csv(
+    st: &AppState,
+    tenant: &VisibleTenant,
+    from: u64,
+    to: u64,
+    by: GroupBy,
+) -> Result<String, ApiError> {
+    let (_, rep) = cost(st, tenant, from, to, by).await?;
+    Ok(csv::render(tenant.name(), &rep, &st.cp.prices().currency))
+}
+
+/// Every tenant's cost over `[from, to)`, one line each and the total, as
+/// the API shows it.
+pub async fn cost_total(
+    st: &AppState,
+    op: &Operator,
+    from: u64,
+    to: u64,
+) -> Result<CostTotalView, ApiError> {
+    let (lines, total) = cost_all(st, op, from, to).await?;
+    Ok(CostTotalView {
+        from: rfc3339(from),
+        to: rfc3339(to),
+        from_ms: from,
+        to_ms: to,
+        currency: st.cp.prices().currency,
+        tenants: lines.iter().map(cost_line).collect(),
+        total: cost_line(&total),
+    })
 }

@@ -14,7 +14,7 @@ use crate::api::{period, tenants, usage};
 use crate::routes::Query;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
-use caldera_actors::chargeback::{csv, GroupBy};
+use caldera_actors::chargeback::GroupBy;
 use caldera_actors::views::{Dims, Keyed};
 use caldera_spec::{EventKind, Quota};
 use maud::{html, Markup};
@@ -220,12 +220,12 @@ pub async fn cost_csv(
 ) -> Result<HttpResponse, PortalError> {
     let tenant = tenants::find(&st, &viewer.user(), &name).await?;
     let (from, to) = period::parse(&q, st.cp.now_ms(), caldera_spec::time::month_start_ms)?;
-    let (_, rep) = usage::cost(&st, &tenant, from, to, GroupBy::Task).await?;
+    let csv = usage::cost_csv(&st, &tenant, from, to, GroupBy::Task).await?;
     Ok(HttpResponse::Ok()
         .content_type("text/csv; charset=utf-8")
         .insert_header((
             actix_web::http::header::CONTENT_DISPOSITION,
             format!("attachment; filename=\"cost-{}.csv\"", url_part(&name)),
         ))
-        .body(csv::render(&name, &rep, &st.cp.prices().currency)))
+        .body(csv))
 }

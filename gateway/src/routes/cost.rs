@@ -1,7 +1,7 @@
 //! `GET /v1/tenants/{name}/cost?from=&to=&group_by=task|model|day`: what a
 //! tenant's allocations cost over a period (default: this month so far,
 //! UTC), as JSON in the envelope or, with `Accept: text/csv`, as CSV.
-use super::cost_views::{cost_line, prices, BillingRecordView, CostReportView, CostTotalView};
+use super::cost_views::{CostReportView, CostTotalView};
 use super::{period, Query};
 use crate::api::{tenants, usage};
 use crate::envelope::Reply;
@@ -9,8 +9,7 @@ use crate::error::ApiError;
 use crate::principal::{Operator, User};
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse, Responder};
-use caldera_actors::chargeback::{csv, GroupBy};
-use caldera_spec::time::rfc3339;
+use caldera_actors::chargeback::GroupBy;
 use caldera_spec::Envelope;
 
 fn wants_csv(req: &HttpRequest) -> bool {
@@ -75,27 +74,12 @@ pub async fn get(
             ))
         }
     };
-    let (records, rep) = usage::cost(&st, &tenant, from, to, by).await?;
-    let p = st.cp.prices();
     if wants_csv(&req) {
         return Ok(HttpResponse::Ok()
             .content_type("text/csv; charset=utf-8")
-            .body(csv::render(&name, &rep, &p.currency)));
+            .body(usage::cost_csv(&st, &tenant, from, to, by).await?));
     }
-    let v = CostReportView {
-        tenant: name.into_inner(),
-        from: rfc3339(from),
-        to: rfc3339(to),
-        from_ms: from,
-        to_ms: to,
-        group_by: by.as_str().to_string(),
-        currency: p.currency.clone(),
-        prices: prices(&p),
-        money: "exact decimals of the currency (micro-units); each charge rounded half-up once to a micro-unit".into(),
-        total: cost_line(&rep.total),
-        groups: rep.groups.iter().map(cost_line).collect(),
-        records: with_records.then(|| records.iter().map(BillingRecordView::from).collect()),
-    };
+    let v = usage::cost_report(&st, &tenant, from, to, by, with_records).await?;
     Ok(Reply::ok(v).respond_to(&req))
 }
 
@@ -116,16 +100,6 @@ pub async fn total(
     q: Query,
 ) -> Result<HttpResponse, ApiError> {
     let (from, to) = period::parse(&q, st.cp.now_ms(), caldera_spec::time::month_start_ms)?;
-    let (lines, total) = usage::cost_all(&st, &op, from, to).await?;
-    let currency = st.cp.prices().currency;
-    let v = CostTotalView {
-        from: rfc3339(from),
-        to: rfc3339(to),
-        from_ms: from,
-        to_ms: to,
-        currency,
-        tenants: lines.iter().map(cost_line).collect(),
-        total: cost_line(&total),
-    };
+    let v = usage::cost_total(&st, &op, from, to).await?;
     Ok(Reply::ok(v).respond_to(&req))
 }
