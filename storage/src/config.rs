@@ -43,17 +43,28 @@ impl Default for StoreConfig {
     }
 }
 
+/// A [`StoreConfig`] value out of range; the words name the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreConfigError {
+    #[error(
+        "cache-capacity-bytes must be at least {}, not {bytes}",
+        MIN_CACHE_CAPACITY_BYTES
+    )]
+    CacheTooSmall { bytes: u64 },
+    #[error("flush-every-ms must be at least 1 (or absent for none)")]
+    NoFlushInterval,
+}
+
 impl StoreConfig {
     /// Range check; [`Store::open`](crate::Store::open) calls it too.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), StoreConfigError> {
         if self.cache_capacity_bytes < MIN_CACHE_CAPACITY_BYTES {
-            return Err(format!(
-                "cache-capacity-bytes must be at least {MIN_CACHE_CAPACITY_BYTES}, not {}",
-                self.cache_capacity_bytes
-            ));
+            return Err(StoreConfigError::CacheTooSmall {
+                bytes: self.cache_capacity_bytes,
+            });
         }
         if self.flush_every_ms == Some(0) {
-            return Err("flush-every-ms must be at least 1 (or absent for none)".to_string());
+            return Err(StoreConfigError::NoFlushInterval);
         }
         Ok(())
     }
@@ -77,15 +88,24 @@ mod tests {
             cache_capacity_bytes: 10,
             ..StoreConfig::default()
         };
-        assert!(tiny
-            .validate()
-            .unwrap_err()
-            .contains("cache-capacity-bytes"));
+        assert_eq!(
+            tiny.validate(),
+            Err(StoreConfigError::CacheTooSmall { bytes: 10 })
+        );
+        assert_eq!(
+            tiny.validate().unwrap_err().to_string(),
+            "cache-capacity-bytes must be at least 1048576, not 10"
+        );
         let zero = StoreConfig {
             flush_every_ms: Some(0),
             ..StoreConfig::default()
         };
-        assert!(zero.validate().unwrap_err().contains("flush-every-ms"));
+        assert_eq!(zero.validate(), Err(StoreConfigError::NoFlushInterval));
+        assert!(zero
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("flush-every-ms"));
     }
 
     #[test]

@@ -46,7 +46,7 @@ mod store;
 mod webhooks;
 
 pub use batch::WriteBatch;
-pub use config::{StoreConfig, DEFAULT_CACHE_CAPACITY_BYTES};
+pub use config::{StoreConfig, StoreConfigError, DEFAULT_CACHE_CAPACITY_BYTES};
 pub use errors::{Result, StorageError};
 pub use events::{EventFilter, EventPage};
 pub use handle::FORMAT_VERSION;

@@ -53,7 +53,8 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Opens (or creates) the store in `dir`. Fails if another process holds it.
     pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<Store> {
-        cfg.validate().map_err(StorageError::Config)?;
+        cfg.validate()
+            .map_err(|e| StorageError::Config(e.to_string()))?;
         let io = |e| StorageError::Sled(sled::Error::Io(e));
         crate::private::narrow_dir(dir).map_err(io)?;
         let handle = crate::handle::Handle::open(dir, cfg)?;

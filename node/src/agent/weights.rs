@@ -31,7 +31,7 @@ impl Weights {
     ) -> Result<Weights, AgentError> {
         // Built once: the host's certificate store is read here, not per fetch.
         let tls = crate::cache::fetch::Tls::new(config.origin_ca.as_deref())
-            .map_err(AgentError::Config)?;
+            .map_err(|e| AgentError::Config(e.to_string()))?;
         let cache = WeightCache::open(&config.data_dir, config.cache_capacity_bytes(), notes, tls)?;
         let peer = match &config.peer_listen {
             None => None,

@@ -16,7 +16,7 @@ impl std::fmt::Debug for Tls {
 
 impl Tls {
     /// The host's roots and those of `extra_ca` (`--origin-ca`, a PEM file).
-    pub fn new(extra_ca: Option<&Path>) -> Result<Tls, String> {
+    pub fn new(extra_ca: Option<&Path>) -> Result<Tls, caldera_tls::TlsError> {
         caldera_tls::client_config(extra_ca, "origin-ca").map(Tls)
     }
 }
