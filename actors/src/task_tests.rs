@@ -1,9 +1,7 @@
-//! TaskActor and ServiceActor shells over a real sled store and a stand-in
-//! Scheduler: what the task tells the Scheduler, and what it records.
+//! TaskActor shells over a real sled store and a stand-in Scheduler: what
+//! the task tells the Scheduler, and what it records.
 use crate::protocol::lifecycle::Observe;
-use crate::protocol::service::Scale;
 use crate::protocol::task::{Placed, TaskSnapshot};
-use crate::service::ServiceActor;
 use crate::stand_ins::{shared, Heard};
 use crate::task::TaskActor;
 use caldera_spec::{Allocation, TaskRecord, TaskState};
@@ -94,52 +92,6 @@ fn a_task_placed_on_an_unknown_node_frees_and_requeues() {
         let stored = sh.gate.store().task("t1").unwrap().unwrap();
         assert_eq!(states(&stored), states(&r));
         assert_eq!(t.send(Observe).await.unwrap().state, "queued");
-    });
-}
-
-/// A service keeps `replicas` replica tasks (`svc.r0`, `svc.r1`), each an
-/// ordinary queued task; scaling to 1 releases the highest (queued: cancelled,
-/// dequeued).
-#[test]
-fn a_service_keeps_its_replicas_and_scales_in_from_the_top() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
-    let rec = record(
-        r#"{"task_id":"svc","task_type":"inference","replicas":2,"resources":{"gpu":{"count":1,"share":0.25}},"command":["true"]}"#,
-        0,
-    );
-    let heard = Heard::default();
-    actix_rt::System::new().block_on(async move {
-        let sh = shared(store, &heard);
-        let svc = ServiceActor::spawn(rec, sh.clone(), None);
-        sh.registry.add_service("svc", svc.clone());
-        let h = until_heard(&heard, |h| h.len() >= 2).await;
-        let mut enq = h.clone();
-        enq.sort();
-        assert_eq!(enq, vec!["enqueue svc.r0", "enqueue svc.r1"]);
-        assert!(sh.registry.task("svc.r0").is_some() && sh.registry.task("svc.r1").is_some());
-        for r in ["svc.r0", "svc.r1"] {
-            let stored = sh.gate.store().task(r).unwrap().unwrap();
-            assert_eq!(
-                (stored.service.as_deref(), stored.state),
-                (Some("svc"), TaskState::Queued)
-            );
-        }
-
-        let after = svc.send(Scale { replicas: 1 }).await.unwrap().unwrap();
-        assert_eq!(after.desired_replicas, Some(1));
-        let h = until_heard(&heard, |h| h.contains(&"dequeue svc.r1".to_string())).await;
-        assert!(h.contains(&"dequeue svc.r1".to_string()), "{h:?}");
-        let mut r1 = None;
-        for _ in 0..100 {
-            r1 = sh.gate.store().task("svc.r1").unwrap();
-            if r1.as_ref().is_some_and(|r| r.state == TaskState::Cancelled) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        assert_eq!(r1.map(|r| r.state), Some(TaskState::Cancelled));
-        assert!(sh.registry.task("svc.r0").is_some());
     });
 }
 

@@ -194,3 +194,50 @@ fn a_rebuilt_service_keeps_its_replicas() {
         assert_eq!(keys.len(), 3, "{keys:?}");
     });
 }
+
+/// A service keeps `replicas` replica tasks (`svc.r0`, `svc.r1`), each an
+/// ordinary queued task; scaling to 1 releases the highest (queued: cancelled,
+/// dequeued).
+#[test]
+fn a_service_keeps_its_replicas_and_scales_in_from_the_top() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreConfig::default()).unwrap();
+    let rec = service();
+    let heard = Heard::default();
+    actix_rt::System::new().block_on(async move {
+        let sh = shared(store, &heard);
+        let svc = ServiceActor::spawn(rec, sh.clone(), None);
+        sh.registry.add_service("svc", svc.clone());
+        until(|| heard.all().len() >= 2).await;
+        let mut enq = heard.all();
+        enq.sort();
+        assert_eq!(enq, vec!["enqueue svc.r0", "enqueue svc.r1"]);
+        assert!(sh.registry.task("svc.r0").is_some() && sh.registry.task("svc.r1").is_some());
+        for r in ["svc.r0", "svc.r1"] {
+            let stored = sh.gate.store().task(r).unwrap().unwrap();
+            assert_eq!(
+                (stored.service.as_deref(), stored.state),
+                (Some("svc"), TaskState::Queued)
+            );
+        }
+
+        let after = svc.send(Scale { replicas: 1 }).await.unwrap().unwrap();
+        assert_eq!(after.desired_replicas, Some(1));
+        let dequeued = "dequeue svc.r1".to_string();
+        assert!(
+            until(|| heard.all().contains(&dequeued)).await,
+            "{:?}",
+            heard.all()
+        );
+        let mut r1 = None;
+        for _ in 0..100 {
+            r1 = sh.gate.store().task("svc.r1").unwrap();
+            if r1.as_ref().is_some_and(|r| r.state == TaskState::Cancelled) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(r1.map(|r| r.state), Some(TaskState::Cancelled));
+        assert!(sh.registry.task("svc.r0").is_some());
+    });
+}
