@@ -1,6 +1,7 @@
 //! caldera-actors: the control plane. The supervised actix shells that own
 //! state and exchange messages (Cluster, Scheduler, NodeActor, TenantActor,
-//! TaskActor), their protocol ([`protocol`]: every message and the typed
+//! TaskActor for one task's lifecycle, ServiceActor for an inference service
+//! and its replicas), their protocol ([`protocol`]: every message and the typed
 //! handles they hold of each other) and the facade the gateway calls
 //! ([`control_plane`]). The pure placement engine and queue live in
 //! `caldera-scheduling`; decisions are made there and carried out here.
