@@ -17,7 +17,7 @@ pub fn page() -> String {
 
 /// The paths only a build with fail points serves.
 fn test_only_paths() -> BTreeSet<String> {
-    caldera_gateway::routes::failpoints_doc()
+    caldera_gateway::openapi::paths::failpoints_doc()
         .map(|d| d.paths.paths.keys().cloned().collect())
         .unwrap_or_default()
 }

@@ -5,10 +5,10 @@
 use super::query::query_page;
 use crate::error::ApiError;
 use crate::principal::User;
-use crate::routes::events::{EventPage, EventView};
 use crate::state::AppState;
 use caldera_actors::control_plane::EventFilter;
 use caldera_spec::time::rfc3339;
+use caldera_spec::views::{EventPage, EventView};
 use caldera_spec::EventKind;
 use std::collections::HashMap;
 

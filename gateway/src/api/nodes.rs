@@ -3,10 +3,10 @@
 //! revoke, a new secret; the allocation ledger.
 use crate::error::ApiError;
 use crate::principal::{Operator, User};
-use crate::routes::nodes::{Allocations, NodeList};
 use crate::state::AppState;
 use caldera_actors::control_plane::CordonChange;
 use caldera_actors::views::NodeView;
+use caldera_spec::views::{Allocations, NodeList};
 use caldera_spec::Allocation;
 
 /// Every node. A tenant is not shown the images a node holds: an image's

@@ -3,8 +3,8 @@
 //! "not found", as a tenant that does not exist.
 use crate::error::ApiError;
 use crate::principal::{Operator, User};
-use crate::routes::tenants::{TenantList, TenantView};
 use crate::state::AppState;
+use caldera_spec::views::{TenantList, TenantView};
 use caldera_spec::{Quota, TenantRecord};
 
 /// A tenant as the API shows it (never its token).

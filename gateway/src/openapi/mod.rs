@@ -9,11 +9,12 @@
 pub mod docs;
 pub mod errors;
 pub mod links;
+pub mod paths;
 #[cfg(test)]
 mod tests;
 
-use crate::routes::{failpoints_doc, ApiPaths};
 use actix_web::HttpResponse;
+use paths::{failpoints_doc, ApiPaths};
 use serde_json::Value;
 use std::sync::OnceLock;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};

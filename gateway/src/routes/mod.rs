@@ -48,7 +48,6 @@ use actix_web::http::Method;
 use actix_web::{web, Resource, Route};
 use caldera_spec::codes;
 use std::collections::HashMap;
-use utoipa::OpenApi;
 
 /// One served operation: the method and path of its handler's
 /// `#[utoipa::path]` annotation (written once, there), and the handler.
@@ -171,99 +170,6 @@ fn table() -> Vec<Endpoint> {
         t
     };
     t
-}
-
-/// The operations of `/openapi.json`: the same handlers as [`table`]
-/// (`registered_routes_are_exactly_the_documented_ones` fails when the two
-/// lists differ).
-#[derive(OpenApi)]
-#[openapi(paths(
-    health::healthz,
-    health::metrics,
-    crate::openapi::spec,
-    crate::openapi::docs::page,
-    crate::openapi::docs::asset,
-    tasks::list,
-    tasks::submit,
-    tasks::get,
-    tasks::release,
-    tasks::logs,
-    tasks::scale,
-    swap::swap,
-    endpoints::endpoints,
-    crate::ws::connect,
-    nodes::list,
-    nodes::get,
-    nodes::revoke,
-    nodes::rotate_secret,
-    nodes::cordon,
-    nodes::drain,
-    nodes::uncordon,
-    images::prepull,
-    utilization::get,
-    tenants::list,
-    tenants::create,
-    tenants::get,
-    tenants::set_quota,
-    registry_credentials::set,
-    registry_credentials::list,
-    registry_credentials::delete,
-    models::list,
-    models::register,
-    models::get,
-    models::version,
-    models::prewarm,
-    models::pin,
-    models::deprecate,
-    model_retire::retire,
-    events::list,
-    whoami::get,
-    stats::estimates,
-    nodes::allocations,
-    history::tenant,
-    cost::get,
-    cost::total,
-    history::pool,
-    webhooks::list,
-    webhooks::create,
-    webhooks::get,
-    webhooks::delete,
-    webhooks::deliveries,
-    portal::login::page,
-    portal::login::login,
-    portal::login::logout,
-    portal::assets::asset,
-    portal::overview::page_handler,
-    portal::events::page_handler,
-    portal::submit::page_handler,
-    portal::submit::submit,
-    portal::submit::dry_run_handler,
-    portal::tasks::page_handler,
-    portal::task_page::page_handler,
-    portal::task_page::log_handler,
-    portal::task_page::release,
-    portal::task_page::scale,
-    portal::nodes::page_handler,
-    portal::nodes::cordon,
-    portal::tenants::page_handler,
-    portal::tenants::cost_csv,
-    portal::models::page_handler,
-    portal::model_actions::swap,
-    portal::model_actions::retire,
-))]
-pub struct ApiPaths;
-
-#[cfg(feature = "failpoints")]
-#[derive(OpenApi)]
-#[openapi(paths(failpoints::get, failpoints::clear, failpoints::arm))]
-struct FailpointPaths;
-
-/// The test-only routes' operations, in a build with them.
-pub fn failpoints_doc() -> Option<utoipa::openapi::OpenApi> {
-    #[cfg(feature = "failpoints")]
-    return Some(FailpointPaths::openapi());
-    #[cfg(not(feature = "failpoints"))]
-    None
 }
 
 /// `(method, path)` of every route the server serves, from the one table.
