@@ -135,3 +135,51 @@ fn a_page_and_the_api_refuse_the_same_request_with_the_same_code_and_sentence() 
     );
     assert_eq!(page.get("/events?tenant=bravo").status, 403);
 }
+
+/// A reservation that holds its room runs nothing: its log answer reads no
+/// offset, so a follower's `from_byte` (even one that is not a number) is
+/// answered with the note, by the API and by the page's follow alike.
+#[test]
+fn a_held_reservations_log_reads_no_offset_on_either_face() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = ControlPlane::start(Path::new(BIN), &dir.path().join("cp"), &[]);
+    let _agent = caldera_chaos_tests::Agent::start(
+        Path::new(BIN),
+        &cp,
+        "res-node",
+        "1xA100-80GB",
+        dir.path(),
+    );
+    let token = cp.tenant("holds");
+    let api = cp.api(&token);
+    let joined = caldera_chaos_tests::wait_until(std::time::Duration::from_secs(20), || {
+        cp.operator().get("/v1/nodes").data()["nodes"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|n| n["connected"] == true))
+    });
+    assert!(joined, "the agent joins");
+    let r = api.post(
+        "/v1/tasks",
+        r#"{"task_id":"held","task_type":"training","resources":{"gpu":{"count":1}}}"#,
+    );
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    api.wait_task("held", 20, "running", |v| v["state"] == "running");
+    let rest = api.get("/v1/tasks/held/logs?from_byte=later");
+    assert_eq!(rest.status, 200, "{:#}", rest.body);
+    assert_eq!(rest.data()["reservation"], true, "{:#}", rest.body);
+    let mut page = Browser::logged_in(&cp.addr, &token);
+    let follow = page.get("/tasks/held/log?tenant=holds&from_byte=later");
+    assert_eq!(follow.status, 200, "{}", text(&follow));
+    // A task that runs something reads the offset, and a bad one is named.
+    let r = api.post(
+        "/v1/tasks",
+        r#"{"task_id":"runs","task_type":"training","resources":{"cpu":{"cores":1}},"command":["sleep","60"]}"#,
+    );
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    api.wait_task("runs", 20, "running", |v| v["state"] == "running");
+    let rest = api.get("/v1/tasks/runs/logs?from_byte=later");
+    assert_eq!(rest.status, 400, "{:#}", rest.body);
+    assert_eq!(rest.body["field"], "from_byte", "{:#}", rest.body);
+    let follow = page.get("/tasks/runs/log?tenant=holds&from_byte=later");
+    assert_eq!(follow.status, 400, "{}", text(&follow));
+}

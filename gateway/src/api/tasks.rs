@@ -292,11 +292,30 @@ pub struct LogRange {
 const MAX_TAIL_BYTES: u64 = 16 * 1024 * 1024;
 
 impl LogRange {
-    /// `?tail_bytes=&from_byte=` (default: the last 64 KiB), each bad one named.
-    pub fn from_query(q: &HashMap<String, String>) -> Result<Self, ApiError> {
+    /// `?tail_bytes=&from_byte=` (default: the last 64 KiB) of a read of
+    /// `task`'s log, each bad one named.
+    pub fn from_query(task: &VisibleTask, q: &HashMap<String, String>) -> Result<Self, ApiError> {
+        let tail_bytes = query_num(q, "tail_bytes", 64 * 1024, MAX_TAIL_BYTES)?;
+        LogRange::with_tail(task, q, tail_bytes)
+    }
+
+    /// `tail_bytes`, and `?from_byte=` when it is read: a reservation that
+    /// holds its room runs nothing, so its answer reads no offset.
+    pub fn with_tail(
+        task: &VisibleTask,
+        q: &HashMap<String, String>,
+        tail_bytes: u64,
+    ) -> Result<Self, ApiError> {
+        let rec = &task.record;
+        let runs_nothing = rec.allocation.is_some() && rec.spec.is_reservation();
+        let from_byte = if runs_nothing {
+            None
+        } else {
+            query_offset(q, "from_byte")?
+        };
         Ok(LogRange {
-            tail_bytes: query_num(q, "tail_bytes", 64 * 1024, MAX_TAIL_BYTES)?,
-            from_byte: query_offset(q, "from_byte")?,
+            tail_bytes,
+            from_byte,
         })
     }
 }

@@ -14,7 +14,6 @@ use super::membar::{gpu_bar, slices_on};
 use super::respond::{see_other, Live, PageAnswers, Render};
 use super::tasks::{asks, task_href, url_part};
 use crate::api;
-use crate::api::query::query_offset;
 use crate::api::tasks::{LogRange, VisibleTask};
 use crate::routes::Query;
 use crate::state::AppState;
@@ -358,10 +357,7 @@ pub async fn log_handler(
     q: Query,
 ) -> Result<HttpResponse, PortalError> {
     let task = find(&viewer, &st, &id, &q).await?;
-    let range = LogRange {
-        tail_bytes: LOG_TAIL,
-        from_byte: query_offset(&q, "from_byte")?,
-    };
+    let range = LogRange::with_tail(&task, &q, LOG_TAIL)?;
     let c = api::tasks::logs(&st, &task, range).await?;
     let (text, end) = (c.content, c.end_byte);
     let mut reply = HttpResponse::Ok();

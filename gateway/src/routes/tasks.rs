@@ -220,7 +220,7 @@ pub async fn logs(
     q: Query,
 ) -> Result<Reply<LogChunk>, ApiError> {
     let task = find(&user, &st, &q, &id).await?;
-    let range = api::LogRange::from_query(&q)?;
+    let range = api::LogRange::from_query(&task, &q)?;
     Ok(Reply::ok(api::logs(&st, &task, range).await?))
 }
 
