@@ -81,21 +81,45 @@ pub fn validate(
     placement: &Placement,
 ) -> Result<(), PlacementError> {
     let node = placement.node;
-    validate_node(view, demand).map_err(|reason| PlacementError::NoRoom { node, reason })?;
+    validate_node(view, demand).map_err(|why| PlacementError::NoRoom {
+        node,
+        reason: why.to_string(),
+    })?;
     validate_gpus(view, demand, placement)
+}
+
+/// The first node-wide reason a demand does not fit: the words become the
+/// reason of [`PlacementError::NoRoom`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeShortfall {
+    #[error("node is unhealthy")]
+    Unhealthy,
+    #[error("node is cordoned")]
+    Cordoned,
+    #[error("node is held exclusively or in use")]
+    Exclusive,
+    /// Less of `what` (cpu in millicores, memory or disk in MiB) is free than asked.
+    #[error("{what} {free} < {asked}")]
+    Short {
+        what: &'static str,
+        free: u64,
+        asked: u64,
+    },
+    #[error("label {key} missing")]
+    Label { key: String },
 }
 
 /// The node-wide part of [`validate`]: health, exclusivity, CPU, memory,
 /// disk and labels; `Err(why)` names the first that fails.
-fn validate_node(view: &NodeView, demand: &Demand) -> Result<(), String> {
+fn validate_node(view: &NodeView, demand: &Demand) -> Result<(), NodeShortfall> {
     if !view.healthy {
-        return Err("node is unhealthy".into());
+        return Err(NodeShortfall::Unhealthy);
     }
     if view.cordoned {
-        return Err("node is cordoned".into());
+        return Err(NodeShortfall::Cordoned);
     }
     if view.exclusive_held || (demand.exclusive && view.allocations > 0) {
-        return Err("node is held exclusively or in use".into());
+        return Err(NodeShortfall::Exclusive);
     }
     let room = [
         ("cpu", view.cpu_free_milli, demand.cpu_milli),
@@ -103,14 +127,14 @@ fn validate_node(view: &NodeView, demand: &Demand) -> Result<(), String> {
         ("disk", view.disk_free_mib, demand.disk_mib),
     ];
     if let Some((what, free, asked)) = room.into_iter().find(|(_, free, asked)| free < asked) {
-        return Err(format!("{what} {free} < {asked}"));
+        return Err(NodeShortfall::Short { what, free, asked });
     }
     if let Some((k, _)) = demand
         .labels
         .iter()
         .find(|(k, v)| view.labels.get(*k) != Some(*v))
     {
-        return Err(format!("label {k} missing"));
+        return Err(NodeShortfall::Label { key: k.clone() });
     }
     Ok(())
 }
@@ -162,4 +186,72 @@ fn validate_gpus(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A healthy, uncordoned node with 4 cores, 8 GiB, 10 GiB disk, zone=a.
+    fn roomy() -> NodeView {
+        NodeView {
+            healthy: true,
+            cpu_free_milli: 4000,
+            memory_free_mib: 8192,
+            disk_free_mib: 10240,
+            labels: [("zone".to_string(), "a".to_string())].into(),
+            ..NodeView::default()
+        }
+    }
+
+    #[test]
+    fn the_first_node_wide_shortfall_is_named_with_its_figures() {
+        let asked = |cpu, mem| Demand {
+            cpu_milli: cpu,
+            memory_mib: mem,
+            ..Demand::default()
+        };
+        assert_eq!(validate_node(&roomy(), &asked(4000, 8192)), Ok(()));
+        let sick = NodeView {
+            healthy: false,
+            ..roomy()
+        };
+        assert_eq!(
+            validate_node(&sick, &asked(1, 1)),
+            Err(NodeShortfall::Unhealthy)
+        );
+        let cordoned = NodeView {
+            cordoned: true,
+            ..roomy()
+        };
+        assert_eq!(
+            validate_node(&cordoned, &asked(1, 1)),
+            Err(NodeShortfall::Cordoned)
+        );
+        let held = NodeView {
+            exclusive_held: true,
+            ..roomy()
+        };
+        assert_eq!(
+            validate_node(&held, &asked(1, 1)),
+            Err(NodeShortfall::Exclusive)
+        );
+        // CPU fits (4000 <= 4000), memory does not (8192 < 9000).
+        let short = validate_node(&roomy(), &asked(4000, 9000)).unwrap_err();
+        assert_eq!(
+            short,
+            NodeShortfall::Short {
+                what: "memory",
+                free: 8192,
+                asked: 9000
+            }
+        );
+        assert_eq!(short.to_string(), "memory 8192 < 9000");
+        let labelled = Demand {
+            labels: [("gpu-arch".to_string(), "hopper".to_string())].into(),
+            ..asked(1, 1)
+        };
+        let missing = validate_node(&roomy(), &labelled).unwrap_err();
+        assert_eq!(missing.to_string(), "label gpu-arch missing");
+    }
 }

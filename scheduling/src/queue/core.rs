@@ -512,7 +512,7 @@ impl Core {
             Ok(borrowed) => borrowed,
             Err(why) => {
                 self.outcomes.rejected(super::outcomes::GPU_MODEL_QUOTA);
-                return self.pending(&mut pass.out, id, why, None);
+                return self.pending(&mut pass.out, id, why.to_string(), None);
             }
         };
         if let Some(why) = self.backfill_blocks(id, w, &node, now_ms) {
@@ -533,7 +533,7 @@ impl Core {
             }
             Err(why) => {
                 self.outcomes.rejected(super::outcomes::BIND);
-                self.pending(&mut pass.out, id, why, None)
+                self.pending(&mut pass.out, id, why.to_string(), None)
             }
         }
     }

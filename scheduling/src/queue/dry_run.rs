@@ -89,7 +89,7 @@ impl Core {
         let admission = match self.model_admission(tenant, &node, &demand, &p) {
             Ok(true) => Admission::Borrowing,
             Ok(false) => admission,
-            Err(why) => return waits(Admission::OverQuota, why, None),
+            Err(why) => return waits(Admission::OverQuota, why.to_string(), None),
         };
         let candidate = Candidate {
             task_id,

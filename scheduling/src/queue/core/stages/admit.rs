@@ -31,6 +31,21 @@ fn standing_after(limits: Option<&TenantLimits>, after: &Usage) -> Standing {
     }
 }
 
+/// A grant that would take a tenant past its quota of one GPU model; the
+/// words are the task's pending reason.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "over quota for GPU model {model}: would hold {would:.2}, tenant {tenant} may hold {limit:.2}"
+)]
+pub struct OverModelQuota {
+    pub model: String,
+    pub tenant: String,
+    /// GPUs of the model held with the grant (shares as fractions).
+    pub would: f64,
+    /// Guarantee plus borrowing limit.
+    pub limit: f64,
+}
+
 /// The standing against one GPU model's quota of a tenant that holds `held`
 /// GPUs of that model and is granted `asked` more: `Ok(borrowed)` within
 /// guarantee + borrowing, `Err(why)` past it. A model with a guarantee but no
@@ -42,14 +57,16 @@ pub fn model_standing(
     borrowing: Option<f64>,
     held: f64,
     asked: f64,
-) -> Result<bool, String> {
+) -> Result<bool, OverModelQuota> {
     let would = held + asked;
     if let (Some(g), Some(b)) = (guaranteed, borrowing) {
         if would > g + b + 1e-9 {
-            return Err(format!(
-                "over quota for GPU model {model}: would hold {would:.2}, tenant {tenant} may hold {:.2}",
-                g + b
-            ));
+            return Err(OverModelQuota {
+                model: model.into(),
+                tenant: tenant.into(),
+                would,
+                limit: g + b,
+            });
         }
     }
     Ok(guaranteed.is_some_and(|g| would > g + 1e-9))
@@ -116,7 +133,7 @@ impl Core {
         node: &str,
         demand: &Demand,
         p: &Placement,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, OverModelQuota> {
         let Some(l) = self.limits.get(tenant) else {
             return Ok(false);
         };
@@ -266,7 +283,7 @@ mod tests {
         for (g, b, held, asked, want) in rows {
             let got = model_standing("a100", "t", g, b, held, asked);
             assert_eq!(
-                got,
+                got.map_err(|e| e.to_string()),
                 want.map_err(String::from),
                 "{g:?}+{b:?}, {held}+{asked}"
             );

@@ -3,10 +3,26 @@
 //! queue, the ledger records the allocation, and the placer learns the demand
 //! for its typical mix. Only then is the allocation a decision.
 use super::super::{Core, WaitingTask};
-use crate::placement::{Demand, Placement};
-use crate::queue::ledger::Entry;
+use crate::placement::{Demand, Placement, PlacementError};
+use crate::queue::ledger::{Entry, Refused};
 use caldera_spec::{Allocation, GpuGrant, NodeInventory};
 use std::sync::Arc;
+
+/// Why a placement was not bound: the placer, the pool and the ledger
+/// disagree. The words are the task's pending reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BindError {
+    #[error("no longer waiting")]
+    NoLongerWaiting,
+    #[error("placed on an unknown node")]
+    UnknownNode,
+    #[error("placed on a node without inventory")]
+    NoInventory,
+    #[error("refused by the ledger: {0}")]
+    Ledger(#[source] Refused),
+    #[error("placement did not fit at bind: {0}")]
+    DidNotFit(#[source] PlacementError),
+}
 
 impl Core {
     /// Binds placement `p` of waiting task `id` into the pool and the ledger.
@@ -19,27 +35,22 @@ impl Core {
         p: Placement,
         borrowed: bool,
         now_ms: u64,
-    ) -> Result<Allocation, String> {
-        let w = self.waiting.get(id).ok_or("no longer waiting")?;
+    ) -> Result<Allocation, BindError> {
+        let w = self.waiting.get(id).ok_or(BindError::NoLongerWaiting)?;
         let node = self
             .pool
             .node(p.node)
-            .ok_or("placed on an unknown node")?
+            .ok_or(BindError::UnknownNode)?
             .name
             .clone();
-        let inventory = self
-            .inventories
-            .get(&node)
-            .ok_or("placed on a node without inventory")?;
+        let inventory = self.inventories.get(&node).ok_or(BindError::NoInventory)?;
         let allocation =
             build_allocation(inventory, &node, &w.task, &w.demand, &p, borrowed, now_ms);
-        if let Err(e) = self.ledger.admits(&allocation) {
-            return Err(format!("refused by the ledger: {e}"));
-        }
-        if let Err(e) = self.pool.commit(&w.demand, &p) {
-            return Err(format!("placement did not fit at bind: {e}"));
-        }
-        let w = self.waiting.remove(id).ok_or("no longer waiting")?;
+        self.ledger.admits(&allocation).map_err(BindError::Ledger)?;
+        self.pool
+            .commit(&w.demand, &p)
+            .map_err(BindError::DidNotFit)?;
+        let w = self.waiting.remove(id).ok_or(BindError::NoLongerWaiting)?;
         if self.head.as_ref().is_some_and(|h| h.task_id == id) {
             self.head = None;
         }
@@ -56,7 +67,7 @@ impl Core {
                 idle_exempt: w.task.spec.idle_exempt,
                 attempt: w.task.attempt,
             })
-            .map_err(|e| format!("refused by the ledger: {e}"))?;
+            .map_err(BindError::Ledger)?;
         self.refresh_node(&node);
         Ok(allocation)
     }
@@ -193,9 +204,16 @@ mod tests {
         // changes: same room, same ledger, still queued.
         let got = c.bind("again", p(vec![(1, 81920)]), false, 2_000);
         assert!(
-            got.as_ref()
-                .is_err_and(|e| e.starts_with("placement did not fit at bind")),
+            matches!(
+                &got,
+                Err(BindError::DidNotFit(PlacementError::NoRoom { .. }))
+            ),
             "{got:?}"
+        );
+        let words = got.unwrap_err().to_string();
+        assert!(
+            words.starts_with("placement did not fit at bind: node"),
+            "{words}"
         );
         assert_eq!(free(&c), [81920, 0, 81920, 0]);
         assert_eq!((c.ledger.len(), c.queued()), (1, 1));
@@ -206,11 +224,11 @@ mod tests {
         };
         assert_eq!(
             c.bind("again", nowhere, false, 2_000),
-            Err("placed on an unknown node".into())
+            Err(BindError::UnknownNode)
         );
         assert_eq!(
             c.bind("job", p(vec![(0, 81920)]), false, 2_000),
-            Err("no longer waiting".into())
+            Err(BindError::NoLongerWaiting)
         );
     }
 }
