@@ -27,8 +27,9 @@ pub fn config_reference() -> String {
          dashes as underscores and two underscores between section and key \
          (`CALDERA_SCHEDULING__MAX_IMAGE_PULLS=2`).\n\
          \n\
-         Before keys lived in sections they were flat (`max-image-pulls = 2`, \
-         `CALDERA_MAX_IMAGE_PULLS=2`). A former name is still accepted: the server logs \
+         Each key also has a former flat name (the `former key` column: \
+         `max-image-pulls = 2` at the top of the file, `CALDERA_MAX_IMAGE_PULLS=2`), \
+         still accepted for existing files and environments: the server logs \
          a warning at start that names the key to use instead. Setting a former name and \
          its new key together is refused, naming both. A key the server does not know \
          is refused in a file, and in the environment under a known section.\n\
