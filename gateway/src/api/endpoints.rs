@@ -13,39 +13,12 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use caldera_spec::views::{EndpointView, ServiceEndpoints};
 use caldera_spec::{codes, TaskRecord, TaskState, TaskType};
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The longest wait accepted, seconds.
 pub const MAX_WAIT_S: u64 = 60;
 /// How often a waiting request looks at the replicas again.
 const WAIT_POLL: Duration = Duration::from_millis(200);
-
-/// The last list seen per service (by key) and its revision.
-#[derive(Default)]
-pub struct EndpointRevisions(Mutex<HashMap<String, (Vec<EndpointView>, u64)>>);
-
-impl EndpointRevisions {
-    /// The revision of `list` for `service`: the last one if the list is
-    /// unchanged, else a new, larger one (see the module doc).
-    pub(crate) fn observe(&self, service: &str, list: &[EndpointView]) -> u64 {
-        let now_ms = caldera_actors::clock::now_ms();
-        let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        match seen.get_mut(service) {
-            Some((last, rev)) if last.as_slice() == list => *rev,
-            Some((last, rev)) => {
-                *rev = (*rev + 1).max(now_ms);
-                *last = list.to_vec();
-                *rev
-            }
-            None => {
-                seen.insert(service.to_string(), (list.to_vec(), now_ms));
-                now_ms
-            }
-        }
-    }
-}
 
 /// Only ready, running replicas with a port are listed, by replica id.
 fn ready_endpoints(replicas: &[TaskRecord]) -> Vec<EndpointView> {
@@ -109,6 +82,7 @@ pub async fn endpoints(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::endpoint_revisions::EndpointRevisions;
 
     fn view(replica: &str, port: u16) -> EndpointView {
         EndpointView {

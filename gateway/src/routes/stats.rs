@@ -9,23 +9,10 @@ use crate::state::AppState;
 use actix_web::web;
 use caldera_actors::control_plane::estimates::EstimateAccuracy;
 use caldera_spec::Envelope;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long a computed accuracy is served again.
 pub const FRESH_FOR: Duration = Duration::from_secs(10);
-
-/// The last accuracy computed and when.
-#[derive(Default)]
-pub struct EstimateCache(Mutex<Option<(Instant, EstimateAccuracy)>>);
-
-impl EstimateCache {
-    /// The slot, also after a panic elsewhere poisoned the lock (it only
-    /// ever holds a finished value).
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(Instant, EstimateAccuracy)>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
 
 /// The accuracy, computed afresh when the cached one is older than [`FRESH_FOR`].
 pub async fn accuracy(st: &AppState) -> Result<EstimateAccuracy, ApiError> {
