@@ -28,6 +28,7 @@ pub mod respond;
 pub mod session;
 pub mod spec_form;
 pub mod submit;
+pub mod task_lookup;
 pub mod task_page;
 pub mod tasks;
 pub mod tenants;

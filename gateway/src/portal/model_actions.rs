@@ -7,7 +7,7 @@ use super::auth::{Form, Viewer};
 use super::error::PortalError;
 use super::layout::{age, csrf_field};
 use super::respond::see_other;
-use super::task_page::find;
+use super::task_lookup::find;
 use super::tasks::{task_href, url_part};
 use crate::error::ApiError;
 use crate::routes::Query;

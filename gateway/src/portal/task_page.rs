@@ -12,6 +12,7 @@ use super::events::{events_table, task_events};
 use super::layout::{age, csrf_field, gb, page, raw, Nav};
 use super::membar::{gpu_bar, slices_on};
 use super::respond::{see_other, Live, PageAnswers, Render};
+use super::task_lookup::find;
 use super::tasks::{asks, task_href, url_part};
 use crate::api;
 use crate::api::tasks::{LogRange, VisibleTask};
@@ -25,23 +26,6 @@ use maud::{html, Markup};
 
 /// Log bytes the page shows first (follow reads on from there).
 const LOG_TAIL: u64 = 16 * 1024;
-
-/// The tenant the page's address names, if any (blank: none).
-fn tenant_q(q: &Query) -> Option<&str> {
-    q.get("tenant")
-        .map(String::as_str)
-        .filter(|t| !t.is_empty())
-}
-
-/// The task the page's address names, if the viewer may see it.
-pub(super) async fn find(
-    viewer: &Viewer,
-    st: &AppState,
-    id: &str,
-    q: &Query,
-) -> Result<VisibleTask, PortalError> {
-    Ok(api::tasks::find(st, &viewer.user(), tenant_q(q), id).await?)
-}
 
 /// Each transition with how long the task stayed in it (to the next one,
 /// or to `now` for the state it is in).
