@@ -395,7 +395,6 @@ fn show(module: &Module) -> String {
 }
 
 #[test]
-#[ignore = "until the rings it lists today are broken: cargo test --test it import_circles:: -- --ignored"]
 fn no_file_imports_a_file_that_imports_it_back() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut report = Vec::new();
