@@ -79,9 +79,17 @@ impl Default for CacheConfig {
     }
 }
 
+/// An option of the cache simulation out of range: `rule` names the option
+/// as the CLI spells it and the range it must be in (the CLI's usage error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{rule}")]
+pub struct OptionOutOfRange {
+    pub rule: &'static str,
+}
+
 impl CacheConfig {
     /// The first option that is out of range, named as the CLI spells it.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), OptionOutOfRange> {
         let (lo, hi) = self.size_gb;
         let bad = [
             (self.models == 0, "--models must be at least 1"),
@@ -123,7 +131,7 @@ impl CacheConfig {
             ),
         ];
         match bad.iter().find(|(b, _)| *b) {
-            Some((_, why)) => Err(why.to_string()),
+            Some((_, rule)) => Err(OptionOutOfRange { rule }),
             None => Ok(()),
         }
     }

@@ -142,6 +142,12 @@ fn out_of_range_options_are_named() {
         zipf: -1.0,
         ..CacheConfig::default()
     };
-    assert_eq!(bad.check(), Err("--zipf must be >= 0".to_string()));
+    assert_eq!(
+        bad.check(),
+        Err(OptionOutOfRange {
+            rule: "--zipf must be >= 0"
+        })
+    );
+    assert_eq!(bad.check().unwrap_err().to_string(), "--zipf must be >= 0");
     assert_eq!(CacheConfig::default().check(), Ok(()));
 }

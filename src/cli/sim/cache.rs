@@ -90,7 +90,7 @@ pub fn run(a: &CacheArgs, c: Common) -> Result<(), CliError> {
         inflate: c.inflate,
         bound: a.cache_bound,
     };
-    cfg.check().map_err(CliError::Usage)?;
+    cfg.check().map_err(|e| CliError::Usage(e.to_string()))?;
     let nodes = load_nodes(c.nodes).map_err(|e| super::trace_failed(e, "--nodes"))?;
     let tasks = load_tasks(c.tasks).map_err(|e| super::trace_failed(e, "--tasks"))?;
     let trace = Trace {
