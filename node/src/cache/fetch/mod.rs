@@ -126,7 +126,9 @@ async fn transfer(
     tally: &Tally,
     notes: &UnboundedSender<CacheNote>,
 ) -> Result<(), Failure> {
-    let opened = source::open(job, have).await.map_err(Failure::cut)?;
+    let opened = source::open(job, have)
+        .await
+        .map_err(|e| Failure::cut(e.to_string()))?;
     let io = |e: std::io::Error| Failure::cut(format!("{}: {e}", job.partial.display()));
     let mut file = std::fs::OpenOptions::new()
         .create(true)

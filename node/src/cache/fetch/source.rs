@@ -3,8 +3,8 @@
 //! origin or a peer is asked with `Range: bytes=N-` — 206 resumes at N, 200
 //! restarts at 0.
 use super::{Job, Tls};
-use caldera_spec::confined_file;
-use caldera_spec::origin::{self, OriginRules, OriginUri};
+use caldera_spec::confined_file::{self, ConfinedError};
+use caldera_spec::origin::{self, NotAdmitted, OriginRules, OriginUri, OriginUriError};
 use caldera_spec::weights::{OriginAccess, WeightSource};
 use futures_util::stream::{self, LocalBoxStream, StreamExt};
 use std::net::{IpAddr, SocketAddr};
@@ -28,6 +28,47 @@ const GRANT_RETRY: Duration = Duration::from_millis(100);
 /// Bytes from a source, in chunks; an error names what went wrong.
 pub type Body = LocalBoxStream<'static, Result<Vec<u8>, String>>;
 
+/// Why a source did not open. The words are the fetch's failure reason
+/// (the agent's log and the cache report the control plane shows).
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("origin {uri:?} is neither file://, http:// nor https://")]
+    Scheme { uri: String },
+    #[error("file:// origin {path:?} is not an absolute path")]
+    NotAbsolute { path: String },
+    #[error("origin refused: {0}")]
+    Refused(#[source] NotAdmitted),
+    #[error(transparent)]
+    Uri(#[from] OriginUriError),
+    #[error("{uri} is not an http(s) origin")]
+    NotHttp { uri: String },
+    #[error("{host}: does not resolve: {source}")]
+    Unresolved {
+        host: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{uri}: its host resolves to no address")]
+    NoAddress { uri: String },
+    #[error(transparent)]
+    Confined(#[from] ConfinedError),
+    #[error("opening {uri}: {source}")]
+    Blocking {
+        uri: String,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    #[error("{path}: {source}")]
+    File {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An http source or peer answered with something other than the bytes.
+    #[error("{0}")]
+    Http(String),
+}
+
 /// An opened source: its bytes from `offset` (0 when it could not resume).
 pub struct Opened {
     pub offset: u64,
@@ -39,7 +80,7 @@ pub struct Opened {
 /// registrant's allow-list says (`job.origin`), checked here again: a file
 /// confined to its tree, a host at an address the rules admit (resolved
 /// once, and connected to at that address).
-pub async fn open(job: &Job, offset: u64) -> Result<Opened, String> {
+pub async fn open(job: &Job, offset: u64) -> Result<Opened, SourceError> {
     let (sha256, size_bytes, tls) = (&job.sha256, job.size_bytes, &job.tls);
     match &job.source {
         WeightSource::Origin { uri } => {
@@ -56,11 +97,9 @@ pub async fn open(job: &Job, offset: u64) -> Result<Opened, String> {
                         Err(e) => why = e.into_reason(),
                     }
                 }
-                Err(why)
+                Err(SourceError::Http(why))
             } else {
-                Err(format!(
-                    "origin {uri:?} is neither file://, http:// nor https://"
-                ))
+                Err(SourceError::Scheme { uri: uri.clone() })
             }
         }
         WeightSource::Peer { url, token, .. } => {
@@ -74,7 +113,7 @@ pub async fn open(job: &Job, offset: u64) -> Result<Opened, String> {
                     Err(Refusal::Refused(_)) if tokio::time::Instant::now() < deadline => {
                         tokio::time::sleep(GRANT_RETRY).await;
                     }
-                    other => return other.map_err(Refusal::into_reason),
+                    other => return other.map_err(|r| SourceError::Http(r.into_reason())),
                 }
             }
         }
@@ -88,22 +127,26 @@ async fn open_origin_file(
     uri: &str,
     path: &str,
     access: &OriginAccess,
-) -> Result<tokio::fs::File, String> {
+) -> Result<tokio::fs::File, SourceError> {
     if !path.starts_with('/') {
-        return Err(format!("file:// origin {path:?} is not an absolute path"));
+        return Err(SourceError::NotAbsolute { path: path.into() });
     }
     let file = match &access.confined {
         Some(rule) => {
             let (path, rule) = (std::path::PathBuf::from(path), rule.clone());
             tokio::task::spawn_blocking(move || confined_file::open(&path, &rule))
                 .await
-                .map_err(|e| format!("opening {uri}: {e}"))?
-                .map_err(|e| e.to_string())?
+                .map_err(|source| SourceError::Blocking {
+                    uri: uri.into(),
+                    source,
+                })??
         }
         None => {
-            origin::admits(&access.rules.allow, uri, &[])
-                .map_err(|why| format!("origin refused: {why}"))?;
-            std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?
+            origin::admits(&access.rules.allow, uri, &[]).map_err(SourceError::Refused)?;
+            std::fs::File::open(path).map_err(|source| SourceError::File {
+                path: path.into(),
+                source,
+            })?
         }
     };
     Ok(tokio::fs::File::from_std(file))
@@ -111,16 +154,22 @@ async fn open_origin_file(
 
 /// The addresses to connect to for an `http(s)://` origin: its host
 /// resolved once, every address admitted by the registrant's rules.
-async fn origin_addresses(uri: &str, access: &OriginAccess) -> Result<Vec<SocketAddr>, String> {
-    let (host, port) = match origin::parse_origin_uri(uri).map_err(|e| e.to_string())? {
+async fn origin_addresses(
+    uri: &str,
+    access: &OriginAccess,
+) -> Result<Vec<SocketAddr>, SourceError> {
+    let (host, port) = match origin::parse_origin_uri(uri)? {
         OriginUri::Http { host, port, .. } => (host, port),
-        OriginUri::File { .. } => return Err(format!("{uri} is not an http(s) origin")),
+        OriginUri::File { .. } => return Err(SourceError::NotHttp { uri: uri.into() }),
     };
     let resolved: Vec<SocketAddr> = match host.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
         Err(_) => tokio::net::lookup_host((host.as_str(), port))
             .await
-            .map_err(|e| format!("{host}: does not resolve: {e}"))?
+            .map_err(|source| SourceError::Unresolved {
+                host: host.clone(),
+                source,
+            })?
             .collect(),
     };
     checked_addresses(uri, &access.rules, resolved)
@@ -133,11 +182,11 @@ pub fn checked_addresses(
     uri: &str,
     rules: &OriginRules,
     resolved: Vec<SocketAddr>,
-) -> Result<Vec<SocketAddr>, String> {
+) -> Result<Vec<SocketAddr>, SourceError> {
     let ips: Vec<IpAddr> = resolved.iter().map(SocketAddr::ip).collect();
-    origin::admits(&rules.allow, uri, &ips).map_err(|why| format!("origin refused: {why}"))?;
+    origin::admits(&rules.allow, uri, &ips).map_err(SourceError::Refused)?;
     if resolved.is_empty() {
-        return Err(format!("{uri}: its host resolves to no address"));
+        return Err(SourceError::NoAddress { uri: uri.into() });
     }
     Ok(resolved)
 }
@@ -149,8 +198,11 @@ async fn read_file(
     path: &str,
     offset: u64,
     size_bytes: u64,
-) -> Result<Opened, String> {
-    let named = |e: std::io::Error| format!("{path}: {e}");
+) -> Result<Opened, SourceError> {
+    let named = |source: std::io::Error| SourceError::File {
+        path: path.into(),
+        source,
+    };
     file.seek(std::io::SeekFrom::Start(offset))
         .await
         .map_err(named)?;
@@ -280,7 +332,10 @@ mod tests {
         };
         let uri = "https://weights.example.com/m.bin";
         let public = addrs(&["93.184.216.34:443"]);
-        assert_eq!(checked_addresses(uri, &tenant, public.clone()), Ok(public));
+        assert_eq!(
+            checked_addresses(uri, &tenant, public.clone()).ok(),
+            Some(public)
+        );
         for rebound in [
             addrs(&["127.0.0.1:443"]),
             addrs(&["93.184.216.34:443", "10.0.0.7:443"]),
@@ -288,9 +343,18 @@ mod tests {
             addrs(&["169.254.169.254:443"]),
         ] {
             let e = checked_addresses(uri, &tenant, rebound).unwrap_err();
-            assert!(e.contains("origin refused"), "{e}");
+            assert!(
+                matches!(e, SourceError::Refused(NotAdmitted::NotPublic { .. })),
+                "{e:?}"
+            );
+            assert!(e.to_string().starts_with("origin refused: "), "{e}");
         }
-        assert!(checked_addresses(uri, &tenant, vec![]).is_err());
+        let none = checked_addresses(uri, &tenant, vec![]).unwrap_err();
+        assert!(matches!(none, SourceError::NoAddress { .. }), "{none:?}");
+        assert_eq!(
+            none.to_string(),
+            "https://weights.example.com/m.bin: its host resolves to no address"
+        );
         // The operator's default admits its own private store.
         let private = addrs(&["10.0.0.7:9000"]);
         assert!(
@@ -316,12 +380,19 @@ mod tests {
         let e = open_origin_file(&uri, path.to_str().unwrap(), &tenant)
             .await
             .unwrap_err();
-        assert!(e.contains("origin refused"), "{e}");
+        assert!(
+            matches!(e, SourceError::Refused(NotAdmitted::File { .. })),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("origin refused"), "{e}");
         // A warm command without rules reads no file.
         let e = open_origin_file(&uri, path.to_str().unwrap(), &OriginAccess::default())
             .await
             .unwrap_err();
-        assert!(e.contains("origin refused"), "{e}");
+        assert!(
+            matches!(e, SourceError::Refused(NotAdmitted::NothingAllowed)),
+            "{e:?}"
+        );
         let operator = OriginAccess {
             rules: OriginRules::anything(),
             confined: None,
