@@ -114,14 +114,25 @@ pub struct QuotaSetArgs {
     pub borrowing_disk_gb: Option<f64>,
 }
 
+/// Why a quota flag's value was refused; clap prints it after the flag's name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QuotaValueError {
+    /// A per-model GPU quota not written `MODEL=N`.
+    #[error("expected MODEL=N, not {0:?}")]
+    NotModelAmount(String),
+    /// An amount that is not a finite number, or is below zero.
+    #[error("`{0}` is not a number >= 0")]
+    NotAnAmount(String),
+}
+
 /// Parses `MODEL=N` for per-model GPU quotas.
-fn model_limit(s: &str) -> Result<(String, f64), String> {
+fn model_limit(s: &str) -> Result<(String, f64), QuotaValueError> {
     let (model, n) = s
         .split_once('=')
-        .ok_or_else(|| format!("expected MODEL=N, not {s:?}"))?;
+        .ok_or_else(|| QuotaValueError::NotModelAmount(s.to_string()))?;
     let n = non_negative(n)?;
     if model.trim().is_empty() {
-        return Err(format!("expected MODEL=N, not {s:?}"));
+        return Err(QuotaValueError::NotModelAmount(s.to_string()));
     }
     Ok((model.trim().to_string(), n))
 }
@@ -222,10 +233,10 @@ fn to_json(quota: &Quota) -> Result<Value, CliError> {
 }
 
 /// Parses a quota amount: a finite number, zero or more.
-fn non_negative(raw: &str) -> Result<f64, String> {
+fn non_negative(raw: &str) -> Result<f64, QuotaValueError> {
     match raw.parse::<f64>() {
         Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
-        _ => Err(format!("`{raw}` is not a number >= 0")),
+        _ => Err(QuotaValueError::NotAnAmount(raw.to_string())),
     }
 }
 
@@ -242,6 +253,29 @@ pub fn render_tenants(list: &TenantList) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A bad quota flag names its kind; the words are what clap prints
+    /// after the flag.
+    #[test]
+    fn a_bad_quota_value_says_what_was_expected() {
+        assert_eq!(model_limit(" A100 =4"), Ok(("A100".to_string(), 4.0)));
+        assert_eq!(
+            model_limit("=4"),
+            Err(QuotaValueError::NotModelAmount("=4".into()))
+        );
+        assert_eq!(
+            model_limit("A100").map_err(|e| e.to_string()),
+            Err("expected MODEL=N, not \"A100\"".into())
+        );
+        assert_eq!(
+            non_negative("-1").map_err(|e| e.to_string()),
+            Err("`-1` is not a number >= 0".into())
+        );
+        assert_eq!(
+            model_limit("A100=inf"),
+            Err(QuotaValueError::NotAnAmount("inf".into()))
+        );
+    }
 
     fn quota(v: serde_json::Value) -> Quota {
         serde_json::from_value(v).expect("a quota")
