@@ -92,8 +92,9 @@ impl Fixture {
         end_of(&events, sha)
     }
 
-    /// A start's check of `sha`: Ready, or the eviction's reason.
-    async fn check(&mut self, sha: &str, size: u64) -> Result<(), String> {
+    /// A start's check of `sha`: Ready, or evicted with the reason the
+    /// report carries.
+    async fn check(&mut self, sha: &str, size: u64) -> Checked {
         assert_eq!(self.cache.want(sha, size, None), Want::Checking);
         let events = self
             .settle(sha, |e| {
@@ -111,8 +112,26 @@ impl Fixture {
             Some(CacheEvent::Report {
                 progress: WarmupProgress::Evicted { reason },
                 ..
-            }) => Err(reason.clone()),
-            _ => Ok(()),
+            }) => Checked::Evicted(reason.clone()),
+            _ => Checked::Ready,
+        }
+    }
+}
+
+/// What a start's check of a cached version ended in.
+#[derive(Debug, PartialEq, Eq)]
+enum Checked {
+    Ready,
+    /// Evicted, with the report's reason (the words the control plane shows).
+    Evicted(String),
+}
+
+impl Checked {
+    /// The eviction's reason; a panic naming `what` if the version stayed.
+    fn evicted(self, what: &str) -> String {
+        match self {
+            Checked::Evicted(reason) => reason,
+            Checked::Ready => panic!("{what}: the check passed"),
         }
     }
 }
@@ -216,7 +235,7 @@ async fn a_truncated_or_flipped_copy_is_caught_before_use_and_fetched_again() {
     let (path, sha) = weights(&f.origin, "w", 100_000, 7);
     let none = InUse::new();
     f.warm(&path, &sha, 100_000, &none).await;
-    assert_eq!(f.check(&sha, 100_000).await, Ok(()));
+    assert_eq!(f.check(&sha, 100_000).await, Checked::Ready);
     let copy = f.cache.copy_path(&sha);
     assert_eq!(
         std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777,
@@ -231,7 +250,7 @@ async fn a_truncated_or_flipped_copy_is_caught_before_use_and_fetched_again() {
         .unwrap()
         .set_len(99_999)
         .unwrap();
-    let why = f.check(&sha, 100_000).await.expect_err("truncated");
+    let why = f.check(&sha, 100_000).await.evicted("truncated");
     assert!(why.contains("size 99999 bytes"), "{why}");
     assert!(!copy.exists());
     assert!(matches!(
@@ -245,10 +264,10 @@ async fn a_truncated_or_flipped_copy_is_caught_before_use_and_fetched_again() {
     let mut bytes = std::fs::read(&copy).unwrap();
     bytes[50_000] ^= 1;
     std::fs::write(&copy, &bytes).unwrap();
-    let why = f.check(&sha, 100_000).await.expect_err("flipped");
+    let why = f.check(&sha, 100_000).await.evicted("flipped");
     assert!(why.contains("sha256"), "{why}");
     assert_eq!(fetched(&f.warm(&path, &sha, 100_000, &none).await), 100_000);
-    assert_eq!(f.check(&sha, 100_000).await, Ok(()));
+    assert_eq!(f.check(&sha, 100_000).await, Checked::Ready);
     let c = &f.cache.index.counters;
     assert_eq!((c.corrupt_found, c.bytes_from_origin), (2, 300_000));
 }
@@ -352,8 +371,8 @@ async fn an_untouched_copy_is_not_hashed_again_until_the_agent_restarts() {
     let (path, sha) = weights(&f.origin, "w", 100_000, 9);
     f.warm(&path, &sha, 100_000, &InUse::new()).await;
     let after_fetch = f.cache.index.counters.load_seconds;
-    assert_eq!(f.check(&sha, 100_000).await, Ok(()));
-    assert_eq!(f.check(&sha, 100_000).await, Ok(()));
+    assert_eq!(f.check(&sha, 100_000).await, Checked::Ready);
+    assert_eq!(f.check(&sha, 100_000).await, Checked::Ready);
     assert_eq!(
         f.cache.index.counters.load_seconds, after_fetch,
         "no hash for an untouched copy"
@@ -369,7 +388,7 @@ async fn an_untouched_copy_is_not_hashed_again_until_the_agent_restarts() {
     .unwrap();
     f.notes = notes;
     let before = f.cache.index.counters.load_seconds;
-    assert_eq!(f.check(&sha, 100_000).await, Ok(()));
+    assert_eq!(f.check(&sha, 100_000).await, Checked::Ready);
     assert!(
         f.cache.index.counters.load_seconds > before,
         "hashed in full after a restart"
