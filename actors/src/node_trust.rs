@@ -59,6 +59,11 @@ impl Held {
         self.fenced.extend(kill.iter().cloned());
     }
 
+    /// The task `allocation_id` is held for, if it is held.
+    pub fn task_of(&self, allocation_id: &str) -> Option<String> {
+        self.tasks.get(allocation_id).cloned()
+    }
+
     pub fn insert(&mut self, allocation_id: &str, task_id: &str) {
         self.fenced.remove(allocation_id);
         self.tasks

@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 /// The wire protocol version this fake speaks (`caldera_spec::wire::PROTOCOL_VERSION`).
-pub const PROTOCOL: u32 = 5;
+pub const PROTOCOL: u32 = 6;
 
 /// Opens a session as `name` with `gpus` simulated 80 GB GPUs; returns the socket and the epoch.
 pub fn join(addr: &str, token: &str, name: &str, gpus: u32) -> std::io::Result<(TcpStream, u64)> {

@@ -183,7 +183,7 @@ pub async fn run_until_stop(
     if how == Stop::Handover {
         tracing::info!(
             "handing over: {} workload(s) keep running under their shims for the next agent",
-            agent.runtime.reports().len()
+            agent.runtime.live_count()
         );
         let _ = stop_session.send(true);
         let _ = tokio::time::timeout(Duration::from_secs(2), session).await;
@@ -291,7 +291,7 @@ impl Agent {
                 if self.connection.as_ref().map(|c| c.generation) == Some(generation) {
                     tracing::info!(
                         "disconnected ({reason}); {} workload(s) keep running, {} event(s) queued",
-                        self.runtime.reports().len(),
+                        self.runtime.live_count(),
                         self.runtime.pending_events()
                     );
                     self.connection = None;
@@ -569,12 +569,11 @@ impl Agent {
             epoch,
             seq,
             metrics,
-            workloads: self.runtime.reports(),
+            workloads: self.runtime.usage_reports(),
             cache,
             images,
             events_sent,
         }));
-        self.runtime.purge_reported();
     }
 
     /// Something that completed outside the loop (a shim of ours started or

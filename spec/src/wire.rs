@@ -36,7 +36,7 @@
 //! `Evict` and `Pin` drive the cache, and [`NodeMessage::Warmup`] reports on
 //! it. The whole flow is in [`crate::weights`].
 //!
-//! Resync (protocol 5): the agent numbers the workload events it sends in a
+//! Resync (protocol 5; heartbeats of usage only, protocol 6): the agent numbers the workload events it sends in a
 //! session ([`WorkloadEvent::seq`], from 1) and every heartbeat says how many
 //! it has sent ([`Heartbeat::events_sent`]); frames travel in order on the
 //! one socket, so the control plane sees a missing or out-of-order event as
@@ -57,7 +57,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bumped on any incompatible change; a mismatching hello is refused.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// Agent -> control plane. A hello is sent once a session, so its size
 /// does not matter next to a heartbeat's.
@@ -154,9 +154,10 @@ pub struct Heartbeat {
     #[serde(default)]
     pub seq: u64,
     pub metrics: NodeMetrics,
-    /// Each workload as the agent sees it; the control plane reads their
-    /// measured usage (it learns what they did from events and resyncs).
-    pub workloads: Vec<WorkloadReport>,
+    /// The measured usage of each live workload. Only metrics: what the
+    /// workloads did comes in events, and a missed event is repaired by a
+    /// resync ([`Digest`]), so a heartbeat never repeats news.
+    pub workloads: Vec<UsageReport>,
     /// The weight cache now (protocol 4; None from older agents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheReport>,
@@ -171,7 +172,15 @@ pub struct Heartbeat {
     pub events_sent: u64,
 }
 
-/// A workload as the agent sees it.
+/// One live workload's measured usage, as a heartbeat carries it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageReport {
+    pub allocation_id: String,
+    #[serde(default)]
+    pub usage: AllocationUse,
+}
+
+/// A workload as the agent sees it (in a hello or a digest).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadReport {
     pub allocation_id: String,

@@ -97,8 +97,9 @@ fn a_rogue_node_cannot_end_fail_or_checkpoint_another_nodes_task() {
     let key = "team-a/victim";
 
     fake_node::event(&mut rogue, epoch, &alloc, key, exited(0)).unwrap();
-    let report = json!({"allocation_id": alloc, "task_id": key, "epoch": epoch, "pid": 1,
-        "exit": {"code": 1, "signal": null, "stopped": false}});
+    // Usage claimed for another node's allocation is refused as not held.
+    let report = json!({"allocation_id": alloc, "usage": {"cpu_pct": 99.0, "memory_mb": 1,
+        "gpu_utilization_pct": 99.0, "gpu_memory_used_mb": 1, "gpu_source": "nvml"}});
     let hb = json!({"type": "heartbeat", "epoch": epoch, "metrics": {"gpus": [], "cpu_used_pct": 0.0,
         "memory_used_mb": 0, "disk_free_mb": 0, "disk_read_bytes_per_s": 0, "disk_write_bytes_per_s": 0},
         "workloads": [report]});

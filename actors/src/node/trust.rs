@@ -5,7 +5,7 @@ use super::NodeActor;
 use crate::node_trust::{self, Refusal, Verdict};
 use crate::protocol::node::{AgentHello, Revoke};
 use actix::prelude::*;
-use caldera_spec::wire::{AllocationUse, ServerMessage, WorkloadEvent, WorkloadReport};
+use caldera_spec::wire::{AllocationUse, ServerMessage, UsageReport, WorkloadEvent};
 use caldera_spec::{EventKind, NodeState};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
@@ -87,18 +87,21 @@ impl NodeActor {
         }
     }
 
-    /// The usage of the heartbeat's reports the node may speak for. What
-    /// the workloads did comes in events, and in a resync when one was
-    /// missed: a heartbeat is not read for it.
-    pub(super) fn usage_of(&self, reports: &[WorkloadReport]) -> Vec<(String, AllocationUse)> {
+    /// The usage of the heartbeat's entries the node may speak for (the
+    /// heartbeat's epoch is the session's, checked before). A heartbeat
+    /// carries only usage: what the workloads did comes in events, and in a
+    /// resync when one was missed.
+    pub(super) fn usage_of(&self, reports: &[UsageReport]) -> Vec<(String, AllocationUse)> {
         reports
             .iter()
-            .filter(|w| !self.exits_forwarded.contains_key(&w.allocation_id))
-            .filter(|w| {
-                self.vouch(w.epoch, &w.allocation_id, &w.task_id, "heartbeat report")
+            .filter(|u| !self.exits_forwarded.contains_key(&u.allocation_id))
+            .filter(|u| {
+                // An allocation not held names no task: refused as not held.
+                let task = self.held.task_of(&u.allocation_id).unwrap_or_default();
+                self.vouch(self.rec.epoch, &u.allocation_id, &task, "heartbeat usage")
                     .is_some()
             })
-            .map(|w| (w.allocation_id.clone(), w.usage.clone()))
+            .map(|u| (u.allocation_id.clone(), u.usage.clone()))
             .collect()
     }
 

@@ -64,7 +64,7 @@ impl Agent {
         }
         tracing::info!(
             "draining: asking the control plane to move {} workload(s) away",
-            self.runtime.reports().len()
+            self.runtime.live_count()
         );
         let mut told = None;
         self.tell_draining(&mut told, why, cluster_stopping);
@@ -83,11 +83,12 @@ impl Agent {
                 _ = inputs.heartbeat.tick() => self.heartbeat(),
             }
         }
-        // The last exits go out with a heartbeat before the session closes.
+        // The last exits go out (as events, flushed by the heartbeat) before
+        // the session closes.
         self.heartbeat();
         let left: Vec<String> = self
             .runtime
-            .reports()
+            .hello_reports()
             .into_iter()
             .filter(|w| w.exit.is_none())
             .filter(|w| !(cluster_stopping && self.is_held(&w.allocation_id)))
@@ -110,7 +111,7 @@ impl Agent {
     /// Says how many reservations stay held as the whole cluster stops;
     /// answers whether there were any.
     fn say_held(&self, cluster_stopping: bool) -> bool {
-        let reports = self.runtime.reports();
+        let reports = self.runtime.hello_reports();
         let held = reports
             .iter()
             .filter(|w| cluster_stopping && self.is_held(&w.allocation_id))

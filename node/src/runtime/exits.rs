@@ -1,8 +1,8 @@
 //! How workloads end as the control plane hears it: a shim's recorded exit
 //! (or, for a shim that died without one, what the agent kills and records),
-//! the `Exited` event, the heartbeats and hellos that repeat it, and the
+//! the `Exited` event, the hellos and digests that repeat it, and the
 //! welcome that lets it go. See the runtime's module doc for the rules.
-use super::{now_ms, shim_link, Runtime, EXIT_HEARTBEATS, FINISHED_MEMORY};
+use super::{now_ms, shim_link, Runtime, FINISHED_MEMORY};
 use crate::procfs;
 use crate::shim::files::{reason, ExitRecord, PidRecord};
 use caldera_spec::wire::{ExitStatus, WorkloadEvent, WorkloadEventKind};
@@ -114,40 +114,14 @@ impl Runtime {
             .push_back((allocation_id.to_string(), task_id.to_string()));
     }
 
-    /// Takes the queued events for sending; an `Exited` handed out starts its
-    /// workload's last [`EXIT_HEARTBEATS`] reports ([`Runtime::purge_reported`]).
-    pub fn take_events(&mut self) -> Vec<WorkloadEvent> {
-        let events: Vec<WorkloadEvent> = self.outbox.drain(..).collect();
-        for e in &events {
-            if matches!(e.kind, WorkloadEventKind::Exited(_)) {
-                if let Some(w) = self.workloads.get_mut(&e.allocation_id) {
-                    if !w.exit_sent {
-                        w.exit_sent = true;
-                        w.reports_left = EXIT_HEARTBEATS;
-                    }
-                }
-            }
-        }
-        events
-    }
-
-    /// Counts a heartbeat (sent on a welcomed session) against the exits it
-    /// carried: those reported often enough leave the heartbeats. They stay
-    /// in memory (and on disk): nothing tells the agent the control plane
-    /// acted on an exit within a session, so every hello still reports it
+    /// Takes the queued events for sending. An exit handed out stays in
+    /// memory (and on disk): nothing tells the agent the control plane acted
+    /// on it within a session, so every hello and digest still reports it
     /// and a `Stop` for it is answered with it, until a welcome shows the
     /// control plane no longer owns the allocation (or it ages out of
     /// [`FINISHED_MEMORY`]; its dir then goes too).
-    pub fn purge_reported(&mut self) {
-        for w in self.workloads.values_mut().filter(|w| w.exit_sent) {
-            w.reports_left = w.reports_left.saturating_sub(1);
-        }
-    }
-
-    /// Whether a heartbeat still carries `w`: alive, or exited and not yet
-    /// reported [`EXIT_HEARTBEATS`] times since its event went out.
-    pub(super) fn in_heartbeats(w: &super::Workload) -> bool {
-        w.is_alive() || !w.exit_sent || w.reports_left > 0
+    pub fn take_events(&mut self) -> Vec<WorkloadEvent> {
+        self.outbox.drain(..).collect()
     }
 
     /// Applies a welcome: workloads of the hello in `keep` are adopted under

@@ -9,14 +9,15 @@
 //! Events wait in an outbox until a live session takes them.
 //!
 //! An exit is kept on disk (the shim dir's `exit.json`) until the control
-//! plane has it for sure: it is reported in the `Exited` event, in the next
-//! [`EXIT_HEARTBEATS`] heartbeats, in every hello until a welcome says the
-//! control plane no longer owns the allocation (then the dir is removed), and
-//! a `Stop` for it is answered with the recorded exit, for as long as it is
-//! owned (memory keeps it past the heartbeats). So a control plane that lost
-//! an exit (a failed commit, a restart) hears it again. Within one session
-//! the control plane keeps the exits it was told, and a task rebuilt after a
-//! failed commit asks for its own again: it does not rely on the heartbeats.
+//! plane has it for sure: it is reported in the `Exited` event, in every
+//! hello and digest until a welcome says the control plane no longer owns the
+//! allocation (then the dir is removed), and a `Stop` for it is answered with
+//! the recorded exit, for as long as it is owned. So a control plane that
+//! lost an exit (a failed commit, a restart, an event lost on the wire) hears
+//! it again: a lost event shows as a gap in the event numbering and is
+//! repaired by a resync's digest. Heartbeats carry only usage. Within one
+//! session the control plane keeps the exits it was told, and a task rebuilt
+//! after a failed commit asks for its own again.
 //!
 //! A workload its shim stopped because the lease ran out is the exception: it
 //! did not end on its own (a training job that checkpointed on SIGTERM and
@@ -55,7 +56,7 @@ use crate::scratch_volume::ScratchVolumes;
 use crate::shim::files::{reason, PidRecord};
 use crate::tenancy::Tenancy;
 use caldera_spec::wire::{
-    ExitStatus, StartCommand, WorkloadEvent, WorkloadEventKind, WorkloadReport,
+    ExitStatus, StartCommand, UsageReport, WorkloadEvent, WorkloadEventKind, WorkloadReport,
 };
 use exits::agent_exit;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -67,8 +68,6 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 /// start command can never run a task a second time; the oldest one's shim
 /// dir goes when it is forgotten.
 const FINISHED_MEMORY: usize = 4096;
-/// Heartbeats that still carry an exit after its event went out.
-pub const EXIT_HEARTBEATS: u32 = 3;
 
 /// Something that completed outside the event loop.
 #[derive(Debug)]
@@ -802,14 +801,26 @@ impl Runtime {
         self.workloads.get(allocation_id)
     }
 
-    /// A heartbeat's reports: everything alive, and exits within their last
-    /// [`EXIT_HEARTBEATS`] (not lease-expired ones: see the module doc).
-    pub fn reports(&self) -> Vec<WorkloadReport> {
+    /// A heartbeat's entries: the measured usage of every live workload.
+    /// Exits are not among them: they go out as events, and a lost one is
+    /// repaired by a resync.
+    pub fn usage_reports(&self) -> Vec<UsageReport> {
         self.workloads
             .values()
-            .filter(|w| !w.lease_expired && Runtime::in_heartbeats(w))
-            .map(Workload::report)
+            .filter(|w| w.is_alive() && !w.lease_expired)
+            .map(|w| UsageReport {
+                allocation_id: w.allocation_id.clone(),
+                usage: w.usage.clone(),
+            })
             .collect()
+    }
+
+    /// Number of workloads alive on the node (held reservations included).
+    pub fn live_count(&self) -> usize {
+        self.workloads
+            .values()
+            .filter(|w| w.is_alive() && !w.lease_expired)
+            .count()
     }
 
     /// A hello's reports: everything alive, and every exit the control plane

@@ -28,10 +28,6 @@ pub struct Workload {
     pub exit: Option<ExitStatus>,
     /// A stop (from the control plane or shutdown) was requested.
     pub stop_requested: bool,
-    /// Its `Exited` event went out on a live session.
-    pub exit_sent: bool,
-    /// Heartbeats that still carry its exit after the event went out.
-    pub reports_left: u32,
     /// Its shim stopped it because the lease ran out: not reported as an
     /// exit (see `Runtime::finish`).
     pub lease_expired: bool,
@@ -57,7 +53,7 @@ pub struct Workload {
     pub probe: Option<tokio::task::AbortHandle>,
     /// Generation of the process now running: 0 for the first start.
     pub generation: u32,
-    /// Readiness as last reported (None: not yet), for heartbeats.
+    /// Readiness as last reported (None: not yet), for hellos and digests.
     pub ready: Option<bool>,
     /// The `name:version` its process serves (None: it names no model).
     pub model: Option<String>,
@@ -148,8 +144,6 @@ impl Workload {
             gpu_memory_mb: 0,
             exit: None,
             stop_requested: false,
-            exit_sent: false,
-            reports_left: 0,
             lease_expired: false,
             run: 0,
             checkpoint: CheckpointWatch::new(PathBuf::new()),
@@ -185,7 +179,7 @@ impl Workload {
         self.reservation && self.is_alive()
     }
 
-    /// How the agent reports it in a hello or heartbeat.
+    /// How the agent reports it in a hello or digest.
     pub fn report(&self) -> WorkloadReport {
         WorkloadReport {
             allocation_id: self.allocation_id.clone(),

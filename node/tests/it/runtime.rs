@@ -82,13 +82,6 @@ impl Drop for Harness {
     }
 }
 
-/// Forgets reported exits as enough heartbeats would.
-fn purge_all(rt: &mut Runtime) {
-    for _ in 0..caldera_node::runtime::EXIT_HEARTBEATS {
-        rt.purge_reported();
-    }
-}
-
 impl Harness {
     /// Feeds notes to the runtime until an event matching `pred` for `alloc` shows up.
     async fn wait_for(
@@ -324,7 +317,6 @@ async fn a_reservation_holds_until_stopped_and_duplicates_never_run() {
     h.rt.stop("ghost", Duration::from_secs(5), 1);
     let exit = h.exit_of("ghost").await;
     assert_eq!(exit, ExitStatus::STOPPED_WITHOUT_PROCESS);
-    purge_all(&mut h.rt);
     h.rt.start(&start_cmd("r1", "echo SHOULD-NOT-RUN"));
     assert_eq!(h.rt.pending_events(), 0);
     assert!(h.rt.workload("r1").is_some_and(|w| !w.is_alive()));
@@ -379,11 +371,10 @@ async fn checkpoints_usage_and_reports() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     h.rt.sample_usage(&Default::default());
     let report =
-        h.rt.reports()
+        h.rt.usage_reports()
             .into_iter()
             .find(|r| r.allocation_id == "a1")
             .unwrap();
-    assert!(report.exit.is_none() && report.pid.is_some());
     assert!(report.usage.cpu_pct > 5.0, "{:?}", report.usage);
     assert!(report.usage.memory_mb > 0 || report.usage.cpu_pct > 0.0);
     assert_eq!(report.usage.gpu_source, "simulated: process-tree CPU");
@@ -392,12 +383,14 @@ async fn checkpoints_usage_and_reports() {
     assert!(per_gpu[&1].0 > 2 && per_gpu[&3].0 > 2, "{per_gpu:?}");
     h.rt.stop("a1", Duration::ZERO, 1);
     assert!(h.exit_of("a1").await.stopped);
-    // The exit stays reported until it went out and heartbeats carried it.
-    assert_eq!(h.rt.reports().len(), 1);
-    h.rt.purge_reported();
-    assert_eq!(h.rt.reports().len(), 1, "one heartbeat is not enough");
-    purge_all(&mut h.rt);
-    assert!(h.rt.reports().is_empty());
+    // A heartbeat carries usage of live workloads only: the exit went out
+    // as an event, and a hello still reports it.
+    assert!(
+        h.rt.usage_reports().is_empty(),
+        "{:?}",
+        h.rt.usage_reports()
+    );
+    assert_eq!(h.rt.hello_reports().len(), 1);
 }
 
 #[tokio::test]
@@ -412,7 +405,7 @@ async fn a_restarted_agent_adopts_a_running_workload_and_reports_one_that_ended(
     let (mut reborn, _notes) = runtime(&h.data, Isolation::None("test".into()));
     let adopted = reborn.adopt_shims();
     assert_eq!((adopted.running, adopted.exited), (1, 1), "{adopted:?}");
-    let reports = reborn.reports();
+    let reports = reborn.hello_reports();
     let a1 = reports.iter().find(|r| r.allocation_id == "a1").unwrap();
     assert_eq!(
         (a1.pid, a1.exit.clone()),
@@ -637,7 +630,12 @@ async fn a_shim_stops_its_workload_when_the_lease_runs_out_and_not_before() {
             .any(|e| matches!(e.kind, WorkloadEventKind::Exited(_))),
         "{events:?}"
     );
-    assert!(h.rt.reports().is_empty(), "{:?}", h.rt.reports());
+    assert!(
+        h.rt.hello_reports().is_empty(),
+        "{:?}",
+        h.rt.hello_reports()
+    );
+    assert!(h.rt.usage_reports().is_empty());
     // A stop for it is answered as stopped, without a code.
     h.rt.stop("l1", Duration::from_secs(1), 1);
     let answer = h.rt.take_events();
@@ -655,12 +653,11 @@ async fn an_exit_is_kept_until_the_control_plane_no_longer_owns_it() {
     let mut h = harness(false);
     h.rt.start(&start_cmd("e1", "exit 5"));
     assert_eq!(h.exit_of("e1").await.code, Some(5));
-    // Heartbeats carry it a while, then leave it out; memory and disk keep it:
+    // Heartbeats never carry it (usage only); memory and disk keep it:
     // nothing said the control plane acted on it. A hello of this agent
     // still reports it and a stop for it is answered with it.
     h.rt.take_events();
-    purge_all(&mut h.rt);
-    assert!(h.rt.reports().is_empty());
+    assert!(h.rt.usage_reports().is_empty());
     assert!(h.data.join("shims/e1/exit.json").exists());
     let hello = h.rt.hello_reports();
     assert!(

@@ -269,10 +269,14 @@ async fn a_swap_restarts_the_workload_in_place_and_a_bad_copy_leaves_the_old_one
     );
     assert!(alive(pid1), "the old process was stopped");
     assert_eq!(starts(&starts_file).len(), 2);
-    // Heartbeats carry the generation that runs.
+    // A resync's digest carries the generation that runs.
+    c.send(ServerMessage::Resync {
+        epoch: 1,
+        request: 1,
+    });
     let report = c
         .until(|m| match m {
-            NodeMessage::Heartbeat(h) => h
+            NodeMessage::Digest(d) => d
                 .workloads
                 .iter()
                 .find(|w| w.allocation_id == "s1")
