@@ -403,8 +403,8 @@ impl Actor for TaskActor {
         if std::mem::take(&mut self.redispatch) {
             // Rebuilt while starting, its timers gone and perhaps a step not
             // recorded: start again (an agent ignores a start it already
-            // ran, and reports a running workload on every heartbeat), with
-            // a fresh preparing timeout.
+            // ran, and the resync this rebuild asks for reports a running
+            // workload), with a fresh preparing timeout.
             self.dispatch(ctx, None);
         }
         if std::mem::take(&mut self.resend_exit) {

@@ -52,9 +52,9 @@ impl TaskActor {
         }
     }
 
-    /// A replica's swap news: true drops the event — a heartbeat's repeat
-    /// of "ready" for the generation it drains (it would put the replica
-    /// back on the endpoints list just before its process is restarted).
+    /// A replica's swap news: true drops the event — a resync's repeat of
+    /// "ready" for the generation it drains (it would put the replica back
+    /// on the endpoints list just before its process is restarted).
     /// The answer to a Swap ends the drain; a SwapFailed also goes to the
     /// service.
     pub(crate) fn swap_news(&mut self, kind: &WorkloadEventKind) -> bool {
