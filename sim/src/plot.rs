@@ -17,13 +17,25 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(140, 86, 75),
 ];
 
+/// The plot could not be drawn or written; the words are the drawing
+/// backend's (an SVG file that cannot be written names the io error).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct PlotError(#[source] Box<dyn std::error::Error + Send + Sync>);
+
+impl PlotError {
+    fn drawing<E: std::error::Error + Send + Sync + 'static>(e: E) -> PlotError {
+        PlotError(Box::new(e))
+    }
+}
+
 /// Draw `reports` (one trace) into an SVG file at `path`.
-pub fn draw(path: &Path, title: &str, reports: &[PolicyReport]) -> Result<(), String> {
+pub fn draw(path: &Path, title: &str, reports: &[PolicyReport]) -> Result<(), PlotError> {
     let root = SVGBackend::new(path, (1200, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    root.fill(&WHITE).map_err(PlotError::drawing)?;
     let root = root
         .titled(title, ("sans-serif", 22))
-        .map_err(|e| e.to_string())?;
+        .map_err(PlotError::drawing)?;
     let (left, right) = root.split_horizontally(600);
     let x_max = reports
         .iter()
@@ -44,7 +56,7 @@ pub fn draw(path: &Path, title: &str, reports: &[PolicyReport]) -> Result<(), St
         (80.0, x_max),
         (y_min.max(0.0), 100.0),
     )?;
-    root.present().map_err(|e| e.to_string())
+    root.present().map_err(PlotError::drawing)
 }
 
 fn panel<DB: DrawingBackend>(
@@ -53,27 +65,30 @@ fn panel<DB: DrawingBackend>(
     reports: &[PolicyReport],
     x: (f64, f64),
     y: (f64, f64),
-) -> Result<(), String> {
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
     let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 16))
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(55)
         .build_cartesian_2d(x.0..x.1, y.0..y.1)
-        .map_err(|e| e.to_string())?;
+        .map_err(PlotError::drawing)?;
     chart
         .configure_mesh()
         .x_desc("GPU requests arrived (% of cluster GPUs)")
         .y_desc("GPUs allocated (% of cluster GPUs)")
         .draw()
-        .map_err(|e| e.to_string())?;
+        .map_err(PlotError::drawing)?;
     for (i, r) in reports.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let points: Vec<(f64, f64)> = r.curve.iter().copied().filter(|(a, _)| *a >= x.0).collect();
         let label = format!("{} ({:.2}% @130)", r.policy, r.alloc_pct_at_130);
         chart
             .draw_series(LineSeries::new(points, color.stroke_width(2)))
-            .map_err(|e| e.to_string())?
+            .map_err(PlotError::drawing)?
             .label(label)
             .legend(move |(lx, ly)| {
                 PathElement::new(vec![(lx, ly), (lx + 20, ly)], color.stroke_width(2))
@@ -85,5 +100,22 @@ fn panel<DB: DrawingBackend>(
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
         .draw()
-        .map_err(|e| e.to_string())
+        .map_err(PlotError::drawing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plot_that_cannot_be_written_says_why_with_the_io_error_as_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("alloc.svg");
+        draw(&good, "GPU allocation", &[]).unwrap();
+        assert!(std::fs::read_to_string(&good).unwrap().contains("<svg"));
+        let nowhere = dir.path().join("missing-dir/alloc.svg");
+        let e = draw(&nowhere, "GPU allocation", &[]).unwrap_err();
+        assert!(std::error::Error::source(&e).is_some(), "{e:?}");
+        assert!(!e.to_string().is_empty());
+    }
 }

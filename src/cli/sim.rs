@@ -144,7 +144,7 @@ pub fn run(args: SimArgs) -> Result<(), CliError> {
             &format!("GPU allocation, trace {}", trace.name),
             &reports,
         )
-        .map_err(CliError::Failed)?;
+        .map_err(|e| CliError::Failed(e.to_string()))?;
     }
     if args.json {
         let out = if reports.len() == 1 {
@@ -242,7 +242,8 @@ fn table(args: &SimArgs, spec: &RunSpec, started: Instant) -> Result<(), CliErro
             .filter(|r| r.trace == "default")
             .cloned()
             .collect();
-        plot::draw(path, "GPU allocation, trace default", &first).map_err(CliError::Failed)?;
+        plot::draw(path, "GPU allocation, trace default", &first)
+            .map_err(|e| CliError::Failed(e.to_string()))?;
     }
     Ok(())
 }
