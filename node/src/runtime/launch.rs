@@ -113,13 +113,19 @@ pub fn model_path(
     }
 }
 
-/// The workload's cgroup, or None with the reason when it cannot be set up
-/// (it then runs without limits, and its label says so).
+/// A workload's cgroup could not be set up: it runs without limits, and
+/// these words are its isolation label.
+#[derive(Debug, thiserror::Error)]
+#[error("none (cgroup setup failed: {0})")]
+pub struct NoCgroup(#[source] pub std::io::Error);
+
+/// The workload's cgroup, or why not when it cannot be set up (it then
+/// runs without limits, and its label says so).
 pub fn isolate(
     isolation: &Isolation,
     cmd: &StartCommand,
     deny_devices: &[(u32, u32)],
-) -> Result<Option<WorkloadCgroup>, String> {
+) -> Result<Option<WorkloadCgroup>, NoCgroup> {
     isolation
         .create(
             &cmd.allocation_id,
@@ -132,7 +138,7 @@ pub fn isolate(
                 "allocation {}: cgroup setup failed, running without limits: {e}",
                 cmd.allocation_id
             );
-            format!("none (cgroup setup failed: {e})")
+            NoCgroup(e)
         })
 }
 
@@ -326,5 +332,19 @@ mod tests {
                 pair("CALDERA_MODEL_VERSION", "v4"),
             ]
         );
+    }
+
+    #[test]
+    fn a_workload_without_a_cgroup_is_labelled_with_the_io_error_kept_as_source() {
+        let no = super::NoCgroup(std::io::Error::from_raw_os_error(libc::EACCES));
+        assert_eq!(
+            no.to_string(),
+            format!(
+                "none (cgroup setup failed: {})",
+                std::io::Error::from_raw_os_error(libc::EACCES)
+            )
+        );
+        let source = std::error::Error::source(&no).map(|s| s.to_string());
+        assert_eq!(source, Some(no.0.to_string()));
     }
 }

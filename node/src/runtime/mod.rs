@@ -447,7 +447,7 @@ impl Runtime {
             true => (None, self.isolation.label()),
             false => match launch::isolate(&self.isolation, cmd, &self.denied_devices(cmd)) {
                 Ok(cg) => (cg, self.isolation.label()),
-                Err(label) => (None, label),
+                Err(no) => (None, no.to_string()),
             },
         };
         let dir = shim_link::dir_of(&self.data_dir, &cmd.allocation_id);
