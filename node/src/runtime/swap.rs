@@ -284,7 +284,9 @@ impl Runtime {
         let dir = w.shim_dir.clone();
         let spawned = super::launch::model_path(&self.data_dir, model_path, &cmd.model, w.uid)
             .map_err(|e| e.to_string())
-            .and_then(|path| rewrite_spec(&dir, cmd, &path, w.epoch, self.lease))
+            .and_then(|path| {
+                rewrite_spec(&dir, cmd, &path, w.epoch, self.lease).map_err(|e| e.to_string())
+            })
             .and_then(|()| shim_link::spawn(&self.shim_command, &dir).map_err(|e| e.to_string()));
         w.run = run;
         w.pid = None;
@@ -353,6 +355,32 @@ impl Runtime {
     }
 }
 
+/// A shim dir that could not be made ready for a new generation; the words
+/// end up in the swap's failure reason, naming the file.
+#[derive(Debug, thiserror::Error)]
+enum SpecRewrite {
+    #[error("reading {}: {source}", .path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("removing {}: {source}", .path.display())]
+    Remove {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("writing its lease: {0}")]
+    Lease(#[source] std::io::Error),
+    #[error("writing {}: {source}", .path.display())]
+    Write {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// The shim dir made ready for the new generation: the old shim's files go
 /// (its exit is not the task's), the spec is the old one with the new
 /// model's env, sha, generation and name, the lease is renewed.
@@ -362,9 +390,12 @@ fn rewrite_spec(
     model_path: &Path,
     epoch: u64,
     lease: Option<u64>,
-) -> Result<(), String> {
-    let old: ShimSpec = files::read_json(&dir.join(files::SPEC))
-        .map_err(|e| format!("reading {}: {e}", dir.join(files::SPEC).display()))?;
+) -> Result<(), SpecRewrite> {
+    let spec_path = dir.join(files::SPEC);
+    let old: ShimSpec = files::read_json(&spec_path).map_err(|source| SpecRewrite::Read {
+        path: spec_path.clone(),
+        source,
+    })?;
     let spec = ShimSpec {
         env: swapped_env(&old.env, &cmd.model, model_path),
         model_sha256: Some(cmd.model.sha256.clone()),
@@ -380,13 +411,44 @@ fn rewrite_spec(
         files::SHIM_PID,
     ] {
         match std::fs::remove_file(dir.join(name)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(format!("removing {}: {e}", dir.join(name).display()))
+            Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+                return Err(SpecRewrite::Remove {
+                    path: dir.join(name),
+                    source,
+                })
             }
             _ => {}
         }
     }
-    shim_link::write_lease(dir, lease).map_err(|e| format!("writing its lease: {e}"))?;
-    files::write_json(&dir.join(files::SPEC), &spec)
-        .map_err(|e| format!("writing {}: {e}", dir.join(files::SPEC).display()))
+    shim_link::write_lease(dir, lease).map_err(SpecRewrite::Lease)?;
+    files::write_json(&spec_path, &spec).map_err(|source| SpecRewrite::Write {
+        path: spec_path,
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SpecRewrite;
+
+    #[test]
+    fn a_spec_that_cannot_be_rewritten_names_the_file_and_keeps_the_io_error() {
+        let e = SpecRewrite::Read {
+            path: "/data/shims/a-1/spec.json".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "reading /data/shims/a-1/spec.json: {}",
+                std::io::Error::from(std::io::ErrorKind::NotFound)
+            )
+        );
+        assert!(std::error::Error::source(&e).is_some());
+        let lease = SpecRewrite::Lease(std::io::Error::from(std::io::ErrorKind::PermissionDenied));
+        assert!(
+            lease.to_string().starts_with("writing its lease: "),
+            "{lease}"
+        );
+    }
 }
