@@ -575,6 +575,12 @@ fn failing_each_commit_of_a_churn_round_leaves_the_ledger_agreeing() {
     let ids = churn_round(&c, "dry");
     c.ids.extend(ids);
     let per_round = c.op.commits_total() - before;
+    // A round that commits nothing would sweep nothing and prove nothing.
+    assert!(
+        per_round > 0,
+        "the churn round made no commit the fail points counted"
+    );
+    println!("commit sweep: {per_round} commits per round; failing each once");
     let (mut mismatched, mut over) = (Vec::new(), Vec::new());
     for k in 0..per_round {
         c.op.arm_fault("any", k, 1);
