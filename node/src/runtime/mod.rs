@@ -377,10 +377,7 @@ impl Runtime {
 
     /// The shim said how the start went.
     fn shim_started(&mut self, id: &str, outcome: Result<Option<PidRecord>, StartError>) {
-        let swap_outcome = match &outcome {
-            Ok(pid) => Ok(pid.as_ref().map(|r| r.pid)),
-            Err(e) => Err(e.to_string()),
-        };
+        let swap_outcome = outcome.as_ref().map(|pid| pid.as_ref().map(|r| r.pid));
         if self.swap_started(id, swap_outcome) {
             return;
         }

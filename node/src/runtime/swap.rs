@@ -315,7 +315,11 @@ impl Runtime {
     /// The new shim said how its start went: true when this completed a
     /// swap (`Swapped`, readiness watched again; or `SwapFailed`, the exit
     /// following from the shim's end).
-    pub(super) fn swap_started(&mut self, id: &str, pid: Result<Option<u32>, String>) -> bool {
+    pub(super) fn swap_started(
+        &mut self,
+        id: &str,
+        pid: Result<Option<u32>, &crate::error::StartError>,
+    ) -> bool {
         let Some(w) = self.workloads.get_mut(id) else {
             return false;
         };
