@@ -215,9 +215,7 @@ impl Runtime {
         match note {
             Note::Pulled { outcome, .. } if pull => self.swap_pulled(&id, outcome),
             Note::Pulling { .. } if pull => {}
-            Note::ShimStarted { outcome, .. } if candidate => {
-                self.candidate_started(&id, outcome.map_err(|e| e.to_string()))
-            }
+            Note::ShimStarted { outcome, .. } if candidate => self.candidate_started(&id, outcome),
             Note::ShimExited { .. } if candidate => {
                 let why = "the new container ended before it was ready".to_string();
                 self.candidate_failed(&id, codes::SWAP_START_FAILED, why);
@@ -432,7 +430,11 @@ impl Runtime {
     }
 
     /// The new container's shim said how its start went.
-    fn candidate_started(&mut self, id: &str, outcome: Result<Option<PidRecord>, String>) {
+    fn candidate_started(
+        &mut self,
+        id: &str,
+        outcome: Result<Option<PidRecord>, crate::error::StartError>,
+    ) {
         let pid = match outcome {
             Ok(pid) => pid.map(|r| r.pid),
             Err(e) => {

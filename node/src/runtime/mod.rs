@@ -106,7 +106,7 @@ pub enum Note {
     ShimExited {
         allocation_id: String,
         run: u64,
-        status: Result<std::process::ExitStatus, String>,
+        status: std::io::Result<std::process::ExitStatus>,
     },
     /// A swap's new container of run `run` is past its ready wait.
     SwapDeadline { allocation_id: String, run: u64 },
@@ -945,7 +945,7 @@ fn watch_shim(
             run,
             outcome,
         });
-        let status = child.wait().await.map_err(|e| e.to_string());
+        let status = child.wait().await;
         let _ = notes.send(Note::ShimExited {
             allocation_id,
             run,
