@@ -133,7 +133,18 @@ async fn serve(
 
 type Framed = actix_codec::Framed<awc::BoxedSocket, awc::ws::Codec>;
 
-async fn connect(config: &SessionConfig) -> Result<Framed, String> {
+/// Why the agent could not reach its control plane, or lost a frame on the way.
+#[derive(Debug, thiserror::Error)]
+enum Wire {
+    #[error("{0}")]
+    Connect(String),
+    #[error("{0}")]
+    Encode(#[from] serde_json::Error),
+    #[error("{0}")]
+    Send(#[from] awc::error::WsProtocolError),
+}
+
+async fn connect(config: &SessionConfig) -> Result<Framed, Wire> {
     let client = awc::Client::builder()
         .timeout(config.connect_timeout)
         .finish();
@@ -143,7 +154,7 @@ async fn connect(config: &SessionConfig) -> Result<Framed, String> {
         .max_frame_size(MAX_FRAME_BYTES)
         .connect()
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Wire::Connect(e.to_string()))?;
     Ok(framed)
 }
 
@@ -339,10 +350,8 @@ async fn close_gracefully(framed: &mut Framed) {
     .await;
 }
 
-async fn send_json(framed: &mut Framed, msg: &NodeMessage) -> Result<(), String> {
-    let text = serde_json::to_string(msg).map_err(|e| e.to_string())?;
-    framed
-        .send(awc::ws::Message::Text(text.into()))
-        .await
-        .map_err(|e| e.to_string())
+async fn send_json(framed: &mut Framed, msg: &NodeMessage) -> Result<(), Wire> {
+    let text = serde_json::to_string(msg)?;
+    framed.send(awc::ws::Message::Text(text.into())).await?;
+    Ok(())
 }
