@@ -21,8 +21,8 @@ use crate::config::ServerConfig;
 use crate::durability::FlushGate;
 use crate::protocol::scheduler::{
     AllocatedByNode, AllocationsOn, Checkpointed, Dequeue, DryRunPlacement, Enqueue, Free,
-    LedgerAllocations, ModelWeightsKnown, NodeCordoned, NodeDown, NodeMetricsUpdate, NodeUp,
-    GrantNotRecorded, NodeWeightsUpdate, QueuePositions, RecordGrant, Restart, Stats,
+    GrantNotRecorded, LedgerAllocations, ModelWeightsKnown, NodeCordoned, NodeDown,
+    NodeMetricsUpdate, NodeUp, NodeWeightsUpdate, QueuePositions, RecordGrant, Restart, Stats,
 };
 use crate::protocol::task::{Pending, Placed, Preempt};
 use crate::registry::Registry;
