@@ -351,7 +351,10 @@ fn starts_of_one_image_on_three_nodes_pull_one_at_a_time_under_max_image_pulls_1
         .body
         .to_string();
     assert!(events.contains("waits to pull"), "{events}");
-    assert!(events.contains("(scheduling.max-image-pulls 1)"), "{events}");
+    assert!(
+        events.contains("(scheduling.max-image-pulls 1)"),
+        "{events}"
+    );
 }
 
 #[test]

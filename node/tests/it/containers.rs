@@ -556,7 +556,12 @@ async fn a_restarted_agent_keeps_an_adopted_containers_scratch_and_releases_a_le
     // A filesystem an earlier agent left for an allocation no longer here.
     let volumes = ScratchVolumes::detect(&h.data);
     std::fs::create_dir_all(volumes.scratch_dir_of("acme/gone")).unwrap();
-    assert_eq!(volumes.size("acme/gone", 64, None).map_err(|e| e.to_string()), Ok(true));
+    assert_eq!(
+        volumes
+            .size("acme/gone", 64, None)
+            .map_err(|e| e.to_string()),
+        Ok(true)
+    );
     let (kept, gone) = (
         volumes.scratch_dir_of("acme/kept"),
         volumes.scratch_dir_of("acme/gone"),
