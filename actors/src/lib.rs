@@ -47,6 +47,7 @@ pub mod supervision;
 mod supervision_tests;
 pub mod task;
 mod task_reaction;
+mod task_record;
 #[cfg(test)]
 mod task_tests;
 pub mod tenant;

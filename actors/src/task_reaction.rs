@@ -7,7 +7,7 @@
 //! be rebuilt from sled: nobody hears of a change that was not recorded.
 use crate::commit_site::CommitSite;
 use crate::durability::Ticket;
-use crate::errors::{ActorError, Result};
+use crate::errors::Result;
 use crate::lifecycle::{self, Step};
 use crate::protocol::node::StopWorkload;
 use crate::protocol::scheduler::{Checkpointed, Dequeue, Free, ServedModel};
@@ -153,22 +153,9 @@ impl TaskActor {
         planned: TaskRecord,
         events: Vec<Event>,
     ) -> Result<Ticket> {
-        let mut b = self.sh.batch();
-        b.put_task(&planned);
-        for e in events {
-            b.append_event(e);
-        }
-        match self.sh.gate.commit(site, b) {
-            Ok(t) => {
-                self.rec = planned;
-                Ok(t)
-            }
-            Err(e) => {
-                let what = format!("task {}'s {site}", caldera_spec::local_id(self.id()));
-                self.sup.fail(format!("{what} could not be recorded: {e}"));
-                Err(ActorError::not_recorded(&what, e))
-            }
-        }
+        let t = crate::task_record::commit(&self.sh, &self.sup, self.id(), site, &planned, events)?;
+        self.rec = planned;
+        Ok(t)
     }
 
     /// The borrowed mark is the ledger's: the Scheduler records it in `a/`
@@ -204,13 +191,7 @@ impl TaskActor {
 
     /// An event about this task as `rec` describes it (its node, if placed).
     pub(crate) fn event_of(&self, rec: &TaskRecord, kind: EventKind, msg: String) -> Event {
-        let mut e = Event::new(self.sh.now_ms(), kind, msg)
-            .task(self.id())
-            .tenant(&rec.tenant);
-        if let Some(a) = &rec.allocation {
-            e = e.node(&a.node);
-        }
-        e
+        crate::task_record::event(&self.sh, self.id(), rec, kind, msg)
     }
 
     /// Carries out a step that acts outside the record, once it is recorded.

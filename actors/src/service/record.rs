@@ -6,8 +6,9 @@
 use super::ServiceActor;
 use crate::commit_site::CommitSite;
 use crate::durability::Ticket;
-use crate::errors::{ActorError, Result};
+use crate::errors::Result;
 use crate::task::move_to;
+use crate::task_record;
 use caldera_spec::{Event, EventKind, TaskRecord, TaskState};
 
 impl ServiceActor {
@@ -19,22 +20,9 @@ impl ServiceActor {
         planned: TaskRecord,
         events: Vec<Event>,
     ) -> Result<Ticket> {
-        let mut b = self.sh.batch();
-        b.put_task(&planned);
-        for e in events {
-            b.append_event(e);
-        }
-        match self.sh.gate.commit(site, b) {
-            Ok(t) => {
-                self.rec = planned;
-                Ok(t)
-            }
-            Err(e) => {
-                let what = format!("task {}'s {site}", caldera_spec::local_id(self.id()));
-                self.sup.fail(format!("{what} could not be recorded: {e}"));
-                Err(ActorError::not_recorded(&what, e))
-            }
-        }
+        let t = task_record::commit(&self.sh, &self.sup, self.id(), site, &planned, events)?;
+        self.rec = planned;
+        Ok(t)
     }
 
     /// Records one event about the service, its record unchanged.
@@ -77,12 +65,6 @@ impl ServiceActor {
 
     /// An event about this service as `rec` describes it.
     pub(crate) fn event_of(&self, rec: &TaskRecord, kind: EventKind, msg: String) -> Event {
-        let mut e = Event::new(self.sh.now_ms(), kind, msg)
-            .task(self.id())
-            .tenant(&rec.tenant);
-        if let Some(a) = &rec.allocation {
-            e = e.node(&a.node);
-        }
-        e
+        task_record::event(&self.sh, self.id(), rec, kind, msg)
     }
 }
