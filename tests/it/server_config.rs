@@ -43,6 +43,25 @@ impl Drop for Running {
     }
 }
 
+/// Starts `cmd` with its log in `log`, and waits for `/healthz` at `addr`
+/// (`what` names where the address was configured, for a failure).
+fn answering(mut cmd: Command, log: &Path, addr: &str, what: &str) -> (Running, Api) {
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .expect("caldera starts");
+    let running = Running(child);
+    let api = Api::new(addr, Some(OPERATOR_TOKEN));
+    assert!(
+        wait_until(Duration::from_secs(20), || api.get("/healthz").status
+            == 200),
+        "no answer at {what} {addr}; log: {}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+    (running, api)
+}
+
 #[test]
 fn sectioned_keys_and_a_former_flat_key_both_configure_the_server() {
     let dir = tempfile::tempdir().unwrap();
@@ -60,20 +79,8 @@ fn sectioned_keys_and_a_former_flat_key_both_configure_the_server() {
     )
     .unwrap();
     let log = dir.path().join("server.log");
-    let child = server(&file)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("caldera starts");
-    let _running = Running(child);
-    let api = Api::new(&addr, Some(OPERATOR_TOKEN));
+    let (_running, api) = answering(server(&file), &log, &addr, "[server] listen");
     let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(
-        wait_until(Duration::from_secs(20), || api.get("/healthz").status
-            == 200),
-        "no answer at [server] listen {addr}; log: {}",
-        read_log()
-    );
     assert!(
         data.join("sled").exists(),
         "[storage] data-dir holds the state"
@@ -147,24 +154,13 @@ fn environment_variables_follow_the_sections_and_a_former_one_beside_its_new_one
     let file = dir.path().join("empty.toml");
     std::fs::write(&file, "").unwrap();
     let log = dir.path().join("server.log");
-    let child = server(&file)
-        .env("CALDERA_SERVER__LISTEN", &addr)
+    let mut cmd = server(&file);
+    cmd.env("CALDERA_SERVER__LISTEN", &addr)
         .env("CALDERA_SERVER__OPERATOR_TOKEN", OPERATOR_TOKEN)
         .env("CALDERA_STORAGE__DATA_DIR", dir.path().join("data"))
-        .env("CALDERA_LIMITS__MAX_BODY_BYTES", "2048")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("caldera starts");
-    let _running = Running(child);
-    let api = Api::new(&addr, Some(OPERATOR_TOKEN));
+        .env("CALDERA_LIMITS__MAX_BODY_BYTES", "2048");
+    let (_running, api) = answering(cmd, &log, &addr, "CALDERA_SERVER__LISTEN");
     let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(
-        wait_until(Duration::from_secs(20), || api.get("/healthz").status
-            == 200),
-        "no answer at CALDERA_SERVER__LISTEN {addr}; log: {}",
-        read_log()
-    );
     let body = format!(r#"{{"task_id":"x","image":"{}"}}"#, "a".repeat(4096));
     let r = api.post("/v1/tasks?tenant=nobody", &body);
     assert_eq!(r.status, 413, "{:#}", r.body);
